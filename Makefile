@@ -1,0 +1,82 @@
+# plume -- build, test and install.
+#   make              libplume.a, libplume.so and the plume CLI in build/
+#   make test         every test; ends with "N passed, N failed"
+#   make test SAN=1   the same under ASan + UBSan (in build-san/)
+#   make install PREFIX=/usr/local
+#   CC=clang make     any C11 compiler with GNU extensions for SIMD intrinsics
+CC      ?= cc
+PREFIX  ?= /usr/local
+ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
+CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
+LDLIBS  := -lcjson -lm -lpthread
+
+ifeq ($(SAN),1)
+BUILD   := build-san
+CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+else
+BUILD   ?= build
+endif
+
+LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c
+ifeq ($(ARCH),x86_64)
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
+endif
+ifeq ($(ARCH),aarch64)
+LIB_SRC += src/kernels/neon.c
+endif
+TOOL_SRC := $(wildcard tools/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_neon   :=
+
+all: $(BUILD)/libplume.a $(BUILD)/libplume.so $(BUILD)/plume
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
+
+$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
+
+$(BUILD)/libplume.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libplume.so: $(PIC_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/libplume.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libplume.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
+
+test: all $(TESTS)
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/plume.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libplume.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libplume.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/plume $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*PLUME_VERSION "\(.*\)"/\1/p' include/plume.h)|' \
+	    plume.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/plume.pc
+
+clean:
+	rm -rf build build-san build-*
+
+.PHONY: all test install clean
+.SECONDARY:

@@ -1,0 +1,193 @@
+/* plume.h -- a featherweight C runtime for Gemma 4 E2B.
+ *
+ * Overview
+ * --------
+ * A model is a *bundle* directory (see docs/BUNDLE.md) written by `plume convert` from a
+ * Hugging Face checkpoint. plume_model_open() memory-maps it; nothing is read whole. A
+ * session holds the state of one conversation: the KV caches of the three chunks of the
+ * model, and the tokens fed so far. Many sessions may share one model.
+ *
+ *     plume_model *m; plume_session *s; char *err = NULL;
+ *     if (plume_model_open(&m, "gemma-4-e2b", NULL, &err)) { puts(err); free(err); ... }
+ *     plume_session_new(&s, m, NULL, &err);
+ *     int32_t ids[64]; int32_t n = plume_tokenize(plume_model_tokenizer(m), text, len, ids, 64);
+ *     float *logits = malloc(plume_model_n_vocab(m) * sizeof(float));
+ *     plume_session_feed(s, ids, n, logits, 0, &err);   // prefill; logits of the last token
+ *     ... sample an id, feed it (n = 1), repeat ...
+ *     plume_session_free(s); plume_model_free(m);
+ *
+ * Conventions
+ * -----------
+ * - Functions that can fail return 0 on success or a negative PLUME_E* code. When `err` is
+ *   not NULL, *err receives a malloc'd one-line message (free() it) naming the file, key or
+ *   tensor at fault.
+ * - Token ids and counts are int32_t, byte sizes size_t. Every _new/_open has a _free;
+ *   _free(NULL) is a no-op.
+ * - The library has no global mutable state. A model is read-only after open and may be
+ *   used by several threads through distinct sessions.
+ */
+#ifndef PLUME_H
+#define PLUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLUME_VERSION "0.1.0"
+
+enum {
+    PLUME_OK = 0,
+    PLUME_EIO = -1,       /* a file could not be opened, read or written */
+    PLUME_EFORMAT = -2,   /* a file's bytes are not what they should be */
+    PLUME_ENOMEM = -3,    /* out of memory */
+    PLUME_EINVAL = -4,    /* a bad argument: id out of vocabulary, bad flag value, ... */
+    PLUME_ERANGE = -5,    /* more tokens than the context holds */
+    PLUME_EMISMATCH = -6, /* a state file from another bundle, or a shape that disagrees */
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Tokenizer: Gemma 4 BPE (docs/TOKENIZER.md)
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_tokenizer plume_tokenizer;
+
+/* Build a tokenizer from a Hugging Face tokenizer.json (slow: parses the JSON). */
+int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **err);
+/* Open the compact binary form written by plume_tokenizer_save() (memory-mapped, fast). */
+int plume_tokenizer_open(plume_tokenizer **out, const char *path, char **err);
+/* Write the compact binary form (crash-safe: temporary file + rename). */
+int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err);
+void plume_tokenizer_free(plume_tokenizer *tok);
+int32_t plume_tokenizer_n_vocab(const plume_tokenizer *tok);
+
+/* Encode UTF-8 text (no BOS added). Writes at most `cap` ids; returns the number of ids the
+ * text needs (call again with a larger buffer if it is > cap), or PLUME_EINVAL if the text
+ * is not valid UTF-8. */
+int32_t plume_tokenize(const plume_tokenizer *tok, const char *text, size_t len, int32_t *ids,
+                       int32_t cap);
+
+/* Decode ids to UTF-8 (Replace '▁'->' ', byte fallback, fuse; invalid byte runs become
+ * U+FFFD per maximal invalid subpart). Special tokens are dropped when skip_special != 0.
+ * Writes at most cap bytes plus a NUL when cap > 0; returns the length the text needs, or
+ * PLUME_EINVAL for an id outside the vocabulary. */
+int64_t plume_detokenize(const plume_tokenizer *tok, const int32_t *ids, int32_t n,
+                         int32_t skip_special, char *out, size_t cap);
+
+/* A streaming decoder: feeds one id at a time and releases only complete UTF-8 characters,
+ * holding an incomplete trailing sequence until the next id. */
+typedef struct {
+    const plume_tokenizer *tok;
+    int32_t skip_special;
+    uint8_t pending[8]; /* bytes of an unfinished character */
+    int32_t n_pending;
+} plume_detok_stream;
+
+void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+                             int32_t skip_special);
+/* Append the text that id completes to out (NUL-terminated, at most cap-1 bytes; cap >= 64
+ * is always enough for one id); returns its length, or PLUME_EINVAL for a bad id. */
+int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap);
+/* Flush what is still pending (an incomplete character becomes U+FFFD). */
+int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap);
+
+/* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
+int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
+
+/* ---------------------------------------------------------------------------------------
+ * Chat format: the E2B chat template, rendered in C (docs/CHAT.md)
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+    const char *role;    /* "system", "developer", "user", "assistant" (or "model") */
+    const char *content; /* UTF-8 */
+} plume_chat_message;
+
+/* Render a conversation as the template does (starts with "<bos>"). *out is malloc'd. */
+int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_generation_prompt,
+                      int32_t enable_thinking, char **out, char **err);
+
+/* ---------------------------------------------------------------------------------------
+ * Sampling (docs/SAMPLING.md)
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+    float temperature;       /* <= 0: greedy (argmax) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off; divides positive / multiplies negative logits */
+    int32_t repeat_last_n;   /* how many recent tokens the penalties look at (-1: all) */
+    float presence_penalty;  /* 0: off; subtracted once per distinct recent token */
+    float frequency_penalty; /* 0: off; subtracted per occurrence */
+    uint64_t seed;
+} plume_sampler_params;
+
+typedef struct plume_sampler plume_sampler;
+
+/* The model's generation config: temperature 1.0, top-k 64, top-p 0.95, no penalties. */
+plume_sampler_params plume_sampler_default_params(void);
+int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_t n_vocab,
+                      char **err);
+void plume_sampler_free(plume_sampler *s);
+/* Record an id as part of the history the penalties see (prompt and generated tokens). */
+void plume_sampler_accept(plume_sampler *s, int32_t id);
+/* Forget the history and reseed. */
+void plume_sampler_reset(plume_sampler *s);
+/* Draw the next id from logits [n_vocab] (not modified). */
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
+
+/* ---------------------------------------------------------------------------------------
+ * Model
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_model plume_model;
+
+typedef struct {
+    const char *isa;   /* NULL: best the CPU has ($PLUME_ISA overrides); "scalar", "avx2",
+                          "avx512", "neon" */
+    int32_t n_threads; /* <= 0: physical cores */
+} plume_model_params;
+
+plume_model_params plume_model_default_params(void);
+/* Map a bundle directory and validate every file in it. */
+int plume_model_open(plume_model **out, const char *bundle_dir, const plume_model_params *p,
+                     char **err);
+void plume_model_free(plume_model *m);
+int32_t plume_model_n_vocab(const plume_model *m);
+int32_t plume_model_n_ctx(const plume_model *m);    /* context_length of the bundle */
+int32_t plume_model_n_layers(const plume_model *m);
+const char *plume_model_isa(const plume_model *m);  /* the kernels in use */
+int32_t plume_model_n_threads(const plume_model *m);
+const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "q4" */
+/* Bytes of weights one decode step reads (layers, PLE projection, head). */
+uint64_t plume_model_decode_bytes(const plume_model *m);
+/* The tokenizer of the bundle, or NULL if it has none. */
+const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+
+/* ---------------------------------------------------------------------------------------
+ * Session: the three chunk states and the tokens so far
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_session plume_session;
+
+typedef struct {
+    int32_t n_ctx;   /* <= 0: the bundle's context_length */
+    int32_t n_batch; /* tokens per forward step during prefill; <= 0: 64 */
+} plume_session_params;
+
+plume_session_params plume_session_default_params(void);
+int plume_session_new(plume_session **out, plume_model *m, const plume_session_params *p,
+                      char **err);
+void plume_session_free(plume_session *s);
+
+/* Feed n >= 1 tokens at the session's current position. logits: NULL; or, with all == 0,
+ * [n_vocab] for the last token; or, with all != 0, [n, n_vocab] for every token. Logits are
+ * after the final softcap. On error the session is unchanged. */
+int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits,
+                       int32_t all, char **err);
+int32_t plume_session_n_past(const plume_session *s);
+int32_t plume_session_n_ctx(const plume_session *s);
+const int32_t *plume_session_tokens(const plume_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLUME_H */

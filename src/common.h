@@ -1,0 +1,113 @@
+/* common.h -- small pieces every part of libplume uses: errors, half floats, mapped files,
+ * a bounded read cursor, a deterministic random generator. Knows nothing of the model. */
+#ifndef PLUME_COMMON_H
+#define PLUME_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "plume.h"
+
+#define PLUME_ALIGN 64 /* tensor offsets in chunk files and scratch buffers */
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+/* Set *err (when err is not NULL and *err is NULL) to a malloc'd message; return code. */
+int plume_fail(char **err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- half floats ----------------------------------------------------------------------- */
+
+/* IEEE binary16 -> float (exact). */
+static inline float plume_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
+    else if (exp != 0) u = sign | ((exp + 112) << 23) | (man << 13);
+    else if (man == 0) u = sign;
+    else {
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* float -> IEEE binary16, round to nearest even, overflow to inf. */
+uint16_t plume_f32_to_f16(float f);
+
+/* bfloat16 -> float (exact). */
+static inline float plume_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* float -> bfloat16, round to nearest even (NaN stays NaN). */
+static inline uint16_t plume_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- little-endian reads ---------------------------------------------------------------- */
+
+static inline uint64_t plume_rd_u64le(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
+    return v;
+}
+static inline void plume_wr_u64le(uint8_t *b, uint64_t v) {
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- files ----------------------------------------------------------------------------- */
+
+/* A read-only memory map of a whole file. */
+typedef struct {
+    const uint8_t *data; /* NULL for an empty file */
+    size_t size;         /* bytes */
+} plume_map;
+
+/* Map path read-only; errors name the file. */
+int plume_map_open(plume_map *m, const char *path, char **err);
+void plume_map_free(plume_map *m);
+
+/* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
+int plume_read_file(const char *path, char **buf, size_t *len, char **err);
+/* Write buf to path through path.tmp + fsync + rename. */
+int plume_write_file_atomic(const char *path, const void *buf, size_t len, char **err);
+/* a + "/" + b, malloc'd (NULL on out of memory). */
+char *plume_path_join(const char *a, const char *b);
+/* Whether path exists. */
+int plume_file_exists(const char *path);
+
+/* Allocate n bytes aligned to PLUME_ALIGN, zeroed; NULL on failure or overflow. */
+void *plume_alloc(size_t n);
+void plume_dealloc(void *p);
+
+/* ---- random ---------------------------------------------------------------------------- */
+
+/* splitmix64: a tiny deterministic generator, the same on every platform. */
+static inline uint64_t plume_rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform float in [0, 1). */
+static inline float plume_rng_float(uint64_t *state) {
+    return (float)(plume_rng_next(state) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* ---- time ------------------------------------------------------------------------------ */
+
+/* Monotonic seconds. */
+double plume_now(void);
+
+#endif /* PLUME_COMMON_H */

@@ -1,0 +1,273 @@
+/* forward.c -- one step of T new tokens through the three chunks (gemma4-arch.md §3).
+ *
+ * Prefill (T > 1) and decode (T = 1) are the same code. A step:
+ *   embed + per-layer inputs (§3.1) -> chunk 1 -> chunk 2 -> chunk 3 -> head (§3.3)
+ * then the K/V of the new tokens are committed to the caches. Attention reads past keys from
+ * the cache and this step's keys from the step buffer, so a sliding ring of W slots is enough
+ * even when T > W, and the KV-shared layers (which run after their source layer, maybe in a
+ * later chunk) see the same step's keys. Files, sampling and ISAs are not known here. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "forward.h"
+
+/* ---- parallel matmul ------------------------------------------------------------------- */
+
+typedef struct {
+    const plume_kernels *k;
+    float *y;
+    int64_t ldy;
+    const float *x;
+    int64_t ldx;
+    int32_t T;
+    const plume_weight *w;
+} matmul_task;
+
+/* Thread ith's share of the rows, in blocks of 16 rows. */
+static void matmul_worker(void *ctx, int32_t ith, int32_t nth) {
+    const matmul_task *t = ctx;
+    int32_t blocks = (t->w->rows + 15) / 16;
+    int32_t b0 = (int32_t)((int64_t)blocks * ith / nth), b1 = (int32_t)((int64_t)blocks * (ith + 1) / nth);
+    int32_t r0 = b0 * 16, r1 = b1 * 16 < t->w->rows ? b1 * 16 : t->w->rows;
+    if (r0 < r1) t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, r0, r1);
+}
+
+/* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread. */
+static void matmul(const plume_model *m, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                   const plume_weight *w) {
+    matmul_task t = {m->k, y, ldy, x, ldx, T, w};
+    plume_pool_run(m->pool, matmul_worker, &t);
+}
+
+/* ---- elementwise ----------------------------------------------------------------------- */
+
+/* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale). y may alias x. §3.0: x*w, not x*(1+w). */
+static void rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) {
+    double ss = 0.0;
+    for (int32_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    if (w)
+        for (int32_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+    else
+        for (int32_t i = 0; i < n; i++) y[i] = x[i] * r;
+}
+
+/* gelu with the tanh approximation (gelu_pytorch_tanh). */
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+/* Rotate one head in place, NeoX layout: pairs (i, i + hd/2) for the rotated i < rot. */
+static void rope(float *x, const float *cs, const float *sn, int32_t hd, int32_t rot) {
+    int32_t half = hd / 2;
+    for (int32_t i = 0; i < rot; i++) {
+        float a = x[i], b = x[i + half];
+        x[i] = a * cs[i] - b * sn[i];
+        x[i + half] = b * cs[i] + a * sn[i];
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+
+typedef struct {
+    plume_session *s;
+    const plume_kv *kv;
+    int32_t l, T, P;
+} attn_task;
+
+/* Attention of (token, head) pairs split across threads: scale 1.0, fp32 softmax (§3.2). */
+static void attn_worker(void *ctx, int32_t ith, int32_t nth) {
+    const attn_task *a = ctx;
+    plume_session *s = a->s;
+    const plume_model *m = s->m;
+    const plume_config *c = &m->c;
+    const plume_kv *kv = a->kv;
+    int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W;
+    int32_t full = c->is_full[a->l];
+    float *sc = s->scores + (int64_t)ith * (s->n_ctx + s->n_batch);
+    int32_t pairs = a->T * H;
+    for (int32_t pi = pairs * ith / nth; pi < pairs * (ith + 1) / nth; pi++) {
+        int32_t t = pi / H, h = pi % H, g = h / group;
+        int32_t p = a->P + t;
+        int32_t lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0);
+        const float *q = s->q + (int64_t)t * H * hd + (int64_t)h * hd;
+        float *out = s->att + (int64_t)t * H * hd + (int64_t)h * hd;
+        float mx = -INFINITY;
+        for (int32_t j = lo; j <= p; j++) {
+            const float *kr = j < a->P ? kv->k + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width
+                                       : kv->k_new + (int64_t)(j - a->P) * kv->width;
+            float v = m->k->dot(q, kr + (int64_t)g * hd, hd);
+            sc[j - lo] = v;
+            if (v > mx) mx = v;
+        }
+        float sum = 0.0f;
+        for (int32_t j = 0; j <= p - lo; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        float inv = 1.0f / sum;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t j = lo; j <= p; j++) {
+            const float *vr = j < a->P ? kv->v + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width
+                                       : kv->v_new + (int64_t)(j - a->P) * kv->width;
+            m->k->axpy(out, sc[j - lo] * inv, vr + (int64_t)g * hd, hd);
+        }
+    }
+}
+
+/* ---- one decoder layer ----------------------------------------------------------------- */
+
+/* §3.2 for T tokens at positions P..P+T-1; h [T, D] is updated in place. */
+static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
+    const plume_model *m = s->m;
+    const plume_config *c = &m->c;
+    const plume_layer *L = &m->layer[l];
+    int32_t D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
+    int32_t full = c->is_full[l], rot = full ? c->rot_full : c->rot_sliding;
+    const float *cs = s->rope_cos[full], *sn = s->rope_sin[full];
+    float eps = c->eps;
+
+    /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
+    for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->attn_norm, D, eps);
+    matmul(m, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t h = 0; h < H; h++) {
+            float *q = s->q + ((int64_t)t * H + h) * hd;
+            rmsnorm(q, q, L->q_norm, hd, eps);
+            rope(q, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
+        }
+    plume_kv *kv = s->kv_of[l];
+    if (c->kv_src[l] == l) {
+        matmul(m, kv->k_new, kv->width, s->xa, D, T, &L->k_proj);
+        matmul(m, kv->v_new, kv->width, s->xa, D, T, &L->v_proj);
+        for (int32_t t = 0; t < T; t++)
+            for (int32_t g = 0; g < Hkv; g++) {
+                float *k = kv->k_new + (int64_t)t * kv->width + (int64_t)g * hd;
+                float *v = kv->v_new + (int64_t)t * kv->width + (int64_t)g * hd;
+                rmsnorm(k, k, L->k_norm, hd, eps);
+                rope(k, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
+                rmsnorm(v, v, NULL, hd, eps); /* v_norm: no scale, no RoPE */
+            }
+    }
+    attn_task at = {s, kv, l, T, P};
+    plume_pool_run(m->pool, attn_worker, &at);
+    matmul(m, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
+    for (int32_t t = 0; t < T; t++) {
+        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        rmsnorm(o, o, L->post_attn_norm, D, eps);
+        for (int32_t i = 0; i < D; i++) h[i] += o[i];
+    }
+
+    /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
+    for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
+    matmul(m, s->gate, I, s->xa, D, T, &L->gate_proj);
+    matmul(m, s->up, I, s->xa, D, T, &L->up_proj);
+    for (int64_t i = 0; i < (int64_t)T * I; i++) s->gate[i] = gelu_tanh(s->gate[i]) * s->up[i];
+    matmul(m, s->o, D, s->gate, I, T, &L->down_proj);
+    for (int32_t t = 0; t < T; t++) {
+        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        rmsnorm(o, o, L->post_ff_norm, D, eps);
+        for (int32_t i = 0; i < D; i++) h[i] += o[i];
+    }
+
+    /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
+    matmul(m, s->plg, Dp, s->h, D, T, &L->pl_gate);
+    for (int32_t t = 0; t < T; t++) {
+        const float *ple = s->ple + ((int64_t)t * c->L + l) * Dp;
+        float *g = s->plg + (int64_t)t * Dp;
+        for (int32_t i = 0; i < Dp; i++) g[i] = gelu_tanh(g[i]) * ple[i];
+    }
+    matmul(m, s->o, D, s->plg, Dp, T, &L->pl_proj);
+    for (int32_t t = 0; t < T; t++) {
+        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        rmsnorm(o, o, L->post_pl_norm, D, eps);
+        for (int32_t i = 0; i < D; i++) h[i] = (h[i] + o[i]) * L->layer_scalar;
+    }
+}
+
+/* ---- embeddings and per-layer inputs (§3.1) -------------------------------------------- */
+
+/* Dequantize one INT8 row: q * (s / 127) * table_scale. */
+static void deq_row(float *out, const int8_t *q, uint16_t s, int64_t n, float table_scale) {
+    float f = plume_f16_to_f32(s) / 127.0f;
+    for (int64_t i = 0; i < n; i++) out[i] = (float)q[i] * f * table_scale;
+}
+
+/* h = E[ids] * sqrt(D); ple = (norm(h Wplmp^T / sqrt(D)) + Eple[ids] * sqrt(Dp)) / sqrt(2). */
+static void embed(plume_session *s, const int32_t *ids, int32_t T) {
+    const plume_model *m = s->m;
+    const plume_config *c = &m->c;
+    int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
+    const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
+    for (int32_t t = 0; t < T; t++)
+        deq_row(s->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)ids[t] * D, es[ids[t]], D,
+                (float)c->embed_scale);
+    matmul(m, s->ple, LDp, s->h, D, T, &m->ple_proj);
+    for (int32_t t = 0; t < T; t++) {
+        float *row = s->ple + t * LDp;
+        const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)ids[t] * LDp;
+        float f = plume_f16_to_f32(ps[ids[t]]) / 127.0f, es2 = (float)c->ple_embed_scale;
+        for (int32_t l = 0; l < c->L; l++) {
+            float *x = row + (int64_t)l * c->Dp;
+            for (int32_t i = 0; i < c->Dp; i++) x[i] *= (float)c->proj_scale;
+            rmsnorm(x, x, m->ple_norm, c->Dp, c->eps);
+            for (int32_t i = 0; i < c->Dp; i++)
+                x[i] = (x[i] + (float)q[(int64_t)l * c->Dp + i] * f * es2) * (float)c->input_scale;
+        }
+    }
+}
+
+/* cos/sin rows of the step's positions for both layer types. */
+static void rope_rows(plume_session *s, int32_t T, int32_t P) {
+    const plume_config *c = &s->m->c;
+    for (int32_t full = 0; full < 2; full++) {
+        int32_t half = (full ? c->hd_full : c->hd_sliding) / 2;
+        const float *inv = s->m->inv_freq[full];
+        for (int32_t t = 0; t < T; t++)
+            for (int32_t i = 0; i < half; i++) {
+                float a = (float)(P + t) * inv[i];
+                s->rope_cos[full][(int64_t)t * half + i] = cosf(a);
+                s->rope_sin[full][(int64_t)t * half + i] = sinf(a);
+            }
+    }
+}
+
+/* Copy the step's K/V into the caches (ring slot pos % W for sliding layers). */
+static void commit(plume_session *s, int32_t T, int32_t P) {
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            plume_kv *kv = &s->chunk[ci].kv[i];
+            int32_t t0 = kv->ring && T > kv->slots ? T - kv->slots : 0; /* older ones would be overwritten */
+            for (int32_t t = t0; t < T; t++) {
+                int64_t slot = kv->ring ? (P + t) % kv->slots : P + t;
+                memcpy(kv->k + slot * kv->width, kv->k_new + (int64_t)t * kv->width, (size_t)kv->width * 4);
+                memcpy(kv->v + slot * kv->width, kv->v_new + (int64_t)t * kv->width, (size_t)kv->width * 4);
+            }
+        }
+}
+
+/* The head on rows of h: norm, tied projection, softcap 30 (§3.3). */
+static void head(plume_session *s, const float *h, int32_t T, float *logits) {
+    const plume_model *m = s->m;
+    const plume_config *c = &m->c;
+    for (int32_t t = 0; t < T; t++) {
+        rmsnorm(s->xa + (int64_t)t * c->D, h + (int64_t)t * c->D, m->final_norm, c->D, c->eps);
+    }
+    matmul(m, logits, c->V, s->xa, c->D, T, &m->head);
+    if (c->softcap > 0)
+        for (int64_t i = 0; i < (int64_t)T * c->V; i++) logits[i] = c->softcap * tanhf(logits[i] / c->softcap);
+}
+
+void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {
+    const plume_config *c = &s->m->c;
+    int32_t P = s->n_past;
+    embed(s, ids, T);
+    rope_rows(s, T, P);
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t l = s->chunk[ci].first; l < s->chunk[ci].end; l++) layer_forward(s, l, T, P);
+    commit(s, T, P);
+    if (logits && all) head(s, s->h, T, logits);
+    else if (logits) head(s, s->h + (int64_t)(T - 1) * c->D, 1, logits);
+    memcpy(s->tokens + P, ids, (size_t)T * sizeof *ids);
+    s->n_past = P + T;
+}

@@ -1,0 +1,54 @@
+/* dispatch.c -- choose a kernel table from what the CPU reports. Preference order, best
+ * first: avx512, avx2, scalar on x86-64; neon, scalar on aarch64. $PLUME_ISA overrides. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* Whether this CPU can run the named table. */
+static int cpu_has(const char *isa) {
+    if (!strcmp(isa, "scalar")) return 1;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    if (!strcmp(isa, "avx2")) return avx2;
+    if (!strcmp(isa, "avx512"))
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(isa, "neon")) return 1;
+#endif
+    return 0;
+}
+
+/* The table of a name, ignoring what the CPU has. */
+static const plume_kernels *table_of(const char *isa) {
+    if (!strcmp(isa, "scalar")) return &plume_kernels_scalar;
+#if defined(__x86_64__)
+    if (!strcmp(isa, "avx2")) return &plume_kernels_avx2;
+    if (!strcmp(isa, "avx512")) return &plume_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(isa, "neon")) return &plume_kernels_neon;
+#endif
+    return NULL;
+}
+
+static const char *const preference[] = {"avx512", "avx2", "neon", "scalar"};
+
+const plume_kernels *plume_kernels_get(const char *isa) {
+    if (!isa || !*isa) isa = getenv("PLUME_ISA");
+    if (isa && *isa) return cpu_has(isa) ? table_of(isa) : NULL;
+    for (size_t i = 0; i < sizeof preference / sizeof *preference; i++)
+        if (cpu_has(preference[i]) && table_of(preference[i])) return table_of(preference[i]);
+    return &plume_kernels_scalar;
+}
+
+int plume_kernels_available(const char **names, int cap) {
+    int n = 0;
+    for (int i = (int)(sizeof preference / sizeof *preference) - 1; i >= 0; i--)
+        if (n < cap && cpu_has(preference[i]) && table_of(preference[i])) names[n++] = preference[i];
+    return n;
+}

@@ -1,0 +1,60 @@
+/* kernels.h -- the compute kernels, one table per instruction set.
+ *
+ * scalar.c is the reference: plain loops that define right. avx2.c, avx512.c and neon.c fill
+ * the same table; plume_kernels_get() picks one once, at model open. forward.c calls through
+ * the table and has no #ifdef. All kernels take float32 activations and accumulate in float32.
+ */
+#ifndef PLUME_KERNELS_H
+#define PLUME_KERNELS_H
+
+#include <stdint.h>
+
+/* How a weight matrix W [rows, cols] (PyTorch [out, in]) is stored. */
+typedef enum {
+    PLUME_W_F32 = 0, /* float [rows, cols] */
+    PLUME_W_F16,     /* binary16 [rows, cols] */
+    PLUME_W_BF16,    /* bfloat16 [rows, cols] */
+    PLUME_W_Q8,      /* int8 [rows, cols]; scale: fp16 [rows] = row absmax; W = q * s / 127 */
+    PLUME_W_Q4,      /* uint8 [rows, cols/2]: byte c/2 holds col c (even) in the low nibble and
+                        col c+1 in the high nibble, each as q + 8 (q in -8..7);
+                        scale: fp16 [rows, cols/32] = d per group of 32 cols; W = q * d */
+    PLUME_W_NTYPES
+} plume_wtype;
+
+/* A weight matrix: a view into a mapped file. */
+typedef struct {
+    plume_wtype type;
+    int32_t rows, cols;    /* [out, in] */
+    const void *data;      /* see plume_wtype */
+    const uint16_t *scale; /* Q8: [rows]; Q4: [rows, cols/32]; else NULL */
+} plume_weight;
+
+/* Y[t*ldy + r] = sum_c W[r, c] * X[t*ldx + c]   for t < T, r0 <= r < r1.
+ * Rows are split across threads by r0/r1; Y columns outside [r0, r1) are not touched. */
+typedef void (*plume_matmul_fn)(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                                const plume_weight *w, int32_t r0, int32_t r1);
+
+typedef struct {
+    const char *name;                         /* "scalar", "avx2", "avx512", "neon" */
+    plume_matmul_fn matmul[PLUME_W_NTYPES];   /* indexed by plume_wtype */
+    float (*dot)(const float *a, const float *b, int32_t n);      /* sum a[i]*b[i] */
+    void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
+} plume_kernels;
+
+extern const plume_kernels plume_kernels_scalar;
+#if defined(__x86_64__)
+extern const plume_kernels plume_kernels_avx2;   /* AVX2 + FMA + F16C */
+extern const plume_kernels plume_kernels_avx512; /* AVX-512 F/BW/VL (+VNNI, BF16 where used) */
+#endif
+#if defined(__aarch64__)
+extern const plume_kernels plume_kernels_neon;
+#endif
+
+/* The table named isa ("scalar", "avx2", "avx512", "neon"), or the best the CPU supports
+ * when isa is NULL or "" ($PLUME_ISA overrides then). NULL if the name is unknown or the
+ * CPU lacks it. */
+const plume_kernels *plume_kernels_get(const char *isa);
+/* Names of the tables this CPU can run, best last, for tests: fills names, returns count. */
+int plume_kernels_available(const char **names, int cap);
+
+#endif /* PLUME_KERNELS_H */

@@ -1,0 +1,90 @@
+/* scalar.c -- the reference kernels: plain C loops, float32 accumulation in index order.
+ * Every other kernel table is tested against this one. */
+#include "../common.h"
+#include "kernels.h"
+
+/* One row of each weight type, dotted with x[cols]. */
+static float row_f32(const plume_weight *w, int32_t r, const float *x) {
+    const float *wr = (const float *)w->data + (int64_t)r * w->cols;
+    float acc = 0.0f;
+    for (int32_t c = 0; c < w->cols; c++) acc += wr[c] * x[c];
+    return acc;
+}
+
+static float row_f16(const plume_weight *w, int32_t r, const float *x) {
+    const uint16_t *wr = (const uint16_t *)w->data + (int64_t)r * w->cols;
+    float acc = 0.0f;
+    for (int32_t c = 0; c < w->cols; c++) acc += plume_f16_to_f32(wr[c]) * x[c];
+    return acc;
+}
+
+static float row_bf16(const plume_weight *w, int32_t r, const float *x) {
+    const uint16_t *wr = (const uint16_t *)w->data + (int64_t)r * w->cols;
+    float acc = 0.0f;
+    for (int32_t c = 0; c < w->cols; c++) acc += plume_bf16_to_f32(wr[c]) * x[c];
+    return acc;
+}
+
+/* q8: W = q * s / 127, so row . x = (s / 127) * sum q * x. */
+static float row_q8(const plume_weight *w, int32_t r, const float *x) {
+    const int8_t *wr = (const int8_t *)w->data + (int64_t)r * w->cols;
+    float acc = 0.0f;
+    for (int32_t c = 0; c < w->cols; c++) acc += (float)wr[c] * x[c];
+    return acc * (plume_f16_to_f32(w->scale[r]) / 127.0f);
+}
+
+/* q4: groups of 32 columns, W = q * d, q = nibble - 8. */
+static float row_q4(const plume_weight *w, int32_t r, const float *x) {
+    const uint8_t *wr = (const uint8_t *)w->data + (int64_t)r * (w->cols / 2);
+    const uint16_t *sr = w->scale + (int64_t)r * (w->cols / 32);
+    float acc = 0.0f;
+    for (int32_t g = 0; g < w->cols / 32; g++) {
+        float gacc = 0.0f;
+        for (int32_t i = 0; i < 16; i++) {
+            uint8_t b = wr[g * 16 + i];
+            gacc += (float)((int)(b & 15) - 8) * x[g * 32 + 2 * i];
+            gacc += (float)((int)(b >> 4) - 8) * x[g * 32 + 2 * i + 1];
+        }
+        acc += gacc * plume_f16_to_f32(sr[g]);
+    }
+    return acc;
+}
+
+typedef float (*row_fn)(const plume_weight *, int32_t, const float *);
+
+/* Apply one row kernel to every (token, row) pair of the range. */
+static void matmul_rows(row_fn f, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                        const plume_weight *w, int32_t r0, int32_t r1) {
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t r = r0; r < r1; r++) y[t * ldy + r] = f(w, r, x + t * ldx);
+}
+
+#define SCALAR_MATMUL(name)                                                                  \
+    static void mm_##name(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,     \
+                          const plume_weight *w, int32_t r0, int32_t r1) {                   \
+        matmul_rows(row_##name, y, ldy, x, ldx, T, w, r0, r1);                               \
+    }
+SCALAR_MATMUL(f32)
+SCALAR_MATMUL(f16)
+SCALAR_MATMUL(bf16)
+SCALAR_MATMUL(q8)
+SCALAR_MATMUL(q4)
+
+/* sum a[i] * b[i], in index order. */
+static float dot_scalar(const float *a, const float *b, int32_t n) {
+    float acc = 0.0f;
+    for (int32_t i = 0; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* y += a * x. */
+static void axpy_scalar(float *y, float a, const float *x, int32_t n) {
+    for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+const plume_kernels plume_kernels_scalar = {
+    .name = "scalar",
+    .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
+    .dot = dot_scalar,
+    .axpy = axpy_scalar,
+};

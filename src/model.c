@@ -1,0 +1,257 @@
+/* model.c -- open a bundle: map every file, check every size and tensor against the config,
+ * and build typed views per layer. Nothing is read whole; tensor bytes stay in the maps. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "safetensors.h"
+
+/* ---- chunk tensors --------------------------------------------------------------------- */
+
+/* A tensor of a chunk with the expected dtype and shape, as a pointer into the map. */
+static int chunk_tensor(const st_file *f, const plume_map *m, const char *name, st_dtype dt, int32_t ndim,
+                        int64_t r, int64_t c, const void **out, char **err) {
+    const st_tensor *t = st_find(f, name);
+    if (!t) return plume_fail(err, PLUME_EFORMAT, "%s: missing tensor %s", f->path, name);
+    if (t->dtype != dt || t->ndim != ndim || t->shape[0] != r || (ndim == 2 && t->shape[1] != c))
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, name);
+    if (t->offset % PLUME_ALIGN && t->nbytes > 0)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s is not %d-byte aligned", f->path, name, PLUME_ALIGN);
+    if (t->offset + t->nbytes > m->size)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s runs past the end of the file", f->path, name);
+    *out = m->data + t->offset;
+    return 0;
+}
+
+/* A linear weight [rows, cols] at the bundle's precision (q4 falls back to q8 when cols is
+ * not a multiple of 32, as the converter does). */
+static int chunk_linear(const plume_model *m, const st_file *f, const plume_map *map, const char *name,
+                        int64_t rows, int64_t cols, plume_weight *w, char **err) {
+    const char *p = m->c.weights;
+    w->rows = (int32_t)rows;
+    w->cols = (int32_t)cols;
+    w->scale = NULL;
+    char sname[300];
+    snprintf(sname, sizeof sname, "%s.scale", name);
+    if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, rows, cols, &w->data, err); }
+    if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, rows, cols, &w->data, err); }
+    const void *s;
+    int rc;
+    if (!strcmp(p, "q4") && cols % 32 == 0) {
+        w->type = PLUME_W_Q4;
+        rc = chunk_tensor(f, map, name, ST_U8, 2, rows, cols / 2, &w->data, err);
+        if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 2, rows, cols / 32, &s, err);
+    } else {
+        w->type = PLUME_W_Q8;
+        rc = chunk_tensor(f, map, name, ST_I8, 2, rows, cols, &w->data, err);
+        if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 1, rows, 0, &s, err);
+    }
+    w->scale = s;
+    return rc;
+}
+
+/* A float32 vector of a chunk. */
+static int chunk_vector(const st_file *f, const plume_map *map, const char *name, int64_t n, const float **out,
+                        char **err) {
+    return chunk_tensor(f, map, name, ST_F32, 1, n, 0, (const void **)out, err);
+}
+
+/* Bytes one matvec over w reads. */
+static uint64_t weight_bytes(const plume_weight *w) {
+    uint64_t n = (uint64_t)w->rows * (uint64_t)w->cols;
+    switch (w->type) {
+    case PLUME_W_F32: return 4 * n;
+    case PLUME_W_F16:
+    case PLUME_W_BF16: return 2 * n;
+    case PLUME_W_Q8: return n + 2 * (uint64_t)w->rows;
+    default: return n / 2 + n / 16;
+    }
+}
+
+/* Views of one layer's tensors. */
+static int load_layer(plume_model *m, const st_file *f, const plume_map *map, int32_t l, char **err) {
+    const plume_config *c = &m->c;
+    plume_layer *L = &m->layer[l];
+    int64_t D = c->D, hd = c->hd[l], I = c->I[l];
+    char n[200];
+    int rc = 0;
+#define LN(suffix) (snprintf(n, sizeof n, "layers.%d.%s", l, suffix), n)
+    if (!rc) rc = chunk_linear(m, f, map, LN("self_attn.q_proj.weight"), c->H * hd, D, &L->q_proj, err);
+    if (!rc && c->kv_src[l] == l) rc = chunk_linear(m, f, map, LN("self_attn.k_proj.weight"), c->Hkv * hd, D, &L->k_proj, err);
+    if (!rc && c->kv_src[l] == l) rc = chunk_linear(m, f, map, LN("self_attn.v_proj.weight"), c->Hkv * hd, D, &L->v_proj, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("self_attn.o_proj.weight"), D, c->H * hd, &L->o_proj, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("mlp.gate_proj.weight"), I, D, &L->gate_proj, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("mlp.up_proj.weight"), I, D, &L->up_proj, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("mlp.down_proj.weight"), D, I, &L->down_proj, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("per_layer_input_gate.weight"), c->Dp, D, &L->pl_gate, err);
+    if (!rc) rc = chunk_linear(m, f, map, LN("per_layer_projection.weight"), D, c->Dp, &L->pl_proj, err);
+    if (!rc) rc = chunk_vector(f, map, LN("input_layernorm.weight"), D, &L->attn_norm, err);
+    if (!rc) rc = chunk_vector(f, map, LN("post_attention_layernorm.weight"), D, &L->post_attn_norm, err);
+    if (!rc) rc = chunk_vector(f, map, LN("pre_feedforward_layernorm.weight"), D, &L->pre_ff_norm, err);
+    if (!rc) rc = chunk_vector(f, map, LN("post_feedforward_layernorm.weight"), D, &L->post_ff_norm, err);
+    if (!rc) rc = chunk_vector(f, map, LN("post_per_layer_input_norm.weight"), D, &L->post_pl_norm, err);
+    if (!rc) rc = chunk_vector(f, map, LN("self_attn.q_norm.weight"), hd, &L->q_norm, err);
+    if (!rc && c->kv_src[l] == l) rc = chunk_vector(f, map, LN("self_attn.k_norm.weight"), hd, &L->k_norm, err);
+    const float *ls = NULL;
+    if (!rc) rc = chunk_vector(f, map, LN("layer_scalar"), 1, &ls, err);
+#undef LN
+    if (rc) return rc;
+    L->layer_scalar = ls[0];
+    m->decode_bytes += weight_bytes(&L->q_proj) + weight_bytes(&L->o_proj) + weight_bytes(&L->gate_proj) +
+                       weight_bytes(&L->up_proj) + weight_bytes(&L->down_proj) + weight_bytes(&L->pl_gate) +
+                       weight_bytes(&L->pl_proj);
+    if (c->kv_src[l] == l) m->decode_bytes += weight_bytes(&L->k_proj) + weight_bytes(&L->v_proj);
+    return 0;
+}
+
+/* Map chunk ci, check its metadata, and load its layers (and the head's parts). */
+static int load_chunk(plume_model *m, int32_t ci, char **err) {
+    char name[64];
+    snprintf(name, sizeof name, "chunk_%d.safetensors", ci + 1);
+    char *path = plume_path_join(m->dir, name);
+    if (!path) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    st_file f;
+    int rc = st_open(&f, path, err);
+    if (!rc) {
+        rc = plume_map_open(&m->chunk_map[ci], path, err);
+        const char *fmt = st_meta(&f, "format"), *ver = st_meta(&f, "version"), *w = st_meta(&f, "weights");
+        const char *a = st_meta(&f, "first_layer"), *b = st_meta(&f, "end_layer");
+        if (!rc && (!fmt || strcmp(fmt, "plume-chunk") || !ver || strcmp(ver, "1")))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume chunk of version 1", path);
+        if (!rc && (!w || strcmp(w, m->c.weights) || !a || atoi(a) != m->c.chunk[ci] || !b ||
+                    atoi(b) != m->c.chunk[ci + 1]))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: its layers or weights disagree with model_config.json", path);
+        for (int32_t l = m->c.chunk[ci]; !rc && l < m->c.chunk[ci + 1]; l++)
+            rc = load_layer(m, &f, &m->chunk_map[ci], l, err);
+        if (!rc && ci == PLUME_N_CHUNKS - 1) {
+            rc = chunk_vector(&f, &m->chunk_map[ci], "norm.weight", m->c.D, &m->final_norm, err);
+            if (!rc && !m->c.head_sidecar)
+                rc = chunk_linear(m, &f, &m->chunk_map[ci], "lm_head.weight", m->c.V, m->c.D, &m->head, err);
+        }
+        st_close(&f);
+    }
+    free(path);
+    return rc;
+}
+
+/* ---- sidecars -------------------------------------------------------------------------- */
+
+/* Map a sidecar and check its size. */
+static int map_sized(plume_model *m, const char *name, uint64_t want, plume_map *map, char **err) {
+    char *path = plume_path_join(m->dir, name);
+    if (!path) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    int rc = plume_map_open(map, path, err);
+    if (!rc && map->size != want)
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: %llu bytes, expected %llu (truncated or wrong model?)", path,
+                        (unsigned long long)map->size, (unsigned long long)want);
+    free(path);
+    return rc;
+}
+
+/* Map and check the INT8 sidecars, the PLE projection and its norm. */
+static int load_sidecars(plume_model *m, char **err) {
+    const plume_config *c = &m->c;
+    uint64_t V = (uint64_t)c->V, D = (uint64_t)c->D, LDp = (uint64_t)c->L * (uint64_t)c->Dp;
+    int rc = map_sized(m, "embed_tokens_q8.bin", V * D, &m->embed_q8, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_scales.bin", V * 2, &m->embed_scales, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_q8.bin", V * LDp, &m->ple_q8, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_scales.bin", V * 2, &m->ple_scales, err);
+    if (!rc) rc = map_sized(m, "per_layer_projection.bin", LDp * D * 2, &m->proj_map, err);
+    if (!rc) rc = map_sized(m, "per_layer_norm_weight.bin", (uint64_t)c->Dp * 4, &m->pnorm_map, err);
+    if (rc) return rc;
+    m->ple_proj = (plume_weight){PLUME_W_F16, (int32_t)LDp, c->D, m->proj_map.data, NULL};
+    m->ple_norm = malloc((size_t)c->Dp * 4);
+    if (!m->ple_norm) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    memcpy(m->ple_norm, m->pnorm_map.data, (size_t)c->Dp * 4);
+    if (c->head_sidecar)
+        m->head = (plume_weight){PLUME_W_Q8, c->V, c->D, m->embed_q8.data, (const uint16_t *)m->embed_scales.data};
+    /* The RoPE .npy tables must be there (the Core ML layout has them), but plume computes
+     * the reference's values itself (docs/BUNDLE.md). */
+    static const char *const tables[] = {"cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy"};
+    for (int i = 0; i < 4; i++) {
+        char *p = plume_path_join(m->dir, tables[i]);
+        int ok = p && plume_file_exists(p);
+        if (!ok) rc = plume_fail(err, PLUME_EFORMAT, "%s: missing file %s", m->dir, tables[i]);
+        free(p);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---- open / free ----------------------------------------------------------------------- */
+
+plume_model_params plume_model_default_params(void) {
+    plume_model_params p = {.isa = NULL, .n_threads = 0};
+    return p;
+}
+
+int plume_model_open(plume_model **out, const char *dir, const plume_model_params *pp, char **err) {
+    *out = NULL;
+    plume_model_params p = pp ? *pp : plume_model_default_params();
+    plume_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->dir = strdup(dir))) {
+        free(m);
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    char *mc = plume_path_join(dir, "model_config.json");
+    int rc = mc ? plume_config_read_bundle(&m->c, mc, err) : PLUME_ENOMEM;
+    free(mc);
+    if (!rc) rc = load_sidecars(m, err);
+    for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
+    if (!rc) {
+        m->decode_bytes += weight_bytes(&m->ple_proj) + weight_bytes(&m->head);
+        m->k = plume_kernels_get(p.isa);
+        if (!m->k) rc = plume_fail(err, PLUME_EINVAL, "ISA '%s' is unknown or this CPU lacks it",
+                                   p.isa ? p.isa : getenv("PLUME_ISA") ? getenv("PLUME_ISA") : "?");
+    }
+    for (int t = 0; !rc && t < 2; t++) {
+        m->inv_freq[t] = malloc((size_t)(t ? m->c.hd_full : m->c.hd_sliding) / 2 * sizeof(float));
+        if (!m->inv_freq[t]) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        else plume_rope_inv_freq(&m->c, t, m->inv_freq[t]);
+    }
+    if (!rc) {
+        m->pool = plume_pool_new(p.n_threads > 0 ? p.n_threads : plume_physical_cores());
+        if (!m->pool) rc = plume_fail(err, PLUME_ENOMEM, "cannot start threads");
+    }
+    if (!rc) { /* the tokenizer: the binary form if present, else the JSON */
+        char *bin = plume_path_join(dir, "tokenizer.bin"), *js = plume_path_join(dir, "hf_model/tokenizer.json");
+        if (bin && plume_file_exists(bin)) rc = plume_tokenizer_open(&m->tok, bin, err);
+        else if (js && plume_file_exists(js)) rc = plume_tokenizer_open_json(&m->tok, js, err);
+        free(bin);
+        free(js);
+    }
+    if (rc) {
+        plume_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void plume_model_free(plume_model *m) {
+    if (!m) return;
+    plume_pool_free(m->pool);
+    plume_tokenizer_free(m->tok);
+    plume_map_free(&m->embed_q8);
+    plume_map_free(&m->embed_scales);
+    plume_map_free(&m->ple_q8);
+    plume_map_free(&m->ple_scales);
+    plume_map_free(&m->proj_map);
+    plume_map_free(&m->pnorm_map);
+    for (int i = 0; i < PLUME_N_CHUNKS; i++) plume_map_free(&m->chunk_map[i]);
+    free(m->ple_norm);
+    free(m->inv_freq[0]);
+    free(m->inv_freq[1]);
+    free(m->dir);
+    free(m);
+}
+
+int32_t plume_model_n_vocab(const plume_model *m) { return m->c.V; }
+int32_t plume_model_n_ctx(const plume_model *m) { return m->c.n_ctx; }
+int32_t plume_model_n_layers(const plume_model *m) { return m->c.L; }
+const char *plume_model_isa(const plume_model *m) { return m->k->name; }
+int32_t plume_model_n_threads(const plume_model *m) { return plume_pool_size(m->pool); }
+const char *plume_model_weights(const plume_model *m) { return m->c.weights; }
+uint64_t plume_model_decode_bytes(const plume_model *m) { return m->decode_bytes; }
+const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }

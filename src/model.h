@@ -1,0 +1,89 @@
+/* model.h -- the opened bundle: weights as typed views into mapped files, per layer; and
+ * the session with its three chunk states. forward.c computes one step over these. */
+#ifndef PLUME_MODEL_H
+#define PLUME_MODEL_H
+
+#include "common.h"
+#include "config.h"
+#include "kernels/kernels.h"
+#include "pool.h"
+
+/* One decoder layer: views into a mapped chunk, weights stored [out, in]. */
+typedef struct {
+    plume_weight q_proj;    /* [H*hd, D]   hd = hd_sliding or hd_full */
+    plume_weight k_proj;    /* [Hkv*hd, D] only if the layer owns a cache */
+    plume_weight v_proj;    /* [Hkv*hd, D] */
+    plume_weight o_proj;    /* [D, H*hd] */
+    plume_weight gate_proj; /* [I, D]      I doubles on KV-shared layers */
+    plume_weight up_proj;   /* [I, D] */
+    plume_weight down_proj; /* [D, I] */
+    plume_weight pl_gate;   /* [Dp, D]     per_layer_input_gate */
+    plume_weight pl_proj;   /* [D, Dp]     per_layer_projection */
+    const float *attn_norm;     /* [D] input_layernorm, applied as x * w (no +1) */
+    const float *post_attn_norm;/* [D] */
+    const float *pre_ff_norm;   /* [D] */
+    const float *post_ff_norm;  /* [D] */
+    const float *post_pl_norm;  /* [D] post_per_layer_input_norm */
+    const float *q_norm;        /* [hd] */
+    const float *k_norm;        /* [hd] (owners only) */
+    float layer_scalar;         /* multiplies the whole residual stream at the end */
+} plume_layer;
+
+struct plume_model {
+    plume_config c;
+    char *dir;
+    plume_map embed_q8, embed_scales;  /* int8 [V, D], fp16 [V] */
+    plume_map ple_q8, ple_scales;      /* int8 [V, L*Dp], fp16 [V] */
+    plume_map proj_map, pnorm_map;     /* fp16 [L*Dp, D], fp32 [Dp] */
+    plume_map chunk_map[PLUME_N_CHUNKS];
+    plume_layer layer[PLUME_MAX_LAYERS];
+    plume_weight ple_proj;             /* F16 [L*Dp, D] per_layer_model_projection */
+    float *ple_norm;                   /* [Dp] per_layer_projection_norm (copied: tiny) */
+    const float *final_norm;           /* [D] */
+    plume_weight head;                 /* [V, D]: the q8 sidecar or the chunk's lm_head */
+    float *inv_freq[2];                /* [hd/2] RoPE inverse frequencies: sliding, full */
+    const plume_kernels *k;
+    plume_pool *pool;
+    plume_tokenizer *tok;
+    uint64_t decode_bytes;
+};
+
+/* The KV cache of one layer that owns one. K and V are stored post-norm, post-RoPE. */
+typedef struct {
+    int32_t layer;
+    int32_t slots;    /* sliding_window (ring, slot = pos % W) or n_ctx (linear) */
+    int32_t ring;     /* 1 for sliding layers */
+    int32_t width;    /* Hkv * hd */
+    float *k, *v;     /* [slots, width] */
+    float *k_new, *v_new; /* [n_batch, width]: this step's K/V, committed after the step */
+} plume_kv;
+
+/* The state of one chunk: the caches of its layers that own one. */
+typedef struct {
+    int32_t first, end; /* layers [first, end) */
+    int32_t n_kv;
+    plume_kv *kv;
+} plume_chunk_state;
+
+struct plume_session {
+    plume_model *m;
+    int32_t n_ctx, n_batch;
+    int32_t n_past;
+    int32_t *tokens;                      /* [n_ctx] */
+    plume_chunk_state chunk[PLUME_N_CHUNKS];
+    plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
+    /* scratch, [n_batch, ...] */
+    float *h;        /* [B, D]     residual stream */
+    float *xa;       /* [B, D]     normed input of a sub-block */
+    float *q;        /* [B, H*hd_max] */
+    float *att;      /* [B, H*hd_max] attention output */
+    float *o;        /* [B, D] */
+    float *gate, *up;/* [B, I_max] */
+    float *ple;      /* [B, L*Dp]  per-layer inputs */
+    float *plg;      /* [B, Dp] */
+    float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
+    float *scores;   /* [threads, n_ctx + B] */
+    float *hlast;    /* [D] */
+};
+
+#endif

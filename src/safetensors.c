@@ -1,0 +1,355 @@
+/* safetensors.c -- parse safetensors headers as untrusted input; write aligned files.
+ * The parser never trusts a length or offset from the file: every one is checked against the
+ * file size and against the shape it claims. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER (100u << 20) /* safetensors' own limit is 100 MB */
+
+static const struct {
+    const char *name;
+    int32_t size;
+} dtypes[ST_NDTYPES] = {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I8", 1}, {"U8", 1},
+                        {"I32", 4}, {"F64", 8}, {"I64", 8}, {"BOOL", 1}};
+
+int32_t st_dtype_size(st_dtype d) { return dtypes[d].size; }
+const char *st_dtype_name(st_dtype d) { return dtypes[d].name; }
+
+/* dtype from its name, or -1. */
+static int dtype_of(const char *s) {
+    for (int i = 0; i < ST_NDTYPES; i++)
+        if (!strcmp(s, dtypes[i].name)) return i;
+    return -1;
+}
+
+int st_pread(const char *path, uint64_t off, void *buf, size_t n, char **err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            close(fd);
+            return plume_fail(err, PLUME_EIO, "%s: short read at offset %llu", path, (unsigned long long)off);
+        }
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Sort helper: tensors by offset. */
+static int by_offset(const void *a, const void *b) {
+    const st_tensor *x = *(st_tensor *const *)a, *y = *(st_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Fill one entry from its JSON object; errors name the tensor. */
+static int parse_entry(st_file *f, const cJSON *e, st_tensor *t, uint64_t data_size, char **err) {
+    const char *path = f->path;
+    if (!cJSON_IsObject(e)) return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: entry is not an object", path, t->name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: needs dtype, shape and data_offsets", path, t->name);
+    int d = dtype_of(dt->valuestring);
+    if (d < 0) return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: unknown dtype %s", path, t->name, dt->valuestring);
+    t->dtype = (st_dtype)d;
+    t->ndim = cJSON_GetArraySize(sh);
+    if (t->ndim > 8) return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: too many dimensions", path, t->name);
+    uint64_t count = 1;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        const cJSON *x = cJSON_GetArrayItem(sh, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9.0e15 ||
+            x->valuedouble != (double)(int64_t)x->valuedouble)
+            return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: bad shape", path, t->name);
+        t->shape[i] = (int64_t)x->valuedouble;
+        if (t->shape[i] && count > (UINT64_MAX / 8) / (uint64_t)t->shape[i])
+            return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: shape too large", path, t->name);
+        count *= (uint64_t)t->shape[i];
+    }
+    t->count = (int64_t)count;
+    double b = cJSON_GetArrayItem(of, 0)->valuedouble, e2 = cJSON_GetArrayItem(of, 1)->valuedouble;
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(of, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(of, 1)) || b < 0 ||
+        e2 < b || e2 > 9.0e15 || b != (double)(uint64_t)b || e2 != (double)(uint64_t)e2)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: bad data_offsets", path, t->name);
+    uint64_t ub = (uint64_t)b, ue = (uint64_t)e2;
+    if (ue > data_size)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: data runs past the end of the file (truncated?)", path, t->name);
+    t->nbytes = ue - ub;
+    if (t->nbytes != count * (uint64_t)dtypes[d].size)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s: data_offsets span %llu bytes, shape needs %llu", path,
+                          t->name, (unsigned long long)t->nbytes, (unsigned long long)(count * (uint64_t)dtypes[d].size));
+    t->offset = f->data_start + ub;
+    return 0;
+}
+
+int st_open(st_file *f, const char *path, char **err) {
+    memset(f, 0, sizeof *f);
+    int rc = PLUME_ENOMEM;
+    cJSON *root = NULL;
+    char *hdr = NULL;
+    st_tensor **sorted = NULL;
+    f->path = strdup(path);
+    if (!f->path) goto fail;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    f->file_size = (uint64_t)st.st_size;
+    if (f->file_size < 8) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: shorter than 8 bytes (truncated safetensors)", path);
+        goto fail;
+    }
+    uint8_t lenb[8];
+    if ((rc = st_pread(path, 0, lenb, 8, err))) goto fail;
+    uint64_t hlen = plume_rd_u64le(lenb);
+    if (hlen > f->file_size - 8 || hlen > ST_MAX_HEADER || hlen < 2) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: header length %llu does not fit the file (%llu bytes)", path,
+                        (unsigned long long)hlen, (unsigned long long)f->file_size);
+        goto fail;
+    }
+    hdr = malloc(hlen + 1);
+    if (!hdr) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+    if ((rc = st_pread(path, 8, hdr, hlen, err))) goto fail;
+    hdr[hlen] = 0;
+    f->data_start = 8 + hlen;
+    root = cJSON_ParseWithLength(hdr, hlen);
+    if (!cJSON_IsObject(root)) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: header is not a JSON object", path);
+        goto fail;
+    }
+    int32_t cap = cJSON_GetArraySize(root);
+    f->t = calloc((size_t)cap + 1, sizeof *f->t);
+    sorted = calloc((size_t)cap + 1, sizeof *sorted);
+    if (!f->t || !sorted) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+    for (const cJSON *e = root->child; e; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ is not an object", path); goto fail; }
+            int32_t nm = cJSON_GetArraySize(e);
+            f->meta = calloc((size_t)nm * 2 + 1, sizeof *f->meta);
+            if (!f->meta) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+            for (const cJSON *m = e->child; m; m = m->next) {
+                if (!cJSON_IsString(m)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ value of %s is not a string", path, m->string); goto fail; }
+                f->meta[2 * f->n_meta] = strdup(m->string);
+                f->meta[2 * f->n_meta + 1] = strdup(m->valuestring);
+                f->n_meta++;
+            }
+            continue;
+        }
+        st_tensor *t = &f->t[f->n++];
+        t->name = strdup(e->string);
+        if (!t->name) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+        if ((rc = parse_entry(f, e, t, f->file_size - f->data_start, err))) goto fail;
+        sorted[f->n - 1] = t;
+    }
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_offset);
+    for (int32_t i = 1; i < f->n; i++)
+        if (sorted[i]->offset < sorted[i - 1]->offset + sorted[i - 1]->nbytes) {
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: tensors %s and %s overlap", path, sorted[i - 1]->name, sorted[i]->name);
+            goto fail;
+        }
+    free(sorted);
+    free(hdr);
+    cJSON_Delete(root);
+    return 0;
+fail:
+    if (rc == PLUME_ENOMEM) plume_fail(err, rc, "%s: out of memory", path);
+    free(sorted);
+    free(hdr);
+    cJSON_Delete(root);
+    st_close(f);
+    return rc;
+}
+
+void st_close(st_file *f) {
+    if (!f) return;
+    for (int32_t i = 0; i < f->n; i++) free(f->t[i].name);
+    for (int32_t i = 0; i < 2 * f->n_meta; i++) free(f->meta[i]);
+    free(f->t);
+    free(f->meta);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+const st_tensor *st_find(const st_file *f, const char *name) {
+    for (int32_t i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    return NULL;
+}
+
+const char *st_meta(const st_file *f, const char *key) {
+    for (int32_t i = 0; i < f->n_meta; i++)
+        if (f->meta[2 * i] && !strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
+    return NULL;
+}
+
+/* ---- writer ---------------------------------------------------------------------------- */
+
+int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err) {
+    memset(w, 0, sizeof *w);
+    w->align = align ? align : 1;
+    w->path = strdup(path);
+    if (!w->path || asprintf(&w->tmp, "%s.tmp", path) < 0) {
+        w->tmp = NULL;
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Append a planned entry (no alignment logic). */
+static int plan(st_writer *w, const char *name, st_dtype dtype, int32_t ndim, const int64_t *shape, char **err) {
+    if (w->n == w->cap) {
+        int32_t nc = w->cap ? 2 * w->cap : 64;
+        st_wtensor *nt = realloc(w->t, (size_t)nc * sizeof *nt);
+        if (!nt) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+        w->t = nt;
+        w->cap = nc;
+    }
+    st_wtensor *t = &w->t[w->n];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    if (!t->name) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    t->dtype = dtype;
+    t->ndim = ndim;
+    uint64_t count = 1;
+    for (int32_t i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        count *= (uint64_t)shape[i];
+    }
+    t->nbytes = count * (uint64_t)st_dtype_size(dtype);
+    t->rel = w->pos;
+    w->pos += t->nbytes;
+    w->n++;
+    return 0;
+}
+
+int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int32_t ndim, const int64_t *shape, char **err) {
+    if (ndim > 4) return plume_fail(err, PLUME_EINVAL, "%s: tensor %s has too many dimensions", w->path, name);
+    uint64_t mis = w->pos % w->align;
+    if (mis) { /* a padding tensor keeps the byte buffer free of holes */
+        char pad[32];
+        int64_t n = (int64_t)(w->align - mis);
+        snprintf(pad, sizeof pad, "__pad.%d", w->n);
+        int rc = plan(w, pad, ST_U8, 1, &n, err);
+        if (rc) return rc;
+    }
+    return plan(w, name, dtype, ndim, shape, err);
+}
+
+int st_writer_meta(st_writer *w, const char *key, const char *value, char **err) {
+    if (w->n_meta >= 32) return plume_fail(err, PLUME_EINVAL, "%s: too many metadata keys", w->path);
+    w->meta[2 * w->n_meta] = strdup(key);
+    w->meta[2 * w->n_meta + 1] = strdup(value);
+    w->n_meta++;
+    return 0;
+}
+
+/* Write zero bytes for padding tensors at the cursor. */
+static int skip_padding(st_writer *w, char **err) {
+    static const uint8_t zeros[64];
+    while (w->next < w->n && !strncmp(w->t[w->next].name, "__pad.", 6)) {
+        if (fwrite(zeros, 1, w->t[w->next].nbytes, w->fp) != w->t[w->next].nbytes)
+            return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        w->next++;
+    }
+    return 0;
+}
+
+int st_writer_begin(st_writer *w, char **err) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (w->n_meta) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int32_t i = 0; i < w->n_meta; i++) cJSON_AddStringToObject(m, w->meta[2 * i], w->meta[2 * i + 1]);
+    }
+    for (int32_t i = 0; i < w->n; i++) {
+        const st_wtensor *t = &w->t[i];
+        cJSON *e = cJSON_AddObjectToObject(root, t->name);
+        cJSON_AddStringToObject(e, "dtype", st_dtype_name(t->dtype));
+        cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+        for (int32_t k = 0; k < t->ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[k]));
+        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)t->rel));
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(t->rel + t->nbytes)));
+    }
+    char *js = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!js) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    size_t n = strlen(js);
+    size_t hlen = n;
+    while ((8 + hlen) % w->align) hlen++; /* space padding: the data start is aligned too */
+    w->fp = fopen(w->tmp, "wb");
+    if (!w->fp) {
+        free(js);
+        return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
+    }
+    uint8_t lenb[8];
+    plume_wr_u64le(lenb, hlen);
+    int ok = fwrite(lenb, 1, 8, w->fp) == 8 && fwrite(js, 1, n, w->fp) == n;
+    for (size_t i = n; ok && i < hlen; i++) ok = fputc(' ', w->fp) != EOF;
+    free(js);
+    if (!ok) return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+    w->next = 0;
+    w->written = 0;
+    return skip_padding(w, err);
+}
+
+int st_writer_write(st_writer *w, const void *data, size_t n, char **err) {
+    const uint8_t *p = data;
+    while (n > 0) {
+        if (w->next >= w->n) return plume_fail(err, PLUME_EINVAL, "%s: more bytes than the planned tensors hold", w->path);
+        const st_wtensor *t = &w->t[w->next];
+        size_t take = (size_t)(t->nbytes - w->written) < n ? (size_t)(t->nbytes - w->written) : n;
+        if (take && fwrite(p, 1, take, w->fp) != take)
+            return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        p += take;
+        n -= take;
+        w->written += take;
+        if (w->written == t->nbytes) {
+            w->next++;
+            w->written = 0;
+            int rc = skip_padding(w, err);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+int st_writer_finish(st_writer *w, char **err) {
+    if (w->next != w->n || !w->fp)
+        return plume_fail(err, PLUME_EINVAL, "%s: tensor %s was not written", w->path,
+                          w->next < w->n ? w->t[w->next].name : "?");
+    int ok = fflush(w->fp) == 0 && fsync(fileno(w->fp)) == 0;
+    ok = fclose(w->fp) == 0 && ok;
+    w->fp = NULL;
+    if (!ok || rename(w->tmp, w->path) != 0)
+        return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->path, strerror(errno));
+    free(w->tmp);
+    w->tmp = NULL;
+    return 0;
+}
+
+void st_writer_free(st_writer *w) {
+    if (!w) return;
+    if (w->fp) fclose(w->fp);
+    if (w->tmp) unlink(w->tmp);
+    free(w->tmp);
+    free(w->path);
+    for (int32_t i = 0; i < w->n; i++) free(w->t[i].name);
+    for (int32_t i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
+    free(w->t);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,82 @@
+/* t.h -- the test harness: each test is a function; a run prints one line per test,
+ * "PASS name" or "FAIL name: why", which tests/run.sh counts. */
+#ifndef PLUME_T_H
+#define PLUME_T_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_failed_now; /* failures inside the running test */
+static int t_total_failed;
+
+/* Record a failed check with its location (the first one per test is printed). */
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            if (!t_failed_now) {                                                             \
+                printf("  %s:%d: ", __FILE__, __LINE__);                                     \
+                printf(__VA_ARGS__);                                                         \
+                printf("\n");                                                                \
+            }                                                                                \
+            t_failed_now++;                                                                  \
+        }                                                                                    \
+    } while (0)
+
+/* Run one test function and print its verdict. */
+static void t_run(const char *name, void (*fn)(void)) {
+    t_failed_now = 0;
+    fn();
+    if (t_failed_now) {
+        printf("FAIL %s\n", name);
+        t_total_failed++;
+    } else {
+        printf("PASS %s\n", name);
+    }
+    fflush(stdout);
+}
+#define RUN(fn) t_run(#fn, fn)
+
+/* Where the test fixtures live: $PLUME_TEST_DATA or tests/data. */
+static const char *t_data(void) {
+    const char *d = getenv("PLUME_TEST_DATA");
+    return d && *d ? d : "tests/data";
+}
+
+/* Where the build lives: $BUILD or build. */
+static const char *t_build(void) {
+    const char *d = getenv("BUILD");
+    return d && *d ? d : "build";
+}
+
+/* A fresh scratch directory under $TMPDIR, malloc'd path. */
+static char *t_tmpdir(const char *tag) {
+    const char *base = getenv("TMPDIR");
+    char *p = NULL;
+    if (asprintf(&p, "%s/plume-test-%s-XXXXXX", base && *base ? base : "/tmp", tag) < 0) return NULL;
+    if (!mkdtemp(p)) { free(p); return NULL; }
+    return p;
+}
+
+/* Relative RMS of a against reference b: sqrt(mean((a-b)^2) / mean(b^2)). */
+static double t_rel_rms(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double t_max_abs(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || d != d) m = d != d ? INFINITY : d;
+    }
+    return m;
+}
+
+#endif

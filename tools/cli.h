@@ -1,0 +1,34 @@
+/* cli.h -- what the subcommands of the plume CLI share. Each tools/cmd_<name>.c defines
+ * int cmd_<name>(int argc, char **argv), with argv[0] the subcommand's name, and returns the
+ * process exit status. Errors go to stderr as one line "plume <cmd>: <message>". */
+#ifndef PLUME_CLI_H
+#define PLUME_CLI_H
+
+#include <stdint.h>
+
+#include "plume.h"
+
+/* Print "plume: <message>" on stderr; return 1 (an exit status). */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print a library error (and free it); return 1. */
+int cli_lib_error(char *err);
+
+/* Parse a whole decimal integer in [lo, hi]; 0 on success. */
+int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Parse a finite float; 0 on success. */
+int cli_float(const char *s, float *out);
+
+/* The bundle to use: the -m value, else $PLUME_MODEL, else ~/.cache/plume/gemma-4-e2b.
+ * Returns NULL (having printed how to make one) when there is none. */
+const char *cli_model_path(const char *flag);
+
+int cmd_convert(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

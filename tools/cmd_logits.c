@@ -1,0 +1,108 @@
+/* cmd_logits.c -- `plume logits`: feed ids, write the logits of every position as .npy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "npy.h"
+
+static const char logits_usage[] =
+    "usage: plume logits -m BUNDLE (--ids 2,17,... | --ids-npy FILE.npy) [--step N] -o OUT.npy\n"
+    "                    [--isa scalar|avx2|avx512|neon] [-t THREADS] [--context N]\n"
+    "  Feed the ids N at a time (--step 1 is pure decode; default: all at once) and write the\n"
+    "  float32 logits [T, V] of every position, after the final softcap.\n";
+
+/* Parse "2,17,5" into a malloc'd array. */
+static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
+    int32_t cap = 16, k = 0;
+    int32_t *a = malloc((size_t)cap * sizeof *a);
+    const char *p = s;
+    while (a && *p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) { free(a); return -1; }
+        if (k == cap) {
+            int32_t *na = realloc(a, (size_t)(cap *= 2) * sizeof *a);
+            if (!na) { free(a); return -1; }
+            a = na;
+        }
+        a[k++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!a || k == 0) { free(a); return -1; }
+    *ids = a;
+    *n = k;
+    return 0;
+}
+
+/* Read ids from an int32 or float .npy. */
+static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
+    plume_map m;
+    npy_view v;
+    char *err = NULL;
+    if (npy_open(path, &m, &v, &err)) return cli_lib_error(err);
+    float *f = malloc((size_t)(v.count ? v.count : 1) * sizeof *f);
+    *ids = malloc((size_t)(v.count ? v.count : 1) * sizeof **ids);
+    if (!f || !*ids || v.count < 1) { free(f); plume_map_free(&m); return cli_error("logits: %s: no ids", path); }
+    npy_to_f32(&v, f);
+    for (int64_t i = 0; i < v.count; i++) (*ids)[i] = (int32_t)f[i];
+    *n = (int32_t)v.count;
+    free(f);
+    plume_map_free(&m);
+    return 0;
+}
+
+int cmd_logits(int argc, char **argv) {
+    const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL;
+    int64_t step = 0, threads = 0, ctx = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(logits_usage, stdout); return 0; }
+        else if (!strcmp(a, "-m") && more) model = argv[++i];
+        else if (!strcmp(a, "--ids") && more) ids_s = argv[++i];
+        else if (!strcmp(a, "--ids-npy") && more) ids_npy = argv[++i];
+        else if (!strcmp(a, "-o") && more) outp = argv[++i];
+        else if (!strcmp(a, "--isa") && more) isa = argv[++i];
+        else if (!strcmp(a, "--step") && more) {
+            if (cli_int(argv[++i], 1, 1 << 20, &step)) return cli_error("logits: --step wants a positive integer");
+        } else if (!strcmp(a, "-t") && more) {
+            if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("logits: -t wants 1..1024");
+        } else if (!strcmp(a, "--context") && more) {
+            if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("logits: --context wants a positive integer");
+        } else return cli_error("logits: unknown option '%s' (see plume logits --help)", a);
+    }
+    if ((!ids_s == !ids_npy) || !outp) { fputs(logits_usage, stderr); return 2; }
+    model = cli_model_path(model);
+    if (!model) return 1;
+    int32_t *ids = NULL, n = 0;
+    if (ids_s && parse_ids(ids_s, &ids, &n)) return cli_error("logits: --ids wants comma-separated integers");
+    if (ids_npy && read_ids_npy(ids_npy, &ids, &n)) return 1;
+    char *err = NULL;
+    plume_model *m;
+    plume_model_params mp = plume_model_default_params();
+    mp.isa = isa;
+    mp.n_threads = (int32_t)threads;
+    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error(err); }
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)ctx;
+    if (step > 0) sp.n_batch = (int32_t)step;
+    else sp.n_batch = n;
+    plume_session *s = NULL;
+    int rc = plume_session_new(&s, m, &sp, &err);
+    int64_t V = plume_model_n_vocab(m);
+    float *logits = rc ? NULL : malloc((size_t)(n * V) * sizeof *logits);
+    if (!rc && !logits) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory for %d x %lld logits", n, (long long)V);
+    int32_t chunk = step > 0 ? (int32_t)step : n;
+    for (int32_t i = 0; !rc && i < n; i += chunk) {
+        int32_t k = n - i < chunk ? n - i : chunk;
+        rc = plume_session_feed(s, ids + i, k, logits + (int64_t)i * V, 1, &err);
+    }
+    int64_t shape[2] = {n, V};
+    if (!rc) rc = npy_write(outp, "<f4", shape, 2, logits, &err);
+    free(logits);
+    free(ids);
+    plume_session_free(s);
+    plume_model_free(m);
+    return rc ? cli_lib_error(err) : 0;
+}

@@ -1,0 +1,531 @@
+/* convert.c -- `plume convert`: a tensor source -> a bundle (docs/BUNDLE.md).
+ *
+ * Order of work: parse and check the config, check every tensor the text decoder needs
+ * (present, right shape) before writing a byte, then write into BUNDLE.tmp-PID: sidecars,
+ * RoPE tables, hf_model/, the three chunk files, model_config.json; rename at the end.
+ * Rows are streamed in blocks of at most BLOCK_BYTES of float32. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "convert.h"
+#include "npy.h"
+#include "quant.h"
+#include "safetensors.h"
+
+#define BLOCK_BYTES (16u << 20)
+#define ROPE_ROWS_MAX 8192 /* rows written to the .npy tables; positions past them are computed */
+
+typedef struct {
+    const conv_source *src;
+    const conv_options *opt;
+    plume_config cfg;
+    const char *prefix; /* "model.language_model." */
+    char *dir;          /* the temporary output directory */
+    float *rows;        /* [BLOCK_BYTES / 4] */
+    uint64_t done, total; /* progress, in source elements */
+    double t0;
+} conv;
+
+/* ---- progress -------------------------------------------------------------------------- */
+
+/* Show how far the conversion is (only on a terminal, at most a few times a second). */
+static void progress(conv *cv, int64_t elems, const char *what) {
+    static double last;
+    cv->done += (uint64_t)elems;
+    if (!cv->opt->progress) return;
+    double now = plume_now();
+    if (now - last < 0.2 && cv->done < cv->total) return;
+    last = now;
+    fprintf(stderr, "\rconverting: %5.1f%%  %-48.48s", cv->total ? 100.0 * (double)cv->done / (double)cv->total : 100.0,
+            what);
+    if (cv->done >= cv->total) fprintf(stderr, "\n");
+}
+
+/* ---- tensor names and checks ----------------------------------------------------------- */
+
+/* The checkpoint name of a decoder tensor: prefix + rest. */
+static void tname(const conv *cv, char *out, size_t cap, const char *rest) {
+    snprintf(out, cap, "%s%s", cv->prefix, rest);
+}
+
+/* Check a tensor exists with the expected 2-D (cols > 0) or 1-D (cols == 0) shape. */
+static int expect(conv *cv, const char *rest, int64_t rows, int64_t cols, char **err) {
+    char name[256];
+    tname(cv, name, sizeof name, rest);
+    int32_t nd;
+    int64_t sh[8];
+    if (cv->src->shape(cv->src->ctx, name, &nd, sh))
+        return plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", name);
+    int ok = cols ? (nd == 2 && sh[0] == rows && sh[1] == cols) : (nd == 1 && sh[0] == rows);
+    if (!ok) {
+        char got[96] = "";
+        for (int32_t i = 0; i < nd && i < 4; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)sh[i]);
+        if (cols) return plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has shape [%s], config says [%lld, %lld]", name, got, (long long)rows, (long long)cols);
+        return plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has shape [%s], config says [%lld]", name, got, (long long)rows);
+    }
+    cv->total += (uint64_t)(rows * (cols ? cols : 1));
+    return 0;
+}
+
+/* The linear weights of a layer: suffix, rows, cols. */
+typedef struct {
+    const char *suffix;
+    int64_t rows, cols;
+} lin;
+
+/* Fill the list of linear weights layer l owns; returns the count. */
+static int layer_linears(const plume_config *c, int32_t l, lin *out) {
+    int64_t D = c->D, hd = c->hd[l], I = c->I[l];
+    int n = 0;
+    out[n++] = (lin){"self_attn.q_proj.weight", c->H * hd, D};
+    if (c->kv_src[l] == l) {
+        out[n++] = (lin){"self_attn.k_proj.weight", c->Hkv * hd, D};
+        out[n++] = (lin){"self_attn.v_proj.weight", c->Hkv * hd, D};
+    }
+    out[n++] = (lin){"self_attn.o_proj.weight", D, c->H * hd};
+    out[n++] = (lin){"mlp.gate_proj.weight", I, D};
+    out[n++] = (lin){"mlp.up_proj.weight", I, D};
+    out[n++] = (lin){"mlp.down_proj.weight", D, I};
+    out[n++] = (lin){"per_layer_input_gate.weight", c->Dp, D};
+    out[n++] = (lin){"per_layer_projection.weight", D, c->Dp};
+    return n;
+}
+
+/* The vectors of a layer (norms, layer_scalar): suffix and length. */
+static int layer_vectors(const plume_config *c, int32_t l, lin *out) {
+    int n = 0;
+    static const char *const norms[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
+                                        "pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight",
+                                        "post_per_layer_input_norm.weight"};
+    for (int i = 0; i < 5; i++) out[n++] = (lin){norms[i], c->D, 0};
+    out[n++] = (lin){"self_attn.q_norm.weight", c->hd[l], 0};
+    if (c->kv_src[l] == l) out[n++] = (lin){"self_attn.k_norm.weight", c->hd[l], 0};
+    out[n++] = (lin){"layer_scalar", 1, 0};
+    return n;
+}
+
+/* Check every tensor the text decoder reads, before any output is written. */
+static int check_tensors(conv *cv, char **err) {
+    const plume_config *c = &cv->cfg;
+    int rc;
+    if ((rc = expect(cv, "embed_tokens.weight", c->V, c->D, err)) ||
+        (rc = expect(cv, "embed_tokens_per_layer.weight", c->V, (int64_t)c->L * c->Dp, err)) ||
+        (rc = expect(cv, "per_layer_model_projection.weight", (int64_t)c->L * c->Dp, c->D, err)) ||
+        (rc = expect(cv, "per_layer_projection_norm.weight", c->Dp, 0, err)) ||
+        (rc = expect(cv, "norm.weight", c->D, 0, err)))
+        return rc;
+    for (int32_t l = 0; l < c->L; l++) {
+        lin ls[16];
+        int n = layer_linears(c, l, ls);
+        n += layer_vectors(c, l, ls + n);
+        for (int i = 0; i < n; i++) {
+            char rest[160];
+            snprintf(rest, sizeof rest, "layers.%d.%s", l, ls[i].suffix);
+            if ((rc = expect(cv, rest, ls[i].rows, ls[i].cols, err))) return rc;
+        }
+    }
+    if (!c->head_sidecar) cv->total += (uint64_t)c->V * (uint64_t)c->D; /* the head is read again */
+    return 0;
+}
+
+/* ---- writing helpers ------------------------------------------------------------------- */
+
+/* Open a file in the output directory for writing. */
+static FILE *out_open(conv *cv, const char *name, char **err) {
+    char *p = plume_path_join(cv->dir, name);
+    FILE *f = p ? fopen(p, "wb") : NULL;
+    if (!f) plume_fail(err, PLUME_EIO, "%s: cannot create: %s", p ? p : name, strerror(errno));
+    free(p);
+    return f;
+}
+
+/* Close a written file, checking for write errors. */
+static int out_close(FILE *f, const char *name, char **err) {
+    int bad = ferror(f);
+    bad = (fclose(f) != 0) || bad;
+    return bad ? plume_fail(err, PLUME_EIO, "%s: write failed", name) : 0;
+}
+
+/* Rows per block for a row length. */
+static int64_t block_rows(int64_t cols) {
+    int64_t r = (int64_t)(BLOCK_BYTES / 4) / (cols ? cols : 1);
+    return r < 1 ? 1 : r;
+}
+
+/* An INT8 sidecar pair (name_q8.bin, name_scales.bin) of a [rows, cols] tensor. */
+static int write_q8_sidecar(conv *cv, const char *rest, int64_t rows, int64_t cols, const char *qname,
+                            const char *sname, char **err) {
+    char name[256];
+    tname(cv, name, sizeof name, rest);
+    uint16_t *scales = malloc((size_t)rows * 2);
+    int8_t *q = malloc((size_t)(block_rows(cols) * cols));
+    FILE *fq = out_open(cv, qname, err);
+    int rc = scales && q ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!fq) rc = PLUME_EIO;
+    for (int64_t r0 = 0; !rc && r0 < rows; r0 += block_rows(cols)) {
+        int64_t n = rows - r0 < block_rows(cols) ? rows - r0 : block_rows(cols);
+        if ((rc = cv->src->read(cv->src->ctx, name, r0, n, cv->rows, err))) break;
+        for (int64_t r = 0; r < n; r++) plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, q + r * cols, &scales[r0 + r]);
+        if (fwrite(q, 1, (size_t)(n * cols), fq) != (size_t)(n * cols)) rc = plume_fail(err, PLUME_EIO, "%s: write failed", qname);
+        progress(cv, n * cols, name);
+    }
+    if (fq && out_close(fq, qname, err) && !rc) rc = PLUME_EIO;
+    if (!rc) {
+        FILE *fs = out_open(cv, sname, err);
+        if (!fs) rc = PLUME_EIO;
+        else {
+            if (fwrite(scales, 2, (size_t)rows, fs) != (size_t)rows) rc = plume_fail(err, PLUME_EIO, "%s: write failed", sname);
+            if (out_close(fs, sname, err) && !rc) rc = PLUME_EIO;
+        }
+    }
+    free(scales);
+    free(q);
+    return rc;
+}
+
+/* A raw little-endian file of a tensor: fp16 (half != 0) or fp32. */
+static int write_raw(conv *cv, const char *rest, int64_t rows, int64_t cols, int half, const char *fname, char **err) {
+    char name[256];
+    tname(cv, name, sizeof name, rest);
+    int64_t br = block_rows(cols ? cols : rows), width = cols ? cols : rows;
+    if (!cols) rows = 1;
+    FILE *f = out_open(cv, fname, err);
+    if (!f) return PLUME_EIO;
+    uint16_t *h = malloc((size_t)(br * width) * 2);
+    int rc = h ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
+        int64_t n = rows - r0 < br ? rows - r0 : br;
+        if ((rc = cv->src->read(cv->src->ctx, name, r0, n, cv->rows, err))) break;
+        size_t cnt = (size_t)(n * width);
+        if (half) {
+            for (size_t i = 0; i < cnt; i++) h[i] = plume_f32_to_f16(cv->rows[i]);
+            if (fwrite(h, 2, cnt, f) != cnt) rc = plume_fail(err, PLUME_EIO, "%s: write failed", fname);
+        } else if (fwrite(cv->rows, 4, cnt, f) != cnt) {
+            rc = plume_fail(err, PLUME_EIO, "%s: write failed", fname);
+        }
+        progress(cv, n * width, name);
+    }
+    free(h);
+    if (out_close(f, fname, err) && !rc) rc = PLUME_EIO;
+    return rc;
+}
+
+/* The four RoPE tables, float32, min(n_ctx, ROPE_ROWS_MAX) rows. */
+static int write_rope(conv *cv, char **err) {
+    const plume_config *c = &cv->cfg;
+    int64_t n = c->n_ctx < ROPE_ROWS_MAX ? c->n_ctx : ROPE_ROWS_MAX;
+    int rc = 0;
+    for (int full = 0; full < 2 && !rc; full++) {
+        int32_t hd = full ? c->hd_full : c->hd_sliding;
+        float *inv = malloc((size_t)hd / 2 * 4), *cs = malloc((size_t)(n * hd) * 4), *sn = malloc((size_t)(n * hd) * 4);
+        if (!inv || !cs || !sn) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        else {
+            plume_rope_inv_freq(c, full, inv);
+            for (int64_t p = 0; p < n; p++) plume_rope_row(inv, hd, (int32_t)p, cs + p * hd, sn + p * hd);
+            int64_t shape[2] = {n, hd};
+            char *pc = plume_path_join(cv->dir, full ? "cos_full.npy" : "cos_sliding.npy");
+            char *ps = plume_path_join(cv->dir, full ? "sin_full.npy" : "sin_sliding.npy");
+            rc = npy_write(pc, "<f4", shape, 2, cs, err);
+            if (!rc) rc = npy_write(ps, "<f4", shape, 2, sn, err);
+            free(pc);
+            free(ps);
+        }
+        free(inv);
+        free(cs);
+        free(sn);
+    }
+    return rc;
+}
+
+/* ---- chunks ---------------------------------------------------------------------------- */
+
+/* How a linear weight is stored at the bundle's precision. */
+static st_dtype lin_dtype(const char *w, int64_t cols, int *q4) {
+    *q4 = !strcmp(w, "q4") && cols % 32 == 0;
+    if (*q4) return ST_U8;
+    if (!strcmp(w, "q8") || !strcmp(w, "q4")) return ST_I8;
+    return !strcmp(w, "bf16") ? ST_BF16 : ST_F32;
+}
+
+/* Plan a linear weight (and its scale) in a chunk writer. */
+static int plan_linear(st_writer *w, const char *name, const char *prec, int64_t rows, int64_t cols, char **err) {
+    int q4;
+    st_dtype dt = lin_dtype(prec, cols, &q4);
+    int64_t shape[2] = {rows, q4 ? cols / 2 : cols};
+    int rc = st_writer_add(w, name, dt, 2, shape, err);
+    if (rc || dt == ST_F32 || dt == ST_BF16) return rc;
+    char sname[300];
+    snprintf(sname, sizeof sname, "%s.scale", name);
+    int64_t sshape[2] = {rows, cols / 32};
+    return st_writer_add(w, sname, ST_F16, q4 ? 2 : 1, q4 ? sshape : &rows, err);
+}
+
+/* Stream a linear weight (then its scales) into a chunk writer. */
+static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t rows, int64_t cols, char **err) {
+    int q4;
+    st_dtype dt = lin_dtype(cv->cfg.weights, cols, &q4);
+    int64_t br = block_rows(cols);
+    size_t nscale = dt == ST_I8 ? (size_t)rows : q4 ? (size_t)(rows * (cols / 32)) : 0;
+    uint16_t *scales = nscale ? malloc(nscale * 2) : NULL;
+    void *out = malloc((size_t)(br * cols) * (dt == ST_F32 ? 4 : 2));
+    int rc = out && (scales || !nscale) ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
+        int64_t n = rows - r0 < br ? rows - r0 : br;
+        if ((rc = cv->src->read(cv->src->ctx, src_name, r0, n, cv->rows, err))) break;
+        size_t bytes;
+        if (dt == ST_F32) {
+            memcpy(out, cv->rows, (size_t)(n * cols) * 4);
+            bytes = (size_t)(n * cols) * 4;
+        } else if (dt == ST_BF16) {
+            for (int64_t i = 0; i < n * cols; i++) ((uint16_t *)out)[i] = plume_f32_to_bf16(cv->rows[i]);
+            bytes = (size_t)(n * cols) * 2;
+        } else if (q4) {
+            for (int64_t r = 0; r < n; r++)
+                plume_quant_q4_row(cv->rows + r * cols, (int32_t)cols, (uint8_t *)out + r * (cols / 2),
+                                   scales + (r0 + r) * (cols / 32));
+            bytes = (size_t)(n * cols / 2);
+        } else {
+            for (int64_t r = 0; r < n; r++)
+                plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, (int8_t *)out + r * cols, &scales[r0 + r]);
+            bytes = (size_t)(n * cols);
+        }
+        rc = st_writer_write(w, out, bytes, err);
+        progress(cv, n * cols, src_name);
+    }
+    if (!rc && nscale) rc = st_writer_write(w, scales, nscale * 2, err);
+    free(scales);
+    free(out);
+    return rc;
+}
+
+/* Copy a vector as float32 into a chunk writer. */
+static int write_vector(conv *cv, st_writer *w, const char *src_name, int64_t n, char **err) {
+    int rc = cv->src->read(cv->src->ctx, src_name, 0, 1, cv->rows, err);
+    if (!rc) rc = st_writer_write(w, cv->rows, (size_t)n * 4, err);
+    progress(cv, n, src_name);
+    return rc;
+}
+
+/* One chunk file: its layers (and, for the last, the final norm and maybe the head). */
+static int write_chunk(conv *cv, int32_t ci, char **err) {
+    const plume_config *c = &cv->cfg;
+    char fname[64], meta[32];
+    snprintf(fname, sizeof fname, "chunk_%d.safetensors", ci + 1);
+    char *path = plume_path_join(cv->dir, fname);
+    st_writer w;
+    int rc = st_writer_init(&w, path, PLUME_ALIGN, err);
+    free(path);
+    if (rc) return rc;
+    st_writer_meta(&w, "format", "plume-chunk", err);
+    st_writer_meta(&w, "version", "1", err);
+    st_writer_meta(&w, "weights", c->weights, err);
+    snprintf(meta, sizeof meta, "%d", c->chunk[ci]);
+    st_writer_meta(&w, "first_layer", meta, err);
+    snprintf(meta, sizeof meta, "%d", c->chunk[ci + 1]);
+    st_writer_meta(&w, "end_layer", meta, err);
+    int last = ci == PLUME_N_CHUNKS - 1;
+    /* plan */
+    for (int32_t l = c->chunk[ci]; !rc && l < c->chunk[ci + 1]; l++) {
+        lin ls[16];
+        int n = layer_linears(c, l, ls);
+        for (int i = 0; !rc && i < n; i++) {
+            char name[200];
+            snprintf(name, sizeof name, "layers.%d.%s", l, ls[i].suffix);
+            rc = plan_linear(&w, name, c->weights, ls[i].rows, ls[i].cols, err);
+        }
+        n = layer_vectors(c, l, ls);
+        for (int i = 0; !rc && i < n; i++) {
+            char name[200];
+            snprintf(name, sizeof name, "layers.%d.%s", l, ls[i].suffix);
+            rc = st_writer_add(&w, name, ST_F32, 1, &ls[i].rows, err);
+        }
+    }
+    if (!rc && last) {
+        int64_t d = c->D;
+        rc = st_writer_add(&w, "norm.weight", ST_F32, 1, &d, err);
+        if (!rc && !c->head_sidecar) rc = plan_linear(&w, "lm_head.weight", c->weights, c->V, c->D, err);
+    }
+    if (!rc) rc = st_writer_begin(&w, err);
+    /* write, in plan order */
+    for (int32_t l = c->chunk[ci]; !rc && l < c->chunk[ci + 1]; l++) {
+        lin ls[16];
+        int n = layer_linears(c, l, ls);
+        for (int i = 0; !rc && i < n; i++) {
+            char rest[200], name[256];
+            snprintf(rest, sizeof rest, "layers.%d.%s", l, ls[i].suffix);
+            tname(cv, name, sizeof name, rest);
+            rc = write_linear(cv, &w, name, ls[i].rows, ls[i].cols, err);
+        }
+        n = layer_vectors(c, l, ls);
+        for (int i = 0; !rc && i < n; i++) {
+            char rest[200], name[256];
+            snprintf(rest, sizeof rest, "layers.%d.%s", l, ls[i].suffix);
+            tname(cv, name, sizeof name, rest);
+            rc = write_vector(cv, &w, name, ls[i].rows, err);
+        }
+    }
+    if (!rc && last) {
+        char name[256];
+        tname(cv, name, sizeof name, "norm.weight");
+        rc = write_vector(cv, &w, name, c->D, err);
+        tname(cv, name, sizeof name, "embed_tokens.weight");
+        if (!rc && !c->head_sidecar) rc = write_linear(cv, &w, name, c->V, c->D, err);
+    }
+    if (!rc) rc = st_writer_finish(&w, err);
+    st_writer_free(&w);
+    return rc;
+}
+
+/* ---- hf_model/ ------------------------------------------------------------------------- */
+
+/* Copy a small file from the checkpoint into hf_model/ (absent files are skipped). */
+static int copy_small(conv *cv, const char *name, char **err) {
+    if (!cv->src->dir) return 0;
+    char *from = plume_path_join(cv->src->dir, name), *buf = NULL, to[4096];
+    size_t len;
+    int rc = 0;
+    if (from && plume_file_exists(from)) {
+        rc = plume_read_file(from, &buf, &len, err);
+        snprintf(to, sizeof to, "%s/hf_model/%s", cv->dir, name);
+        if (!rc) rc = plume_write_file_atomic(to, buf, len, err);
+    }
+    free(from);
+    free(buf);
+    return rc;
+}
+
+/* hf_model/{config,tokenizer,tokenizer_config}.json and tokenizer.bin (fast to open). */
+static int write_hf_model(conv *cv, char **err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hf_model", cv->dir);
+    if (mkdir(path, 0755) != 0) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/hf_model/config.json", cv->dir);
+    int rc = plume_write_file_atomic(path, cv->src->config_json, strlen(cv->src->config_json), err);
+    if (!rc) rc = copy_small(cv, "tokenizer.json", err);
+    if (!rc) rc = copy_small(cv, "tokenizer_config.json", err);
+    snprintf(path, sizeof path, "%s/hf_model/tokenizer.json", cv->dir);
+    if (!rc && plume_file_exists(path)) {
+        plume_tokenizer *tok;
+        rc = plume_tokenizer_open_json(&tok, path, err);
+        if (!rc) {
+            char bin[4096];
+            snprintf(bin, sizeof bin, "%s/tokenizer.bin", cv->dir);
+            rc = plume_tokenizer_save(tok, bin, err);
+            plume_tokenizer_free(tok);
+        }
+    }
+    return rc;
+}
+
+/* ---- the whole conversion -------------------------------------------------------------- */
+
+/* Remove the temporary directory and what is in it (one level plus hf_model/). */
+static void remove_tmp(const char *dir) {
+    static const char *const names[] = {
+        "model_config.json", "embed_tokens_q8.bin", "embed_tokens_scales.bin", "embed_tokens_per_layer_q8.bin",
+        "embed_tokens_per_layer_scales.bin", "per_layer_projection.bin", "per_layer_norm_weight.bin",
+        "cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy", "tokenizer.bin",
+        "chunk_1.safetensors", "chunk_2.safetensors", "chunk_3.safetensors", "chunk_1.safetensors.tmp",
+        "chunk_2.safetensors.tmp", "chunk_3.safetensors.tmp", "hf_model/config.json", "hf_model/tokenizer.json",
+        "hf_model/tokenizer_config.json", "hf_model"};
+    char p[4096];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        if (remove(p) != 0 && errno != ENOENT) { /* a .tmp of atomic writes may remain */
+            char t[4200];
+            snprintf(t, sizeof t, "%s.tmp", p);
+            remove(t);
+        }
+    }
+    rmdir(dir);
+}
+
+int convert_run(const conv_source *src, const conv_options *opt, const char *out, char **err) {
+    conv cv = {.src = src, .opt = opt, .t0 = plume_now()};
+    int rc = plume_config_from_hf_text(&cv.cfg, src->config_json, "config.json", err);
+    if (rc) return rc;
+    plume_config *c = &cv.cfg;
+    if (opt->n_ctx > 0) {
+        if (opt->n_ctx > c->max_pos)
+            return plume_fail(err, PLUME_EINVAL, "--context %d exceeds max_position_embeddings %d", opt->n_ctx, c->max_pos);
+        c->n_ctx = opt->n_ctx;
+    }
+    const char *w = opt->weights ? opt->weights : "q8";
+    if (strcmp(w, "f32") && strcmp(w, "bf16") && strcmp(w, "q8") && strcmp(w, "q4"))
+        return plume_fail(err, PLUME_EINVAL, "--weights must be f32, bf16, q8 or q4 (not '%s')", w);
+    snprintf(c->weights, sizeof c->weights, "%s", w);
+    c->head_sidecar = !strcmp(w, "q8") || !strcmp(w, "q4");
+    int32_t nd;
+    int64_t sh[8];
+    cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
+                                                                                             : "model.";
+    if ((rc = check_tensors(&cv, err))) return rc;
+    if (plume_file_exists(out)) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
+    if (asprintf(&cv.dir, "%s.tmp-%d", out, (int)getpid()) < 0) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    cv.rows = malloc(BLOCK_BYTES);
+    if (!cv.rows) { free(cv.dir); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
+    if (mkdir(cv.dir, 0755) != 0) {
+        rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", cv.dir, strerror(errno));
+        free(cv.dir);
+        free(cv.rows);
+        return rc;
+    }
+    int64_t LDp = (int64_t)c->L * c->Dp;
+    rc = write_hf_model(&cv, err);
+    if (!rc) rc = write_q8_sidecar(&cv, "embed_tokens.weight", c->V, c->D, "embed_tokens_q8.bin", "embed_tokens_scales.bin", err);
+    if (!rc) rc = write_q8_sidecar(&cv, "embed_tokens_per_layer.weight", c->V, LDp, "embed_tokens_per_layer_q8.bin",
+                                   "embed_tokens_per_layer_scales.bin", err);
+    if (!rc) rc = write_raw(&cv, "per_layer_model_projection.weight", LDp, c->D, 1, "per_layer_projection.bin", err);
+    if (!rc) rc = write_raw(&cv, "per_layer_projection_norm.weight", c->Dp, 0, 0, "per_layer_norm_weight.bin", err);
+    if (!rc) rc = write_rope(&cv, err);
+    for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = write_chunk(&cv, ci, err);
+    char mc[4096];
+    snprintf(mc, sizeof mc, "%s/model_config.json", cv.dir);
+    if (!rc) rc = plume_config_write_bundle(c, mc, err);
+    if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
+    if (rc) remove_tmp(cv.dir);
+    else if (opt->progress) fprintf(stderr, "converting: done in %.1f s -> %s\n", plume_now() - cv.t0, out);
+    free(cv.dir);
+    free(cv.rows);
+    return rc;
+}
+
+/* ---- plume convert --------------------------------------------------------------------- */
+
+static const char convert_usage[] =
+    "usage: plume convert HF_DIR BUNDLE_DIR [--weights f32|bf16|q8|q4] [--context N]\n"
+    "  Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors, bf16/f16/f32,\n"
+    "  sharded or not) into a plume bundle. BUNDLE_DIR must not exist.\n"
+    "  --weights   precision of the layer weights (default q8)\n"
+    "  --context   context length of the bundle (default min(max_position_embeddings, 4096))\n"
+    "  --quiet     no progress\n";
+
+int cmd_convert(int argc, char **argv) {
+    const char *pos[2] = {0}, *weights = "q8";
+    int npos = 0, quiet = 0;
+    int64_t ctx = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(convert_usage, stdout); return 0; }
+        else if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
+        else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
+            if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("convert: --context wants a positive integer, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--quiet")) quiet = 1;
+        else if (argv[i][0] == '-') return cli_error("convert: unknown option '%s' (see plume convert --help)", argv[i]);
+        else if (npos < 2) pos[npos++] = argv[i];
+        else return cli_error("convert: too many arguments (see plume convert --help)");
+    }
+    if (npos != 2) { fputs(convert_usage, stderr); return 2; }
+    conv_source src;
+    char *err = NULL;
+    if (source_hf_open(&src, pos[0], &err)) return cli_lib_error(err);
+    conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = !quiet && isatty(2)};
+    int rc = convert_run(&src, &opt, pos[1], &err);
+    source_hf_close(&src);
+    return rc ? cli_lib_error(err) : 0;
+}

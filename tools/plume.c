@@ -1,0 +1,50 @@
+/* plume.c -- the command line: one binary, one subcommand per concern (tools/cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_derive_tokenizer(int argc, char **argv); /* tools/cmd_derive_tokenizer.c; belongs in cli.h */
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"convert", cmd_convert, "convert a Hugging Face checkpoint into a bundle"},
+    {"synth", cmd_synth, "write a random-weight checkpoint or bundle (tests, benchmarks)"},
+    {"logits", cmd_logits, "feed ids, write the logits of every position as .npy"},
+    {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
+    {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},
+    {"derive-tokenizer", cmd_derive_tokenizer, "derive Gemma 4's tokenizer from Gemma 3's (scripts/fetch-vocab.sh)"},
+};
+
+/* Print the list of subcommands. */
+static void usage(FILE *f) {
+    fprintf(f, "plume %s -- a featherweight runtime for Gemma 4 E2B\n\nusage: plume COMMAND [ARGS]\n\n",
+            PLUME_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'plume COMMAND --help' for the options of one.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("plume %s\n", PLUME_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    cli_error("unknown command '%s' (plume --help lists them)", argv[1]);
+    return 2;
+}
