@@ -261,10 +261,16 @@ static void head(plume_session *s, const float *h, int32_t T, float *logits) {
 void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {
     const plume_config *c = &s->m->c;
     int32_t P = s->n_past;
+    int64_t TD = (int64_t)T * c->D;
     embed(s, ids, T);
     rope_rows(s, T, P);
+    if (s->trace_hidden) memcpy(s->trace_hidden, s->h, (size_t)TD * 4);
+    if (s->trace_ple) memcpy(s->trace_ple, s->ple, (size_t)T * c->L * c->Dp * 4);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
-        for (int32_t l = s->chunk[ci].first; l < s->chunk[ci].end; l++) layer_forward(s, l, T, P);
+        for (int32_t l = s->chunk[ci].first; l < s->chunk[ci].end; l++) {
+            layer_forward(s, l, T, P);
+            if (s->trace_hidden) memcpy(s->trace_hidden + (l + 1) * TD, s->h, (size_t)TD * 4);
+        }
     commit(s, T, P);
     if (logits && all) head(s, s->h, T, logits);
     else if (logits) head(s, s->h + (int64_t)(T - 1) * c->D, 1, logits);

@@ -84,6 +84,10 @@ struct plume_session {
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
     float *scores;   /* [threads, n_ctx + B] */
     float *hlast;    /* [D] */
+    /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
+     * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
+     * trace_ple [T, L, Dp] */
+    float *trace_hidden, *trace_ple;
 };
 
 #endif

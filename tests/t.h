@@ -79,4 +79,33 @@ static double t_max_abs(const float *a, const float *b, size_t n) {
     return m;
 }
 
+/* Run a shell command; capture its stdout+stderr into out (NUL-terminated); return the
+ * exit status (or -1 if it did not exit normally, e.g. a crash). */
+#include <sys/wait.h>
+static int t_sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static int t_sh(char *out, size_t cap, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0;
+    if (out && cap) out[0] = 0;
+    char buf[4096];
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, p)) > 0)
+        if (out && n + 1 < cap) {
+            size_t k = r < cap - n - 1 ? r : cap - n - 1;
+            memcpy(out + n, buf, k);
+            n += k;
+            out[n] = 0;
+        }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 #endif

@@ -1,0 +1,329 @@
+/* test_forward.c -- the forward pass against the golden tiny-a data, through the real path:
+ * `plume convert` of the HF checkpoint, then the library (every ISA, every step size) and
+ * `plume logits`. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "model.h"
+#include "npy.h"
+#include "t.h"
+
+/* Acceptance limits of shared/golden/README.md: 25x / 10x above the float32 noise floor,
+ * 3-4 orders of magnitude below what a real mistake produces. */
+#define LOGITS_REL_RMS 1e-4
+#define LOGITS_MAX_ABS 2e-3
+#define HIDDEN_REL_RMS 1e-4
+#define HIDDEN_MAX_ABS 1e-3
+#define PLE_MAX_ABS 1e-4
+
+static char *tmp;             /* scratch directory with the converted bundles */
+static char bundle[4][512];   /* f32, bf16, q8, q4 */
+static const char *precs[4] = {"f32", "bf16", "q8", "q4"};
+
+/* Load a golden .npy as floats (malloc'd); count in *n. */
+static float *golden(const char *name, int64_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiny-a/%s", t_data(), name);
+    plume_map m;
+    npy_view v;
+    char *err = NULL;
+    if (npy_open(path, &m, &v, &err)) {
+        printf("  %s\n", err);
+        free(err);
+        return NULL;
+    }
+    float *f = malloc((size_t)v.count * sizeof *f);
+    npy_to_f32(&v, f);
+    *n = v.count;
+    plume_map_free(&m);
+    return f;
+}
+
+/* The golden ids as int32. */
+static int32_t *golden_ids(int32_t *n) {
+    int64_t k;
+    float *f = golden("ids.npy", &k);
+    if (!f) return NULL;
+    int32_t *ids = malloc((size_t)k * sizeof *ids);
+    for (int64_t i = 0; i < k; i++) ids[i] = (int32_t)f[i];
+    *n = (int32_t)k;
+    free(f);
+    return ids;
+}
+
+/* Open a bundle with a given ISA and thread count. */
+static plume_model *open_model(const char *dir, const char *isa, int32_t threads) {
+    plume_model_params p = plume_model_default_params();
+    p.isa = isa;
+    p.n_threads = threads;
+    plume_model *m = NULL;
+    char *err = NULL;
+    if (plume_model_open(&m, dir, &p, &err)) {
+        printf("  open %s: %s\n", dir, err);
+        free(err);
+    }
+    return m;
+}
+
+/* Logits [n, V] of ids fed `step` at a time in a fresh session (malloc'd). */
+static float *run_logits(plume_model *m, const int32_t *ids, int32_t n, int32_t step) {
+    plume_session_params sp = plume_session_default_params();
+    sp.n_batch = step;
+    plume_session *s;
+    char *err = NULL;
+    if (plume_session_new(&s, m, &sp, &err)) {
+        printf("  %s\n", err);
+        free(err);
+        return NULL;
+    }
+    int64_t V = plume_model_n_vocab(m);
+    float *lg = malloc((size_t)(n * V) * sizeof *lg);
+    for (int32_t i = 0; i < n; i += step) {
+        int32_t k = n - i < step ? n - i : step;
+        if (plume_session_feed(s, ids + i, k, lg + i * V, 1, &err)) {
+            printf("  %s\n", err);
+            free(err);
+            free(lg);
+            lg = NULL;
+            break;
+        }
+    }
+    plume_session_free(s);
+    return lg;
+}
+
+/* Convert tiny-a at every precision through the CLI. */
+static void setup(void) {
+    tmp = t_tmpdir("forward");
+    for (int i = 0; i < 4; i++) {
+        char out[4096];
+        snprintf(bundle[i], sizeof bundle[i], "%s/tiny-%s", tmp, precs[i]);
+        int st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
+                      bundle[i], precs[i]);
+        if (st != 0) printf("  convert %s failed: %s\n", precs[i], out);
+    }
+}
+
+/* Compare logits of one bundle with a golden file for every ISA and step size. */
+static void check_bundle(int which, const char *gold, const int32_t *steps, int nsteps) {
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    int64_t gn;
+    float *ref = golden(gold, &gn);
+    CHECK(ids && ref, "golden data missing");
+    if (!ids || !ref) return;
+    const char *isas[8];
+    int nisa = plume_kernels_available(isas, 8);
+    for (int ii = 0; ii < nisa; ii++) {
+        plume_model *m = open_model(bundle[which], isas[ii], ii % 2 ? 2 : 1);
+        CHECK(m, "open %s", bundle[which]);
+        if (!m) continue;
+        CHECK(gn == (int64_t)n * plume_model_n_vocab(m), "golden shape");
+        for (int si = 0; si < nsteps; si++) {
+            float *lg = run_logits(m, ids, n, steps[si]);
+            CHECK(lg, "feed failed");
+            if (!lg) continue;
+            double rr = t_rel_rms(lg, ref, (size_t)gn), ma = t_max_abs(lg, ref, (size_t)gn);
+            CHECK(rr <= LOGITS_REL_RMS && ma <= LOGITS_MAX_ABS, "%s %s step %d: rel rms %.3g max abs %.3g",
+                  precs[which], isas[ii], steps[si], rr, ma);
+            free(lg);
+        }
+        plume_model_free(m);
+    }
+    free(ids);
+    free(ref);
+}
+
+/* f32 weights: logits_q8emb at --step 1, 3, 7 and all at once (the window of 8 wraps). */
+static void test_f32_logits_every_step(void) {
+    int32_t steps[] = {1, 3, 7, 48};
+    check_bundle(0, "logits_q8emb.npy", steps, 4);
+}
+
+/* bf16 weights: the same numbers (bf16 is the checkpoint's own precision). */
+static void test_bf16_logits(void) {
+    int32_t steps[] = {1, 5, 48};
+    check_bundle(1, "logits_q8emb.npy", steps, 3);
+}
+
+/* q8 weights against the emulated golden logits_w8. */
+static void test_q8_logits(void) {
+    int32_t steps[] = {1, 48};
+    check_bundle(2, "logits_w8.npy", steps, 2);
+}
+
+/* q4 weights against the emulated golden logits_w4. */
+static void test_q4_logits(void) {
+    int32_t steps[] = {1, 48};
+    check_bundle(3, "logits_w4.npy", steps, 2);
+}
+
+/* The residual stream after every layer and the per-layer inputs, layer by layer. */
+static void test_hidden_and_ple_per_layer(void) {
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    int64_t hn, pn;
+    float *href = golden("hidden_q8emb.npy", &hn), *pref = golden("ple_q8emb.npy", &pn);
+    plume_model *m = open_model(bundle[0], "scalar", 1);
+    CHECK(ids && href && pref && m, "setup");
+    if (!ids || !href || !pref || !m) return;
+    plume_session *s;
+    char *err = NULL;
+    plume_session_params sp = plume_session_default_params();
+    sp.n_batch = n;
+    CHECK(plume_session_new(&s, m, &sp, &err) == 0, "session");
+    int32_t L = plume_model_n_layers(m), D = m->c.D;
+    CHECK(hn == (int64_t)(L + 1) * n * D && pn == (int64_t)n * L * m->c.Dp, "golden shapes");
+    s->trace_hidden = malloc((size_t)hn * 4);
+    s->trace_ple = malloc((size_t)pn * 4);
+    CHECK(plume_session_feed(s, ids, n, NULL, 0, &err) == 0, "feed");
+    for (int32_t l = 0; l <= L; l++) {
+        size_t off = (size_t)l * n * D, cnt = (size_t)n * D;
+        double rr = t_rel_rms(s->trace_hidden + off, href + off, cnt), ma = t_max_abs(s->trace_hidden + off, href + off, cnt);
+        CHECK(rr <= HIDDEN_REL_RMS && ma <= HIDDEN_MAX_ABS, "hidden[%d]: rel rms %.3g max abs %.3g", l, rr, ma);
+    }
+    double pa = t_max_abs(s->trace_ple, pref, (size_t)pn);
+    CHECK(pa <= PLE_MAX_ABS, "ple max abs %.3g", pa);
+    free(s->trace_hidden);
+    free(s->trace_ple);
+    s->trace_hidden = s->trace_ple = NULL;
+    plume_session_free(s);
+    plume_model_free(m);
+    free(ids);
+    free(href);
+    free(pref);
+}
+
+/* Greedy decoding, one token at a time on the cached state, equals greedy_q8emb. */
+static void test_greedy_continuation(void) {
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    int64_t gn;
+    float *gref = golden("greedy_q8emb.npy", &gn);
+    for (int which = 0; which < 2; which++) {
+        plume_model *m = open_model(bundle[which], NULL, 2);
+        CHECK(m && ids && gref, "setup");
+        if (!m || !ids || !gref) return;
+        plume_session *s;
+        char *err = NULL;
+        CHECK(plume_session_new(&s, m, NULL, &err) == 0, "session");
+        int32_t V = plume_model_n_vocab(m);
+        float *lg = malloc((size_t)V * 4);
+        CHECK(plume_session_feed(s, ids, n, lg, 0, &err) == 0, "prefill");
+        for (int64_t i = 0; i < gn; i++) {
+            int32_t best = 0;
+            for (int32_t v = 1; v < V; v++)
+                if (lg[v] > lg[best]) best = v;
+            CHECK(best == (int32_t)gref[i], "%s: greedy token %lld: got %d, want %d", precs[which], (long long)i, best,
+                  (int32_t)gref[i]);
+            if (plume_session_feed(s, &best, 1, lg, 0, &err)) break;
+        }
+        free(lg);
+        plume_session_free(s);
+        plume_model_free(m);
+    }
+    free(ids);
+    free(gref);
+}
+
+/* `plume logits --step 3` writes the same numbers as .npy. */
+static void test_cli_logits(void) {
+    char out[4096], npy[600];
+    snprintf(npy, sizeof npy, "%s/cli.npy", tmp);
+    int st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/tiny-a/ids.npy --step 3 -o %s", t_build(),
+                  bundle[0], t_data(), npy);
+    CHECK(st == 0, "plume logits failed: %s", out);
+    plume_map m;
+    npy_view v;
+    char *err = NULL;
+    CHECK(npy_open(npy, &m, &v, &err) == 0, "read %s", npy);
+    if (err) { free(err); return; }
+    int64_t gn;
+    float *ref = golden("logits_q8emb.npy", &gn);
+    float *got = malloc((size_t)v.count * 4);
+    npy_to_f32(&v, got);
+    CHECK(v.ndim == 2 && v.shape[0] == 48 && v.shape[1] == 512 && v.count == gn, "shape");
+    CHECK(t_rel_rms(got, ref, (size_t)gn) <= LOGITS_REL_RMS && t_max_abs(got, ref, (size_t)gn) <= LOGITS_MAX_ABS,
+          "cli logits differ");
+    free(got);
+    free(ref);
+    plume_map_free(&m);
+    /* ids as a comma list */
+    st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids 2,17,300 -o %s/ids.npy", t_build(), bundle[0], tmp);
+    CHECK(st == 0, "plume logits --ids failed: %s", out);
+}
+
+/* The RoPE rows plume computes equal the reference's for the real E2B dims (golden
+ * rope_e2b.npy: [cos_s, sin_s, cos_f, sin_f] x positions 0, 1, 100, 8191 x 512). */
+static void test_rope_e2b(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/e2b-config.json", t_data());
+    plume_config c;
+    char *err = NULL;
+    CHECK(plume_config_from_hf(&c, path, &err) == 0, "e2b config: %s", err ? err : "");
+    snprintf(path, sizeof path, "%s/rope_e2b.npy", t_data());
+    plume_map m;
+    npy_view v;
+    CHECK(npy_open(path, &m, &v, &err) == 0, "rope golden");
+    if (err) return;
+    float *ref = malloc((size_t)v.count * 4);
+    npy_to_f32(&v, ref);
+    const int32_t pos[4] = {0, 1, 100, 8191};
+    float inv[256], cs[512], sn[512];
+    for (int full = 0; full < 2; full++) {
+        int32_t hd = full ? 512 : 256;
+        plume_rope_inv_freq(&c, full, inv);
+        for (int p = 0; p < 4; p++) {
+            plume_rope_row(inv, hd, pos[p], cs, sn);
+            const float *rc = ref + ((size_t)(2 * full) * 4 + p) * 512, *rs = ref + ((size_t)(2 * full + 1) * 4 + p) * 512;
+            double e = fmax(t_max_abs(cs, rc, (size_t)hd), t_max_abs(sn, rs, (size_t)hd));
+            /* float32 angles at position 8191: one ulp of the angle moves cos/sin by ~5e-4 */
+            CHECK(e <= 1e-3, "%s pos %d: max abs %.3g", full ? "full" : "sliding", pos[p], e);
+        }
+    }
+    CHECK(c.rot_full == 64 && c.rot_sliding == 128, "rotated pairs %d %d", c.rot_full, c.rot_sliding);
+    free(ref);
+    plume_map_free(&m);
+}
+
+/* The tables the converter wrote hold the same rows plume computes. */
+static void test_rope_tables_written(void) {
+    char path[600];
+    plume_config c;
+    char *err = NULL;
+    snprintf(path, sizeof path, "%s/model_config.json", bundle[0]);
+    CHECK(plume_config_read_bundle(&c, path, &err) == 0, "model_config");
+    for (int full = 0; full < 2; full++) {
+        plume_map m;
+        npy_view v;
+        snprintf(path, sizeof path, "%s/%s", bundle[0], full ? "sin_full.npy" : "sin_sliding.npy");
+        CHECK(npy_open(path, &m, &v, &err) == 0, "open %s", path);
+        if (err) return;
+        int32_t hd = full ? c.hd_full : c.hd_sliding;
+        CHECK(v.ndim == 2 && v.shape[0] == c.n_ctx && v.shape[1] == hd, "shape of %s", path);
+        float inv[2048], cs[4096], sn[4096], row[4096];
+        plume_rope_inv_freq(&c, full, inv);
+        plume_rope_row(inv, hd, 77, cs, sn);
+        memcpy(row, v.data + (size_t)77 * hd * 4, (size_t)hd * 4);
+        CHECK(t_max_abs(row, sn, (size_t)hd) == 0.0, "row 77 of %s", path);
+        plume_map_free(&m);
+    }
+}
+
+int main(void) {
+    setup();
+    RUN(test_f32_logits_every_step);
+    RUN(test_bf16_logits);
+    RUN(test_q8_logits);
+    RUN(test_q4_logits);
+    RUN(test_hidden_and_ple_per_layer);
+    RUN(test_greedy_continuation);
+    RUN(test_cli_logits);
+    RUN(test_rope_e2b);
+    RUN(test_rope_tables_written);
+    char out[256];
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}
