@@ -36,7 +36,7 @@ static int chunk_linear(const plume_model *m, const st_file *f, const plume_map 
     snprintf(sname, sizeof sname, "%s.scale", name);
     if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, rows, cols, &w->data, err); }
     if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, rows, cols, &w->data, err); }
-    const void *s;
+    const void *s = NULL;
     int rc;
     if (!strcmp(p, "q4") && cols % 32 == 0) {
         w->type = PLUME_W_Q4;

@@ -521,6 +521,8 @@ int cmd_convert(int argc, char **argv) {
         else return cli_error("convert: too many arguments (see plume convert --help)");
     }
     if (npos != 2) { fputs(convert_usage, stderr); return 2; }
+    if (strcmp(weights, "f32") && strcmp(weights, "bf16") && strcmp(weights, "q8") && strcmp(weights, "q4"))
+        return cli_error("convert: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
     conv_source src;
     char *err = NULL;
     if (source_hf_open(&src, pos[0], &err)) return cli_lib_error(err);

@@ -5,13 +5,23 @@
 
 #include "kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* F16C from CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports lacks "f16c"). */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 /* Whether this CPU can run the named table. */
 static int cpu_has(const char *isa) {
     if (!strcmp(isa, "scalar")) return 1;
 #if defined(__x86_64__)
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               has_f16c();
     if (!strcmp(isa, "avx2")) return avx2;
     if (!strcmp(isa, "avx512"))
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -1,0 +1,471 @@
+/* sampler.c -- logits -> one token id (docs/SAMPLING.md).
+ *
+ * Owns the sampling chain: penalties over the recent history, then greedy argmax, or top-k,
+ * softmax with temperature, top-p, min-p and a draw from splitmix64. Knows nothing of the
+ * model or the tokenizer: it sees n_vocab floats and ids.
+ *
+ * The workload that shaped it: one call per generated token over V = 262144 logits, where the
+ * forward pass has just streamed gigabytes, so the sampler must cost about one pass over the
+ * logits on the default chain (top-k 64) and allocate nothing. Hence:
+ *   - top-k up to SAMPLER_HEAP_MAX_K is one read-only pass over the logits with a min-heap
+ *     (a compare per logit; the heap changes ~k ln(V/k) times on shuffled logits). Greedy is
+ *     the same pass with k = 1;
+ *   - penalties touch only the ids in the window: the heap is made n_distinct larger and
+ *     those ids are re-scored after the pass, so the logits are never copied;
+ *   - larger k, or top-k off, gather every usable id and use quickselect: by rank for top-k,
+ *     and by probability mass for top-p (after dropping ids too light to matter). Nothing
+ *     sorts V floats; only ranges of at most SAMPLER_SORT_MAX candidates are sorted;
+ *   - every buffer is sized V and allocated once in plume_sampler_new().
+ * Candidates are ordered by (logit descending, id ascending), so ties always favour the
+ * lower id and every result is deterministic. */
+#include "common.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define SAMPLER_HEAP_MAX_K 1024 /* top-k above this uses quickselect instead of a heap */
+#define SAMPLER_SORT_MAX 32     /* quickselect ranges this small are insertion-sorted */
+
+/* One token still in the running. */
+typedef struct {
+    float logit; /* after penalties; +inf clamped to FLT_MAX */
+    float w;     /* exp((logit - max) / temperature): probability up to 1/Z */
+    int32_t id;
+} sampler_cand;
+
+struct plume_sampler {
+    plume_sampler_params p;
+    int32_t n_vocab;       /* V */
+    uint64_t rng;          /* splitmix64 state; starts at p.seed */
+    sampler_cand *cand;    /* [V] candidates of the current call */
+    /* History the penalties see: the last repeat_last_n accepted ids (all when -1). */
+    int32_t *ring;         /* [ring_cap] recent ids; NULL unless repeat_last_n > 0 */
+    int32_t ring_cap, ring_len, ring_pos; /* ring_pos: where the next id goes */
+    int32_t *count;        /* [V] occurrences of each id in the window; NULL when off */
+    int32_t *distinct;     /* [V] ids with count > 0, unordered */
+    int32_t *slot;         /* [V] index of an id in distinct (valid while its count > 0) */
+    int32_t n_distinct;
+};
+
+/* ---- parameters and lifetime ------------------------------------------------------------ */
+
+/* Gemma 4's generation_config: temperature 1.0, top-k 64, top-p 0.95; no penalties. */
+plume_sampler_params plume_sampler_default_params(void) {
+    plume_sampler_params p = {
+        .temperature = 1.0f,
+        .top_k = 64,
+        .top_p = 0.95f,
+        .min_p = 0.0f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
+        .seed = 0,
+    };
+    return p;
+}
+
+/* Whether the parameters ask for any penalty at all (then the history is tracked). */
+static int sampler_penalties_on(const plume_sampler_params *p) {
+    return p->repeat_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+            p->frequency_penalty != 0.0f);
+}
+
+/* Reject parameters that would make the arithmetic meaningless; 0 or PLUME_EINVAL. */
+static int sampler_check_params(const plume_sampler_params *p, int32_t n_vocab, char **err) {
+    if (n_vocab < 1) return plume_fail(err, PLUME_EINVAL, "sampler: n_vocab %d < 1", n_vocab);
+    if (isnan(p->temperature))
+        return plume_fail(err, PLUME_EINVAL, "sampler: temperature is NaN");
+    if (isnan(p->top_p)) return plume_fail(err, PLUME_EINVAL, "sampler: top_p is NaN");
+    if (isnan(p->min_p)) return plume_fail(err, PLUME_EINVAL, "sampler: min_p is NaN");
+    if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
+        return plume_fail(err, PLUME_EINVAL, "sampler: repeat_penalty %g must be finite and > 0",
+                          (double)p->repeat_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return plume_fail(err, PLUME_EINVAL, "sampler: presence/frequency penalty not finite");
+    if (p->repeat_last_n < -1)
+        return plume_fail(err, PLUME_EINVAL, "sampler: repeat_last_n %d < -1", p->repeat_last_n);
+    return 0;
+}
+
+/* Make a sampler for a vocabulary of n_vocab ids; p NULL means the defaults. Allocates every
+ * buffer sample() needs (12 bytes per id, 12 more with penalties on). */
+int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_t n_vocab,
+                      char **err) {
+    if (!out) return plume_fail(err, PLUME_EINVAL, "sampler: out is NULL");
+    *out = NULL;
+    plume_sampler_params prm = p ? *p : plume_sampler_default_params();
+    int rc = sampler_check_params(&prm, n_vocab, err);
+    if (rc) return rc;
+
+    plume_sampler *s = calloc(1, sizeof *s);
+    if (!s) return plume_fail(err, PLUME_ENOMEM, "sampler: out of memory");
+    s->p = prm;
+    s->n_vocab = n_vocab;
+    s->rng = prm.seed;
+    size_t V = (size_t)n_vocab;
+    s->cand = calloc(V, sizeof *s->cand);
+    if (!s->cand) goto fail;
+    if (sampler_penalties_on(&prm)) {
+        s->count = calloc(V, sizeof *s->count);
+        s->distinct = calloc(V, sizeof *s->distinct);
+        s->slot = calloc(V, sizeof *s->slot);
+        if (!s->count || !s->distinct || !s->slot) goto fail;
+        if (prm.repeat_last_n > 0) {
+            s->ring_cap = prm.repeat_last_n;
+            s->ring = calloc((size_t)s->ring_cap, sizeof *s->ring);
+            if (!s->ring) goto fail;
+        }
+    }
+    *out = s;
+    return 0;
+fail:
+    plume_sampler_free(s);
+    return plume_fail(err, PLUME_ENOMEM, "sampler: out of memory for a vocabulary of %d",
+                      n_vocab);
+}
+
+/* Free the sampler and its buffers; NULL is a no-op. */
+void plume_sampler_free(plume_sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->ring);
+    free(s->count);
+    free(s->distinct);
+    free(s->slot);
+    free(s);
+}
+
+/* ---- history ---------------------------------------------------------------------------- */
+
+/* One more occurrence of id in the window. */
+static void history_add(plume_sampler *s, int32_t id) {
+    if (s->count[id]++ == 0) {
+        s->slot[id] = s->n_distinct;
+        s->distinct[s->n_distinct++] = id;
+    }
+}
+
+/* One occurrence of id leaves the window (swap-remove from distinct when it was the last). */
+static void history_drop(plume_sampler *s, int32_t id) {
+    if (--s->count[id] == 0) {
+        int32_t last = s->distinct[--s->n_distinct];
+        s->distinct[s->slot[id]] = last;
+        s->slot[last] = s->slot[id];
+    }
+}
+
+/* Record id (prompt or generated) for the penalties. Ids outside [0, n_vocab) are ignored;
+ * with penalties off this does nothing. */
+void plume_sampler_accept(plume_sampler *s, int32_t id) {
+    if (!s || !s->count || id < 0 || id >= s->n_vocab) return;
+    if (s->ring) {
+        if (s->ring_len == s->ring_cap) history_drop(s, s->ring[s->ring_pos]);
+        else s->ring_len++;
+        s->ring[s->ring_pos] = id;
+        s->ring_pos = (s->ring_pos + 1) % s->ring_cap;
+    }
+    history_add(s, id);
+}
+
+/* Forget the history (O(distinct ids), not O(V)) and restart the generator at the seed. */
+void plume_sampler_reset(plume_sampler *s) {
+    if (!s) return;
+    for (int32_t i = 0; i < s->n_distinct; i++) s->count[s->distinct[i]] = 0;
+    s->n_distinct = 0;
+    s->ring_len = 0;
+    s->ring_pos = 0;
+    s->rng = s->p.seed;
+}
+
+/* The logit of an id in the window after the penalties (llama.cpp's rule: a logit <= 0 is
+ * multiplied by repeat_penalty, a positive one divided; then count * frequency + presence is
+ * subtracted). */
+static float sampler_penalized(const plume_sampler *s, int32_t id, float v) {
+    const plume_sampler_params *p = &s->p;
+    if (p->repeat_penalty != 1.0f) v = v <= 0.0f ? v * p->repeat_penalty : v / p->repeat_penalty;
+    return v - ((float)s->count[id] * p->frequency_penalty + p->presence_penalty);
+}
+
+/* ---- candidate order -------------------------------------------------------------------- */
+
+/* Whether a ranks before b: higher logit, then lower id. A total order (ids are distinct). */
+static inline int cand_before(const sampler_cand *a, const sampler_cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+/* Swap two candidates. */
+static inline void cand_swap(sampler_cand *a, sampler_cand *b) {
+    sampler_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* A logit as a candidate value, or 0 for one that can never be drawn (NaN, -inf). */
+static inline int cand_usable(float v, float *out) {
+    if (!(v > -INFINITY)) return 0;
+    *out = v > FLT_MAX ? FLT_MAX : v;
+    return 1;
+}
+
+/* ---- top-k with a heap (small k) -------------------------------------------------------- */
+
+/* Restore the heap (root = the candidate that ranks last) upward from i. */
+static void heap_up(sampler_cand *h, int32_t i) {
+    while (i > 0) {
+        int32_t up = (i - 1) / 2;
+        if (!cand_before(&h[up], &h[i])) break;
+        cand_swap(&h[up], &h[i]);
+        i = up;
+    }
+}
+
+/* Restore the heap of n entries downward from i. */
+static void heap_down(sampler_cand *h, int32_t n, int32_t i) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, worst = i;
+        if (l < n && cand_before(&h[worst], &h[l])) worst = l;
+        if (r < n && cand_before(&h[worst], &h[r])) worst = r;
+        if (worst == i) return;
+        cand_swap(&h[i], &h[worst]);
+        i = worst;
+    }
+}
+
+/* The k best usable logits into c (heap order); returns how many (< k if fewer usable). Ids
+ * arrive in increasing order, so a newcomer beats the root only with a strictly larger logit. */
+static int32_t gather_top_k(sampler_cand *c, const float *l, int32_t n_vocab, int32_t k) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        float v;
+        if (!cand_usable(l[i], &v)) continue;
+        if (n < k) {
+            c[n] = (sampler_cand){v, 0.0f, i};
+            heap_up(c, n++);
+        } else if (v > c[0].logit) {
+            c[0] = (sampler_cand){v, 0.0f, i};
+            heap_down(c, n, 0);
+        }
+    }
+    return n;
+}
+
+/* Every usable logit into c, in id order; returns how many. */
+static int32_t gather_all(sampler_cand *c, const float *l, int32_t n_vocab) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        float v;
+        if (cand_usable(l[i], &v)) c[n++] = (sampler_cand){v, 0.0f, i};
+    }
+    return n;
+}
+
+/* Penalties on a heap gathered from the raw logits: drop the ids in the window, then add each
+ * with its penalized logit. Returns the new count. The heap held k + n_distinct entries, so it
+ * holds every unpenalized id of the true top k: at most k - 1 unpenalized and n_distinct
+ * penalized ids can rank above such an id in the raw logits. */
+static int32_t penalize_heap(const plume_sampler *s, sampler_cand *c, int32_t n,
+                             const float *logits) {
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->count[c[i].id] == 0) c[m++] = c[i];
+    for (int32_t i = 0; i < s->n_distinct; i++) {
+        int32_t id = s->distinct[i];
+        float v;
+        if (cand_usable(sampler_penalized(s, id, logits[id]), &v))
+            c[m++] = (sampler_cand){v, 0.0f, id};
+    }
+    return m;
+}
+
+/* Penalties on candidates from gather_all (in id order): find each id in the window by binary
+ * search and replace its logit. An id whose raw logit was unusable stays out. */
+static void penalize_sorted(const plume_sampler *s, sampler_cand *c, int32_t n,
+                            const float *logits) {
+    for (int32_t i = 0; i < s->n_distinct; i++) {
+        int32_t id = s->distinct[i], lo = 0, hi = n;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (c[mid].id < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n && c[lo].id == id) {
+            float v = sampler_penalized(s, id, logits[id]);
+            c[lo].logit = v > FLT_MAX ? FLT_MAX : v; /* finite or -inf: never NaN */
+        }
+    }
+}
+
+/* ---- quickselect ------------------------------------------------------------------------ */
+
+/* Sort c[lo, hi) into rank order (only for short ranges). */
+static void cand_sort_small(sampler_cand *c, int32_t lo, int32_t hi) {
+    for (int32_t i = lo + 1; i < hi; i++) {
+        sampler_cand x = c[i];
+        int32_t j = i;
+        for (; j > lo && cand_before(&x, &c[j - 1]); j--) c[j] = c[j - 1];
+        c[j] = x;
+    }
+}
+
+/* Partition c[lo, hi) (hi - lo >= 3) around a median-of-three pivot: candidates ranking
+ * before it go to [lo, a), the pivot to a, the rest after. Returns a; *mass gets the sum of w
+ * over [lo, a). */
+static int32_t cand_partition(sampler_cand *c, int32_t lo, int32_t hi, double *mass) {
+    int32_t mid = lo + (hi - lo) / 2, last = hi - 1;
+    if (cand_before(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+    if (cand_before(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
+    if (cand_before(&c[last], &c[mid])) cand_swap(&c[last], &c[mid]);
+    cand_swap(&c[mid], &c[last]); /* the median becomes the pivot at the end */
+    const sampler_cand pivot = c[last];
+    int32_t a = lo;
+    double m = 0.0;
+    for (int32_t j = lo; j < last; j++) {
+        if (cand_before(&c[j], &pivot)) {
+            m += c[j].w;
+            cand_swap(&c[j], &c[a++]);
+        }
+    }
+    cand_swap(&c[a], &c[last]);
+    *mass = m;
+    return a;
+}
+
+/* Move the k best of c[0, n) to c[0, k), in no particular order (0 < k < n). */
+static void select_rank(sampler_cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n;
+    while (hi - lo > SAMPLER_SORT_MAX) {
+        double unused;
+        int32_t a = cand_partition(c, lo, hi, &unused);
+        if (a == k || a + 1 == k) return;
+        if (a > k) hi = a;
+        else lo = a + 1;
+    }
+    cand_sort_small(c, lo, hi);
+}
+
+/* Top-p by mass: move to the front the shortest rank-order prefix whose w sum reaches target,
+ * and return its length (>= 1). Invariant: c[0, lo) all rank before c[lo, n), hold mass
+ * acc < target, and the prefix ends inside [lo, hi). */
+static int32_t select_mass(sampler_cand *c, int32_t n, double target) {
+    int32_t lo = 0, hi = n;
+    double acc = 0.0;
+    while (hi - lo > SAMPLER_SORT_MAX) {
+        double upper;
+        int32_t a = cand_partition(c, lo, hi, &upper);
+        if (a > lo && acc + upper >= target) {
+            hi = a; /* the prefix ends among the candidates before the pivot */
+            continue;
+        }
+        acc += upper + c[a].w;
+        if (acc >= target) return a + 1;
+        lo = a + 1;
+    }
+    cand_sort_small(c, lo, hi);
+    for (int32_t i = lo; i < hi; i++) {
+        acc += c[i].w;
+        if (acc >= target) return i + 1;
+    }
+    return hi > 0 ? hi : 1; /* rounding left the target just out of reach: keep the range */
+}
+
+/* ---- the chain -------------------------------------------------------------------------- */
+
+/* Set w = exp((logit - max) / temperature) and drop candidates whose w underflows to 0
+ * (they can never be drawn). Returns the new count (>= 1 unless every logit is -inf: the max
+ * has w = 1); *z = sum of w. */
+static int32_t cand_softmax(sampler_cand *c, int32_t n, float temperature, double *z) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+    *z = 0.0;
+    if (mx == -INFINITY) return 0; /* penalties pushed everything to -inf */
+    double sum = 0.0;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float w = expf((c[i].logit - mx) / temperature);
+        if (w > 0.0f) {
+            c[kept] = c[i];
+            c[kept++].w = w;
+            sum += w;
+        }
+    }
+    *z = sum;
+    return kept;
+}
+
+/* Min-p: keep candidates with w >= min_p (w of the most likely is 1), in place; returns the
+ * count (>= 1, since a min_p above 1 is treated as 1). */
+static int32_t cand_min_p(sampler_cand *c, int32_t n, float min_p) {
+    float t = min_p < 1.0f ? min_p : 1.0f;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].w >= t) c[kept++] = c[i];
+    return kept;
+}
+
+/* Draw one candidate with probability w / sum(w), from one 64-bit step of the generator. */
+static int32_t cand_draw(const sampler_cand *c, int32_t n, uint64_t *rng) {
+    double u = (double)(plume_rng_next(rng) >> 11) * 0x1.0p-53; /* [0, 1), 53 bits */
+    double z = 0.0;
+    for (int32_t i = 0; i < n; i++) z += c[i].w;
+    double target = u * z, acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += c[i].w;
+        if (target < acc) return c[i].id;
+    }
+    return c[n - 1].id; /* u * z rounded up to the total */
+}
+
+/* Top-p: before the weighted select, drop candidates with w < (1 - top_p) z / (2 n). They can
+ * never be in the nucleus: together they hold less than half of the (1 - top_p) z outside it,
+ * so the rest already reaches top_p z. On a peaked distribution over 262144 ids this leaves
+ * a few hundred candidates for the select. Returns the count. */
+static int32_t cand_top_p(sampler_cand *c, int32_t n, float top_p, double z) {
+    if (top_p > 0.0f) {
+        double floor_w = 0.5 * (1.0 - (double)top_p) * z / n;
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].w >= floor_w) c[m++] = c[i];
+        n = m;
+    }
+    return select_mass(c, n, (double)top_p * z);
+}
+
+/* Penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p -> draw. Returns an id in
+ * [0, n_vocab), or PLUME_EINVAL when s or logits is NULL or no logit is usable (all NaN or
+ * -inf). A non-greedy call advances the generator by exactly one step.
+ *
+ * Two ways to the candidates: a heap of k + (ids in the window) over the raw logits when that
+ * is at most SAMPLER_HEAP_MAX_K (greedy is k = 1), else every usable id and a rank select.
+ * The penalties touch only the ids in the window, so the logits are never copied. */
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
+    if (!s || !logits) return PLUME_EINVAL;
+    const plume_sampler_params *p = &s->p;
+    sampler_cand *c = s->cand;
+    int greedy = p->temperature <= 0.0f;
+    int32_t n_pen = s->count ? s->n_distinct : 0;
+    int32_t k = greedy ? 1 : p->top_k > 0 && p->top_k < s->n_vocab ? p->top_k : 0;
+    int32_t n;
+    if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_pen) {
+        n = gather_top_k(c, logits, s->n_vocab, k + n_pen);
+        if (n_pen) n = penalize_heap(s, c, n, logits);
+    } else {
+        n = gather_all(c, logits, s->n_vocab);
+        if (n_pen) penalize_sorted(s, c, n, logits);
+    }
+    if (n == 0) return PLUME_EINVAL;
+    if (k > 0 && k < n) {
+        select_rank(c, n, k);
+        n = k;
+    }
+    if (greedy) return c[0].id; /* k = 1 */
+
+    double z;
+    n = cand_softmax(c, n, p->temperature, &z);
+    if (n == 0) return PLUME_EINVAL;
+    if (p->top_p < 1.0f) n = cand_top_p(c, n, p->top_p, z);
+    if (p->min_p > 0.0f) n = cand_min_p(c, n, p->min_p);
+    return cand_draw(c, n, &s->rng);
+}

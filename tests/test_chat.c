@@ -1,0 +1,460 @@
+/* test_chat.c -- plume_chat_render against the E2B template's goldens, and the stop-string
+ * matcher against a naive twin.
+ *
+ * Golden cases come from tests/data/chat/cases.jsonl (rendered by @huggingface/jinja and
+ * Python jinja2). The API carries only {role, string content}, so cases that need tools,
+ * content-part lists or reasoning_content print "SKIP name: needs ..." instead of PASS.
+ * The extra cases below (template quirks and edge cases the goldens do not reach) were rendered
+ * with Python jinja2 3.1.6 from spec/gemma4-e2b-chat-template.jinja, set up as HF does:
+ *   env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
+ *                            extensions=['jinja2.ext.loopcontrols'])
+ *   env.from_string(src).render(messages=..., bos_token='<bos>',
+ *                               add_generation_prompt=..., enable_thinking=...)
+ * (the same setup reproduces all 15 goldens byte for byte), then pasted as octal-escaped C. */
+#include <cjson/cJSON.h>
+
+#include "chat.h"
+#include "common.h"
+#include "plume.h"
+#include "t.h"
+
+/* ---- golden cases ------------------------------------------------------------------------ */
+
+#define N_GOLDEN_EXPRESSIBLE 11 /* cases.jsonl lines with plain {role, content} messages */
+#define N_GOLDEN_SKIPPED 4      /* content-parts, 2 x reasoning_content, tools */
+
+static const cJSON *g_case; /* the golden case the running test checks */
+
+/* Why a golden case cannot be expressed with plume_chat_message, or NULL if it can. */
+static const char *golden_unexpressible(const cJSON *c) {
+    if (cJSON_GetObjectItemCaseSensitive(c, "tools")) return "needs tools";
+    const cJSON *msg;
+    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(c, "messages")) {
+        const cJSON *field;
+        cJSON_ArrayForEach(field, msg) {
+            if (!strcmp(field->string, "role")) {
+                if (!cJSON_IsString(field)) return "needs a non-string role";
+                if (!strcmp(field->valuestring, "tool")) return "needs tool messages";
+            } else if (!strcmp(field->string, "content")) {
+                if (!cJSON_IsString(field)) return "needs content parts";
+            } else if (!strcmp(field->string, "reasoning_content") ||
+                       !strcmp(field->string, "reasoning")) {
+                return "needs reasoning_content";
+            } else if (!strcmp(field->string, "tool_calls")) {
+                return "needs tool calls";
+            } else {
+                return "needs a message field other than role and content";
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Render g_case's messages and compare with its "rendered" byte for byte. */
+static void test_golden_case(void) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g_case, "messages");
+    int32_t n = cJSON_GetArraySize(msgs);
+    plume_chat_message m[16];
+    CHECK(n <= 16, "too many messages: %d", n);
+    if (n > 16) return;
+    for (int32_t i = 0; i < n; i++) {
+        const cJSON *it = cJSON_GetArrayItem(msgs, i);
+        m[i].role = cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring;
+        m[i].content = cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring;
+    }
+    int gen = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "add_generation_prompt"));
+    int think = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "enable_thinking"));
+    const char *want = cJSON_GetObjectItemCaseSensitive(g_case, "rendered")->valuestring;
+    char *out = NULL, *err = NULL;
+    int rc = plume_chat_render(m, n, gen, think, &out, &err);
+    CHECK(rc == 0, "render failed: %d %s", rc, err ? err : "");
+    CHECK(out && !strcmp(out, want), "rendered\n%s\nwant\n%s", out ? out : "(null)", want);
+    free(out);
+    free(err);
+}
+
+/* Run every golden case as its own test; SKIP those the API cannot express. */
+static void run_golden_cases(void) {
+    char *path = plume_path_join(t_data(), "chat/cases.jsonl"), *text = NULL, *err = NULL;
+    int rc = plume_read_file(path, &text, NULL, &err);
+    int n_run = 0, n_skip = 0, n_lines = 0;
+    for (char *line = text, *nl; rc == 0 && line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        if (!*line) continue;
+        n_lines++;
+        cJSON *c = cJSON_Parse(line);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+        if (!c || !cJSON_IsString(name)) {
+            printf("FAIL golden line %d: not a case\n", n_lines);
+            t_total_failed++;
+            cJSON_Delete(c);
+            continue;
+        }
+        const char *why = golden_unexpressible(c);
+        char label[128];
+        snprintf(label, sizeof label, "golden %s", name->valuestring);
+        if (why) {
+            printf("SKIP %s: %s\n", label, why);
+            n_skip++;
+        } else {
+            g_case = c;
+            t_run(label, test_golden_case);
+            n_run++;
+        }
+        cJSON_Delete(c);
+    }
+    /* Guard against a fixture that silently stops exercising the renderer. */
+    int ok = rc == 0 && n_run == N_GOLDEN_EXPRESSIBLE && n_skip == N_GOLDEN_SKIPPED;
+    printf("%s golden_coverage", ok ? "PASS" : "FAIL");
+    if (!ok) {
+        printf(": read %s rc=%d (%s), %d rendered (want %d), %d skipped (want %d)", path, rc,
+               err ? err : "", n_run, N_GOLDEN_EXPRESSIBLE, n_skip, N_GOLDEN_SKIPPED);
+        t_total_failed++;
+    }
+    printf("\n");
+    free(path);
+    free(text);
+    free(err);
+}
+
+/* ---- extra template cases ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int32_t n, gen, think;
+    plume_chat_message msgs[4];
+    const char *want;
+} extra_case;
+
+static const extra_case extra_cases[] = {
+    {"consecutive-assistants", 4, 1, 0,
+     {{"user", "q"}, {"assistant", "one"}, {"assistant", "two"}, {"user", "r"}},
+     "<bos><|turn>user\nq<turn|>\n<|turn>model\nonetwo<turn|>\n<|turn>user\nr<turn|>\n<|turn>model\n"},
+    {"assistant-then-model", 3, 1, 0,
+     {{"user", "q"}, {"assistant", "one"}, {"model", "two"}},
+     "<bos><|turn>user\nq<turn|>\n<|turn>model\none<turn|>\ntwo<turn|>\n<|turn>model\n"},
+    {"model-then-assistant", 3, 0, 0,
+     {{"user", "q"}, {"model", "one"}, {"assistant", "two"}},
+     "<bos><|turn>user\nq<turn|>\n<|turn>model\none<|turn>model\ntwo<turn|>\n"},
+    {"model-role-input", 2, 1, 0,
+     {{"user", "q"}, {"model", " <|channel>t<channel|>x "}},
+     "<bos><|turn>user\nq<turn|>\n<|turn>model\nx<turn|>\n<|turn>model\n"},
+    {"system-later", 3, 1, 0,
+     {{"user", "q"}, {"system", "  note\n"}, {"user", "r"}},
+     "<bos><|turn>user\nq<turn|>\n<|turn>system\nnote<turn|>\n<|turn>user\nr<turn|>\n<|turn>model\n"},
+    {"developer-later", 3, 1, 1,
+     {{"developer", "d"}, {"user", "q"}, {"developer", " e "}},
+     "<bos><|turn>system\n<|think|>\nd<turn|>\n<|turn>user\nq<turn|>\n<|turn>developer\ne<turn|>\n<|turn>model\n"},
+    {"unicode-space-trim", 1, 1, 0,
+     {{"user", "\343\200\200\302\240\011 hi there\342\200\250\034\035\036\037\302\205\342\200\200\342\200\212\342\200\257\342\201\237\341\232\200\342\200\251\013\014\015"}},
+     "<bos><|turn>user\nhi there<turn|>\n<|turn>model\n"},
+    {"bom-not-space", 2, 0, 0,
+     {{"user", "\357\273\277hi\357\273\277"}, {"assistant", "\342\200\213ok\342\200\213"}},
+     "<bos><|turn>user\n\357\273\277hi\357\273\277<turn|>\n<|turn>model\n\342\200\213ok\342\200\213<turn|>\n"},
+    {"channel-edges", 4, 1, 0,
+     {{"user", "a<|channel>u<channel|>b"}, {"assistant", "  x<|channel>one<channel|>y<channel|>z<|channel>open"}, {"user", "k"}, {"assistant", "<|channel>a<|channel>b<channel|> c <|channel>d<channel|>"}},
+     "<bos><|turn>user\na<|channel>u<channel|>b<turn|>\n<|turn>model\nxyz<turn|>\n<|turn>user\nk<turn|>\n<|turn>model\nc<turn|>\n<|turn>model\n"},
+    {"empty-and-blank", 3, 1, 0,
+     {{"system", "   "}, {"user", ""}, {"assistant", " \n "}},
+     "<bos><|turn>system\n<turn|>\n<|turn>user\n<turn|>\n<|turn>model\n<turn|>\n<|turn>model\n"},
+    {"no-messages", 0, 1, 0,
+     {},
+     "<bos><|turn>model\n"},
+    {"no-messages-thinking", 0, 1, 1,
+     {},
+     "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>model\n"},
+    {"no-messages-no-prompt", 0, 0, 0,
+     {},
+     "<bos>"},
+    {"system-only", 1, 0, 1,
+     {{"system", "sys"}},
+     "<bos><|turn>system\n<|think|>\nsys<turn|>\n"},
+    {"thinking-multi-turn", 3, 1, 1,
+     {{"user", "a"}, {"assistant", "<|channel>thought\nhm<channel|>b"}, {"user", "c"}},
+     "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\na<turn|>\n<|turn>model\nb<turn|>\n<|turn>user\nc<turn|>\n<|turn>model\n"},
+};
+
+/* Each extra case renders exactly as jinja2 did. */
+static void test_template_quirks(void) {
+    for (size_t i = 0; i < sizeof extra_cases / sizeof extra_cases[0]; i++) {
+        const extra_case *c = &extra_cases[i];
+        char *out = NULL, *err = NULL;
+        int rc = plume_chat_render(c->msgs, c->n, c->gen, c->think, &out, &err);
+        CHECK(rc == 0, "%s: render failed: %d %s", c->name, rc, err ? err : "");
+        CHECK(out && !strcmp(out, c->want), "%s: rendered\n%s\nwant\n%s", c->name,
+              out ? out : "(null)", c->want);
+        free(out);
+        free(err);
+    }
+}
+
+/* A NULL content renders like an empty string (the template skips non-string content). */
+static void test_null_content(void) {
+    plume_chat_message m[2] = {{"system", NULL}, {"user", NULL}};
+    char *out = NULL;
+    int rc = plume_chat_render(m, 2, 1, 0, &out, NULL);
+    CHECK(rc == 0 && out, "rc %d", rc);
+    CHECK(out && !strcmp(out, "<bos><|turn>system\n<turn|>\n<|turn>user\n<turn|>\n<|turn>model\n"),
+          "got %s", out ? out : "(null)");
+    free(out);
+}
+
+/* Bad roles and arguments fail with PLUME_EINVAL, a message, and *out NULL. */
+static void test_render_errors(void) {
+    struct {
+        plume_chat_message m[2];
+        int32_t n;
+        const char *in_msg; /* a piece the error message must contain */
+    } bad[] = {
+        {{{"user", "hi"}, {"robot", "x"}}, 2, "\"robot\""},
+        {{{"User", "hi"}, {"user", "x"}}, 2, "\"User\""},
+        {{{"user", "hi"}, {"tool", "{}"}}, 2, "tool"},
+        {{{"user", "hi"}, {NULL, "x"}}, 2, "message 1"},
+        {{{"user", "hi"}, {"user", "x"}}, -1, "negative"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out = (char *)"sentinel", *err = NULL;
+        int rc = plume_chat_render(bad[i].m, bad[i].n, 1, 0, &out, &err);
+        CHECK(rc == PLUME_EINVAL, "case %zu: rc %d", i, rc);
+        CHECK(out == NULL, "case %zu: out not cleared", i);
+        CHECK(err && strstr(err, bad[i].in_msg), "case %zu: message %s", i, err ? err : "(none)");
+        free(err);
+    }
+    char *out = NULL;
+    CHECK(plume_chat_render(NULL, 1, 1, 0, &out, NULL) == PLUME_EINVAL, "NULL messages");
+    CHECK(plume_chat_render(NULL, 0, 1, 0, NULL, NULL) == PLUME_EINVAL, "NULL out");
+    CHECK(plume_chat_render(NULL, 0, 0, 0, &out, NULL) == 0 && out && !strcmp(out, "<bos>"),
+          "no messages");
+    free(out);
+}
+
+/* ---- stop matcher ------------------------------------------------------------------------ */
+
+/* Everything a feed sequence prints, and how the last feed ended. */
+typedef struct {
+    char text[512];
+    size_t len;
+    int hit;
+} printed;
+
+/* Feed one piece and append what is released to pr; returns feed's result. */
+static int feed(plume_stop_matcher *m, const char *piece, printed *pr) {
+    const char *e;
+    size_t n;
+    int rc = plume_stop_matcher_feed(m, piece, strlen(piece), &e, &n);
+    if (pr->len + n < sizeof pr->text) {
+        memcpy(pr->text + pr->len, e, n);
+        pr->len += n;
+        pr->text[pr->len] = 0;
+    }
+    pr->hit = rc;
+    return rc;
+}
+
+/* A stop string split over pieces is held back, then dropped whole. */
+static void test_stop_split(void) {
+    const char *stops[] = {"STOP"};
+    plume_stop_matcher m;
+    CHECK(plume_stop_matcher_init(&m, stops, 1, NULL) == 0, "init");
+    printed pr = {0};
+    CHECK(feed(&m, "ab", &pr) == 0 && !strcmp(pr.text, "ab") && m.held == 0, "ab: %s", pr.text);
+    CHECK(feed(&m, "cS", &pr) == 0 && !strcmp(pr.text, "abc") && m.held == 1, "cS: %s held %zu",
+          pr.text, m.held);
+    CHECK(feed(&m, "TO", &pr) == 0 && !strcmp(pr.text, "abc") && m.held == 3, "TO: %s", pr.text);
+    CHECK(feed(&m, "P tail", &pr) == 1 && !strcmp(pr.text, "abc") && m.matched == 0,
+          "P: %s hit %d", pr.text, pr.hit);
+    CHECK(feed(&m, "more", &pr) == 1 && !strcmp(pr.text, "abc"), "after the match: %s", pr.text);
+    const char *e;
+    CHECK(plume_stop_matcher_flush(&m, &e) == 0, "flush after a match releases nothing");
+    plume_stop_matcher_free(&m);
+}
+
+/* A false start is released once it can no longer become the stop string. */
+static void test_stop_false_start(void) {
+    const char *stops[] = {"STOP"};
+    plume_stop_matcher m;
+    plume_stop_matcher_init(&m, stops, 1, NULL);
+    printed pr = {0};
+    feed(&m, "xST", &pr);
+    CHECK(!strcmp(pr.text, "x") && m.held == 2, "xST: %s", pr.text);
+    feed(&m, "OX", &pr);
+    CHECK(!strcmp(pr.text, "xSTOX") && m.held == 0 && pr.hit == 0, "OX: %s", pr.text);
+    feed(&m, "ST", &pr);
+    const char *e;
+    size_t n = plume_stop_matcher_flush(&m, &e);
+    CHECK(n == 2 && !memcmp(e, "ST", 2), "flush gave %zu bytes", n);
+    CHECK(plume_stop_matcher_flush(&m, &e) == 0, "second flush");
+    plume_stop_matcher_reset(&m);
+    pr = (printed){0};
+    CHECK(feed(&m, "aSTOP", &pr) == 1 && !strcmp(pr.text, "a"), "after reset: %s", pr.text);
+    plume_stop_matcher_free(&m);
+}
+
+/* Self-overlapping stop strings; with several, the first to complete wins, whatever the
+ * pieces. */
+static void test_stop_overlap_and_many(void) {
+    const char *s1[] = {"aab"};
+    plume_stop_matcher m;
+    plume_stop_matcher_init(&m, s1, 1, NULL);
+    printed pr = {0};
+    feed(&m, "a", &pr);
+    feed(&m, "a", &pr);
+    feed(&m, "a", &pr);
+    CHECK(!strcmp(pr.text, "a") && m.held == 2, "aaa: %s held %zu", pr.text, m.held);
+    CHECK(feed(&m, "b", &pr) == 1 && !strcmp(pr.text, "a"), "aaab: %s", pr.text);
+    plume_stop_matcher_free(&m);
+
+    const char *s2[] = {"world", "lo w", "zzz"};
+    plume_stop_matcher_init(&m, s2, 3, NULL);
+    pr = (printed){0};
+    CHECK(feed(&m, "hello world", &pr) == 1 && !strcmp(pr.text, "hel") && m.matched == 1,
+          "got %s matched %d", pr.text, m.matched);
+    plume_stop_matcher_free(&m);
+
+    /* "c" completes before "bca" does, in one piece or in two. */
+    const char *s3[] = {"bca", "c"};
+    plume_stop_matcher_init(&m, s3, 2, NULL);
+    pr = (printed){0};
+    CHECK(feed(&m, "abca", &pr) == 1 && !strcmp(pr.text, "ab") && m.matched == 1,
+          "one piece: %s matched %d", pr.text, m.matched);
+    plume_stop_matcher_reset(&m);
+    pr = (printed){0};
+    feed(&m, "ab", &pr);
+    CHECK(feed(&m, "ca", &pr) == 1 && !strcmp(pr.text, "ab") && m.matched == 1,
+          "two pieces: %s matched %d", pr.text, m.matched);
+    plume_stop_matcher_free(&m);
+
+    /* Two stop strings complete at the same byte: the longer one is cut. */
+    const char *s4[] = {"b", "ab"};
+    plume_stop_matcher_init(&m, s4, 2, NULL);
+    pr = (printed){0};
+    CHECK(feed(&m, "xab", &pr) == 1 && !strcmp(pr.text, "x") && m.matched == 1,
+          "same end: %s matched %d", pr.text, m.matched);
+    plume_stop_matcher_free(&m);
+}
+
+/* UTF-8 stop strings hold back whole characters; no stop strings passes text through. */
+static void test_stop_utf8_and_none(void) {
+    const char *stops[] = {"\343\200\202\n"}; /* "。\n" */
+    plume_stop_matcher m;
+    plume_stop_matcher_init(&m, stops, 1, NULL);
+    printed pr = {0};
+    feed(&m, "\346\227\245\346\234\254", &pr); /* 日本 */
+    feed(&m, "\343\200\202", &pr);               /* 。 */
+    CHECK(!strcmp(pr.text, "\346\227\245\346\234\254") && m.held == 3, "held %zu", m.held);
+    feed(&m, "\343\200\202", &pr); /* 。。: the first one is released whole */
+    CHECK(!strcmp(pr.text, "\346\227\245\346\234\254\343\200\202") && m.held == 3, "%s", pr.text);
+    CHECK(feed(&m, "\n", &pr) == 1, "no match");
+    plume_stop_matcher_free(&m);
+
+    plume_stop_matcher_init(&m, NULL, 0, NULL);
+    pr = (printed){0};
+    feed(&m, "any", &pr);
+    feed(&m, "", &pr);
+    feed(&m, " text", &pr);
+    CHECK(!strcmp(pr.text, "any text") && m.held == 0 && pr.hit == 0, "%s", pr.text);
+    plume_stop_matcher_free(&m);
+}
+
+/* Empty or NULL stop strings are refused. */
+static void test_stop_init_errors(void) {
+    plume_stop_matcher m;
+    const char *empty[] = {"ok", ""}, *null[] = {NULL};
+    char *err = NULL;
+    CHECK(plume_stop_matcher_init(&m, empty, 2, &err) == PLUME_EINVAL && err, "empty");
+    free(err);
+    plume_stop_matcher_free(&m);
+    CHECK(plume_stop_matcher_init(&m, null, 1, NULL) == PLUME_EINVAL, "NULL string");
+    plume_stop_matcher_free(&m);
+    CHECK(plume_stop_matcher_init(&m, NULL, 2, NULL) == PLUME_EINVAL, "NULL list");
+    plume_stop_matcher_free(&m);
+    plume_stop_matcher_free(NULL);
+}
+
+/* Naive twin: the text before the first stop string to complete when text[0, len) is read
+ * byte by byte (the longest of those completing at the same byte), or all of it. */
+static size_t naive_cut(const char *text, size_t len, const char **stops, int n) {
+    for (size_t e = 1; e <= len; e++) {
+        size_t best = 0;
+        for (int k = 0; k < n; k++) {
+            size_t l = strlen(stops[k]);
+            if (l <= e && !memcmp(text + e - l, stops[k], l) && l > best) best = l;
+        }
+        if (best) return e - best;
+    }
+    return len;
+}
+
+/* Naive twin: the longest suffix of text[0, len) that is a proper prefix of a stop string. */
+static size_t naive_hold(const char *text, size_t len, const char **stops, int n) {
+    for (size_t i = 0; i < len; i++)
+        for (int k = 0; k < n; k++) {
+            size_t rest = len - i;
+            if (rest < strlen(stops[k]) && !memcmp(text + i, stops[k], rest)) return rest;
+        }
+    return 0;
+}
+
+/* Random texts over {a,b,c} cut into random pieces: at every step the printed text equals
+ * the naive twin's released prefix, and the hold is exactly the naive one. */
+static void test_stop_random(void) {
+    uint64_t rng = 12345;
+    const char *pool[] = {"a", "ab", "aba", "abab", "bca", "cc", "abcab", "baa", "c"};
+    for (int trial = 0; trial < 3000 && !t_failed_now; trial++) {
+        int n_stops = 1 + (int)(plume_rng_next(&rng) % 3);
+        const char *stops[3];
+        for (int k = 0; k < n_stops; k++) stops[k] = pool[1 + plume_rng_next(&rng) % 8];
+        if (trial % 50 == 0) stops[0] = pool[0];
+        char text[64];
+        size_t len = 1 + plume_rng_next(&rng) % 40;
+        for (size_t i = 0; i < len; i++) text[i] = (char)('a' + plume_rng_next(&rng) % 3);
+        size_t cut = naive_cut(text, len, stops, n_stops);
+
+        plume_stop_matcher m;
+        plume_stop_matcher_init(&m, stops, n_stops, NULL);
+        printed pr = {0};
+        size_t fed = 0;
+        int hit = 0;
+        while (fed < len && !hit) {
+            size_t step = 1 + plume_rng_next(&rng) % 5;
+            if (step > len - fed) step = len - fed;
+            const char *e;
+            size_t n;
+            hit = plume_stop_matcher_feed(&m, text + fed, step, &e, &n);
+            memcpy(pr.text + pr.len, e, n);
+            pr.len += n;
+            fed += step;
+            if (!hit) {
+                size_t hold = naive_hold(text, fed, stops, n_stops);
+                CHECK(m.held == hold && pr.len == fed - hold, "trial %d: held %zu want %zu",
+                      trial, m.held, hold);
+            }
+        }
+        if (!hit) {
+            const char *e;
+            size_t n = plume_stop_matcher_flush(&m, &e);
+            memcpy(pr.text + pr.len, e, n);
+            pr.len += n;
+        }
+        CHECK(hit == (cut < len), "trial %d: hit %d, naive cut %zu of %zu", trial, hit, cut, len);
+        CHECK(pr.len == cut && !memcmp(pr.text, text, cut), "trial %d: printed %zu bytes, want %zu",
+              trial, pr.len, cut);
+        plume_stop_matcher_free(&m);
+    }
+}
+
+/* The goldens (one line per case), then the other tests. */
+int main(void) {
+    run_golden_cases();
+    RUN(test_template_quirks);
+    RUN(test_null_content);
+    RUN(test_render_errors);
+    RUN(test_stop_split);
+    RUN(test_stop_false_start);
+    RUN(test_stop_overlap_and_many);
+    RUN(test_stop_utf8_and_none);
+    RUN(test_stop_init_errors);
+    RUN(test_stop_random);
+    return t_total_failed ? 1 : 0;
+}
