@@ -121,7 +121,7 @@ static int check_tensors(conv *cv, char **err) {
         (rc = expect(cv, "norm.weight", c->D, 0, err)))
         return rc;
     for (int32_t l = 0; l < c->L; l++) {
-        lin ls[16];
+        lin ls[24]; /* at most 9 linears + 8 vectors */
         int n = layer_linears(c, l, ls);
         n += layer_vectors(c, l, ls + n);
         for (int i = 0; i < n; i++) {
@@ -332,7 +332,7 @@ static int write_chunk(conv *cv, int32_t ci, char **err) {
     int last = ci == PLUME_N_CHUNKS - 1;
     /* plan */
     for (int32_t l = c->chunk[ci]; !rc && l < c->chunk[ci + 1]; l++) {
-        lin ls[16];
+        lin ls[24]; /* at most 9 linears + 8 vectors */
         int n = layer_linears(c, l, ls);
         for (int i = 0; !rc && i < n; i++) {
             char name[200];
@@ -354,7 +354,7 @@ static int write_chunk(conv *cv, int32_t ci, char **err) {
     if (!rc) rc = st_writer_begin(&w, err);
     /* write, in plan order */
     for (int32_t l = c->chunk[ci]; !rc && l < c->chunk[ci + 1]; l++) {
-        lin ls[16];
+        lin ls[24]; /* at most 9 linears + 8 vectors */
         int n = layer_linears(c, l, ls);
         for (int i = 0; !rc && i < n; i++) {
             char rest[200], name[256];
