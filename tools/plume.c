@@ -15,6 +15,8 @@ typedef struct {
 static const command commands[] = {
     {"convert", cmd_convert, "convert a Hugging Face checkpoint into a bundle"},
     {"synth", cmd_synth, "write a random-weight checkpoint or bundle (tests, benchmarks)"},
+    {"run", cmd_run, "answer one prompt, streaming the text"},
+    {"chat", cmd_chat, "an interactive conversation"},
     {"logits", cmd_logits, "feed ids, write the logits of every position as .npy"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
     {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},

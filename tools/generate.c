@@ -1,0 +1,213 @@
+/* generate.c -- the generation loop of `plume run` and `plume chat`. */
+#include "generate.h"
+#include "common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile sig_atomic_t gen_interrupted;
+
+const char gen_options_help[] =
+    "  -m BUNDLE            the model (default: $PLUME_MODEL, then ~/.cache/plume/gemma-4-e2b)\n"
+    "  -n N                 tokens to generate at most (default 512; -1: until the context is full)\n"
+    "  --temp T             temperature (default 1.0; 0 = greedy)\n"
+    "  --top-k K            (default 64; 0 = off)\n"
+    "  --top-p P            (default 0.95; 1 = off)\n"
+    "  --min-p P            (default 0 = off)\n"
+    "  --repeat-penalty R   (default 1 = off)  --repeat-last-n N (default 64)\n"
+    "  --presence-penalty P --frequency-penalty F  (default 0 = off)\n"
+    "  --seed S             make sampling reproducible (default: from the clock)\n"
+    "  --stop STR           stop when the text contains STR (repeatable)\n"
+    "  --system TEXT        a system prompt\n"
+    "  --thinking           let the model think first (<|think|> in the system turn)\n"
+    "  -t N                 threads (default: physical cores)\n"
+    "  --context N          context length (default: the bundle's)\n"
+    "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n";
+
+void gen_options_default(gen_options *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 512;
+    o->sp = plume_sampler_default_params();
+    o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+/* The value after a flag, or NULL (message printed). */
+static const char *value(int argc, char **argv, int *i, const char *cmd) {
+    if (*i + 1 >= argc) {
+        cli_error("%s: %s needs a value", cmd, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *cmd) {
+    const char *a = argv[*i], *v;
+    int64_t n;
+    float f;
+#define FLAG(name) (!strcmp(a, name))
+#define NEED() if (!(v = value(argc, argv, i, cmd))) return -1
+    if (FLAG("-m")) { NEED(); o->model = v; }
+    else if (FLAG("-n")) { NEED(); if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: -n wants an integer >= -1", cmd), -1; o->n_predict = (int32_t)n; }
+    else if (FLAG("-t")) { NEED(); if (cli_int(v, 1, 1024, &n)) return cli_error("%s: -t wants 1..1024", cmd), -1; o->n_threads = (int32_t)n; }
+    else if (FLAG("--context")) { NEED(); if (cli_int(v, 1, 1 << 24, &n)) return cli_error("%s: --context wants a positive integer", cmd), -1; o->n_ctx = (int32_t)n; }
+    else if (FLAG("--temp")) { NEED(); if (cli_float(v, &f) || f < 0) return cli_error("%s: --temp wants a number >= 0", cmd), -1; o->sp.temperature = f; }
+    else if (FLAG("--top-k")) { NEED(); if (cli_int(v, 0, 1 << 24, &n)) return cli_error("%s: --top-k wants an integer >= 0", cmd), -1; o->sp.top_k = (int32_t)n; }
+    else if (FLAG("--top-p")) { NEED(); if (cli_float(v, &f) || f <= 0 || f > 1) return cli_error("%s: --top-p wants a number in (0, 1]", cmd), -1; o->sp.top_p = f; }
+    else if (FLAG("--min-p")) { NEED(); if (cli_float(v, &f) || f < 0 || f > 1) return cli_error("%s: --min-p wants a number in [0, 1]", cmd), -1; o->sp.min_p = f; }
+    else if (FLAG("--repeat-penalty")) { NEED(); if (cli_float(v, &f) || f <= 0) return cli_error("%s: --repeat-penalty wants a number > 0", cmd), -1; o->sp.repeat_penalty = f; }
+    else if (FLAG("--repeat-last-n")) { NEED(); if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: --repeat-last-n wants an integer >= -1", cmd), -1; o->sp.repeat_last_n = (int32_t)n; }
+    else if (FLAG("--presence-penalty")) { NEED(); if (cli_float(v, &f)) return cli_error("%s: --presence-penalty wants a number", cmd), -1; o->sp.presence_penalty = f; }
+    else if (FLAG("--frequency-penalty")) { NEED(); if (cli_float(v, &f)) return cli_error("%s: --frequency-penalty wants a number", cmd), -1; o->sp.frequency_penalty = f; }
+    else if (FLAG("--seed")) { NEED(); if (cli_int(v, 0, INT64_MAX, &n)) return cli_error("%s: --seed wants a non-negative integer", cmd), -1; o->sp.seed = (uint64_t)n; }
+    else if (FLAG("--stop")) {
+        NEED();
+        if (!*v) return cli_error("%s: --stop wants a non-empty string", cmd), -1;
+        if (o->n_stops == GEN_MAX_STOPS) return cli_error("%s: at most %d --stop strings", cmd, GEN_MAX_STOPS), -1;
+        o->stops[o->n_stops++] = v;
+    }
+    else if (FLAG("--system")) { NEED(); o->system = v; }
+    else if (FLAG("--isa")) { NEED(); o->isa = v; }
+    else if (FLAG("--thinking")) o->thinking = 1;
+    else if (FLAG("--verbose")) o->verbose = 1;
+    else return 0;
+#undef FLAG
+#undef NEED
+    return 1;
+}
+
+/* SIGINT: stop the current generation, not the program. */
+static void on_sigint(int sig) {
+    (void)sig;
+    gen_interrupted = 1;
+}
+
+int gen_open(gen_ctx *g, const gen_options *o) {
+    memset(g, 0, sizeof *g);
+    g->o = *o;
+    const char *path = cli_model_path(o->model);
+    if (!path) return 1;
+    char *err = NULL;
+    plume_model_params mp = plume_model_default_params();
+    mp.isa = o->isa;
+    mp.n_threads = o->n_threads;
+    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
+    if (!plume_model_tokenizer(g->m)) {
+        gen_close(g);
+        return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
+    }
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = o->n_ctx;
+    if (plume_session_new(&g->s, g->m, &sp, &err) ||
+        plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
+        gen_close(g);
+        return cli_lib_error(err);
+    }
+    g->logits = malloc((size_t)plume_model_n_vocab(g->m) * sizeof *g->logits);
+    if (!g->logits) {
+        gen_close(g);
+        return cli_error("out of memory");
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a read at the chat prompt returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    return 0;
+}
+
+void gen_close(gen_ctx *g) {
+    free(g->logits);
+    plume_sampler_free(g->smp);
+    plume_session_free(g->s);
+    plume_model_free(g->m);
+    memset(g, 0, sizeof *g);
+}
+
+int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n) {
+    const plume_tokenizer *tok = plume_model_tokenizer(g->m);
+    size_t len = strlen(text);
+    int32_t cap = (int32_t)(len < (1u << 28) ? len + 16 : (1u << 28));
+    *ids = malloc((size_t)cap * sizeof **ids);
+    if (!*ids) return cli_error("out of memory");
+    int32_t k = plume_tokenize(tok, text, len, *ids, cap);
+    if (k == PLUME_EINVAL) {
+        free(*ids);
+        *ids = NULL;
+        return cli_error("the prompt is not valid UTF-8");
+    }
+    if (k < 0 || k > cap) {
+        free(*ids);
+        *ids = NULL;
+        return cli_error("cannot tokenize the prompt");
+    }
+    *n = k;
+    return 0;
+}
+
+/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> and the config's eos ids. */
+static int is_stop_id(const gen_ctx *g, int32_t id) {
+    (void)g;
+    return id == 1 || id == 106 || id == 50;
+}
+
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->n_prompt = n;
+    st->last_id = -1;
+    char *err = NULL;
+    int32_t room = plume_session_n_ctx(g->s) - plume_session_n_past(g->s);
+    if (n > room)
+        return cli_error("the prompt has %d tokens, but only %d of the context's %d are free", n, room,
+                         plume_session_n_ctx(g->s));
+    gen_interrupted = 0;
+    double t0 = plume_now();
+    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error(err);
+    for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
+    st->t_prefill = plume_now() - t0;
+    plume_stop_matcher sm;
+    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error(err);
+    plume_detok_stream ds;
+    plume_detok_stream_init(&ds, plume_model_tokenizer(g->m), 1);
+    char piece[256];
+    const char *emit;
+    size_t n_emit;
+    t0 = plume_now();
+    int rc = 0;
+    while (g->o.n_predict < 0 || st->n_gen < g->o.n_predict) {
+        if (gen_interrupted) { st->stopped_by = 3; break; }
+        int32_t id = plume_sampler_sample(g->smp, g->logits);
+        if (id < 0) { rc = cli_error("sampling failed (no finite logit)"); break; }
+        st->last_id = id;
+        if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
+        int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
+        int hit = plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+        fwrite(emit, 1, n_emit, stdout);
+        fflush(stdout);
+        st->n_gen++;
+        if (hit) { st->stopped_by = 2; break; }
+        if (plume_session_n_past(g->s) >= plume_session_n_ctx(g->s)) { st->stopped_by = 4; break; }
+        plume_sampler_accept(g->smp, id);
+        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
+    }
+    if (st->stopped_by != 2) {
+        int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
+        plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+        fwrite(emit, 1, n_emit, stdout);
+        n_emit = plume_stop_matcher_flush(&sm, &emit);
+        fwrite(emit, 1, n_emit, stdout);
+    }
+    fflush(stdout);
+    st->t_decode = plume_now() - t0;
+    plume_stop_matcher_free(&sm);
+    return rc;
+}
+
+void gen_print_stats(const gen_stats *st) {
+    static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s | %s]\n",
+            st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
+            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, why[st->stopped_by]);
+}

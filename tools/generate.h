@@ -1,0 +1,57 @@
+/* generate.h -- what `plume run` and `plume chat` share: options, the model/session setup,
+ * and the generation loop (sampling, streaming UTF-8-safe text, stop ids and strings,
+ * Ctrl-C, the stats line). */
+#ifndef PLUME_GENERATE_H
+#define PLUME_GENERATE_H
+
+#include <signal.h>
+
+#include "chat.h"
+#include "cli.h"
+
+#define GEN_MAX_STOPS 16
+
+typedef struct {
+    const char *model, *isa, *system, *prompt, *cache;
+    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose;
+    plume_sampler_params sp;
+    const char *stops[GEN_MAX_STOPS];
+    int32_t n_stops;
+} gen_options;
+
+/* What a generation did, for the stats line. */
+typedef struct {
+    int32_t n_prompt, n_gen;
+    double t_prefill, t_decode; /* seconds */
+    int32_t stopped_by;         /* 0 limit, 1 end-of-turn id, 2 stop string, 3 interrupted, 4 context full */
+    int32_t last_id;
+} gen_stats;
+
+typedef struct {
+    plume_model *m;
+    plume_session *s;
+    plume_sampler *smp;
+    float *logits; /* [V] of the last fed token */
+    gen_options o;
+} gen_ctx;
+
+extern volatile sig_atomic_t gen_interrupted;
+
+/* Parse one option shared by run and chat at argv[*i]; 1 if it was one (advancing *i),
+ * 0 if not, -1 on a bad value (message printed). */
+int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *cmd);
+/* Defaults: the model's generation config. */
+void gen_options_default(gen_options *o);
+/* Open the model, a session and a sampler; installs the SIGINT handler. */
+int gen_open(gen_ctx *g, const gen_options *o);
+void gen_close(gen_ctx *g);
+/* Tokenize text (no BOS); a malloc'd array. Invalid UTF-8 is an error message. */
+int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n);
+/* Feed the prompt ids, then sample and stream up to n_predict tokens to stdout. */
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st);
+/* Print the stats line on stderr. */
+void gen_print_stats(const gen_stats *st);
+/* The options' help text shared by run and chat. */
+extern const char gen_options_help[];
+
+#endif
