@@ -90,8 +90,14 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*PLUME_VERSION "\(.*\)"/\1/p' include/plume.h)|' \
 	    plume.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/plume.pc
 
+# A small random model with the real vocabulary, then the whole path: text in, text out.
+demo: all vocab
+	@rm -rf demo/model && mkdir -p demo
+	$(BUILD)/plume synth --config tiny --vocab 262144 --seed 1 --bundle demo/model --weights q8 --tokenizer tests/vocab
+	$(BUILD)/plume run -m demo/model -p "Why is the sky blue?" -n 32 --seed 1
+
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check
+.PHONY: all test install clean vocab check demo
 .SECONDARY:

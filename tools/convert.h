@@ -34,7 +34,7 @@ int source_hf_open(conv_source *src, const char *dir, char **err);
 void source_hf_close(conv_source *src);
 
 /* A source of random weights in the real layout for a config (tiny, e2b or a JSON file). */
-int source_synth_open(conv_source *src, const char *config, uint64_t seed, char **err);
+int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32_t vocab, char **err);
 void source_synth_close(conv_source *src);
 
 #endif

@@ -132,7 +132,26 @@ static int synth_read(void *ctx, const char *name, int64_t r0, int64_t n, float 
     return 0;
 }
 
-int source_synth_open(conv_source *src, const char *config, uint64_t seed, char **err) {
+/* Set text_config's vocab sizes to V (for a small model with the real vocabulary). */
+static int override_vocab(char **json, int32_t V, char **err) {
+    cJSON *root = cJSON_Parse(*json);
+    cJSON *t = root ? cJSON_GetObjectItemCaseSensitive(root, "text_config") : NULL;
+    if (!t) t = root;
+    if (!cJSON_IsObject(t)) {
+        cJSON_Delete(root);
+        return plume_fail(err, PLUME_EFORMAT, "synth: the config is not a JSON object");
+    }
+    cJSON_ReplaceItemInObject(t, "vocab_size", cJSON_CreateNumber(V));
+    cJSON_ReplaceItemInObject(t, "vocab_size_per_layer_input", cJSON_CreateNumber(V));
+    char *out = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!out) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    free(*json);
+    *json = out;
+    return 0;
+}
+
+int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32_t vocab, char **err) {
     memset(src, 0, sizeof *src);
     synth_ctx *s = calloc(1, sizeof *s);
     if (!s) return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -141,6 +160,7 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, char 
     else if (!strcmp(config, "e2b")) s->config_json = strdup(synth_config_e2b);
     else rc = plume_read_file(config, &s->config_json, NULL, err);
     if (!rc && !s->config_json) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc && vocab > 0) rc = override_vocab(&s->config_json, vocab, err);
     if (!rc) rc = plume_config_from_hf_text(&s->cfg, s->config_json, config, err);
     if (rc) {
         free(s->config_json);
@@ -247,11 +267,12 @@ static const char synth_usage[] =
     "                   [--weights f32|bf16|q8|q4] [--context N] [--shards N] [--tokenizer DIR]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
     "  bf16 safetensors in the real layout) or a plume bundle directly (--bundle).\n"
-    "  --tokenizer DIR   copy DIR/tokenizer.json (+ tokenizer_config.json) into the output\n";
+    "  --tokenizer DIR   copy DIR/tokenizer.json (+ tokenizer_config.json) into the output\n"
+    "  --vocab N         override the config's vocabulary size (e.g. 262144 with the real tokenizer)\n";
 
 int cmd_synth(int argc, char **argv) {
     const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL;
-    int64_t seed = 1, shards = 2, ctx = 0;
+    int64_t seed = 1, shards = 2, ctx = 0, vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -265,6 +286,8 @@ int cmd_synth(int argc, char **argv) {
             if (cli_int(argv[++i], 0, INT64_MAX, &seed)) return cli_error("synth: --seed wants a non-negative integer");
         } else if (!strcmp(a, "--shards") && more) {
             if (cli_int(argv[++i], 1, 99, &shards)) return cli_error("synth: --shards wants 1..99");
+        } else if (!strcmp(a, "--vocab") && more) {
+            if (cli_int(argv[++i], 8, 1 << 24, &vocab)) return cli_error("synth: --vocab wants an integer >= 8");
         } else if (!strcmp(a, "--context") && more) {
             if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("synth: --context wants a positive integer");
         } else return cli_error("synth: unknown option '%s' (see plume synth --help)", a);
@@ -272,7 +295,7 @@ int cmd_synth(int argc, char **argv) {
     if (!config || (!hf == !bundle)) { fputs(synth_usage, stderr); return 2; }
     conv_source src;
     char *err = NULL;
-    if (source_synth_open(&src, config, (uint64_t)seed, &err)) return cli_lib_error(err);
+    if (source_synth_open(&src, config, (uint64_t)seed, (int32_t)vocab, &err)) return cli_lib_error(err);
     int rc;
     if (hf) {
         rc = write_hf(src.ctx, hf, (int32_t)shards, tokenizer, &err);
