@@ -43,11 +43,12 @@ all: $(BUILD)/libplume.a $(BUILD)/libplume.so $(BUILD)/plume
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
 $(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
 $(BUILD)/libplume.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -60,7 +61,8 @@ $(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/libplume.a
 
 $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
 test: all $(TESTS) vocab
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)

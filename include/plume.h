@@ -169,8 +169,13 @@ const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
 typedef struct plume_session plume_session;
 
 typedef struct {
-    int32_t n_ctx;   /* <= 0: the bundle's context_length */
+    int32_t n_ctx;   /* <= 0: the bundle's context_length (up to max_position_embeddings) */
     int32_t n_batch; /* tokens per forward step during prefill; <= 0: 64 */
+    int32_t n_rewind;/* sliding rings keep W + n_rewind slots, so a rewind of up to
+                        n_rewind + 1 tokens costs nothing; < 0: 0; default: W */
+    int32_t snapshot_every; /* keep a copy of the sliding rings every N tokens, so a deeper
+                        rewind recomputes at most N tokens; 0: default max(1024, n_ctx / 8);
+                        < 0: none (a deep rewind recomputes from position 0) */
 } plume_session_params;
 
 plume_session_params plume_session_default_params(void);
@@ -183,6 +188,21 @@ void plume_session_free(plume_session *s);
  * after the final softcap. On error the session is unchanged. */
 int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits,
                        int32_t all, char **err);
+/* Feed a whole prompt: the longest prefix it shares with the session's tokens is kept and
+ * only the rest is computed (at least the last token, for its logits). *n_reused (may be
+ * NULL) receives the number of tokens kept. The logits equal those of a fresh prefill. */
+int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
+                              int32_t *n_reused, char **err);
+/* Forget every token from position n_keep on (0 <= n_keep <= n_past). Exact for any n_keep:
+ * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
+ * are recomputed when the ring alone no longer holds the window. */
+int plume_session_rewind(plume_session *s, int32_t n_keep, char **err);
+/* Write the session (tokens, caches, snapshots) to path: temporary file, fsync, rename.
+ * The file names the bundle (a hash of its identity) and carries a checksum. */
+int plume_session_save(const plume_session *s, const char *path, char **err);
+/* A new session on m from a file written by plume_session_save(). Refused (PLUME_EMISMATCH)
+ * for another bundle; truncated or corrupt files are refused (PLUME_EFORMAT). */
+int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);

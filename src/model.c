@@ -179,6 +179,39 @@ static int load_sidecars(plume_model *m, char **err) {
     return 0;
 }
 
+/* ---- identity -------------------------------------------------------------------------- */
+
+/* FNV-1a over bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A hash that names the bundle: model_config.json, every mapped file's size, and the chunk
+ * headers (tensor names, shapes, offsets). A state file records it. */
+static int identity(plume_model *m, char **err) {
+    char *path = plume_path_join(m->dir, "model_config.json"), *text = NULL;
+    size_t len = 0;
+    int rc = path ? plume_read_file(path, &text, &len, err) : PLUME_ENOMEM;
+    free(path);
+    if (rc) return rc;
+    uint64_t h = fnv(1469598103934665603ull, text, len);
+    free(text);
+    const plume_map *maps[] = {&m->embed_q8, &m->embed_scales, &m->ple_q8, &m->ple_scales, &m->proj_map,
+                               &m->pnorm_map, &m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2]};
+    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++) {
+        uint64_t sz = maps[i]->size;
+        h = fnv(h, &sz, sizeof sz);
+        if (i >= 6 && maps[i]->size >= 8) { /* a chunk: its header (validated at load) */
+            uint64_t hl = plume_rd_u64le(maps[i]->data);
+            h = fnv(h, maps[i]->data, (size_t)(8 + (hl < maps[i]->size - 8 ? hl : 0)));
+        }
+    }
+    m->identity = h;
+    return 0;
+}
+
 /* ---- open / free ----------------------------------------------------------------------- */
 
 plume_model_params plume_model_default_params(void) {
@@ -199,6 +232,7 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
     free(mc);
     if (!rc) rc = load_sidecars(m, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
+    if (!rc) rc = identity(m, err);
     if (!rc) {
         m->decode_bytes += weight_bytes(&m->ple_proj) + weight_bytes(&m->head);
         m->k = plume_kernels_get(p.isa);

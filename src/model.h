@@ -46,6 +46,7 @@ struct plume_model {
     plume_pool *pool;
     plume_tokenizer *tok;
     uint64_t decode_bytes;
+    uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
 };
 
 /* The KV cache of one layer that owns one. K and V are stored post-norm, post-RoPE. */
@@ -69,6 +70,12 @@ struct plume_session {
     plume_model *m;
     int32_t n_ctx, n_batch;
     int32_t n_past;
+    int32_t n_rewind;        /* extra ring slots beyond W */
+    int32_t snap_every;      /* 0: no snapshots */
+    int32_t n_snap;          /* snapshot k holds the rings at position (k + 1) * snap_every */
+    int32_t snap_valid;      /* snapshots [0, snap_valid) are current */
+    float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
+    size_t snap_stride;      /* floats per snapshot */
     int32_t *tokens;                      /* [n_ctx] */
     plume_chunk_state chunk[PLUME_N_CHUNKS];
     plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */

@@ -1,14 +1,28 @@
-/* session.c -- a conversation's state: the three chunk states (KV caches), the tokens so far
- * and the scratch of a step, all allocated once at creation. */
+/* session.c -- a conversation's state: the three chunk states (KV caches), the tokens so far,
+ * snapshots of the sliding rings, and the scratch of a step, all allocated once at creation.
+ *
+ * Rewinding. A full-attention cache is linear: forgetting positions is free. A sliding ring
+ * holds W + n_rewind slots, so after a rewind of up to n_rewind + 1 tokens the window of the
+ * next token is still in it. For deeper rewinds the session keeps, every snapshot_every
+ * tokens, a copy of the last W - 1 positions of every ring; a rewind restores the nearest
+ * snapshot at or before the target and recomputes the tokens from there (they are known).
+ * Every path gives the logits a fresh prefill gives. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "forward.h"
 
+#define STATE_MAGIC "PLMSTATE"
+#define STATE_VERSION 1u
+
 plume_session_params plume_session_default_params(void) {
-    plume_session_params p = {.n_ctx = 0, .n_batch = 64};
+    plume_session_params p = {.n_ctx = 0, .n_batch = 64, .n_rewind = -2, .snapshot_every = 0};
     return p;
 }
+
+/* ---- creation -------------------------------------------------------------------------- */
 
 /* Allocate the caches of chunk ci's layers that own one. */
 static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
@@ -24,8 +38,8 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
         if (c->kv_src[l] != l) continue;
         plume_kv *kv = &st->kv[i++];
         kv->layer = l;
-        kv->ring = !c->is_full[l];
-        kv->slots = kv->ring && c->W < s->n_ctx ? c->W : s->n_ctx;
+        kv->ring = !c->is_full[l] && (int64_t)c->W + s->n_rewind < s->n_ctx;
+        kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;
         kv->width = c->Hkv * c->hd[l];
         size_t cache = (size_t)kv->slots * (size_t)kv->width, step = (size_t)s->n_batch * (size_t)kv->width;
         kv->k = plume_alloc(cache * 4);
@@ -35,8 +49,41 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
         if (!kv->k || !kv->v || !kv->k_new || !kv->v_new)
             return plume_fail(err, PLUME_ENOMEM, "out of memory for the KV cache of layer %d (%zu MB)", l,
                               cache * 8 >> 20);
+        if (kv->ring) s->snap_stride += (size_t)2 * (size_t)(c->W - 1) * (size_t)kv->width;
         s->kv_of[l] = kv;
     }
+    return 0;
+}
+
+/* Allocate the step scratch (sizes from the config and n_batch). */
+static int scratch_init(plume_session *s, char **err) {
+    const plume_config *c = &s->m->c;
+    int64_t B = s->n_batch, D = c->D, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding, Imax = 0;
+    for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
+    int32_t nth = plume_pool_size(s->m->pool);
+    s->tokens = calloc((size_t)s->n_ctx, sizeof *s->tokens);
+    s->h = plume_alloc((size_t)(B * D) * 4);
+    s->xa = plume_alloc((size_t)(B * D) * 4);
+    s->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
+    s->att = plume_alloc((size_t)(B * c->H * hdmax) * 4);
+    s->o = plume_alloc((size_t)(B * D) * 4);
+    s->gate = plume_alloc((size_t)(B * Imax) * 4);
+    s->up = plume_alloc((size_t)(B * Imax) * 4);
+    s->ple = plume_alloc((size_t)(B * c->L * c->Dp) * 4);
+    s->plg = plume_alloc((size_t)(B * c->Dp) * 4);
+    for (int t = 0; t < 2; t++) {
+        s->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
+        s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
+    }
+    s->scores = plume_alloc((size_t)nth * (size_t)(s->n_ctx + s->n_batch) * 4);
+    s->hlast = plume_alloc((size_t)D * 4);
+    if (s->snap_every > 0 && s->n_snap > 0 && s->snap_stride > 0) {
+        s->snap = plume_alloc((size_t)s->n_snap * s->snap_stride * 4);
+        if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
+    }
+    if (!s->tokens || !s->h || !s->xa || !s->q || !s->att || !s->o || !s->gate || !s->up || !s->ple || !s->plg ||
+        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores || !s->hlast)
+        return plume_fail(err, PLUME_ENOMEM, "out of memory for the session's scratch");
     return 0;
 }
 
@@ -49,37 +96,18 @@ int plume_session_new(plume_session **out, plume_model *m, const plume_session_p
     s->m = m;
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : c->n_ctx;
     s->n_batch = p.n_batch > 0 ? p.n_batch : 64;
+    s->n_rewind = p.n_rewind == -2 ? c->W : p.n_rewind < 0 ? 0 : p.n_rewind;
+    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    s->snap_every = p.snapshot_every < 0 ? 0 : p.snapshot_every > 0 ? p.snapshot_every
+                                              : (s->n_ctx / 8 > 1024 ? s->n_ctx / 8 : 1024);
+    s->n_snap = s->snap_every ? s->n_ctx / s->snap_every : 0;
     int rc = 0;
     if (s->n_ctx > c->max_pos)
-        rc = plume_fail(err, PLUME_EINVAL, "context %d exceeds the model's max_position_embeddings %d", s->n_ctx, c->max_pos);
-    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+        rc = plume_fail(err, PLUME_EINVAL, "context %d exceeds the model's max_position_embeddings %d", s->n_ctx,
+                        c->max_pos);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = chunk_state_init(s, ci, err);
     for (int32_t l = 0; !rc && l < c->L; l++) s->kv_of[l] = s->kv_of[c->kv_src[l]];
-    if (!rc) {
-        int64_t B = s->n_batch, D = c->D, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
-        int64_t Imax = 0;
-        for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
-        int32_t nth = plume_pool_size(m->pool);
-        s->tokens = calloc((size_t)s->n_ctx, sizeof *s->tokens);
-        s->h = plume_alloc((size_t)(B * D) * 4);
-        s->xa = plume_alloc((size_t)(B * D) * 4);
-        s->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-        s->att = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-        s->o = plume_alloc((size_t)(B * D) * 4);
-        s->gate = plume_alloc((size_t)(B * Imax) * 4);
-        s->up = plume_alloc((size_t)(B * Imax) * 4);
-        s->ple = plume_alloc((size_t)(B * c->L * c->Dp) * 4);
-        s->plg = plume_alloc((size_t)(B * c->Dp) * 4);
-        for (int t = 0; t < 2; t++) {
-            s->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-            s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-        }
-        s->scores = plume_alloc((size_t)nth * (size_t)(s->n_ctx + s->n_batch) * 4);
-        s->hlast = plume_alloc((size_t)D * 4);
-        if (!s->tokens || !s->h || !s->xa || !s->q || !s->att || !s->o || !s->gate || !s->up || !s->ple || !s->plg ||
-            !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores || !s->hlast)
-            rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the session's scratch");
-    }
+    if (!rc) rc = scratch_init(s, err);
     if (rc) {
         plume_session_free(s);
         return rc;
@@ -116,10 +144,46 @@ void plume_session_free(plume_session *s) {
     }
     plume_dealloc(s->scores);
     plume_dealloc(s->hlast);
+    plume_dealloc(s->snap);
     free(s);
 }
 
-int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all, char **err) {
+/* ---- snapshots ------------------------------------------------------------------------- */
+
+/* Copy the last W - 1 positions before p of every ring into (dir > 0) or out of (dir < 0)
+ * snapshot buffer buf. */
+static void snapshot_copy(plume_session *s, float *buf, int32_t p, int dir) {
+    const int32_t W = s->m->c.W;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            plume_kv *kv = &s->chunk[ci].kv[i];
+            if (!kv->ring) continue;
+            for (int32_t kvv = 0; kvv < 2; kvv++) {
+                float *cache = kvv ? kv->v : kv->k;
+                for (int32_t j = 0; j < W - 1; j++, buf += kv->width) {
+                    int32_t q = p - (W - 1) + j;
+                    if (q < 0) continue;
+                    float *slot = cache + (int64_t)(q % kv->slots) * kv->width;
+                    if (dir > 0) memcpy(buf, slot, (size_t)kv->width * 4);
+                    else memcpy(slot, buf, (size_t)kv->width * 4);
+                }
+            }
+        }
+}
+
+/* After a step that ended at n_past: take the snapshot due there, if any. */
+static void snapshot_maybe(plume_session *s) {
+    if (!s->snap || s->n_past % s->snap_every) return;
+    int32_t k = s->n_past / s->snap_every - 1;
+    if (k < 0 || k >= s->n_snap) return;
+    snapshot_copy(s, s->snap + (size_t)k * s->snap_stride, s->n_past, 1);
+    s->snap_valid = k + 1;
+}
+
+/* ---- feeding --------------------------------------------------------------------------- */
+
+/* Check ids and room; no state changes. */
+static int feed_check(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
     const plume_config *c = &s->m->c;
     if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
     if (n > s->n_ctx - s->n_past)
@@ -128,15 +192,236 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->V)
             return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, c->V);
-    for (int32_t i = 0; i < n; i += s->n_batch) {
+    return 0;
+}
+
+/* Feed validated ids in steps of at most n_batch that also end at every snapshot position. */
+static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all) {
+    int64_t V = s->m->c.V;
+    for (int32_t i = 0; i < n;) {
         int32_t T = n - i < s->n_batch ? n - i : s->n_batch;
+        if (s->snap) {
+            int32_t to_snap = s->snap_every - s->n_past % s->snap_every;
+            if (T > to_snap) T = to_snap;
+        }
         int last = i + T == n;
-        float *lg = !logits ? NULL : all ? logits + (int64_t)i * c->V : last ? logits : NULL;
+        float *lg = !logits ? NULL : all ? logits + (int64_t)i * V : last ? logits : NULL;
         plume_forward_step(s, ids + i, T, lg, all);
+        snapshot_maybe(s);
+        i += T;
     }
+}
+
+int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all, char **err) {
+    int rc = feed_check(s, ids, n, err);
+    if (rc) return rc;
+    feed_steps(s, ids, n, logits, all);
+    return 0;
+}
+
+/* ---- rewind ---------------------------------------------------------------------------- */
+
+int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
+    if (n_keep < 0 || n_keep > s->n_past)
+        return plume_fail(err, PLUME_EINVAL, "rewind to %d: the session holds %d tokens", n_keep, s->n_past);
+    const int32_t W = s->m->c.W;
+    int32_t slots = 0;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
+            if (s->chunk[ci].kv[i].ring) slots = s->chunk[ci].kv[i].slots;
+    if (s->snap_valid > 0 && s->snap_valid * s->snap_every > n_keep) s->snap_valid = n_keep / s->snap_every;
+    /* The window of position n_keep is [n_keep - W + 1, n_keep): still in the ring unless a
+     * later position overwrote its slot. */
+    if (slots == 0 || (int64_t)s->n_past - n_keep <= (int64_t)slots - W + 1) {
+        s->n_past = n_keep;
+        return 0;
+    }
+    int32_t k = s->snap_valid; /* snapshot k - 1 is at position k * snap_every <= n_keep */
+    int32_t from = k > 0 ? k * s->snap_every : 0;
+    if (k > 0) snapshot_copy(s, s->snap + (size_t)(k - 1) * s->snap_stride, from, -1);
+    s->n_past = from;
+    if (n_keep > from) {
+        int32_t *ids = malloc((size_t)(n_keep - from) * sizeof *ids);
+        if (!ids) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+        memcpy(ids, s->tokens + from, (size_t)(n_keep - from) * sizeof *ids);
+        feed_steps(s, ids, n_keep - from, NULL, 0);
+        free(ids);
+    }
+    return 0;
+}
+
+int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t *n_reused,
+                              char **err) {
+    if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
+    int32_t common = 0;
+    while (common < n && common < s->n_past && s->tokens[common] == ids[common]) common++;
+    if (common == n) common = n - 1; /* the last token is fed again for its logits */
+    const plume_config *c = &s->m->c;
+    if (n > s->n_ctx)
+        return plume_fail(err, PLUME_ERANGE, "the prompt has %d tokens, more than the context's %d", n, s->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->V)
+            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, c->V);
+    int rc = plume_session_rewind(s, common, err);
+    if (rc) return rc;
+    if (n_reused) *n_reused = common;
+    feed_steps(s, ids + common, n - common, logits, 0);
     return 0;
 }
 
 int32_t plume_session_n_past(const plume_session *s) { return s->n_past; }
 int32_t plume_session_n_ctx(const plume_session *s) { return s->n_ctx; }
 const int32_t *plume_session_tokens(const plume_session *s) { return s->tokens; }
+
+/* ---- save / load ----------------------------------------------------------------------- */
+/*
+ * State file, little-endian:
+ *   "PLMSTATE" u32 version u32 reserved u64 model identity
+ *   i32 n_ctx n_past n_rewind snap_every n_snap snap_valid n_batch W  u64 payload bytes
+ *   payload: tokens [n_past] i32; for each cache in chunk order: K then V, ring caches their
+ *   whole ring [slots, width], linear caches their first n_past rows; snapshots
+ *   [snap_valid, snap_stride] f32
+ *   u64 FNV-1a of the payload
+ */
+
+typedef struct {
+    uint64_t h;
+    FILE *f;
+    int ok;
+} state_writer;
+
+/* Write bytes and fold them into the checksum. */
+static void sw_put(state_writer *w, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) w->h = (w->h ^ b[i]) * 1099511628211ull;
+    if (w->ok && n && fwrite(p, 1, n, w->f) != n) w->ok = 0;
+}
+
+/* Rows of each cache a state file carries. */
+static int64_t cache_rows(const plume_session *s, const plume_kv *kv) { return kv->ring ? kv->slots : s->n_past; }
+
+/* The 48-byte header of a state file. */
+static void state_header(const plume_session *s, uint8_t *hdr, uint64_t payload) {
+    memset(hdr, 0, 56);
+    memcpy(hdr, STATE_MAGIC, 8);
+    uint32_t v = STATE_VERSION;
+    memcpy(hdr + 8, &v, 4);
+    memcpy(hdr + 16, &s->m->identity, 8);
+    int32_t f[8] = {s->n_ctx, s->n_past, s->n_rewind, s->snap_every, s->n_snap, s->snap_valid, s->n_batch, s->m->c.W};
+    memcpy(hdr + 24, f, 32);
+    (void)payload;
+}
+
+int plume_session_save(const plume_session *s, const char *path, char **err) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    uint64_t payload = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            const plume_kv *kv = &s->chunk[ci].kv[i];
+            payload += 2 * (uint64_t)cache_rows(s, kv) * (uint64_t)kv->width * 4;
+        }
+    uint8_t hdr[64];
+    state_header(s, hdr, payload);
+    memcpy(hdr + 56, &payload, 8);
+    state_writer w = {1469598103934665603ull, f, 1};
+    w.ok = fwrite(hdr, 1, 64, f) == 64;
+    sw_put(&w, s->tokens, (size_t)s->n_past * 4);
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            const plume_kv *kv = &s->chunk[ci].kv[i];
+            size_t bytes = (size_t)cache_rows(s, kv) * (size_t)kv->width * 4;
+            sw_put(&w, kv->k, bytes);
+            sw_put(&w, kv->v, bytes);
+        }
+    if (s->snap) sw_put(&w, s->snap, (size_t)s->snap_valid * s->snap_stride * 4);
+    int ok = w.ok && fwrite(&w.h, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", path, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    return 0;
+}
+
+int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err) {
+    *out = NULL;
+    plume_map map;
+    int rc = plume_map_open(&map, path, err);
+    if (rc) return rc;
+    plume_session *s = NULL;
+    const uint8_t *b = map.data;
+    int32_t f[8];
+    uint64_t id, payload;
+    if (map.size < 72 || memcmp(b, STATE_MAGIC, 8)) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
+        goto done;
+    }
+    uint32_t ver;
+    memcpy(&ver, b + 8, 4);
+    memcpy(&id, b + 16, 8);
+    memcpy(f, b + 24, 32);
+    memcpy(&payload, b + 56, 8);
+    if (ver != STATE_VERSION) { rc = plume_fail(err, PLUME_EFORMAT, "%s: state format version %u, want %u", path, ver, STATE_VERSION); goto done; }
+    if (id != m->identity) {
+        rc = plume_fail(err, PLUME_EMISMATCH, "%s: the state belongs to another bundle (model identity differs)", path);
+        goto done;
+    }
+    if (payload != map.size - 72) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes, the header promises %llu (truncated?)", path, map.size,
+                        (unsigned long long)(payload + 72));
+        goto done;
+    }
+    uint64_t h = 1469598103934665603ull, want;
+    for (uint64_t i = 0; i < payload; i++) h = (h ^ b[64 + i]) * 1099511628211ull;
+    memcpy(&want, b + 64 + payload, 8);
+    if (h != want) { rc = plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path); goto done; }
+    if (f[7] != m->c.W || f[1] < 0 || f[1] > f[0] || f[5] < 0 || f[5] > f[4]) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: inconsistent state header", path);
+        goto done;
+    }
+    plume_session_params p = plume_session_default_params();
+    p.n_ctx = f[0];
+    p.n_rewind = f[2];
+    p.snapshot_every = f[3] > 0 ? f[3] : -1;
+    p.n_batch = f[6];
+    if ((rc = plume_session_new(&s, m, &p, err))) goto done;
+    s->n_past = f[1];
+    s->snap_valid = s->snap ? f[5] : 0;
+    uint64_t need = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
+            need += 2 * (uint64_t)cache_rows(s, &s->chunk[ci].kv[i]) * (uint64_t)s->chunk[ci].kv[i].width * 4;
+    if (need != payload || s->n_snap != f[4]) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
+        goto done;
+    }
+    const uint8_t *p8 = b + 64;
+    memcpy(s->tokens, p8, (size_t)s->n_past * 4);
+    p8 += (size_t)s->n_past * 4;
+    for (int32_t i = 0; i < s->n_past; i++)
+        if (s->tokens[i] < 0 || s->tokens[i] >= m->c.V) {
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: a token id is outside the vocabulary", path);
+            goto done;
+        }
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            plume_kv *kv = &s->chunk[ci].kv[i];
+            size_t bytes = (size_t)cache_rows(s, kv) * (size_t)kv->width * 4;
+            memcpy(kv->k, p8, bytes);
+            memcpy(kv->v, p8 + bytes, bytes);
+            p8 += 2 * bytes;
+        }
+    if (s->snap_valid) memcpy(s->snap, p8, (size_t)s->snap_valid * s->snap_stride * 4);
+done:
+    plume_map_free(&map);
+    if (rc) {
+        plume_session_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}

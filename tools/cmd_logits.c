@@ -9,8 +9,11 @@
 static const char logits_usage[] =
     "usage: plume logits -m BUNDLE (--ids 2,17,... | --ids-npy FILE.npy) [--step N] -o OUT.npy\n"
     "                    [--isa scalar|avx2|avx512|neon] [-t THREADS] [--context N]\n"
+    "                    [--load-state FILE] [--save-state FILE]\n"
     "  Feed the ids N at a time (--step 1 is pure decode; default: all at once) and write the\n"
-    "  float32 logits [T, V] of every position, after the final softcap.\n";
+    "  float32 logits [T, V] of every position, after the final softcap.\n"
+    "  --load-state FILE  continue a session saved earlier (the ids follow its tokens)\n"
+    "  --save-state FILE  save the session after the ids\n";
 
 /* Parse "2,17,5" into a malloc'd array. */
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -53,7 +56,7 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL;
+    const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL, *load = NULL, *save = NULL;
     int64_t step = 0, threads = 0, ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -64,6 +67,8 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--ids-npy") && more) ids_npy = argv[++i];
         else if (!strcmp(a, "-o") && more) outp = argv[++i];
         else if (!strcmp(a, "--isa") && more) isa = argv[++i];
+        else if (!strcmp(a, "--load-state") && more) load = argv[++i];
+        else if (!strcmp(a, "--save-state") && more) save = argv[++i];
         else if (!strcmp(a, "--step") && more) {
             if (cli_int(argv[++i], 1, 1 << 20, &step)) return cli_error("logits: --step wants a positive integer");
         } else if (!strcmp(a, "-t") && more) {
@@ -89,7 +94,7 @@ int cmd_logits(int argc, char **argv) {
     if (step > 0) sp.n_batch = (int32_t)step;
     else sp.n_batch = n;
     plume_session *s = NULL;
-    int rc = plume_session_new(&s, m, &sp, &err);
+    int rc = load ? plume_session_load(&s, m, load, &err) : plume_session_new(&s, m, &sp, &err);
     int64_t V = plume_model_n_vocab(m);
     float *logits = rc ? NULL : malloc((size_t)(n * V) * sizeof *logits);
     if (!rc && !logits) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory for %d x %lld logits", n, (long long)V);
@@ -100,6 +105,7 @@ int cmd_logits(int argc, char **argv) {
     }
     int64_t shape[2] = {n, V};
     if (!rc) rc = npy_write(outp, "<f4", shape, 2, logits, &err);
+    if (!rc && save) rc = plume_session_save(s, save, &err);
     free(logits);
     free(ids);
     plume_session_free(s);

@@ -1,0 +1,251 @@
+/* test_session.c -- stateful sessions: save -> load in a new process -> continue equals the
+ * uninterrupted run; rewinds (to 0, inside the window, far before it) and prefix reuse equal
+ * fresh prefills; foreign, truncated and corrupt state files are refused. tiny-a has a
+ * sliding window of 8, so 48 tokens wrap the rings six times. */
+#include <unistd.h>
+
+#include "model.h"
+#include "npy.h"
+#include "t.h"
+
+#define LOGITS_REL_RMS 1e-4 /* shared/golden/README.md */
+#define LOGITS_MAX_ABS 2e-3
+
+static char *tmp;
+static char f32b[600], bf16b[600], synb[600];
+static int32_t ids[64], n_ids;
+static float *gold; /* logits_q8emb [48, 512] */
+
+/* Read an .npy into floats (malloc'd). */
+static float *load_npy(const char *path, int64_t *n) {
+    plume_map m;
+    npy_view v;
+    char *err = NULL;
+    if (npy_open(path, &m, &v, &err)) { printf("  %s\n", err); free(err); return NULL; }
+    float *f = malloc((size_t)v.count * 4);
+    npy_to_f32(&v, f);
+    *n = v.count;
+    plume_map_free(&m);
+    return f;
+}
+
+static plume_model *open_isa(const char *dir, const char *isa) {
+    plume_model_params p = plume_model_default_params();
+    p.isa = isa;
+    p.n_threads = 2;
+    plume_model *m = NULL;
+    char *err = NULL;
+    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
+    return m;
+}
+
+static plume_session *new_session(plume_model *m, int32_t n_rewind, int32_t snap_every, int32_t n_batch) {
+    plume_session_params p = plume_session_default_params();
+    p.n_rewind = n_rewind;
+    p.snapshot_every = snap_every;
+    p.n_batch = n_batch;
+    plume_session *s = NULL;
+    char *err = NULL;
+    if (plume_session_new(&s, m, &p, &err)) { printf("  %s\n", err); free(err); }
+    return s;
+}
+
+/* Logits of ids[from..n) fed after a rewind to `from` equal the golden rows. */
+static void check_rows(const float *lg, int32_t from, int32_t to, const char *what) {
+    size_t cnt = (size_t)(to - from) * 512;
+    double rr = t_rel_rms(lg, gold + (size_t)from * 512, cnt), ma = t_max_abs(lg, gold + (size_t)from * 512, cnt);
+    CHECK(rr <= LOGITS_REL_RMS && ma <= LOGITS_MAX_ABS, "%s: rel rms %.3g max abs %.3g", what, rr, ma);
+}
+
+/* Rewind to n_keep after all 48 tokens, feed the rest again: golden logits, and with the
+ * scalar kernels (row results independent of batching) bit-identical to a fresh session. */
+static void rewind_case(const char *isa, int32_t n_rewind, int32_t snap, int32_t n_keep) {
+    plume_model *m = open_isa(f32b, isa);
+    if (!m) { CHECK(0, "open"); return; }
+    plume_session *s = new_session(m, n_rewind, snap, 5), *fresh = new_session(m, n_rewind, snap, 5);
+    char *err = NULL;
+    float *a = malloc(48 * 512 * 4), *b = malloc(48 * 512 * 4);
+    CHECK(plume_session_feed(s, ids, n_ids, NULL, 0, &err) == 0, "feed");
+    CHECK(plume_session_rewind(s, n_keep, &err) == 0, "rewind to %d: %s", n_keep, err ? err : "");
+    CHECK(plume_session_n_past(s) == n_keep, "n_past after rewind");
+    CHECK(plume_session_feed(s, ids + n_keep, n_ids - n_keep, a, 1, &err) == 0, "refeed");
+    if (n_keep > 0) CHECK(plume_session_feed(fresh, ids, n_keep, NULL, 0, &err) == 0, "fresh prefix");
+    CHECK(plume_session_feed(fresh, ids + n_keep, n_ids - n_keep, b, 1, &err) == 0, "fresh rest");
+    char what[128];
+    snprintf(what, sizeof what, "%s rewind %d->%d (ring +%d, snapshots every %d)", isa ? isa : "best", n_ids, n_keep, n_rewind, snap);
+    check_rows(a, n_keep, n_ids, what);
+    if (isa && !strcmp(isa, "scalar"))
+        CHECK(!memcmp(a, b, (size_t)(n_ids - n_keep) * 512 * 4), "%s: not bit-identical to a fresh prefill", what);
+    free(a);
+    free(b);
+    plume_session_free(s);
+    plume_session_free(fresh);
+    plume_model_free(m);
+}
+
+static void test_rewind_to_zero(void) {
+    rewind_case("scalar", 8, 16, 0);
+    rewind_case(NULL, 8, 16, 0);
+}
+
+static void test_rewind_inside_window(void) {
+    rewind_case("scalar", 8, 16, 44);  /* 4 back: the ring holds the window */
+    rewind_case("scalar", 0, -1, 47);  /* a ring of exactly W slots rewinds one token */
+    rewind_case(NULL, 8, 16, 40);
+}
+
+static void test_rewind_far_before_window(void) {
+    rewind_case("scalar", 8, 16, 30);  /* from the snapshot at 16 */
+    rewind_case("scalar", 8, 16, 17);
+    rewind_case("scalar", 0, -1, 21);  /* no snapshots: recomputed from 0 */
+    rewind_case("scalar", 8, 7, 3);
+    rewind_case(NULL, 0, 4, 9);
+}
+
+/* A new prompt that shares a prefix with the session prefills only the rest. */
+static void test_prefix_reuse(void) {
+    plume_model *m = open_isa(f32b, "scalar");
+    if (!m) { CHECK(0, "open"); return; }
+    plume_session *s = new_session(m, 8, 16, 64);
+    char *err = NULL;
+    int32_t other[44];
+    memcpy(other, ids, 40 * 4);
+    other[40] = 5; other[41] = 6; other[42] = 7; other[43] = 8;
+    float *lg = malloc(512 * 4);
+    CHECK(plume_session_feed(s, other, 44, NULL, 0, &err) == 0, "feed");
+    int32_t reused = -1;
+    CHECK(plume_session_feed_prompt(s, ids, n_ids, lg, &reused, &err) == 0, "feed_prompt");
+    CHECK(reused == 40, "reused %d, want 40", reused);
+    CHECK(t_max_abs(lg, gold + 47 * 512, 512) <= LOGITS_MAX_ABS, "last logits differ from golden");
+    /* the same prompt again: everything but the last token is reused */
+    CHECK(plume_session_feed_prompt(s, ids, n_ids, lg, &reused, &err) == 0 && reused == n_ids - 1, "reuse all: %d", reused);
+    /* diverging 30 tokens back (far past the window of 8) */
+    CHECK(plume_session_feed_prompt(s, ids, 18, lg, &reused, &err) == 0 && reused == 17, "shorter prompt: %d", reused);
+    CHECK(t_max_abs(lg, gold + 17 * 512, 512) <= LOGITS_MAX_ABS, "logits after a deep divergence");
+    free(lg);
+    plume_session_free(s);
+    plume_model_free(m);
+}
+
+/* save -> load in a new process -> continue, through the CLI, equals the uninterrupted run. */
+static void test_save_load_new_process(void) {
+    const char *bundles[2] = {f32b, synb};
+    for (int bi = 0; bi < 2; bi++) {
+        char out[8192], a[2048] = "", b[2048] = "";
+        for (int i = 0; i < n_ids; i++) {
+            char x[16];
+            snprintf(x, sizeof x, "%s%d", i ? "," : "", ids[i]);
+            strcat(i < 20 ? a : b, i == 20 ? x + 1 : x);
+        }
+        char st[700], o1[700], o2[700], full[700];
+        snprintf(st, sizeof st, "%s/s%d.state", tmp, bi);
+        snprintf(o1, sizeof o1, "%s/o1-%d.npy", tmp, bi);
+        snprintf(o2, sizeof o2, "%s/o2-%d.npy", tmp, bi);
+        snprintf(full, sizeof full, "%s/full-%d.npy", tmp, bi);
+        int rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids %s --step 5 --save-state %s -o %s", t_build(),
+                      bundles[bi], a, st, o1);
+        CHECK(rc == 0, "save: %s", out);
+        rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids %s --step 5 --load-state %s -o %s", t_build(),
+                  bundles[bi], b, st, o2);
+        CHECK(rc == 0, "load: %s", out);
+        rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids %s,%s --step 5 -o %s", t_build(), bundles[bi], a, b, full);
+        CHECK(rc == 0, "full: %s", out);
+        int64_t n1, n2, nf;
+        float *l1 = load_npy(o1, &n1), *l2 = load_npy(o2, &n2), *lf = load_npy(full, &nf);
+        CHECK(l1 && l2 && lf && n1 + n2 == nf, "shapes");
+        if (l1 && l2 && lf && n1 + n2 == nf) {
+            CHECK(!memcmp(lf, l1, (size_t)n1 * 4) && !memcmp(lf + n1, l2, (size_t)n2 * 4),
+                  "bundle %d: save/load/continue differs from the uninterrupted run", bi);
+            if (bi == 0) check_rows(l2, 20, 48, "continued after load");
+        }
+        free(l1);
+        free(l2);
+        free(lf);
+    }
+}
+
+/* Expect plume_session_load to fail with code and a message containing want. */
+static void expect_load_fails(const char *bundle, const char *state, int code, const char *want) {
+    plume_model *m = open_isa(bundle, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    plume_session *s = NULL;
+    char *err = NULL;
+    int rc = plume_session_load(&s, m, state, &err);
+    CHECK(rc == code && !s, "load %s: rc %d, want %d", state, rc, code);
+    CHECK(err && strstr(err, want), "message lacks '%s': %s", want, err ? err : "(none)");
+    free(err);
+    plume_model_free(m);
+}
+
+static void test_foreign_truncated_corrupt_refused(void) {
+    char st[700], cp[700], out[2048];
+    snprintf(st, sizeof st, "%s/s0.state", tmp);
+    expect_load_fails(bf16b, st, PLUME_EMISMATCH, "another bundle");
+    expect_load_fails(synb, st, PLUME_EMISMATCH, "another bundle");
+    snprintf(cp, sizeof cp, "%s/trunc.state", tmp);
+    t_sh(out, sizeof out, "head -c 5000 '%s' > '%s'", st, cp);
+    expect_load_fails(f32b, cp, PLUME_EFORMAT, "truncated");
+    snprintf(cp, sizeof cp, "%s/flip.state", tmp);
+    t_sh(out, sizeof out, "cp '%s' '%s' && printf '\\001' | dd of='%s' bs=1 seek=3000 conv=notrunc 2>/dev/null", st, cp, cp);
+    expect_load_fails(f32b, cp, PLUME_EFORMAT, "checksum");
+    /* the CLI says it in one line and exits non-zero */
+    int rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids 5 --load-state %s/flip.state -o %s/x.npy", t_build(),
+                  f32b, tmp, tmp);
+    CHECK(rc > 0 && strstr(out, "checksum"), "cli: %d %s", rc, out);
+    t_sh(out, sizeof out, "printf 'hello' > '%s'", cp);
+    expect_load_fails(f32b, cp, PLUME_EFORMAT, "not a plume state file");
+}
+
+/* Long context: KV memory grows only for the full layers; too long a context is refused. */
+static void test_long_context(void) {
+    plume_model *m = open_isa(f32b, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    plume_session_params p = plume_session_default_params();
+    p.n_ctx = 4096;
+    plume_session *s = NULL;
+    char *err = NULL;
+    CHECK(plume_session_new(&s, m, &p, &err) == 0, "ctx 4096: %s", err ? err : "");
+    if (s) {
+        for (int32_t l = 0; l < m->c.L; l++) {
+            plume_kv *kv = s->kv_of[l];
+            CHECK(kv->slots == (m->c.is_full[l] ? 4096 : m->c.W + m->c.W), "layer %d has %d slots", l, kv->slots);
+        }
+    }
+    plume_session_free(s);
+    p.n_ctx = 5000; /* tiny-a's max_position_embeddings is 4096 */
+    s = NULL;
+    CHECK(plume_session_new(&s, m, &p, &err) == PLUME_EINVAL && err && strstr(err, "max_position_embeddings"), "ctx > max");
+    free(err);
+    plume_model_free(m);
+}
+
+int main(void) {
+    tmp = t_tmpdir("session");
+    snprintf(f32b, sizeof f32b, "%s/f32", tmp);
+    snprintf(bf16b, sizeof bf16b, "%s/bf16", tmp);
+    snprintf(synb, sizeof synb, "%s/syn", tmp);
+    char out[4096], path[600];
+    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights f32 --quiet && %s/plume convert %s/tiny-a/hf "
+             "%s --weights bf16 --quiet && %s/plume synth --config tiny --seed 5 --bundle %s --weights q8",
+             t_build(), t_data(), f32b, t_build(), t_data(), bf16b, t_build(), synb))
+        printf("  setup: %s\n", out);
+    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    int64_t n;
+    float *f = load_npy(path, &n);
+    for (int64_t i = 0; f && i < n; i++) ids[i] = (int32_t)f[i];
+    n_ids = (int32_t)n;
+    free(f);
+    snprintf(path, sizeof path, "%s/tiny-a/logits_q8emb.npy", t_data());
+    gold = load_npy(path, &n);
+    RUN(test_rewind_to_zero);
+    RUN(test_rewind_inside_window);
+    RUN(test_rewind_far_before_window);
+    RUN(test_prefix_reuse);
+    RUN(test_save_load_new_process);
+    RUN(test_foreign_truncated_corrupt_refused);
+    RUN(test_long_context);
+    free(gold);
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}
