@@ -15,6 +15,8 @@ static const char chat_usage[] =
     "  An interactive conversation. Type a message and press Enter. Commands:\n"
     "    /reset           forget the conversation\n"
     "    /system TEXT     set the system prompt (and start over)\n"
+    "    /save FILE       save the conversation (the session state) to FILE\n"
+    "    /load FILE       continue a conversation saved with /save\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
@@ -109,6 +111,23 @@ int cmd_chat(int argc, char **argv) {
             plume_sampler_reset(g.smp);
             first = 1;
             fprintf(stderr, "[conversation reset]\n");
+            continue;
+        }
+        if (!strncmp(line, "/save ", 6)) {
+            char *err = NULL;
+            if (plume_session_save(g.s, line + 6, &err)) cli_lib_error(err);
+            else fprintf(stderr, "[saved %d tokens to %s]\n", plume_session_n_past(g.s), line + 6);
+            continue;
+        }
+        if (!strncmp(line, "/load ", 6)) {
+            char *err = NULL;
+            plume_session *s;
+            if (plume_session_load(&s, g.m, line + 6, &err)) { cli_lib_error(err); continue; }
+            plume_session_free(g.s);
+            g.s = s;
+            plume_sampler_reset(g.smp);
+            first = plume_session_n_past(s) == 0;
+            fprintf(stderr, "[loaded %d tokens from %s]\n", plume_session_n_past(s), line + 6);
             continue;
         }
         if (line[0] == '/') { cli_error("chat: unknown command '%s' (/help lists them)", line); continue; }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "generate.h"
 
 static const char run_usage[] =
@@ -10,7 +11,10 @@ static const char run_usage[] =
     "  Render PROMPT with the chat template (or feed it as is with --raw, after <bos>),\n"
     "  stream the answer to stdout and a stats line to stderr.\n"
     "  -p PROMPT            the prompt (UTF-8); '-' reads it from stdin\n"
-    "  --raw                no chat template\n";
+    "  --raw                no chat template\n"
+    "  --cache FILE         a reusable prompt cache: the session state after the prompt is\n"
+    "                       saved there, and a later prompt sharing its prefix (e.g. a long\n"
+    "                       system prompt) prefills only the rest\n";
 
 /* Read all of stdin into a malloc'd string. */
 static char *read_stdin(void) {
@@ -29,6 +33,36 @@ static char *read_stdin(void) {
     return b;
 }
 
+/* Prefill through the prompt cache at path (load it if it is there and belongs to this
+ * bundle, reuse the shared prefix, save the state after the prompt), then generate. */
+static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, gen_stats *st) {
+    char *err = NULL;
+    if (plume_file_exists(path)) {
+        plume_session *s;
+        if (plume_session_load(&s, g->m, path, &err)) {
+            fprintf(stderr, "plume: ignoring the cache: %s\n", err);
+            free(err);
+            err = NULL;
+        } else {
+            plume_session_free(g->s);
+            g->s = s;
+        }
+    }
+    if (n > plume_session_n_ctx(g->s))
+        return cli_error("the prompt has %d tokens, more than the context's %d", n, plume_session_n_ctx(g->s));
+    int32_t reused = 0;
+    double t0 = plume_now();
+    if (plume_session_feed_prompt(g->s, ids, n, g->logits, &reused, &err)) return cli_lib_error(err);
+    double t_prefill = plume_now() - t0;
+    for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
+    if (plume_session_save(g->s, path, &err)) return cli_lib_error(err);
+    fprintf(stderr, "[cache %s: %d of %d prompt tokens reused]\n", path, reused, n);
+    int rc = gen_run(g, NULL, 0, st);
+    st->n_prompt = n - reused;
+    st->t_prefill = t_prefill;
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     gen_options o;
     gen_options_default(&o);
@@ -42,6 +76,7 @@ int cmd_run(int argc, char **argv) {
         if (r) continue;
         if (!strcmp(argv[i], "-p") && i + 1 < argc) o.prompt = argv[++i];
         else if (!strcmp(argv[i], "--raw")) o.raw = 1;
+        else if (!strcmp(argv[i], "--cache") && i + 1 < argc) o.cache = argv[++i];
         else return cli_error("run: unknown option '%s' (see plume run --help)", argv[i]), 2;
     }
     if (!o.prompt) {
@@ -71,7 +106,8 @@ int cmd_run(int argc, char **argv) {
     if (!rc && !text) rc = cli_error("out of memory");
     if (!rc) rc = gen_tokenize(&g, text, &ids, &n);
     gen_stats st;
-    if (!rc) rc = gen_run(&g, ids, n, &st);
+    if (!rc && o.cache) rc = prefill_cached(&g, o.cache, ids, n, &st);
+    else if (!rc) rc = gen_run(&g, ids, n, &st);
     if (!rc) {
         if (!o.raw) fputc('\n', stdout);
         gen_print_stats(&st);
