@@ -1,0 +1,114 @@
+/* test_cli.c -- the text path through the CLI on tiny-a (its small tokenizer has the real
+ * structural tokens): plume run, plume chat with the cache kept between turns, --cache,
+ * --help everywhere, and bad input (unknown flags, invalid UTF-8, a prompt longer than the
+ * context, no model). */
+#include "t.h"
+
+static char *tmp;
+static char bundle[600];
+
+/* The value after "prompt " in the n-th stats line of out (0-based), or -1. */
+static int stats_prompt(const char *out, int n) {
+    const char *p = out;
+    for (int i = 0; (p = strstr(p, "[prompt ")); i++, p++)
+        if (i == n) return atoi(p + 8);
+    return -1;
+}
+
+static void test_run_streams_and_reports(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s/plume run -m %s -p 'hello' -n 12 --seed 3 --temp 0.8", t_build(), bundle);
+    CHECK(st == 0, "run: %s", out);
+    /* "<bos><|turn>user\nhello<turn|>\n<|turn>model\n" = 2 105 user \n h e l l o 106 107 105 model \n */
+    CHECK(stats_prompt(out, 0) > 8, "stats line: %s", out);
+    CHECK(strstr(out, "generated 12 tokens") || strstr(out, "end of turn"), "generated count: %s", out);
+    char out2[16384];
+    t_sh(out2, sizeof out2, "%s/plume run -m %s -p 'hello' -n 12 --seed 3 --temp 0.8", t_build(), bundle);
+    char *a = strstr(out, "\n[prompt"), *b = strstr(out2, "\n[prompt");
+    CHECK(a && b && a - out == b - out2 && !memcmp(out, out2, (size_t)(a - out)), "same seed, different text");
+    st = t_sh(out, sizeof out, "%s/plume run -m %s --raw -p 'hello' -n 4 --temp 0", t_build(), bundle);
+    CHECK(st == 0 && stats_prompt(out, 0) == 6, "raw prompt is <bos> + 5 characters: %s", out);
+}
+
+static void test_chat_second_turn_prefills_only_its_tokens(void) {
+    char out[32768];
+    int st = t_sh(out, sizeof out, "printf 'hello\\nhow are you\\n/quit\\n' | %s/plume chat -m %s -n 6 --seed 1", t_build(),
+                  bundle);
+    CHECK(st == 0, "chat: %s", out);
+    int first = stats_prompt(out, 0), second = stats_prompt(out, 1);
+    /* What each turn should feed, counted by the tokenizer: the whole first prompt, then only
+     * the second turn's text (closing the answer, the user turn, the generation prompt). */
+    char tk[4096];
+    t_sh(tk, sizeof tk, "printf '%%s\\n%%s\\n' '{\"text\": \"<bos><|turn>user\\nhello<turn|>\\n<|turn>model\\n\"}' "
+         "'{\"text\": \"<turn|>\\n<|turn>user\\nhow are you<turn|>\\n<|turn>model\\n\"}' | %s/plume tokenize -m %s",
+         t_build(), bundle);
+    int want1 = 1, want2 = 1;
+    char *nl = strchr(tk, '\n');
+    for (char *p = tk; *p && p < nl; p++) want1 += *p == ',';
+    for (char *p = nl ? nl + 1 : tk; *p; p++) want2 += *p == ',';
+    CHECK(want1 > 10 && want2 > 10, "tokenize: %s", tk);
+    CHECK(first == want1, "first turn prefilled %d tokens, want %d: %s", first, want1, out);
+    CHECK(second == want2, "second turn prefilled %d tokens, want only its own %d: %s", second, want2, out);
+}
+
+static void test_chat_commands(void) {
+    char out[32768], state[700];
+    snprintf(state, sizeof state, "%s/chat.state", tmp);
+    int st = t_sh(out, sizeof out, "printf 'hi\\n/save %s\\n/reset\\n/load %s\\n/help\\n/bogus\\n/quit\\n' | %s/plume chat -m %s -n 3",
+                  state, state, t_build(), bundle);
+    CHECK(st == 0, "chat: %s", out);
+    CHECK(strstr(out, "[saved ") && strstr(out, "[conversation reset]") && strstr(out, "[loaded "), "commands: %s", out);
+    CHECK(strstr(out, "/system TEXT") && strstr(out, "unknown command '/bogus'"), "help / unknown: %s", out);
+}
+
+static void test_run_cache_reuses_prefix(void) {
+    char out[16384], cache[700];
+    snprintf(cache, sizeof cache, "%s/run.cache", tmp);
+    int st = t_sh(out, sizeof out, "%s/plume run -m %s --system 'be brief' -p 'aaa' -n 2 --cache %s", t_build(), bundle, cache);
+    CHECK(st == 0 && strstr(out, "0 of "), "first: %s", out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s --system 'be brief' -p 'bbb' -n 2 --cache %s", t_build(), bundle, cache);
+    /* shared: <bos><|turn>system\nbe brief<turn|>\n<|turn>user\n = 2 105 s y s t e m 107 ... */
+    CHECK(st == 0 && strstr(out, "reused") && !strstr(out, "0 of "), "second: %s", out);
+}
+
+static void test_help_everywhere(void) {
+    const char *cmds[] = {"run", "chat", "convert", "synth", "logits", "tokenize", "detokenize"};
+    for (int i = 0; i < 7; i++) {
+        char out[8192];
+        int st = t_sh(out, sizeof out, "%s/plume %s --help", t_build(), cmds[i]);
+        CHECK(st == 0 && strstr(out, "usage: plume"), "%s --help: %d %s", cmds[i], st, out);
+    }
+    char out[8192];
+    CHECK(t_sh(out, sizeof out, "%s/plume --help", t_build()) == 0 && strstr(out, "chat"), "plume --help");
+}
+
+static void test_bad_input(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s/plume run -m %s -p \"$(printf 'ab\\377')\" -n 2", t_build(), bundle);
+    CHECK(st > 0 && strstr(out, "not valid UTF-8"), "invalid UTF-8: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p 'hello there, this is long' --context 12 -n 2", t_build(), bundle);
+    CHECK(st > 0 && strstr(out, "only 12 of the context's 12 are free"), "too long: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p hi --frobnicate", t_build(), bundle);
+    CHECK(st > 0 && strstr(out, "unknown option '--frobnicate'"), "unknown flag: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p hi --top-p 7", t_build(), bundle);
+    CHECK(st > 0 && strstr(out, "--top-p"), "bad value: %d %s", st, out);
+    st = t_sh(out, sizeof out, "HOME=%s PLUME_MODEL= %s/plume run -p hi", tmp, t_build());
+    CHECK(st > 0 && strstr(out, "plume convert"), "no model: %d %s", st, out);
+}
+
+int main(void) {
+    tmp = t_tmpdir("cli");
+    snprintf(bundle, sizeof bundle, "%s/tiny", tmp);
+    char out[4096];
+    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), bundle))
+        printf("  setup: %s\n", out);
+    RUN(test_run_streams_and_reports);
+    RUN(test_chat_second_turn_prefills_only_its_tokens);
+    RUN(test_chat_commands);
+    RUN(test_run_cache_reuses_prefix);
+    RUN(test_help_everywhere);
+    RUN(test_bad_input);
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}
