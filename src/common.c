@@ -151,9 +151,9 @@ void *plume_alloc(size_t n) {
     if (n == 0) n = PLUME_ALIGN;
     if (n > SIZE_MAX - PLUME_ALIGN) return NULL;
     size_t r = (n + PLUME_ALIGN - 1) / PLUME_ALIGN * PLUME_ALIGN;
-    void *p = aligned_alloc(PLUME_ALIGN, r);
-    if (p) memset(p, 0, r);
-    return p;
+    /* Not zeroed: large blocks come from mmap as untouched zero pages, so a KV cache sized for
+     * the whole context costs resident memory only as far as it is written. */
+    return aligned_alloc(PLUME_ALIGN, r);
 }
 
 void plume_dealloc(void *p) { free(p); }

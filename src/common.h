@@ -87,7 +87,8 @@ char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);
 
-/* Allocate n bytes aligned to PLUME_ALIGN, zeroed; NULL on failure or overflow. */
+/* Allocate n bytes aligned to PLUME_ALIGN, contents undefined (never read before written);
+ * NULL on failure or overflow. */
 void *plume_alloc(size_t n);
 void plume_dealloc(void *p);
 

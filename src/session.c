@@ -49,7 +49,11 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
         if (!kv->k || !kv->v || !kv->k_new || !kv->v_new)
             return plume_fail(err, PLUME_ENOMEM, "out of memory for the KV cache of layer %d (%zu MB)", l,
                               cache * 8 >> 20);
-        if (kv->ring) s->snap_stride += (size_t)2 * (size_t)(c->W - 1) * (size_t)kv->width;
+        if (kv->ring) { /* saved whole by plume_session_save: give unwritten slots a value */
+            memset(kv->k, 0, cache * 4);
+            memset(kv->v, 0, cache * 4);
+            s->snap_stride += (size_t)2 * (size_t)(c->W - 1) * (size_t)kv->width;
+        }
         s->kv_of[l] = kv;
     }
     return 0;

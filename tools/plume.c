@@ -17,6 +17,7 @@ static const command commands[] = {
     {"synth", cmd_synth, "write a random-weight checkpoint or bundle (tests, benchmarks)"},
     {"run", cmd_run, "answer one prompt, streaming the text"},
     {"chat", cmd_chat, "an interactive conversation"},
+    {"bench", cmd_bench, "measure load, prefill, decode, memory and bandwidth"},
     {"logits", cmd_logits, "feed ids, write the logits of every position as .npy"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
     {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},

@@ -1,0 +1,205 @@
+/* cmd_bench.c -- `plume bench`: load time, prefill and decode speed, time to first token,
+ * memory, the machine's read bandwidth and decode as a fraction of the bandwidth limit.
+ * Several repetitions; the median and the spread (min..max) of each figure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli.h"
+#include "common.h"
+#include "pool.h"
+
+static const char bench_usage[] =
+    "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
+    "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
+    "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
+    "  threads streaming 1 GiB, and decode speed over the bandwidth limit (bytes of weights a\n"
+    "  decode step reads / bandwidth). -r repetitions; median and min..max are reported.\n";
+
+/* ---- memory bandwidth ------------------------------------------------------------------ */
+
+typedef struct {
+    const uint64_t *buf;
+    size_t n;        /* uint64 words */
+    uint64_t sink[64];
+} bw_task;
+
+/* Sum a thread's share with eight independent accumulators (the compiler vectorizes it). */
+__attribute__((target("avx2"))) static uint64_t stream_sum_avx2(const uint64_t *p, size_t n) {
+    uint64_t a[8] = {0};
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += p[i + k];
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
+
+static uint64_t stream_sum_plain(const uint64_t *p, size_t n) {
+    uint64_t a[8] = {0};
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += p[i + k];
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
+
+static void bw_worker(void *ctx, int32_t ith, int32_t nth) {
+    bw_task *t = ctx;
+    size_t a = t->n * (size_t)ith / (size_t)nth, b = t->n * (size_t)(ith + 1) / (size_t)nth;
+#if defined(__x86_64__)
+    t->sink[ith % 64] = __builtin_cpu_supports("avx2") ? stream_sum_avx2(t->buf + a, b - a) : stream_sum_plain(t->buf + a, b - a);
+#else
+    t->sink[ith % 64] = stream_sum_plain(t->buf + a, b - a);
+#endif
+}
+
+/* Best of several passes of all threads reading a 1 GiB buffer, in GB/s. */
+static double bandwidth(int32_t threads) {
+    size_t bytes = (size_t)1 << 30;
+    uint64_t *buf = plume_alloc(bytes);
+    if (!buf) return 0;
+    for (size_t i = 0; i < bytes / 8; i++) buf[i] = i; /* touch every page */
+    plume_pool *pool = plume_pool_new(threads);
+    bw_task t = {.buf = buf, .n = bytes / 8};
+    double best = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = plume_now();
+        plume_pool_run(pool, bw_worker, &t);
+        double gbs = (double)bytes / (plume_now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    plume_pool_free(pool);
+    plume_dealloc(buf);
+    return best;
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+/* A "Key:   N kB" value of /proc/self/status, in MB. */
+static double status_mb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double v = 0;
+    size_t k = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k) && line[k] == ':') v = atof(line + k + 1) / 1024.0;
+    if (f) fclose(f);
+    return v;
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    double med, lo, hi;
+} stat3;
+
+/* Median and range of n values (sorts them). */
+static stat3 summarize(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    stat3 s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
+    return s;
+}
+
+/* ---- plume bench ----------------------------------------------------------------------- */
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *isa = NULL;
+    int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(bench_usage, stdout); return 0; }
+        else if (!strcmp(a, "-m") && more) model = argv[++i];
+        else if (!strcmp(a, "--isa") && more) isa = argv[++i];
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
+        else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
+        else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
+        else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
+        else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
+    }
+    model = cli_model_path(model);
+    if (!model) return 1;
+    double load[100], pre[100], dec[100], ttft[100];
+    double anon = 0, decode_bytes = 0;
+    char isa_name[32] = "", weights[8] = "";
+    int32_t nth = 0;
+    uint64_t rng = 12345;
+    for (int r = 0; r < reps; r++) {
+        char *err = NULL;
+        plume_model *m;
+        plume_session *s;
+        plume_model_params mp = plume_model_default_params();
+        mp.isa = isa;
+        mp.n_threads = (int32_t)threads;
+        plume_session_params sp = plume_session_default_params();
+        sp.n_ctx = (int32_t)(n_prompt + n_gen + 1);
+        double t0 = plume_now();
+        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
+        if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
+        if (plume_session_new(&s, m, &sp, &err)) { plume_model_free(m); return cli_lib_error(err); }
+        load[r] = (plume_now() - t0) * 1e3;
+        int32_t V = plume_model_n_vocab(m);
+        int32_t *ids = malloc((size_t)n_prompt * sizeof *ids);
+        float *logits = malloc((size_t)V * sizeof *logits);
+        ids[0] = 2;
+        for (int64_t i = 1; i < n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)V);
+        t0 = plume_now();
+        int rc = plume_session_feed(s, ids, (int32_t)n_prompt, logits, 0, &err);
+        double tp = plume_now() - t0;
+        int32_t next = 0;
+        for (int32_t v = 1; v < V; v++)
+            if (logits[v] > logits[next]) next = v;
+        ttft[r] = (plume_now() - t0) * 1e3;
+        pre[r] = (double)n_prompt / tp;
+        t0 = plume_now();
+        for (int64_t i = 0; !rc && i < n_gen; i++) {
+            rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+            next = (int32_t)(plume_rng_next(&rng) % (uint64_t)V); /* random ids: speed does not depend on them */
+        }
+        dec[r] = (double)n_gen / (plume_now() - t0);
+        double a = status_mb("RssAnon");
+        if (a > anon) anon = a;
+        snprintf(isa_name, sizeof isa_name, "%s", plume_model_isa(m));
+        snprintf(weights, sizeof weights, "%s", plume_model_weights(m));
+        nth = plume_model_n_threads(m);
+        decode_bytes = (double)plume_model_decode_bytes(m);
+        free(ids);
+        free(logits);
+        plume_session_free(s);
+        plume_model_free(m);
+        if (rc) return cli_lib_error(err);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak = (double)ru.ru_maxrss / 1024.0;
+    double bw = bandwidth(nth);
+    stat3 L = summarize(load, (int)reps), P = summarize(pre, (int)reps), D = summarize(dec, (int)reps),
+          F = summarize(ttft, (int)reps);
+    double roof = bw > 0 ? D.med * decode_bytes / (bw * 1e9) : 0;
+    if (json) {
+        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"n_prompt\": %lld, "
+               "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
+               "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
+               "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
+               "\"anon_rss_mb\": %.1f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f}\n",
+               model, weights, isa_name, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
+               D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof);
+    } else {
+        printf("| %s, %s weights, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
+               weights, isa_name, nth, (long long)reps);
+        printf("| load (open to ready), ms | %.1f | %.1f .. %.1f |\n", L.med, L.lo, L.hi);
+        printf("| prefill %lld tokens, tok/s | %.1f | %.1f .. %.1f |\n", (long long)n_prompt, P.med, P.lo, P.hi);
+        printf("| time to first token, ms | %.1f | %.1f .. %.1f |\n", F.med, F.lo, F.hi);
+        printf("| decode %lld tokens, tok/s | %.2f | %.2f .. %.2f |\n", (long long)n_gen, D.med, D.lo, D.hi);
+        printf("| peak RSS, MB | %.1f | |\n| anonymous RSS, MB | %.1f | |\n", peak, anon);
+        printf("| read bandwidth (%d threads, 1 GiB), GB/s | %.1f | |\n", nth, bw);
+        printf("| weights read per decode step, MB | %.1f | |\n", decode_bytes / 1e6);
+        printf("| decode / bandwidth limit | %.0f%% | (limit %.1f tok/s) |\n", roof * 100, bw * 1e9 / decode_bytes);
+    }
+    return 0;
+}
