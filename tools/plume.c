@@ -4,7 +4,6 @@
 
 #include "cli.h"
 
-int cmd_derive_tokenizer(int argc, char **argv); /* tools/cmd_derive_tokenizer.c; belongs in cli.h */
 
 typedef struct {
     const char *name;
