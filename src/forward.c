@@ -7,6 +7,7 @@
  * even when T > W, and the KV-shared layers (which run after their source layer, maybe in a
  * later chunk) see the same step's keys. Files, sampling and ISAs are not known here. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "forward.h"
@@ -21,21 +22,31 @@ typedef struct {
     int64_t ldx;
     int32_t T;
     const plume_weight *w;
+    int32_t chunk;          /* rows a thread takes at a time (a multiple of 16) */
+    _Atomic int32_t next;   /* the next chunk to take */
 } matmul_task;
 
-/* Thread ith's share of the rows, in blocks of 16 rows. */
+/* Take chunks of rows until none is left: a thread that is slowed down (a shared, noisy
+ * machine) does less, instead of making the others wait at the end. */
 static void matmul_worker(void *ctx, int32_t ith, int32_t nth) {
-    const matmul_task *t = ctx;
-    int32_t blocks = (t->w->rows + 15) / 16;
-    int32_t b0 = (int32_t)((int64_t)blocks * ith / nth), b1 = (int32_t)((int64_t)blocks * (ith + 1) / nth);
-    int32_t r0 = b0 * 16, r1 = b1 * 16 < t->w->rows ? b1 * 16 : t->w->rows;
-    if (r0 < r1) t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, r0, r1);
+    (void)ith;
+    (void)nth;
+    matmul_task *t = ctx;
+    for (;;) {
+        int32_t r0 = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->chunk;
+        if (r0 >= t->w->rows) break;
+        int32_t r1 = r0 + t->chunk < t->w->rows ? r0 + t->chunk : t->w->rows;
+        t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, r0, r1);
+    }
 }
 
 /* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread. */
 static void matmul(const plume_model *m, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
-    matmul_task t = {m->k, y, ldy, x, ldx, T, w};
+    int32_t nth = plume_pool_size(m->pool);
+    /* about 8 chunks per thread, at least 16 rows each */
+    int32_t chunk = (w->rows / (nth * 8) + 15) / 16 * 16;
+    matmul_task t = {m->k, y, ldy, x, ldx, T, w, chunk < 16 ? 16 : chunk, 0};
     plume_pool_run(m->pool, matmul_worker, &t);
 }
 

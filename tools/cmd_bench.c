@@ -16,7 +16,9 @@ static const char bench_usage[] =
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming 1 GiB, and decode speed over the bandwidth limit (bytes of weights a\n"
-    "  decode step reads / bandwidth). -r repetitions; median and min..max are reported.\n";
+    "  decode step reads / bandwidth). -r repetitions; median and min..max are reported.\n"
+    "  --history N   also: time to first token of a 32-token follow-up turn after a conversation\n"
+    "                of N tokens (the session keeps its cache: it must not grow with N)\n";
 
 /* ---- memory bandwidth ------------------------------------------------------------------ */
 
@@ -109,6 +111,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
     int json = 0;
+    int64_t history = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -119,13 +122,14 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
+        else if (!strcmp(a, "--history") && more) { if (cli_int(argv[++i], 1, 1 << 24, &history)) return cli_error("bench: --history wants a positive integer"); }
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
     }
     model = cli_model_path(model);
     if (!model) return 1;
     double load[100], pre[100], dec[100], ttft[100];
-    double anon = 0, decode_bytes = 0;
+    double anon = 0, decode_bytes = 0, follow_short[100], follow_long[100];
     char isa_name[32] = "", weights[8] = "";
     int32_t nth = 0;
     uint64_t rng = 12345;
@@ -162,6 +166,24 @@ int cmd_bench(int argc, char **argv) {
             next = (int32_t)(plume_rng_next(&rng) % (uint64_t)V); /* random ids: speed does not depend on them */
         }
         dec[r] = (double)n_gen / (plume_now() - t0);
+        if (history > 0 && !rc) { /* follow-up turns after a short and a long history */
+            plume_session_free(s);
+            sp.n_ctx = (int32_t)(history + 64);
+            if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
+            rc = plume_session_new(&s, m, &sp, &err);
+            int32_t *hist = rc ? NULL : malloc((size_t)(history + 32) * sizeof *hist);
+            for (int64_t i = 0; hist && i < history + 32; i++) hist[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)V);
+            double *out[2] = {follow_short, follow_long};
+            int64_t lens[2] = {history < 64 ? history : 64, history};
+            for (int k = 0; hist && !rc && k < 2; k++) {
+                if (!rc) rc = plume_session_rewind(s, 0, &err);
+                if (!rc) rc = plume_session_feed(s, hist, (int32_t)lens[k], NULL, 0, &err);
+                double t1 = plume_now();
+                if (!rc) rc = plume_session_feed(s, hist + history, 32, logits, 0, &err);
+                out[k][r] = (plume_now() - t1) * 1e3;
+            }
+            free(hist);
+        }
         double a = status_mb("RssAnon");
         if (a > anon) anon = a;
         snprintf(isa_name, sizeof isa_name, "%s", plume_model_isa(m));
@@ -180,15 +202,21 @@ int cmd_bench(int argc, char **argv) {
     double bw = bandwidth(nth);
     stat3 L = summarize(load, (int)reps), P = summarize(pre, (int)reps), D = summarize(dec, (int)reps),
           F = summarize(ttft, (int)reps);
+    stat3 FS = {0, 0, 0}, FL = {0, 0, 0};
+    if (history > 0) {
+        FS = summarize(follow_short, (int)reps);
+        FL = summarize(follow_long, (int)reps);
+    }
     double roof = bw > 0 ? D.med * decode_bytes / (bw * 1e9) : 0;
     if (json) {
         printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"n_prompt\": %lld, "
                "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
                "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
                "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
-               "\"anon_rss_mb\": %.1f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f}\n",
+               "\"anon_rss_mb\": %.1f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f, "
+               "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
                model, weights, isa_name, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
-               D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof);
+               D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
     } else {
         printf("| %s, %s weights, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
                weights, isa_name, nth, (long long)reps);
@@ -200,6 +228,12 @@ int cmd_bench(int argc, char **argv) {
         printf("| read bandwidth (%d threads, 1 GiB), GB/s | %.1f | |\n", nth, bw);
         printf("| weights read per decode step, MB | %.1f | |\n", decode_bytes / 1e6);
         printf("| decode / bandwidth limit | %.0f%% | (limit %.1f tok/s) |\n", roof * 100, bw * 1e9 / decode_bytes);
+        if (history > 0) {
+            printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n",
+                   (long long)(history < 64 ? history : 64), FS.med, FS.lo, FS.hi);
+            printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n", (long long)history,
+                   FL.med, FL.lo, FL.hi);
+        }
     }
     return 0;
 }
