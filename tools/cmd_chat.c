@@ -50,14 +50,7 @@ static int read_line(char **buf, size_t *cap) {
 /* The text of a first turn (with the optional system turn) or of a later one. */
 static char *turn_text(const gen_options *o, const char *msg, int first, char **err) {
     char *out = NULL;
-    if (first) {
-        plume_chat_message msgs[2];
-        int32_t n = 0;
-        if (o->system) msgs[n++] = (plume_chat_message){"system", o->system};
-        msgs[n++] = (plume_chat_message){"user", msg};
-        if (plume_chat_render(msgs, n, 1, o->thinking, &out, err)) return NULL;
-        return out;
-    }
+    if (first) return gen_render_first(o, msg, &out, err) ? NULL : out;
     /* "<|turn>user\n{msg}<turn|>\n<|turn>model\n" after the closing "<turn|>\n" of the answer,
      * with the template's trimming of the message: render it and drop the "<bos>" it starts with */
     plume_chat_message m = {"user", msg};

@@ -95,12 +95,8 @@ int cmd_run(int argc, char **argv) {
     int rc = 0;
     if (o.raw) {
         if (asprintf(&text, "<bos>%s", o.prompt) < 0) text = NULL;
-    } else {
-        plume_chat_message msgs[2];
-        int32_t n = 0;
-        if (o.system) msgs[n++] = (plume_chat_message){"system", o.system};
-        msgs[n++] = (plume_chat_message){"user", o.prompt};
-        if (plume_chat_render(msgs, n, 1, o.thinking, &text, &err)) rc = cli_lib_error(err);
+    } else if (gen_render_first(&o, o.prompt, &text, &err)) {
+        rc = cli_lib_error(err);
     }
     int32_t *ids = NULL, n = 0;
     if (!rc && !text) rc = cli_error("out of memory");

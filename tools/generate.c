@@ -211,3 +211,11 @@ void gen_print_stats(const gen_stats *st) {
             st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
             st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, why[st->stopped_by]);
 }
+
+int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {
+    plume_chat_message msgs[2];
+    int32_t n = 0;
+    if (o->system) msgs[n++] = (plume_chat_message){"system", o->system};
+    msgs[n++] = (plume_chat_message){"user", msg};
+    return plume_chat_render(msgs, n, 1, o->thinking, out, err);
+}

@@ -51,6 +51,9 @@ int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n);
 int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st);
 /* Print the stats line on stderr. */
 void gen_print_stats(const gen_stats *st);
+/* The chat-template text of a first turn: the optional system turn, the user message and
+ * the generation prompt. */
+int gen_render_first(const gen_options *o, const char *msg, char **out, char **err);
 /* The options' help text shared by run and chat. */
 extern const char gen_options_help[];
 
