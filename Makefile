@@ -34,6 +34,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
@@ -64,6 +65,14 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
+
+# The micro-benchmarks of bench/ (plume bench is the end-to-end one).
+benches: $(BENCHES)
+
 test: all $(TESTS) vocab
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
@@ -78,7 +87,7 @@ vocab: $(BUILD)/plume
 check:
 	$(MAKE) test
 	$(MAKE) test SAN=1
-	$(MAKE) CC=clang BUILD=build-clang all
+	$(MAKE) CC=clang BUILD=build-clang all benches
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
 
@@ -101,5 +110,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo
+.PHONY: all test install clean vocab check demo benches
 .SECONDARY:
