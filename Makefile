@@ -37,7 +37,8 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 ISA_avx2   := -mavx2 -mfma -mf16c
-ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
+ISA_avx512_vnni := $(ISA_avx512) -mavx512vnni
 ISA_neon   :=
 
 all: $(BUILD)/libplume.a $(BUILD)/libplume.so $(BUILD)/plume
@@ -91,6 +92,10 @@ check:
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
 
+# The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
+test-neon:
+	sh scripts/test-neon.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -110,5 +115,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches
+.PHONY: all test install clean vocab check demo benches test-neon
 .SECONDARY:

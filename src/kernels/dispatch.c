@@ -24,7 +24,7 @@ static int cpu_has(const char *isa) {
                has_f16c();
     if (!strcmp(isa, "avx2")) return avx2;
     if (!strcmp(isa, "avx512"))
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512vl");
 #endif
 #if defined(__aarch64__)

@@ -1,0 +1,41 @@
+#!/bin/sh
+# test-neon.sh -- build the kernel tests for AArch64 and run them under QEMU user emulation:
+# the NEON table against the scalar reference, on an x86-64 host.
+#
+#   sh scripts/test-neon.sh          (from the repository root; `make test-neon` runs it)
+#
+# Needs Debian's gcc-aarch64-linux-gnu and qemu-user (qemu-aarch64). Builds a static binary
+# from src/common.c, the aarch64 kernel files and tests/test_kernels.c into build-neon/,
+# prints its PASS/FAIL lines and exits non-zero if any test failed. Overrides (own names, so
+# a host CC/CFLAGS/BUILD in the environment cannot leak into the cross build):
+# NEON_CC, NEON_CFLAGS, NEON_BUILD, NEON_QEMU, NEON_SYSROOT.
+set -eu
+
+CC=${NEON_CC:-aarch64-linux-gnu-gcc}
+QEMU=${NEON_QEMU:-qemu-aarch64}
+SYSROOT=${NEON_SYSROOT:-/usr/aarch64-linux-gnu}
+BUILD=${NEON_BUILD:-build-neon}
+CFLAGS=${NEON_CFLAGS:--O2 -g}
+WARN="-std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function"
+
+cd "$(dirname "$0")/.."
+for tool in "$CC" "$QEMU"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "FAIL test-neon: $tool not found (apt-get install gcc-aarch64-linux-gnu qemu-user)"
+        exit 1
+    fi
+done
+
+mkdir -p "$BUILD"
+objs=""
+for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c; do
+    obj="$BUILD/$(basename "$src" .c).o"
+    # shellcheck disable=SC2086 # flag lists split on purpose
+    $CC $WARN $CFLAGS -Iinclude -Isrc -D_GNU_SOURCE -c "$src" -o "$obj"
+    objs="$objs $obj"
+done
+# shellcheck disable=SC2086
+$CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/test_kernels.c $objs -lm \
+    -o "$BUILD/test_kernels"
+
+"$QEMU" -L "$SYSROOT" "$BUILD/test_kernels"

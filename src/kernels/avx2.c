@@ -1,0 +1,420 @@
+/* avx2.c -- the kernel table for AVX2 + FMA + F16C: 8 floats a vector, 16 registers. Same
+ * math as scalar.c with the sums reassociated; activations stay float32.
+ *
+ * Laid out as avx512.c, which explains the tiling: decode (T = 1) runs 8 rows at a time over
+ * one load of x; prefill (T > 1) runs tiles of 3 rows x 3 tokens (9 accumulators, 3 x vectors
+ * and a weight vector fit the 16 registers; 4 x 2 measured slower) over row panels that stay
+ * in L2 while every block of tokens passes over them.
+ *
+ * Q4: the low nibbles of a group's 16 bytes are its even columns, the high nibbles its odd
+ * ones, so a tile first copies its tokens' x into a small buffer split into even and odd
+ * columns (once for all rows of the tile), and each row's bytes widen to 32-bit lanes that
+ * give the even column by a mask and the odd one by a shift. Decode then adds
+ * d * (sum q x - 8 sum x) per group, with -8 sum x stored beside the split x; prefill turns the
+ * nibbles into (q - 8) d once and reuses them for every token.
+ */
+#include <immintrin.h>
+
+#include "../common.h"
+#include "kernels.h"
+
+/* Unroll the next loop fully: its count is a constant once tile_body is inlined, and only then
+ * do the accumulator arrays fit in registers. GCC and clang spell it differently. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 8")
+#endif
+
+enum {
+    ROWS_DECODE = 8,         /* rows per tile when T = 1 */
+    ROWS_PREFILL = 3,        /* rows per tile when T > 1 */
+    TOKENS_MAX = 3,          /* tokens per tile: 3 x 3 accumulators + 3 x + 1 weight < 16 */
+    Q4_CHUNK = 16,           /* Q4 groups of x split per pass of a tile: 512 columns */
+    Q4_STRIDE = 40,          /* floats per group of split x: 16 even, 16 odd, 8 offset */
+    PANEL_BYTES = 128 << 10  /* weights of a row panel, re-read from L2 by each token block */
+};
+
+/* What every tile of one matmul call shares. */
+typedef struct {
+    float *y;              /* Y[t*ldy + r] */
+    int64_t ldy;
+    const float *x;        /* X[t*ldx + c] */
+    int64_t ldx;
+    const plume_weight *w;
+    size_t row_bytes;      /* bytes of one row of w->data */
+} mm_args;
+
+/* ---- weights as floats --------------------------------------------------------------- */
+
+/* Columns c..c+7 of a row of F32, F16, BF16 or Q8 weights, as floats (Q8 unscaled). */
+static inline __attribute__((always_inline)) __m256 load8(plume_wtype type, const uint8_t *row,
+                                                          int32_t c) {
+    switch (type) {
+    case PLUME_W_F32:
+        return _mm256_loadu_ps((const float *)row + c);
+    case PLUME_W_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + c)));
+    case PLUME_W_BF16: {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + c));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    case PLUME_W_Q8:
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)row + c))));
+    default:
+        return _mm256_setzero_ps();
+    }
+}
+
+/* Column c of a row, as a float (Q8 unscaled): the scalar tail of load8. */
+static inline __attribute__((always_inline)) float load1(plume_wtype type, const uint8_t *row,
+                                                         int32_t c) {
+    switch (type) {
+    case PLUME_W_F32: return ((const float *)row)[c];
+    case PLUME_W_F16: return plume_f16_to_f32(((const uint16_t *)row)[c]);
+    case PLUME_W_BF16: return plume_bf16_to_f32(((const uint16_t *)row)[c]);
+    case PLUME_W_Q8: return (float)((const int8_t *)row)[c];
+    default: return 0.0f;
+    }
+}
+
+/* The factor a row's sum is multiplied by: s / 127 for Q8 (as scalar.c), else 1. */
+static inline float row_factor(plume_wtype type, const plume_weight *w, int32_t r) {
+    return type == PLUME_W_Q8 ? plume_f16_to_f32(w->scale[r]) / 127.0f : 1.0f;
+}
+
+/* Sum of the 8 lanes. */
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- tiles --------------------------------------------------------------------------- */
+
+/* Y for rows r..r+R-1 x tokens t0..t0+TT-1, F32/F16/BF16/Q8. R, TT and type are constants
+ * once inlined, so acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void tile_body(plume_wtype type, const mm_args *a,
+                                                            int32_t r, int32_t t0, const int R,
+                                                            const int TT) {
+    const int32_t cols = a->w->cols;
+    const uint8_t *wr[ROWS_DECODE];
+    const float *xt[TOKENS_MAX];
+    __m256 acc[ROWS_DECODE][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < R; i++) wr[i] = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
+    UNROLL
+    for (int t = 0; t < TT; t++) xt[t] = a->x + (int64_t)(t0 + t) * a->ldx;
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = _mm256_setzero_ps();
+
+    /* Decode of 1- and 2-byte weights: fetch the next tile's rows (contiguous after ours) as
+     * fast as we read ours. F32 streams well enough on the hardware prefetcher alone. */
+    const int esize = type == PLUME_W_F32 ? 4 : type == PLUME_W_Q8 ? 1 : 2;
+    const int prefetch = TT == 1 && type != PLUME_W_F32;
+    const int lines = R * 8 * esize / 64 > 0 ? R * 8 * esize / 64 : 1;
+    const char *next = (const char *)wr[0] + R * a->row_bytes;
+    int32_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+        if (prefetch) {
+            UNROLL
+            for (int k = 0; k < lines; k++)
+                _mm_prefetch(next + (size_t)c * R * esize + 64 * k, _MM_HINT_NTA);
+        }
+        /* x first, then one weight vector at a time: R*TT + TT + 1 registers */
+        __m256 xv[TOKENS_MAX];
+        UNROLL
+        for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps(xt[t] + c);
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            __m256 wv = load8(type, wr[i], c);
+            UNROLL
+            for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+        }
+    }
+    float sum[ROWS_DECODE][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) sum[i][t] = hsum8(acc[i][t]);
+    for (; c < cols; c++) {
+        for (int i = 0; i < R; i++) {
+            float wc = load1(type, wr[i], c);
+            for (int t = 0; t < TT; t++) sum[i][t] += wc * xt[t][c];
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        float f = row_factor(type, a->w, r + i);
+        for (int t = 0; t < TT; t++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = sum[i][t] * f;
+    }
+}
+
+/* Copy groups [g0, g0+n) of one token's x into xs, Q4_STRIDE floats a group: its 16 even
+ * columns, its 16 odd ones, then 8 floats summing to -8 times the group's sum of x (the
+ * q - 8 offset, paid once per token instead of once per weight). */
+static inline void split_even_odd(float *xs, const float *x, int32_t g0, int32_t n) {
+    for (int32_t j = 0; j < n; j++) {
+        const float *xg = x + 32 * (g0 + j);
+        float *out = xs + Q4_STRIDE * j;
+        __m256 sum = _mm256_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            __m256 a0 = _mm256_loadu_ps(xg + 16 * h), a1 = _mm256_loadu_ps(xg + 16 * h + 8);
+            /* shuffle_ps works within 128-bit lanes: cols 0 2 8 10 | 4 6 12 14; permute4x64
+             * puts the 64-bit pairs back in order */
+            __m256 e = _mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0));
+            __m256 o = _mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1));
+            e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+            o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm256_storeu_ps(out + 8 * h, e);
+            _mm256_storeu_ps(out + 16 + 8 * h, o);
+            sum = _mm256_add_ps(sum, _mm256_add_ps(a0, a1));
+        }
+        _mm256_storeu_ps(out + 32, _mm256_mul_ps(sum, _mm256_set1_ps(-8.0f)));
+    }
+}
+
+/* The Q4 twin of tile_body: 32 columns (one scale group) a step, see the file comment. A
+ * group adds d * (sum q x - 8 sum x), q the raw nibble. */
+static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a, int32_t r,
+                                                               int32_t t0, const int R,
+                                                               const int TT) {
+    const int32_t groups = a->w->cols / 32;
+    const __m256i low4 = _mm256_set1_epi32(15);
+    const uint8_t *wr[ROWS_DECODE];
+    const uint16_t *sr[ROWS_DECODE];
+    __m256 acc[ROWS_DECODE][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        wr[i] = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
+        sr[i] = a->w->scale + (int64_t)(r + i) * groups;
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = _mm256_setzero_ps();
+
+    const char *next = (const char *)wr[0] + R * a->row_bytes;
+    for (int32_t g0 = 0; g0 < groups; g0 += Q4_CHUNK) {
+        int32_t n = groups - g0 < Q4_CHUNK ? groups - g0 : Q4_CHUNK;
+        float xs[TOKENS_MAX][Q4_STRIDE * Q4_CHUNK];
+        float d[ROWS_DECODE][Q4_CHUNK], bias[ROWS_DECODE][Q4_CHUNK]; /* d, -8 d */
+        for (int t = 0; t < TT; t++) split_even_odd(xs[t], a->x + (int64_t)(t0 + t) * a->ldx, g0, n);
+        for (int i = 0; i < R; i++) {
+            int32_t j = 0;
+            for (; j + 8 <= n; j += 8) {
+                __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sr[i] + g0 + j)));
+                _mm256_storeu_ps(d[i] + j, dv);
+                _mm256_storeu_ps(bias[i] + j, _mm256_mul_ps(dv, _mm256_set1_ps(-8.0f)));
+            }
+            for (; j < n; j++) {
+                d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
+                bias[i][j] = -8.0f * d[i][j];
+            }
+        }
+        for (int32_t j = 0; j < n; j++) {
+            if (TT == 1) { /* as in tile_body */
+                UNROLL
+                for (int k = 0; k < (R * 16 + 63) / 64; k++)
+                    _mm_prefetch(next + (size_t)(g0 + j) * R * 16 + 64 * k, _MM_HINT_NTA);
+            }
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                /* bytes 0-7 and 8-15 of the group, one per 32-bit lane */
+                const uint8_t *b = wr[i] + 16 * (g0 + j);
+                __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b));
+                __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + 8)));
+                __m256 e0 = _mm256_cvtepi32_ps(_mm256_and_si256(b0, low4));
+                __m256 e1 = _mm256_cvtepi32_ps(_mm256_and_si256(b1, low4));
+                __m256 o0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
+                __m256 o1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
+                __m256 dv = _mm256_set1_ps(d[i][j]);
+                if (TT == 1) {
+                    /* decode: d * (sum q x - 8 sum x), 5 operations per row and group */
+                    const float *xg = xs[0] + Q4_STRIDE * j;
+                    __m256 s = _mm256_fmadd_ps(e0, _mm256_loadu_ps(xg), _mm256_loadu_ps(xg + 32));
+                    s = _mm256_fmadd_ps(e1, _mm256_loadu_ps(xg + 8), s);
+                    s = _mm256_fmadd_ps(o0, _mm256_loadu_ps(xg + 16), s);
+                    s = _mm256_fmadd_ps(o1, _mm256_loadu_ps(xg + 24), s);
+                    acc[i][0] = _mm256_fmadd_ps(s, dv, acc[i][0]);
+                } else {
+                    /* prefill: weights (q - 8) d once, exact (q has 4 bits, d 11), then 4
+                     * operations per row, token and group */
+                    __m256 bv = _mm256_set1_ps(bias[i][j]);
+                    e0 = _mm256_fmadd_ps(e0, dv, bv);
+                    e1 = _mm256_fmadd_ps(e1, dv, bv);
+                    o0 = _mm256_fmadd_ps(o0, dv, bv);
+                    o1 = _mm256_fmadd_ps(o1, dv, bv);
+                    UNROLL
+                    for (int t = 0; t < TT; t++) {
+                        const float *xg = xs[t] + Q4_STRIDE * j;
+                        acc[i][t] = _mm256_fmadd_ps(e0, _mm256_loadu_ps(xg), acc[i][t]);
+                        acc[i][t] = _mm256_fmadd_ps(e1, _mm256_loadu_ps(xg + 8), acc[i][t]);
+                        acc[i][t] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(xg + 16), acc[i][t]);
+                        acc[i][t] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(xg + 24), acc[i][t]);
+                    }
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = hsum8(acc[i][t]);
+}
+
+/* One tile of the given shape, with R and TT turned into constants (the shapes mm_drive uses). */
+static inline __attribute__((always_inline)) void tile_shape(plume_wtype type, const mm_args *a,
+                                                             int32_t r, int32_t t0, int R, int TT) {
+    if (type == PLUME_W_Q4) {
+        switch (R * 8 + TT) {
+        case ROWS_DECODE * 8 + 1: tile_body_q4(a, r, t0, ROWS_DECODE, 1); break;
+        case ROWS_PREFILL * 8 + 1: tile_body_q4(a, r, t0, ROWS_PREFILL, 1); break;
+        case ROWS_PREFILL * 8 + 2: tile_body_q4(a, r, t0, ROWS_PREFILL, 2); break;
+        case ROWS_PREFILL * 8 + 3: tile_body_q4(a, r, t0, ROWS_PREFILL, 3); break;
+        case 1 * 8 + 1: tile_body_q4(a, r, t0, 1, 1); break;
+        case 1 * 8 + 2: tile_body_q4(a, r, t0, 1, 2); break;
+        case 1 * 8 + 3: tile_body_q4(a, r, t0, 1, 3); break;
+        default: break;
+        }
+        return;
+    }
+    switch (R * 8 + TT) {
+    case ROWS_DECODE * 8 + 1: tile_body(type, a, r, t0, ROWS_DECODE, 1); break;
+    case ROWS_PREFILL * 8 + 1: tile_body(type, a, r, t0, ROWS_PREFILL, 1); break;
+    case ROWS_PREFILL * 8 + 2: tile_body(type, a, r, t0, ROWS_PREFILL, 2); break;
+    case ROWS_PREFILL * 8 + 3: tile_body(type, a, r, t0, ROWS_PREFILL, 3); break;
+    case 1 * 8 + 1: tile_body(type, a, r, t0, 1, 1); break;
+    case 1 * 8 + 2: tile_body(type, a, r, t0, 1, 2); break;
+    case 1 * 8 + 3: tile_body(type, a, r, t0, 1, 3); break;
+    default: break;
+    }
+}
+
+typedef void (*tile_fn)(const mm_args *a, int32_t r, int32_t t0, int R, int TT);
+
+/* The tiles of each weight type, compiled separately. */
+static void tile_f32(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_F32, a, r, t0, R, TT);
+}
+static void tile_f16(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_F16, a, r, t0, R, TT);
+}
+static void tile_bf16(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_BF16, a, r, t0, R, TT);
+}
+static void tile_q8(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_Q8, a, r, t0, R, TT);
+}
+static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_Q4, a, r, t0, R, TT);
+}
+
+/* ---- matmul -------------------------------------------------------------------------- */
+
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. T = 1: runs of ROWS_DECODE rows. T > 1:
+ * panels of rows (about PANEL_BYTES of weights) crossed with balanced blocks of at most
+ * TOKENS_MAX tokens, so the panel is read from memory once and from L2 per block. */
+static void mm_drive(tile_fn tile, const mm_args *a, int32_t T, int32_t r0, int32_t r1) {
+    if (T == 1) {
+        int32_t r = r0;
+        for (; r + ROWS_DECODE <= r1; r += ROWS_DECODE) tile(a, r, 0, ROWS_DECODE, 1);
+        for (; r + ROWS_PREFILL <= r1; r += ROWS_PREFILL) tile(a, r, 0, ROWS_PREFILL, 1);
+        for (; r < r1; r++) tile(a, r, 0, 1, 1);
+        return;
+    }
+    size_t fit = PANEL_BYTES / (a->row_bytes ? a->row_bytes : 1);
+    int32_t panel = fit < ROWS_PREFILL ? ROWS_PREFILL : fit > (size_t)1 << 20 ? 1 << 20 : (int32_t)fit;
+    panel -= panel % ROWS_PREFILL;
+    int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
+    for (int32_t p0 = r0; p0 < r1; p0 += panel) {
+        int32_t p1 = r1 - p0 < panel ? r1 : p0 + panel;
+        for (int32_t b = 0, t0 = 0; b < blocks; b++) {
+            int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            int32_t r = p0;
+            for (; r + ROWS_PREFILL <= p1; r += ROWS_PREFILL) tile(a, r, t0, ROWS_PREFILL, tt);
+            for (; r < p1; r++) tile(a, r, t0, 1, tt);
+            t0 += tt;
+        }
+    }
+}
+
+/* Bytes of one row of cols weights of a type. */
+static size_t row_bytes(plume_wtype type, int32_t cols) {
+    switch (type) {
+    case PLUME_W_F32: return (size_t)cols * 4;
+    case PLUME_W_F16:
+    case PLUME_W_BF16: return (size_t)cols * 2;
+    case PLUME_W_Q8: return (size_t)cols;
+    case PLUME_W_Q4: return (size_t)cols / 2;
+    default: return 0;
+    }
+}
+
+/* The plume_matmul_fn of one weight type, given its tiles. */
+static void mm_run(plume_wtype type, tile_fn tile, float *y, int64_t ldy, const float *x,
+                   int64_t ldx, int32_t T, const plume_weight *w, int32_t r0, int32_t r1) {
+    if (T <= 0 || r1 <= r0) return;
+    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .row_bytes = row_bytes(type, w->cols)};
+    mm_drive(tile, &a, T, r0, r1);
+}
+
+/* The table's matmul entries, one per weight type. */
+static void mm_f32(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                   const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_F32, tile_f32, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_f16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                   const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_F16, tile_f16, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                    const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_BF16, tile_bf16, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                  const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_Q8, tile_q8, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                  const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_Q4, tile_q4, y, ldy, x, ldx, T, w, r0, r1);
+}
+
+/* ---- vectors ------------------------------------------------------------------------- */
+
+/* sum a[i] * b[i]: four accumulators of 8, then one, then a scalar tail. */
+static float dot_avx2(const float *a, const float *b, int32_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float acc = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* y += a * x. */
+static void axpy_avx2(float *y, float a, const float *x, int32_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+const plume_kernels plume_kernels_avx2 = {
+    .name = "avx2",
+    .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
+    .dot = dot_avx2,
+    .axpy = axpy_avx2,
+};

@@ -1,0 +1,400 @@
+/* neon.c -- the kernel table for AArch64 Advanced SIMD: 4 floats a vector, 32 registers.
+ * Same math as scalar.c with the sums reassociated; activations stay float32.
+ *
+ * Laid out as avx512.c, which explains the tiling: decode (T = 1) runs 8 rows at a time over
+ * one load of x; prefill (T > 1) runs tiles of 4 rows x up to 4 tokens (16 accumulators) over
+ * row panels that stay in L2 while every block of tokens passes over them. A step is 8
+ * columns, two vectors, so a Q8 step widens one 8-byte load.
+ *
+ * Q4 goes half a group (16 columns, 8 bytes) a step: the low nibbles are the even columns and
+ * the high nibbles the odd ones, which is how vld2q_f32 splits x, so the nibbles widen to
+ * floats without being interleaved. Decode adds d * (sum q x - 8 sum x) per half group, as
+ * avx2.c; prefill turns the nibbles into (q - 8) d once per row and reuses them for every
+ * token. FP16 needs only the base ISA's vcvt_f32_f16. Not measured on hardware (only run
+ * under QEMU): tile shapes were chosen so GCC keeps the accumulators in registers.
+ */
+#include <arm_neon.h>
+
+#include "../common.h"
+#include "kernels.h"
+
+/* Unroll the next loop fully: its count is a constant once tile_body is inlined, and only then
+ * do the accumulator arrays fit in registers. GCC and clang spell it differently. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 8")
+#endif
+
+enum {
+    ROWS_DECODE = 8,        /* rows per tile when T = 1 */
+    ROWS_PREFILL = 4,       /* rows per tile when T > 1 */
+    TOKENS_MAX = 4,         /* tokens per tile: 4 x 4 accumulators + 8 x + 2 weights < 32 */
+    TOKENS_MAX_Q4 = 3,      /* Q4: 4 x 3 accumulators + 4 weights + 4 x (reloaded per row) */
+    Q4_CHUNK = 16,          /* Q4 groups whose scales are converted at once */
+    PANEL_BYTES = 256 << 10 /* weights of a row panel, re-read from L2 by each token block */
+};
+
+/* What every tile of one matmul call shares. */
+typedef struct {
+    float *y;              /* Y[t*ldy + r] */
+    int64_t ldy;
+    const float *x;        /* X[t*ldx + c] */
+    int64_t ldx;
+    const plume_weight *w;
+    size_t row_bytes;      /* bytes of one row of w->data */
+} mm_args;
+
+/* ---- weights as floats --------------------------------------------------------------- */
+
+/* Columns c..c+7 of a row of F32, F16, BF16 or Q8 weights, as two float vectors (Q8
+ * unscaled). */
+static inline __attribute__((always_inline)) float32x4x2_t load8(plume_wtype type,
+                                                                 const uint8_t *row, int32_t c) {
+    float32x4x2_t v;
+    switch (type) {
+    case PLUME_W_F32:
+        v.val[0] = vld1q_f32((const float *)row + c);
+        v.val[1] = vld1q_f32((const float *)row + c + 4);
+        break;
+    case PLUME_W_F16: {
+        float16x8_t h = vreinterpretq_f16_u16(vld1q_u16((const uint16_t *)row + c));
+        v.val[0] = vcvt_f32_f16(vget_low_f16(h));
+        v.val[1] = vcvt_high_f32_f16(h);
+        break;
+    }
+    case PLUME_W_BF16: {
+        uint16x8_t h = vld1q_u16((const uint16_t *)row + c);
+        v.val[0] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+        v.val[1] = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
+        break;
+    }
+    case PLUME_W_Q8: {
+        int16x8_t q = vmovl_s8(vld1_s8((const int8_t *)row + c));
+        v.val[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(q)));
+        v.val[1] = vcvtq_f32_s32(vmovl_high_s16(q));
+        break;
+    }
+    default:
+        v.val[0] = v.val[1] = vdupq_n_f32(0.0f);
+        break;
+    }
+    return v;
+}
+
+/* Column c of a row, as a float (Q8 unscaled): the scalar tail of load8. */
+static inline __attribute__((always_inline)) float load1(plume_wtype type, const uint8_t *row,
+                                                         int32_t c) {
+    switch (type) {
+    case PLUME_W_F32: return ((const float *)row)[c];
+    case PLUME_W_F16: return plume_f16_to_f32(((const uint16_t *)row)[c]);
+    case PLUME_W_BF16: return plume_bf16_to_f32(((const uint16_t *)row)[c]);
+    case PLUME_W_Q8: return (float)((const int8_t *)row)[c];
+    default: return 0.0f;
+    }
+}
+
+/* The factor a row's sum is multiplied by: s / 127 for Q8 (as scalar.c), else 1. */
+static inline float row_factor(plume_wtype type, const plume_weight *w, int32_t r) {
+    return type == PLUME_W_Q8 ? plume_f16_to_f32(w->scale[r]) / 127.0f : 1.0f;
+}
+
+/* ---- tiles --------------------------------------------------------------------------- */
+
+/* Y for rows r..r+R-1 x tokens t0..t0+TT-1, F32/F16/BF16/Q8. R, TT and type are constants
+ * once inlined, so acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void tile_body(plume_wtype type, const mm_args *a,
+                                                            int32_t r, int32_t t0, const int R,
+                                                            const int TT) {
+    const int32_t cols = a->w->cols;
+    const uint8_t *wr[ROWS_DECODE];
+    const float *xt[TOKENS_MAX];
+    float32x4_t acc[ROWS_DECODE][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < R; i++) wr[i] = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
+    UNROLL
+    for (int t = 0; t < TT; t++) xt[t] = a->x + (int64_t)(t0 + t) * a->ldx;
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = vdupq_n_f32(0.0f);
+
+    int32_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+        /* x first, then one row's weights at a time: R*TT + 2*TT + 2 registers */
+        float32x4x2_t xv[TOKENS_MAX];
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            xv[t].val[0] = vld1q_f32(xt[t] + c);
+            xv[t].val[1] = vld1q_f32(xt[t] + c + 4);
+        }
+        UNROLL
+        for (int i = 0; i < R; i++) {
+            float32x4x2_t wv = load8(type, wr[i], c);
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                acc[i][t] = vfmaq_f32(acc[i][t], wv.val[0], xv[t].val[0]);
+                acc[i][t] = vfmaq_f32(acc[i][t], wv.val[1], xv[t].val[1]);
+            }
+        }
+    }
+    float sum[ROWS_DECODE][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) sum[i][t] = vaddvq_f32(acc[i][t]);
+    for (; c < cols; c++) {
+        for (int i = 0; i < R; i++) {
+            float wc = load1(type, wr[i], c);
+            for (int t = 0; t < TT; t++) sum[i][t] += wc * xt[t][c];
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        float f = row_factor(type, a->w, r + i);
+        for (int t = 0; t < TT; t++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = sum[i][t] * f;
+    }
+}
+
+/* The Q4 twin of tile_body: half a scale group (16 columns) a step, see the file comment. */
+static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a, int32_t r,
+                                                               int32_t t0, const int R,
+                                                               const int TT) {
+    const int32_t groups = a->w->cols / 32;
+    const uint8x8_t low4 = vdup_n_u8(15);
+    const uint8_t *wr[ROWS_DECODE];
+    const uint16_t *sr[ROWS_DECODE];
+    const float *xt[TOKENS_MAX_Q4];
+    float32x4_t acc[ROWS_DECODE][TOKENS_MAX_Q4];
+    UNROLL
+    for (int i = 0; i < R; i++) {
+        wr[i] = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
+        sr[i] = a->w->scale + (int64_t)(r + i) * groups;
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) xt[t] = a->x + (int64_t)(t0 + t) * a->ldx;
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = vdupq_n_f32(0.0f);
+
+    for (int32_t g0 = 0; g0 < groups; g0 += Q4_CHUNK) {
+        int32_t n = groups - g0 < Q4_CHUNK ? groups - g0 : Q4_CHUNK;
+        float d[ROWS_DECODE][Q4_CHUNK], bias[ROWS_DECODE][Q4_CHUNK]; /* d, -8 d */
+        for (int i = 0; i < R; i++) {
+            int32_t j = 0;
+            for (; j + 4 <= n; j += 4) {
+                float32x4_t dv = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sr[i] + g0 + j)));
+                vst1q_f32(d[i] + j, dv);
+                vst1q_f32(bias[i] + j, vmulq_n_f32(dv, -8.0f));
+            }
+            for (; j < n; j++) {
+                d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
+                bias[i][j] = -8.0f * d[i][j];
+            }
+        }
+        for (int32_t h = 2 * g0; h < 2 * (g0 + n); h++) { /* half groups of 16 columns */
+            /* decode holds x (even, odd columns) across the rows; prefill reloads it from L1
+             * per row and token, so 4 x TT accumulators and one row's weights stay in registers */
+            float32x4x2_t x0 = vld2q_f32(xt[0] + 16 * h), x1 = vld2q_f32(xt[0] + 16 * h + 8);
+            /* -8 times this half group's sum of x, spread over 4 lanes */
+            float32x4_t m8sx = vmulq_n_f32(vaddq_f32(vaddq_f32(x0.val[0], x0.val[1]),
+                                                     vaddq_f32(x1.val[0], x1.val[1])), -8.0f);
+            UNROLL
+            for (int i = 0; i < R; i++) {
+                /* 8 bytes: low nibbles are columns 0 2 .. 14, high ones 1 3 .. 15 */
+                uint8x8_t b = vld1_u8(wr[i] + 8 * h);
+                uint16x8_t lo = vmovl_u8(vand_u8(b, low4)), hi = vmovl_u8(vshr_n_u8(b, 4));
+                float32x4_t e0 = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
+                float32x4_t e1 = vcvtq_f32_u32(vmovl_high_u16(lo));
+                float32x4_t o0 = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
+                float32x4_t o1 = vcvtq_f32_u32(vmovl_high_u16(hi));
+                float dg = d[i][h / 2 - g0];
+                if (TT == 1) {
+                    /* decode: d * (sum q x - 8 sum x), as avx2.c */
+                    float32x4_t s = vfmaq_f32(m8sx, e0, x0.val[0]);
+                    s = vfmaq_f32(s, o0, x0.val[1]);
+                    s = vfmaq_f32(s, e1, x1.val[0]);
+                    s = vfmaq_f32(s, o1, x1.val[1]);
+                    acc[i][0] = vfmaq_n_f32(acc[i][0], s, dg);
+                } else {
+                    /* prefill: (q - 8) d = q d - 8 d once, exact (q has 4 bits, d 11) */
+                    float32x4_t dv = vdupq_n_f32(dg), bv = vdupq_n_f32(bias[i][h / 2 - g0]);
+                    e0 = vfmaq_f32(bv, e0, dv);
+                    e1 = vfmaq_f32(bv, e1, dv);
+                    o0 = vfmaq_f32(bv, o0, dv);
+                    o1 = vfmaq_f32(bv, o1, dv);
+                    UNROLL
+                    for (int t = 0; t < TT; t++) {
+                        float32x4x2_t u0 = vld2q_f32(xt[t] + 16 * h), u1 = vld2q_f32(xt[t] + 16 * h + 8);
+                        acc[i][t] = vfmaq_f32(acc[i][t], e0, u0.val[0]);
+                        acc[i][t] = vfmaq_f32(acc[i][t], o0, u0.val[1]);
+                        acc[i][t] = vfmaq_f32(acc[i][t], e1, u1.val[0]);
+                        acc[i][t] = vfmaq_f32(acc[i][t], o1, u1.val[1]);
+                    }
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = vaddvq_f32(acc[i][t]);
+}
+
+/* One tile of the given shape, with R and TT turned into constants (the shapes mm_drive uses). */
+static inline __attribute__((always_inline)) void tile_shape(plume_wtype type, const mm_args *a,
+                                                             int32_t r, int32_t t0, int R, int TT) {
+    if (type == PLUME_W_Q4) {
+        switch (R * 8 + TT) {
+        case ROWS_DECODE * 8 + 1: /* as two tiles of 4: with 8, GCC widens every row's
+                                     nibbles up front and spills */
+            tile_body_q4(a, r, t0, ROWS_PREFILL, 1);
+            tile_body_q4(a, r + ROWS_PREFILL, t0, ROWS_PREFILL, 1);
+            break;
+        case ROWS_PREFILL * 8 + 1: tile_body_q4(a, r, t0, ROWS_PREFILL, 1); break;
+        case ROWS_PREFILL * 8 + 2: tile_body_q4(a, r, t0, ROWS_PREFILL, 2); break;
+        case ROWS_PREFILL * 8 + 3: tile_body_q4(a, r, t0, ROWS_PREFILL, 3); break;
+        case 1 * 8 + 1: tile_body_q4(a, r, t0, 1, 1); break;
+        case 1 * 8 + 2: tile_body_q4(a, r, t0, 1, 2); break;
+        case 1 * 8 + 3: tile_body_q4(a, r, t0, 1, 3); break;
+        default: break;
+        }
+        return;
+    }
+    switch (R * 8 + TT) {
+    case ROWS_DECODE * 8 + 1: tile_body(type, a, r, t0, ROWS_DECODE, 1); break;
+    case ROWS_PREFILL * 8 + 1: tile_body(type, a, r, t0, ROWS_PREFILL, 1); break;
+    case ROWS_PREFILL * 8 + 2: tile_body(type, a, r, t0, ROWS_PREFILL, 2); break;
+    case ROWS_PREFILL * 8 + 3: tile_body(type, a, r, t0, ROWS_PREFILL, 3); break;
+    case ROWS_PREFILL * 8 + 4: tile_body(type, a, r, t0, ROWS_PREFILL, 4); break;
+    case 1 * 8 + 1: tile_body(type, a, r, t0, 1, 1); break;
+    case 1 * 8 + 2: tile_body(type, a, r, t0, 1, 2); break;
+    case 1 * 8 + 3: tile_body(type, a, r, t0, 1, 3); break;
+    case 1 * 8 + 4: tile_body(type, a, r, t0, 1, 4); break;
+    default: break;
+    }
+}
+
+typedef void (*tile_fn)(const mm_args *a, int32_t r, int32_t t0, int R, int TT);
+
+/* The tiles of each weight type, compiled separately. */
+static void tile_f32(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_F32, a, r, t0, R, TT);
+}
+static void tile_f16(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_F16, a, r, t0, R, TT);
+}
+static void tile_bf16(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_BF16, a, r, t0, R, TT);
+}
+static void tile_q8(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_Q8, a, r, t0, R, TT);
+}
+static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
+    tile_shape(PLUME_W_Q4, a, r, t0, R, TT);
+}
+
+/* ---- matmul -------------------------------------------------------------------------- */
+
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. T = 1: runs of ROWS_DECODE rows. T > 1:
+ * panels of rows (about PANEL_BYTES of weights) crossed with balanced blocks of at most
+ * tokens_max tokens, so the panel is read from memory once and from L2 per block. */
+static void mm_drive(tile_fn tile, const mm_args *a, int32_t T, int32_t r0, int32_t r1,
+                     int tokens_max) {
+    if (T == 1) {
+        int32_t r = r0;
+        for (; r + ROWS_DECODE <= r1; r += ROWS_DECODE) tile(a, r, 0, ROWS_DECODE, 1);
+        for (; r + ROWS_PREFILL <= r1; r += ROWS_PREFILL) tile(a, r, 0, ROWS_PREFILL, 1);
+        for (; r < r1; r++) tile(a, r, 0, 1, 1);
+        return;
+    }
+    size_t fit = PANEL_BYTES / (a->row_bytes ? a->row_bytes : 1);
+    int32_t panel = fit < ROWS_PREFILL ? ROWS_PREFILL : fit > (size_t)1 << 20 ? 1 << 20 : (int32_t)fit;
+    panel -= panel % ROWS_PREFILL;
+    int32_t blocks = (T + tokens_max - 1) / tokens_max;
+    for (int32_t p0 = r0; p0 < r1; p0 += panel) {
+        int32_t p1 = r1 - p0 < panel ? r1 : p0 + panel;
+        for (int32_t b = 0, t0 = 0; b < blocks; b++) {
+            int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            int32_t r = p0;
+            for (; r + ROWS_PREFILL <= p1; r += ROWS_PREFILL) tile(a, r, t0, ROWS_PREFILL, tt);
+            for (; r < p1; r++) tile(a, r, t0, 1, tt);
+            t0 += tt;
+        }
+    }
+}
+
+/* Bytes of one row of cols weights of a type. */
+static size_t row_bytes(plume_wtype type, int32_t cols) {
+    switch (type) {
+    case PLUME_W_F32: return (size_t)cols * 4;
+    case PLUME_W_F16:
+    case PLUME_W_BF16: return (size_t)cols * 2;
+    case PLUME_W_Q8: return (size_t)cols;
+    case PLUME_W_Q4: return (size_t)cols / 2;
+    default: return 0;
+    }
+}
+
+/* The plume_matmul_fn of one weight type, given its tiles. */
+static void mm_run(plume_wtype type, tile_fn tile, int tokens_max, float *y, int64_t ldy,
+                   const float *x, int64_t ldx, int32_t T, const plume_weight *w, int32_t r0,
+                   int32_t r1) {
+    if (T <= 0 || r1 <= r0) return;
+    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .row_bytes = row_bytes(type, w->cols)};
+    mm_drive(tile, &a, T, r0, r1, tokens_max);
+}
+
+/* The table's matmul entries, one per weight type. */
+static void mm_f32(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                   const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_F32, tile_f32, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_f16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                   const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_F16, tile_f16, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                    const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_BF16, tile_bf16, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                  const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_Q8, tile_q8, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                  const plume_weight *w, int32_t r0, int32_t r1) {
+    mm_run(PLUME_W_Q4, tile_q4, TOKENS_MAX_Q4, y, ldy, x, ldx, T, w, r0, r1);
+}
+
+/* ---- vectors ------------------------------------------------------------------------- */
+
+/* sum a[i] * b[i]: four accumulators of 4, then one, then a scalar tail. */
+static float dot_neon(const float *a, const float *b, int32_t n) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float acc = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* y += a * x. */
+static void axpy_neon(float *y, float a, const float *x, int32_t n) {
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+const plume_kernels plume_kernels_neon = {
+    .name = "neon",
+    .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
+    .dot = dot_neon,
+    .axpy = axpy_neon,
+};

@@ -1,0 +1,321 @@
+/* test_kernels.c -- every kernel table this CPU can run, checked against the scalar reference
+ * (kernels/scalar.c) on random inputs at awkward sizes: odd column counts that leave vector
+ * tails, row ranges that do not start at 0, strides wider than the data, unaligned pointers.
+ * Also checks that Y outside the row range is left alone and that the dispatcher honours names. */
+#include "common.h"
+#include "kernels/kernels.h"
+#include "t.h"
+
+/* A float32 sum reassociated (vector lanes, FMA, Q4 scale folded into the weights) rounds
+ * differently from the in-order scalar sum: by about 2^-24 * sqrt(n) of sum |w*x| for random
+ * data, at most n * 2^-24 (6e-5 at n = 1568). 2e-5 of sum |w*x| leaves room for the usual
+ * case many times over, while one wrong or dropped term (about 1/n of it) still fails. */
+static const double REL_TOL = 2e-5;
+
+/* Fill with uniform floats in [-1, 1). */
+static void fill(float *v, int64_t n, uint64_t *rng) {
+    for (int64_t i = 0; i < n; i++) v[i] = 2.0f * plume_rng_float(rng) - 1.0f;
+}
+
+/* A random weight matrix and its float twin. */
+typedef struct {
+    plume_weight w;
+    void *data_block, *scale_block;
+    float *dense; /* the same weights as floats, scale applied: for the |w*x| error scale */
+} test_weight;
+
+/* A random [rows, cols] matrix of a type, its data and scales starting a few bytes past an
+ * aligned block (still aligned to their element size), as in a mapped file whose rows have odd
+ * lengths. Returns 0, or -1 on out of memory (then weight_free what was made). */
+static int weight_new(test_weight *tw, plume_wtype type, int32_t rows, int32_t cols,
+                      uint64_t *rng) {
+    memset(tw, 0, sizeof *tw);
+    tw->w.type = type;
+    tw->w.rows = rows;
+    tw->w.cols = cols;
+    int64_t n = (int64_t)rows * cols;
+    size_t esize = type == PLUME_W_F32 ? 4 : type == PLUME_W_Q8 ? 1 : type == PLUME_W_Q4 ? 0 : 2;
+    size_t bytes = type == PLUME_W_Q4 ? (size_t)n / 2 : (size_t)n * esize;
+    size_t skew = type == PLUME_W_F32 ? 4 : type == PLUME_W_Q8 ? 1 : 2; /* off 64-alignment */
+    tw->data_block = plume_alloc(bytes + 64);
+    tw->scale_block = plume_alloc((size_t)n * 2 / 32 + (size_t)rows * 2 + 64);
+    tw->dense = malloc((size_t)n * sizeof(float));
+    if (!tw->data_block || !tw->scale_block || !tw->dense) return -1;
+    uint8_t *data = (uint8_t *)tw->data_block + skew;
+    uint16_t *scale = (uint16_t *)((uint8_t *)tw->scale_block + 2);
+    tw->w.data = data;
+    for (int32_t r = 0; r < rows; r++) {
+        float s = 0.0f;
+        if (type == PLUME_W_Q8) {
+            scale[r] = plume_f32_to_f16(0.01f + plume_rng_float(rng));
+            s = plume_f16_to_f32(scale[r]) / 127.0f;
+        }
+        for (int32_t c = 0; c < cols; c++) {
+            int64_t i = (int64_t)r * cols + c;
+            float v = 2.0f * plume_rng_float(rng) - 1.0f;
+            switch (type) {
+            case PLUME_W_F32: memcpy(data + 4 * i, &v, 4); tw->dense[i] = v; break;
+            case PLUME_W_F16: {
+                /* every 13th weight a binary16 subnormal: the conversion must be exact there too */
+                uint16_t h = plume_f32_to_f16(i % 13 == 5 ? v * 3e-5f : v);
+                memcpy(data + 2 * i, &h, 2);
+                tw->dense[i] = plume_f16_to_f32(h);
+                break;
+            }
+            case PLUME_W_BF16: {
+                uint16_t h = plume_f32_to_bf16(v);
+                memcpy(data + 2 * i, &h, 2);
+                tw->dense[i] = plume_bf16_to_f32(h);
+                break;
+            }
+            case PLUME_W_Q8: {
+                int8_t q = (int8_t)(plume_rng_next(rng) % 255) - 127;
+                memcpy(data + i, &q, 1);
+                tw->dense[i] = (float)q * s;
+                break;
+            }
+            case PLUME_W_Q4: {
+                uint8_t q = (uint8_t)(plume_rng_next(rng) & 15);
+                uint8_t *b = data + i / 2;
+                *b = c % 2 ? (uint8_t)((*b & 15) | (q << 4)) : q;
+                if (c % 32 == 0)
+                    scale[(int64_t)r * (cols / 32) + c / 32] =
+                        plume_f32_to_f16(0.001f + 0.1f * plume_rng_float(rng));
+                tw->dense[i] = (float)((int)q - 8) *
+                               plume_f16_to_f32(scale[(int64_t)r * (cols / 32) + c / 32]);
+                break;
+            }
+            default: break;
+            }
+        }
+    }
+    tw->w.scale = type == PLUME_W_Q8 || type == PLUME_W_Q4 ? scale : NULL;
+    return 0;
+}
+
+/* Free a test matrix (also one weight_new failed to finish). */
+static void weight_free(test_weight *tw) {
+    plume_dealloc(tw->data_block);
+    plume_dealloc(tw->scale_block);
+    free(tw->dense);
+}
+
+static const char *const type_names[PLUME_W_NTYPES] = {"f32", "f16", "bf16", "q8", "q4"};
+
+/* The table under test (tests take no arguments): set by main for each SIMD table. */
+static const plume_kernels *cur;
+
+/* ---- matmul -------------------------------------------------------------------------- */
+
+/* A sentinel Y value no kernel computes, to spot writes outside [r0, r1). */
+static const float SENTINEL = -1234.5f;
+
+/* One case: W [rows, cols] of a type, T tokens, rows r0..r1, strides ldx >= cols and
+ * ldy >= rows; compare kt with scalar. Returns the number of failures (reported once). */
+static int matmul_case(const plume_kernels *kt, plume_wtype type, int32_t rows, int32_t cols,
+                       int32_t T, int32_t r0, int32_t r1, uint64_t seed) {
+    uint64_t rng = seed;
+    test_weight tw;
+    int64_t ldx = cols + 3, ldy = rows + 5;
+    /* x and y start one float past an aligned block: unaligned for every vector width */
+    float *xb = plume_alloc((size_t)(T * ldx + 1) * sizeof(float));
+    float *yb = plume_alloc((size_t)(T * ldy + 1) * sizeof(float));
+    float *yref = malloc((size_t)(T * ldy) * sizeof(float));
+    if (weight_new(&tw, type, rows, cols, &rng) || !xb || !yb || !yref) {
+        CHECK(0, "out of memory");
+        weight_free(&tw);
+        plume_dealloc(xb);
+        plume_dealloc(yb);
+        free(yref);
+        return 1;
+    }
+    float *x = xb + 1, *y = yb + 1;
+    fill(x, T * ldx, &rng);
+    for (int64_t i = 0; i < T * ldy; i++) y[i] = yref[i] = SENTINEL;
+    plume_kernels_scalar.matmul[type](yref, ldy, x, ldx, T, &tw.w, r0, r1);
+    kt->matmul[type](y, ldy, x, ldx, T, &tw.w, r0, r1);
+
+    int bad = 0;
+    for (int32_t t = 0; t < T && !bad; t++) {
+        for (int64_t r = 0; r < ldy && !bad; r++) {
+            float got = y[t * ldy + r], want = yref[t * ldy + r];
+            if (r < r0 || r >= r1) {
+                if (memcmp(&got, &SENTINEL, sizeof got)) {
+                    CHECK(0, "%s %s rows %d cols %d T %d [%d,%d): wrote y[t=%d, r=%lld] outside",
+                          kt->name, type_names[type], rows, cols, T, r0, r1, t, (long long)r);
+                    bad = 1;
+                }
+                continue;
+            }
+            double mag = 0;
+            for (int32_t c = 0; c < cols; c++)
+                mag += fabs((double)tw.dense[r * cols + c] * x[t * ldx + c]);
+            double err = fabs((double)got - (double)want);
+            if (!(err <= REL_TOL * mag)) {
+                CHECK(0, "%s %s rows %d cols %d T %d [%d,%d): y[t=%d, r=%lld] = %.9g, scalar %.9g "
+                      "(err %.3g, sum|w*x| %.3g)", kt->name, type_names[type], rows, cols, T,
+                      r0, r1, t, (long long)r, got, want, err, mag);
+                bad = 1;
+            }
+        }
+    }
+    weight_free(&tw);
+    plume_dealloc(xb);
+    plume_dealloc(yb);
+    free(yref);
+    return bad;
+}
+
+/* The table under test vs scalar: every type x awkward shapes, token counts and row ranges. */
+static void test_matmul_matches_scalar(void) {
+    static const int32_t cols_any[] = {1, 7, 31, 32, 64, 96, 100, 160, 1536 + 32, 1536 + 37};
+    static const int32_t cols_q4[] = {32, 64, 96, 160, 1536 + 32};
+    static const int32_t rows_list[] = {1, 3, 17, 33};
+    static const int32_t tokens[] = {1, 2, 5, 7, 13};
+    uint64_t seed = 1;
+    for (int type = 0; type < PLUME_W_NTYPES; type++) {
+            int q4 = type == PLUME_W_Q4;
+            int ncols = q4 ? (int)(sizeof cols_q4 / sizeof *cols_q4)
+                           : (int)(sizeof cols_any / sizeof *cols_any);
+            for (int ci = 0; ci < ncols; ci++)
+                for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
+                    for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {
+                        int32_t cols = q4 ? cols_q4[ci] : cols_any[ci], rows = rows_list[ri];
+                        /* all rows, then a range that starts past 0 and stops short */
+                        int32_t r0 = rows > 2 ? 1 + rows / 5 : 0, r1 = rows > 2 ? rows - 1 : rows;
+                        matmul_case(cur, (plume_wtype)type, rows, cols, tokens[ti], 0, rows, seed++);
+                        matmul_case(cur, (plume_wtype)type, rows, cols, tokens[ti], r0, r1, seed++);
+                    }
+    }
+}
+
+/* Larger shapes that cross row panels and token blocks: 300 rows, 64 tokens. */
+static void test_matmul_large(void) {
+    for (int type = 0; type < PLUME_W_NTYPES; type++) {
+        int32_t cols = type == PLUME_W_Q4 ? 1024 + 64 : 1024 + 61;
+        matmul_case(cur, (plume_wtype)type, 300, cols, 64, 5, 297, 1000 + (uint64_t)type);
+        matmul_case(cur, (plume_wtype)type, 300, cols, 1, 13, 300, 2000 + (uint64_t)type);
+    }
+}
+
+/* An empty row range or T = 0 writes nothing. */
+static void test_matmul_empty(void) {
+    uint64_t rng = 7;
+    for (int type = 0; type < PLUME_W_NTYPES; type++) {
+        test_weight tw;
+        float x[64], y[8];
+        fill(x, 64, &rng);
+        if (weight_new(&tw, (plume_wtype)type, 8, 64, &rng)) {
+            CHECK(0, "out of memory");
+            weight_free(&tw);
+            return;
+        }
+        for (int i = 0; i < 8; i++) y[i] = SENTINEL;
+        cur->matmul[type](y, 8, x, 64, 1, &tw.w, 3, 3);
+        cur->matmul[type](y, 8, x, 64, 0, &tw.w, 0, 8);
+        for (int i = 0; i < 8; i++)
+            CHECK(y[i] == SENTINEL, "%s %s: empty call wrote y[%d]", cur->name, type_names[type], i);
+        weight_free(&tw);
+    }
+}
+
+/* ---- dot, axpy ----------------------------------------------------------------------- */
+
+/* dot and axpy at every length 1..200 and a long one, from unaligned pointers. */
+static void test_dot_axpy_match_scalar(void) {
+    enum { NMAX = 4099 };
+    float *a = malloc((NMAX + 1) * sizeof(float)), *b = malloc((NMAX + 1) * sizeof(float));
+    float *y = malloc((NMAX + 2) * sizeof(float)), *yref = malloc((NMAX + 2) * sizeof(float));
+    if (!a || !b || !y || !yref) {
+        CHECK(0, "out of memory");
+        free(a), free(b), free(y), free(yref);
+        return;
+    }
+    uint64_t rng = 42;
+    fill(a, NMAX + 1, &rng);
+    fill(b, NMAX + 1, &rng);
+    for (int32_t n = 1;; n = n < 200 ? n + 1 : NMAX) {
+        double mag = 0;
+        for (int32_t i = 0; i < n; i++) mag += fabs((double)a[1 + i] * b[i]);
+        float got = cur->dot(a + 1, b, n), want = plume_kernels_scalar.dot(a + 1, b, n);
+        CHECK(fabs((double)got - want) <= REL_TOL * mag, "%s dot n=%d: %.9g, scalar %.9g",
+              cur->name, n, got, want);
+
+        /* y[0] and y[n + 1] guard the ends; x = a + 1, so y[i] moves by alpha * a[i] */
+        fill(y, n + 2, &rng);
+        memcpy(yref, y, (size_t)(n + 2) * sizeof(float));
+        float alpha = 0.75f - plume_rng_float(&rng);
+        cur->axpy(y + 1, alpha, a + 1, n);
+        plume_kernels_scalar.axpy(yref + 1, alpha, a + 1, n);
+        for (int32_t i = 0; i < n + 2; i++) {
+            /* one product and one add: only the rounding FMA skips may differ */
+            double tol = i == 0 || i == n + 1 ? 0 : REL_TOL * (fabs(yref[i]) + fabs(alpha * a[i]));
+            CHECK(fabs((double)y[i] - yref[i]) <= tol, "%s axpy n=%d: y[%d] = %.9g, scalar %.9g",
+                  cur->name, n, i - 1, y[i], yref[i]);
+        }
+        if (n == NMAX) break;
+    }
+    free(a), free(b), free(y), free(yref);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+
+/* Names select their table, unknown names give NULL, NULL and "" give the best available. */
+static void test_dispatch_names(void) {
+    const char *names[8];
+    int n = plume_kernels_available(names, 8);
+    CHECK(n >= 1 && !strcmp(names[0], "scalar"), "scalar is not the first available table");
+    for (int i = 0; i < n; i++) {
+        const plume_kernels *kt = plume_kernels_get(names[i]);
+        CHECK(kt && !strcmp(kt->name, names[i]), "plume_kernels_get(\"%s\") gave %s", names[i],
+              kt ? kt->name : "NULL");
+        for (int type = 0; type < PLUME_W_NTYPES; type++)
+            CHECK(kt && kt->matmul[type], "%s has no matmul for %s", names[i], type_names[type]);
+        CHECK(kt && kt->dot && kt->axpy, "%s lacks dot or axpy", names[i]);
+    }
+    CHECK(plume_kernels_get("scalar") == &plume_kernels_scalar, "\"scalar\" is not the reference");
+    CHECK(plume_kernels_get("sse9") == NULL, "an unknown name gave a table");
+    CHECK(plume_kernels_get("AVX2") == NULL, "names are case-sensitive, \"AVX2\" gave a table");
+    const char *env = getenv("PLUME_ISA");
+    if (!env || !*env) {
+        const plume_kernels *best = plume_kernels_get(NULL);
+        CHECK(best && !strcmp(best->name, names[n - 1]), "NULL gave %s, best available is %s",
+              best ? best->name : "NULL", names[n - 1]);
+        CHECK(plume_kernels_get("") == best, "\"\" and NULL disagree");
+    }
+#if defined(__x86_64__)
+    int has512 = 0;
+    for (int i = 0; i < n; i++) has512 |= !strcmp(names[i], "avx512");
+    CHECK(has512 == (plume_kernels_get("avx512") != NULL), "avx512 availability disagrees");
+    CHECK(plume_kernels_get("neon") == NULL, "neon on x86-64");
+#endif
+#if defined(__aarch64__)
+    CHECK(plume_kernels_get("neon") == &plume_kernels_neon, "neon not found on aarch64");
+    CHECK(plume_kernels_get("avx2") == NULL, "avx2 on aarch64");
+#endif
+}
+
+/* Run one test on the current table, named after it ("avx2_matmul_large"). */
+static void run_on_table(const char *test, void (*fn)(void)) {
+    char name[96];
+    snprintf(name, sizeof name, "%s_%s", cur->name, test);
+    t_run(name, fn);
+}
+
+int main(void) {
+    RUN(test_dispatch_names);
+    const char *names[8];
+    int n = plume_kernels_available(names, 8), tested = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(names[i], "scalar")) continue; /* the reference itself */
+        cur = plume_kernels_get(names[i]);
+        if (!cur) continue; /* test_dispatch_names has failed already */
+        tested++;
+        run_on_table("matmul_matches_scalar", test_matmul_matches_scalar);
+        run_on_table("matmul_large", test_matmul_large);
+        run_on_table("matmul_empty", test_matmul_empty);
+        run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
+    }
+    if (!tested) printf("  (no SIMD table on this CPU: only the dispatcher was tested)\n");
+    return t_total_failed ? 1 : 0;
+}
