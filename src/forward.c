@@ -63,9 +63,28 @@ static void rmsnorm(float *y, const float *x, const float *w, int32_t n, float e
         for (int32_t i = 0; i < n; i++) y[i] = x[i] * r;
 }
 
-/* gelu with the tanh approximation (gelu_pytorch_tanh). */
-static inline float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+typedef struct {
+    const plume_kernels *k;
+    float *x;
+    const float *u;
+    int64_t n;
+    float cap; /* softcap when u is NULL */
+} elementwise_task;
+
+/* Thread ith's share (in multiples of 16) of gelu_mul or softcap. */
+static void elementwise_worker(void *ctx, int32_t ith, int32_t nth) {
+    const elementwise_task *t = ctx;
+    int64_t blocks = (t->n + 15) / 16, a = blocks * ith / nth * 16, b = blocks * (ith + 1) / nth * 16;
+    if (b > t->n) b = t->n;
+    if (a >= b) return;
+    if (t->u) t->k->gelu_mul(t->x + a, t->u + a, b - a);
+    else t->k->softcap(t->x + a, b - a, t->cap);
+}
+
+/* x = gelu_tanh(x) * u (u != NULL) or x = cap * tanh(x / cap), on every thread. */
+static void elementwise(const plume_model *m, float *x, const float *u, int64_t n, float cap) {
+    elementwise_task t = {m->k, x, u, n, cap};
+    plume_pool_run(m->pool, elementwise_worker, &t);
 }
 
 /* Rotate one head in place, NeoX layout: pairs (i, i + hd/2) for the rotated i < rot. */
@@ -173,7 +192,7 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
     for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
     matmul(m, s->gate, I, s->xa, D, T, &L->gate_proj);
     matmul(m, s->up, I, s->xa, D, T, &L->up_proj);
-    for (int64_t i = 0; i < (int64_t)T * I; i++) s->gate[i] = gelu_tanh(s->gate[i]) * s->up[i];
+    elementwise(m, s->gate, s->up, (int64_t)T * I, 0.0f);
     matmul(m, s->o, D, s->gate, I, T, &L->down_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
@@ -184,9 +203,7 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
     matmul(m, s->plg, Dp, s->h, D, T, &L->pl_gate);
     for (int32_t t = 0; t < T; t++) {
-        const float *ple = s->ple + ((int64_t)t * c->L + l) * Dp;
-        float *g = s->plg + (int64_t)t * Dp;
-        for (int32_t i = 0; i < Dp; i++) g[i] = gelu_tanh(g[i]) * ple[i];
+        m->k->gelu_mul(s->plg + (int64_t)t * Dp, s->ple + ((int64_t)t * c->L + l) * Dp, Dp);
     }
     matmul(m, s->o, D, s->plg, Dp, T, &L->pl_proj);
     for (int32_t t = 0; t < T; t++) {
@@ -265,8 +282,7 @@ static void head(plume_session *s, const float *h, int32_t T, float *logits) {
         rmsnorm(s->xa + (int64_t)t * c->D, h + (int64_t)t * c->D, m->final_norm, c->D, c->eps);
     }
     matmul(m, logits, c->V, s->xa, c->D, T, &m->head);
-    if (c->softcap > 0)
-        for (int64_t i = 0; i < (int64_t)T * c->V; i++) logits[i] = c->softcap * tanhf(logits[i] / c->softcap);
+    if (c->softcap > 0) elementwise(m, logits, NULL, (int64_t)T * c->V, c->softcap);
 }
 
 void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {

@@ -258,6 +258,43 @@ static void test_dot_axpy_match_scalar(void) {
     free(a), free(b), free(y), free(yref);
 }
 
+/* ---- elementwise --------------------------------------------------------------------- */
+
+/* A polynomial exp/tanh against libm: tanh's absolute error is about 1e-7, so allow 2e-6 of
+ * the magnitude of each result (gelu: |x| |u|; softcap: the cap). */
+#define ELEMENTWISE_TOL 2e-6
+
+/* gelu_mul and softcap at every length 1..80 and a long one, over a wide range of inputs
+ * (tanh saturating at both ends, tiny values, zero). */
+static void test_elementwise_match_scalar(void) {
+    enum { NMAX = 5000 };
+    float *g = malloc(NMAX * sizeof(float)), *gref = malloc(NMAX * sizeof(float));
+    float *u = malloc(NMAX * sizeof(float));
+    uint64_t rng = 7;
+    for (int32_t n = 1;; n = n < 80 ? n + 1 : NMAX) {
+        for (int32_t i = 0; i < n; i++) {
+            g[i] = gref[i] = (plume_rng_float(&rng) - 0.5f) * (i % 3 ? 12.0f : 0.02f);
+            u[i] = (plume_rng_float(&rng) - 0.5f) * 4.0f;
+        }
+        if (n > 3) g[3] = gref[3] = 0.0f;
+        cur->gelu_mul(g, u, n);
+        plume_kernels_scalar.gelu_mul(gref, u, n);
+        for (int32_t i = 0; i < n; i++) {
+            double x = fabs((double)gref[i]) + 1e-3;
+            CHECK(fabs((double)g[i] - gref[i]) <= ELEMENTWISE_TOL * (x + fabs(u[i])), "%s gelu_mul n=%d i=%d: %.9g vs %.9g",
+                  cur->name, n, i, g[i], gref[i]);
+        }
+        for (int32_t i = 0; i < n; i++) g[i] = gref[i] = (plume_rng_float(&rng) - 0.5f) * 400.0f;
+        cur->softcap(g, n, 30.0f);
+        plume_kernels_scalar.softcap(gref, n, 30.0f);
+        for (int32_t i = 0; i < n; i++)
+            CHECK(fabs((double)g[i] - gref[i]) <= ELEMENTWISE_TOL * 30.0, "%s softcap n=%d i=%d: %.9g vs %.9g", cur->name,
+                  n, i, g[i], gref[i]);
+        if (n == NMAX) break;
+    }
+    free(g), free(gref), free(u);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 /* Names select their table, unknown names give NULL, NULL and "" give the best available. */
@@ -271,7 +308,7 @@ static void test_dispatch_names(void) {
               kt ? kt->name : "NULL");
         for (int type = 0; type < PLUME_W_NTYPES; type++)
             CHECK(kt && kt->matmul[type], "%s has no matmul for %s", names[i], type_names[type]);
-        CHECK(kt && kt->dot && kt->axpy, "%s lacks dot or axpy", names[i]);
+        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap, "%s lacks a vector kernel", names[i]);
     }
     CHECK(plume_kernels_get("scalar") == &plume_kernels_scalar, "\"scalar\" is not the reference");
     CHECK(plume_kernels_get("sse9") == NULL, "an unknown name gave a table");
@@ -315,6 +352,7 @@ int main(void) {
         run_on_table("matmul_large", test_matmul_large);
         run_on_table("matmul_empty", test_matmul_empty);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
+        run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
     }
     if (!tested) printf("  (no SIMD table on this CPU: only the dispatcher was tested)\n");
     return t_total_failed ? 1 : 0;

@@ -412,9 +412,62 @@ static void axpy_avx2(float *y, float a, const float *x, int32_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- elementwise --------------------------------------------------------------------- */
+
+/* exp(y) for y <= 0 (clamped at -87): 2^n * p(r) as in avx512.c, 2^n built in the exponent
+ * bits. */
+static inline __m256 exp_neg256(__m256 y) {
+    y = _mm256_max_ps(y, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), y);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* tanh(x) = sign(x) (1 - t) / (1 + t), t = exp(-2|x|). */
+static inline __m256 tanh256(__m256 x) {
+    __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 t = exp_neg256(_mm256_mul_ps(ax, _mm256_set1_ps(-2.0f)));
+    __m256 th = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), t), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+    return _mm256_or_ps(th, sign);
+}
+
+/* g = gelu_tanh(g) * u, 8 at a time, the tail in scalar. */
+static void gelu_mul_avx2(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 in = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+        __m256 gl = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh256(in)));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(gl, _mm256_loadu_ps(u + i)));
+    }
+    plume_gelu_mul_ref(g + i, u + i, n - i);
+}
+
+/* x = cap * tanh(x / cap), 8 at a time, the tail in scalar. */
+static void softcap_avx2(float *x, int64_t n, float cap) {
+    int64_t i = 0;
+    __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(c, tanh256(_mm256_mul_ps(_mm256_loadu_ps(x + i), ic))));
+    plume_softcap_ref(x + i, n - i, cap);
+}
+
 const plume_kernels plume_kernels_avx2 = {
     .name = "avx2",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
     .dot = dot_avx2,
     .axpy = axpy_avx2,
+    .gelu_mul = gelu_mul_avx2,
+    .softcap = softcap_avx2,
 };

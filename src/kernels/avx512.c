@@ -372,9 +372,61 @@ static void axpy_avx512(float *y, float a, const float *x, int32_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- elementwise --------------------------------------------------------------------- */
+
+/* exp(y) for y <= 0 (clamped at -87): 2^n * p(r), r = y - n ln2 in [-ln2/2, ln2/2], p a
+ * degree-6 Taylor polynomial (relative error below 2e-7). */
+static inline __m512 exp_neg512(__m512 y) {
+    y = _mm512_max_ps(y, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), y);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* tanh(x) = sign(x) (1 - t) / (1 + t), t = exp(-2|x|): absolute error about 1e-7. */
+static inline __m512 tanh512(__m512 x) {
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 t = exp_neg512(_mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
+    __m512 th = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), t), _mm512_add_ps(_mm512_set1_ps(1.0f), t));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(th),
+                                               _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+}
+
+/* g = gelu_tanh(g) * u, 16 at a time, the tail in scalar. */
+static void gelu_mul_avx512(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        __m512 in = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+        __m512 gl = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(in)));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(gl, _mm512_loadu_ps(u + i)));
+    }
+    plume_gelu_mul_ref(g + i, u + i, n - i);
+}
+
+/* x = cap * tanh(x / cap), 16 at a time, the tail in scalar. */
+static void softcap_avx512(float *x, int64_t n, float cap) {
+    int64_t i = 0;
+    __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(c, tanh512(_mm512_mul_ps(_mm512_loadu_ps(x + i), ic))));
+    plume_softcap_ref(x + i, n - i, cap);
+}
+
 const plume_kernels plume_kernels_avx512 = {
     .name = "avx512",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
     .dot = dot_avx512,
     .axpy = axpy_avx512,
+    .gelu_mul = gelu_mul_avx512,
+    .softcap = softcap_avx512,
 };

@@ -39,7 +39,13 @@ typedef struct {
     plume_matmul_fn matmul[PLUME_W_NTYPES];   /* indexed by plume_wtype */
     float (*dot)(const float *a, const float *b, int32_t n);      /* sum a[i]*b[i] */
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
+    void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */
+    void (*softcap)(float *x, int64_t n, float cap);        /* x[i] = cap * tanh(x[i] / cap) */
 } plume_kernels;
+
+/* The scalar (libm) elementwise kernels, for tables without their own. */
+void plume_gelu_mul_ref(float *g, const float *u, int64_t n);
+void plume_softcap_ref(float *x, int64_t n, float cap);
 
 extern const plume_kernels plume_kernels_scalar;
 #if defined(__x86_64__)

@@ -397,4 +397,6 @@ const plume_kernels plume_kernels_neon = {
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
     .dot = dot_neon,
     .axpy = axpy_neon,
+    .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
+    .softcap = plume_softcap_ref,
 };

@@ -3,6 +3,8 @@
 #include "../common.h"
 #include "kernels.h"
 
+#include <math.h>
+
 /* One row of each weight type, dotted with x[cols]. */
 static float row_f32(const plume_weight *w, int32_t r, const float *x) {
     const float *wr = (const float *)w->data + (int64_t)r * w->cols;
@@ -82,9 +84,24 @@ static void axpy_scalar(float *y, float a, const float *x, int32_t n) {
     for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* gelu with the tanh approximation (gelu_pytorch_tanh), times u. */
+void plume_gelu_mul_ref(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+/* The final logit softcap: cap * tanh(x / cap). */
+void plume_softcap_ref(float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 const plume_kernels plume_kernels_scalar = {
     .name = "scalar",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
     .dot = dot_scalar,
     .axpy = axpy_scalar,
+    .gelu_mul = plume_gelu_mul_ref,
+    .softcap = plume_softcap_ref,
 };
