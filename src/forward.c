@@ -7,7 +7,6 @@
  * even when T > W, and the KV-shared layers (which run after their source layer, maybe in a
  * later chunk) see the same step's keys. Files, sampling and ISAs are not known here. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "forward.h"
@@ -22,32 +21,23 @@ typedef struct {
     int64_t ldx;
     int32_t T;
     const plume_weight *w;
-    int32_t chunk;          /* rows a thread takes at a time (a multiple of 16) */
-    _Atomic int32_t next;   /* the next chunk to take */
 } matmul_task;
 
-/* Take chunks of rows until none is left: a thread that is slowed down (a shared, noisy
- * machine) does less, instead of making the others wait at the end. */
-static void matmul_worker(void *ctx, int32_t ith, int32_t nth) {
+/* Rows [r0, r1) of one matmul. */
+static void matmul_rows(void *ctx, int32_t ith, int64_t r0, int64_t r1) {
     (void)ith;
-    (void)nth;
-    matmul_task *t = ctx;
-    for (;;) {
-        int32_t r0 = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->chunk;
-        if (r0 >= t->w->rows) break;
-        int32_t r1 = r0 + t->chunk < t->w->rows ? r0 + t->chunk : t->w->rows;
-        t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, r0, r1);
-    }
+    const matmul_task *t = ctx;
+    t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, (int32_t)r0, (int32_t)r1);
 }
 
-/* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread. */
+/* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread, in
+ * chunks of about an eighth of a thread's share (at least 16 rows). */
 static void matmul(const plume_model *m, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
     int32_t nth = plume_pool_size(m->pool);
-    /* about 8 chunks per thread, at least 16 rows each */
-    int32_t chunk = (w->rows / (nth * 8) + 15) / 16 * 16;
-    matmul_task t = {m->k, y, ldy, x, ldx, T, w, chunk < 16 ? 16 : chunk, 0};
-    plume_pool_run(m->pool, matmul_worker, &t);
+    int64_t grain = (w->rows / (nth * 8) + 15) / 16 * 16;
+    matmul_task t = {m->k, y, ldy, x, ldx, T, w};
+    plume_pool_for(m->pool, w->rows, grain < 16 ? 16 : grain, matmul_rows, &t);
 }
 
 /* ---- elementwise ----------------------------------------------------------------------- */
@@ -71,12 +61,10 @@ typedef struct {
     float cap; /* softcap when u is NULL */
 } elementwise_task;
 
-/* Thread ith's share (in multiples of 16) of gelu_mul or softcap. */
-static void elementwise_worker(void *ctx, int32_t ith, int32_t nth) {
+/* Items [a, b) of gelu_mul or softcap. */
+static void elementwise_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
+    (void)ith;
     const elementwise_task *t = ctx;
-    int64_t blocks = (t->n + 15) / 16, a = blocks * ith / nth * 16, b = blocks * (ith + 1) / nth * 16;
-    if (b > t->n) b = t->n;
-    if (a >= b) return;
     if (t->u) t->k->gelu_mul(t->x + a, t->u + a, b - a);
     else t->k->softcap(t->x + a, b - a, t->cap);
 }
@@ -84,7 +72,7 @@ static void elementwise_worker(void *ctx, int32_t ith, int32_t nth) {
 /* x = gelu_tanh(x) * u (u != NULL) or x = cap * tanh(x / cap), on every thread. */
 static void elementwise(const plume_model *m, float *x, const float *u, int64_t n, float cap) {
     elementwise_task t = {m->k, x, u, n, cap};
-    plume_pool_run(m->pool, elementwise_worker, &t);
+    plume_pool_for(m->pool, n, 4096, elementwise_range, &t);
 }
 
 /* Rotate one head in place, NeoX layout: pairs (i, i + hd/2) for the rotated i < rot. */
@@ -105,8 +93,8 @@ typedef struct {
     int32_t l, T, P;
 } attn_task;
 
-/* Attention of (token, head) pairs split across threads: scale 1.0, fp32 softmax (§3.2). */
-static void attn_worker(void *ctx, int32_t ith, int32_t nth) {
+/* Attention of (token, head) pairs [p0, p1): scale 1.0, fp32 softmax (§3.2). */
+static void attn_pairs(void *ctx, int32_t ith, int64_t p0, int64_t p1) {
     const attn_task *a = ctx;
     plume_session *s = a->s;
     const plume_model *m = s->m;
@@ -115,9 +103,8 @@ static void attn_worker(void *ctx, int32_t ith, int32_t nth) {
     int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W;
     int32_t full = c->is_full[a->l];
     float *sc = s->scores + (int64_t)ith * (s->n_ctx + s->n_batch);
-    int32_t pairs = a->T * H;
-    for (int32_t pi = pairs * ith / nth; pi < pairs * (ith + 1) / nth; pi++) {
-        int32_t t = pi / H, h = pi % H, g = h / group;
+    for (int64_t pi = p0; pi < p1; pi++) {
+        int32_t t = (int32_t)(pi / H), h = (int32_t)(pi % H), g = h / group;
         int32_t p = a->P + t;
         int32_t lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0);
         const float *q = s->q + (int64_t)t * H * hd + (int64_t)h * hd;
@@ -180,7 +167,7 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
             }
     }
     attn_task at = {s, kv, l, T, P};
-    plume_pool_run(m->pool, attn_worker, &at);
+    plume_pool_for(m->pool, (int64_t)T * H, 1, attn_pairs, &at);
     matmul(m, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;

@@ -1,5 +1,6 @@
-/* pool.c -- the thread pool: generation counter + futex, spin first (ops of one step come
- * back to back), sleep when idle (between steps, the workers must not eat the CPU). */
+/* pool.c -- the thread pool: one atomic word per loop (generation, open flag, members),
+ * dynamic chunks, spin first (the loops of one step come back to back), sleep when idle
+ * (between steps the workers must not eat the CPU). */
 #include "pool.h"
 
 #include <linux/futex.h>
@@ -13,21 +14,23 @@
 
 #define SPIN_ITERS 20000 /* about tens of microseconds before a worker sleeps */
 
+/* state: bits 63..32 the loop's generation, bit 31 "closed", bits 30..0 members inside. */
+#define CLOSED (1ull << 31)
+#define MEMBERS (CLOSED - 1)
+
 struct plume_pool {
     int32_t n;
     pthread_t *threads;
-    _Atomic uint32_t gen;     /* bumped once per task; also the futex word */
-    _Atomic int32_t pending;  /* workers still running the current task */
-    _Atomic int32_t sleepers; /* workers waiting on the futex */
+    _Atomic uint64_t state;
+    _Atomic uint32_t gen;      /* the futex word: the generation of the newest loop */
+    _Atomic int32_t sleepers;
     _Atomic int32_t stop;
+    /* the current loop */
     plume_pool_fn fn;
     void *ctx;
+    int64_t n_items, grain;
+    _Atomic int64_t next;
 };
-
-typedef struct {
-    plume_pool *p;
-    int32_t ith;
-} worker_arg;
 
 /* Sleep while *addr == val. */
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
@@ -48,12 +51,36 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* A worker: wait for a new generation, run the task, report done. */
+/* Take chunks of the current loop until none is left. */
+static void take_chunks(plume_pool *p, int32_t ith) {
+    for (;;) {
+        int64_t i0 = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
+        if (i0 >= p->n_items) return;
+        int64_t i1 = i0 + p->grain < p->n_items ? i0 + p->grain : p->n_items;
+        p->fn(p->ctx, ith, i0, i1);
+    }
+}
+
+/* Join loop `gen` if it is still open: 1 if joined (then the caller must leave). */
+static int join(plume_pool *p, uint32_t gen) {
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    while ((uint32_t)(s >> 32) == gen && !(s & CLOSED))
+        if (atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acquire, memory_order_acquire))
+            return 1;
+    return 0;
+}
+
+/* A worker: wait for a new loop, join it while it is open, take chunks, leave. */
+typedef struct {
+    plume_pool *p;
+    int32_t ith;
+} worker_arg;
+
 static void *worker(void *argp) {
     worker_arg a = *(worker_arg *)argp;
     free(argp);
     plume_pool *p = a.p;
-    uint32_t seen = 0; /* gen at creation: a task published before this thread ran is still seen */
+    uint32_t seen = 0; /* the generation at creation: a loop published before we ran is seen */
     for (;;) {
         uint32_t g;
         int spins = 0;
@@ -69,8 +96,10 @@ static void *worker(void *argp) {
         }
         seen = g;
         if (atomic_load(&p->stop)) return NULL;
-        p->fn(p->ctx, a.ith, p->n);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        if (join(p, g)) {
+            take_chunks(p, a.ith);
+            atomic_fetch_sub_explicit(&p->state, 1, memory_order_release);
+        }
     }
 }
 
@@ -105,18 +134,27 @@ void plume_pool_free(plume_pool *p) {
 
 int32_t plume_pool_size(const plume_pool *p) { return p ? p->n : 1; }
 
-void plume_pool_run(plume_pool *p, plume_pool_fn fn, void *ctx) {
-    if (!p || p->n == 1) {
-        fn(ctx, 0, 1);
+void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (!p || p->n == 1 || n <= grain) {
+        fn(ctx, 0, 0, n);
         return;
     }
+    /* No member is inside (the last loop was closed and drained), so the fields are ours. */
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    p->n_items = n;
+    p->grain = grain;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->state, (uint64_t)gen << 32, memory_order_release);
+    atomic_store_explicit(&p->gen, gen, memory_order_release);
     if (atomic_load(&p->sleepers) > 0) futex_wake_all(&p->gen);
-    fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    take_chunks(p, 0);
+    /* Close: late workers no longer join; wait for the members still inside. */
+    atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);
+    while (atomic_load_explicit(&p->state, memory_order_acquire) & MEMBERS) cpu_relax();
 }
 
 int32_t plume_physical_cores(void) {

@@ -1,6 +1,8 @@
 /* pool.h -- a fixed thread pool for the forward pass. Workers are made once at model open;
- * a parallel region allocates nothing and takes no lock: the caller publishes a task by
- * bumping an atomic generation, workers spin briefly then sleep on a futex. */
+ * a parallel loop allocates nothing and takes no lock: the caller publishes it by bumping an
+ * atomic word, workers spin briefly then sleep on a futex. Items are taken dynamically, and
+ * the caller never waits for a worker that has not joined: on a shared, noisy machine a
+ * descheduled thread slows a loop down by its own share at most, not by a whole time slice. */
 #ifndef PLUME_POOL_H
 #define PLUME_POOL_H
 
@@ -8,15 +10,16 @@
 
 typedef struct plume_pool plume_pool;
 
-/* fn(ctx, ith, nth): thread ith of nth does its share. */
-typedef void (*plume_pool_fn)(void *ctx, int32_t ith, int32_t nth);
+/* fn(ctx, ith, i0, i1): thread ith (0 = the caller) processes items [i0, i1). */
+typedef void (*plume_pool_fn)(void *ctx, int32_t ith, int64_t i0, int64_t i1);
 
 /* A pool of n threads in all (the caller counts as one); NULL on failure. */
 plume_pool *plume_pool_new(int32_t n);
 void plume_pool_free(plume_pool *p);
 int32_t plume_pool_size(const plume_pool *p);
-/* Run fn on every thread of the pool (the caller is thread 0) and wait for all. */
-void plume_pool_run(plume_pool *p, plume_pool_fn fn, void *ctx);
+/* Run fn over items [0, n) in chunks of `grain` items, on the caller and every worker that
+ * joins in time; returns when all items are done. */
+void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx);
 
 /* The number of physical cores (falls back to online CPUs). */
 int32_t plume_physical_cores(void);

@@ -43,13 +43,14 @@ static uint64_t stream_sum_plain(const uint64_t *p, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-static void bw_worker(void *ctx, int32_t ith, int32_t nth) {
+/* Words [a, b) of the buffer (chunks of 1 MiB). */
+static void bw_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
     bw_task *t = ctx;
-    size_t a = t->n * (size_t)ith / (size_t)nth, b = t->n * (size_t)(ith + 1) / (size_t)nth;
 #if defined(__x86_64__)
-    t->sink[ith % 64] = __builtin_cpu_supports("avx2") ? stream_sum_avx2(t->buf + a, b - a) : stream_sum_plain(t->buf + a, b - a);
+    t->sink[ith % 64] ^= __builtin_cpu_supports("avx2") ? stream_sum_avx2(t->buf + a, (size_t)(b - a))
+                                                         : stream_sum_plain(t->buf + a, (size_t)(b - a));
 #else
-    t->sink[ith % 64] = stream_sum_plain(t->buf + a, b - a);
+    t->sink[ith % 64] ^= stream_sum_plain(t->buf + a, (size_t)(b - a));
 #endif
 }
 
@@ -64,7 +65,7 @@ static double bandwidth(int32_t threads) {
     double best = 0;
     for (int pass = 0; pass < 5; pass++) {
         double t0 = plume_now();
-        plume_pool_run(pool, bw_worker, &t);
+        plume_pool_for(pool, (int64_t)t.n, 1 << 17, bw_range, &t);
         double gbs = (double)bytes / (plume_now() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
