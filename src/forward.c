@@ -3,8 +3,8 @@
  * Prefill (T > 1) and decode (T = 1) are the same code. A step:
  *   embed + per-layer inputs (§3.1) -> chunk 1 -> chunk 2 -> chunk 3 -> head (§3.3)
  * then the K/V of the new tokens are committed to the caches. Attention reads past keys from
- * the cache and this step's keys from the step buffer, so a sliding ring of W slots is enough
- * even when T > W, and the KV-shared layers (which run after their source layer, maybe in a
+ * the cache and this step's keys from the step buffer, so a sliding ring is enough even when
+ * T exceeds it, and the KV-shared layers (which run after their source layer, maybe in a
  * later chunk) see the same step's keys. Files, sampling and ISAs are not known here. */
 #include <math.h>
 #include <stdlib.h>

@@ -52,7 +52,7 @@ struct plume_model {
 /* The KV cache of one layer that owns one. K and V are stored post-norm, post-RoPE. */
 typedef struct {
     int32_t layer;
-    int32_t slots;    /* sliding_window (ring, slot = pos % W) or n_ctx (linear) */
+    int32_t slots;    /* W + n_rewind (ring, slot = pos % slots) or n_ctx (linear) */
     int32_t ring;     /* 1 for sliding layers */
     int32_t width;    /* Hkv * hd */
     float *k, *v;     /* [slots, width] */
@@ -90,7 +90,6 @@ struct plume_session {
     float *plg;      /* [B, Dp] */
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
     float *scores;   /* [threads, n_ctx + B] */
-    float *hlast;    /* [D] */
     /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
      * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
      * trace_ple [T, L, Dp] */

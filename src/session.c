@@ -80,13 +80,12 @@ static int scratch_init(plume_session *s, char **err) {
         s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
     }
     s->scores = plume_alloc((size_t)nth * (size_t)(s->n_ctx + s->n_batch) * 4);
-    s->hlast = plume_alloc((size_t)D * 4);
     if (s->snap_every > 0 && s->n_snap > 0 && s->snap_stride > 0) {
         s->snap = plume_alloc((size_t)s->n_snap * s->snap_stride * 4);
         if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
     }
     if (!s->tokens || !s->h || !s->xa || !s->q || !s->att || !s->o || !s->gate || !s->up || !s->ple || !s->plg ||
-        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores || !s->hlast)
+        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores)
         return plume_fail(err, PLUME_ENOMEM, "out of memory for the session's scratch");
     return 0;
 }
@@ -147,7 +146,6 @@ void plume_session_free(plume_session *s) {
         plume_dealloc(s->rope_sin[t]);
     }
     plume_dealloc(s->scores);
-    plume_dealloc(s->hlast);
     plume_dealloc(s->snap);
     free(s);
 }
