@@ -20,9 +20,9 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c
+LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c
 ifeq ($(ARCH),x86_64)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c
 endif
 ifeq ($(ARCH),aarch64)
 LIB_SRC += src/kernels/neon.c

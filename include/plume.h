@@ -145,6 +145,10 @@ typedef struct {
     const char *isa;   /* NULL: best the CPU has ($PLUME_ISA overrides); "scalar", "avx2",
                           "avx512", "neon" */
     int32_t n_threads; /* <= 0: physical cores */
+    int32_t int8_prefill; /* q8/q4 bundles: prefill steps of 8+ tokens quantize activations to
+                             int8 per token row and use AVX-512 VNNI (about 3x faster; not
+                             exact: ~1% relative error per matmul, see docs/BENCHMARKS.md).
+                             0 (default): float32 activations everywhere. */
 } plume_model_params;
 
 plume_model_params plume_model_default_params(void);

@@ -21,22 +21,30 @@ typedef struct {
     int64_t ldx;
     int32_t T;
     const plume_weight *w;
+    const plume_session *s; /* int8 activations in s->xq, or NULL */
 } matmul_task;
 
 /* Rows [r0, r1) of one matmul. */
 static void matmul_rows(void *ctx, int32_t ith, int64_t r0, int64_t r1) {
     (void)ith;
     const matmul_task *t = ctx;
-    t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, (int32_t)r0, (int32_t)r1);
+    if (t->s)
+        t->s->m->qact_matmul(t->y, t->ldy, t->s->xq, t->s->xs, t->s->xsum, t->T, t->w, (int32_t)r0, (int32_t)r1);
+    else
+        t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, (int32_t)r0, (int32_t)r1);
 }
 
 /* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread, in
- * chunks of about an eighth of a thread's share (at least 16 rows). */
-static void matmul(const plume_model *m, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+ * chunks of about an eighth of a thread's share (at least 16 rows). With int8_prefill, a step
+ * of 8+ tokens on q8/q4 weights quantizes X per token first and runs the VNNI kernels. */
+static void matmul(plume_session *s, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
+    const plume_model *m = s->m;
     int32_t nth = plume_pool_size(m->pool);
     int64_t grain = (w->rows / (nth * 8) + 15) / 16 * 16;
-    matmul_task t = {m->k, y, ldy, x, ldx, T, w};
+    int q = m->qact_matmul && T >= 8 && plume_qact_supported(w);
+    if (q) m->qact_quantize(x, ldx, T, w->cols, s->xq, s->xs, s->xsum);
+    matmul_task t = {m->k, y, ldy, x, ldx, T, w, q ? s : NULL};
     plume_pool_for(m->pool, w->rows, grain < 16 ? 16 : grain, matmul_rows, &t);
 }
 
@@ -146,7 +154,7 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
 
     /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
     for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->attn_norm, D, eps);
-    matmul(m, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
+    matmul(s, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
     for (int32_t t = 0; t < T; t++)
         for (int32_t h = 0; h < H; h++) {
             float *q = s->q + ((int64_t)t * H + h) * hd;
@@ -155,8 +163,8 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
         }
     plume_kv *kv = s->kv_of[l];
     if (c->kv_src[l] == l) {
-        matmul(m, kv->k_new, kv->width, s->xa, D, T, &L->k_proj);
-        matmul(m, kv->v_new, kv->width, s->xa, D, T, &L->v_proj);
+        matmul(s, kv->k_new, kv->width, s->xa, D, T, &L->k_proj);
+        matmul(s, kv->v_new, kv->width, s->xa, D, T, &L->v_proj);
         for (int32_t t = 0; t < T; t++)
             for (int32_t g = 0; g < Hkv; g++) {
                 float *k = kv->k_new + (int64_t)t * kv->width + (int64_t)g * hd;
@@ -168,7 +176,7 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
     }
     attn_task at = {s, kv, l, T, P};
     plume_pool_for(m->pool, (int64_t)T * H, 1, attn_pairs, &at);
-    matmul(m, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
+    matmul(s, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_attn_norm, D, eps);
@@ -177,10 +185,10 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
     for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
-    matmul(m, s->gate, I, s->xa, D, T, &L->gate_proj);
-    matmul(m, s->up, I, s->xa, D, T, &L->up_proj);
+    matmul(s, s->gate, I, s->xa, D, T, &L->gate_proj);
+    matmul(s, s->up, I, s->xa, D, T, &L->up_proj);
     elementwise(m, s->gate, s->up, (int64_t)T * I, 0.0f);
-    matmul(m, s->o, D, s->gate, I, T, &L->down_proj);
+    matmul(s, s->o, D, s->gate, I, T, &L->down_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_ff_norm, D, eps);
@@ -188,11 +196,11 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
     }
 
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
-    matmul(m, s->plg, Dp, s->h, D, T, &L->pl_gate);
+    matmul(s, s->plg, Dp, s->h, D, T, &L->pl_gate);
     for (int32_t t = 0; t < T; t++) {
         m->k->gelu_mul(s->plg + (int64_t)t * Dp, s->ple + ((int64_t)t * c->L + l) * Dp, Dp);
     }
-    matmul(m, s->o, D, s->plg, Dp, T, &L->pl_proj);
+    matmul(s, s->o, D, s->plg, Dp, T, &L->pl_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_pl_norm, D, eps);
@@ -217,7 +225,7 @@ static void embed(plume_session *s, const int32_t *ids, int32_t T) {
     for (int32_t t = 0; t < T; t++)
         deq_row(s->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)ids[t] * D, es[ids[t]], D,
                 (float)c->embed_scale);
-    matmul(m, s->ple, LDp, s->h, D, T, &m->ple_proj);
+    matmul(s, s->ple, LDp, s->h, D, T, &m->ple_proj);
     for (int32_t t = 0; t < T; t++) {
         float *row = s->ple + t * LDp;
         const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)ids[t] * LDp;
@@ -268,7 +276,7 @@ static void head(plume_session *s, const float *h, int32_t T, float *logits) {
     for (int32_t t = 0; t < T; t++) {
         rmsnorm(s->xa + (int64_t)t * c->D, h + (int64_t)t * c->D, m->final_norm, c->D, c->eps);
     }
-    matmul(m, logits, c->V, s->xa, c->D, T, &m->head);
+    matmul(s, logits, c->V, s->xa, c->D, T, &m->head);
     if (c->softcap > 0) elementwise(m, logits, NULL, (int64_t)T * c->V, c->softcap);
 }
 

@@ -3,9 +3,13 @@
 #ifndef PLUME_MODEL_H
 #define PLUME_MODEL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "common.h"
 #include "config.h"
 #include "kernels/kernels.h"
+#include "kernels/qact.h"
 #include "pool.h"
 
 /* One decoder layer: views into a mapped chunk, weights stored [out, in]. */
@@ -43,10 +47,15 @@ struct plume_model {
     plume_weight head;                 /* [V, D]: the q8 sidecar or the chunk's lm_head */
     float *inv_freq[2];                /* [hd/2] RoPE inverse frequencies: sliding, full */
     const plume_kernels *k;
+    plume_qact_quantize_fn qact_quantize; /* int8-activation prefill, or NULL */
+    plume_qact_matmul_fn qact_matmul;
     plume_pool *pool;
     plume_tokenizer *tok;
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
+    pthread_t prefault;                /* maps the weights' page tables in the background, */
+    atomic_flag prefault_claimed;      /* started by the first step of any session */
+    int32_t prefault_started;
 };
 
 /* The KV cache of one layer that owns one. K and V are stored post-norm, post-RoPE. */
@@ -90,10 +99,16 @@ struct plume_session {
     float *plg;      /* [B, Dp] */
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
     float *scores;   /* [threads, n_ctx + B] */
+    int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (int8_prefill) */
+    float *xs;       /* [B] */
+    int32_t *xsum;   /* [B, groups] */
     /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
      * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
      * trace_ple [T, L, Dp] */
     float *trace_hidden, *trace_ple;
 };
+
+/* Start mapping the weights' page tables in the background (once per model). */
+void plume_model_prefault(plume_model *m);
 
 #endif

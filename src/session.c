@@ -80,6 +80,14 @@ static int scratch_init(plume_session *s, char **err) {
         s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
     }
     s->scores = plume_alloc((size_t)nth * (size_t)(s->n_ctx + s->n_batch) * 4);
+    if (s->m->qact_matmul) {
+        int32_t widest = (int32_t)(Imax > c->H * hdmax ? Imax : c->H * hdmax);
+        widest = widest > c->D ? widest : c->D;
+        s->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
+        s->xs = plume_alloc((size_t)B * 4);
+        s->xsum = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
+        if (!s->xq || !s->xs || !s->xsum) return plume_fail(err, PLUME_ENOMEM, "out of memory for int8 activations");
+    }
     if (s->snap_every > 0 && s->n_snap > 0 && s->snap_stride > 0) {
         s->snap = plume_alloc((size_t)s->n_snap * s->snap_stride * 4);
         if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
@@ -146,6 +154,9 @@ void plume_session_free(plume_session *s) {
         plume_dealloc(s->rope_sin[t]);
     }
     plume_dealloc(s->scores);
+    plume_dealloc(s->xq);
+    plume_dealloc(s->xs);
+    plume_dealloc(s->xsum);
     plume_dealloc(s->snap);
     free(s);
 }
@@ -200,6 +211,7 @@ static int feed_check(const plume_session *s, const int32_t *ids, int32_t n, cha
 /* Feed validated ids in steps of at most n_batch that also end at every snapshot position. */
 static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all) {
     int64_t V = s->m->c.V;
+    plume_model_prefault(s->m);
     for (int32_t i = 0; i < n;) {
         int32_t T = n - i < s->n_batch ? n - i : s->n_batch;
         if (s->snap) {

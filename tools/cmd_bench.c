@@ -13,6 +13,7 @@
 
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
+    "                   [--int8-prefill] [--history N]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming 1 GiB, and decode speed over the bandwidth limit (bytes of weights a\n"
@@ -111,7 +112,7 @@ static stat3 summarize(double *v, int n) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
-    int json = 0;
+    int json = 0, int8_prefill = 0;
     int64_t history = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -120,6 +121,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-m") && more) model = argv[++i];
         else if (!strcmp(a, "--isa") && more) isa = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--int8-prefill")) int8_prefill = 1;
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -141,6 +143,7 @@ int cmd_bench(int argc, char **argv) {
         plume_model_params mp = plume_model_default_params();
         mp.isa = isa;
         mp.n_threads = (int32_t)threads;
+        mp.int8_prefill = int8_prefill;
         plume_session_params sp = plume_session_default_params();
         sp.n_ctx = (int32_t)(n_prompt + n_gen + 1);
         double t0 = plume_now();
@@ -210,17 +213,17 @@ int cmd_bench(int argc, char **argv) {
     }
     double roof = bw > 0 ? D.med * decode_bytes / (bw * 1e9) : 0;
     if (json) {
-        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"n_prompt\": %lld, "
+        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"int8_prefill\": %d, \"threads\": %d, \"n_prompt\": %lld, "
                "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
                "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
                "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
                "\"anon_rss_mb\": %.1f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f, "
                "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
-               model, weights, isa_name, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
+               model, weights, isa_name, int8_prefill, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
                D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
     } else {
-        printf("| %s, %s weights, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
-               weights, isa_name, nth, (long long)reps);
+        printf("| %s, %s weights, %s kernels%s, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
+               weights, isa_name, int8_prefill ? " + int8 prefill" : "", nth, (long long)reps);
         printf("| load (open to ready), ms | %.1f | %.1f .. %.1f |\n", L.med, L.lo, L.hi);
         printf("| prefill %lld tokens, tok/s | %.1f | %.1f .. %.1f |\n", (long long)n_prompt, P.med, P.lo, P.hi);
         printf("| time to first token, ms | %.1f | %.1f .. %.1f |\n", F.med, F.lo, F.hi);

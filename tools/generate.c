@@ -26,7 +26,8 @@ const char gen_options_help[] =
     "  --thinking           let the model think first (<|think|> in the system turn)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --context N          context length (default: the bundle's)\n"
-    "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n";
+    "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
+    "  --int8-prefill       q8/q4: prefill with int8 activations (AVX-512 VNNI, ~3x faster, not exact)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -73,6 +74,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--isa")) { NEED(); o->isa = v; }
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
+    else if (FLAG("--int8-prefill")) o->int8_prefill = 1;
     else return 0;
 #undef FLAG
 #undef NEED
@@ -94,6 +96,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     plume_model_params mp = plume_model_default_params();
     mp.isa = o->isa;
     mp.n_threads = o->n_threads;
+    mp.int8_prefill = o->int8_prefill;
     if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
     if (!plume_model_tokenizer(g->m)) {
         gen_close(g);

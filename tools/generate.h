@@ -13,7 +13,7 @@
 
 typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
-    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose;
+    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, int8_prefill;
     plume_sampler_params sp;
     const char *stops[GEN_MAX_STOPS];
     int32_t n_stops;

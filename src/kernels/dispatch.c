@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "qact.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -61,4 +62,18 @@ int plume_kernels_available(const char **names, int cap) {
     for (int i = (int)(sizeof preference / sizeof *preference) - 1; i >= 0; i--)
         if (n < cap && cpu_has(preference[i]) && table_of(preference[i])) names[n++] = preference[i];
     return n;
+}
+
+int plume_qact_kernels(const plume_kernels *k, plume_qact_quantize_fn *quantize, plume_qact_matmul_fn *matmul) {
+#if defined(__x86_64__)
+    if (k && !strcmp(k->name, "avx512") && plume_qact_vnni_available()) {
+        *quantize = plume_qact_quantize_vnni;
+        *matmul = plume_qact_matmul_vnni;
+        return 1;
+    }
+#endif
+    (void)k;
+    *quantize = NULL;
+    *matmul = NULL;
+    return 0;
 }

@@ -1,0 +1,154 @@
+/* bench_qact.c -- prefill matmuls with int8 activations (qact.h, avx512_vnni.c) against the
+ * float32-activation AVX-512 kernel, single-threaded, at the Gemma 4 E2B shapes: [6144, 1536]
+ * (gate/up), [1536, 6144] (down), [2048, 1536] (q of a sliding layer); T = 64 and 512 tokens;
+ * Q8 and Q4 weights. Not a test: nothing here can fail.
+ *
+ * Per case, the median of RUNS calls over all rows: GFLOP/s (2 rows cols T / time) of the float
+ * kernel, of plume_qact_matmul_vnni alone and with its plume_qact_quantize_vnni of X, and the
+ * speedup. "tok/s" is what one core would reach if every matmul of an E2B token ran at that
+ * rate: GFLOP/s / E2B_GFLOP_PER_TOKEN (attention, norms and threads not counted).
+ *
+ *   make && cc -O2 -Iinclude -Isrc bench/bench_qact.c build/libplume.a -lcjson -lm \
+ *       -lpthread -o build/bench_qact && build/bench_qact
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "kernels/kernels.h"
+#include "kernels/qact.h"
+
+enum { RUNS = 5 }; /* timed runs per figure, median reported */
+
+/* Multiply-adds of one E2B token through every matmul of the text model (e2b-config.json):
+ *   FFN  3 D I: 15 layers I = 6144, 20 layers I = 12288       1557.1 M
+ *   q + o 2 D H hd: 28 sliding hd = 256, 7 full hd = 512       264.2 M
+ *   k + v 2 D hd on the 15 layers that own a KV cache            14.2 M
+ *   PLE gate + projection 2 D Dp x 35, model projection 8960 D   41.3 M
+ * = 1876.8 M multiply-adds = 3.754 GFLOP (the LM head is left out: prefill needs one row). */
+static const double E2B_GFLOP_PER_TOKEN = 3.754;
+
+/* A random [rows, cols] Q8 or Q4 matrix, scales 0.01; returns 0 or -1 (out of memory). */
+static int weight_new(plume_weight *w, plume_wtype type, int32_t rows, int32_t cols) {
+    uint64_t rng = 7;
+    size_t bytes = type == PLUME_W_Q8 ? (size_t)rows * cols : (size_t)rows * cols / 2;
+    size_t nscale = type == PLUME_W_Q8 ? (size_t)rows : (size_t)rows * (cols / 32);
+    uint8_t *data = plume_alloc(bytes);
+    uint16_t *scale = plume_alloc(nscale * 2);
+    *w = (plume_weight){.type = type, .rows = rows, .cols = cols, .data = data, .scale = scale};
+    if (!data || !scale) return -1;
+    for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)plume_rng_next(&rng);
+    for (size_t i = 0; i < nscale; i++) scale[i] = plume_f32_to_f16(0.01f);
+    return 0;
+}
+
+/* Free a matrix of weight_new (also a half-made one). */
+static void weight_free(plume_weight *w) {
+    plume_dealloc((void *)w->data);
+    plume_dealloc((void *)w->scale);
+}
+
+/* Compare doubles for qsort. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Everything one case needs: X as floats and quantized, Y. */
+typedef struct {
+    const plume_weight *w;
+    int32_t T;
+    float *x, *y, *xs;
+    int8_t *xq;
+    int32_t *xsum;
+} bench_case;
+
+enum { RUN_FLOAT, RUN_VNNI, RUN_QUANT_VNNI };
+
+/* One call of the measured work. */
+static void run_once(const bench_case *b, int what) {
+    const plume_weight *w = b->w;
+    switch (what) {
+    case RUN_FLOAT:
+        plume_kernels_avx512.matmul[w->type](b->y, w->rows, b->x, w->cols, b->T, w, 0, w->rows);
+        break;
+    case RUN_QUANT_VNNI:
+        plume_qact_quantize_vnni(b->x, w->cols, b->T, w->cols, b->xq, b->xs, b->xsum);
+        /* fall through */
+    case RUN_VNNI:
+        plume_qact_matmul_vnni(b->y, w->rows, b->xq, b->xs, b->xsum, b->T, w, 0, w->rows);
+        break;
+    default: break;
+    }
+}
+
+/* Median seconds of RUNS calls (after one to warm caches). */
+static double time_median(const bench_case *b, int what) {
+    double t[RUNS];
+    run_once(b, what);
+    for (int k = 0; k < RUNS; k++) {
+        double t0 = plume_now();
+        run_once(b, what);
+        t[k] = plume_now() - t0;
+    }
+    qsort(t, RUNS, sizeof *t, cmp_double);
+    return t[RUNS / 2];
+}
+
+/* Time one shape, weight type and T; print one line. Returns 0 or -1 (out of memory). */
+static int bench_shape(plume_wtype type, int32_t rows, int32_t cols, int32_t T) {
+    plume_weight w;
+    bench_case b = {.w = &w, .T = T};
+    int rc = -1;
+    if (weight_new(&w, type, rows, cols)) goto done;
+    b.x = plume_alloc((size_t)T * cols * sizeof(float));
+    b.y = plume_alloc((size_t)T * rows * sizeof(float));
+    b.xs = plume_alloc((size_t)T * sizeof(float));
+    b.xq = plume_alloc((size_t)T * plume_qact_stride(cols));
+    b.xsum = plume_alloc((size_t)T * plume_qact_groups(cols) * sizeof(int32_t));
+    if (!b.x || !b.y || !b.xs || !b.xq || !b.xsum) goto done;
+    uint64_t rng = 3;
+    for (int64_t i = 0; i < (int64_t)T * cols; i++) b.x[i] = 2.0f * plume_rng_float(&rng) - 1.0f;
+    plume_qact_quantize_vnni(b.x, cols, T, cols, b.xq, b.xs, b.xsum);
+
+    double gflop = 2.0 * rows * cols * T / 1e9;
+    double tf = time_median(&b, RUN_FLOAT), tv = time_median(&b, RUN_VNNI);
+    double tq = time_median(&b, RUN_QUANT_VNNI);
+    printf("%-3s %5d x %-5d %4d  %7.1f  %7.1f  %7.1f  %6.2fx  %6.1f  %6.1f\n",
+           type == PLUME_W_Q8 ? "q8" : "q4", rows, cols, T, gflop / tf, gflop / tv, gflop / tq,
+           tf / tq, gflop / tf / E2B_GFLOP_PER_TOKEN, gflop / tq / E2B_GFLOP_PER_TOKEN);
+    fflush(stdout);
+    rc = 0;
+done:
+    weight_free(&w);
+    plume_dealloc(b.x);
+    plume_dealloc(b.y);
+    plume_dealloc(b.xs);
+    plume_dealloc(b.xq);
+    plume_dealloc(b.xsum);
+    return rc;
+}
+
+/* Every weight type x shape x T, one line each. */
+int main(void) {
+    if (!plume_kernels_get("avx512") || !plume_qact_vnni_available()) {
+        printf("this CPU lacks AVX-512 VNNI: nothing to compare\n");
+        return 0;
+    }
+    static const int32_t shapes[][2] = {{6144, 1536}, {1536, 6144}, {2048, 1536}};
+    static const int32_t tokens[] = {64, 512};
+    static const plume_wtype types[] = {PLUME_W_Q8, PLUME_W_Q4};
+    printf("single thread, median of %d; GFLOP/s = 2 rows cols T / time; tok/s = GFLOP/s / %.3f\n",
+           RUNS, E2B_GFLOP_PER_TOKEN);
+    printf("                        GFLOP/s                       tok/s-equivalent\n");
+    printf("    rows x cols     T    float     vnni   q+vnni  speedup   float  q+vnni\n");
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
+                if (bench_shape(types[k], shapes[s][0], shapes[s][1], tokens[i])) {
+                    fprintf(stderr, "out of memory\n");
+                    return 1;
+                }
+    return 0;
+}
