@@ -85,12 +85,15 @@ vocab: $(BUILD)/plume
 
 # Everything CI checks: the tests, the tests under ASan+UBSan, a clang -Werror build and the
 # NEON kernels under qemu (when Debian's aarch64 cross compiler is installed).
+check: export TALLY = $(CURDIR)/build/check.tally
 check:
+	@mkdir -p build && rm -f $(TALLY)
 	$(MAKE) test
 	$(MAKE) test SAN=1
 	$(MAKE) CC=clang BUILD=build-clang all benches
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
+	@awk '{p += $$1; f += $$2} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}' $(TALLY)
 
 # The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
 test-neon:

@@ -38,4 +38,12 @@ done
 $CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/test_kernels.c $objs -lm \
     -o "$BUILD/test_kernels"
 
-"$QEMU" -L "$SYSROOT" "$BUILD/test_kernels"
+rc=0
+out=$("$QEMU" -L "$SYSROOT" "$BUILD/test_kernels") || rc=$?
+printf '%s\n' "$out"
+p=$(printf '%s\n' "$out" | grep -c '^PASS ' || true)
+f=$(printf '%s\n' "$out" | grep -c '^FAIL ' || true)
+[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+echo "neon: $p passed, $f failed"
+[ -n "${TALLY:-}" ] && echo "$p $f" >> "$TALLY"
+exit "$rc"

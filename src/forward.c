@@ -99,43 +99,50 @@ typedef struct {
     plume_session *s;
     const plume_kv *kv;
     int32_t l, T, P;
+    int32_t hpi; /* query heads per item, all sharing one KV head */
 } attn_task;
 
-/* Attention of (token, head) pairs [p0, p1): scale 1.0, fp32 softmax (§3.2). */
-static void attn_pairs(void *ctx, int32_t ith, int64_t p0, int64_t p1) {
+/* The K or V row of position j: the cache for past positions, the step buffer for new ones. */
+static inline const float *kv_row(const plume_kv *kv, const float *cache, const float *step, int32_t j, int32_t P) {
+    if (j >= P) return step + (int64_t)(j - P) * kv->width;
+    return cache + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width;
+}
+
+/* Attention of items [i0, i1): item = (token, hpi query heads of one KV head). Each K and V
+ * row is loaded once for the heads that share it (MQA: all 8 of E2B). Scale 1.0, fp32
+ * softmax with max subtraction (§3.2). */
+static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const attn_task *a = ctx;
     plume_session *s = a->s;
     const plume_model *m = s->m;
     const plume_config *c = &m->c;
     const plume_kv *kv = a->kv;
-    int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W;
+    int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W, hpi = a->hpi;
     int32_t full = c->is_full[a->l];
-    float *sc = s->scores + (int64_t)ith * (s->n_ctx + s->n_batch);
-    for (int64_t pi = p0; pi < p1; pi++) {
-        int32_t t = (int32_t)(pi / H), h = (int32_t)(pi % H), g = h / group;
-        int32_t p = a->P + t;
-        int32_t lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0);
-        const float *q = s->q + (int64_t)t * H * hd + (int64_t)h * hd;
-        float *out = s->att + (int64_t)t * H * hd + (int64_t)h * hd;
-        float mx = -INFINITY;
+    int64_t span = (int64_t)s->n_ctx + s->n_batch;
+    float *sc = s->scores + (int64_t)ith * group * span; /* [hpi, span] */
+    for (int64_t it = i0; it < i1; it++) {
+        int32_t t = (int32_t)(it / (H / hpi)), h0 = (int32_t)(it % (H / hpi)) * hpi, g = h0 / group;
+        int32_t p = a->P + t, lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0), n = p - lo + 1;
+        const float *q = s->q + ((int64_t)t * H + h0) * hd;
+        float *out = s->att + ((int64_t)t * H + h0) * hd;
         for (int32_t j = lo; j <= p; j++) {
-            const float *kr = j < a->P ? kv->k + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width
-                                       : kv->k_new + (int64_t)(j - a->P) * kv->width;
-            float v = m->k->dot(q, kr + (int64_t)g * hd, hd);
-            sc[j - lo] = v;
-            if (v > mx) mx = v;
+            const float *kr = kv_row(kv, kv->k, kv->k_new, j, a->P) + (int64_t)g * hd;
+            for (int32_t h = 0; h < hpi; h++) sc[h * span + (j - lo)] = m->k->dot(q + (int64_t)h * hd, kr, hd);
         }
-        float sum = 0.0f;
-        for (int32_t j = 0; j <= p - lo; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
+        for (int32_t h = 0; h < hpi; h++) {
+            float *r = sc + h * span, mx = -INFINITY, sum = 0.0f;
+            for (int32_t j = 0; j < n; j++) mx = r[j] > mx ? r[j] : mx;
+            for (int32_t j = 0; j < n; j++) {
+                r[j] = expf(r[j] - mx);
+                sum += r[j];
+            }
+            for (int32_t j = 0; j < n; j++) r[j] /= sum;
         }
-        float inv = 1.0f / sum;
-        memset(out, 0, (size_t)hd * sizeof(float));
+        memset(out, 0, (size_t)hpi * (size_t)hd * sizeof(float));
         for (int32_t j = lo; j <= p; j++) {
-            const float *vr = j < a->P ? kv->v + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width
-                                       : kv->v_new + (int64_t)(j - a->P) * kv->width;
-            m->k->axpy(out, sc[j - lo] * inv, vr + (int64_t)g * hd, hd);
+            const float *vr = kv_row(kv, kv->v, kv->v_new, j, a->P) + (int64_t)g * hd;
+            for (int32_t h = 0; h < hpi; h++) m->k->axpy(out + (int64_t)h * hd, sc[h * span + (j - lo)], vr, hd);
         }
     }
 }
@@ -174,8 +181,11 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
                 rmsnorm(v, v, NULL, hd, eps); /* v_norm: no scale, no RoPE */
             }
     }
-    attn_task at = {s, kv, l, T, P};
-    plume_pool_for(m->pool, (int64_t)T * H, 1, attn_pairs, &at);
+    /* all heads of a KV head per item, unless that leaves threads idle (decode) */
+    int32_t group = H / c->Hkv, nth = plume_pool_size(m->pool), hpi = group;
+    while (hpi > 1 && hpi % 2 == 0 && (int64_t)T * (H / hpi) < 2 * nth) hpi /= 2;
+    attn_task at = {s, kv, l, T, P, hpi};
+    plume_pool_for(m->pool, (int64_t)T * (H / hpi), 1, attn_items, &at);
     matmul(s, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;

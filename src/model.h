@@ -98,7 +98,7 @@ struct plume_session {
     float *ple;      /* [B, L*Dp]  per-layer inputs */
     float *plg;      /* [B, Dp] */
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
-    float *scores;   /* [threads, n_ctx + B] */
+    float *scores;   /* [threads, H/Hkv, n_ctx + B] attention weights */
     int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (int8_prefill) */
     float *xs;       /* [B] */
     int32_t *xsum;   /* [B, groups] */

@@ -79,7 +79,7 @@ static int scratch_init(plume_session *s, char **err) {
         s->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
         s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
     }
-    s->scores = plume_alloc((size_t)nth * (size_t)(s->n_ctx + s->n_batch) * 4);
+    s->scores = plume_alloc((size_t)nth * (size_t)(c->H / c->Hkv) * (size_t)(s->n_ctx + s->n_batch) * 4);
     if (s->m->qact_matmul) {
         int32_t widest = (int32_t)(Imax > c->H * hdmax ? Imax : c->H * hdmax);
         widest = widest > c->D ? widest : c->D;

@@ -14,4 +14,5 @@ for t in "$@"; do
     pass=$((pass + p)); fail=$((fail + f))
 done
 echo "$pass passed, $fail failed"
+[ -n "${TALLY:-}" ] && echo "$pass $fail" >> "$TALLY"
 [ "$fail" -eq 0 ]
