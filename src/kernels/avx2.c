@@ -17,14 +17,7 @@
 
 #include "../common.h"
 #include "kernels.h"
-
-/* Unroll the next loop fully: its count is a constant once tile_body is inlined, and only then
- * do the accumulator arrays fit in registers. GCC and clang spell it differently. */
-#if defined(__clang__)
-#define UNROLL _Pragma("clang loop unroll(full)")
-#else
-#define UNROLL _Pragma("GCC unroll 8")
-#endif
+#include "tile.h"
 
 enum {
     ROWS_DECODE = 8,         /* rows per tile when T = 1 */
@@ -35,15 +28,7 @@ enum {
     PANEL_BYTES = 128 << 10  /* weights of a row panel, re-read from L2 by each token block */
 };
 
-/* What every tile of one matmul call shares. */
-typedef struct {
-    float *y;              /* Y[t*ldy + r] */
-    int64_t ldy;
-    const float *x;        /* X[t*ldx + c] */
-    int64_t ldx;
-    const plume_weight *w;
-    size_t row_bytes;      /* bytes of one row of w->data */
-} mm_args;
+static const tile_plan plan = {ROWS_DECODE, ROWS_PREFILL, PANEL_BYTES};
 
 /* ---- weights as floats --------------------------------------------------------------- */
 
@@ -65,23 +50,6 @@ static inline __attribute__((always_inline)) __m256 load8(plume_wtype type, cons
     default:
         return _mm256_setzero_ps();
     }
-}
-
-/* Column c of a row, as a float (Q8 unscaled): the scalar tail of load8. */
-static inline __attribute__((always_inline)) float load1(plume_wtype type, const uint8_t *row,
-                                                         int32_t c) {
-    switch (type) {
-    case PLUME_W_F32: return ((const float *)row)[c];
-    case PLUME_W_F16: return plume_f16_to_f32(((const uint16_t *)row)[c]);
-    case PLUME_W_BF16: return plume_bf16_to_f32(((const uint16_t *)row)[c]);
-    case PLUME_W_Q8: return (float)((const int8_t *)row)[c];
-    default: return 0.0f;
-    }
-}
-
-/* The factor a row's sum is multiplied by: s / 127 for Q8 (as scalar.c), else 1. */
-static inline float row_factor(plume_wtype type, const plume_weight *w, int32_t r) {
-    return type == PLUME_W_Q8 ? plume_f16_to_f32(w->scale[r]) / 127.0f : 1.0f;
 }
 
 /* Sum of the 8 lanes. */
@@ -294,8 +262,6 @@ static inline __attribute__((always_inline)) void tile_shape(plume_wtype type, c
     }
 }
 
-typedef void (*tile_fn)(const mm_args *a, int32_t r, int32_t t0, int R, int TT);
-
 /* The tiles of each weight type, compiled separately. */
 static void tile_f32(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
     tile_shape(PLUME_W_F32, a, r, t0, R, TT);
@@ -315,73 +281,26 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
 
 /* ---- matmul -------------------------------------------------------------------------- */
 
-/* Cover rows [r0, r1) x tokens [0, T) with tiles. T = 1: runs of ROWS_DECODE rows. T > 1:
- * panels of rows (about PANEL_BYTES of weights) crossed with balanced blocks of at most
- * TOKENS_MAX tokens, so the panel is read from memory once and from L2 per block. */
-static void mm_drive(tile_fn tile, const mm_args *a, int32_t T, int32_t r0, int32_t r1) {
-    if (T == 1) {
-        int32_t r = r0;
-        for (; r + ROWS_DECODE <= r1; r += ROWS_DECODE) tile(a, r, 0, ROWS_DECODE, 1);
-        for (; r + ROWS_PREFILL <= r1; r += ROWS_PREFILL) tile(a, r, 0, ROWS_PREFILL, 1);
-        for (; r < r1; r++) tile(a, r, 0, 1, 1);
-        return;
-    }
-    size_t fit = PANEL_BYTES / (a->row_bytes ? a->row_bytes : 1);
-    int32_t panel = fit < ROWS_PREFILL ? ROWS_PREFILL : fit > (size_t)1 << 20 ? 1 << 20 : (int32_t)fit;
-    panel -= panel % ROWS_PREFILL;
-    int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
-    for (int32_t p0 = r0; p0 < r1; p0 += panel) {
-        int32_t p1 = r1 - p0 < panel ? r1 : p0 + panel;
-        for (int32_t b = 0, t0 = 0; b < blocks; b++) {
-            int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
-            int32_t r = p0;
-            for (; r + ROWS_PREFILL <= p1; r += ROWS_PREFILL) tile(a, r, t0, ROWS_PREFILL, tt);
-            for (; r < p1; r++) tile(a, r, t0, 1, tt);
-            t0 += tt;
-        }
-    }
-}
-
-/* Bytes of one row of cols weights of a type. */
-static size_t row_bytes(plume_wtype type, int32_t cols) {
-    switch (type) {
-    case PLUME_W_F32: return (size_t)cols * 4;
-    case PLUME_W_F16:
-    case PLUME_W_BF16: return (size_t)cols * 2;
-    case PLUME_W_Q8: return (size_t)cols;
-    case PLUME_W_Q4: return (size_t)cols / 2;
-    default: return 0;
-    }
-}
-
-/* The plume_matmul_fn of one weight type, given its tiles. */
-static void mm_run(plume_wtype type, tile_fn tile, float *y, int64_t ldy, const float *x,
-                   int64_t ldx, int32_t T, const plume_weight *w, int32_t r0, int32_t r1) {
-    if (T <= 0 || r1 <= r0) return;
-    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .row_bytes = row_bytes(type, w->cols)};
-    mm_drive(tile, &a, T, r0, r1);
-}
-
 /* The table's matmul entries, one per weight type. */
 static void mm_f32(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_F32, tile_f32, y, ldy, x, ldx, T, w, r0, r1);
+    mm_run(PLUME_W_F32, tile_f32, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_f16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_F16, tile_f16, y, ldy, x, ldx, T, w, r0, r1);
+    mm_run(PLUME_W_F16, tile_f16, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                     const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_BF16, tile_bf16, y, ldy, x, ldx, T, w, r0, r1);
+    mm_run(PLUME_W_BF16, tile_bf16, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_Q8, tile_q8, y, ldy, x, ldx, T, w, r0, r1);
+    mm_run(PLUME_W_Q8, tile_q8, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_Q4, tile_q4, y, ldy, x, ldx, T, w, r0, r1);
+    mm_run(PLUME_W_Q4, tile_q4, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 
 /* ---- vectors ------------------------------------------------------------------------- */
