@@ -25,6 +25,7 @@ struct plume_pool {
     _Atomic uint32_t gen;      /* the futex word: the generation of the newest loop */
     _Atomic int32_t sleepers;
     _Atomic int32_t stop;
+    atomic_flag busy;          /* a caller owns the pool (sessions on other threads run alone) */
     /* the current loop */
     plume_pool_fn fn;
     void *ctx;
@@ -107,6 +108,7 @@ plume_pool *plume_pool_new(int32_t n) {
     if (n < 1) n = 1;
     plume_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
+    atomic_flag_clear(&p->busy);
     p->n = n;
     p->threads = calloc((size_t)n, sizeof *p->threads);
     if (!p->threads) { free(p); return NULL; }
@@ -137,7 +139,9 @@ int32_t plume_pool_size(const plume_pool *p) { return p ? p->n : 1; }
 void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    if (!p || p->n == 1 || n <= grain) {
+    /* One caller at a time: a session stepping on another thread while the pool is taken
+     * runs its loop alone (its scratch is its own, thread index 0 included). */
+    if (!p || p->n == 1 || n <= grain || atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
         fn(ctx, 0, 0, n);
         return;
     }
@@ -155,6 +159,7 @@ void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, v
     /* Close: late workers no longer join; wait for the members still inside. */
     atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);
     while (atomic_load_explicit(&p->state, memory_order_acquire) & MEMBERS) cpu_relax();
+    atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }
 
 int32_t plume_physical_cores(void) {

@@ -2,6 +2,7 @@
  * uninterrupted run; rewinds (to 0, inside the window, far before it) and prefix reuse equal
  * fresh prefills; foreign, truncated and corrupt state files are refused. tiny-a has a
  * sliding window of 8, so 48 tokens wrap the rings six times. */
+#include <pthread.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -196,6 +197,52 @@ static void test_foreign_truncated_corrupt_refused(void) {
     expect_load_fails(f32b, cp, PLUME_EFORMAT, "not a plume state file");
 }
 
+/* Several sessions on one model, stepping at the same time from different threads, each give
+ * the logits of a session alone (the model is read-only; its thread pool serves one caller at
+ * a time and the others run alone). */
+typedef struct {
+    plume_model *m;
+    float *lg;
+    int rc;
+} conc_arg;
+
+static void *conc_main(void *p) {
+    conc_arg *a = p;
+    plume_session *s = new_session(a->m, 8, 16, 3);
+    char *err = NULL;
+    a->rc = s ? 0 : -1;
+    for (int32_t i = 0; s && !a->rc && i < n_ids; i += 3)
+        a->rc = plume_session_feed(s, ids + i, n_ids - i < 3 ? n_ids - i : 3, a->lg + (size_t)i * 512, 1, &err);
+    free(err);
+    plume_session_free(s);
+    return NULL;
+}
+
+static void test_concurrent_sessions_share_a_model(void) {
+    plume_model *m = open_isa(f32b, "scalar");
+    if (!m) { CHECK(0, "open"); return; }
+    conc_arg a[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (conc_arg){m, malloc(48 * 512 * 4), -1};
+        pthread_create(&th[i], NULL, conc_main, &a[i]);
+    }
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        CHECK(a[i].rc == 0, "session %d failed", i);
+        check_rows(a[i].lg, 0, n_ids, "concurrent session");
+        if (i) {
+            int first = -1;
+            for (int k = 0; k < 48 * 512 && first < 0; k++)
+                if (a[i].lg[k] != a[0].lg[k]) first = k;
+            CHECK(first < 0, "concurrent sessions %d and 0 differ first at row %d col %d (%.9g vs %.9g)", i,
+                  first / 512, first % 512, first >= 0 ? a[i].lg[first] : 0.0, first >= 0 ? a[0].lg[first] : 0.0);
+        }
+    }
+    for (int i = 0; i < 3; i++) free(a[i].lg);
+    plume_model_free(m);
+}
+
 /* Long context: KV memory grows only for the full layers; too long a context is refused. */
 static void test_long_context(void) {
     plume_model *m = open_isa(f32b, NULL);
@@ -243,6 +290,7 @@ int main(void) {
     RUN(test_prefix_reuse);
     RUN(test_save_load_new_process);
     RUN(test_foreign_truncated_corrupt_refused);
+    RUN(test_concurrent_sessions_share_a_model);
     RUN(test_long_context);
     free(gold);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);

@@ -92,12 +92,27 @@ static void test_synth_model_runs(void) {
     plume_map_free(&m);
 }
 
+/* A checkpoint in one model.safetensors (no index) converts to the same bundle. */
+static void test_single_file_checkpoint(void) {
+    char out[4096];
+    int st = t_sh(out, sizeof out, "%s/plume synth --config tiny --seed 7 --shards 1 --hf %s/one && cd %s/one && "
+                  "mv model-00001-of-00001.safetensors model.safetensors && rm model.safetensors.index.json && "
+                  "%s/plume convert %s/one %s/one-b --weights q4 --quiet",
+                  t_build(), tmp, tmp, t_build(), tmp, tmp);
+    CHECK(st == 0, "single file: %s", out);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/one-b/chunk_2.safetensors", tmp);
+    snprintf(b, sizeof b, "%s/conv/chunk_2.safetensors", tmp);
+    CHECK(same_file(a, b), "the single-file checkpoint converts differently from the sharded one");
+}
+
 int main(void) {
     tmp = t_tmpdir("synth");
     RUN(test_deterministic_for_a_seed);
     RUN(test_real_layout);
     RUN(test_bundle_direct_equals_convert);
     RUN(test_synth_model_runs);
+    RUN(test_single_file_checkpoint);
     char out[256];
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
