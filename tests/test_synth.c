@@ -95,8 +95,8 @@ static void test_synth_model_runs(void) {
 /* A checkpoint in one model.safetensors (no index) converts to the same bundle. */
 static void test_single_file_checkpoint(void) {
     char out[4096];
-    int st = t_sh(out, sizeof out, "%s/plume synth --config tiny --seed 7 --shards 1 --hf %s/one && cd %s/one && "
-                  "mv model-00001-of-00001.safetensors model.safetensors && rm model.safetensors.index.json && "
+    int st = t_sh(out, sizeof out, "%s/plume synth --config tiny --seed 7 --shards 1 --hf %s/one && (cd %s/one && "
+                  "mv model-00001-of-00001.safetensors model.safetensors && rm model.safetensors.index.json) && "
                   "%s/plume convert %s/one %s/one-b --weights q4 --quiet",
                   t_build(), tmp, tmp, t_build(), tmp, tmp);
     CHECK(st == 0, "single file: %s", out);
