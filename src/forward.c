@@ -13,39 +13,68 @@
 
 /* ---- parallel matmul ------------------------------------------------------------------- */
 
+/* One output of a parallel matmul region: Y[T, w.rows] (row stride ldy). */
 typedef struct {
-    const plume_kernels *k;
     float *y;
     int64_t ldy;
+    const plume_weight *w;
+} matmul_out;
+
+/* Up to three weights applied to one input in one parallel region (q/k/v, gate/up): one
+ * synchronization instead of three, and the int8 activations quantized once. */
+typedef struct {
+    const plume_kernels *k;
     const float *x;
     int64_t ldx;
     int32_t T;
-    const plume_weight *w;
     const plume_session *s; /* int8 activations in s->xq, or NULL */
+    int32_t n;
+    matmul_out o[3];
+    int64_t start[4];       /* o[j] owns items [start[j], start[j+1]) */
 } matmul_task;
 
-/* Rows [r0, r1) of one matmul. */
-static void matmul_rows(void *ctx, int32_t ith, int64_t r0, int64_t r1) {
+/* Items [i0, i1): rows of the outputs they fall in. */
+static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     (void)ith;
     const matmul_task *t = ctx;
-    if (t->s)
-        t->s->m->qact_matmul(t->y, t->ldy, t->s->xq, t->s->xs, t->s->xsum, t->T, t->w, (int32_t)r0, (int32_t)r1);
-    else
-        t->k->matmul[t->w->type](t->y, t->ldy, t->x, t->ldx, t->T, t->w, (int32_t)r0, (int32_t)r1);
+    for (int32_t j = 0; j < t->n; j++) {
+        int64_t a = i0 > t->start[j] ? i0 : t->start[j], b = i1 < t->start[j + 1] ? i1 : t->start[j + 1];
+        if (a >= b) continue;
+        const matmul_out *o = &t->o[j];
+        int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
+        if (t->s)
+            t->s->m->qact_matmul(o->y, o->ldy, t->s->xq, t->s->xs, t->s->xsum, t->T, o->w, r0, r1);
+        else
+            t->k->matmul[o->w->type](o->y, o->ldy, t->x, t->ldx, t->T, o->w, r0, r1);
+    }
 }
 
-/* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, on every thread, in
- * chunks of about an eighth of a thread's share (at least 16 rows). With int8_prefill, a step
- * of 8+ tokens on q8/q4 weights quantizes X per token first and runs the VNNI kernels. */
+/* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread,
+ * in chunks of about an eighth of a thread's share (at least 16 rows). With int8_prefill, a
+ * step of 8+ tokens on q8/q4 weights quantizes X per token once and runs the VNNI kernels. */
+static void matmul_n(plume_session *s, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
+    const plume_model *m = s->m;
+    matmul_task t = {m->k, x, ldx, T, NULL, n, {{0}}, {0}};
+    int q = m->qact_matmul && T >= 8;
+    for (int32_t j = 0; j < n; j++) {
+        t.o[j] = o[j];
+        t.start[j + 1] = t.start[j] + o[j].w->rows;
+        q = q && plume_qact_supported(o[j].w);
+    }
+    if (q) {
+        m->qact_quantize(x, ldx, T, o[0].w->cols, s->xq, s->xs, s->xsum);
+        t.s = s;
+    }
+    int32_t nth = plume_pool_size(m->pool);
+    int64_t grain = (t.start[n] / (nth * 8) + 15) / 16 * 16;
+    plume_pool_for(m->pool, t.start[n], grain < 16 ? 16 : grain, matmul_rows, &t);
+}
+
+/* One weight: Y[T, w.rows] (row stride ldy) = X @ W^T. */
 static void matmul(plume_session *s, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
-    const plume_model *m = s->m;
-    int32_t nth = plume_pool_size(m->pool);
-    int64_t grain = (w->rows / (nth * 8) + 15) / 16 * 16;
-    int q = m->qact_matmul && T >= 8 && plume_qact_supported(w);
-    if (q) m->qact_quantize(x, ldx, T, w->cols, s->xq, s->xs, s->xsum);
-    matmul_task t = {m->k, y, ldy, x, ldx, T, w, q ? s : NULL};
-    plume_pool_for(m->pool, w->rows, grain < 16 ? 16 : grain, matmul_rows, &t);
+    matmul_out o = {y, ldy, w};
+    matmul_n(s, x, ldx, T, 1, &o);
 }
 
 /* ---- elementwise ----------------------------------------------------------------------- */
@@ -161,17 +190,22 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
 
     /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
     for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->attn_norm, D, eps);
-    matmul(s, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
+    plume_kv *kv = s->kv_of[l];
+    int own = c->kv_src[l] == l;
+    if (own) { /* q, k and v in one region; K/V of a cache owner go to the step buffer */
+        matmul_out qkv[3] = {{s->q, (int64_t)H * hd, &L->q_proj}, {kv->k_new, kv->width, &L->k_proj},
+                             {kv->v_new, kv->width, &L->v_proj}};
+        matmul_n(s, s->xa, D, T, 3, qkv);
+    } else {
+        matmul(s, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
+    }
     for (int32_t t = 0; t < T; t++)
         for (int32_t h = 0; h < H; h++) {
             float *q = s->q + ((int64_t)t * H + h) * hd;
             rmsnorm(q, q, L->q_norm, hd, eps);
             rope(q, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
         }
-    plume_kv *kv = s->kv_of[l];
-    if (c->kv_src[l] == l) {
-        matmul(s, kv->k_new, kv->width, s->xa, D, T, &L->k_proj);
-        matmul(s, kv->v_new, kv->width, s->xa, D, T, &L->v_proj);
+    if (own) {
         for (int32_t t = 0; t < T; t++)
             for (int32_t g = 0; g < Hkv; g++) {
                 float *k = kv->k_new + (int64_t)t * kv->width + (int64_t)g * hd;
@@ -195,8 +229,8 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
     for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
-    matmul(s, s->gate, I, s->xa, D, T, &L->gate_proj);
-    matmul(s, s->up, I, s->xa, D, T, &L->up_proj);
+    matmul_out gu[2] = {{s->gate, I, &L->gate_proj}, {s->up, I, &L->up_proj}};
+    matmul_n(s, s->xa, D, T, 2, gu);
     elementwise(m, s->gate, s->up, (int64_t)T * I, 0.0f);
     matmul(s, s->o, D, s->gate, I, T, &L->down_proj);
     for (int32_t t = 0; t < T; t++) {
