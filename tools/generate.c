@@ -46,38 +46,41 @@ static const char *value(int argc, char **argv, int *i, const char *cmd) {
 }
 
 int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *cmd) {
-    const char *a = argv[*i], *v;
+    static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
+                                             "--min-p", "--repeat-penalty", "--repeat-last-n",
+                                             "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
+                                             "--system", "--isa"};
+    const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
+    for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+        if (!strcmp(a, with_value[k]) && !(v = value(argc, argv, i, cmd))) return -1;
 #define FLAG(name) (!strcmp(a, name))
-#define NEED() if (!(v = value(argc, argv, i, cmd))) return -1
-    if (FLAG("-m")) { NEED(); o->model = v; }
-    else if (FLAG("-n")) { NEED(); if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: -n wants an integer >= -1", cmd), -1; o->n_predict = (int32_t)n; }
-    else if (FLAG("-t")) { NEED(); if (cli_int(v, 1, 1024, &n)) return cli_error("%s: -t wants 1..1024", cmd), -1; o->n_threads = (int32_t)n; }
-    else if (FLAG("--context")) { NEED(); if (cli_int(v, 1, 1 << 24, &n)) return cli_error("%s: --context wants a positive integer", cmd), -1; o->n_ctx = (int32_t)n; }
-    else if (FLAG("--temp")) { NEED(); if (cli_float(v, &f) || f < 0) return cli_error("%s: --temp wants a number >= 0", cmd), -1; o->sp.temperature = f; }
-    else if (FLAG("--top-k")) { NEED(); if (cli_int(v, 0, 1 << 24, &n)) return cli_error("%s: --top-k wants an integer >= 0", cmd), -1; o->sp.top_k = (int32_t)n; }
-    else if (FLAG("--top-p")) { NEED(); if (cli_float(v, &f) || f <= 0 || f > 1) return cli_error("%s: --top-p wants a number in (0, 1]", cmd), -1; o->sp.top_p = f; }
-    else if (FLAG("--min-p")) { NEED(); if (cli_float(v, &f) || f < 0 || f > 1) return cli_error("%s: --min-p wants a number in [0, 1]", cmd), -1; o->sp.min_p = f; }
-    else if (FLAG("--repeat-penalty")) { NEED(); if (cli_float(v, &f) || f <= 0) return cli_error("%s: --repeat-penalty wants a number > 0", cmd), -1; o->sp.repeat_penalty = f; }
-    else if (FLAG("--repeat-last-n")) { NEED(); if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: --repeat-last-n wants an integer >= -1", cmd), -1; o->sp.repeat_last_n = (int32_t)n; }
-    else if (FLAG("--presence-penalty")) { NEED(); if (cli_float(v, &f)) return cli_error("%s: --presence-penalty wants a number", cmd), -1; o->sp.presence_penalty = f; }
-    else if (FLAG("--frequency-penalty")) { NEED(); if (cli_float(v, &f)) return cli_error("%s: --frequency-penalty wants a number", cmd), -1; o->sp.frequency_penalty = f; }
-    else if (FLAG("--seed")) { NEED(); if (cli_int(v, 0, INT64_MAX, &n)) return cli_error("%s: --seed wants a non-negative integer", cmd), -1; o->sp.seed = (uint64_t)n; }
+    if (FLAG("-m")) { o->model = v; }
+    else if (FLAG("-n")) { if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: -n wants an integer >= -1", cmd), -1; o->n_predict = (int32_t)n; }
+    else if (FLAG("-t")) { if (cli_int(v, 1, 1024, &n)) return cli_error("%s: -t wants 1..1024", cmd), -1; o->n_threads = (int32_t)n; }
+    else if (FLAG("--context")) { if (cli_int(v, 1, 1 << 24, &n)) return cli_error("%s: --context wants a positive integer", cmd), -1; o->n_ctx = (int32_t)n; }
+    else if (FLAG("--temp")) { if (cli_float(v, &f) || f < 0) return cli_error("%s: --temp wants a number >= 0", cmd), -1; o->sp.temperature = f; }
+    else if (FLAG("--top-k")) { if (cli_int(v, 0, 1 << 24, &n)) return cli_error("%s: --top-k wants an integer >= 0", cmd), -1; o->sp.top_k = (int32_t)n; }
+    else if (FLAG("--top-p")) { if (cli_float(v, &f) || f <= 0 || f > 1) return cli_error("%s: --top-p wants a number in (0, 1]", cmd), -1; o->sp.top_p = f; }
+    else if (FLAG("--min-p")) { if (cli_float(v, &f) || f < 0 || f > 1) return cli_error("%s: --min-p wants a number in [0, 1]", cmd), -1; o->sp.min_p = f; }
+    else if (FLAG("--repeat-penalty")) { if (cli_float(v, &f) || f <= 0) return cli_error("%s: --repeat-penalty wants a number > 0", cmd), -1; o->sp.repeat_penalty = f; }
+    else if (FLAG("--repeat-last-n")) { if (cli_int(v, -1, 1 << 24, &n)) return cli_error("%s: --repeat-last-n wants an integer >= -1", cmd), -1; o->sp.repeat_last_n = (int32_t)n; }
+    else if (FLAG("--presence-penalty")) { if (cli_float(v, &f)) return cli_error("%s: --presence-penalty wants a number", cmd), -1; o->sp.presence_penalty = f; }
+    else if (FLAG("--frequency-penalty")) { if (cli_float(v, &f)) return cli_error("%s: --frequency-penalty wants a number", cmd), -1; o->sp.frequency_penalty = f; }
+    else if (FLAG("--seed")) { if (cli_int(v, 0, INT64_MAX, &n)) return cli_error("%s: --seed wants a non-negative integer", cmd), -1; o->sp.seed = (uint64_t)n; }
     else if (FLAG("--stop")) {
-        NEED();
         if (!*v) return cli_error("%s: --stop wants a non-empty string", cmd), -1;
         if (o->n_stops == GEN_MAX_STOPS) return cli_error("%s: at most %d --stop strings", cmd, GEN_MAX_STOPS), -1;
         o->stops[o->n_stops++] = v;
     }
-    else if (FLAG("--system")) { NEED(); o->system = v; }
-    else if (FLAG("--isa")) { NEED(); o->isa = v; }
+    else if (FLAG("--system")) { o->system = v; }
+    else if (FLAG("--isa")) { o->isa = v; }
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
     else if (FLAG("--int8-prefill")) o->int8_prefill = 1;
     else return 0;
 #undef FLAG
-#undef NEED
     return 1;
 }
 

@@ -61,16 +61,27 @@ static void matmul_rows(row_fn f, float *y, int64_t ldy, const float *x, int64_t
         for (int32_t r = r0; r < r1; r++) y[t * ldy + r] = f(w, r, x + t * ldx);
 }
 
-#define SCALAR_MATMUL(name)                                                                  \
-    static void mm_##name(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,     \
-                          const plume_weight *w, int32_t r0, int32_t r1) {                   \
-        matmul_rows(row_##name, y, ldy, x, ldx, T, w, r0, r1);                               \
-    }
-SCALAR_MATMUL(f32)
-SCALAR_MATMUL(f16)
-SCALAR_MATMUL(bf16)
-SCALAR_MATMUL(q8)
-SCALAR_MATMUL(q4)
+/* The table's matmul entries, one per weight type. */
+static void mm_f32(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w,
+                   int32_t r0, int32_t r1) {
+    matmul_rows(row_f32, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_f16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w,
+                   int32_t r0, int32_t r1) {
+    matmul_rows(row_f16, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w,
+                    int32_t r0, int32_t r1) {
+    matmul_rows(row_bf16, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w,
+                  int32_t r0, int32_t r1) {
+    matmul_rows(row_q8, y, ldy, x, ldx, T, w, r0, r1);
+}
+static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w,
+                  int32_t r0, int32_t r1) {
+    matmul_rows(row_q4, y, ldy, x, ldx, T, w, r0, r1);
+}
 
 /* sum a[i] * b[i], in index order. */
 static float dot_scalar(const float *a, const float *b, int32_t n) {
