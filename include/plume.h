@@ -180,6 +180,9 @@ typedef struct {
     int32_t snapshot_every; /* keep a copy of the sliding rings every N tokens, so a deeper
                         rewind recomputes at most N tokens; 0: default max(1024, n_ctx / 8);
                         < 0: none (a deep rewind recomputes from position 0) */
+    int32_t kv_bits; /* 32 (default): float K/V; 8: the full-attention caches (the ones that
+                        grow with the context) hold int8 rows with a float scale per row and
+                        KV head, a quarter of the memory (error: docs/SESSIONS.md) */
 } plume_session_params;
 
 plume_session_params plume_session_default_params(void);

@@ -131,10 +131,17 @@ typedef struct {
     int32_t hpi; /* query heads per item, all sharing one KV head */
 } attn_task;
 
-/* The K or V row of position j: the cache for past positions, the step buffer for new ones. */
-static inline const float *kv_row(const plume_kv *kv, const float *cache, const float *step, int32_t j, int32_t P) {
-    if (j >= P) return step + (int64_t)(j - P) * kv->width;
-    return cache + (int64_t)(kv->ring ? j % kv->slots : j) * kv->width;
+/* The K or V row (KV head g, hd floats) of position j: the step buffer for new positions, the
+ * cache for past ones; an int8 cache row is dequantized into tmp. */
+static inline const float *kv_row(const plume_kv *kv, int v, int32_t j, int32_t P, int32_t g, int32_t hd,
+                                  int32_t hkv, float *tmp) {
+    if (j >= P) return (v ? kv->v_new : kv->k_new) + (int64_t)(j - P) * kv->width + (int64_t)g * hd;
+    int64_t slot = kv->ring ? j % kv->slots : j;
+    if (!kv->k8) return (v ? kv->v : kv->k) + slot * kv->width + (int64_t)g * hd;
+    const int8_t *q = (v ? kv->v8 : kv->k8) + slot * kv->width + (int64_t)g * hd;
+    float sc = (v ? kv->vs : kv->ks)[slot * hkv + g];
+    for (int32_t i = 0; i < hd; i++) tmp[i] = (float)q[i] * sc;
+    return tmp;
 }
 
 /* Attention of items [i0, i1): item = (token, hpi query heads of one KV head). Each K and V
@@ -150,13 +157,15 @@ static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     int32_t full = c->is_full[a->l];
     int64_t span = (int64_t)s->n_ctx + s->n_batch;
     float *sc = s->scores + (int64_t)ith * group * span; /* [hpi, span] */
+    int32_t hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
+    float *tmp = s->deq + (int64_t)ith * 2 * hdmax;
     for (int64_t it = i0; it < i1; it++) {
         int32_t t = (int32_t)(it / (H / hpi)), h0 = (int32_t)(it % (H / hpi)) * hpi, g = h0 / group;
         int32_t p = a->P + t, lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0), n = p - lo + 1;
         const float *q = s->q + ((int64_t)t * H + h0) * hd;
         float *out = s->att + ((int64_t)t * H + h0) * hd;
         for (int32_t j = lo; j <= p; j++) {
-            const float *kr = kv_row(kv, kv->k, kv->k_new, j, a->P) + (int64_t)g * hd;
+            const float *kr = kv_row(kv, 0, j, a->P, g, hd, c->Hkv, tmp);
             for (int32_t h = 0; h < hpi; h++) sc[h * span + (j - lo)] = m->k->dot(q + (int64_t)h * hd, kr, hd);
         }
         for (int32_t h = 0; h < hpi; h++) {
@@ -170,7 +179,7 @@ static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
         }
         memset(out, 0, (size_t)hpi * (size_t)hd * sizeof(float));
         for (int32_t j = lo; j <= p; j++) {
-            const float *vr = kv_row(kv, kv->v, kv->v_new, j, a->P) + (int64_t)g * hd;
+            const float *vr = kv_row(kv, 1, j, a->P, g, hd, c->Hkv, tmp + hdmax);
             for (int32_t h = 0; h < hpi; h++) m->k->axpy(out + (int64_t)h * hd, sc[h * span + (j - lo)], vr, hd);
         }
     }
@@ -299,16 +308,37 @@ static void rope_rows(plume_session *s, int32_t T, int32_t P) {
     }
 }
 
+/* Quantize one step row (Hkv heads of hd) into an int8 cache row: per head, scale =
+ * absmax / 127, q = rne(x / scale). */
+static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hkv, int32_t hd) {
+    for (int32_t g = 0; g < hkv; g++) {
+        const float *xg = x + (int64_t)g * hd;
+        float amax = 0.0f;
+        for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xg[i]));
+        float sc = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int32_t i = 0; i < hd; i++) q[(int64_t)g * hd + i] = (int8_t)rintf(xg[i] * inv);
+        scales[g] = sc;
+    }
+}
+
 /* Copy the step's K/V into the caches (ring slot pos % W for sliding layers). */
 static void commit(plume_session *s, int32_t T, int32_t P) {
+    int32_t hkv = s->m->c.Hkv;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             plume_kv *kv = &s->chunk[ci].kv[i];
             int32_t t0 = kv->ring && T > kv->slots ? T - kv->slots : 0; /* older ones would be overwritten */
             for (int32_t t = t0; t < T; t++) {
                 int64_t slot = kv->ring ? (P + t) % kv->slots : P + t;
-                memcpy(kv->k + slot * kv->width, kv->k_new + (int64_t)t * kv->width, (size_t)kv->width * 4);
-                memcpy(kv->v + slot * kv->width, kv->v_new + (int64_t)t * kv->width, (size_t)kv->width * 4);
+                const float *kn = kv->k_new + (int64_t)t * kv->width, *vn = kv->v_new + (int64_t)t * kv->width;
+                if (kv->k8) {
+                    int32_t hd = kv->width / hkv;
+                    quantize_kv_row(kv->k8 + slot * kv->width, kv->ks + slot * hkv, kn, hkv, hd);
+                    quantize_kv_row(kv->v8 + slot * kv->width, kv->vs + slot * hkv, vn, hkv, hd);
+                } else {
+                    memcpy(kv->k + slot * kv->width, kn, (size_t)kv->width * 4);
+                    memcpy(kv->v + slot * kv->width, vn, (size_t)kv->width * 4);
+                }
             }
         }
 }

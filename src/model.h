@@ -64,7 +64,9 @@ typedef struct {
     int32_t slots;    /* W + n_rewind (ring, slot = pos % slots) or n_ctx (linear) */
     int32_t ring;     /* 1 for sliding layers */
     int32_t width;    /* Hkv * hd */
-    float *k, *v;     /* [slots, width] */
+    float *k, *v;     /* [slots, width] float cache, or NULL when q8 */
+    int8_t *k8, *v8;  /* [slots, width] int8 cache (kv_bits 8, full layers only) */
+    float *ks, *vs;   /* [slots, Hkv] their scales: row = q * scale */
     float *k_new, *v_new; /* [n_batch, width]: this step's K/V, committed after the step */
 } plume_kv;
 
@@ -80,6 +82,8 @@ struct plume_session {
     int32_t n_ctx, n_batch;
     int32_t n_past;
     int32_t n_rewind;        /* extra ring slots beyond W */
+    int32_t kv_bits;         /* 32 or 8 (full-attention caches) */
+    float *deq;              /* [threads, 2, hd_max] dequantized K and V rows (kv_bits 8) */
     int32_t snap_every;      /* 0: no snapshots */
     int32_t n_snap;          /* snapshot k holds the rings at position (k + 1) * snap_every */
     int32_t snap_valid;      /* snapshots [0, snap_valid) are current */

@@ -18,7 +18,7 @@
 #define STATE_VERSION 1u
 
 plume_session_params plume_session_default_params(void) {
-    plume_session_params p = {.n_ctx = 0, .n_batch = 64, .n_rewind = -2, .snapshot_every = 0};
+    plume_session_params p = {.n_ctx = 0, .n_batch = 64, .n_rewind = -2, .snapshot_every = 0, .kv_bits = 32};
     return p;
 }
 
@@ -42,11 +42,18 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
         kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;
         kv->width = c->Hkv * c->hd[l];
         size_t cache = (size_t)kv->slots * (size_t)kv->width, step = (size_t)s->n_batch * (size_t)kv->width;
-        kv->k = plume_alloc(cache * 4);
-        kv->v = plume_alloc(cache * 4);
+        if (!kv->ring && s->kv_bits == 8) {
+            kv->k8 = plume_alloc(cache);
+            kv->v8 = plume_alloc(cache);
+            kv->ks = plume_alloc((size_t)kv->slots * (size_t)c->Hkv * 4);
+            kv->vs = plume_alloc((size_t)kv->slots * (size_t)c->Hkv * 4);
+        } else {
+            kv->k = plume_alloc(cache * 4);
+            kv->v = plume_alloc(cache * 4);
+        }
         kv->k_new = plume_alloc(step * 4);
         kv->v_new = plume_alloc(step * 4);
-        if (!kv->k || !kv->v || !kv->k_new || !kv->v_new)
+        if (!(kv->k || kv->k8) || !(kv->v || kv->v8) || (kv->k8 && (!kv->ks || !kv->vs)) || !kv->k_new || !kv->v_new)
             return plume_fail(err, PLUME_ENOMEM, "out of memory for the KV cache of layer %d (%zu MB)", l,
                               cache * 8 >> 20);
         if (kv->ring) { /* saved whole by plume_session_save: give unwritten slots a value */
@@ -80,6 +87,7 @@ static int scratch_init(plume_session *s, char **err) {
         s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
     }
     s->scores = plume_alloc((size_t)nth * (size_t)(c->H / c->Hkv) * (size_t)(s->n_ctx + s->n_batch) * 4);
+    s->deq = plume_alloc((size_t)nth * 2 * (size_t)hdmax * 4);
     if (s->m->qact_matmul) {
         int32_t widest = (int32_t)(Imax > c->H * hdmax ? Imax : c->H * hdmax);
         widest = widest > c->D ? widest : c->D;
@@ -93,7 +101,7 @@ static int scratch_init(plume_session *s, char **err) {
         if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
     }
     if (!s->tokens || !s->h || !s->xa || !s->q || !s->att || !s->o || !s->gate || !s->up || !s->ple || !s->plg ||
-        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores)
+        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores || !s->deq)
         return plume_fail(err, PLUME_ENOMEM, "out of memory for the session's scratch");
     return 0;
 }
@@ -108,11 +116,14 @@ int plume_session_new(plume_session **out, plume_model *m, const plume_session_p
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : c->n_ctx;
     s->n_batch = p.n_batch > 0 ? p.n_batch : 64;
     s->n_rewind = p.n_rewind == -2 ? c->W : p.n_rewind < 0 ? 0 : p.n_rewind;
+    s->kv_bits = p.kv_bits == 8 ? 8 : 32;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
     s->snap_every = p.snapshot_every < 0 ? 0 : p.snapshot_every > 0 ? p.snapshot_every
                                               : (s->n_ctx / 8 > 1024 ? s->n_ctx / 8 : 1024);
     s->n_snap = s->snap_every ? s->n_ctx / s->snap_every : 0;
     int rc = 0;
+    if (p.kv_bits != 0 && p.kv_bits != 8 && p.kv_bits != 32)
+        return plume_session_free(s), plume_fail(err, PLUME_EINVAL, "kv_bits must be 8 or 32, not %d", p.kv_bits);
     if (s->n_ctx > c->max_pos)
         rc = plume_fail(err, PLUME_EINVAL, "context %d exceeds the model's max_position_embeddings %d", s->n_ctx,
                         c->max_pos);
@@ -134,6 +145,10 @@ void plume_session_free(plume_session *s) {
             plume_kv *kv = &s->chunk[ci].kv[i];
             plume_dealloc(kv->k);
             plume_dealloc(kv->v);
+            plume_dealloc(kv->k8);
+            plume_dealloc(kv->v8);
+            plume_dealloc(kv->ks);
+            plume_dealloc(kv->vs);
             plume_dealloc(kv->k_new);
             plume_dealloc(kv->v_new);
         }
@@ -154,6 +169,7 @@ void plume_session_free(plume_session *s) {
         plume_dealloc(s->rope_sin[t]);
     }
     plume_dealloc(s->scores);
+    plume_dealloc(s->deq);
     plume_dealloc(s->xq);
     plume_dealloc(s->xs);
     plume_dealloc(s->xsum);
@@ -290,10 +306,11 @@ const int32_t *plume_session_tokens(const plume_session *s) { return s->tokens; 
 /* ---- save / load ----------------------------------------------------------------------- */
 /*
  * State file, little-endian:
- *   "PLMSTATE" u32 version u32 reserved u64 model identity
+ *   "PLMSTATE" u32 version u32 kv_bits u64 model identity
  *   i32 n_ctx n_past n_rewind snap_every n_snap snap_valid n_batch W  u64 payload bytes
  *   payload: tokens [n_past] i32; for each cache in chunk order: K then V, ring caches their
- *   whole ring [slots, width], linear caches their first n_past rows; snapshots
+ *   whole ring [slots, width], linear caches their first n_past rows (kv_bits 8: int8 rows
+ *   then the [rows, Hkv] f32 scales, for K and for V); snapshots
  *   [snap_valid, snap_stride] f32
  *   u64 FNV-1a of the payload
  */
@@ -314,12 +331,50 @@ static void sw_put(state_writer *w, const void *p, size_t n) {
 /* Rows of each cache a state file carries. */
 static int64_t cache_rows(const plume_session *s, const plume_kv *kv) { return kv->ring ? kv->slots : s->n_past; }
 
+/* Bytes of K (or V) of a cache a state file carries: float rows, or int8 rows and scales. */
+static uint64_t cache_bytes(const plume_session *s, const plume_kv *kv) {
+    uint64_t rows = (uint64_t)cache_rows(s, kv);
+    if (kv->k8) return rows * (uint64_t)kv->width + rows * (uint64_t)s->m->c.Hkv * 4;
+    return rows * (uint64_t)kv->width * 4;
+}
+
+/* Write one cache's K then V. */
+static void save_cache(state_writer *w, const plume_session *s, const plume_kv *kv) {
+    size_t rows = (size_t)cache_rows(s, kv), hkv = (size_t)s->m->c.Hkv;
+    if (kv->k8) {
+        sw_put(w, kv->k8, rows * (size_t)kv->width);
+        sw_put(w, kv->ks, rows * hkv * 4);
+        sw_put(w, kv->v8, rows * (size_t)kv->width);
+        sw_put(w, kv->vs, rows * hkv * 4);
+    } else {
+        sw_put(w, kv->k, rows * (size_t)kv->width * 4);
+        sw_put(w, kv->v, rows * (size_t)kv->width * 4);
+    }
+}
+
+/* Read one cache's K then V from p; returns the bytes consumed. */
+static size_t load_cache(const plume_session *s, plume_kv *kv, const uint8_t *p) {
+    size_t rows = (size_t)cache_rows(s, kv), hkv = (size_t)s->m->c.Hkv, q = rows * (size_t)kv->width;
+    if (kv->k8) {
+        memcpy(kv->k8, p, q);
+        memcpy(kv->ks, p + q, rows * hkv * 4);
+        memcpy(kv->v8, p + q + rows * hkv * 4, q);
+        memcpy(kv->vs, p + 2 * q + rows * hkv * 4, rows * hkv * 4);
+        return 2 * (q + rows * hkv * 4);
+    }
+    memcpy(kv->k, p, q * 4);
+    memcpy(kv->v, p + q * 4, q * 4);
+    return 2 * q * 4;
+}
+
 /* The 48-byte header of a state file. */
 static void state_header(const plume_session *s, uint8_t *hdr, uint64_t payload) {
     memset(hdr, 0, 56);
     memcpy(hdr, STATE_MAGIC, 8);
     uint32_t v = STATE_VERSION;
     memcpy(hdr + 8, &v, 4);
+    uint32_t bits = (uint32_t)s->kv_bits;
+    memcpy(hdr + 12, &bits, 4);
     memcpy(hdr + 16, &s->m->identity, 8);
     int32_t f[8] = {s->n_ctx, s->n_past, s->n_rewind, s->snap_every, s->n_snap, s->snap_valid, s->n_batch, s->m->c.W};
     memcpy(hdr + 24, f, 32);
@@ -335,7 +390,7 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             const plume_kv *kv = &s->chunk[ci].kv[i];
-            payload += 2 * (uint64_t)cache_rows(s, kv) * (uint64_t)kv->width * 4;
+            payload += 2 * cache_bytes(s, kv);
         }
     uint8_t hdr[64];
     state_header(s, hdr, payload);
@@ -345,10 +400,7 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     sw_put(&w, s->tokens, (size_t)s->n_past * 4);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
-            const plume_kv *kv = &s->chunk[ci].kv[i];
-            size_t bytes = (size_t)cache_rows(s, kv) * (size_t)kv->width * 4;
-            sw_put(&w, kv->k, bytes);
-            sw_put(&w, kv->v, bytes);
+            save_cache(&w, s, &s->chunk[ci].kv[i]);
         }
     if (s->snap) sw_put(&w, s->snap, (size_t)s->snap_valid * s->snap_stride * 4);
     int ok = w.ok && fwrite(&w.h, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -374,8 +426,9 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
         rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
         goto done;
     }
-    uint32_t ver;
+    uint32_t ver, bits;
     memcpy(&ver, b + 8, 4);
+    memcpy(&bits, b + 12, 4);
     memcpy(&id, b + 16, 8);
     memcpy(f, b + 24, 32);
     memcpy(&payload, b + 56, 8);
@@ -402,13 +455,14 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
     p.n_rewind = f[2];
     p.snapshot_every = f[3] > 0 ? f[3] : -1;
     p.n_batch = f[6];
+    p.kv_bits = bits == 8 ? 8 : 32;
     if ((rc = plume_session_new(&s, m, &p, err))) goto done;
     s->n_past = f[1];
     s->snap_valid = s->snap ? f[5] : 0;
     uint64_t need = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
-            need += 2 * (uint64_t)cache_rows(s, &s->chunk[ci].kv[i]) * (uint64_t)s->chunk[ci].kv[i].width * 4;
+            need += 2 * cache_bytes(s, &s->chunk[ci].kv[i]);
     if (need != payload || s->n_snap != f[4]) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
         goto done;
@@ -423,11 +477,7 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
         }
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
-            plume_kv *kv = &s->chunk[ci].kv[i];
-            size_t bytes = (size_t)cache_rows(s, kv) * (size_t)kv->width * 4;
-            memcpy(kv->k, p8, bytes);
-            memcpy(kv->v, p8 + bytes, bytes);
-            p8 += 2 * bytes;
+            p8 += load_cache(s, &s->chunk[ci].kv[i], p8);
         }
     if (s->snap_valid) memcpy(s->snap, p8, (size_t)s->snap_valid * s->snap_stride * 4);
 done:

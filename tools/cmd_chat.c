@@ -100,6 +100,7 @@ int cmd_chat(int argc, char **argv) {
             char *err = NULL;
             plume_session_params sp = plume_session_default_params();
             sp.n_ctx = o.n_ctx;
+            if (o.kv_bits) sp.kv_bits = o.kv_bits;
             if (plume_session_new(&g.s, g.m, &sp, &err)) { cli_lib_error(err); break; }
             plume_sampler_reset(g.smp);
             first = 1;

@@ -26,6 +26,7 @@ const char gen_options_help[] =
     "  --thinking           let the model think first (<|think|> in the system turn)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --context N          context length (default: the bundle's)\n"
+    "  --kv-bits 8|32       8: int8 K/V for the full-attention layers (a quarter of the memory)\n"
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
     "  --int8-prefill       q8/q4: prefill with int8 activations (AVX-512 VNNI, ~3x faster, not exact)\n";
 
@@ -49,7 +50,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
-                                             "--system", "--isa"};
+                                             "--system", "--isa", "--kv-bits"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
@@ -76,6 +77,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     }
     else if (FLAG("--system")) { o->system = v; }
     else if (FLAG("--isa")) { o->isa = v; }
+    else if (FLAG("--kv-bits")) { if (cli_int(v, 8, 32, &n) || (n != 8 && n != 32)) return cli_error("%s: --kv-bits wants 8 or 32", cmd), -1; o->kv_bits = (int32_t)n; }
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
     else if (FLAG("--int8-prefill")) o->int8_prefill = 1;
@@ -107,6 +109,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     }
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = o->n_ctx;
+    if (o->kv_bits) sp.kv_bits = o->kv_bits;
     if (plume_session_new(&g->s, g->m, &sp, &err) ||
         plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
         gen_close(g);

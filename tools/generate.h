@@ -13,7 +13,7 @@
 
 typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
-    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, int8_prefill;
+    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, int8_prefill, kv_bits;
     plume_sampler_params sp;
     const char *stops[GEN_MAX_STOPS];
     int32_t n_stops;
