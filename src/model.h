@@ -82,6 +82,7 @@ struct plume_session {
     int32_t n_ctx, n_batch;
     int32_t n_past;
     int32_t n_rewind;        /* extra ring slots beyond W */
+    int32_t ring_slots;      /* slots of every sliding ring (W + n_rewind), 0 if none is a ring */
     int32_t kv_bits;         /* 32 or 8 (full-attention caches) */
     float *deq;              /* [threads, 2, hd_max] dequantized K and V rows (kv_bits 8) */
     int32_t snap_every;      /* 0: no snapshots */

@@ -60,6 +60,7 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
             memset(kv->k, 0, cache * 4);
             memset(kv->v, 0, cache * 4);
             s->snap_stride += (size_t)2 * (size_t)(c->W - 1) * (size_t)kv->width;
+            s->ring_slots = kv->slots;
         }
         s->kv_of[l] = kv;
     }
@@ -211,17 +212,22 @@ static void snapshot_maybe(plume_session *s) {
 
 /* ---- feeding --------------------------------------------------------------------------- */
 
+/* Check that there are ids and that each is in the vocabulary. */
+static int check_ids(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
+    const int32_t V = s->m->c.V;
+    if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, V);
+    return 0;
+}
+
 /* Check ids and room; no state changes. */
 static int feed_check(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
-    const plume_config *c = &s->m->c;
-    if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
     if (n > s->n_ctx - s->n_past)
         return plume_fail(err, PLUME_ERANGE, "%d tokens do not fit: %d of the context's %d are used", n, s->n_past,
                           s->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= c->V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, c->V);
-    return 0;
+    return check_ids(s, ids, n, err);
 }
 
 /* Feed validated ids in steps of at most n_batch that also end at every snapshot position. */
@@ -254,11 +260,7 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
 int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
     if (n_keep < 0 || n_keep > s->n_past)
         return plume_fail(err, PLUME_EINVAL, "rewind to %d: the session holds %d tokens", n_keep, s->n_past);
-    const int32_t W = s->m->c.W;
-    int32_t slots = 0;
-    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
-        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
-            if (s->chunk[ci].kv[i].ring) slots = s->chunk[ci].kv[i].slots;
+    const int32_t W = s->m->c.W, slots = s->ring_slots;
     if (s->snap_valid > 0 && s->snap_valid * s->snap_every > n_keep) s->snap_valid = n_keep / s->snap_every;
     /* The window of position n_keep is [n_keep - W + 1, n_keep): still in the ring unless a
      * later position overwrote its slot. */
@@ -282,17 +284,14 @@ int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
 
 int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t *n_reused,
                               char **err) {
-    if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
+    if (n > s->n_ctx)
+        return plume_fail(err, PLUME_ERANGE, "the prompt has %d tokens, more than the context's %d", n, s->n_ctx);
+    int rc = check_ids(s, ids, n, err);
+    if (rc) return rc;
     int32_t common = 0;
     while (common < n && common < s->n_past && s->tokens[common] == ids[common]) common++;
     if (common == n) common = n - 1; /* the last token is fed again for its logits */
-    const plume_config *c = &s->m->c;
-    if (n > s->n_ctx)
-        return plume_fail(err, PLUME_ERANGE, "the prompt has %d tokens, more than the context's %d", n, s->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= c->V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, c->V);
-    int rc = plume_session_rewind(s, common, err);
+    rc = plume_session_rewind(s, common, err);
     if (rc) return rc;
     if (n_reused) *n_reused = common;
     feed_steps(s, ids + common, n - common, logits, 0);

@@ -48,8 +48,6 @@ static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int3
             g->s = s;
         }
     }
-    if (n > plume_session_n_ctx(g->s))
-        return cli_error("the prompt has %d tokens, more than the context's %d", n, plume_session_n_ctx(g->s));
     int32_t reused = 0;
     double t0 = plume_now();
     if (plume_session_feed_prompt(g->s, ids, n, g->logits, &reused, &err)) return cli_lib_error(err);
