@@ -214,6 +214,39 @@ int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);
 
+/* ---------------------------------------------------------------------------------------
+ * Batch: one forward step of several sessions on one model (continuous batching)
+ *
+ * The tokens of every entry go through the layers as one matrix, so each weight is read
+ * once per step for all sessions; attention runs per session on its own caches. A
+ * session's logits are bit-identical whether its tokens run alone (plume_session_feed) or
+ * in any batch: every output element is reduced in the same order whatever the batch.
+ *
+ *     plume_batch *b; plume_batch_new(&b, m, 256, &err);
+ *     for (each active session) n_taken = plume_batch_add(b, s, ids, n, logits, 0, &err);
+ *     plume_batch_run(b, &err);      // every session advanced by the tokens it gave
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_batch plume_batch;
+
+/* A batch of up to n_tokens_max tokens a step (<= 0: 256), on sessions of model m. */
+int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, char **err);
+void plume_batch_free(plume_batch *b);
+/* Queue n >= 1 tokens of session s (of the batch's model, not already in this step) at its
+ * current position. Takes as many as fit: the batch's room, the session's context, and the
+ * session's next ring snapshot (a step ends there). Returns the number taken (1..n), or a
+ * negative PLUME_E* (bad id, full context, full batch, session already queued; then
+ * nothing is queued). logits: NULL, or [V] for the last token taken (all == 0), or
+ * [taken, V] (all != 0); written by plume_batch_run. */
+int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                        float *logits, int32_t all, char **err);
+/* Tokens queued for the next step. */
+int32_t plume_batch_n_tokens(const plume_batch *b);
+/* Run the queued step: every session advances by the tokens it gave and its logits are
+ * written. The batch is empty afterwards. An empty batch is a no-op. */
+int plume_batch_run(plume_batch *b, char **err);
+/* Drop the queued entries without running them (the sessions are unchanged). */
+void plume_batch_clear(plume_batch *b);
+
 #ifdef __cplusplus
 }
 #endif
