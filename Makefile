@@ -59,8 +59,24 @@ $(BUILD)/libplume.a: $(LIB_OBJ)
 $(BUILD)/libplume.so: $(PIC_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/libplume.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
+$(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
+
+# The web chat page (tools/webui.html) as a C string for the plume binary (tools/webui.h):
+# every byte written as \xNN by od + sed, 16 to a line, so no xxd is needed.
+$(BUILD)/webui.c: tools/webui.html
+	@mkdir -p $(dir $@)
+	@echo "GEN $@"
+	@{ echo '/* Generated from tools/webui.html by the Makefile: do not edit. */'; \
+	   echo '#include "webui.h"'; \
+	   echo 'const char plume_webui_html[] ='; \
+	   od -An -v -tx1 $< | sed -e 's/ *\([0-9a-f][0-9a-f]\)/\\x\1/g' -e 's/^/    "/' -e 's/$$/"/'; \
+	   echo '    "";'; \
+	   echo 'const size_t plume_webui_html_len = sizeof plume_webui_html - 1;'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/webui.o: $(BUILD)/webui.c tools/webui.h
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itools -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
