@@ -365,7 +365,7 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
-    if (is_end_id(id)) {
+    if (is_end_id(id) && !j->req.ignore_eos) {
         slot_finish(s, sl, "stop", 0);
         return;
     }
@@ -553,7 +553,9 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
 
 int serve_sched_submit(serve_sched *s, serve_job *j) {
     pthread_mutex_lock(&s->mu);
-    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max ? SERVE_EFULL : 0;
+    int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
+    for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
+    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
     if (!rc) {
         pthread_mutex_lock(&j->mu);
         j->refs++;
