@@ -20,64 +20,106 @@
 
 /* ---- golden cases ------------------------------------------------------------------------ */
 
-#define N_GOLDEN_EXPRESSIBLE 11 /* cases.jsonl lines with plain {role, content} messages */
-#define N_GOLDEN_SKIPPED 4      /* content-parts, 2 x reasoning_content, tools */
+#define N_GOLDEN 15 /* cases.jsonl lines */
 
 static const cJSON *g_case; /* the golden case the running test checks */
 
-/* Why a golden case cannot be expressed with plume_chat_message, or NULL if it can. */
-static const char *golden_unexpressible(const cJSON *c) {
-    if (cJSON_GetObjectItemCaseSensitive(c, "tools")) return "needs tools";
-    const cJSON *msg;
-    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(c, "messages")) {
-        const cJSON *field;
-        cJSON_ArrayForEach(field, msg) {
-            if (!strcmp(field->string, "role")) {
-                if (!cJSON_IsString(field)) return "needs a non-string role";
-                if (!strcmp(field->valuestring, "tool")) return "needs tool messages";
-            } else if (!strcmp(field->string, "content")) {
-                if (!cJSON_IsString(field)) return "needs content parts";
-            } else if (!strcmp(field->string, "reasoning_content") ||
-                       !strcmp(field->string, "reasoning")) {
-                return "needs reasoning_content";
-            } else if (!strcmp(field->string, "tool_calls")) {
-                return "needs tool calls";
+/* Storage for one golden conversation turned into plume_chat_message_ex (JSON texts made by
+ * cJSON_PrintUnformatted are freed with it). */
+typedef struct {
+    plume_chat_message_ex m[16];
+    const char *parts[16][8];
+    plume_chat_tool_call calls[16][4];
+    char *owned[64];
+    int n_owned;
+} golden_msgs;
+
+/* A string member of a JSON object, or NULL. */
+static const char *json_str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* JSON text of v (an object or array; a string is taken as JSON text already), kept in g. */
+static const char *golden_json(golden_msgs *g, const cJSON *v) {
+    if (!v) return NULL;
+    if (cJSON_IsString(v)) return v->valuestring;
+    char *t = cJSON_PrintUnformatted(v);
+    if (g->n_owned < 64) g->owned[g->n_owned++] = t;
+    return t;
+}
+
+/* Fill g from the case's "messages"; returns the count, or -1 for a shape the test does not
+ * know (a failure: every golden must be expressible). */
+static int32_t golden_messages(golden_msgs *g, const cJSON *msgs) {
+    int32_t n = cJSON_GetArraySize(msgs);
+    if (n > 16) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        const cJSON *it = cJSON_GetArrayItem(msgs, i), *field;
+        plume_chat_message_ex *m = &g->m[i];
+        cJSON_ArrayForEach(field, it) {
+            const char *k = field->string;
+            if (!strcmp(k, "role") && cJSON_IsString(field)) m->role = field->valuestring;
+            else if (!strcmp(k, "content") && cJSON_IsString(field)) m->content = field->valuestring;
+            else if (!strcmp(k, "content") && cJSON_IsArray(field)) {
+                const cJSON *part;
+                cJSON_ArrayForEach(part, field) {
+                    if (m->n_parts == 8 || strcmp(json_str(part, "type") ? json_str(part, "type") : "", "text"))
+                        return -1;
+                    g->parts[i][m->n_parts++] = json_str(part, "text");
+                }
+                m->parts = g->parts[i];
+            } else if (!strcmp(k, "reasoning_content") && cJSON_IsString(field)) {
+                m->reasoning_content = field->valuestring;
+            } else if (!strcmp(k, "tool_calls") && cJSON_IsArray(field)) {
+                const cJSON *tc;
+                cJSON_ArrayForEach(tc, field) {
+                    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+                    if (m->n_tool_calls == 4 || !fn) return -1;
+                    plume_chat_tool_call *c = &g->calls[i][m->n_tool_calls++];
+                    c->id = json_str(tc, "id");
+                    c->name = json_str(fn, "name");
+                    c->arguments = golden_json(g, cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+                }
+                m->tool_calls = g->calls[i];
+            } else if (!strcmp(k, "tool_call_id") && cJSON_IsString(field)) {
+                m->tool_call_id = field->valuestring;
+            } else if (!strcmp(k, "name") && cJSON_IsString(field)) {
+                m->name = field->valuestring;
             } else {
-                return "needs a message field other than role and content";
+                return -1;
             }
         }
     }
-    return NULL;
+    return n;
 }
 
-/* Render g_case's messages and compare with its "rendered" byte for byte. */
+/* Render g_case's messages (and tools) and compare with its "rendered" byte for byte. */
 static void test_golden_case(void) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g_case, "messages");
-    int32_t n = cJSON_GetArraySize(msgs);
-    plume_chat_message m[16];
-    CHECK(n <= 16, "too many messages: %d", n);
-    if (n > 16) return;
-    for (int32_t i = 0; i < n; i++) {
-        const cJSON *it = cJSON_GetArrayItem(msgs, i);
-        m[i].role = cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring;
-        m[i].content = cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring;
-    }
-    int gen = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "add_generation_prompt"));
-    int think = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "enable_thinking"));
-    const char *want = cJSON_GetObjectItemCaseSensitive(g_case, "rendered")->valuestring;
+    golden_msgs g;
+    memset(&g, 0, sizeof g);
+    int32_t n = golden_messages(&g, cJSON_GetObjectItemCaseSensitive(g_case, "messages"));
+    CHECK(n >= 0, "a message shape the test cannot express");
+    plume_chat_options o = {0};
+    o.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "add_generation_prompt"));
+    o.enable_thinking = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g_case, "enable_thinking"));
+    o.tools_json = golden_json(&g, cJSON_GetObjectItemCaseSensitive(g_case, "tools"));
+    const char *want = json_str(g_case, "rendered");
     char *out = NULL, *err = NULL;
-    int rc = plume_chat_render(m, n, gen, think, &out, &err);
+    int rc = n < 0 ? -1 : plume_chat_render_ex(g.m, n, &o, &out, &err);
     CHECK(rc == 0, "render failed: %d %s", rc, err ? err : "");
-    CHECK(out && !strcmp(out, want), "rendered\n%s\nwant\n%s", out ? out : "(null)", want);
+    CHECK(out && want && !strcmp(out, want), "rendered\n%s\nwant\n%s", out ? out : "(null)",
+          want ? want : "(null)");
     free(out);
     free(err);
+    for (int i = 0; i < g.n_owned; i++) free(g.owned[i]);
 }
 
-/* Run every golden case as its own test; SKIP those the API cannot express. */
+/* Run every golden case as its own test. */
 static void run_golden_cases(void) {
     char *path = plume_path_join(t_data(), "chat/cases.jsonl"), *text = NULL, *err = NULL;
     int rc = plume_read_file(path, &text, NULL, &err);
-    int n_run = 0, n_skip = 0, n_lines = 0;
+    int n_run = 0, n_lines = 0;
     for (char *line = text, *nl; rc == 0 && line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = 0;
@@ -91,25 +133,19 @@ static void run_golden_cases(void) {
             cJSON_Delete(c);
             continue;
         }
-        const char *why = golden_unexpressible(c);
         char label[128];
         snprintf(label, sizeof label, "golden %s", name->valuestring);
-        if (why) {
-            printf("SKIP %s: %s\n", label, why);
-            n_skip++;
-        } else {
-            g_case = c;
-            t_run(label, test_golden_case);
-            n_run++;
-        }
+        g_case = c;
+        t_run(label, test_golden_case);
+        n_run++;
         cJSON_Delete(c);
     }
     /* Guard against a fixture that silently stops exercising the renderer. */
-    int ok = rc == 0 && n_run == N_GOLDEN_EXPRESSIBLE && n_skip == N_GOLDEN_SKIPPED;
+    int ok = rc == 0 && n_run == N_GOLDEN;
     printf("%s golden_coverage", ok ? "PASS" : "FAIL");
     if (!ok) {
-        printf(": read %s rc=%d (%s), %d rendered (want %d), %d skipped (want %d)", path, rc,
-               err ? err : "", n_run, N_GOLDEN_EXPRESSIBLE, n_skip, N_GOLDEN_SKIPPED);
+        printf(": read %s rc=%d (%s), %d rendered (want %d)", path, rc, err ? err : "", n_run,
+               N_GOLDEN);
         t_total_failed++;
     }
     printf("\n");
