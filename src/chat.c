@@ -1,10 +1,15 @@
 /* chat.c -- messages -> prompt text, and the stop-string matcher (docs/CHAT.md).
  *
- * plume_chat_render() is Google's E2B chat template (spec/gemma4-e2b-chat-template.jinja)
- * written out in C for the part plume_chat_message can express: a role and a plain string per
- * message. Tools, tool calls, content-part lists and reasoning_content are not expressible and
- * not rendered. Knows nothing of tokens: it makes text, which the tokenizer then encodes with no
- * auto-BOS (the text starts with the literal "<bos>").
+ * plume_chat_render_ex() is Google's E2B chat template (spec/gemma4-e2b-chat-template.jinja)
+ * written out in C, without a Jinja engine: system turn, thinking flag, tool declarations
+ * (format_function_declaration / format_parameters), tool calls and responses in Gemma 4's own
+ * syntax (format_argument), reasoning_content, content parts, and the template's turn
+ * continuation rules. The template walks the Python objects json.loads() makes of the tools
+ * and arguments, so this file carries a small JSON reader that keeps what Python keeps (member
+ * order, number literals) and prints values as Python's str() would. Knows nothing of tokens:
+ * it makes text, which the tokenizer then encodes with no auto-BOS (the text starts with the
+ * literal "<bos>"). The way back, generated text -> content, thought, tool calls, is
+ * chat_parse.c.
  *
  * The stop matcher (chat.h) lets generation hold back text that may be the start of a user
  * stop string. */
@@ -126,7 +131,7 @@ enum { JV_NULL, JV_FALSE, JV_TRUE, JV_NUM, JV_STR, JV_ARR, JV_OBJ };
 typedef struct jv {
     int32_t type;      /* JV_* */
     char *s;           /* JV_STR: decoded bytes, JV_NUM: the literal; NUL-terminated */
-    size_t len;        /* bytes in s (a string may hold NULs) */
+    size_t len;        /* bytes in s (no NUL inside: \u0000 is refused) */
     struct jv *items;  /* JV_ARR, JV_OBJ: [n] values */
     struct jv *keys;   /* JV_OBJ: [n] JV_STR keys, parallel to items */
     int32_t n, cap;
@@ -226,9 +231,10 @@ static int jp_string(jparse *j, jv *v) {
             if (lo >= 0xdc00 && lo < 0xe000) cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             else cp = -2;
         }
-        if (cp < 0 || (cp >= 0xd800 && cp < 0xe000)) {
+        if (cp <= 0 || (cp >= 0xd800 && cp < 0xe000)) {
             free(b.p);
-            return jp_fail(j, cp == -1 ? "bad \\u escape" : "unpaired UTF-16 surrogate");
+            return jp_fail(j, cp == -1 ? "bad \\u escape" : cp == 0 ? "\\u0000 (the prompt is a C string)"
+                                                          : "unpaired UTF-16 surrogate");
         }
         buf_put_utf8(&b, (uint32_t)cp);
     }

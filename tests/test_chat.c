@@ -498,6 +498,7 @@ static void test_render_ex_errors(void) {
         {{.role = "user"}, "[{\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":[1]}}}]", "\"properties\" is not an object"},
         {{.role = "user"}, "[{\"function\":{\"name\":\"f\",\"parameters\":{\"required\":\"a\"}}}]", "\"required\" is not an array"},
         {{.role = "user"}, "[\"\\ud800\"]", "unpaired UTF-16 surrogate"},
+        {{.role = "user"}, "[\"a\\u0000\"]", "\\u0000"},
         {{.role = "user"}, "[1] x", "text after the value"},
         {{.role = "assistant", .tool_calls = &bad_args, .n_tool_calls = 1}, NULL,
          "message 0: tool call 0 arguments: invalid JSON at offset 6"},
