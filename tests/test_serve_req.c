@@ -51,7 +51,8 @@ static void test_chat_fields(void) {
     int st = parse(&r, SERVE_CHAT, body, &e);
     CHECK(st == 0, "parse: %s", e.body);
     if (st) return;
-    CHECK(r.n_msgs == 4 && !strcmp(r.msgs[1].content, "ab"), "content parts joined");
+    CHECK(r.n_msgs == 4 && !r.msgs[1].content && r.msgs[1].n_parts == 2 && !strcmp(r.msgs[1].parts[1], "b"),
+          "content parts kept");
     CHECK(!r.msgs[2].content && r.msgs[2].tool_calls && strstr(r.msgs[2].tool_calls, "\"name\":\"f\""), "tool calls kept");
     CHECK(r.msgs[2].reasoning_content && !strcmp(r.msgs[2].reasoning_content, "hmm"), "reasoning kept");
     CHECK(!strcmp(r.msgs[3].role, "tool") && !strcmp(r.msgs[3].tool_call_id, "c1"), "tool message");

@@ -209,27 +209,75 @@ static int job_wait_done(serve_job *j, int fd) {
 
 /* ---- the generation endpoints --------------------------------------------------------------- */
 
-/* The prompt text of a chat request (the chat template). 0 or a 400 in e. */
-static int render_chat(const serve_request *r, char **out, serve_error *e) {
-    if (r->tools)
-        return serve_error_set(e, 400, "invalid_request_error", "tools", "unsupported_value", "'tools' is not supported yet");
-    plume_chat_message *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
-    if (!msgs) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    for (int32_t i = 0; i < r->n_msgs; i++) {
-        if (!strcmp(r->msgs[i].role, "tool") || r->msgs[i].tool_calls) {
-            free(msgs);
-            return serve_error_set(e, 400, "invalid_request_error", "messages", "unsupported_value",
-                                   "tool calls and tool messages are not supported yet");
+/* The tool calls of an assistant message (its tool_calls JSON) as the renderer takes them;
+ * the strings point into *root (freed by the caller). 0 or a 400 in e. */
+static int tool_calls_of(const serve_message *m, cJSON **root, plume_chat_tool_call **calls, int32_t *n,
+                         serve_error *e) {
+    *root = cJSON_Parse(m->tool_calls);
+    int32_t k = cJSON_GetArraySize(*root);
+    if (!(*calls = calloc((size_t)k + 1, sizeof **calls))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    cJSON *c;
+    cJSON_ArrayForEach(c, *root) {
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        if (cJSON_IsObject(args)) { /* some clients send an object, not its text */
+            char *text = cJSON_PrintUnformatted(args);
+            if (!text) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", cJSON_CreateString(text));
+            free(text);
+            args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
         }
-        msgs[i] = (plume_chat_message){r->msgs[i].role, r->msgs[i].content};
+        (*calls)[*n] = (plume_chat_tool_call){cJSON_IsString(id) ? id->valuestring : NULL,
+                                              cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring,
+                                              cJSON_IsString(args) ? args->valuestring : NULL};
+        ++*n;
+    }
+    return 0;
+}
+
+/* The prompt text of a chat request: the chat template with tools, tool calls and replies,
+ * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
+ * *in_thought says whether the prompt opened the thought channel. 0 or an error in e. */
+static int render_chat(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
+    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    cJSON **roots = calloc((size_t)r->n_msgs, sizeof *roots);
+    int rc = msgs && roots ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
+        const serve_message *m = &r->msgs[i];
+        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+                                          .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
+                                          .tool_call_id = m->tool_call_id, .name = m->name};
+        if (m->tool_calls) {
+            plume_chat_tool_call *calls = NULL;
+            int32_t n = 0;
+            rc = tool_calls_of(m, &roots[i], &calls, &n, e);
+            msgs[i].tool_calls = calls;
+            msgs[i].n_tool_calls = n;
+        }
     }
     char *err = NULL;
-    int rc = plume_chat_render(msgs, r->n_msgs, 1, r->enable_thinking, out, &err);
-    free(msgs);
-    if (rc) serve_error_set(e, rc == PLUME_ENOMEM ? 500 : 400, rc == PLUME_ENOMEM ? "server_error" : "invalid_request_error",
-                            "messages", NULL, "%s", err ? err : "cannot render the messages");
+    if (!rc) {
+        plume_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = r->enable_thinking,
+                                  .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
+        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
+        if (lrc)
+            rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
+                                 lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
+                                 err ? err : "cannot render the messages");
+    }
     free(err);
-    return rc ? e->status : 0;
+    if (!rc) {
+        static const char thought[] = "<|channel>thought\n";
+        size_t n = strlen(*out), k = sizeof thought - 1;
+        *in_thought = n >= k && !memcmp(*out + n - k, thought, k);
+    }
+    for (int32_t i = 0; msgs && roots && i < r->n_msgs; i++) {
+        free((void *)msgs[i].tool_calls);
+        cJSON_Delete(roots[i]);
+    }
+    free(msgs);
+    free(roots);
+    return rc;
 }
 
 /* Tokenize text (no BOS added) into a malloc'd array. 0 or an error in e. */
@@ -253,7 +301,8 @@ static int make_job(serve_server *sv, serve_kind kind, const serve_conn *cn, ser
     int rc = serve_request_parse(&r, kind, cn->body ? cn->body : "", cn->len, e);
     if (rc) return rc;
     char *text = NULL;
-    if (kind == SERVE_CHAT) rc = render_chat(&r, &text, e);
+    int32_t in_thought = 0;
+    if (kind == SERVE_CHAT) rc = render_chat(&r, &text, &in_thought, e);
     else if (asprintf(&text, "<bos>%s", r.prompt) < 0) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     int32_t *ids = NULL, n = 0;
     if (!rc) rc = tokenize(sv->tok, text, &ids, &n, e);
@@ -268,6 +317,7 @@ static int make_job(serve_server *sv, serve_kind kind, const serve_conn *cn, ser
     }
     j->ids = ids;
     j->n_ids = n;
+    j->in_thought = in_thought;
     j->head.kind = kind;
     j->head.created = (int64_t)time(NULL);
     j->head.model = sv->model_name;

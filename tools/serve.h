@@ -34,7 +34,9 @@ typedef enum { SERVE_CHAT = 0, SERVE_COMPLETION = 1 } serve_kind;
 /* One chat message as the client sent it (every string malloc'd, NULL when absent). */
 typedef struct {
     char *role;              /* system, developer, user, assistant, tool */
-    char *content;           /* text parts joined; NULL for an assistant turn of tool calls */
+    char *content;           /* a string content; NULL for parts or an assistant's tool calls */
+    char **parts;            /* [n_parts] content given as a list of text parts */
+    int32_t n_parts;
     char *reasoning_content; /* assistant: its thought ("reasoning" is taken too) */
     char *tool_calls;        /* assistant: the tool_calls array, as JSON text */
     char *tool_call_id;      /* tool: the call it answers */
@@ -138,7 +140,7 @@ typedef struct serve_job {
     serve_request req;
     int32_t *ids;             /* [n_ids] the prompt's tokens */
     int32_t n_ids;
-    int32_t chat_end;         /* whether the prompt ends with a generation prompt (chat) */
+    int32_t in_thought;       /* chat: the prompt opened the thought channel */
     serve_reply_head head;
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled when bytes arrive or the job ends */

@@ -157,15 +157,14 @@ static cJSON *parse_object(const char *body, size_t len, serve_error *e) {
 
 /* ---- chat messages ------------------------------------------------------------------------ */
 
-/* A message's content: a string, or a list of text parts (joined); NULL stays NULL. */
-static int message_content(const cJSON *v, char **out, const char *param, serve_error *e) {
+/* A message's content: a string (*out), or a list of text parts (*parts); null stays NULL. */
+static int message_content(const cJSON *v, serve_message *m, const char *param, serve_error *e) {
     if (!v || cJSON_IsNull(v)) return 0;
     if (cJSON_IsString(v)) {
-        if (!(*out = strdup(v->valuestring))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!(m->content = strdup(v->valuestring))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return 0;
     }
     if (!cJSON_IsArray(v)) return bad_field(e, param, "'%s' must be %s", "a string or a list of content parts");
-    size_t len = 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, v) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
@@ -176,18 +175,14 @@ static int message_content(const cJSON *v, char **out, const char *param, serve_
             return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
                                    "content parts of type '%.64s' are not supported (text only)", type->valuestring);
         if (!cJSON_IsString(text)) return bad_field(e, param, "'%s' must be %s", "a list of text parts with a 'text' string");
-        len += strlen(text->valuestring);
     }
-    char *s = malloc(len + 1), *p = s;
-    if (!s) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!(m->parts = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *m->parts)))
+        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     cJSON_ArrayForEach(part, v) {
-        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        size_t k = strlen(t);
-        memcpy(p, t, k);
-        p += k;
+        if (!(m->parts[m->n_parts] = strdup(cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring)))
+            return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        m->n_parts++;
     }
-    *p = 0;
-    *out = s;
     return 0;
 }
 
@@ -224,7 +219,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_message *out, serve_er
     if (!(out->role = strdup(role->valuestring))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     int rc;
     snprintf(param, sizeof param, "messages[%d].content", i);
-    if ((rc = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), &out->content, param, e))) return rc;
+    if ((rc = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), out, param, e))) return rc;
     int assistant = !strcmp(out->role, "assistant");
     if (assistant) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
@@ -238,7 +233,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_message *out, serve_er
         }
     }
     if ((rc = get_str(m, "tool_call_id", &out->tool_call_id, e)) || (rc = get_str(m, "name", &out->name, e))) return rc;
-    if (!out->content && !(assistant && out->tool_calls)) {
+    if (!out->content && !out->parts && !(assistant && out->tool_calls)) {
         snprintf(param, sizeof param, "messages[%d].content", i);
         return serve_error_set(e, 400, "invalid_request_error", param, "missing_field", "'%s' is required", param);
     }
@@ -437,6 +432,8 @@ void serve_request_free(serve_request *r) {
         serve_message *m = &r->msgs[i];
         free(m->role);
         free(m->content);
+        for (int32_t p = 0; p < m->n_parts; p++) free(m->parts[p]);
+        free(m->parts);
         free(m->reasoning_content);
         free(m->tool_calls);
         free(m->tool_call_id);

@@ -42,8 +42,13 @@ typedef struct {
     int32_t taken;         /* tokens this slot put in the current step */
     int32_t n_gen, cached;
     int64_t last_used;     /* step counter at release, for least-recently-used */
+    plume_chat_parser *cp; /* chat: generated text -> content, thought, tool calls */
+    int32_t n_calls;       /* tool calls delivered */
     char *text;            /* [text_len] the answer so far (non-streamed replies) */
     size_t text_len, text_cap;
+    char *thought;         /* [thought_len] its reasoning_content (non-streamed replies) */
+    size_t thought_len, thought_cap;
+    cJSON *calls;          /* its tool_calls (non-streamed replies) */
     cJSON *logprobs;       /* logprobs.content entries (non-streamed replies) */
 } serve_slot;
 
@@ -225,11 +230,15 @@ static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
     sl->smp = NULL;
     plume_stop_matcher_free(&sl->sm);
+    plume_chat_parser_free(sl->cp);
+    sl->cp = NULL;
     free(sl->text);
-    sl->text = NULL;
-    sl->text_len = sl->text_cap = 0;
+    free(sl->thought);
+    sl->text = sl->thought = NULL;
+    sl->text_len = sl->text_cap = sl->thought_len = sl->thought_cap = 0;
+    cJSON_Delete(sl->calls);
     cJSON_Delete(sl->logprobs);
-    sl->logprobs = NULL;
+    sl->calls = sl->logprobs = NULL;
     serve_job *j = sl->job;
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
@@ -247,9 +256,14 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     int rc = plume_session_rewind(sl->s, keep, err);
     if (!rc) rc = plume_sampler_new(&sl->smp, &j->req.sp, s->V, err);
     if (!rc) rc = plume_stop_matcher_init(&sl->sm, (const char *const *)j->req.stops, j->req.n_stops, err);
+    /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
+     * for every token as text */
+    int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
+    if (!rc && parse) rc = plume_chat_parser_new(&sl->cp, j->in_thought, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
-    plume_detok_stream_init(&sl->ds, s->tok, 1);
+    plume_detok_stream_init(&sl->ds, s->tok, !parse);
+    sl->n_calls = 0;
     sl->pos = keep;
     sl->cached = keep;
     sl->n_gen = 0;
@@ -288,28 +302,37 @@ static float logprob_top(const float *logits, int32_t V, int32_t id, int32_t n_t
     return logits[id] - lse;
 }
 
-/* Hand a piece of the answer (and its logprobs entry) to the client. */
-static void slot_emit(serve_slot *sl, const char *text, size_t n, cJSON *lp) {
+/* Append n bytes to a growing NUL-terminated string (dropped if out of memory). */
+static void text_append(char **buf, size_t *len, size_t *cap, const char *text, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *nb = realloc(*buf, c);
+        if (!nb) return;
+        *buf = nb;
+        *cap = c;
+    }
+    memcpy(*buf + *len, text, n);
+    *len += n;
+    (*buf)[*len] = 0;
+}
+
+/* Hand a piece of the answer, or of its thought (reasoning), with the token's logprobs entry
+ * (may be NULL) to the client. */
+static void slot_emit_text(serve_slot *sl, int reasoning, const char *text, size_t n, cJSON *lp) {
     serve_job *j = sl->job;
     if (!j->req.stream) {
-        if (sl->text_len + n + 1 > sl->text_cap) {
-            size_t cap = sl->text_cap ? sl->text_cap * 2 : 256;
-            while (cap < sl->text_len + n + 1) cap *= 2;
-            char *nb = realloc(sl->text, cap);
-            if (!nb) { cJSON_Delete(lp); return; }
-            sl->text = nb;
-            sl->text_cap = cap;
-        }
-        memcpy(sl->text + sl->text_len, text, n);
-        sl->text_len += n;
-        sl->text[sl->text_len] = 0;
+        if (reasoning) text_append(&sl->thought, &sl->thought_len, &sl->thought_cap, text, n);
+        else text_append(&sl->text, &sl->text_len, &sl->text_cap, text, n);
         if (lp && sl->logprobs) cJSON_AddItemToArray(sl->logprobs, lp);
         else cJSON_Delete(lp);
         return;
     }
     if (!n && !lp) return;
     char *piece = strndup(text, n);
-    serve_delta d = {.content = piece ? piece : ""};
+    serve_delta d = {0};
+    if (reasoning) d.reasoning = piece ? piece : "";
+    else d.content = piece ? piece : "";
     if (lp) {
         d.logprobs = cJSON_CreateArray();
         cJSON_AddItemToArray(d.logprobs, lp);
@@ -318,20 +341,91 @@ static void slot_emit(serve_slot *sl, const char *text, size_t n, cJSON *lp) {
     free(piece);
 }
 
+/* Hand answer text to the client. */
+static void slot_emit(serve_slot *sl, const char *text, size_t n, cJSON *lp) {
+    slot_emit_text(sl, 0, text, n, lp);
+}
+
+/* Hand a complete tool call to the client: OpenAI's {"id", "type": "function", "function":
+ * {"name", "arguments"}} (with "index" when streamed). */
+static void slot_emit_call(serve_slot *sl, const char *name, const char *arguments) {
+    serve_job *j = sl->job;
+    cJSON *c = cJSON_CreateObject(), *f;
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%d", strchr(j->head.id, '-') ? strchr(j->head.id, '-') + 1 : j->head.id, sl->n_calls);
+    if (j->req.stream) cJSON_AddNumberToObject(c, "index", sl->n_calls);
+    cJSON_AddStringToObject(c, "id", id);
+    cJSON_AddStringToObject(c, "type", "function");
+    if ((f = cJSON_AddObjectToObject(c, "function"))) {
+        cJSON_AddStringToObject(f, "name", name ? name : "");
+        cJSON_AddStringToObject(f, "arguments", arguments ? arguments : "{}");
+    }
+    sl->n_calls++;
+    if (!j->req.stream) {
+        if (!sl->calls) sl->calls = cJSON_CreateArray();
+        cJSON_AddItemToArray(sl->calls, c);
+        return;
+    }
+    serve_delta d = {.tool_calls = cJSON_CreateArray()};
+    cJSON_AddItemToArray(d.tool_calls, c);
+    job_event(j, serve_json_chunk(&j->head, &d));
+}
+
+/* Deliver the chat parser's deltas: content through the stop matcher, thought as reasoning,
+ * tool calls. *lp (the token's logprobs entry) goes with the first text. 1 when a stop
+ * string completed, else 0. */
+static int slot_deltas(serve_slot *sl, const plume_chat_delta *dl, int32_t n, cJSON **lp) {
+    for (int32_t i = 0; i < n; i++) {
+        if (dl[i].type == PLUME_CHAT_TOOL_CALL) {
+            slot_emit_call(sl, dl[i].name, dl[i].arguments);
+        } else if (dl[i].type == PLUME_CHAT_REASONING) {
+            slot_emit_text(sl, 1, dl[i].text, dl[i].len, *lp);
+            *lp = NULL;
+        } else {
+            const char *emit;
+            size_t n_emit;
+            int hit = plume_stop_matcher_feed(&sl->sm, dl[i].text, dl[i].len, &emit, &n_emit);
+            slot_emit(sl, emit, n_emit, *lp);
+            *lp = NULL;
+            if (hit) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether a special token's text is one the chat parser reads (the others are dropped). */
+static int parser_marker(const char *piece) {
+    static const char *const marks[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|\"|>",
+                                        "<turn|>", "<eos>", "<|tool_response>"};
+    for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
+        if (!strcmp(piece, marks[i])) return 1;
+    return 0;
+}
+
 /* The answer is over: flush what the detokenizer and the stop matcher hold, send the end
  * (final chunk, usage, [DONE]; or the whole reply) and free the slot. */
 static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int hit) {
     serve_job *j = sl->job;
-    const char *emit;
-    size_t n_emit;
+    const char *emit = "";
+    size_t n_emit = 0;
     if (!hit) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
-        slot_emit(sl, emit, n_emit, NULL);
-        n_emit = plume_stop_matcher_flush(&sl->sm, &emit);
+        if (sl->cp) {
+            const plume_chat_delta *dl;
+            int32_t nd = 0;
+            cJSON *none = NULL;
+            if (k > 0 && plume_chat_parser_feed(sl->cp, piece, (size_t)k, &dl, &nd) >= 0) hit = slot_deltas(sl, dl, nd, &none);
+            if (!hit && plume_chat_parser_flush(sl->cp, &dl, &nd) == 0) hit = slot_deltas(sl, dl, nd, &none);
+        } else {
+            hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+            slot_emit(sl, emit, n_emit, NULL);
+        }
+        if (hit) reason = "stop";
+        n_emit = hit ? 0 : plume_stop_matcher_flush(&sl->sm, &emit);
         slot_emit(sl, emit, n_emit, NULL);
     }
+    if (sl->n_calls > 0 && !strcmp(reason, "stop")) reason = "tool_calls";
     serve_usage u = {.prompt = j->n_ids, .completion = sl->n_gen, .cached = sl->cached};
     if (j->req.stream) {
         serve_delta d = {.finish_reason = reason};
@@ -342,9 +436,10 @@ static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int 
         }
         job_finish(j, 200, strdup("data: [DONE]\n\n"));
     } else {
-        serve_delta d = {.content = sl->text ? sl->text : "", .finish_reason = reason, .usage = &u,
-                         .logprobs = sl->logprobs};
-        sl->logprobs = NULL;
+        serve_delta d = {.content = sl->text ? sl->text : "", .reasoning = sl->thought, .tool_calls = sl->calls,
+                         .finish_reason = reason, .usage = &u, .logprobs = sl->logprobs};
+        if (sl->calls && (!sl->text || !*sl->text)) d.content = NULL;
+        sl->logprobs = sl->calls = NULL;
         job_finish(j, 200, serve_json_final(&j->head, &d));
     }
     slot_release(s, sl);
@@ -384,9 +479,20 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     const char *emit;
     size_t n_emit;
     int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
-    int hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
-    slot_emit(sl, emit, n_emit, lp);
+    int hit = 0, ended = 0;
+    if (sl->cp) {
+        if (k > 0 && plume_token_is_special(s->tok, id) && !parser_marker(piece)) k = 0;
+        const plume_chat_delta *dl;
+        int32_t nd = 0;
+        ended = plume_chat_parser_feed(sl->cp, piece, k > 0 ? (size_t)k : 0, &dl, &nd);
+        if (ended >= 0) hit = slot_deltas(sl, dl, nd, &lp);
+        if (lp) slot_emit(sl, "", 0, lp); /* the token gave no text yet */
+    } else {
+        hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+        slot_emit(sl, emit, n_emit, lp);
+    }
     if (hit) slot_finish(s, sl, "stop", 1);
+    else if (ended == 1) slot_finish(s, sl, "stop", 0);
     else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) ||
              plume_session_n_past(sl->s) >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, "length", 0);
