@@ -321,6 +321,61 @@ static void test_stream_equals_plain(void) {
           completion, n_events);
 }
 
+/* Tools, tool calls, tool replies and thinking render (the prompt grows by the tool
+ * declarations; tool_choice none drops them); the answer, whatever the random model writes,
+ * comes back well formed, with the thought as reasoning_content. */
+static void test_tools_and_thinking(void) {
+    char out[65536], body[4096];
+    const char *msgs =
+        "\"messages\": [{\"role\": \"user\", \"content\": \"weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null,"
+        " \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\","
+        " \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"sunny\"}]";
+    const char *tools = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"the weather\","
+                        " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]";
+    int p[3] = {0}, c, t, k;
+    const char *extra[3] = {"", ", \"tool_choice\": \"none\"", ", \"tool_choice\": \"auto\""};
+    for (int i = 0; i < 3; i++) {
+        snprintf(body, sizeof body, "{%s%s%s%s, \"max_tokens\": 8, \"reasoning_effort\": \"high\"}", msgs, i ? ", " : "",
+                 i ? tools : "", extra[i]);
+        int st = post(&A, out, sizeof out, "/v1/chat/completions", body);
+        cJSON *root = cJSON_Parse(out);
+        cJSON *msg = dig(root, "choices", 0, "message"), *fr = dig(root, "choices", 0, "finish_reason");
+        CHECK(st == 200 && usage_of(root, &p[i], &c, &t, &k) == 0 && cJSON_IsObject(msg), "tools %d: %d %s", i, st, out);
+        CHECK(cJSON_IsString(fr) && (!strcmp(fr->valuestring, "stop") || !strcmp(fr->valuestring, "length") ||
+                                     !strcmp(fr->valuestring, "tool_calls")),
+              "finish_reason: %s", out);
+        /* after a tool reply with thinking on, the prompt opens the thought: text is reasoning */
+        cJSON *rc = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content");
+        CHECK(c == 0 || cJSON_IsString(rc) || cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), "no reasoning_content: %s", out);
+        cJSON_Delete(root);
+    }
+    CHECK(p[0] > 10 && p[1] == p[0] && p[2] > p[0] + 10, "prompt tokens: no tools %d, none %d, auto %d", p[0], p[1], p[2]);
+    snprintf(body, sizeof body,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\","
+             " \"function\": {\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}");
+    int st = post(&A, out, sizeof out, "/v1/chat/completions", body);
+    CHECK(st == 400 && is_error(out, NULL) && strstr(out, "arguments"), "bad arguments: %d %s", st, out);
+    /* thinking on without tools: the system turn carries <|think|> */
+    int q[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"think\"}], \"max_tokens\": 4%s}",
+                 i ? ", \"chat_template_kwargs\": {\"enable_thinking\": true}" : "");
+        post(&A, out, sizeof out, "/v1/chat/completions", body);
+        cJSON *root = cJSON_Parse(out);
+        usage_of(root, &q[i], &c, &t, &k);
+        cJSON_Delete(root);
+    }
+    int want = count_tokens("<bos><|turn>system\\n<|think|>\\n<turn|>\\n<|turn>user\\nthink<turn|>\\n<|turn>model\\n");
+    CHECK(q[0] > 0 && q[1] == want && q[1] > q[0], "thinking prompt %d tokens, want %d (without: %d)", q[1], want, q[0]);
+    /* the parsed path streams well-formed chunks too */
+    st = http(&A, out, sizeof out, "/v1/chat/completions", "-N -d '{\"messages\": [{\"role\": \"user\", \"content\": \"s\"}],"
+              " \"max_tokens\": 20, \"seed\": 3, \"stream\": true}'");
+    char content[8192], finish[32];
+    int completion, n_events;
+    int rc = read_stream(out, content, sizeof content, finish, &completion, &n_events);
+    CHECK(st == 200 && rc == 0 && *finish, "parsed stream (%d): %s", rc, out);
+}
+
 static void test_completions_stop(void) {
     char out[65536];
     const char *body = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0, \"ignore_eos\": true}";
@@ -569,6 +624,7 @@ int main(void) {
     RUN(test_chat_reply_and_usage);
     RUN(test_stream_equals_plain);
     RUN(test_completions_stop);
+    RUN(test_tools_and_thinking);
     RUN(test_logprobs);
     RUN(test_growing_conversation_reuses_cache);
     RUN(test_deterministic_amid_others);
