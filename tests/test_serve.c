@@ -608,6 +608,21 @@ static void test_sigterm_and_slot_save(void) {
     CHECK(server_stop(&C, &secs) == 0, "second stop");
 }
 
+static void test_flags(void) {
+    char out[8192];
+    int st = t_sh(out, sizeof out, "%s/plume serve --help", t_build());
+    CHECK(st == 0 && strstr(out, "usage: plume serve") && strstr(out, "--parallel"), "--help: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume serve -m %s --parallel 0", t_build(), bundle);
+    CHECK(st == 2 && strstr(out, "--parallel"), "bad value: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume serve -m %s --frobnicate 1", t_build(), bundle);
+    CHECK(st == 2 && strstr(out, "unknown option '--frobnicate'"), "unknown flag: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume serve -m %s --host localhost", t_build(), bundle);
+    CHECK(st == 1 && strstr(out, "numeric"), "host name: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume serve -m %s/nothing-here", t_build(), tmp);
+    CHECK(st == 1 && strstr(out, "plume:"), "no bundle: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "%s/plume --help", t_build()) == 0 && strstr(out, "serve"), "plume --help lists serve");
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     tmp = t_tmpdir("serve");
@@ -619,6 +634,7 @@ int main(void) {
         printf("FAIL test_serve: the server did not start (log: %s)\n", A.log);
         return 1;
     }
+    RUN(test_flags);
     RUN(test_health_models_page);
     RUN(test_errors);
     RUN(test_chat_reply_and_usage);
