@@ -699,6 +699,7 @@ static int open_model(serve_server *sv) {
     return 0;
 }
 
+/* `plume serve`: open the model, listen, wait for SIGINT/SIGTERM, shut down in order. */
 int cmd_serve(int argc, char **argv) {
     serve_server *sv = calloc(1, sizeof *sv);
     if (!sv) return cli_error("out of memory");

@@ -33,6 +33,7 @@ static char *error_json(const char *msg, const char *type, const char *param, co
     return s;
 }
 
+/* Fill an error: status and the OpenAI error JSON of a formatted message. */
 int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
                     const char *fmt, ...) {
     char msg[1024];
@@ -46,6 +47,7 @@ int serve_error_set(serve_error *e, int32_t status, const char *type, const char
     return status;
 }
 
+/* Free an error's body (the struct may be reused). */
 void serve_error_free(serve_error *e) {
     free(e->body);
     e->body = NULL;
@@ -59,6 +61,7 @@ static int bad_field(serve_error *e, const char *param, const char *fmt, const c
 
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
 
+/* Strict UTF-8 check: no overlongs, surrogates or code points past U+10FFFF. */
 int serve_utf8_valid(const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
@@ -412,6 +415,7 @@ static int parse_completion(const cJSON *root, serve_request *r, serve_error *e)
     return 0;
 }
 
+/* Parse a /v1/chat/completions or /v1/completions body into r (freed again on error). */
 int serve_request_parse(serve_request *r, serve_kind kind, const char *body, size_t len, serve_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -427,6 +431,7 @@ int serve_request_parse(serve_request *r, serve_kind kind, const char *body, siz
     return rc;
 }
 
+/* Free every string of a parsed request. */
 void serve_request_free(serve_request *r) {
     for (int32_t i = 0; i < r->n_msgs; i++) {
         serve_message *m = &r->msgs[i];
@@ -448,6 +453,7 @@ void serve_request_free(serve_request *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Refuse a prompt that fills the context, or max_tokens that would pass it. */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
     if (n_prompt >= n_ctx)
         return serve_error_set(e, 400, "invalid_request_error", "messages", "context_length_exceeded",
@@ -464,6 +470,7 @@ int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serv
 
 /* ---- tokenize / detokenize ------------------------------------------------------------------ */
 
+/* Parse a /tokenize body. */
 int serve_tokenize_parse(const char *body, size_t len, char **content, int32_t *add_special, serve_error *e) {
     *content = NULL;
     *add_special = 0;
@@ -477,6 +484,7 @@ int serve_tokenize_parse(const char *body, size_t len, char **content, int32_t *
     return rc;
 }
 
+/* Parse a /detokenize body, checking every id against the vocabulary. */
 int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n,
                            serve_error *e) {
     *ids = NULL;
@@ -511,6 +519,7 @@ int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
+/* The usage object of a reply. */
 cJSON *serve_json_usage(const serve_usage *u) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "prompt_tokens", u->prompt);
@@ -536,6 +545,7 @@ static cJSON *logprob_item(const plume_tokenizer *tok, int32_t id, float lp) {
     return o;
 }
 
+/* One logprobs.content entry with its alternatives. */
 cJSON *serve_json_logprob(const plume_tokenizer *tok, int32_t id, float logprob, const int32_t *top_ids,
                           const float *top_lps, int32_t n_top) {
     cJSON *o = logprob_item(tok, id, logprob);
@@ -580,6 +590,7 @@ static char *print_free(cJSON *root) {
     return s;
 }
 
+/* One streamed chunk: a delta, the finish reason, or the usage alone. */
 char *serve_json_chunk(const serve_reply_head *h, serve_delta *d) {
     int chat = h->kind == SERVE_CHAT;
     cJSON *root = reply_root(h, chat ? "chat.completion.chunk" : "text_completion");
@@ -610,6 +621,7 @@ char *serve_json_chunk(const serve_reply_head *h, serve_delta *d) {
     return print_free(root);
 }
 
+/* The whole reply of a non-streamed request. */
 char *serve_json_final(const serve_reply_head *h, serve_delta *d) {
     int chat = h->kind == SERVE_CHAT;
     cJSON *root = reply_root(h, chat ? "chat.completion" : "text_completion");

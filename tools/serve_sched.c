@@ -71,6 +71,7 @@ struct serve_sched {
 
 /* ---- jobs ---------------------------------------------------------------------------------- */
 
+/* A job taking over req, with one reference. */
 serve_job *serve_job_new(serve_request *req) {
     serve_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -83,6 +84,7 @@ serve_job *serve_job_new(serve_request *req) {
     return j;
 }
 
+/* Drop a reference; the last one frees the job. */
 void serve_job_unref(serve_job *j) {
     if (!j) return;
     pthread_mutex_lock(&j->mu);
@@ -97,6 +99,7 @@ void serve_job_unref(serve_job *j) {
     free(j);
 }
 
+/* Mark the job cancelled: the scheduler frees its slot at the next step. */
 void serve_job_cancel(serve_job *j) {
     pthread_mutex_lock(&j->mu);
     j->cancelled = 1;
@@ -629,6 +632,7 @@ static void *sched_main(void *arg) {
 
 /* ---- public ------------------------------------------------------------------------------ */
 
+/* Open the slots and the batch, start the scheduler thread. */
 int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params *p, char **err) {
     *out = NULL;
     serve_sched *s = calloc(1, sizeof *s);
@@ -661,6 +665,7 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
     return 0;
 }
 
+/* Queue a job unless stopping or full (idle slots + queue_max). */
 int serve_sched_submit(serve_sched *s, serve_job *j) {
     pthread_mutex_lock(&s->mu);
     int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
@@ -682,6 +687,7 @@ int serve_sched_submit(serve_sched *s, serve_job *j) {
     return rc;
 }
 
+/* A consistent copy of the figures for /metrics. */
 void serve_sched_stats(serve_sched *s, serve_stats *st) {
     pthread_mutex_lock(&s->mu);
     *st = s->st;
@@ -691,6 +697,7 @@ void serve_sched_stats(serve_sched *s, serve_stats *st) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Stop the thread: every queued and running job ends with a 503. */
 void serve_sched_stop(serve_sched *s) {
     if (!s || !s->started) return;
     pthread_mutex_lock(&s->mu);
@@ -701,6 +708,7 @@ void serve_sched_stop(serve_sched *s) {
     s->started = 0;
 }
 
+/* Save the slots (--slot-save), free them, the batch and the scheduler. */
 void serve_sched_free(serve_sched *s) {
     if (!s) return;
     serve_sched_stop(s);
