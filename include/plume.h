@@ -166,7 +166,7 @@ typedef struct {
 
 /* A parser for one generation. in_thought: the prompt already opened the thought channel
  * (the template ends with "<|channel>thought\n" after a tool response when thinking is on).
- * 0 or PLUME_ENOMEM. */
+ * 0, PLUME_EINVAL (p is NULL) or PLUME_ENOMEM. */
 int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err);
 /* Free the parser. NULL is a no-op. */
 void plume_chat_parser_free(plume_chat_parser *p);

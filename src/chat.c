@@ -618,21 +618,61 @@ static void put_argument(chat_buf *b, const jv *v, int escape_keys) {
     }
 }
 
-/* The template's `required:[<|"|>a<|"|>,<|"|>b<|"|>]` list (str() of each item). Only an
- * array is accepted (Jinja would iterate a string's characters or an object's keys). */
-static void put_required(render *r, const jv *req, const char *where) {
-    if (req->type != JV_ARR) {
-        render_fail(r, "%s: \"required\" is not an array", where);
+/* Python's `for x in v`: an array's items, an object's keys, a string's characters. Returns
+ * the count, or -1 if v is not iterable (a number, true, false, null). */
+static int32_t jv_iter_count(const jv *v) {
+    if (v->type == JV_ARR || v->type == JV_OBJ) return v->n;
+    if (v->type != JV_STR) return -1;
+    int32_t n = 0;
+    for (size_t i = 0; i < v->len; i++) n += ((unsigned char)v->s[i] & 0xc0) != 0x80;
+    return n;
+}
+
+/* Item i of `for x in v` (i < jv_iter_count(v)); a character is made in *tmp, which then
+ * points into v. */
+static const jv *jv_iter_item(const jv *v, int32_t i, jv *tmp) {
+    if (v->type == JV_ARR) return &v->items[i];
+    if (v->type == JV_OBJ) return &v->keys[i];
+    size_t at = 0;
+    for (int32_t k = 0; k <= i; k++) {
+        if (k) at++;
+        while (at < v->len && ((unsigned char)v->s[at] & 0xc0) == 0x80) at++;
+    }
+    size_t end = at + 1;
+    while (end < v->len && ((unsigned char)v->s[end] & 0xc0) == 0x80) end++;
+    memset(tmp, 0, sizeof *tmp);
+    tmp->type = JV_STR;
+    tmp->s = v->s + at;
+    tmp->len = end - at;
+    return tmp;
+}
+
+/* The template's list of names, [<|"|>a<|"|>,<|"|>b<|"|>] (str() of each item, upper-cased
+ * for a `type` list), over what `for x in v` gives; a value Python cannot iterate is an
+ * error, as it is for Jinja. */
+static void put_name_list(render *r, const jv *v, int upper, const char *field, const char *where) {
+    int32_t n = jv_iter_count(v);
+    if (n < 0) {
+        render_fail(r, "%s: \"%s\" is not a list", where, field);
         return;
     }
-    buf_puts(&r->b, "required:[");
-    for (int32_t i = 0; i < req->n; i++) {
+    buf_put(&r->b, "[", 1);
+    for (int32_t i = 0; i < n; i++) {
+        jv tmp;
+        const jv *it = jv_iter_item(v, i, &tmp);
         if (i) buf_put(&r->b, ",", 1);
         buf_puts(&r->b, "<|\"|>");
-        buf_put_pystr(&r->b, &req->items[i], 0);
+        if (upper) buf_put_pyupper(&r->b, it);
+        else buf_put_pystr(&r->b, it, 0);
         buf_puts(&r->b, "<|\"|>");
     }
     buf_put(&r->b, "]", 1);
+}
+
+/* The template's required:[<|"|>a<|"|>,...]. */
+static void put_required(render *r, const jv *req, const char *where) {
+    buf_puts(&r->b, "required:");
+    put_name_list(r, req, 0, "required", where);
 }
 
 /* The separator logic the template repeats before each field: a comma from the second field
@@ -668,18 +708,8 @@ static void put_items(render *r, const jv *items, const char *where) {
             buf_puts(&r->b, "<|\"|>");
         } else if (!strcmp(k->s, "type")) {
             /* type:{{ format_argument(item_value | map('upper') | list) }} */
-            if (v->type != JV_ARR) {
-                render_fail(r, "%s: items \"type\" is neither a string nor an array", where);
-                break;
-            }
-            buf_puts(&r->b, "type:[");
-            for (int32_t t = 0; t < v->n; t++) {
-                if (t) buf_put(&r->b, ",", 1);
-                buf_puts(&r->b, "<|\"|>");
-                buf_put_pyupper(&r->b, &v->items[t]);
-                buf_puts(&r->b, "<|\"|>");
-            }
-            buf_put(&r->b, "]", 1);
+            buf_puts(&r->b, "type:");
+            put_name_list(r, v, 1, "type", where);
         } else {
             buf_put(&r->b, k->s, k->len);
             buf_put(&r->b, ":", 1);

@@ -17,9 +17,13 @@
 /* Format the message into *err unless a message is already there (the first one wins). */
 int plume_fail(char **err, int code, const char *fmt, ...) {
     if (!err || *err) return code;
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0) *err = NULL;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap); /* vasprintf is a GNU/BSD extension */
+    *err = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (*err) vsnprintf(*err, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
     va_end(ap);
     return code;
 }
@@ -107,8 +111,8 @@ int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
 }
 
 int plume_write_file_atomic(const char *path, const void *buf, size_t len, char **err) {
-    char *tmp = NULL;
-    if (asprintf(&tmp, "%s.tmp", path) < 0) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    char *tmp = plume_sprintf("%s.tmp", path);
+    if (!tmp) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
@@ -136,11 +140,19 @@ int plume_write_file_atomic(const char *path, const void *buf, size_t len, char 
     return 0;
 }
 
-char *plume_path_join(const char *a, const char *b) {
-    char *s = NULL;
-    if (asprintf(&s, "%s/%s", a, b) < 0) return NULL;
+char *plume_sprintf(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *s = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    va_end(ap);
     return s;
 }
+
+char *plume_path_join(const char *a, const char *b) { return plume_sprintf("%s/%s", a, b); }
 
 int plume_file_exists(const char *path) {
     struct stat st;

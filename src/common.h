@@ -83,6 +83,8 @@ int plume_read_file(const char *path, char **buf, size_t *len, char **err);
 /* Write buf to path through path.tmp + fsync + rename. */
 int plume_write_file_atomic(const char *path, const void *buf, size_t len, char **err);
 /* a + "/" + b, malloc'd (NULL on out of memory). */
+/* A malloc'd formatted string (asprintf is not in POSIX), or NULL when out of memory. */
+char *plume_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);

@@ -215,9 +215,22 @@ static int identity(plume_model *m, char **err) {
 
 /* ---- prefault ------------------------------------------------------------------------- */
 
+/* Linux fills the page tables on request (MADV_POPULATE_READ, 5.14+; older kernels refuse
+ * the flag, which is harmless); elsewhere the portable hint that the pages will be read. */
+#if defined(__linux__) && !defined(PLUME_PORTABLE)
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
+#endif
+
+/* Ask the system to map n bytes at p for reading (a hint: errors are ignored). */
+static void prefault_range(void *p, size_t n) {
+#if defined(__linux__) && !defined(PLUME_PORTABLE)
+    madvise(p, n, MADV_POPULATE_READ);
+#else
+    posix_madvise(p, n, POSIX_MADV_WILLNEED);
+#endif
+}
 
 /* Map the page tables of the weights every step reads (chunks, token rows used as the head,
  * the PLE projection), so that the first steps do not pay ~300k page faults. It runs beside
@@ -228,7 +241,7 @@ static void *prefault_main(void *arg) {
     plume_map *maps[] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
                          m->c.head_sidecar ? &m->embed_q8 : NULL};
     for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
-        if (maps[i] && maps[i]->data) madvise((void *)maps[i]->data, maps[i]->size, MADV_POPULATE_READ);
+        if (maps[i] && maps[i]->data) prefault_range((void *)maps[i]->data, maps[i]->size);
     return NULL;
 }
 

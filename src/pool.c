@@ -1,16 +1,29 @@
 /* pool.c -- the thread pool: one atomic word per loop (generation, open flag, members),
  * dynamic chunks, spin first (the loops of one step come back to back), sleep when idle
- * (between steps the workers must not eat the CPU). */
+ * (between steps the workers must not eat the CPU): on a futex on Linux, elsewhere on what the
+ * system has (see gen_wait). */
 #include "pool.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+
+/* How a sleeping worker waits for the next loop, chosen at compile time: the futex on Linux;
+ * os_sync_wait_on_address on macOS 14.4+; a mutex and condition variable elsewhere (and on
+ * Linux with PLUME_PORTABLE, so that the fallback is tested). */
+#if defined(__linux__) && !defined(PLUME_PORTABLE)
+#define POOL_WAIT_FUTEX 1
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#elif defined(__APPLE__) && !defined(PLUME_PORTABLE) && defined(__has_include)
+#if __has_include(<os/os_sync_wait_on_address.h>)
+#define POOL_WAIT_OS_SYNC 1
+#include <os/os_sync_wait_on_address.h>
+#endif
+#endif
 
 #define SPIN_ITERS 20000 /* about tens of microseconds before a worker sleeps */
 
@@ -22,10 +35,12 @@ struct plume_pool {
     int32_t n;
     pthread_t *threads;
     _Atomic uint64_t state;
-    _Atomic uint32_t gen;      /* the futex word: the generation of the newest loop */
+    _Atomic uint32_t gen;      /* the word sleepers wait on: the generation of the newest loop */
     _Atomic int32_t sleepers;
     _Atomic int32_t stop;
     atomic_flag busy;          /* a caller owns the pool (sessions on other threads run alone) */
+    pthread_mutex_t mu;        /* the portable wait: sleepers wait on cv while gen is unchanged */
+    pthread_cond_t cv;
     /* the current loop */
     plume_pool_fn fn;
     void *ctx;
@@ -33,14 +48,59 @@ struct plume_pool {
     _Atomic int64_t next;
 };
 
-/* Sleep while *addr == val. */
-static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+/* ---- sleep and wake -------------------------------------------------------------------- */
+
+/* The portable wait: under the mutex, sleep while p->gen == val. A waker changes gen before
+ * it takes the mutex to broadcast, so a sleeper either sees the new gen or is woken. */
+static void cond_wait_gen(plume_pool *p, uint32_t val) {
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->gen) == val && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
 }
 
-/* Wake every sleeper on addr. */
-static void futex_wake_all(_Atomic uint32_t *addr) {
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+/* Wake every sleeper of the portable wait. */
+static void cond_wake_all(plume_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Sleep while p->gen == val (or until a wake). */
+static void gen_wait(plume_pool *p, uint32_t val) {
+#if defined(POOL_WAIT_FUTEX)
+    syscall(SYS_futex, (uint32_t *)&p->gen, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#elif defined(POOL_WAIT_OS_SYNC)
+    if (__builtin_available(macOS 14.4, *))
+        os_sync_wait_on_address((void *)&p->gen, val, 4, OS_SYNC_WAIT_ON_ADDRESS_NONE);
+    else
+        cond_wait_gen(p, val);
+#else
+    cond_wait_gen(p, val);
+#endif
+}
+
+/* Wake every sleeper on p->gen. */
+static void gen_wake_all(plume_pool *p) {
+#if defined(POOL_WAIT_FUTEX)
+    syscall(SYS_futex, (uint32_t *)&p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+#elif defined(POOL_WAIT_OS_SYNC)
+    if (__builtin_available(macOS 14.4, *))
+        os_sync_wake_by_address_all((void *)&p->gen, 4, OS_SYNC_WAKE_BY_ADDRESS_NONE);
+    else
+        cond_wake_all(p);
+#else
+    cond_wake_all(p);
+#endif
+}
+
+const char *plume_pool_wait_kind(void) {
+#if defined(POOL_WAIT_FUTEX)
+    return "futex";
+#elif defined(POOL_WAIT_OS_SYNC)
+    return "os_sync";
+#else
+    return "condvar";
+#endif
 }
 
 /* A CPU hint inside spin loops. */
@@ -91,7 +151,7 @@ static void *worker(void *argp) {
                 continue;
             }
             atomic_fetch_add(&p->sleepers, 1);
-            futex_wait(&p->gen, seen);
+            gen_wait(p, seen);
             atomic_fetch_sub(&p->sleepers, 1);
             spins = 0;
         }
@@ -109,6 +169,8 @@ plume_pool *plume_pool_new(int32_t n) {
     plume_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     atomic_flag_clear(&p->busy);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
     p->n = n;
     p->threads = calloc((size_t)n, sizeof *p->threads);
     if (!p->threads) { free(p); return NULL; }
@@ -128,8 +190,10 @@ void plume_pool_free(plume_pool *p) {
     if (!p) return;
     atomic_store(&p->stop, 1);
     atomic_fetch_add(&p->gen, 1);
-    futex_wake_all(&p->gen);
+    gen_wake_all(p);
     for (int32_t i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
     free(p->threads);
     free(p);
 }
@@ -154,7 +218,7 @@ void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, v
     uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->state, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&p->gen, gen, memory_order_release);
-    if (atomic_load(&p->sleepers) > 0) futex_wake_all(&p->gen);
+    if (atomic_load(&p->sleepers) > 0) gen_wake_all(p);
     take_chunks(p, 0);
     /* Close: late workers no longer join; wait for the members still inside. */
     atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);

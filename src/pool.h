@@ -21,6 +21,9 @@ int32_t plume_pool_size(const plume_pool *p);
  * joins in time; returns when all items are done. */
 void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx);
 
+/* How idle workers sleep in this build: "futex", "os_sync" or "condvar" (the portable one). */
+const char *plume_pool_wait_kind(void);
+
 /* The number of physical cores (falls back to online CPUs). */
 int32_t plume_physical_cores(void);
 

@@ -202,7 +202,7 @@ int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err) {
     memset(w, 0, sizeof *w);
     w->align = align ? align : 1;
     w->path = strdup(path);
-    if (!w->path || asprintf(&w->tmp, "%s.tmp", path) < 0) {
+    if (!w->path || !(w->tmp = plume_sprintf("%s.tmp", path))) {
         w->tmp = NULL;
         return plume_fail(err, PLUME_ENOMEM, "out of memory");
     }

@@ -54,7 +54,9 @@ static const char *t_build(void) {
 static char *t_tmpdir(const char *tag) {
     const char *base = getenv("TMPDIR");
     char *p = NULL;
-    if (asprintf(&p, "%s/plume-test-%s-XXXXXX", base && *base ? base : "/tmp", tag) < 0) return NULL;
+    size_t n = strlen(base && *base ? base : "/tmp") + strlen(tag) + 32;
+    if (!(p = malloc(n))) return NULL;
+    snprintf(p, n, "%s/plume-test-%s-XXXXXX", base && *base ? base : "/tmp", tag);
     if (!mkdtemp(p)) { free(p); return NULL; }
     return p;
 }

@@ -496,7 +496,7 @@ static void test_render_ex_errors(void) {
         {{.role = "user"}, "[{\"type\":\"function\"}]", "tools[0]: no \"function\""},
         {{.role = "user"}, "[{\"function\":{\"description\":\"x\"}}]", "tools[0]: \"function\" has no string \"name\""},
         {{.role = "user"}, "[{\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":[1]}}}]", "\"properties\" is not an object"},
-        {{.role = "user"}, "[{\"function\":{\"name\":\"f\",\"parameters\":{\"required\":\"a\"}}}]", "\"required\" is not an array"},
+        {{.role = "user"}, "[{\"function\":{\"name\":\"f\",\"parameters\":{\"required\":3}}}]", "\"required\" is not a list"},
         {{.role = "user"}, "[\"\\ud800\"]", "unpaired UTF-16 surrogate"},
         {{.role = "user"}, "[\"a\\u0000\"]", "\\u0000"},
         {{.role = "user"}, "[1] x", "text after the value"},

@@ -280,6 +280,7 @@ static void test_parser_errors(void) {
     free(err);
 }
 
+/* Every parser test; the exit status says whether all passed. */
 int main(void) {
     RUN(test_plain);
     RUN(test_thought_then_content);

@@ -958,6 +958,13 @@ static void test_real_chat_cases(void) {
     jl_free(cases);
 }
 
+/* Whether s[0..n) contains the 3 bytes of U+2581 (memmem is a GNU extension). */
+static int has_u2581(const char *s, size_t n) {
+    for (size_t i = 0; i + 3 <= n; i++)
+        if (!memcmp(s + i, U2581, 3)) return 1;
+    return 0;
+}
+
 /* decode(encode(text)) == text for every golden text without a literal U+2581; the
  * streaming decoder agrees. */
 static void test_real_round_trip(void) {
@@ -967,7 +974,7 @@ static void test_real_round_trip(void) {
     for (int i = 0; cases && cases[i]; i++) {
         size_t len, sl = 0;
         const char *text = jl_string(cases[i], "text", &len);
-        if (!text || memmem(text, len, U2581, 3)) continue;
+        if (!text || has_u2581(text, len)) continue;
         int32_t ni;
         int64_t dl;
         int32_t *ids = encode(g_real_bin, text, len, &ni);

@@ -13,7 +13,7 @@
 
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
-    "                   [--int8-prefill] [--history N]\n"
+    "                   [--int8-prefill] [--history N] [--batch 1,2,4,8]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming 1 GiB, and decode speed over the bandwidth limit (bytes of weights a\n"
@@ -107,13 +107,54 @@ static stat3 summarize(double *v, int n) {
     return s;
 }
 
+/* ---- continuous batching --------------------------------------------------------------- */
+
+/* Aggregate decode tok/s of n sessions each decoding n_gen tokens in shared steps, after a
+ * 16-token prompt each; 0 on error (printed). */
+static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *rng) {
+    plume_session *s[64] = {0};
+    plume_batch *b = NULL;
+    char *err = NULL;
+    int32_t V = plume_model_n_vocab(m), ids[64][16], next[64];
+    float *logits = malloc((size_t)V * 4);
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)(n_gen + 32);
+    int rc = !logits || plume_batch_new(&b, m, 16 * n, &err);
+    for (int32_t k = 0; !rc && k < n; k++) {
+        rc = plume_session_new(&s[k], m, &sp, &err);
+        for (int i = 0; i < 16; i++) ids[k][i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+        if (!rc) rc = plume_batch_add(b, s[k], ids[k], 16, NULL, 0, &err) < 0;
+        next[k] = ids[k][15];
+    }
+    if (!rc) rc = plume_batch_run(b, &err);
+    double t0 = plume_now();
+    for (int64_t g = 0; !rc && g < n_gen; g++) {
+        for (int32_t k = 0; !rc && k < n; k++) {
+            rc = plume_batch_add(b, s[k], &next[k], 1, k == 0 ? logits : NULL, 0, &err) < 0;
+            next[k] = (int32_t)(plume_rng_next(rng) % (uint64_t)V); /* speed does not depend on the ids */
+        }
+        if (!rc) rc = plume_batch_run(b, &err);
+    }
+    double tok_s = (double)n * (double)n_gen / (plume_now() - t0);
+    if (rc) {
+        fprintf(stderr, "plume bench: batch of %d: %s\n", n, err ? err : "out of memory");
+        tok_s = 0;
+    }
+    free(err);
+    for (int32_t k = 0; k < n; k++) plume_session_free(s[k]);
+    plume_batch_free(b);
+    free(logits);
+    return tok_s;
+}
+
 /* ---- plume bench ----------------------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
     int json = 0, int8_prefill = 0;
-    int64_t history = 0;
+    int64_t history = 0, batch[8];
+    int n_batch = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -126,6 +167,14 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
         else if (!strcmp(a, "--history") && more) { if (cli_int(argv[++i], 1, 1 << 24, &history)) return cli_error("bench: --history wants a positive integer"); }
+        else if (!strcmp(a, "--batch") && more) {
+            char list[128], *save = NULL;
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
+                if (n_batch == 8 || cli_int(tk, 1, 64, &batch[n_batch++]))
+                    return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
+            if (!n_batch) return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
+        }
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
     }
@@ -200,6 +249,22 @@ int cmd_bench(int argc, char **argv) {
         plume_model_free(m);
         if (rc) return cli_lib_error(err);
     }
+    double bt[8][100];
+    if (n_batch) { /* one model for all counts; the counts interleaved in every repetition */
+        char *err = NULL;
+        plume_model *m;
+        plume_model_params mp = plume_model_default_params();
+        mp.isa = isa;
+        mp.n_threads = (int32_t)threads;
+        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < n_batch; k++)
+                if ((bt[k][r] = batch_decode(m, (int32_t)batch[k], n_gen, &rng)) <= 0) {
+                    plume_model_free(m);
+                    return 1;
+                }
+        plume_model_free(m);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak = (double)ru.ru_maxrss / 1024.0;
@@ -221,6 +286,11 @@ int cmd_bench(int argc, char **argv) {
                "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
                model, weights, isa_name, int8_prefill, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
                D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
+        for (int k = 0; k < n_batch; k++) {
+            stat3 B = summarize(bt[k], (int)reps);
+            printf("{\"batch\": %lld, \"aggregate_decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
+                   (long long)batch[k], B.med, B.lo, B.hi);
+        }
     } else {
         printf("| %s, %s weights, %s kernels%s, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
                weights, isa_name, int8_prefill ? " + int8 prefill" : "", nth, (long long)reps);
@@ -237,6 +307,16 @@ int cmd_bench(int argc, char **argv) {
                    (long long)(history < 64 ? history : 64), FS.med, FS.lo, FS.hi);
             printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n", (long long)history,
                    FL.med, FL.lo, FL.hi);
+        }
+        double one = 0;
+        for (int k = 0; k < n_batch; k++) {
+            double meds[100];
+            memcpy(meds, bt[k], sizeof(double) * (size_t)reps);
+            stat3 B = summarize(meds, (int)reps);
+            if (batch[k] == 1) one = B.med;
+            printf("| %lld sessions in one batch, aggregate decode tok/s | %.2f | %.2f .. %.2f |\n",
+                   (long long)batch[k], B.med, B.lo, B.hi);
+            if (one > 0 && batch[k] > 1) printf("| ... over one session | %.2fx | |\n", B.med / one);
         }
     }
     return 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "generate.h"
 
 static const char chat_usage[] =
@@ -56,7 +57,7 @@ static char *turn_text(const gen_options *o, const char *msg, int first, char **
     plume_chat_message m = {"user", msg};
     char *r = NULL;
     if (plume_chat_render(&m, 1, 1, 0, &r, err)) return NULL;
-    if (asprintf(&out, "<turn|>\n%s", r + strlen("<bos>")) < 0) out = NULL;
+    out = plume_sprintf("<turn|>\n%s", r + strlen("<bos>"));
     free(r);
     return out;
 }

@@ -92,7 +92,7 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL, *err = NULL;
     int rc = 0;
     if (o.raw) {
-        if (asprintf(&text, "<bos>%s", o.prompt) < 0) text = NULL;
+        text = plume_sprintf("<bos>%s", o.prompt);
     } else if (gen_render_first(&o, o.prompt, &text, &err)) {
         rc = cli_lib_error(err);
     }

@@ -467,7 +467,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
                                                                                              : "model.";
     if ((rc = check_tensors(&cv, err))) return rc;
     if (plume_file_exists(out)) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
-    if (asprintf(&cv.dir, "%s.tmp-%d", out, (int)getpid()) < 0) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!(cv.dir = plume_sprintf("%s.tmp-%d", out, (int)getpid()))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     cv.rows = malloc(BLOCK_BYTES);
     if (!cv.rows) { free(cv.dir); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
     if (mkdir(cv.dir, 0755) != 0) {

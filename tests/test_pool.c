@@ -1,0 +1,60 @@
+/* test_pool.c -- the thread pool: every item of every loop done exactly once, with pauses
+ * between loops long enough for the workers to fall asleep (so the wait and wake of this
+ * build's kind are exercised), and the kind is the one the build asked for. */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "pool.h"
+#include "t.h"
+
+typedef struct {
+    _Atomic int64_t sum;
+    _Atomic int32_t hits[1000];
+} count_task;
+
+/* Add every item of [a, b) to the sum and count its visits. */
+static void count_items(void *ctx, int32_t ith, int64_t a, int64_t b) {
+    (void)ith;
+    count_task *t = ctx;
+    for (int64_t i = a; i < b; i++) {
+        atomic_fetch_add(&t->sum, i);
+        atomic_fetch_add(&t->hits[i], 1);
+    }
+}
+
+static void test_every_item_once_across_sleeps(void) {
+    plume_pool *p = plume_pool_new(3);
+    CHECK(p && plume_pool_size(p) == 3, "pool of 3");
+    static count_task t;
+    for (int loop = 0; p && loop < 300; loop++) {
+        int64_t n = 1 + loop * 7 % 1000;
+        atomic_store(&t.sum, 0);
+        for (int i = 0; i < 1000; i++) atomic_store(&t.hits[i], 0);
+        plume_pool_for(p, n, 1 + loop % 5, count_items, &t);
+        CHECK(atomic_load(&t.sum) == n * (n - 1) / 2, "loop %d: sum %lld", loop, (long long)atomic_load(&t.sum));
+        for (int64_t i = 0; i < n; i++) CHECK(atomic_load(&t.hits[i]) == 1, "loop %d item %lld", loop, (long long)i);
+        if (loop % 10 == 0) { /* long enough for the workers to stop spinning and sleep */
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    plume_pool_free(p);
+}
+
+static void test_wait_kind_is_the_builds(void) {
+    const char *k = plume_pool_wait_kind();
+#if defined(PLUME_PORTABLE)
+    CHECK(!strcmp(k, "condvar"), "portable build waits with %s", k);
+#elif defined(__linux__)
+    CHECK(!strcmp(k, "futex"), "Linux build waits with %s", k);
+#else
+    CHECK(k && *k, "no wait kind");
+#endif
+    printf("  pool wait: %s\n", k);
+}
+
+int main(void) {
+    RUN(test_every_item_once_across_sleeps);
+    RUN(test_wait_kind_is_the_builds);
+    return t_total_failed != 0;
+}
