@@ -1,0 +1,154 @@
+// webui.mjs -- the web chat page at / in a real browser: Debian's headless Chromium driven by
+// playwright-core. Loads the page (no request may leave the server: the page works offline),
+// types a message, sends it, waits for the streamed answer in the DOM and its tokens/s line,
+// stops a long answer with the stop button, checks the markdown renderer never turns model
+// text into HTML, and saves a screenshot.
+//
+// usage: node tests/clients/webui.mjs http://127.0.0.1:PORT SCREENSHOT_DIR
+// $CHROMIUM overrides /usr/bin/chromium.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+import { base, apiKey, args, deadline, assert, show, runCases, waitIdle } from "./lib.mjs";
+
+deadline(240);
+const shots = args[0] && !args[0].startsWith("--") ? args.shift() : os.tmpdir();
+const exe = process.env.CHROMIUM || "/usr/bin/chromium";
+const browser = await chromium.launch({
+  executablePath: exe,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"], // playwright gives it a fresh profile
+});
+const page = await browser.newPage({ viewport: { width: 1000, height: 760 } });
+const outside = [], pageErrors = [], bodies = [];
+page.on("request", (r) => {
+  if (!r.url().startsWith(base + "/") && !r.url().startsWith("data:")) outside.push(r.url());
+  if (r.method() === "POST") bodies.push(r.postData());
+});
+page.on("pageerror", (e) => pageErrors.push(String(e)));
+
+const assistant = ".msg.assistant";
+
+async function openSettings() {
+  if (!(await page.locator("#settings").isVisible())) await page.click("#toggle-settings");
+}
+
+// Send text and wait until the answer is finished (its stats line appears).
+async function ask(text) {
+  const before = await page.locator(assistant).count();
+  await page.fill("#input", text);
+  await page.click("#send");
+  const msg = page.locator(assistant).nth(before);
+  await msg.locator(".stats, .error").first().waitFor({ timeout: 90000 });
+  return msg;
+}
+
+const cases = {
+  async load() {
+    const r = await page.goto(base + "/", { waitUntil: "load" });
+    assert(r.ok(), `GET /: HTTP ${r.status()}`);
+    assert((r.headers()["content-type"] || "").startsWith("text/html"), `content-type ${r.headers()["content-type"]}`);
+    assert((await page.title()) === "plume", `title ${await page.title()}`);
+    if (apiKey) {
+      await openSettings();
+      await page.fill("#api-key", apiKey);
+      await page.locator("#api-key").dispatchEvent("change");
+    }
+    // The model's name comes from /v1/models.
+    await page.waitForFunction(() => !/connecting|unreachable|HTTP|key/i.test(document.getElementById("model").textContent), null, { timeout: 10000 });
+  },
+
+  async answer() {
+    await openSettings();
+    await page.fill("#max-tokens", "24");
+    await page.fill("#temperature", "0");
+    await page.fill("#system", "You are a test.");
+    await page.click("#toggle-settings");
+    const msg = await ask("Hello! Say something.");
+    if (await msg.locator(".error").count()) throw new Error(`the page shows an error: ${await msg.locator(".error").first().textContent()}`);
+    const text = await msg.locator(".content").textContent();
+    assert(text.length > 0, "the answer is empty in the DOM");
+    const stats = await msg.locator(".stats").textContent();
+    assert(/\d+ tokens/.test(stats) && /[\d.]+ tok\/s/.test(stats), `stats line: ${show(stats)}`);
+    assert(!/approx/.test(stats), `the page had no usage chunk (include_usage): ${show(stats)}`);
+    const user = await page.locator(".msg.user").last().textContent();
+    assert(user === "Hello! Say something.", `user bubble: ${show(user)}`);
+    // What the page sent: a streamed request with the system prompt and usage asked for.
+    const req = JSON.parse(bodies[bodies.length - 1]);
+    assert(req.stream === true && req.stream_options.include_usage === true, `request: ${show(req)}`);
+    assert(req.messages[0].role === "system" && req.messages[0].content === "You are a test.", `request: ${show(req)}`);
+    assert(req.temperature === 0 && req.max_tokens === 24, `request: ${show(req)}`);
+  },
+
+  async multiturn() {
+    await ask("And a second turn.");
+    // The history went back: system, the first exchange, the new question.
+    const req = JSON.parse(bodies[bodies.length - 1]);
+    const roles = req.messages.map((m) => m.role).join(",");
+    assert(roles === "system,user,assistant,user", `second turn's messages: ${roles}`);
+    await openSettings();
+    await page.check("#thinking");
+    await page.click("#toggle-settings");
+    const msg = await ask("Think first.");
+    const req2 = JSON.parse(bodies[bodies.length - 1]);
+    assert(req2.chat_template_kwargs && req2.chat_template_kwargs.enable_thinking === true, `thinking request: ${show(req2)}`);
+    if (await msg.locator(".error").count()) throw new Error(`thinking turn failed: ${await msg.locator(".error").first().textContent()}`);
+    await openSettings();
+    await page.uncheck("#thinking");
+    await page.click("#toggle-settings");
+  },
+
+  async stop() {
+    await openSettings();
+    await page.fill("#max-tokens", "100000");
+    await page.fill("#temperature", "1");
+    await page.click("#toggle-settings");
+    const before = await page.locator(assistant).count();
+    await page.fill("#input", "Write a very long story.");
+    await page.click("#send");
+    const msg = page.locator(assistant).nth(before);
+    await page.locator("#stop").waitFor({ state: "visible", timeout: 10000 });
+    // Some text has streamed in, then stop.
+    await page.waitForFunction((i) => document.querySelectorAll(".msg.assistant .content")[i].textContent.length > 8, before, { timeout: 60000 });
+    await page.click("#stop");
+    const stats = await msg.locator(".stats").textContent({ timeout: 10000 });
+    assert(/stopped/.test(stats), `stats after stop: ${show(stats)}`);
+    assert(await page.locator("#send").isVisible(), "send button not back after stop");
+    // The server noticed the client going away and freed the slot.
+    await waitIdle(10, /slots?_busy|busy_slots|slots_active|slots_processing/, /queue/);
+  },
+
+  async markdown() {
+    // The renderer builds nodes from text: tags in model text stay text.
+    const r = await page.evaluate(() => {
+      const d = document.createElement("div");
+      renderMarkdown(d, "Use `<b>x</b>` and <img src=x onerror=alert(1)> **bold**\n\n```js\nif (a < b) { <script>alert(1)</script> }\n```\nafter");
+      return { html: d.innerHTML, imgs: d.querySelectorAll("img,script,b").length, code: d.querySelector("pre code").textContent, strong: d.querySelectorAll("strong").length, ps: d.querySelectorAll("p").length };
+    });
+    assert(r.imgs === 0, `model text became HTML elements: ${r.html}`);
+    assert(r.code === "if (a < b) { <script>alert(1)</script> }", `code block: ${show(r.code)}`);
+    assert(r.strong === 1 && r.ps === 2, `markdown: ${r.html}`);
+  },
+
+  async screenshot() {
+    fs.mkdirSync(shots, { recursive: true });
+    const file = path.join(shots, "webui.png");
+    await page.screenshot({ path: file, fullPage: false });
+    assert(fs.statSync(file).size > 5000, "screenshot too small");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.screenshot({ path: path.join(shots, "webui-dark.png") });
+    console.log(`  screenshots: ${file}, ${path.join(shots, "webui-dark.png")}`);
+    assert(!outside.length, `requests left the server: ${show(outside)}`);
+    assert(!pageErrors.length, `errors in the page: ${show(pageErrors)}`);
+  },
+};
+
+let failed = 1;
+try {
+  failed = await runCases(cases);
+} finally {
+  await browser.close().catch(() => {});
+}
+process.exit(failed ? 1 : 0);
