@@ -11,6 +11,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 LDLIBS  := -lcjson -lm -lpthread
+CLI_LIBS := -lmicrohttpd
 
 ifeq ($(SAN),1)
 BUILD   := build-san
@@ -59,7 +60,7 @@ $(BUILD)/libplume.so: $(PIC_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
 
 # The web chat page (tools/webui.html) as a C string for the plume binary (tools/webui.h):
 # every byte written as \xNN by od + sed, 16 to a line, so no xxd is needed.
@@ -81,6 +82,12 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
+
+# The server's request parser is linked into its unit test directly (no sockets, no model).
+$(BUILD)/tests/test_serve_req: tests/test_serve_req.c tools/serve_req.c tools/serve.h tests/t.h $(BUILD)/libplume.a
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< tools/serve_req.c $(BUILD)/libplume.a $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)

@@ -1,15 +1,32 @@
-/* forward.c -- one step of T new tokens through the three chunks (gemma4-arch.md §3).
+/* forward.c -- one step of new tokens through the three chunks (gemma4-arch.md §3).
  *
- * Prefill (T > 1) and decode (T = 1) are the same code. A step:
+ * Prefill (T > 1) and decode (T = 1) are the same code, and so is a batch: a step is a list
+ * of entries, each T tokens of one session at its own position, packed as rows of one
+ * scratch. A step:
  *   embed + per-layer inputs (§3.1) -> chunk 1 -> chunk 2 -> chunk 3 -> head (§3.3)
- * then the K/V of the new tokens are committed to the caches. Attention reads past keys from
- * the cache and this step's keys from the step buffer, so a sliding ring is enough even when
- * T exceeds it, and the KV-shared layers (which run after their source layer, maybe in a
- * later chunk) see the same step's keys. Files, sampling and ISAs are not known here. */
+ * then the K/V of the new tokens are committed to each session's caches. Matmuls and norms
+ * run on all rows at once (each weight is read once per step); attention runs per row on the
+ * caches of the row's session, reading past keys from the cache and this step's keys from the
+ * step buffer, so a sliding ring is enough even when T exceeds it, and the KV-shared layers
+ * (which run after their source layer, maybe in a later chunk) see the same step's keys.
+ *
+ * Every output element of a row is computed in the same order whatever the other rows are
+ * (kernels reduce per element, elementwise ops run per row), so a session's logits are
+ * bit-identical alone or in any batch. Files, sampling and ISAs are not known here. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "forward.h"
+
+/* What every function of one step shares. */
+typedef struct {
+    const plume_model *m;
+    plume_scratch *x;
+    plume_step_entry *e; /* [n] */
+    int32_t n;           /* entries */
+    int32_t T;           /* rows, all entries */
+    int qact;            /* int8 activations allowed: int8_prefill, one entry of 8+ tokens */
+} step_ctx;
 
 /* ---- parallel matmul ------------------------------------------------------------------- */
 
@@ -27,7 +44,8 @@ typedef struct {
     const float *x;
     int64_t ldx;
     int32_t T;
-    const plume_session *s; /* int8 activations in s->xq, or NULL */
+    const plume_model *m;
+    const plume_scratch *q; /* int8 activations in q->xq, or NULL */
     int32_t n;
     matmul_out o[3];
     int64_t start[4];       /* o[j] owns items [start[j], start[j+1]) */
@@ -42,8 +60,8 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
         if (a >= b) continue;
         const matmul_out *o = &t->o[j];
         int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
-        if (t->s)
-            t->s->m->qact_matmul(o->y, o->ldy, t->s->xq, t->s->xs, t->s->xsum, t->T, o->w, r0, r1);
+        if (t->q)
+            t->m->qact_matmul(o->y, o->ldy, t->q->xq, t->q->xs, t->q->xsum, t->T, o->w, r0, r1);
         else
             t->k->matmul[o->w->type](o->y, o->ldy, t->x, t->ldx, t->T, o->w, r0, r1);
     }
@@ -52,18 +70,18 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread,
  * in chunks of about an eighth of a thread's share (at least 16 rows). With int8_prefill, a
  * step of 8+ tokens on q8/q4 weights quantizes X per token once and runs the VNNI kernels. */
-static void matmul_n(plume_session *s, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
-    const plume_model *m = s->m;
-    matmul_task t = {m->k, x, ldx, T, NULL, n, {{0}}, {0}};
-    int q = m->qact_matmul && T >= 8;
+static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
+    const plume_model *m = st->m;
+    matmul_task t = {m->k, x, ldx, T, m, NULL, n, {{0}}, {0}};
+    int q = st->qact && m->qact_matmul && T >= 8;
     for (int32_t j = 0; j < n; j++) {
         t.o[j] = o[j];
         t.start[j + 1] = t.start[j] + o[j].w->rows;
         q = q && plume_qact_supported(o[j].w);
     }
     if (q) {
-        m->qact_quantize(x, ldx, T, o[0].w->cols, s->xq, s->xs, s->xsum);
-        t.s = s;
+        m->qact_quantize(x, ldx, T, o[0].w->cols, st->x->xq, st->x->xs, st->x->xsum);
+        t.q = st->x;
     }
     int32_t nth = plume_pool_size(m->pool);
     int64_t grain = (t.start[n] / (nth * 8) + 15) / 16 * 16;
@@ -71,10 +89,10 @@ static void matmul_n(plume_session *s, const float *x, int64_t ldx, int32_t T, i
 }
 
 /* One weight: Y[T, w.rows] (row stride ldy) = X @ W^T. */
-static void matmul(plume_session *s, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+static void matmul(const step_ctx *st, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
     matmul_out o = {y, ldy, w};
-    matmul_n(s, x, ldx, T, 1, &o);
+    matmul_n(st, x, ldx, T, 1, &o);
 }
 
 /* ---- elementwise ----------------------------------------------------------------------- */
@@ -94,22 +112,32 @@ typedef struct {
     const plume_kernels *k;
     float *x;
     const float *u;
-    int64_t n;
-    float cap; /* softcap when u is NULL */
+    int64_t n;      /* elements per row */
+    int64_t chunks; /* items per row */
+    float cap;      /* softcap when u is NULL */
 } elementwise_task;
 
-/* Items [a, b) of gelu_mul or softcap. */
-static void elementwise_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
+enum { ELEMENTWISE_CHUNK = 4096 };
+
+/* Items [i0, i1) of gelu_mul or softcap: chunks of ELEMENTWISE_CHUNK within one row. */
+static void elementwise_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     (void)ith;
     const elementwise_task *t = ctx;
-    if (t->u) t->k->gelu_mul(t->x + a, t->u + a, b - a);
-    else t->k->softcap(t->x + a, b - a, t->cap);
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t a = (it / t->chunks) * t->n + (it % t->chunks) * ELEMENTWISE_CHUNK;
+        int64_t b = (it % t->chunks + 1) * ELEMENTWISE_CHUNK < t->n ? a + ELEMENTWISE_CHUNK
+                                                                     : (it / t->chunks + 1) * t->n;
+        if (t->u) t->k->gelu_mul(t->x + a, t->u + a, b - a);
+        else t->k->softcap(t->x + a, b - a, t->cap);
+    }
 }
 
-/* x = gelu_tanh(x) * u (u != NULL) or x = cap * tanh(x / cap), on every thread. */
-static void elementwise(const plume_model *m, float *x, const float *u, int64_t n, float cap) {
-    elementwise_task t = {m->k, x, u, n, cap};
-    plume_pool_for(m->pool, n, 4096, elementwise_range, &t);
+/* x = gelu_tanh(x) * u (u != NULL) or x = cap * tanh(x / cap) on rows x n elements, on
+ * every thread. A row is cut the same way whatever the number of rows, so the vector and
+ * scalar parts of a kernel see the same elements of it in any batch. */
+static void elementwise(const plume_model *m, float *x, const float *u, int32_t rows, int64_t n, float cap) {
+    elementwise_task t = {m->k, x, u, n, (n + ELEMENTWISE_CHUNK - 1) / ELEMENTWISE_CHUNK, cap};
+    plume_pool_for(m->pool, rows * t.chunks, 1, elementwise_items, &t);
 }
 
 /* Rotate one head in place, NeoX layout: pairs (i, i + hd/2) for the rotated i < rot. */
@@ -125,17 +153,17 @@ static void rope(float *x, const float *cs, const float *sn, int32_t hd, int32_t
 /* ---- attention ------------------------------------------------------------------------- */
 
 typedef struct {
-    plume_session *s;
-    const plume_kv *kv;
-    int32_t l, T, P;
+    const step_ctx *st;
+    int32_t l;
     int32_t hpi; /* query heads per item, all sharing one KV head */
 } attn_task;
 
-/* The K or V row (KV head g, hd floats) of position j: the step buffer for new positions, the
- * cache for past ones; an int8 cache row is dequantized into tmp. */
-static inline const float *kv_row(const plume_kv *kv, int v, int32_t j, int32_t P, int32_t g, int32_t hd,
-                                  int32_t hkv, float *tmp) {
-    if (j >= P) return (v ? kv->v_new : kv->k_new) + (int64_t)(j - P) * kv->width + (int64_t)g * hd;
+/* The K or V row (KV head g, hd floats) of position j: the step rows knew/vnew [.., width]
+ * for new positions (j >= P), the cache for past ones; an int8 cache row is dequantized
+ * into tmp. */
+static inline const float *kv_row(const plume_kv *kv, const float *nw, int v, int32_t j, int32_t P, int32_t g,
+                                  int32_t hd, int32_t hkv, float *tmp) {
+    if (j >= P) return nw + (int64_t)(j - P) * kv->width + (int64_t)g * hd;
     int64_t slot = kv->ring ? j % kv->slots : j;
     if (!kv->k8) return (v ? kv->v : kv->k) + slot * kv->width + (int64_t)g * hd;
     const int8_t *q = (v ? kv->v8 : kv->k8) + slot * kv->width + (int64_t)g * hd;
@@ -144,32 +172,35 @@ static inline const float *kv_row(const plume_kv *kv, int v, int32_t j, int32_t 
     return tmp;
 }
 
-/* Attention of items [i0, i1): item = (token, hpi query heads of one KV head). Each K and V
- * row is loaded once for the heads that share it (MQA: all 8 of E2B). Scale 1.0, fp32
- * softmax with max subtraction (§3.2). */
+/* Attention of items [i0, i1): item = (row, hpi query heads of one KV head), on the caches
+ * of the row's session. Each K and V row is loaded once for the heads that share it (MQA:
+ * all 8 of E2B). Scale 1.0, fp32 softmax with max subtraction (§3.2). */
 static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const attn_task *a = ctx;
-    plume_session *s = a->s;
-    const plume_model *m = s->m;
+    const step_ctx *st = a->st;
+    const plume_model *m = st->m;
     const plume_config *c = &m->c;
-    const plume_kv *kv = a->kv;
+    plume_scratch *x = st->x;
     int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W, hpi = a->hpi;
     int32_t full = c->is_full[a->l];
-    int64_t span = (int64_t)s->n_ctx + s->n_batch;
-    float *sc = s->scores + (int64_t)ith * group * span; /* [hpi, span] */
+    float *sc = x->scores + (int64_t)ith * group * x->span; /* [hpi, span] */
     int32_t hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
-    float *tmp = s->deq + (int64_t)ith * 2 * hdmax;
+    float *tmp = x->deq + (int64_t)ith * 2 * hdmax;
     for (int64_t it = i0; it < i1; it++) {
         int32_t t = (int32_t)(it / (H / hpi)), h0 = (int32_t)(it % (H / hpi)) * hpi, g = h0 / group;
-        int32_t p = a->P + t, lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0), n = p - lo + 1;
-        const float *q = s->q + ((int64_t)t * H + h0) * hd;
-        float *out = s->att + ((int64_t)t * H + h0) * hd;
+        const plume_step_entry *e = &st->e[x->row_ent[t]];
+        const plume_kv *kv = e->s->kv_of[a->l];
+        const float *kn = x->k_new[kv->layer] + (int64_t)e->row0 * kv->width;
+        const float *vn = x->v_new[kv->layer] + (int64_t)e->row0 * kv->width;
+        int32_t p = x->row_pos[t], lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0), n = p - lo + 1;
+        const float *q = x->q + ((int64_t)t * H + h0) * hd;
+        float *out = x->att + ((int64_t)t * H + h0) * hd;
         for (int32_t j = lo; j <= p; j++) {
-            const float *kr = kv_row(kv, 0, j, a->P, g, hd, c->Hkv, tmp);
-            for (int32_t h = 0; h < hpi; h++) sc[h * span + (j - lo)] = m->k->dot(q + (int64_t)h * hd, kr, hd);
+            const float *kr = kv_row(kv, kn, 0, j, e->P, g, hd, c->Hkv, tmp);
+            for (int32_t h = 0; h < hpi; h++) sc[h * x->span + (j - lo)] = m->k->dot(q + (int64_t)h * hd, kr, hd);
         }
         for (int32_t h = 0; h < hpi; h++) {
-            float *r = sc + h * span, mx = -INFINITY, sum = 0.0f;
+            float *r = sc + h * x->span, mx = -INFINITY, sum = 0.0f;
             for (int32_t j = 0; j < n; j++) mx = r[j] > mx ? r[j] : mx;
             for (int32_t j = 0; j < n; j++) {
                 r[j] = expf(r[j] - mx);
@@ -179,46 +210,46 @@ static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
         }
         memset(out, 0, (size_t)hpi * (size_t)hd * sizeof(float));
         for (int32_t j = lo; j <= p; j++) {
-            const float *vr = kv_row(kv, 1, j, a->P, g, hd, c->Hkv, tmp + hdmax);
-            for (int32_t h = 0; h < hpi; h++) m->k->axpy(out + (int64_t)h * hd, sc[h * span + (j - lo)], vr, hd);
+            const float *vr = kv_row(kv, vn, 1, j, e->P, g, hd, c->Hkv, tmp + hdmax);
+            for (int32_t h = 0; h < hpi; h++) m->k->axpy(out + (int64_t)h * hd, sc[h * x->span + (j - lo)], vr, hd);
         }
     }
 }
 
 /* ---- one decoder layer ----------------------------------------------------------------- */
 
-/* §3.2 for T tokens at positions P..P+T-1; h [T, D] is updated in place. */
-static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
-    const plume_model *m = s->m;
+/* §3.2 for the step's rows; h [T, D] is updated in place. */
+static void layer_forward(const step_ctx *st, int32_t l) {
+    const plume_model *m = st->m;
     const plume_config *c = &m->c;
     const plume_layer *L = &m->layer[l];
-    int32_t D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
-    int32_t full = c->is_full[l], rot = full ? c->rot_full : c->rot_sliding;
-    const float *cs = s->rope_cos[full], *sn = s->rope_sin[full];
+    plume_scratch *x = st->x;
+    int32_t T = st->T, D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
+    int32_t full = c->is_full[l], rot = full ? c->rot_full : c->rot_sliding, width = Hkv * hd;
+    const float *cs = x->rope_cos[full], *sn = x->rope_sin[full];
     float eps = c->eps;
 
     /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
-    for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->attn_norm, D, eps);
-    plume_kv *kv = s->kv_of[l];
+    for (int32_t t = 0; t < T; t++) rmsnorm(x->xa + (int64_t)t * D, x->h + (int64_t)t * D, L->attn_norm, D, eps);
     int own = c->kv_src[l] == l;
     if (own) { /* q, k and v in one region; K/V of a cache owner go to the step buffer */
-        matmul_out qkv[3] = {{s->q, (int64_t)H * hd, &L->q_proj}, {kv->k_new, kv->width, &L->k_proj},
-                             {kv->v_new, kv->width, &L->v_proj}};
-        matmul_n(s, s->xa, D, T, 3, qkv);
+        matmul_out qkv[3] = {{x->q, (int64_t)H * hd, &L->q_proj}, {x->k_new[l], width, &L->k_proj},
+                             {x->v_new[l], width, &L->v_proj}};
+        matmul_n(st, x->xa, D, T, 3, qkv);
     } else {
-        matmul(s, s->q, (int64_t)H * hd, s->xa, D, T, &L->q_proj);
+        matmul(st, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
     }
     for (int32_t t = 0; t < T; t++)
         for (int32_t h = 0; h < H; h++) {
-            float *q = s->q + ((int64_t)t * H + h) * hd;
+            float *q = x->q + ((int64_t)t * H + h) * hd;
             rmsnorm(q, q, L->q_norm, hd, eps);
             rope(q, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
         }
     if (own) {
         for (int32_t t = 0; t < T; t++)
             for (int32_t g = 0; g < Hkv; g++) {
-                float *k = kv->k_new + (int64_t)t * kv->width + (int64_t)g * hd;
-                float *v = kv->v_new + (int64_t)t * kv->width + (int64_t)g * hd;
+                float *k = x->k_new[l] + (int64_t)t * width + (int64_t)g * hd;
+                float *v = x->v_new[l] + (int64_t)t * width + (int64_t)g * hd;
                 rmsnorm(k, k, L->k_norm, hd, eps);
                 rope(k, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
                 rmsnorm(v, v, NULL, hd, eps); /* v_norm: no scale, no RoPE */
@@ -227,35 +258,35 @@ static void layer_forward(plume_session *s, int32_t l, int32_t T, int32_t P) {
     /* all heads of a KV head per item, unless that leaves threads idle (decode) */
     int32_t group = H / c->Hkv, nth = plume_pool_size(m->pool), hpi = group;
     while (hpi > 1 && hpi % 2 == 0 && (int64_t)T * (H / hpi) < 2 * nth) hpi /= 2;
-    attn_task at = {s, kv, l, T, P, hpi};
+    attn_task at = {st, l, hpi};
     plume_pool_for(m->pool, (int64_t)T * (H / hpi), 1, attn_items, &at);
-    matmul(s, s->o, D, s->att, (int64_t)H * hd, T, &L->o_proj);
+    matmul(st, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
     for (int32_t t = 0; t < T; t++) {
-        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_attn_norm, D, eps);
         for (int32_t i = 0; i < D; i++) h[i] += o[i];
     }
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
-    for (int32_t t = 0; t < T; t++) rmsnorm(s->xa + (int64_t)t * D, s->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
-    matmul_out gu[2] = {{s->gate, I, &L->gate_proj}, {s->up, I, &L->up_proj}};
-    matmul_n(s, s->xa, D, T, 2, gu);
-    elementwise(m, s->gate, s->up, (int64_t)T * I, 0.0f);
-    matmul(s, s->o, D, s->gate, I, T, &L->down_proj);
+    for (int32_t t = 0; t < T; t++) rmsnorm(x->xa + (int64_t)t * D, x->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
+    matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
+    matmul_n(st, x->xa, D, T, 2, gu);
+    elementwise(m, x->gate, x->up, T, I, 0.0f);
+    matmul(st, x->o, D, x->gate, I, T, &L->down_proj);
     for (int32_t t = 0; t < T; t++) {
-        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_ff_norm, D, eps);
         for (int32_t i = 0; i < D; i++) h[i] += o[i];
     }
 
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
-    matmul(s, s->plg, Dp, s->h, D, T, &L->pl_gate);
+    matmul(st, x->plg, Dp, x->h, D, T, &L->pl_gate);
     for (int32_t t = 0; t < T; t++) {
-        m->k->gelu_mul(s->plg + (int64_t)t * Dp, s->ple + ((int64_t)t * c->L + l) * Dp, Dp);
+        m->k->gelu_mul(x->plg + (int64_t)t * Dp, x->ple + ((int64_t)t * c->L + l) * Dp, Dp);
     }
-    matmul(s, s->o, D, s->plg, Dp, T, &L->pl_proj);
+    matmul(st, x->o, D, x->plg, Dp, T, &L->pl_proj);
     for (int32_t t = 0; t < T; t++) {
-        float *o = s->o + (int64_t)t * D, *h = s->h + (int64_t)t * D;
+        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
         rmsnorm(o, o, L->post_pl_norm, D, eps);
         for (int32_t i = 0; i < D; i++) h[i] = (h[i] + o[i]) * L->layer_scalar;
     }
@@ -269,41 +300,52 @@ static void deq_row(float *out, const int8_t *q, uint16_t s, int64_t n, float ta
     for (int64_t i = 0; i < n; i++) out[i] = (float)q[i] * f * table_scale;
 }
 
+/* The id of row t of the step. */
+static int32_t row_id(const step_ctx *st, int32_t t) {
+    const plume_step_entry *e = &st->e[st->x->row_ent[t]];
+    return e->ids[t - e->row0];
+}
+
 /* h = E[ids] * sqrt(D); ple = (norm(h Wplmp^T / sqrt(D)) + Eple[ids] * sqrt(Dp)) / sqrt(2). */
-static void embed(plume_session *s, const int32_t *ids, int32_t T) {
-    const plume_model *m = s->m;
+static void embed(const step_ctx *st) {
+    const plume_model *m = st->m;
     const plume_config *c = &m->c;
+    plume_scratch *x = st->x;
+    int32_t T = st->T;
     int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
     const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
-    for (int32_t t = 0; t < T; t++)
-        deq_row(s->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)ids[t] * D, es[ids[t]], D,
-                (float)c->embed_scale);
-    matmul(s, s->ple, LDp, s->h, D, T, &m->ple_proj);
     for (int32_t t = 0; t < T; t++) {
-        float *row = s->ple + t * LDp;
-        const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)ids[t] * LDp;
-        float f = plume_f16_to_f32(ps[ids[t]]) / 127.0f, es2 = (float)c->ple_embed_scale;
+        int32_t id = row_id(st, t);
+        deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
+    }
+    matmul(st, x->ple, LDp, x->h, D, T, &m->ple_proj);
+    for (int32_t t = 0; t < T; t++) {
+        int32_t id = row_id(st, t);
+        float *row = x->ple + t * LDp;
+        const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)id * LDp;
+        float f = plume_f16_to_f32(ps[id]) / 127.0f, es2 = (float)c->ple_embed_scale;
         for (int32_t l = 0; l < c->L; l++) {
-            float *x = row + (int64_t)l * c->Dp;
-            for (int32_t i = 0; i < c->Dp; i++) x[i] *= (float)c->proj_scale;
-            rmsnorm(x, x, m->ple_norm, c->Dp, c->eps);
+            float *xr = row + (int64_t)l * c->Dp;
+            for (int32_t i = 0; i < c->Dp; i++) xr[i] *= (float)c->proj_scale;
+            rmsnorm(xr, xr, m->ple_norm, c->Dp, c->eps);
             for (int32_t i = 0; i < c->Dp; i++)
-                x[i] = (x[i] + (float)q[(int64_t)l * c->Dp + i] * f * es2) * (float)c->input_scale;
+                xr[i] = (xr[i] + (float)q[(int64_t)l * c->Dp + i] * f * es2) * (float)c->input_scale;
         }
     }
 }
 
-/* cos/sin rows of the step's positions for both layer types. */
-static void rope_rows(plume_session *s, int32_t T, int32_t P) {
-    const plume_config *c = &s->m->c;
+/* cos/sin rows of every row's position for both layer types. */
+static void rope_rows(const step_ctx *st) {
+    const plume_config *c = &st->m->c;
+    plume_scratch *x = st->x;
     for (int32_t full = 0; full < 2; full++) {
         int32_t half = (full ? c->hd_full : c->hd_sliding) / 2;
-        const float *inv = s->m->inv_freq[full];
-        for (int32_t t = 0; t < T; t++)
+        const float *inv = st->m->inv_freq[full];
+        for (int32_t t = 0; t < st->T; t++)
             for (int32_t i = 0; i < half; i++) {
-                float a = (float)(P + t) * inv[i];
-                s->rope_cos[full][(int64_t)t * half + i] = cosf(a);
-                s->rope_sin[full][(int64_t)t * half + i] = sinf(a);
+                float a = (float)x->row_pos[t] * inv[i];
+                x->rope_cos[full][(int64_t)t * half + i] = cosf(a);
+                x->rope_sin[full][(int64_t)t * half + i] = sinf(a);
             }
     }
 }
@@ -321,16 +363,20 @@ static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hk
     }
 }
 
-/* Copy the step's K/V into the caches (ring slot pos % W for sliding layers). */
-static void commit(plume_session *s, int32_t T, int32_t P) {
-    int32_t hkv = s->m->c.Hkv;
+/* Copy an entry's K/V rows into its session's caches (ring slot pos % slots for sliding
+ * layers). */
+static void commit(const step_ctx *st, const plume_step_entry *e) {
+    plume_session *s = e->s;
+    int32_t hkv = st->m->c.Hkv, T = e->T, P = e->P;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             plume_kv *kv = &s->chunk[ci].kv[i];
+            const float *kr = st->x->k_new[kv->layer] + (int64_t)e->row0 * kv->width;
+            const float *vr = st->x->v_new[kv->layer] + (int64_t)e->row0 * kv->width;
             int32_t t0 = kv->ring && T > kv->slots ? T - kv->slots : 0; /* older ones would be overwritten */
             for (int32_t t = t0; t < T; t++) {
                 int64_t slot = kv->ring ? (P + t) % kv->slots : P + t;
-                const float *kn = kv->k_new + (int64_t)t * kv->width, *vn = kv->v_new + (int64_t)t * kv->width;
+                const float *kn = kr + (int64_t)t * kv->width, *vn = vr + (int64_t)t * kv->width;
                 if (kv->k8) {
                     int32_t hd = kv->width / hkv;
                     quantize_kv_row(kv->k8 + slot * kv->width, kv->ks + slot * hkv, kn, hkv, hd);
@@ -343,33 +389,66 @@ static void commit(plume_session *s, int32_t T, int32_t P) {
         }
 }
 
-/* The head on rows of h: norm, tied projection, softcap 30 (§3.3). */
-static void head(plume_session *s, const float *h, int32_t T, float *logits) {
-    const plume_model *m = s->m;
+/* The head on n rows of h (row indices rows[]): norm, tied projection, softcap 30 (§3.3),
+ * into logits [n, V]. */
+static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logits) {
+    const plume_model *m = st->m;
     const plume_config *c = &m->c;
-    for (int32_t t = 0; t < T; t++) {
-        rmsnorm(s->xa + (int64_t)t * c->D, h + (int64_t)t * c->D, m->final_norm, c->D, c->eps);
+    plume_scratch *x = st->x;
+    for (int32_t i = 0; i < n; i++)
+        rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
+    matmul(st, logits, c->V, x->xa, c->D, n, &m->head);
+    if (c->softcap > 0) elementwise(m, logits, NULL, n, c->V, c->softcap);
+}
+
+/* ---- a step ---------------------------------------------------------------------------- */
+
+void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
+    const plume_config *c = &m->c;
+    step_ctx st = {m, x, e, n, 0, 0};
+    for (int32_t i = 0; i < n; i++) {
+        for (int32_t t = 0; t < e[i].T; t++) {
+            x->row_ent[e[i].row0 + t] = i;
+            x->row_pos[e[i].row0 + t] = e[i].P + t;
+        }
+        st.T += e[i].T;
     }
-    matmul(s, logits, c->V, s->xa, c->D, T, &m->head);
-    if (c->softcap > 0) elementwise(m, logits, NULL, (int64_t)T * c->V, c->softcap);
+    st.qact = n == 1 && e[0].T >= 8;
+    plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
+    int64_t TD = (int64_t)st.T * c->D;
+    embed(&st);
+    rope_rows(&st);
+    if (tr && tr->trace_hidden) memcpy(tr->trace_hidden, x->h, (size_t)TD * 4);
+    if (tr && tr->trace_ple) memcpy(tr->trace_ple, x->ple, (size_t)st.T * c->L * c->Dp * 4);
+    for (int32_t l = 0; l < c->L; l++) {
+        layer_forward(&st, l);
+        if (tr && tr->trace_hidden) memcpy(tr->trace_hidden + (l + 1) * TD, x->h, (size_t)TD * 4);
+    }
+    for (int32_t i = 0; i < n; i++) commit(&st, &e[i]);
+    /* the head: straight into the caller's logits for one entry, else through out_logits */
+    int32_t *rows = x->row_head, nr = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!e[i].logits) continue;
+        for (int32_t t = e[i].all ? 0 : e[i].T - 1; t < e[i].T; t++) rows[nr++] = e[i].row0 + t;
+    }
+    if (nr && n == 1) head(&st, rows, nr, e[0].logits);
+    else if (nr) {
+        head(&st, rows, nr, out_logits);
+        const float *src = out_logits;
+        for (int32_t i = 0; i < n; i++) {
+            if (!e[i].logits) continue;
+            size_t k = (size_t)(e[i].all ? e[i].T : 1) * (size_t)c->V;
+            memcpy(e[i].logits, src, k * sizeof(float));
+            src += k;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(e[i].s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);
+        e[i].s->n_past = e[i].P + e[i].T;
+    }
 }
 
 void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {
-    const plume_config *c = &s->m->c;
-    int32_t P = s->n_past;
-    int64_t TD = (int64_t)T * c->D;
-    embed(s, ids, T);
-    rope_rows(s, T, P);
-    if (s->trace_hidden) memcpy(s->trace_hidden, s->h, (size_t)TD * 4);
-    if (s->trace_ple) memcpy(s->trace_ple, s->ple, (size_t)T * c->L * c->Dp * 4);
-    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
-        for (int32_t l = s->chunk[ci].first; l < s->chunk[ci].end; l++) {
-            layer_forward(s, l, T, P);
-            if (s->trace_hidden) memcpy(s->trace_hidden + (l + 1) * TD, s->h, (size_t)TD * 4);
-        }
-    commit(s, T, P);
-    if (logits && all) head(s, s->h, T, logits);
-    else if (logits) head(s, s->h + (int64_t)(T - 1) * c->D, 1, logits);
-    memcpy(s->tokens + P, ids, (size_t)T * sizeof *ids);
-    s->n_past = P + T;
+    plume_step_entry e = {s, ids, T, s->n_past, 0, logits, all};
+    plume_forward(s->m, &s->x, &e, 1, NULL);
 }

@@ -1,8 +1,24 @@
-/* forward.h -- one forward step of a session (forward.c). */
+/* forward.h -- one forward step of one or several sessions (forward.c). */
 #ifndef PLUME_FORWARD_H
 #define PLUME_FORWARD_H
 
 #include "model.h"
+
+/* One session's part of a step: T validated ids at positions P..P+T-1 in scratch rows
+ * row0..row0+T-1. logits: NULL, [V] of the last token (all == 0) or [T, V] (all != 0). */
+typedef struct {
+    plume_session *s;
+    const int32_t *ids;
+    int32_t T, P, row0;
+    float *logits;
+    int32_t all;
+} plume_step_entry;
+
+/* Run n entries (distinct sessions of model m, rows packed from 0, at most x->B, spans
+ * within x->span) as one step through scratch x, commit their K/V and advance each session.
+ * Each row's results are bit-identical whatever else is in the step. out_logits: [rows
+ * wanted, V] scratch for the head when n > 1 (NULL when n == 1). */
+void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits);
 
 /* Run T (1 <= T <= n_batch) validated ids at the session's position, commit their K/V and
  * advance. logits: NULL, [V] of the last token (all == 0) or [T, V] (all != 0). */

@@ -67,7 +67,6 @@ typedef struct {
     float *k, *v;     /* [slots, width] float cache, or NULL when q8 */
     int8_t *k8, *v8;  /* [slots, width] int8 cache (kv_bits 8, full layers only) */
     float *ks, *vs;   /* [slots, Hkv] their scales: row = q * scale */
-    float *k_new, *v_new; /* [n_batch, width]: this step's K/V, committed after the step */
 } plume_kv;
 
 /* The state of one chunk: the caches of its layers that own one. */
@@ -77,23 +76,11 @@ typedef struct {
     plume_kv *kv;
 } plume_chunk_state;
 
-struct plume_session {
-    plume_model *m;
-    int32_t n_ctx, n_batch;
-    int32_t n_past;
-    int32_t n_rewind;        /* extra ring slots beyond W */
-    int32_t ring_slots;      /* slots of every sliding ring (W + n_rewind), 0 if none is a ring */
-    int32_t kv_bits;         /* 32 or 8 (full-attention caches) */
-    float *deq;              /* [threads, 2, hd_max] dequantized K and V rows (kv_bits 8) */
-    int32_t snap_every;      /* 0: no snapshots */
-    int32_t n_snap;          /* snapshot k holds the rings at position (k + 1) * snap_every */
-    int32_t snap_valid;      /* snapshots [0, snap_valid) are current */
-    float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
-    size_t snap_stride;      /* floats per snapshot */
-    int32_t *tokens;                      /* [n_ctx] */
-    plume_chunk_state chunk[PLUME_N_CHUNKS];
-    plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
-    /* scratch, [n_batch, ...] */
+/* The buffers of one forward step of up to B token rows, which may belong to several
+ * sessions (a batch): a session owns one for its own steps, a plume_batch one for all. */
+typedef struct {
+    int32_t B;       /* rows it holds */
+    int64_t span;    /* scores per query head: the longest attention span it can hold */
     float *h;        /* [B, D]     residual stream */
     float *xa;       /* [B, D]     normed input of a sub-block */
     float *q;        /* [B, H*hd_max] */
@@ -103,15 +90,46 @@ struct plume_session {
     float *ple;      /* [B, L*Dp]  per-layer inputs */
     float *plg;      /* [B, Dp] */
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
-    float *scores;   /* [threads, H/Hkv, n_ctx + B] attention weights */
+    float *k_new[PLUME_MAX_LAYERS];   /* [B, width] the step's K of a cache-owning layer, */
+    float *v_new[PLUME_MAX_LAYERS];   /* and V; committed to each session after the step */
+    float *scores;   /* [threads, H/Hkv, span] attention weights */
+    float *deq;      /* [threads, 2, hd_max] dequantized K and V rows (kv_bits 8) */
     int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (int8_prefill) */
     float *xs;       /* [B] */
     int32_t *xsum;   /* [B, groups] */
+    int32_t *row_ent;/* [B] entry of each row */
+    int32_t *row_pos;/* [B] position of each row */
+    int32_t *row_head;/* [B] rows the head runs on */
+} plume_scratch;
+
+struct plume_session {
+    plume_model *m;
+    int32_t n_ctx, n_batch;
+    int32_t n_past;
+    int32_t n_rewind;        /* extra ring slots beyond W */
+    int32_t ring_slots;      /* slots of every sliding ring (W + n_rewind), 0 if none is a ring */
+    int32_t kv_bits;         /* 32 or 8 (full-attention caches) */
+    int32_t snap_every;      /* 0: no snapshots */
+    int32_t n_snap;          /* snapshot k holds the rings at position (k + 1) * snap_every */
+    int32_t snap_valid;      /* snapshots [0, snap_valid) are current */
+    float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
+    size_t snap_stride;      /* floats per snapshot */
+    int32_t *tokens;                      /* [n_ctx] */
+    plume_chunk_state chunk[PLUME_N_CHUNKS];
+    plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
+    plume_scratch x;                      /* [n_batch] rows, span n_ctx + n_batch */
     /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
      * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
      * trace_ple [T, L, Dp] */
     float *trace_hidden, *trace_ple;
 };
+
+/* After a step of a session ended at n_past: take the ring snapshot due there, if any. */
+void plume_session_stepped(plume_session *s);
+
+/* Allocate a step scratch of B rows whose attention spans up to span positions. */
+int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err);
+void plume_scratch_free(plume_scratch *x);
 
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);

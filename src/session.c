@@ -41,7 +41,7 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
         kv->ring = !c->is_full[l] && (int64_t)c->W + s->n_rewind < s->n_ctx;
         kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;
         kv->width = c->Hkv * c->hd[l];
-        size_t cache = (size_t)kv->slots * (size_t)kv->width, step = (size_t)s->n_batch * (size_t)kv->width;
+        size_t cache = (size_t)kv->slots * (size_t)kv->width;
         if (!kv->ring && s->kv_bits == 8) {
             kv->k8 = plume_alloc(cache);
             kv->v8 = plume_alloc(cache);
@@ -51,9 +51,7 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
             kv->k = plume_alloc(cache * 4);
             kv->v = plume_alloc(cache * 4);
         }
-        kv->k_new = plume_alloc(step * 4);
-        kv->v_new = plume_alloc(step * 4);
-        if (!(kv->k || kv->k8) || !(kv->v || kv->v8) || (kv->k8 && (!kv->ks || !kv->vs)) || !kv->k_new || !kv->v_new)
+        if (!(kv->k || kv->k8) || !(kv->v || kv->v8) || (kv->k8 && (!kv->ks || !kv->vs)))
             return plume_fail(err, PLUME_ENOMEM, "out of memory for the KV cache of layer %d (%zu MB)", l,
                               cache * 8 >> 20);
         if (kv->ring) { /* saved whole by plume_session_save: give unwritten slots a value */
@@ -67,44 +65,16 @@ static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
     return 0;
 }
 
-/* Allocate the step scratch (sizes from the config and n_batch). */
+/* Allocate the tokens, the snapshots and the step scratch (sizes from the config and
+ * n_batch). */
 static int scratch_init(plume_session *s, char **err) {
-    const plume_config *c = &s->m->c;
-    int64_t B = s->n_batch, D = c->D, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding, Imax = 0;
-    for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
-    int32_t nth = plume_pool_size(s->m->pool);
     s->tokens = calloc((size_t)s->n_ctx, sizeof *s->tokens);
-    s->h = plume_alloc((size_t)(B * D) * 4);
-    s->xa = plume_alloc((size_t)(B * D) * 4);
-    s->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-    s->att = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-    s->o = plume_alloc((size_t)(B * D) * 4);
-    s->gate = plume_alloc((size_t)(B * Imax) * 4);
-    s->up = plume_alloc((size_t)(B * Imax) * 4);
-    s->ple = plume_alloc((size_t)(B * c->L * c->Dp) * 4);
-    s->plg = plume_alloc((size_t)(B * c->Dp) * 4);
-    for (int t = 0; t < 2; t++) {
-        s->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-        s->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-    }
-    s->scores = plume_alloc((size_t)nth * (size_t)(c->H / c->Hkv) * (size_t)(s->n_ctx + s->n_batch) * 4);
-    s->deq = plume_alloc((size_t)nth * 2 * (size_t)hdmax * 4);
-    if (s->m->qact_matmul) {
-        int32_t widest = (int32_t)(Imax > c->H * hdmax ? Imax : c->H * hdmax);
-        widest = widest > c->D ? widest : c->D;
-        s->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
-        s->xs = plume_alloc((size_t)B * 4);
-        s->xsum = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
-        if (!s->xq || !s->xs || !s->xsum) return plume_fail(err, PLUME_ENOMEM, "out of memory for int8 activations");
-    }
+    if (!s->tokens) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (s->snap_every > 0 && s->n_snap > 0 && s->snap_stride > 0) {
         s->snap = plume_alloc((size_t)s->n_snap * s->snap_stride * 4);
         if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
     }
-    if (!s->tokens || !s->h || !s->xa || !s->q || !s->att || !s->o || !s->gate || !s->up || !s->ple || !s->plg ||
-        !s->rope_cos[0] || !s->rope_cos[1] || !s->rope_sin[0] || !s->rope_sin[1] || !s->scores || !s->deq)
-        return plume_fail(err, PLUME_ENOMEM, "out of memory for the session's scratch");
-    return 0;
+    return plume_scratch_init(&s->x, s->m, s->n_batch, (int64_t)s->n_ctx + s->n_batch, err);
 }
 
 int plume_session_new(plume_session **out, plume_model *m, const plume_session_params *pp, char **err) {
@@ -150,30 +120,11 @@ void plume_session_free(plume_session *s) {
             plume_dealloc(kv->v8);
             plume_dealloc(kv->ks);
             plume_dealloc(kv->vs);
-            plume_dealloc(kv->k_new);
-            plume_dealloc(kv->v_new);
         }
         free(s->chunk[ci].kv);
     }
     free(s->tokens);
-    plume_dealloc(s->h);
-    plume_dealloc(s->xa);
-    plume_dealloc(s->q);
-    plume_dealloc(s->att);
-    plume_dealloc(s->o);
-    plume_dealloc(s->gate);
-    plume_dealloc(s->up);
-    plume_dealloc(s->ple);
-    plume_dealloc(s->plg);
-    for (int t = 0; t < 2; t++) {
-        plume_dealloc(s->rope_cos[t]);
-        plume_dealloc(s->rope_sin[t]);
-    }
-    plume_dealloc(s->scores);
-    plume_dealloc(s->deq);
-    plume_dealloc(s->xq);
-    plume_dealloc(s->xs);
-    plume_dealloc(s->xsum);
+    plume_scratch_free(&s->x);
     plume_dealloc(s->snap);
     free(s);
 }
@@ -201,8 +152,7 @@ static void snapshot_copy(plume_session *s, float *buf, int32_t p, int dir) {
         }
 }
 
-/* After a step that ended at n_past: take the snapshot due there, if any. */
-static void snapshot_maybe(plume_session *s) {
+void plume_session_stepped(plume_session *s) {
     if (!s->snap || s->n_past % s->snap_every) return;
     int32_t k = s->n_past / s->snap_every - 1;
     if (k < 0 || k >= s->n_snap) return;
@@ -243,7 +193,7 @@ static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *l
         int last = i + T == n;
         float *lg = !logits ? NULL : all ? logits + (int64_t)i * V : last ? logits : NULL;
         plume_forward_step(s, ids + i, T, lg, all);
-        snapshot_maybe(s);
+        plume_session_stepped(s);
         i += T;
     }
 }

@@ -189,6 +189,35 @@ static void test_matmul_matches_scalar(void) {
     }
 }
 
+/* Every token's row of a T-token call is bit-identical to a call with that token alone
+ * (plume_batch depends on it): every type, token counts that cross token blocks. */
+static void test_matmul_rows_independent_of_T(void) {
+    static const int32_t tokens[] = {2, 3, 5, 9, 17};
+    uint64_t rng = 77;
+    for (int type = 0; type < PLUME_W_NTYPES; type++)
+        for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {
+            int32_t T = tokens[ti], rows = 37, cols = type == PLUME_W_Q4 ? 1024 + 32 : 1024 + 7;
+            test_weight tw;
+            float *x = malloc((size_t)T * cols * sizeof(float)), *yT = malloc((size_t)T * rows * sizeof(float));
+            float *y1 = malloc((size_t)rows * sizeof(float));
+            if (weight_new(&tw, (plume_wtype)type, rows, cols, &rng) || !x || !yT || !y1) {
+                CHECK(0, "out of memory");
+            } else {
+                fill(x, (int64_t)T * cols, &rng);
+                cur->matmul[type](yT, rows, x, cols, T, &tw.w, 0, rows);
+                for (int32_t t = 0; t < T; t++) {
+                    cur->matmul[type](y1, rows, x + (int64_t)t * cols, cols, 1, &tw.w, 0, rows);
+                    CHECK(!memcmp(y1, yT + (int64_t)t * rows, (size_t)rows * sizeof(float)),
+                          "%s %s: token %d of %d differs from the same token alone", cur->name, type_names[type], t, T);
+                }
+            }
+            weight_free(&tw);
+            free(x);
+            free(yT);
+            free(y1);
+        }
+}
+
 /* Larger shapes that cross row panels and token blocks: 300 rows, 64 tokens. */
 static void test_matmul_large(void) {
     for (int type = 0; type < PLUME_W_NTYPES; type++) {
@@ -350,6 +379,7 @@ int main(void) {
         tested++;
         run_on_table("matmul_matches_scalar", test_matmul_matches_scalar);
         run_on_table("matmul_large", test_matmul_large);
+        run_on_table("matmul_rows_independent_of_T", test_matmul_rows_independent_of_T);
         run_on_table("matmul_empty", test_matmul_empty);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);

@@ -31,5 +31,6 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_derive_tokenizer(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
     {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},
     {"derive-tokenizer", cmd_derive_tokenizer, "derive Gemma 4's tokenizer from Gemma 3's (scripts/fetch-vocab.sh)"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
 };
 
 /* Print the list of subcommands. */

@@ -9,9 +9,10 @@
  * Q4: the low nibbles of a group's 16 bytes are its even columns, the high nibbles its odd
  * ones, so a tile first copies its tokens' x into a small buffer split into even and odd
  * columns (once for all rows of the tile), and each row's bytes widen to 32-bit lanes that
- * give the even column by a mask and the odd one by a shift. Decode then adds
- * d * (sum q x - 8 sum x) per group, with -8 sum x stored beside the split x; prefill turns the
- * nibbles into (q - 8) d once and reuses them for every token.
+ * give the even column by a mask and the odd one by a shift. Every token then adds
+ * d * (sum q x - 8 sum x) per group, with -8 sum x stored beside the split x. (Turning the
+ * nibbles into (q - 8) d once per tile would save an operation per token in prefill, but would
+ * sum a token differently alone and in a batch; plume_batch promises the same bits.)
  */
 #include <immintrin.h>
 
@@ -169,19 +170,13 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
     for (int32_t g0 = 0; g0 < groups; g0 += Q4_CHUNK) {
         int32_t n = groups - g0 < Q4_CHUNK ? groups - g0 : Q4_CHUNK;
         float xs[TOKENS_MAX][Q4_STRIDE * Q4_CHUNK];
-        float d[ROWS_DECODE][Q4_CHUNK], bias[ROWS_DECODE][Q4_CHUNK]; /* d, -8 d */
+        float d[ROWS_DECODE][Q4_CHUNK];
         for (int t = 0; t < TT; t++) split_even_odd(xs[t], a->x + (int64_t)(t0 + t) * a->ldx, g0, n);
         for (int i = 0; i < R; i++) {
             int32_t j = 0;
-            for (; j + 8 <= n; j += 8) {
-                __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sr[i] + g0 + j)));
-                _mm256_storeu_ps(d[i] + j, dv);
-                _mm256_storeu_ps(bias[i] + j, _mm256_mul_ps(dv, _mm256_set1_ps(-8.0f)));
-            }
-            for (; j < n; j++) {
-                d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
-                bias[i][j] = -8.0f * d[i][j];
-            }
+            for (; j + 8 <= n; j += 8)
+                _mm256_storeu_ps(d[i] + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sr[i] + g0 + j))));
+            for (; j < n; j++) d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
         }
         for (int32_t j = 0; j < n; j++) {
             if (TT == 1) { /* as in tile_body */
@@ -200,30 +195,17 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
                 __m256 o0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
                 __m256 o1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
                 __m256 dv = _mm256_set1_ps(d[i][j]);
-                if (TT == 1) {
-                    /* decode: d * (sum q x - 8 sum x), 5 operations per row and group */
-                    const float *xg = xs[0] + Q4_STRIDE * j;
+                /* d * (sum q x - 8 sum x), 5 operations per row, token and group: the same
+                 * order for every token whatever TT, so a row's sums do not depend on the
+                 * other tokens of the call (batches are bit-identical to single steps) */
+                UNROLL
+                for (int t = 0; t < TT; t++) {
+                    const float *xg = xs[t] + Q4_STRIDE * j;
                     __m256 s = _mm256_fmadd_ps(e0, _mm256_loadu_ps(xg), _mm256_loadu_ps(xg + 32));
                     s = _mm256_fmadd_ps(e1, _mm256_loadu_ps(xg + 8), s);
                     s = _mm256_fmadd_ps(o0, _mm256_loadu_ps(xg + 16), s);
                     s = _mm256_fmadd_ps(o1, _mm256_loadu_ps(xg + 24), s);
-                    acc[i][0] = _mm256_fmadd_ps(s, dv, acc[i][0]);
-                } else {
-                    /* prefill: weights (q - 8) d once, exact (q has 4 bits, d 11), then 4
-                     * operations per row, token and group */
-                    __m256 bv = _mm256_set1_ps(bias[i][j]);
-                    e0 = _mm256_fmadd_ps(e0, dv, bv);
-                    e1 = _mm256_fmadd_ps(e1, dv, bv);
-                    o0 = _mm256_fmadd_ps(o0, dv, bv);
-                    o1 = _mm256_fmadd_ps(o1, dv, bv);
-                    UNROLL
-                    for (int t = 0; t < TT; t++) {
-                        const float *xg = xs[t] + Q4_STRIDE * j;
-                        acc[i][t] = _mm256_fmadd_ps(e0, _mm256_loadu_ps(xg), acc[i][t]);
-                        acc[i][t] = _mm256_fmadd_ps(e1, _mm256_loadu_ps(xg + 8), acc[i][t]);
-                        acc[i][t] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(xg + 16), acc[i][t]);
-                        acc[i][t] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(xg + 24), acc[i][t]);
-                    }
+                    acc[i][t] = _mm256_fmadd_ps(s, dv, acc[i][t]);
                 }
             }
         }

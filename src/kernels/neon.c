@@ -8,9 +8,8 @@
  *
  * Q4 goes half a group (16 columns, 8 bytes) a step: the low nibbles are the even columns and
  * the high nibbles the odd ones, which is how vld2q_f32 splits x, so the nibbles widen to
- * floats without being interleaved. Decode adds d * (sum q x - 8 sum x) per half group, as
- * avx2.c; prefill turns the nibbles into (q - 8) d once per row and reuses them for every
- * token. FP16 needs only the base ISA's vcvt_f32_f16. Not measured on hardware (only run
+ * floats without being interleaved. Every token adds d * (sum q x - 8 sum x) per half group,
+ * as avx2.c, in the same order alone or among others (plume_batch promises the same bits). FP16 needs only the base ISA's vcvt_f32_f16. Not measured on hardware (only run
  * under QEMU): tile shapes were chosen so GCC keeps the accumulators in registers.
  */
 #include <arm_neon.h>
@@ -147,26 +146,21 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
 
     for (int32_t g0 = 0; g0 < groups; g0 += Q4_CHUNK) {
         int32_t n = groups - g0 < Q4_CHUNK ? groups - g0 : Q4_CHUNK;
-        float d[ROWS_DECODE][Q4_CHUNK], bias[ROWS_DECODE][Q4_CHUNK]; /* d, -8 d */
+        float d[ROWS_DECODE][Q4_CHUNK];
         for (int i = 0; i < R; i++) {
             int32_t j = 0;
-            for (; j + 4 <= n; j += 4) {
-                float32x4_t dv = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sr[i] + g0 + j)));
-                vst1q_f32(d[i] + j, dv);
-                vst1q_f32(bias[i] + j, vmulq_n_f32(dv, -8.0f));
-            }
-            for (; j < n; j++) {
-                d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
-                bias[i][j] = -8.0f * d[i][j];
-            }
+            for (; j + 4 <= n; j += 4) vst1q_f32(d[i] + j, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sr[i] + g0 + j))));
+            for (; j < n; j++) d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
         }
         for (int32_t h = 2 * g0; h < 2 * (g0 + n); h++) { /* half groups of 16 columns */
-            /* decode holds x (even, odd columns) across the rows; prefill reloads it from L1
-             * per row and token, so 4 x TT accumulators and one row's weights stay in registers */
-            float32x4x2_t x0 = vld2q_f32(xt[0] + 16 * h), x1 = vld2q_f32(xt[0] + 16 * h + 8);
-            /* -8 times this half group's sum of x, spread over 4 lanes */
-            float32x4_t m8sx = vmulq_n_f32(vaddq_f32(vaddq_f32(x0.val[0], x0.val[1]),
-                                                     vaddq_f32(x1.val[0], x1.val[1])), -8.0f);
+            /* -8 times each token's sum of x over this half group, spread over 4 lanes */
+            float32x4_t m8sx[TOKENS_MAX_Q4];
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                float32x4x2_t x0 = vld2q_f32(xt[t] + 16 * h), x1 = vld2q_f32(xt[t] + 16 * h + 8);
+                m8sx[t] = vmulq_n_f32(vaddq_f32(vaddq_f32(x0.val[0], x0.val[1]), vaddq_f32(x1.val[0], x1.val[1])),
+                                      -8.0f);
+            }
             UNROLL
             for (int i = 0; i < R; i++) {
                 /* 8 bytes: low nibbles are columns 0 2 .. 14, high ones 1 3 .. 15 */
@@ -177,28 +171,16 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
                 float32x4_t o0 = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
                 float32x4_t o1 = vcvtq_f32_u32(vmovl_high_u16(hi));
                 float dg = d[i][h / 2 - g0];
-                if (TT == 1) {
-                    /* decode: d * (sum q x - 8 sum x), as avx2.c */
-                    float32x4_t s = vfmaq_f32(m8sx, e0, x0.val[0]);
-                    s = vfmaq_f32(s, o0, x0.val[1]);
-                    s = vfmaq_f32(s, e1, x1.val[0]);
-                    s = vfmaq_f32(s, o1, x1.val[1]);
-                    acc[i][0] = vfmaq_n_f32(acc[i][0], s, dg);
-                } else {
-                    /* prefill: (q - 8) d = q d - 8 d once, exact (q has 4 bits, d 11) */
-                    float32x4_t dv = vdupq_n_f32(dg), bv = vdupq_n_f32(bias[i][h / 2 - g0]);
-                    e0 = vfmaq_f32(bv, e0, dv);
-                    e1 = vfmaq_f32(bv, e1, dv);
-                    o0 = vfmaq_f32(bv, o0, dv);
-                    o1 = vfmaq_f32(bv, o1, dv);
-                    UNROLL
-                    for (int t = 0; t < TT; t++) {
-                        float32x4x2_t u0 = vld2q_f32(xt[t] + 16 * h), u1 = vld2q_f32(xt[t] + 16 * h + 8);
-                        acc[i][t] = vfmaq_f32(acc[i][t], e0, u0.val[0]);
-                        acc[i][t] = vfmaq_f32(acc[i][t], o0, u0.val[1]);
-                        acc[i][t] = vfmaq_f32(acc[i][t], e1, u1.val[0]);
-                        acc[i][t] = vfmaq_f32(acc[i][t], o1, u1.val[1]);
-                    }
+                /* d * (sum q x - 8 sum x) for every token, as avx2.c: the same order whatever
+                 * TT, so batches are bit-identical to single steps (x reloads come from L1) */
+                UNROLL
+                for (int t = 0; t < TT; t++) {
+                    float32x4x2_t u0 = vld2q_f32(xt[t] + 16 * h), u1 = vld2q_f32(xt[t] + 16 * h + 8);
+                    float32x4_t sm = vfmaq_f32(m8sx[t], e0, u0.val[0]);
+                    sm = vfmaq_f32(sm, o0, u0.val[1]);
+                    sm = vfmaq_f32(sm, e1, u1.val[0]);
+                    sm = vfmaq_f32(sm, o1, u1.val[1]);
+                    acc[i][t] = vfmaq_n_f32(acc[i][t], sm, dg);
                 }
             }
         }

@@ -1,0 +1,185 @@
+/* batch.c -- the scratch of a forward step, and plume_batch: one step of several sessions.
+ *
+ * Continuous batching. A server with N conversations in flight queues, at every step, one
+ * token of each decoding session and a chunk of each prefilling one, then runs them as one
+ * step (forward.c): the weights stream from memory once for all of them. A session's logits
+ * do not depend on what else is in the step, so its output is what it would be alone. */
+#include <stdlib.h>
+
+#include "forward.h"
+
+/* ---- step scratch ---------------------------------------------------------------------- */
+
+/* The widest row of any layer's inputs, for the int8 activations. */
+static int32_t widest_input(const plume_config *c, int64_t Imax, int64_t hdmax) {
+    int64_t w = Imax > c->H * hdmax ? Imax : c->H * hdmax;
+    return (int32_t)(w > c->D ? w : c->D);
+}
+
+int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err) {
+    const plume_config *c = &m->c;
+    memset(x, 0, sizeof *x);
+    int64_t D = c->D, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding, Imax = 0;
+    for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
+    int32_t nth = plume_pool_size(m->pool);
+    x->B = B;
+    x->span = span;
+    x->h = plume_alloc((size_t)(B * D) * 4);
+    x->xa = plume_alloc((size_t)(B * D) * 4);
+    x->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
+    x->att = plume_alloc((size_t)(B * c->H * hdmax) * 4);
+    x->o = plume_alloc((size_t)(B * D) * 4);
+    x->gate = plume_alloc((size_t)(B * Imax) * 4);
+    x->up = plume_alloc((size_t)(B * Imax) * 4);
+    x->ple = plume_alloc((size_t)(B * c->L * c->Dp) * 4);
+    x->plg = plume_alloc((size_t)(B * c->Dp) * 4);
+    int ok = x->h && x->xa && x->q && x->att && x->o && x->gate && x->up && x->ple && x->plg;
+    for (int t = 0; t < 2; t++) {
+        x->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
+        x->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
+        ok = ok && x->rope_cos[t] && x->rope_sin[t];
+    }
+    for (int32_t l = 0; l < c->L; l++) {
+        if (c->kv_src[l] != l) continue;
+        size_t step = (size_t)B * (size_t)(c->Hkv * c->hd[l]) * 4;
+        x->k_new[l] = plume_alloc(step);
+        x->v_new[l] = plume_alloc(step);
+        ok = ok && x->k_new[l] && x->v_new[l];
+    }
+    x->scores = plume_alloc((size_t)nth * (size_t)(c->H / c->Hkv) * (size_t)span * 4);
+    x->deq = plume_alloc((size_t)nth * 2 * (size_t)hdmax * 4);
+    x->row_ent = plume_alloc((size_t)B * 4);
+    x->row_pos = plume_alloc((size_t)B * 4);
+    x->row_head = plume_alloc((size_t)B * 4);
+    ok = ok && x->scores && x->deq && x->row_ent && x->row_pos && x->row_head;
+    if (ok && m->qact_matmul) {
+        int32_t widest = widest_input(c, Imax, hdmax);
+        x->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
+        x->xs = plume_alloc((size_t)B * 4);
+        x->xsum = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
+        ok = x->xq && x->xs && x->xsum;
+    }
+    if (!ok) {
+        plume_scratch_free(x);
+        return plume_fail(err, PLUME_ENOMEM, "out of memory for a step scratch of %d tokens", B);
+    }
+    return 0;
+}
+
+void plume_scratch_free(plume_scratch *x) {
+    float *bufs[] = {x->h, x->xa, x->q, x->att, x->o, x->gate, x->up, x->ple, x->plg, x->rope_cos[0],
+                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->deq, x->xs};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) plume_dealloc(bufs[i]);
+    for (int32_t l = 0; l < PLUME_MAX_LAYERS; l++) {
+        plume_dealloc(x->k_new[l]);
+        plume_dealloc(x->v_new[l]);
+    }
+    plume_dealloc(x->xq);
+    plume_dealloc(x->xsum);
+    plume_dealloc(x->row_ent);
+    plume_dealloc(x->row_pos);
+    plume_dealloc(x->row_head);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---- plume_batch ----------------------------------------------------------------------- */
+
+struct plume_batch {
+    plume_model *m;
+    plume_scratch x;      /* [cap] rows */
+    int32_t cap;
+    plume_step_entry *e;  /* [cap] queued entries */
+    int32_t n;            /* entries queued */
+    int32_t T;            /* tokens queued */
+    float *logits;        /* [logit_rows, V] the head's output when several entries want logits */
+    int32_t logit_rows;
+};
+
+int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, char **err) {
+    *out = NULL;
+    plume_batch *b = calloc(1, sizeof *b);
+    if (!b) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    b->m = m;
+    b->cap = n_tokens_max > 0 ? n_tokens_max : 256;
+    b->e = calloc((size_t)b->cap, sizeof *b->e);
+    int rc = b->e ? plume_scratch_init(&b->x, m, b->cap, (int64_t)m->c.W + b->cap, err)
+                  : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (rc) {
+        free(b->e);
+        free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+void plume_batch_free(plume_batch *b) {
+    if (!b) return;
+    plume_scratch_free(&b->x);
+    plume_dealloc(b->logits);
+    free(b->e);
+    free(b);
+}
+
+int32_t plume_batch_n_tokens(const plume_batch *b) { return b->T; }
+
+void plume_batch_clear(plume_batch *b) {
+    b->n = 0;
+    b->T = 0;
+}
+
+int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all,
+                        char **err) {
+    if (s->m != b->m) return plume_fail(err, PLUME_EINVAL, "batch: the session belongs to another model");
+    if (n < 1) return plume_fail(err, PLUME_EINVAL, "batch: no tokens");
+    for (int32_t i = 0; i < b->n; i++)
+        if (b->e[i].s == s) return plume_fail(err, PLUME_EINVAL, "batch: the session is already in this step");
+    if (b->T >= b->cap) return plume_fail(err, PLUME_EINVAL, "batch: full (%d tokens)", b->cap);
+    if (s->n_past >= s->n_ctx)
+        return plume_fail(err, PLUME_ERANGE, "batch: the session's context of %d tokens is full", s->n_ctx);
+    int32_t take = n;
+    if (take > b->cap - b->T) take = b->cap - b->T;
+    if (take > s->n_ctx - s->n_past) take = s->n_ctx - s->n_past;
+    if (s->snap) {
+        int32_t to_snap = s->snap_every - s->n_past % s->snap_every;
+        if (take > to_snap) take = to_snap;
+    }
+    for (int32_t i = 0; i < take; i++)
+        if (ids[i] < 0 || ids[i] >= s->m->c.V)
+            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
+                              s->m->c.V);
+    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all};
+    b->T += take;
+    return take;
+}
+
+int plume_batch_run(plume_batch *b, char **err) {
+    if (b->n == 0) return 0;
+    const plume_config *c = &b->m->c;
+    int64_t span = b->x.span;
+    int32_t rows = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->e[i].P + b->e[i].T > span) span = b->e[i].P + b->e[i].T;
+        if (b->e[i].logits) rows += b->e[i].all ? b->e[i].T : 1;
+    }
+    if (span > b->x.span) { /* a longer conversation than any before: grow the scores */
+        int64_t grown = span + span / 2;
+        float *sc = plume_alloc((size_t)plume_pool_size(b->m->pool) * (size_t)(c->H / c->Hkv) * (size_t)grown * 4);
+        if (!sc) return plume_fail(err, PLUME_ENOMEM, "out of memory for attention scores");
+        plume_dealloc(b->x.scores);
+        b->x.scores = sc;
+        b->x.span = grown;
+    }
+    if (b->n > 1 && rows > b->logit_rows) {
+        float *lg = plume_alloc((size_t)rows * (size_t)c->V * 4);
+        if (!lg) return plume_fail(err, PLUME_ENOMEM, "out of memory for %d rows of logits", rows);
+        plume_dealloc(b->logits);
+        b->logits = lg;
+        b->logit_rows = rows;
+    }
+    plume_model_prefault(b->m);
+    plume_forward(b->m, &b->x, b->e, b->n, b->logits);
+    for (int32_t i = 0; i < b->n; i++) plume_session_stepped(b->e[i].s);
+    plume_batch_clear(b);
+    return 0;
+}

@@ -1,0 +1,240 @@
+/* test_batch.c -- plume_batch: several sessions in one step give each session exactly the
+ * logits it gets alone (memcmp, every ISA and weight type, prefill chunks mixed with other
+ * sessions' decode tokens, float and int8 K/V), and the limits of a batch are refused with
+ * clear errors. tiny-a has a sliding window of 8, so the conversations wrap their rings. */
+#include "model.h"
+#include "npy.h"
+#include "t.h"
+
+#define NS 4        /* sessions */
+#define NGEN 6      /* greedy tokens after each prompt */
+#define CHUNK 4     /* prefill tokens a session gives per batched step */
+#define V 512
+
+static char *tmp;
+static char bundles[4][600];
+static const char *wnames[4] = {"f32", "bf16", "q8", "q4"};
+static int32_t ids[64];
+
+static plume_model *open_isa(const char *dir, const char *isa) {
+    plume_model_params p = plume_model_default_params();
+    p.isa = isa;
+    p.n_threads = 2;
+    plume_model *m = NULL;
+    char *err = NULL;
+    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
+    return m;
+}
+
+static plume_session *new_session(plume_model *m, int32_t kv_bits, int32_t n_batch) {
+    plume_session_params p = plume_session_default_params();
+    p.kv_bits = kv_bits;
+    p.n_batch = n_batch;
+    p.n_ctx = 64;
+    plume_session *s = NULL;
+    char *err = NULL;
+    if (plume_session_new(&s, m, &p, &err)) { printf("  %s\n", err); free(err); }
+    return s;
+}
+
+static int32_t argmax(const float *x) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < V; i++) b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+/* Session k's prompt: 5 + 3k tokens of the golden ids, shifted so the sessions differ. */
+static int32_t prompt_len(int k) { return 5 + 3 * k; }
+static const int32_t *prompt(int k) { return ids + k; }
+
+/* Session k alone: the prompt (in steps of n_batch), then NGEN greedy tokens; logits after
+ * the prompt and after every token, [NGEN + 1, V]. */
+static void run_alone(plume_model *m, int k, int32_t kv_bits, int32_t n_batch, float *lg) {
+    plume_session *s = new_session(m, kv_bits, n_batch);
+    char *err = NULL;
+    if (!s) return;
+    int rc = plume_session_feed(s, prompt(k), prompt_len(k), lg, 0, &err);
+    for (int g = 0; g < NGEN && !rc; g++) {
+        int32_t id = argmax(lg + (size_t)g * V);
+        rc = plume_session_feed(s, &id, 1, lg + (size_t)(g + 1) * V, 0, &err);
+    }
+    CHECK(!rc, "alone: %s", err ? err : "");
+    free(err);
+    plume_session_free(s);
+}
+
+/* The NS sessions together: every step holds a chunk of each prefilling session's prompt
+ * (session k starts k steps late, so prefill and decode mix) and a token of each decoding
+ * one. lg [NS, NGEN + 1, V] as run_alone. */
+static void run_batched(plume_model *m, int32_t kv_bits, float *lg) {
+    plume_session *s[NS];
+    int32_t fed[NS] = {0}, gen[NS] = {0}, next[NS];
+    plume_batch *b = NULL;
+    char *err = NULL;
+    CHECK(plume_batch_new(&b, m, 32, &err) == 0, "batch_new: %s", err ? err : "");
+    for (int k = 0; k < NS; k++) s[k] = new_session(m, kv_bits, 64);
+    for (int step = 0, busy = 1; busy && b && step < 200; step++) {
+        busy = 0;
+        for (int k = 0; k < NS; k++) {
+            if (step < k || gen[k] == NGEN) continue;
+            busy = 1;
+            float *out = lg + ((size_t)k * (NGEN + 1) + gen[k]) * V;
+            if (fed[k] < prompt_len(k)) {
+                int32_t n = prompt_len(k) - fed[k] < CHUNK ? prompt_len(k) - fed[k] : CHUNK;
+                int32_t got = plume_batch_add(b, s[k], prompt(k) + fed[k], n, fed[k] + n == prompt_len(k) ? out : NULL, 0, &err);
+                CHECK(got == n, "add prefill: %d %s", got, err ? err : "");
+                fed[k] += n;
+            } else {
+                int32_t got = plume_batch_add(b, s[k], &next[k], 1, out + V, 0, &err);
+                CHECK(got == 1, "add decode: %d %s", got, err ? err : "");
+                gen[k]++;
+            }
+        }
+        CHECK(plume_batch_run(b, &err) == 0, "run: %s", err ? err : "");
+        for (int k = 0; k < NS; k++)
+            if (fed[k] == prompt_len(k) && gen[k] < NGEN) next[k] = argmax(lg + ((size_t)k * (NGEN + 1) + gen[k]) * V);
+    }
+    for (int k = 0; k < NS; k++) {
+        CHECK(s[k] && plume_session_n_past(s[k]) == prompt_len(k) + NGEN, "session %d at %d", k,
+              s[k] ? plume_session_n_past(s[k]) : -1);
+        plume_session_free(s[k]);
+    }
+    free(err);
+    plume_batch_free(b);
+}
+
+/* Compare every session's batched logits with its alone run, bit for bit. */
+static void check_same(plume_model *m, int32_t kv_bits, int32_t alone_batch, const char *what) {
+    size_t per = (size_t)(NGEN + 1) * V;
+    float *alone = calloc(NS * per, 4), *batched = calloc(NS * per, 4);
+    for (int k = 0; k < NS; k++) run_alone(m, k, kv_bits, alone_batch, alone + k * per);
+    run_batched(m, kv_bits, batched);
+    for (int k = 0; k < NS; k++) {
+        size_t diff = 0;
+        for (size_t i = 0; i < per; i++) diff += memcmp(&alone[k * per + i], &batched[k * per + i], 4) != 0;
+        CHECK(diff == 0, "%s: session %d: %zu of %zu logits differ from the session alone", what, k, diff, per);
+    }
+    free(alone);
+    free(batched);
+}
+
+static void test_batched_equals_alone_every_isa_and_weight(void) {
+    const char *isas[8];
+    int n = plume_kernels_available(isas, 8);
+    for (int w = 0; w < 4; w++)
+        for (int i = 0; i < n; i++) {
+            plume_model *m = open_isa(bundles[w], isas[i]);
+            CHECK(m, "open %s", bundles[w]);
+            if (!m) continue;
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", wnames[w], isas[i]);
+            check_same(m, 32, 64, what); /* alone: whole prompt in one step */
+            plume_model_free(m);
+        }
+}
+
+static void test_batched_kv8_equals_alone_in_same_chunks(void) {
+    /* int8 K/V rounds the cached rows, so chunking matters: alone in the batch's chunks */
+    plume_model *m = open_isa(bundles[2], NULL);
+    if (m) check_same(m, 8, CHUNK, "q8 kv8");
+    plume_model_free(m);
+}
+
+static void test_limits_refused(void) {
+    plume_model *m = open_isa(bundles[0], NULL), *m2 = open_isa(bundles[1], NULL);
+    plume_batch *b = NULL;
+    char *err = NULL;
+    CHECK(m && m2 && plume_batch_new(&b, m, 8, &err) == 0, "setup");
+    if (!b) return;
+    plume_session *s = new_session(m, 32, 64), *s2 = new_session(m, 32, 64), *o = new_session(m2, 32, 64);
+    int32_t bad = V, got;
+    got = plume_batch_add(b, o, ids, 2, NULL, 0, &err);
+    CHECK(got == PLUME_EINVAL && err && strstr(err, "another model"), "other model: %d %s", got, err ? err : "");
+    free(err), err = NULL;
+    got = plume_batch_add(b, s, &bad, 1, NULL, 0, &err);
+    CHECK(got == PLUME_EINVAL && err && strstr(err, "vocabulary"), "bad id: %d %s", got, err ? err : "");
+    free(err), err = NULL;
+    CHECK(plume_batch_add(b, s, ids, 10, NULL, 0, &err) == 8, "takes what fits: %s", err ? err : "");
+    got = plume_batch_add(b, s2, ids, 1, NULL, 0, &err);
+    CHECK(got == PLUME_EINVAL && err && strstr(err, "full"), "full batch: %d %s", got, err ? err : "");
+    free(err), err = NULL;
+    plume_batch_clear(b);
+    CHECK(plume_batch_n_tokens(b) == 0 && plume_session_n_past(s) == 0, "clear leaves the session unchanged");
+    CHECK(plume_batch_add(b, s, ids, 2, NULL, 0, &err) == 2, "add");
+    got = plume_batch_add(b, s, ids, 2, NULL, 0, &err);
+    CHECK(got == PLUME_EINVAL && err && strstr(err, "already"), "twice: %d %s", got, err ? err : "");
+    free(err), err = NULL;
+    CHECK(plume_batch_run(b, &err) == 0 && plume_session_n_past(s) == 2, "run");
+    CHECK(plume_batch_run(b, &err) == 0, "empty run is a no-op");
+    /* a full context */
+    plume_session_params p = plume_session_default_params();
+    p.n_ctx = 4;
+    plume_session *small = NULL;
+    CHECK(plume_session_new(&small, m, &p, &err) == 0, "small");
+    CHECK(plume_batch_add(b, small, ids, 6, NULL, 0, &err) == 4, "context room");
+    CHECK(plume_batch_run(b, &err) == 0, "run small");
+    got = plume_batch_add(b, small, ids, 1, NULL, 0, &err);
+    CHECK(got == PLUME_ERANGE, "full context: %d", got);
+    free(err), err = NULL;
+    /* a step ends at the session's next snapshot, so rewinds stay exact */
+    p.n_ctx = 64;
+    p.snapshot_every = 16;
+    p.n_rewind = 0;
+    plume_session *sn = NULL, *ref = NULL;
+    CHECK(plume_session_new(&sn, m, &p, &err) == 0 && plume_session_new(&ref, m, &p, &err) == 0, "snap sessions");
+    CHECK(plume_batch_add(b, sn, ids, 10, NULL, 0, &err) == 8, "batch room first");
+    plume_batch_clear(b);
+    CHECK(plume_batch_add(b, sn, ids, 6, NULL, 0, &err) == 6 && plume_batch_run(b, &err) == 0, "6");
+    CHECK(plume_batch_add(b, sn, ids + 6, 8, NULL, 0, &err) == 8 && plume_batch_run(b, &err) == 0, "8");
+    CHECK(plume_batch_add(b, sn, ids + 14, 8, NULL, 0, &err) == 2, "cut at the snapshot at 16");
+    CHECK(plume_batch_run(b, &err) == 0, "run");
+    for (int32_t at = 16; at < 40; ) {
+        int32_t g = plume_batch_add(b, sn, ids + at, 40 - at, NULL, 0, &err);
+        CHECK(g > 0 && plume_batch_run(b, &err) == 0, "feed %d", at);
+        if (g <= 0) break;
+        at += g;
+    }
+    /* rewind far back (needs the snapshot the batch took) equals a fresh prefill */
+    float a[V], f[V];
+    CHECK(plume_session_rewind(sn, 20, &err) == 0 && plume_session_feed(sn, ids + 20, 3, a, 0, &err) == 0, "rewind");
+    CHECK(plume_session_feed(ref, ids, 23, f, 0, &err) == 0, "fresh");
+    CHECK(t_max_abs(a, f, V) <= 2e-3, "rewind after batched steps: max abs %g", t_max_abs(a, f, V));
+    free(err);
+    plume_session_free(sn);
+    plume_session_free(ref);
+    plume_session_free(small);
+    plume_session_free(s);
+    plume_session_free(s2);
+    plume_session_free(o);
+    plume_batch_free(b);
+    plume_model_free(m);
+    plume_model_free(m2);
+}
+
+int main(void) {
+    tmp = t_tmpdir("batch");
+    char out[4096], path[700];
+    for (int w = 0; w < 4; w++) {
+        snprintf(bundles[w], sizeof bundles[w], "%s/%s", tmp, wnames[w]);
+        if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
+                 bundles[w], wnames[w]))
+            printf("  setup: %s\n", out);
+    }
+    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    plume_map mp;
+    npy_view v;
+    char *err = NULL;
+    if (npy_open(path, &mp, &v, &err) == 0) {
+        float f[64];
+        if (v.count <= 64) npy_to_f32(&v, f);
+        for (int64_t i = 0; i < v.count && i < 64; i++) ids[i] = (int32_t)f[i];
+        plume_map_free(&mp);
+    }
+    free(err);
+    RUN(test_batched_equals_alone_every_isa_and_weight);
+    RUN(test_batched_kv8_equals_alone_in_same_chunks);
+    RUN(test_limits_refused);
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}

@@ -1,0 +1,273 @@
+/* test_serve_req.c -- the server's request parser and reply builders (tools/serve_req.c),
+ * linked directly: bytes in, a request or an OpenAI-shaped error out; no socket, no model.
+ * Every bad field gives a 400 naming it; truncated and corrupted bodies never crash. */
+#include "t.h"
+
+#include "serve.h"
+
+/* Parse body as kind; the status (0 on success). */
+static int parse(serve_request *r, serve_kind kind, const char *body, serve_error *e) {
+    return serve_request_parse(r, kind, body, strlen(body), e);
+}
+
+/* Whether e is a 400 whose JSON is {"error": {"message": ..., "type": ..., "param": param}}. */
+static int is_400(const serve_error *e, const char *param) {
+    if (e->status != 400 || !e->body) return 0;
+    cJSON *root = cJSON_Parse(e->body);
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(err, "type");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(err, "param");
+    int ok = cJSON_IsString(msg) && *msg->valuestring && cJSON_IsString(type) &&
+             cJSON_GetObjectItemCaseSensitive(err, "code") &&
+             (param ? cJSON_IsString(p) && !strcmp(p->valuestring, param) : cJSON_IsNull(p));
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* Expect body (chat) to be refused with a 400 about param. */
+static void expect_400(const char *body, const char *param) {
+    serve_request r;
+    serve_error e = {0};
+    int st = parse(&r, SERVE_CHAT, body, &e);
+    CHECK(st == 400 && is_400(&e, param), "%s: status %d, %s", body, st, e.body ? e.body : "(no body)");
+    serve_error_free(&e);
+}
+
+static void test_chat_fields(void) {
+    serve_request r;
+    serve_error e = {0};
+    const char *body =
+        "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"be brief\"},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\","
+        "   \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}], \"reasoning_content\": \"hmm\"},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"42\"}],"
+        " \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"max_completion_tokens\": 7,"
+        " \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 5, \"min_p\": 0.1, \"presence_penalty\": 0.5,"
+        " \"frequency_penalty\": -0.5, \"seed\": 42, \"stop\": [\"x\", \"yz\"], \"logprobs\": true, \"top_logprobs\": 3,"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
+        " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\"}";
+    int st = parse(&r, SERVE_CHAT, body, &e);
+    CHECK(st == 0, "parse: %s", e.body);
+    if (st) return;
+    CHECK(r.n_msgs == 4 && !strcmp(r.msgs[1].content, "ab"), "content parts joined");
+    CHECK(!r.msgs[2].content && r.msgs[2].tool_calls && strstr(r.msgs[2].tool_calls, "\"name\":\"f\""), "tool calls kept");
+    CHECK(r.msgs[2].reasoning_content && !strcmp(r.msgs[2].reasoning_content, "hmm"), "reasoning kept");
+    CHECK(!strcmp(r.msgs[3].role, "tool") && !strcmp(r.msgs[3].tool_call_id, "c1"), "tool message");
+    CHECK(r.stream && r.include_usage && r.max_tokens == 7, "stream, usage, max tokens");
+    CHECK(r.sp.temperature == 0.5f && r.sp.top_p == 0.9f && r.sp.top_k == 5 && r.sp.min_p == 0.1f, "sampling");
+    CHECK(r.sp.presence_penalty == 0.5f && r.sp.frequency_penalty == -0.5f && r.sp.seed == 42, "penalties, seed");
+    CHECK(r.n_stops == 2 && !strcmp(r.stops[1], "yz"), "stops");
+    CHECK(r.logprobs == 1 && r.top_logprobs == 3, "logprobs");
+    CHECK(r.tools && strstr(r.tools, "\"f\"") && !strcmp(r.tool_choice, "required"), "tools");
+    CHECK(r.enable_thinking == 1 && !strcmp(r.model, "m"), "thinking, model");
+    serve_request_free(&r);
+
+    st = parse(&r, SERVE_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": \"\\n\","
+               " \"chat_template_kwargs\": {\"enable_thinking\": true}}", &e);
+    CHECK(st == 0 && r.n_stops == 1 && !strcmp(r.stops[0], "\n") && r.enable_thinking, "stop string, kwargs");
+    CHECK(st == 0 && r.max_tokens < 0 && r.sp.seed == SERVE_DEFAULT_SEED && !r.stream, "defaults");
+    CHECK(st == 0 && r.sp.temperature == 1.0f && r.sp.top_k == 64, "the model's sampling defaults");
+    serve_request_free(&r);
+}
+
+static void test_chat_errors(void) {
+    expect_400("{\"messages\": ", NULL);
+    expect_400("[1, 2]", NULL);
+    expect_400("", NULL);
+    expect_400("{}", "messages");
+    expect_400("{\"messages\": []}", "messages");
+    expect_400("{\"messages\": \"hi\"}", "messages");
+    expect_400("{\"messages\": [5]}", "messages[0]");
+    expect_400("{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}", "messages[0].role");
+    expect_400("{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role");
+    expect_400("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\"}]}", "messages[1].content");
+    expect_400("{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "messages[0].content");
+    expect_400("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}",
+               "messages[0].content");
+    expect_400("{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": 1}]}]}", "messages[0].tool_calls");
+#define MSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+    expect_400("{" MSG ", \"temperature\": \"hot\"}", "temperature");
+    expect_400("{" MSG ", \"temperature\": 3}", "temperature");
+    expect_400("{" MSG ", \"top_p\": 1.5}", "top_p");
+    expect_400("{" MSG ", \"top_k\": 2.5}", "top_k");
+    expect_400("{" MSG ", \"max_tokens\": 0}", "max_tokens");
+    expect_400("{" MSG ", \"max_tokens\": \"10\"}", "max_tokens");
+    expect_400("{" MSG ", \"max_completion_tokens\": -3}", "max_completion_tokens");
+    expect_400("{" MSG ", \"stream\": \"yes\"}", "stream");
+    expect_400("{" MSG ", \"stream_options\": {\"include_usage\": 1}}", "include_usage");
+    expect_400("{" MSG ", \"n\": 2}", "n");
+    expect_400("{" MSG ", \"seed\": 1.5}", "seed");
+    expect_400("{" MSG ", \"stop\": 5}", "stop");
+    expect_400("{" MSG ", \"stop\": [\"\"]}", "stop");
+    expect_400("{" MSG ", \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]}",
+               "stop");
+    expect_400("{" MSG ", \"top_logprobs\": 2}", "top_logprobs");
+    expect_400("{" MSG ", \"logprobs\": true, \"top_logprobs\": 21}", "top_logprobs");
+    expect_400("{" MSG ", \"tools\": {}}", "tools");
+    expect_400("{" MSG ", \"tools\": [{\"type\": \"retrieval\"}]}", "tools");
+    expect_400("{" MSG ", \"tool_choice\": \"sometimes\"}", "tool_choice");
+    expect_400("{" MSG ", \"reasoning_effort\": \"extreme\"}", "reasoning_effort");
+    expect_400("{" MSG ", \"chat_template_kwargs\": {\"enable_thinking\": \"yes\"}}", "enable_thinking");
+    expect_400("{" MSG ", \"response_format\": {\"type\": \"json_object\"}}", "response_format");
+    expect_400("{" MSG ", \"model\": 7}", "model");
+    serve_request r;
+    serve_error e = {0};
+    const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";
+    CHECK(parse(&r, SERVE_CHAT, bad, &e) == 400 && strstr(e.body, "UTF-8"), "invalid UTF-8: %s", e.body);
+    serve_error_free(&e);
+#undef MSG
+}
+
+static void test_completion_fields(void) {
+    serve_request r;
+    serve_error e = {0};
+    int st = parse(&r, SERVE_COMPLETION, "{\"prompt\": \"Once upon\", \"temperature\": 0}", &e);
+    CHECK(st == 0 && !strcmp(r.prompt, "Once upon") && r.max_tokens == 16 && r.sp.temperature == 0, "prompt: %s", e.body);
+    if (!st) serve_request_free(&r);
+    st = parse(&r, SERVE_COMPLETION, "{\"prompt\": [\"one\"], \"max_tokens\": 3, \"echo\": false, \"best_of\": 1}", &e);
+    CHECK(st == 0 && !strcmp(r.prompt, "one") && r.max_tokens == 3, "a list of one prompt: %s", e.body);
+    if (!st) serve_request_free(&r);
+    const char *bad[][2] = {{"{}", "prompt"}, {"{\"prompt\": [\"a\", \"b\"]}", "prompt"}, {"{\"prompt\": 5}", "prompt"},
+                            {"{\"prompt\": \"a\", \"echo\": true}", "echo"}, {"{\"prompt\": \"a\", \"logprobs\": 2}", "logprobs"},
+                            {"{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix"}};
+    for (int i = 0; i < 6; i++) {
+        st = parse(&r, SERVE_COMPLETION, bad[i][0], &e);
+        CHECK(st == 400 && is_400(&e, bad[i][1]), "%s: %d %s", bad[i][0], st, e.body);
+        serve_error_free(&e);
+    }
+}
+
+static void test_budget(void) {
+    serve_error e = {0};
+    CHECK(serve_check_budget(10, 5, 16, &e) == 0, "fits");
+    CHECK(serve_check_budget(10, -1, 16, &e) == 0, "no max_tokens");
+    CHECK(serve_check_budget(10, 7, 16, &e) == 400 && is_400(&e, "max_tokens") && strstr(e.body, "lower max_tokens"),
+          "max_tokens past the context: %s", e.body);
+    serve_error_free(&e);
+    CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.body, "16 tokens"),
+          "prompt fills the context: %s", e.body);
+    serve_error_free(&e);
+}
+
+static void test_tokenize_bodies(void) {
+    serve_error e = {0};
+    char *content;
+    int32_t special, *ids, n;
+    const char *b = "{\"content\": \"hi there\", \"add_special\": true}";
+    CHECK(serve_tokenize_parse(b, strlen(b), &content, &special, &e) == 0 && !strcmp(content, "hi there") && special,
+          "tokenize");
+    free(content);
+    b = "{\"content\": 5}";
+    CHECK(serve_tokenize_parse(b, strlen(b), &content, &special, &e) == 400 && is_400(&e, "content"), "tokenize 5");
+    serve_error_free(&e);
+    b = "{\"tokens\": [2, 105, 7]}";
+    CHECK(serve_detokenize_parse(b, strlen(b), 262144, &ids, &n, &e) == 0 && n == 3 && ids[1] == 105, "detokenize");
+    free(ids);
+    const char *bad[] = {"{\"tokens\": [1, -1]}", "{\"tokens\": [300000]}", "{\"tokens\": [1.5]}", "{\"tokens\": \"1\"}", "{}"};
+    for (int i = 0; i < 5; i++) {
+        CHECK(serve_detokenize_parse(bad[i], strlen(bad[i]), 262144, &ids, &n, &e) == 400 && is_400(&e, "tokens"),
+              "%s", bad[i]);
+        serve_error_free(&e);
+    }
+}
+
+static void test_utf8(void) {
+    CHECK(serve_utf8_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15), "valid");
+    const char *bad[] = {"\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80", "\xe2\x82"};
+    for (int i = 0; i < 6; i++) CHECK(!serve_utf8_valid(bad[i], strlen(bad[i])), "invalid %d accepted", i);
+}
+
+static void test_reply_json(void) {
+    serve_reply_head h = {.kind = SERVE_CHAT, .id = "chatcmpl-1", .model = "tiny", .created = 1700000000};
+    serve_delta d = {.content = "hé", .role = 1};
+    char *s = serve_json_chunk(&h, &d);
+    cJSON *root = cJSON_Parse(s);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
+    const cJSON *delta = cJSON_GetObjectItem(c0, "delta");
+    CHECK(!strcmp(cJSON_GetObjectItem(root, "object")->valuestring, "chat.completion.chunk"), "object: %s", s);
+    CHECK(!strcmp(cJSON_GetObjectItem(delta, "content")->valuestring, "hé") &&
+              !strcmp(cJSON_GetObjectItem(delta, "role")->valuestring, "assistant") &&
+              cJSON_IsNull(cJSON_GetObjectItem(c0, "finish_reason")),
+          "delta: %s", s);
+    cJSON_Delete(root);
+    free(s);
+    serve_usage u = {.prompt = 9, .completion = 4, .cached = 3};
+    serve_delta last = {.usage = &u};
+    s = serve_json_chunk(&h, &last);
+    root = cJSON_Parse(s);
+    const cJSON *usage = cJSON_GetObjectItem(root, "usage");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(root, "choices")) == 0 &&
+              cJSON_GetObjectItem(usage, "total_tokens")->valueint == 13 &&
+              cJSON_GetObjectItem(cJSON_GetObjectItem(usage, "prompt_tokens_details"), "cached_tokens")->valueint == 3,
+          "usage chunk: %s", s);
+    cJSON_Delete(root);
+    free(s);
+    serve_delta fin = {.content = "ok", .reasoning = "think", .finish_reason = "length", .usage = &u,
+                       .logprobs = cJSON_CreateArray()};
+    s = serve_json_final(&h, &fin);
+    root = cJSON_Parse(s);
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
+    const cJSON *msg = cJSON_GetObjectItem(c0, "message");
+    CHECK(!strcmp(cJSON_GetObjectItem(root, "object")->valuestring, "chat.completion") &&
+              !strcmp(cJSON_GetObjectItem(msg, "content")->valuestring, "ok") &&
+              !strcmp(cJSON_GetObjectItem(msg, "reasoning_content")->valuestring, "think") &&
+              !strcmp(cJSON_GetObjectItem(c0, "finish_reason")->valuestring, "length") &&
+              cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(c0, "logprobs"), "content")),
+          "final: %s", s);
+    cJSON_Delete(root);
+    free(s);
+    h.kind = SERVE_COMPLETION;
+    serve_delta t = {.content = "abc", .finish_reason = "stop"};
+    s = serve_json_final(&h, &t);
+    CHECK(s && strstr(s, "\"object\":\"text_completion\"") && strstr(s, "\"text\":\"abc\""), "completion: %s", s);
+    free(s);
+}
+
+/* Every prefix of a valid body, and bodies with one byte changed, give 0 or a 400 with an
+ * error JSON (under ASan: no overread, no leak). */
+static void test_truncated_and_corrupt(void) {
+    const char *body =
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}]},"
+        " {\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}],"
+        " \"stop\": [\"x\"], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"top_k\": 3, \"seed\": 1}";
+    size_t n = strlen(body);
+    char *buf = malloc(n);
+    int bad = 0;
+    for (size_t len = 0; len <= n; len++) {
+        memcpy(buf, body, len); /* exactly len bytes, no NUL: the parser must not read past */
+        serve_request r;
+        serve_error e = {0};
+        int st = serve_request_parse(&r, SERVE_CHAT, buf, len, &e);
+        if (st == 0) serve_request_free(&r);
+        else if (st != 400 || !e.body) bad++;
+        serve_error_free(&e);
+    }
+    uint64_t rng = 7;
+    for (int i = 0; i < 3000; i++) {
+        memcpy(buf, body, n);
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        buf[(rng >> 33) % n] = (char)(rng >> 13);
+        serve_request r;
+        serve_error e = {0};
+        int st = serve_request_parse(&r, i & 1 ? SERVE_CHAT : SERVE_COMPLETION, buf, n, &e);
+        if (st == 0) serve_request_free(&r);
+        else if (st != 400 || !e.body) bad++;
+        serve_error_free(&e);
+    }
+    free(buf);
+    CHECK(bad == 0, "%d bodies gave neither a request nor a 400", bad);
+}
+
+int main(void) {
+    RUN(test_chat_fields);
+    RUN(test_chat_errors);
+    RUN(test_completion_fields);
+    RUN(test_budget);
+    RUN(test_tokenize_bodies);
+    RUN(test_utf8);
+    RUN(test_reply_json);
+    RUN(test_truncated_and_corrupt);
+    return t_total_failed != 0;
+}

@@ -1,0 +1,612 @@
+/* serve_sched.c -- the scheduler of `plume serve`: one thread owns the model, N slots and one
+ * plume_batch; requests wait in a bounded queue until a slot is idle.
+ *
+ * Every iteration admits queued requests into idle slots, then runs ONE batch step: one token
+ * of every decoding slot plus the next prompt chunk (SERVE_PREFILL_CHUNK tokens, whatever
+ * the load) of every prefilling slot. The weights stream once for all of them; a running
+ * stream waits one step, not a whole prefill, when a request arrives.
+ *
+ * Determinism: a slot's logits are bit-identical whatever else is in the step (plume_batch),
+ * its prompt is cut into the same chunks whatever the load, and its sampler is its own,
+ * seeded by the request. So the tokens a request gets do not depend on other requests.
+ *
+ * Prompt reuse: a request goes to the idle slot whose tokens share the longest prefix with its
+ * prompt; the slot rewinds to that prefix (exact, plume_session_rewind) and prefills only the
+ * rest. A client re-sending a growing conversation prefills only the new turn.
+ *
+ * Locks: s->mu guards the queue, the slots' job pointers and the figures; j->mu guards a job's
+ * output bytes and flags. The scheduler never holds both (it takes s->mu, then j->mu only
+ * after releasing s->mu), and the model is touched by this thread only. */
+#include "serve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "chat.h"
+#include "common.h"
+
+/* One slot: a conversation's session and the state of the request it serves. */
+typedef struct {
+    plume_session *s;
+    serve_job *job;        /* NULL when idle (written under sched->mu) */
+    int32_t fresh;         /* admitted, not yet set up */
+    plume_sampler *smp;
+    plume_stop_matcher sm;
+    plume_detok_stream ds;
+    float *logits;         /* [V] of the slot's last fed token */
+    int32_t pos;           /* prompt tokens in the session (prefill until pos == n_ids) */
+    int32_t next_id;       /* the sampled token fed at the next step */
+    int32_t taken;         /* tokens this slot put in the current step */
+    int32_t n_gen, cached;
+    int64_t last_used;     /* step counter at release, for least-recently-used */
+    char *text;            /* [text_len] the answer so far (non-streamed replies) */
+    size_t text_len, text_cap;
+    cJSON *logprobs;       /* logprobs.content entries (non-streamed replies) */
+} serve_slot;
+
+struct serve_sched {
+    plume_model *m;
+    const plume_tokenizer *tok;
+    int32_t V;
+    serve_sched_params p;
+    serve_slot *slots;     /* [p.n_slots] */
+    plume_batch *batch;
+    pthread_t thread;
+    int32_t started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* a job arrived, or stop */
+    serve_job *head, *tail;
+    int32_t n_queued, stopping;
+    serve_stats st;
+    int64_t tick;
+};
+
+/* ---- jobs ---------------------------------------------------------------------------------- */
+
+serve_job *serve_job_new(serve_request *req) {
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->status = 200;
+    return j;
+}
+
+void serve_job_unref(serve_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    serve_request_free(&j->req);
+    free(j->ids);
+    free(j->out);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+void serve_job_cancel(serve_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Whether the job's client went away. */
+static int job_cancelled(serve_job *j) {
+    pthread_mutex_lock(&j->mu);
+    int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+/* Append n bytes to the job's output (dropped if out of memory: the client then sees a
+ * truncated stream, the server goes on). */
+static void job_write_locked(serve_job *j, const char *b, size_t n) {
+    if (j->out_len + n > j->out_cap) {
+        size_t cap = j->out_cap ? j->out_cap : 1024;
+        while (cap < j->out_len + n) cap *= 2;
+        char *nb = realloc(j->out, cap);
+        if (!nb) return;
+        j->out = nb;
+        j->out_cap = cap;
+    }
+    memcpy(j->out + j->out_len, b, n);
+    j->out_len += n;
+}
+
+/* Send one server-sent event "data: json\n\n" (json freed). */
+static void job_event(serve_job *j, char *json) {
+    if (!json) return;
+    pthread_mutex_lock(&j->mu);
+    job_write_locked(j, "data: ", 6);
+    job_write_locked(j, json, strlen(json));
+    job_write_locked(j, "\n\n", 2);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    free(json);
+}
+
+/* The job's last bytes: a whole body (non-streamed), and done. body is freed. */
+static void job_finish(serve_job *j, int32_t status, char *body) {
+    pthread_mutex_lock(&j->mu);
+    if (body) job_write_locked(j, body, strlen(body));
+    j->status = status;
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    free(body);
+}
+
+/* End a job with an error: an error event then [DONE] when streaming, else the status. */
+static void job_fail(serve_job *j, int32_t status, const char *type, const char *msg) {
+    serve_error e = {0};
+    serve_error_set(&e, status, type, NULL, NULL, "%s", msg);
+    if (j->req.stream) {
+        job_event(j, e.body);
+        job_finish(j, status, strdup("data: [DONE]\n\n"));
+    } else {
+        job_finish(j, status, e.body);
+    }
+}
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+/* The file of slot i in the slot directory (malloc'd). */
+static char *slot_path(const serve_sched *s, int32_t i) {
+    char *p = NULL;
+    if (asprintf(&p, "%s/slot-%d.state", s->p.slot_dir, i) < 0) return NULL;
+    return p;
+}
+
+/* A session for slot i: loaded from the slot directory when a file of this bundle and
+ * context is there, else new. */
+static int slot_open(serve_sched *s, int32_t i, char **err) {
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = s->p.n_ctx;
+    if (s->p.kv_bits) sp.kv_bits = s->p.kv_bits;
+    char *path = s->p.slot_dir ? slot_path(s, i) : NULL;
+    if (path && plume_file_exists(path)) {
+        char *lerr = NULL;
+        plume_session *ls = NULL;
+        if (plume_session_load(&ls, s->m, path, &lerr))
+            fprintf(stderr, "plume serve: slot %d: ignoring %s: %s\n", i, path, lerr);
+        else if (plume_session_n_ctx(ls) != s->p.n_ctx)
+            fprintf(stderr, "plume serve: slot %d: ignoring %s: context %d, not %d\n", i, path, plume_session_n_ctx(ls),
+                    s->p.n_ctx);
+        else {
+            fprintf(stderr, "plume serve: slot %d: %d tokens from %s\n", i, plume_session_n_past(ls), path);
+            s->slots[i].s = ls;
+            ls = NULL;
+        }
+        free(lerr);
+        plume_session_free(ls);
+    }
+    free(path);
+    if (s->slots[i].s) return 0;
+    return plume_session_new(&s->slots[i].s, s->m, &sp, err);
+}
+
+/* How many leading tokens a and b share. */
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The idle slot for a prompt: the longest shared prefix, then the least recently used. -1
+ * when none is idle. Called with s->mu held. */
+static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
+    int32_t best = -1, best_common = -1;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl->job) continue;
+        int32_t c = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), ids, n);
+        if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
+            best = i;
+            best_common = c;
+        }
+    }
+    return best;
+}
+
+/* Give the slot back (its session keeps its tokens for a later prompt). */
+static void slot_release(serve_sched *s, serve_slot *sl) {
+    plume_sampler_free(sl->smp);
+    sl->smp = NULL;
+    plume_stop_matcher_free(&sl->sm);
+    free(sl->text);
+    sl->text = NULL;
+    sl->text_len = sl->text_cap = 0;
+    cJSON_Delete(sl->logprobs);
+    sl->logprobs = NULL;
+    serve_job *j = sl->job;
+    pthread_mutex_lock(&s->mu);
+    sl->job = NULL;
+    sl->last_used = ++s->tick;
+    pthread_mutex_unlock(&s->mu);
+    serve_job_unref(j);
+}
+
+/* Prepare an admitted slot: rewind to the shared prefix, a sampler, a stop matcher, the
+ * role chunk of a stream. */
+static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
+    serve_job *j = sl->job;
+    int32_t keep = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), j->ids, j->n_ids);
+    if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
+    int rc = plume_session_rewind(sl->s, keep, err);
+    if (!rc) rc = plume_sampler_new(&sl->smp, &j->req.sp, s->V, err);
+    if (!rc) rc = plume_stop_matcher_init(&sl->sm, (const char *const *)j->req.stops, j->req.n_stops, err);
+    if (rc) return rc;
+    for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
+    plume_detok_stream_init(&sl->ds, s->tok, 1);
+    sl->pos = keep;
+    sl->cached = keep;
+    sl->n_gen = 0;
+    sl->next_id = -1;
+    if (!j->req.stream && j->req.logprobs) sl->logprobs = cJSON_CreateArray();
+    if (j->req.stream && j->req.kind == SERVE_CHAT) {
+        serve_delta d = {.role = 1, .content = ""};
+        job_event(j, serve_json_chunk(&j->head, &d));
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.cached_tokens += keep;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+/* The log-probability of id under logits [V] and the n_top most likely ids with theirs. */
+static float logprob_top(const float *logits, int32_t V, int32_t id, int32_t n_top, int32_t *top_ids, float *top_lps) {
+    float max = -INFINITY;
+    for (int32_t i = 0; i < V; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    float lse = max + (float)log(sum);
+    int32_t k = 0;
+    for (int32_t i = 0; i < V && n_top > 0; i++) { /* insertion into a short sorted list */
+        if (k == n_top && logits[i] <= logits[top_ids[k - 1]]) continue;
+        int32_t at = k < n_top ? k++ : k - 1;
+        while (at > 0 && logits[top_ids[at - 1]] < logits[i]) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
+        }
+        top_ids[at] = i;
+    }
+    for (int32_t i = 0; i < k; i++) top_lps[i] = logits[top_ids[i]] - lse;
+    return logits[id] - lse;
+}
+
+/* Hand a piece of the answer (and its logprobs entry) to the client. */
+static void slot_emit(serve_slot *sl, const char *text, size_t n, cJSON *lp) {
+    serve_job *j = sl->job;
+    if (!j->req.stream) {
+        if (sl->text_len + n + 1 > sl->text_cap) {
+            size_t cap = sl->text_cap ? sl->text_cap * 2 : 256;
+            while (cap < sl->text_len + n + 1) cap *= 2;
+            char *nb = realloc(sl->text, cap);
+            if (!nb) { cJSON_Delete(lp); return; }
+            sl->text = nb;
+            sl->text_cap = cap;
+        }
+        memcpy(sl->text + sl->text_len, text, n);
+        sl->text_len += n;
+        sl->text[sl->text_len] = 0;
+        if (lp && sl->logprobs) cJSON_AddItemToArray(sl->logprobs, lp);
+        else cJSON_Delete(lp);
+        return;
+    }
+    if (!n && !lp) return;
+    char *piece = strndup(text, n);
+    serve_delta d = {.content = piece ? piece : ""};
+    if (lp) {
+        d.logprobs = cJSON_CreateArray();
+        cJSON_AddItemToArray(d.logprobs, lp);
+    }
+    job_event(j, serve_json_chunk(&j->head, &d));
+    free(piece);
+}
+
+/* The answer is over: flush what the detokenizer and the stop matcher hold, send the end
+ * (final chunk, usage, [DONE]; or the whole reply) and free the slot. */
+static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int hit) {
+    serve_job *j = sl->job;
+    const char *emit;
+    size_t n_emit;
+    if (!hit) {
+        char piece[64];
+        int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
+        plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+        slot_emit(sl, emit, n_emit, NULL);
+        n_emit = plume_stop_matcher_flush(&sl->sm, &emit);
+        slot_emit(sl, emit, n_emit, NULL);
+    }
+    serve_usage u = {.prompt = j->n_ids, .completion = sl->n_gen, .cached = sl->cached};
+    if (j->req.stream) {
+        serve_delta d = {.finish_reason = reason};
+        job_event(j, serve_json_chunk(&j->head, &d));
+        if (j->req.include_usage) {
+            serve_delta du = {.usage = &u};
+            job_event(j, serve_json_chunk(&j->head, &du));
+        }
+        job_finish(j, 200, strdup("data: [DONE]\n\n"));
+    } else {
+        serve_delta d = {.content = sl->text ? sl->text : "", .finish_reason = reason, .usage = &u,
+                         .logprobs = sl->logprobs};
+        sl->logprobs = NULL;
+        job_finish(j, 200, serve_json_final(&j->head, &d));
+    }
+    slot_release(s, sl);
+}
+
+/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> (as plume run). */
+static int is_end_id(int32_t id) {
+    return id == 1 || id == 106 || id == 50;
+}
+
+/* Sample the slot's next token from its logits and deliver it; ends the answer on an end id,
+ * a stop string, max_tokens or a full context. */
+static void slot_sample(serve_sched *s, serve_slot *sl) {
+    serve_job *j = sl->job;
+    int32_t id = plume_sampler_sample(sl->smp, sl->logits);
+    if (id < 0) {
+        job_fail(j, 500, "server_error", "sampling failed (no finite logit)");
+        slot_release(s, sl);
+        return;
+    }
+    sl->n_gen++;
+    pthread_mutex_lock(&s->mu);
+    s->st.generated_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    if (is_end_id(id)) {
+        slot_finish(s, sl, "stop", 0);
+        return;
+    }
+    cJSON *lp = NULL;
+    if (j->req.logprobs) {
+        int32_t top_ids[SERVE_MAX_TOP_LOGPROBS];
+        float top_lps[SERVE_MAX_TOP_LOGPROBS];
+        float l = logprob_top(sl->logits, s->V, id, j->req.top_logprobs, top_ids, top_lps);
+        lp = serve_json_logprob(s->tok, id, l, top_ids, top_lps, j->req.top_logprobs);
+    }
+    char piece[256];
+    const char *emit;
+    size_t n_emit;
+    int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
+    int hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
+    slot_emit(sl, emit, n_emit, lp);
+    if (hit) slot_finish(s, sl, "stop", 1);
+    else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) ||
+             plume_session_n_past(sl->s) >= plume_session_n_ctx(sl->s))
+        slot_finish(s, sl, "length", 0);
+    else {
+        plume_sampler_accept(sl->smp, id);
+        sl->next_id = id;
+    }
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+/* Move queued jobs into idle slots (cancelled ones are dropped). Called with s->mu held. */
+static void admit_locked(serve_sched *s) {
+    while (s->head) {
+        serve_job *j = s->head;
+        int32_t i = slot_pick(s, j->ids, j->n_ids);
+        if (i < 0) return;
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        s->n_queued--;
+        s->slots[i].job = j;
+        s->slots[i].fresh = 1;
+    }
+}
+
+/* One batch step over the active slots: queue their tokens, run, deliver. */
+static void step(serve_sched *s) {
+    char *err = NULL;
+    int decoding = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        sl->taken = 0;
+        if (!sl->job) continue;
+        if (job_cancelled(sl->job)) { /* the client is gone: free the slot now */
+            job_finish(sl->job, 499, NULL);
+            slot_release(s, sl);
+            continue;
+        }
+        if (sl->fresh) {
+            sl->fresh = 0;
+            if (slot_setup(s, sl, &err)) {
+                job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
+                free(err);
+                err = NULL;
+                slot_release(s, sl);
+                continue;
+            }
+        }
+        serve_job *j = sl->job;
+        int prefill = sl->pos < j->n_ids;
+        const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
+        int32_t n = prefill ? j->n_ids - sl->pos : 1;
+        if (n > SERVE_PREFILL_CHUNK) n = SERVE_PREFILL_CHUNK;
+        int32_t taken = plume_batch_add(s->batch, sl->s, ids, n, sl->logits, 0, &err);
+        if (taken < 0) {
+            job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
+            free(err);
+            err = NULL;
+            slot_release(s, sl);
+            continue;
+        }
+        sl->taken = taken;
+        decoding |= !prefill;
+    }
+    if (plume_batch_n_tokens(s->batch) == 0) return;
+    double t0 = plume_now();
+    if (plume_batch_run(s->batch, &err)) {
+        for (int32_t i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].taken) {
+                job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
+                slot_release(s, &s->slots[i]);
+            }
+        free(err);
+        return;
+    }
+    double dt = plume_now() - t0;
+    int64_t prompt_tokens = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (!sl->taken) continue;
+        if (sl->pos < sl->job->n_ids) {
+            sl->pos += sl->taken;
+            prompt_tokens += sl->taken;
+            if (sl->pos < sl->job->n_ids) continue;
+        }
+        slot_sample(s, sl);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.steps++;
+    s->st.prompt_tokens += prompt_tokens;
+    if (decoding) s->st.decode_seconds += dt;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether any slot has a job. Called with s->mu held. */
+static int any_busy_locked(const serve_sched *s) {
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].job) return 1;
+    return 0;
+}
+
+/* The scheduler thread: admit, step, until stopped; then end every job left. */
+static void *sched_main(void *arg) {
+    serve_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        admit_locked(s);
+        if (!any_busy_locked(s)) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    serve_job *q = s->head;
+    s->head = s->tail = NULL;
+    s->n_queued = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].job) {
+            s->slots[i].fresh = 0;
+            job_fail(s->slots[i].job, 503, "server_error", "the server is shutting down");
+            slot_release(s, &s->slots[i]);
+        }
+    while (q) {
+        serve_job *next = q->next;
+        job_fail(q, 503, "server_error", "the server is shutting down");
+        serve_job_unref(q);
+        q = next;
+    }
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params *p, char **err) {
+    *out = NULL;
+    serve_sched *s = calloc(1, sizeof *s);
+    if (!s) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    s->m = m;
+    s->tok = plume_model_tokenizer(m);
+    s->V = plume_model_n_vocab(m);
+    s->p = *p;
+    s->st.n_slots = p->n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = 0;
+    if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc && p->slot_dir && mkdir(p->slot_dir, 0755) && !plume_file_exists(p->slot_dir))
+        rc = plume_fail(err, PLUME_EIO, "%s: cannot create the slot directory", p->slot_dir);
+    for (int32_t i = 0; !rc && i < p->n_slots; i++) {
+        rc = slot_open(s, i, err);
+        if (!rc && !(s->slots[i].logits = malloc((size_t)s->V * sizeof(float))))
+            rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    if (!rc) rc = plume_batch_new(&s->batch, m, p->n_slots * (SERVE_PREFILL_CHUNK + 1), err);
+    if (!rc && pthread_create(&s->thread, NULL, sched_main, s))
+        rc = plume_fail(err, PLUME_ENOMEM, "cannot start the scheduler thread");
+    if (rc) {
+        serve_sched_free(s);
+        return rc;
+    }
+    s->started = 1;
+    *out = s;
+    return 0;
+}
+
+int serve_sched_submit(serve_sched *s, serve_job *j) {
+    pthread_mutex_lock(&s->mu);
+    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max ? SERVE_EFULL : 0;
+    if (!rc) {
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        j->next = NULL;
+        if (s->tail) s->tail->next = j;
+        else s->head = j;
+        s->tail = j;
+        s->n_queued++;
+        s->st.requests++;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void serve_sched_stats(serve_sched *s, serve_stats *st) {
+    pthread_mutex_lock(&s->mu);
+    *st = s->st;
+    st->queued = s->n_queued;
+    st->busy = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) st->busy += s->slots[i].job != NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void serve_sched_stop(serve_sched *s) {
+    if (!s || !s->started) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->started = 0;
+}
+
+void serve_sched_free(serve_sched *s) {
+    if (!s) return;
+    serve_sched_stop(s);
+    for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (s->p.slot_dir && sl->s && plume_session_n_past(sl->s) > 0) {
+            char *path = slot_path(s, i), *err = NULL;
+            if (path && plume_session_save(sl->s, path, &err))
+                fprintf(stderr, "plume serve: slot %d: %s\n", i, err);
+            free(err);
+            free(path);
+        }
+        plume_session_free(sl->s);
+        free(sl->logits);
+    }
+    plume_batch_free(s->batch);
+    free(s->slots);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
