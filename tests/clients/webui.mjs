@@ -120,6 +120,45 @@ const cases = {
     await waitIdle(10, /slots?_busy|busy_slots|slots_active|slots_processing/, /queue/);
   },
 
+  async error() {
+    // A request the server refuses (max_tokens beyond the context): its OpenAI-shaped error
+    // message is shown, and the failed turn is not sent again.
+    await openSettings();
+    await page.fill("#max-tokens", "100000000");
+    await page.click("#toggle-settings");
+    const msg = await ask("This one is refused.");
+    const err = await msg.locator(".error").textContent().catch(() => "");
+    assert(/max_tokens|context/.test(err), `error shown: ${show(err)}`);
+    await openSettings();
+    await page.fill("#max-tokens", "8");
+    await page.click("#toggle-settings");
+    const ok = await ask("And this one is answered.");
+    if (await ok.locator(".error").count()) throw new Error(`after an error: ${await ok.locator(".error").first().textContent()}`);
+    const req = JSON.parse(bodies[bodies.length - 1]);
+    assert(!req.messages.some((m) => m.content === "This one is refused."), `the refused turn was sent again: ${show(req.messages)}`);
+  },
+
+  async reasoning() {
+    // How the page shows reasoning_content, on a canned stream (a random model does not
+    // think): a collapsible "Thinking" block above the answer, closed once the answer starts.
+    const chunk = (delta, finish = null) => "data: " + JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] }) + "\n\n";
+    const body = chunk({ role: "assistant" }) + chunk({ reasoning_content: "Let me think " }) + chunk({ reasoning_content: "<i>hard</i>." }) +
+      chunk({ content: "The answer is `42`." }) + chunk({}, "stop") +
+      "data: " + JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", choices: [], usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } }) + "\n\ndata: [DONE]\n\n";
+    await page.route("**/v1/chat/completions", (route) => route.fulfill({ status: 200, contentType: "text/event-stream", body }));
+    try {
+      const msg = await ask("Think about it.");
+      const think = msg.locator("details.think");
+      assert((await think.count()) === 1, "no Thinking block");
+      assert((await think.locator(".reasoning").textContent()) === "Let me think <i>hard</i>.", "reasoning text");
+      assert((await think.getAttribute("open")) === null, "the Thinking block stays open after the answer started");
+      assert((await msg.locator(".content code").textContent()) === "42", "inline code in the answer");
+      assert(/7 tokens/.test(await msg.locator(".stats").textContent()), "usage of the canned stream");
+    } finally {
+      await page.unroute("**/v1/chat/completions");
+    }
+  },
+
   async markdown() {
     // The renderer builds nodes from text: tags in model text stay text.
     const r = await page.evaluate(() => {
