@@ -124,7 +124,7 @@ const cases = {
     // A request the server refuses (max_tokens beyond the context): its OpenAI-shaped error
     // message is shown, and the failed turn is not sent again.
     await openSettings();
-    await page.fill("#max-tokens", "100000000");
+    await page.fill("#max-tokens", "100000"); // more than the context holds
     await page.click("#toggle-settings");
     const msg = await ask("This one is refused.");
     const err = await msg.locator(".error").textContent().catch(() => "");
@@ -139,11 +139,15 @@ const cases = {
   },
 
   async reasoning() {
-    // How the page shows reasoning_content, on a canned stream (a random model does not
-    // think): a collapsible "Thinking" block above the answer, closed once the answer starts.
+    // How the page shows reasoning_content and tool calls, on a canned stream (a random model
+    // neither thinks nor calls): a collapsible "Thinking" block above the answer, closed once
+    // the answer starts; a tool call streamed in pieces shown whole after the text.
     const chunk = (delta, finish = null) => "data: " + JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] }) + "\n\n";
     const body = chunk({ role: "assistant" }) + chunk({ reasoning_content: "Let me think " }) + chunk({ reasoning_content: "<i>hard</i>." }) +
-      chunk({ content: "The answer is `42`." }) + chunk({}, "stop") +
+      chunk({ content: "The answer is `42`." }) +
+      chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }) +
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }) + chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }) +
+      chunk({}, "tool_calls") +
       "data: " + JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", choices: [], usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } }) + "\n\ndata: [DONE]\n\n";
     await page.route("**/v1/chat/completions", (route) => route.fulfill({ status: 200, contentType: "text/event-stream", body }));
     try {
@@ -153,7 +157,10 @@ const cases = {
       assert((await think.locator(".reasoning").textContent()) === "Let me think <i>hard</i>.", "reasoning text");
       assert((await think.getAttribute("open")) === null, "the Thinking block stays open after the answer started");
       assert((await msg.locator(".content code").textContent()) === "42", "inline code in the answer");
-      assert(/7 tokens/.test(await msg.locator(".stats").textContent()), "usage of the canned stream");
+      const tool = await msg.locator(".content pre.tool").textContent();
+      assert(tool === '\u2192 get_weather({"city":"Paris"})', `tool call pieces: ${show(tool)}`);
+      const stats = await msg.locator(".stats").textContent();
+      assert(/7 tokens/.test(stats) && /tool_calls/.test(stats), `stats of the canned stream: ${show(stats)}`);
     } finally {
       await page.unroute("**/v1/chat/completions");
     }
