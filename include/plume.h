@@ -98,14 +98,87 @@ int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
 /* ---------------------------------------------------------------------------------------
  * Chat format: the E2B chat template, rendered in C (docs/CHAT.md)
  * ------------------------------------------------------------------------------------- */
+/* One tool call made by an assistant turn (OpenAI's tool_calls[i]). */
+typedef struct {
+    const char *id;        /* the call's id, matched by a tool message's tool_call_id; or NULL */
+    const char *name;      /* function name, required */
+    const char *arguments; /* JSON object text (OpenAI's arguments string); NULL or "null": none */
+} plume_chat_tool_call;
+
+/* One message: a role and a plain string, all that plume_chat_render() needs. */
 typedef struct {
     const char *role;    /* "system", "developer", "user", "assistant" (or "model") */
-    const char *content; /* UTF-8 */
+    const char *content; /* UTF-8, or NULL */
 } plume_chat_message;
+
+/* One message with everything the template renders. role and content come first, as in
+ * plume_chat_message; the other fields are optional (zero: unused), so designated
+ * initializers need name only what they use. (A separate type, so that {role, content}
+ * initializers of plume_chat_message stay complete under -Wmissing-field-initializers.) */
+typedef struct {
+    const char *role;    /* "system", "developer", "user", "assistant" (or "model"), "tool" */
+    const char *content; /* UTF-8, or NULL */
+    const char *const *parts; /* [n_parts] content as a list of text parts (then content is */
+    int32_t n_parts;          /*  NULL), as OpenAI's [{type: "text", text}, ...] */
+    const char *reasoning_content;          /* the turn's thought (OpenAI reasoning_content) */
+    const plume_chat_tool_call *tool_calls; /* [n_tool_calls] calls made by this turn */
+    int32_t n_tool_calls;
+    const char *tool_call_id; /* role "tool": the id of the call answered, or NULL */
+    const char *name;         /* role "tool": the function's name, used when no call matches */
+} plume_chat_message_ex;
+
+/* Rendering options; zero-initialized is the template's defaults. */
+typedef struct {
+    int32_t add_generation_prompt; /* end with "<|turn>model\n" (as the template decides) */
+    int32_t enable_thinking;       /* "<|think|>" in the system turn */
+    int32_t preserve_thinking;     /* keep reasoning_content of earlier turns with tool calls */
+    const char *tools_json;        /* OpenAI "tools" array as JSON text, or NULL */
+} plume_chat_options;
 
 /* Render a conversation as the template does (starts with "<bos>"). *out is malloc'd. */
 int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_generation_prompt,
                       int32_t enable_thinking, char **out, char **err);
+/* The same with tools, tool calls and responses, content parts and reasoning (opt may be
+ * NULL: the defaults). 0, PLUME_EINVAL (a bad role, bad tools_json or arguments JSON, ...: the
+ * message names the message or tool and the JSON offset) or PLUME_ENOMEM. */
+int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
+                         const plume_chat_options *opt, char **out, char **err);
+
+/* Streaming parse of generated text (decoded with special tokens kept) into typed deltas:
+ * answer text, thought text, complete tool calls with JSON arguments. Never fails on what
+ * the model wrote: anything that is not a well-formed tool call is content. */
+typedef struct plume_chat_parser plume_chat_parser;
+
+enum {
+    PLUME_CHAT_CONTENT = 0,   /* answer text */
+    PLUME_CHAT_REASONING = 1, /* thought text (the "<|channel>thought\n...<channel|>" span) */
+    PLUME_CHAT_TOOL_CALL = 2, /* one complete tool call */
+};
+
+/* One piece of parsed output; pointers are valid until the next call on the parser. */
+typedef struct {
+    int32_t type;          /* PLUME_CHAT_CONTENT, _REASONING or _TOOL_CALL */
+    const char *text;      /* content, reasoning: [len] bytes, NUL-terminated; call: NULL */
+    size_t len;
+    const char *name;      /* tool call: the function name; otherwise NULL */
+    const char *arguments; /* tool call: a JSON object, e.g. {"city":"Paris"}; otherwise NULL */
+} plume_chat_delta;
+
+/* A parser for one generation. in_thought: the prompt already opened the thought channel
+ * (the template ends with "<|channel>thought\n" after a tool response when thinking is on).
+ * 0 or PLUME_ENOMEM. */
+int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err);
+/* Free the parser. NULL is a no-op. */
+void plume_chat_parser_free(plume_chat_parser *p);
+/* Feed one decoded piece; *deltas receives *n_deltas deltas (possibly 0: text that may be
+ * the start of a marker is held back). Returns 0, 1 once an end marker ("<turn|>", "<eos>",
+ * "<|tool_response>") was seen (later text is ignored), or PLUME_ENOMEM. */
+int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
+                           const plume_chat_delta **deltas, int32_t *n_deltas);
+/* End of generation: release what is held (an unfinished tool call comes back as content).
+ * 0 or PLUME_ENOMEM. */
+int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **deltas,
+                            int32_t *n_deltas);
 
 /* ---------------------------------------------------------------------------------------
  * Sampling (docs/SAMPLING.md)

@@ -62,6 +62,7 @@ typedef struct {
     atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
     atomic_int_fast64_t id_counter;
     atomic_int stopping;
+    atomic_int in_flight; /* connections holding a job (waiting or streaming) */
 } serve_server;
 
 /* What a connection has received so far and what it waits on. */
@@ -72,10 +73,11 @@ typedef struct {
     serve_job *job;
 } serve_conn;
 
-/* A streamed reply: the job and the socket to watch. */
+/* A streamed reply: the job, the socket to watch, the server's in-flight count. */
 typedef struct {
     serve_job *job;
     int fd;
+    atomic_int *in_flight;
 } serve_stream;
 
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
@@ -184,6 +186,7 @@ static void stream_free(void *cls) {
     serve_stream *st = cls;
     serve_job_cancel(st->job);
     serve_job_unref(st->job);
+    atomic_fetch_sub(st->in_flight, 1);
     free(st);
 }
 
@@ -287,6 +290,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
                                  : reply_error(sv, c, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
     }
     int fd = conn_fd(c);
+    atomic_fetch_add(&sv->in_flight, 1);
     if (j->req.stream) {
         serve_stream *st = malloc(sizeof *st);
         struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
@@ -294,10 +298,12 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
             free(st);
             serve_job_cancel(j);
             serve_job_unref(j);
+            atomic_fetch_sub(&sv->in_flight, 1);
             return reply_error(sv, c, 500, "server_error", NULL, NULL, "out of memory");
         }
         st->job = j; /* the connection's reference now belongs to the stream */
         st->fd = fd;
+        st->in_flight = &sv->in_flight;
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
@@ -307,10 +313,12 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     }
     if (job_wait_done(j, fd)) {
         serve_job_unref(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
         return MHD_NO; /* the client is gone: close */
     }
     enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out ? j->out : "", j->out_len);
     serve_job_unref(j);
+    atomic_fetch_sub(&sv->in_flight, 1);
     return q;
 }
 
@@ -667,6 +675,9 @@ int cmd_serve(int argc, char **argv) {
         atomic_store(&sv->stopping, 1);
         MHD_socket listen_fd = MHD_quiesce_daemon(sv->d); /* no new connections */
         serve_sched_stop(sv->sched);                      /* running and queued requests end */
+        for (int i = 0; i < 40 && atomic_load(&sv->in_flight) > 0; i++) /* their last bytes go out */
+            usleep(50 * 1000);
+        usleep(50 * 1000);
         MHD_stop_daemon(sv->d);
         if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     }

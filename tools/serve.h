@@ -57,6 +57,7 @@ typedef struct {
     plume_sampler_params sp;
     char *stops[SERVE_MAX_STOPS];
     int32_t n_stops;
+    int32_t ignore_eos;         /* llama-server's extension: end-of-turn ids do not end the answer */
     int32_t logprobs;           /* chat: 1 to return the chosen tokens' log-probabilities */
     int32_t top_logprobs;       /* 0..SERVE_MAX_TOP_LOGPROBS alternatives per token */
 } serve_request;
@@ -162,7 +163,7 @@ typedef struct {
     int32_t n_slots;        /* --parallel */
     int32_t n_ctx;          /* context of each slot */
     int32_t kv_bits;        /* 0: default */
-    int32_t queue_max;      /* requests waiting for a slot */
+    int32_t queue_max;      /* requests waiting for a slot (beyond the idle slots) */
     const char *slot_dir;   /* --slot-save, or NULL */
 } serve_sched_params;
 

@@ -366,7 +366,7 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     int rc;
     int64_t n = 1, max_tokens = r->max_tokens;
     if ((rc = get_str(root, "model", &r->model, e)) || (rc = get_bool(root, "stream", &r->stream, e)) ||
-        (rc = get_int(root, "n", 1, 1, &n, e)) || (rc = get_int(root, "max_tokens", 1, 1 << 24, &max_tokens, e)) ||
+        (rc = get_int(root, "n", 1, 1, &n, e)) || (rc = get_bool(root, "ignore_eos", &r->ignore_eos, e)) || (rc = get_int(root, "max_tokens", 1, 1 << 24, &max_tokens, e)) ||
         (rc = get_int(root, "max_completion_tokens", 1, 1 << 24, &max_tokens, e)) || (rc = parse_sampling(root, r, e)) ||
         (rc = parse_stop(root, r, e)))
         return rc;

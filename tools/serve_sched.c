@@ -200,14 +200,18 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     return i;
 }
 
-/* The idle slot for a prompt: the longest shared prefix, then the least recently used. -1
+/* The idle slot for a prompt: the longest shared prefix, then the least recently used. A
+ * prefix shorter than half the slot's tokens counts as none, so a prompt sharing only "<bos>"
+ * and a few template tokens does not evict a conversation while a colder slot is idle. -1
  * when none is idle. Called with s->mu held. */
 static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
     int32_t best = -1, best_common = -1;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
         if (sl->job) continue;
-        int32_t c = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), ids, n);
+        int32_t n_past = plume_session_n_past(sl->s);
+        int32_t c = common_prefix(plume_session_tokens(sl->s), n_past, ids, n);
+        if ((int64_t)c * 2 < n_past) c = 0;
         if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
             best = i;
             best_common = c;
@@ -365,7 +369,7 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
-    if (is_end_id(id)) {
+    if (is_end_id(id) && !j->req.ignore_eos) {
         slot_finish(s, sl, "stop", 0);
         return;
     }
@@ -553,7 +557,9 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
 
 int serve_sched_submit(serve_sched *s, serve_job *j) {
     pthread_mutex_lock(&s->mu);
-    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max ? SERVE_EFULL : 0;
+    int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
+    for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
+    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
     if (!rc) {
         pthread_mutex_lock(&j->mu);
         j->refs++;

@@ -1,0 +1,584 @@
+/* test_serve.c -- `plume serve` over HTTP on 127.0.0.1, driven with curl, on the tiny-a
+ * bundle: every error case (bad JSON and fields, 401, 404, 405, 413, 429 + Retry-After,
+ * invalid UTF-8, a prompt or max_tokens past the context), well-formed plain and streamed
+ * replies with the right usage, logprobs, stop strings, prompt reuse across a growing
+ * conversation (only the new turn is prefilled), deterministic output amid concurrent
+ * requests, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
+ * --slot-save keeps the slots across a restart. Every curl has a time limit. */
+#include "t.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <spawn.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char *tmp;
+static char bundle[600];
+
+/* A server started in the background. */
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[700];
+} server;
+
+static server A; /* --parallel 4, the default limits */
+
+/* Start `sh -c cmd` in the background; its pid (the shell execs the last command). */
+static pid_t spawn_sh(const char *cmd) {
+    pid_t pid;
+    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
+    return posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ? -1 : pid;
+}
+
+/* Sleep ms milliseconds. */
+static void nap(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Start plume serve with flags on a free port; 0 when it listens (port parsed from its log). */
+static int server_start(server *sv, const char *tag, const char *flags) {
+    char cmd[2048];
+    snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
+    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
+    sv->port = 0;
+    if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
+    for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
+        nap(50);
+        FILE *f = fopen(sv->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            char *p = strstr(line, "listening on http://127.0.0.1:");
+            if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+        }
+        if (f) fclose(f);
+        int st;
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return -1;
+    }
+    return sv->port ? 0 : -1;
+}
+
+/* SIGTERM the server and wait up to 10 s; its exit status (-1: still running, killed, or
+ * not a normal exit). *secs receives the time it took. */
+static int server_stop(server *sv, double *secs) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(sv->pid, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (secs) *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        nap(50);
+    }
+    kill(sv->pid, SIGKILL);
+    waitpid(sv->pid, &st, 0);
+    return -1;
+}
+
+/* curl the server with extra arguments (fmt); the HTTP status (0: no answer), the body in
+ * out, the response headers in tmp/headers. */
+static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "curl -s -m 60 -D %s/headers -w '\\n%%{http_code}' %s http://127.0.0.1:%d%s", tmp, args,
+             sv->port, path);
+    t_sh(out, cap, "%s", cmd);
+    char *nl = strrchr(out, '\n');
+    if (!nl) return 0;
+    int status = atoi(nl + 1);
+    *nl = 0;
+    return status;
+}
+
+/* POST a JSON body (no single quotes in it) to path; the status. */
+static int post(const server *sv, char *out, size_t cap, const char *path, const char *json) {
+    return http(sv, out, cap, path, "-H 'Content-Type: application/json' -d '%s'", json);
+}
+
+/* Whether the response headers (tmp/headers) contain s. */
+static int header_has(const char *s) {
+    char path[800], buf[4096] = {0};
+    snprintf(path, sizeof path, "%s/headers", tmp);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, s) != NULL;
+}
+
+/* Whether body is an OpenAI error {"error": {"message", "type", "param", "code"}} whose code
+ * (when want_code is given) is want_code. */
+static int is_error(const char *body, const char *want_code) {
+    cJSON *root = cJSON_Parse(body);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message"), *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+    int ok = cJSON_IsString(msg) && *msg->valuestring && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "type")) &&
+             cJSON_GetObjectItemCaseSensitive(e, "param") && code &&
+             (!want_code || (cJSON_IsString(code) && !strcmp(code->valuestring, want_code)));
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* The value of a metric line "name value" in the /metrics text, or -1. */
+static double metric(const server *sv, const char *name) {
+    char out[8192];
+    if (http(sv, out, sizeof out, "/metrics", "%s", "") != 200) return -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    char *p = strstr(out, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+/* Poll /metrics until name == want (up to ms); whether it got there. */
+static int metric_reaches(const server *sv, const char *name, double want, int ms) {
+    for (int t = 0; t < ms; t += 20) {
+        if (metric(sv, name) == want) return 1;
+        nap(20);
+    }
+    return 0;
+}
+
+/* A string at a path of keys/indices in a JSON text: e.g. get_str(j, "choices", 0, "text"). */
+static cJSON *dig(cJSON *root, const char *k1, int i, const char *k2) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, k1);
+    if (i >= 0) v = cJSON_GetArrayItem(v, i);
+    return k2 ? cJSON_GetObjectItemCaseSensitive(v, k2) : v;
+}
+
+/* The usage numbers of a reply; 0 when they are there. */
+static int usage_of(cJSON *root, int *prompt, int *completion, int *total, int *cached) {
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens"), *c = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(u, "total_tokens");
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"), "cached_tokens");
+    if (!cJSON_IsNumber(p) || !cJSON_IsNumber(c) || !cJSON_IsNumber(t) || !cJSON_IsNumber(k)) return -1;
+    *prompt = p->valueint, *completion = c->valueint, *total = t->valueint, *cached = k->valueint;
+    return 0;
+}
+
+/* The text of a /v1/completions reply (malloc'd), or NULL. */
+static char *completion_text(const char *body) {
+    cJSON *root = cJSON_Parse(body);
+    cJSON *t = dig(root, "choices", 0, "text");
+    char *s = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+/* Number of ids /tokenize gives for text (JSON-escaped already); -1 on error. */
+static int count_tokens(const char *json_text) {
+    char body[4096], out[65536];
+    snprintf(body, sizeof body, "{\"content\": \"%s\"}", json_text);
+    if (post(&A, out, sizeof out, "/tokenize", body) != 200) return -1;
+    cJSON *root = cJSON_Parse(out);
+    int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "tokens"));
+    cJSON_Delete(root);
+    return n;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static void test_health_models_page(void) {
+    char out[65536];
+    CHECK(http(&A, out, sizeof out, "/health", "%s", "") == 200 && strstr(out, "\"ok\""), "health: %s", out);
+    CHECK(http(&A, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"object\":\"list\"") &&
+              strstr(out, "\"id\":\"tiny\""),
+          "models: %s", out);
+    CHECK(http(&A, out, sizeof out, "/", "%s", "") == 200 && header_has("text/html") && strstr(out, "<"), "page");
+}
+
+static void test_errors(void) {
+    char out[65536];
+    int st = post(&A, out, sizeof out, "/v1/chat/completions", "{\"messages\": [");
+    CHECK(st == 400 && is_error(out, "invalid_json"), "bad JSON: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/chat/completions",
+              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"temperature\": \"hot\"}");
+    CHECK(st == 400 && is_error(out, NULL) && strstr(out, "\"param\":\"temperature\""), "bad type: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/chat/completions", "{\"messages\": [{\"role\": \"wizard\", \"content\": \"hi\"}]}");
+    CHECK(st == 400 && strstr(out, "messages[0].role"), "bad role: %d %s", st, out);
+    st = http(&A, out, sizeof out, "/v1/nothing", "%s", "");
+    CHECK(st == 404 && is_error(out, "not_found"), "404: %d %s", st, out);
+    st = http(&A, out, sizeof out, "/v1/chat/completions", "%s", "");
+    CHECK(st == 405 && is_error(out, "method_not_allowed") && header_has("Allow:"), "GET on chat: %d %s", st, out);
+    st = http(&A, out, sizeof out, "/health", "%s", "-X DELETE");
+    CHECK(st == 405 && is_error(out, NULL), "DELETE on health: %d %s", st, out);
+    char path[800];
+    snprintf(path, sizeof path, "%s/bad-utf8.json", tmp);
+    FILE *f = fopen(path, "wb");
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"ab\xff\xfe\"}]}", f);
+    fclose(f);
+    st = http(&A, out, sizeof out, "/v1/chat/completions", "--data-binary @%s", path);
+    CHECK(st == 400 && is_error(out, "invalid_utf8") && strstr(out, "UTF-8"), "invalid UTF-8: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/chat/completions",
+              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 5000}");
+    CHECK(st == 400 && is_error(out, "context_length_exceeded") && strstr(out, "\"param\":\"max_tokens\""),
+          "max_tokens past the context: %d %s", st, out);
+    /* a prompt longer than the context (4096): 6000 characters of a character-level vocabulary */
+    snprintf(path, sizeof path, "%s/long.json", tmp);
+    f = fopen(path, "wb");
+    fputs("{\"prompt\": \"", f);
+    for (int i = 0; i < 600; i++) fputs("0123456789", f);
+    fputs("\"}", f);
+    fclose(f);
+    st = http(&A, out, sizeof out, "/v1/completions", "--data-binary @%s", path);
+    CHECK(st == 400 && is_error(out, "context_length_exceeded") && strstr(out, "the prompt has"), "prompt too long: %d %s",
+          st, out);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"a\", \"n\": 3}");
+    CHECK(st == 400 && strstr(out, "\"param\":\"n\""), "n = 3: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/detokenize", "{\"tokens\": [1, 99999999]}");
+    CHECK(st == 400 && is_error(out, NULL), "detokenize bad id: %d %s", st, out);
+    /* the server is still fine */
+    CHECK(http(&A, out, sizeof out, "/health", "%s", "") == 200, "alive after the errors");
+}
+
+static void test_chat_reply_and_usage(void) {
+    char out[65536];
+    int st = post(&A, out, sizeof out, "/v1/chat/completions",
+                  "{\"model\": \"whatever\", \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}],"
+                  " \"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true}");
+    CHECK(st == 200, "chat: %d %s", st, out);
+    cJSON *root = cJSON_Parse(out);
+    cJSON *msg = dig(root, "choices", 0, "message");
+    cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    CHECK(cJSON_IsString(id) && !strncmp(id->valuestring, "chatcmpl-", 9), "id: %s", out);
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(root, "object")->valuestring, "chat.completion"), "object: %s", out);
+    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "content")) &&
+              !strcmp(cJSON_GetObjectItemCaseSensitive(msg, "role")->valuestring, "assistant"),
+          "message: %s", out);
+    CHECK(!strcmp(dig(root, "choices", 0, "finish_reason")->valuestring, "length"), "finish_reason: %s", out);
+    int p = 0, c = 0, t = 0, k = 0;
+    int want = count_tokens("<bos><|turn>user\\nhello<turn|>\\n<|turn>model\\n");
+    CHECK(usage_of(root, &p, &c, &t, &k) == 0 && p == want && c == 5 && t == p + c, "usage %d %d %d (want prompt %d): %s", p,
+          c, t, want, out);
+    cJSON_Delete(root);
+}
+
+/* The SSE events of a stream: content concatenated, finish reason, usage; 0 if well formed. */
+static int read_stream(const char *out, char *content, size_t cap, char *finish, int *completion, int *n_events) {
+    const char *p = out;
+    int done = 0, role = 0;
+    content[0] = finish[0] = 0;
+    *completion = -1;
+    *n_events = 0;
+    while ((p = strstr(p, "data: "))) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        if (!end) return -1;
+        if (done) return -2; /* nothing after [DONE] */
+        if (!strncmp(p, "[DONE]", 6)) { done = 1; p = end; continue; }
+        cJSON *ev = cJSON_ParseWithLength(p, (size_t)(end - p));
+        if (!ev) return -3;
+        (*n_events)++;
+        cJSON *obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
+        if (!cJSON_IsString(obj) || strcmp(obj->valuestring, "chat.completion.chunk")) { cJSON_Delete(ev); return -4; }
+        cJSON *delta = dig(ev, "choices", 0, "delta"), *fr = dig(ev, "choices", 0, "finish_reason");
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(delta, "role"), *ct = cJSON_GetObjectItemCaseSensitive(delta, "content");
+        if (cJSON_IsString(r)) role = 1;
+        if (cJSON_IsString(ct)) strncat(content, ct->valuestring, cap - strlen(content) - 1);
+        if (cJSON_IsString(fr)) snprintf(finish, 32, "%s", fr->valuestring);
+        int pt, tt, kk;
+        if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ev, "choices")) == 0) usage_of(ev, &pt, completion, &tt, &kk);
+        cJSON_Delete(ev);
+        p = end;
+    }
+    return done && role ? 0 : -5;
+}
+
+static void test_stream_equals_plain(void) {
+    char out[65536], plain[65536];
+    const char *req = "\"messages\": [{\"role\": \"system\", \"content\": \"stream test\"}, {\"role\": \"user\", \"content\": \"tell\"}],"
+                      " \"max_tokens\": 12, \"temperature\": 0.8, \"seed\": 5, \"ignore_eos\": true";
+    char body[2048];
+    snprintf(body, sizeof body, "{%s}", req);
+    CHECK(post(&A, plain, sizeof plain, "/v1/chat/completions", body) == 200, "plain: %s", plain);
+    snprintf(body, sizeof body, "{%s, \"stream\": true, \"stream_options\": {\"include_usage\": true}}", req);
+    int st = http(&A, out, sizeof out, "/v1/chat/completions", "-N -d '%s'", body);
+    CHECK(st == 200 && header_has("text/event-stream"), "stream status %d", st);
+    char content[8192], finish[32];
+    int completion, n_events;
+    int rc = read_stream(out, content, sizeof content, finish, &completion, &n_events);
+    CHECK(rc == 0, "malformed stream (%d): %s", rc, out);
+    cJSON *root = cJSON_Parse(plain);
+    cJSON *c = dig(root, "choices", 0, "message");
+    c = cJSON_GetObjectItemCaseSensitive(c, "content");
+    CHECK(cJSON_IsString(c) && !strcmp(c->valuestring, content), "streamed '%s' vs plain '%s'", content,
+          cJSON_IsString(c) ? c->valuestring : "?");
+    cJSON_Delete(root);
+    CHECK(!strcmp(finish, "length") && completion == 12 && n_events >= 3, "finish %s, usage %d, %d events", finish,
+          completion, n_events);
+}
+
+static void test_completions_stop(void) {
+    char out[65536];
+    const char *body = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0, \"ignore_eos\": true}";
+    int st = post(&A, out, sizeof out, "/v1/completions", body);
+    char *full = completion_text(out);
+    CHECK(st == 200 && full && strstr(out, "\"object\":\"text_completion\"") && strstr(out, "\"finish_reason\":\"length\""),
+          "completion: %d %s", st, out);
+    if (!full) return;
+    /* a stop string taken from the middle of the greedy text: the answer is cut before its
+     * first occurrence */
+    char stop[3] = {0};
+    for (size_t i = 4; i + 2 <= strlen(full) && !stop[0]; i++)
+        if (full[i] >= 'a' && full[i] <= 'z' && full[i + 1] >= 'a' && full[i + 1] <= 'z') memcpy(stop, full + i, 2);
+    if (!stop[0]) strcpy(stop, full[0] == 'W' ? "X" : "W");
+    char req[512];
+    snprintf(req, sizeof req,
+             "{\"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0, \"ignore_eos\": true, \"stop\": [\"%s\"]}",
+             stop);
+    st = post(&A, out, sizeof out, "/v1/completions", req);
+    char *cut = completion_text(out);
+    char *at = strstr(full, stop);
+    size_t want = at ? (size_t)(at - full) : strlen(full);
+    CHECK(st == 200 && cut && strlen(cut) == want && !strncmp(cut, full, want), "stop '%s': '%s' from '%s'", stop,
+          cut ? cut : "?", full);
+    CHECK(!at || strstr(out, "\"finish_reason\":\"stop\""), "finish_reason: %s", out);
+    free(cut);
+    free(full);
+}
+
+static void test_logprobs(void) {
+    char out[65536];
+    int st = post(&A, out, sizeof out, "/v1/chat/completions",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"lp\"}], \"max_tokens\": 4, \"temperature\": 0,"
+                  " \"ignore_eos\": true, \"logprobs\": true, \"top_logprobs\": 3}");
+    CHECK(st == 200, "logprobs: %d %s", st, out);
+    cJSON *root = cJSON_Parse(out);
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(dig(root, "choices", 0, "logprobs"), "content"), *e;
+    CHECK(cJSON_GetArraySize(content) == 4, "4 entries: %s", out);
+    cJSON_ArrayForEach(e, content) {
+        cJSON *lp = cJSON_GetObjectItemCaseSensitive(e, "logprob"), *top = cJSON_GetObjectItemCaseSensitive(e, "top_logprobs");
+        CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "token")) && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(e, "bytes")),
+              "token, bytes: %s", out);
+        CHECK(cJSON_IsNumber(lp) && lp->valuedouble <= 0 && cJSON_GetArraySize(top) == 3, "logprob, 3 alternatives: %s", out);
+        double t0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "logprob")->valuedouble;
+        double t1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 1), "logprob")->valuedouble;
+        CHECK(fabs(t0 - lp->valuedouble) < 1e-6 && t1 <= t0, "greedy picks the top alternative: %s", out);
+    }
+    cJSON_Delete(root);
+}
+
+static void test_growing_conversation_reuses_cache(void) {
+    char out[65536], body[4096];
+    const char *turn1 = "{\"role\": \"system\", \"content\": \"You are test number seven.\"}, {\"role\": \"user\", \"content\": \"hi there\"}";
+    snprintf(body, sizeof body, "{\"messages\": [%s], \"max_tokens\": 6, \"temperature\": 0}", turn1);
+    CHECK(post(&A, out, sizeof out, "/v1/chat/completions", body) == 200, "turn 1: %s", out);
+    cJSON *root = cJSON_Parse(out);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(dig(root, "choices", 0, "message"), "content");
+    char *answer = cJSON_IsString(c) ? cJSON_PrintUnformatted(c) : strdup("\"\""); /* as a JSON string */
+    int p1 = 0, c1, t1, k1;
+    usage_of(root, &p1, &c1, &t1, &k1);
+    cJSON_Delete(root);
+    for (char *q = answer; *q; q++)
+        if (*q == '\'') *q = ' '; /* the body goes inside single quotes */
+    double before = metric(&A, "plume_prompt_tokens_total");
+    snprintf(body, sizeof body,
+             "{\"messages\": [%s, {\"role\": \"assistant\", \"content\": %s}, {\"role\": \"user\", \"content\": \"and then?\"}],"
+             " \"max_tokens\": 3, \"temperature\": 0}",
+             turn1, answer);
+    free(answer);
+    int st = post(&A, out, sizeof out, "/v1/chat/completions", body);
+    double after = metric(&A, "plume_prompt_tokens_total");
+    root = cJSON_Parse(out);
+    int p2 = 0, c2, t2, k2 = 0;
+    CHECK(st == 200 && usage_of(root, &p2, &c2, &t2, &k2) == 0, "turn 2: %d %s", st, out);
+    cJSON_Delete(root);
+    CHECK(p1 > 10 && k2 >= p1 && k2 < p2, "turn 2 reused %d of %d prompt tokens; turn 1 had %d", k2, p2, p1);
+    CHECK(after - before == p2 - k2, "turn 2 prefilled %.0f tokens, want only the %d new ones", after - before, p2 - k2);
+}
+
+static void test_deterministic_amid_others(void) {
+    char alone[65536], amid[65536], salone[65536], samid[65536];
+    const char *greedy = "{\"prompt\": \"The same request\", \"max_tokens\": 48, \"temperature\": 0, \"ignore_eos\": true}";
+    const char *seeded = "{\"prompt\": \"A seeded one\", \"max_tokens\": 48, \"temperature\": 0.9, \"seed\": 11, \"ignore_eos\": true}";
+    CHECK(post(&A, alone, sizeof alone, "/v1/completions", greedy) == 200, "alone: %s", alone);
+    CHECK(post(&A, salone, sizeof salone, "/v1/completions", seeded) == 200, "seeded alone: %s", salone);
+    pid_t others[3];
+    for (int i = 0; i < 3; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "exec curl -s -N -m 30 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
+                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
+                 A.port, i, i);
+        others[i] = spawn_sh(cmd);
+    }
+    int busy = metric_reaches(&A, "plume_slots_busy", 3, 10000);
+    CHECK(busy, "the 3 other requests never ran together");
+    CHECK(post(&A, amid, sizeof amid, "/v1/completions", greedy) == 200, "amid: %s", amid);
+    CHECK(post(&A, samid, sizeof samid, "/v1/completions", seeded) == 200, "seeded amid: %s", samid);
+    double still = metric(&A, "plume_slots_busy");
+    for (int i = 0; i < 3; i++) {
+        kill(others[i], SIGTERM);
+        waitpid(others[i], NULL, 0);
+    }
+    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+    char *a = completion_text(alone), *b = completion_text(amid), *sa = completion_text(salone), *sb = completion_text(samid);
+    CHECK(a && b && !strcmp(a, b), "greedy alone '%s' vs amid '%s'", a ? a : "?", b ? b : "?");
+    CHECK(sa && sb && !strcmp(sa, sb), "seeded alone '%s' vs amid '%s'", sa ? sa : "?", sb ? sb : "?");
+    free(a), free(b), free(sa), free(sb);
+    CHECK(metric_reaches(&A, "plume_slots_busy", 0, 3000), "slots not freed after the clients hung up");
+}
+
+static void test_metrics_and_tokenize(void) {
+    char out[65536];
+    CHECK(http(&A, out, sizeof out, "/metrics", "%s", "") == 200 && header_has("text/plain"), "metrics");
+    const char *names[] = {"plume_requests_total", "plume_prompt_tokens_total", "plume_generated_tokens_total",
+                           "plume_decode_tokens_per_second", "plume_queue_length", "plume_slots_busy", "plume_slots_total",
+                           "plume_http_requests_total"};
+    for (int i = 0; i < 8; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "# TYPE %s ", names[i]);
+        CHECK(strstr(out, key) && metric(&A, names[i]) >= 0, "metric %s: %s", names[i], out);
+    }
+    CHECK(metric(&A, "plume_slots_total") == 4 && metric(&A, "plume_generated_tokens_total") > 0, "values: %s", out);
+    CHECK(post(&A, out, sizeof out, "/tokenize", "{\"content\": \"hello\"}") == 200, "tokenize: %s", out);
+    cJSON *root = cJSON_Parse(out), *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    CHECK(cJSON_GetArraySize(toks) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(toks, 0)), "tokens: %s", out);
+    cJSON_DeleteItemFromObject(root, "content");
+    char *again = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    CHECK(post(&A, out, sizeof out, "/detokenize", again) == 200 && !strcmp(out, "{\"content\":\"hello\"}"),
+          "detokenize: %s", out);
+    free(again);
+}
+
+static void test_auth_and_limits(void) {
+    server B;
+    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1") == 0, "server B did not start");
+    if (!B.port) return;
+    char out[65536];
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}";
+    int st = post(&B, out, sizeof out, "/v1/chat/completions", chat);
+    CHECK(st == 401 && is_error(out, "invalid_api_key"), "no key: %d %s", st, out);
+    st = http(&B, out, sizeof out, "/v1/models", "%s", "-H 'Authorization: Bearer wrong'");
+    CHECK(st == 401 && is_error(out, "invalid_api_key"), "wrong key: %d %s", st, out);
+    st = http(&B, out, sizeof out, "/v1/chat/completions", "-H 'Authorization: Bearer sekret' -d '%s'", chat);
+    CHECK(st == 200, "right key: %d %s", st, out);
+    CHECK(http(&B, out, sizeof out, "/health", "%s", "") == 200, "health needs no key");
+    char path[800];
+    snprintf(path, sizeof path, "%s/big.json", tmp);
+    FILE *f = fopen(path, "wb");
+    fputs("{\"prompt\": \"", f);
+    for (int i = 0; i < 300; i++) fputs("0123456789", f);
+    fputs("\"}", f);
+    fclose(f);
+    st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' --data-binary @%s", path);
+    CHECK(st == 413 && is_error(out, "request_too_large"), "body too large: %d %s", st, out);
+    st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' -H 'Transfer-Encoding: chunked' --data-binary @%s", path);
+    CHECK(st == 413 && is_error(out, "request_too_large"), "chunked body too large: %d %s", st, out);
+
+    /* one slot, no queue: while a long stream runs, a second request is turned away */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "exec curl -s -N -m 1 -o /dev/null -H 'Authorization: Bearer sekret' http://127.0.0.1:%d/v1/completions "
+             "-d '{\"prompt\": \"long\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}'",
+             B.port);
+    pid_t longer = spawn_sh(cmd);
+    int busy = 0;
+    for (int i = 0; i < 200 && !busy; i++) {
+        char m[8192];
+        http(&B, m, sizeof m, "/metrics", "%s", "-H 'Authorization: Bearer sekret'");
+        busy = strstr(m, "\nplume_slots_busy 1") != NULL;
+        if (!busy) nap(10);
+    }
+    CHECK(busy, "the long request never took the slot");
+    st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' -d '{\"prompt\": \"x\"}'");
+    CHECK(st == 429 && is_error(out, "queue_full") && header_has("Retry-After: 1"), "queue full: %d %s", st, out);
+    /* the client hangs up (curl -m 1; the answer takes ~3 s with scalar kernels on one thread): its generation stops and the slot is free at once */
+    waitpid(longer, NULL, 0);
+    int freed = 0;
+    double gen = -1;
+    for (int i = 0; i < 50 && !freed; i++) {
+        char m[8192];
+        http(&B, m, sizeof m, "/metrics", "%s", "-H 'Authorization: Bearer sekret'");
+        freed = strstr(m, "\nplume_slots_busy 0") != NULL;
+        char *g = strstr(m, "\nplume_generated_tokens_total ");
+        if (g) gen = atof(g + strlen("\nplume_generated_tokens_total "));
+        if (!freed) nap(20);
+    }
+    CHECK(freed, "the slot stayed busy after the client hung up");
+    CHECK(gen > 0 && gen < 2 + 4000, "generation went on after the hang-up (%.0f tokens)", gen);
+    st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' -d '{\"prompt\": \"x\", \"max_tokens\": 2}'");
+    CHECK(st == 200, "served again: %d %s", st, out);
+    double secs = 0;
+    CHECK(server_stop(&B, &secs) == 0, "server B exit status");
+}
+
+static void test_sigterm_and_slot_save(void) {
+    server C;
+    char flags[800], out[65536];
+    snprintf(flags, sizeof flags, "--parallel 2 --slot-save %s/slots", tmp);
+    CHECK(server_start(&C, "c", flags) == 0, "server C did not start");
+    if (!C.port) return;
+    const char *req = "{\"prompt\": \"remember this prompt across a restart\", \"max_tokens\": 2, \"temperature\": 0}";
+    CHECK(post(&C, out, sizeof out, "/v1/completions", req) == 200, "first: %s", out);
+    /* a stream running when SIGTERM comes ends with an error event and [DONE] */
+    char cmd[1024], stream[800];
+    snprintf(stream, sizeof stream, "%s/term-stream.txt", tmp);
+    snprintf(cmd, sizeof cmd,
+             "exec curl -s -N -m 30 -o %s http://127.0.0.1:%d/v1/completions "
+             "-d '{\"prompt\": \"running\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}'",
+             stream, C.port);
+    pid_t cl = spawn_sh(cmd);
+    CHECK(metric_reaches(&C, "plume_slots_busy", 1, 10000), "the stream never started");
+    double secs = 99;
+    int st = server_stop(&C, &secs);
+    CHECK(st == 0 && secs < 5, "SIGTERM: status %d after %.1f s", st, secs);
+    waitpid(cl, NULL, 0);
+    char tail[65536];
+    t_sh(tail, sizeof tail, "tail -c 300 %s", stream);
+    CHECK(strstr(tail, "shutting down") && strstr(tail, "data: [DONE]"), "the stream's end: %s", tail);
+    CHECK(t_sh(out, sizeof out, "ls %s/slots/slot-0.state %s/slots/slot-1.state", tmp, tmp) == 0, "slot files: %s", out);
+    /* restarted, the first request finds its prompt in a slot */
+    CHECK(server_start(&C, "c2", flags) == 0, "server C did not restart");
+    if (!C.port) return;
+    CHECK(post(&C, out, sizeof out, "/v1/completions", req) == 200, "after restart: %s", out);
+    cJSON *root = cJSON_Parse(out);
+    int p = 0, c, t, k = 0;
+    CHECK(usage_of(root, &p, &c, &t, &k) == 0 && k == p - 1, "cached %d of %d after the restart", k, p);
+    cJSON_Delete(root);
+    CHECK(server_stop(&C, &secs) == 0, "second stop");
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    tmp = t_tmpdir("serve");
+    snprintf(bundle, sizeof bundle, "%s/tiny", tmp);
+    char out[4096];
+    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), bundle))
+        printf("  setup: %s\n", out);
+    if (server_start(&A, "a", "--parallel 4")) {
+        printf("FAIL test_serve: the server did not start (log: %s)\n", A.log);
+        return 1;
+    }
+    RUN(test_health_models_page);
+    RUN(test_errors);
+    RUN(test_chat_reply_and_usage);
+    RUN(test_stream_equals_plain);
+    RUN(test_completions_stop);
+    RUN(test_logprobs);
+    RUN(test_growing_conversation_reuses_cache);
+    RUN(test_deterministic_amid_others);
+    RUN(test_metrics_and_tokenize);
+    double secs = 0;
+    int st = server_stop(&A, &secs);
+    if (st != 0) printf("  server A exit status %d\n", st);
+    RUN(test_auth_and_limits);
+    RUN(test_sigterm_and_slot_save);
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0 || st != 0;
+}
