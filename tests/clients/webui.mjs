@@ -176,6 +176,14 @@ const cases = {
     assert(r.imgs === 0, `model text became HTML elements: ${r.html}`);
     assert(r.code === "if (a < b) { <script>alert(1)</script> }", `code block: ${show(r.code)}`);
     assert(r.strong === 1 && r.ps === 2, `markdown: ${r.html}`);
+    const r2 = await page.evaluate(() => {
+      const d = document.createElement("div");
+      renderMarkdown(d, "Two blocks:\n```python\ndef f(x):\n    return x * 2\n```\nbetween `a`\n\n```\n```\n```c\nint main(void) {\n  return 0;");
+      return { codes: [...d.querySelectorAll("pre code")].map((c) => c.textContent), ps: [...d.querySelectorAll("p")].map((p) => p.textContent), langs: [...d.querySelectorAll("pre .lang")].map((l) => l.textContent) };
+    });
+    // Multi-line blocks, an empty one, and one still open (streaming) that runs to the end.
+    assert(JSON.stringify(r2.codes) === JSON.stringify(["def f(x):\n    return x * 2", "", "int main(void) {\n  return 0;"]), `code blocks: ${show(r2)}`);
+    assert(JSON.stringify(r2.ps) === JSON.stringify(["Two blocks:", "between a"]) && r2.langs.join() === "python,c", `around the blocks: ${show(r2)}`);
   },
 
   async screenshot() {
