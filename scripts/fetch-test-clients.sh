@@ -1,0 +1,28 @@
+#!/bin/sh
+# fetch-test-clients.sh -- install the npm packages of the client tests into tests/clients.
+#
+# usage: scripts/fetch-test-clients.sh
+#
+# Runs `npm ci --ignore-scripts` in tests/clients (package.json + package-lock.json: the
+# official `openai` library and `playwright-core`, which drives Debian's /usr/bin/chromium and
+# downloads no browser of its own). Idempotent: nothing is fetched when node_modules already
+# matches the lock file. Exits non-zero with the reason on stderr when node or npm is missing
+# or the install fails; tests/test_clients.c then skips, printing that reason.
+set -eu
+
+die() { echo "fetch-test-clients: $*" >&2; exit 1; }
+
+DIR=$(cd "$(dirname "$0")/../tests/clients" && pwd)
+STAMP=$DIR/node_modules/.plume-lock-cksum
+WANT=$(cksum < "$DIR/package-lock.json" | cut -d' ' -f1)
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
+    && [ -f "$DIR/node_modules/openai/package.json" ] && [ -f "$DIR/node_modules/playwright-core/package.json" ]; then
+    exit 0
+fi
+command -v node >/dev/null 2>&1 || die "node not found (Debian: apt-get install -y nodejs npm)"
+command -v npm >/dev/null 2>&1 || die "npm not found (Debian: apt-get install -y npm)"
+echo "fetch-test-clients: npm ci in $DIR" >&2
+(cd "$DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error --update-notifier=false >&2) \
+    || die "npm ci failed in $DIR (is the npm registry reachable?)"
+echo "$WANT" > "$STAMP"

@@ -1,0 +1,193 @@
+// openai.mjs -- the official OpenAI library (npm `openai`) against plume serve: a plain chat
+// completion, a streamed one equal to it, a tool-call round trip, /v1/completions (plain and
+// streamed), models.list and the error shapes the library maps to its exception classes.
+//
+// usage: node tests/clients/openai.mjs http://127.0.0.1:PORT [CASE...]
+// The model is a tiny random one: its text is noise, so the checks are on shapes, equalities
+// and counts, never on what the words say.
+import OpenAI from "openai";
+import { base, apiKey, deadline, assert, show, runCases } from "./lib.mjs";
+
+deadline(240);
+const client = new OpenAI({ baseURL: base + "/v1", apiKey: apiKey || "none", maxRetries: 0, timeout: 120000 });
+let model = "";
+
+const MAX = 12; // tokens per answer: enough to stream several chunks, fast under ASan
+
+async function modelId() {
+  if (!model) {
+    const page = await client.models.list();
+    model = page.data[0].id;
+  }
+  return model;
+}
+
+function checkChatCompletion(c) {
+  assert(c.object === "chat.completion", `object: ${show(c)}`);
+  assert(typeof c.id === "string" && c.id.length > 0, `id: ${show(c)}`);
+  assert(Number.isInteger(c.created), `created: ${show(c)}`);
+  assert(Array.isArray(c.choices) && c.choices.length === 1, `choices: ${show(c)}`);
+  const ch = c.choices[0];
+  assert(ch.index === 0 && ch.message.role === "assistant", `choice: ${show(ch)}`);
+  assert(["stop", "length", "tool_calls"].includes(ch.finish_reason), `finish_reason: ${show(ch)}`);
+  const u = c.usage;
+  assert(u && u.prompt_tokens > 0 && u.completion_tokens > 0, `usage: ${show(u)}`);
+  assert(u.total_tokens === u.prompt_tokens + u.completion_tokens, `total_tokens: ${show(u)}`);
+}
+
+const chatReq = {
+  messages: [
+    { role: "system", content: "You are terse." },
+    { role: "user", content: "Name three colours." },
+  ],
+  temperature: 0, seed: 7, max_tokens: MAX,
+};
+
+let plain = null; // the non-streamed answer, compared with the streamed one
+
+const cases = {
+  async models() {
+    const page = await client.models.list();
+    assert(Array.isArray(page.data) && page.data.length >= 1, `data: ${show(page.data)}`);
+    for (const m of page.data) assert(typeof m.id === "string" && m.id && m.object === "model", `model: ${show(m)}`);
+    model = page.data[0].id;
+  },
+
+  async chat() {
+    const c = await client.chat.completions.create({ model: await modelId(), ...chatReq });
+    checkChatCompletion(c);
+    assert(typeof c.choices[0].message.content === "string", `content: ${show(c)}`);
+    assert(c.usage.completion_tokens <= MAX, `completion_tokens > max_tokens: ${show(c.usage)}`);
+    if (c.choices[0].finish_reason === "length") assert(c.usage.completion_tokens === MAX, `length before max_tokens: ${show(c.usage)}`);
+    // Greedy is deterministic: the same request again gives the same answer.
+    const again = await client.chat.completions.create({ model: await modelId(), ...chatReq });
+    assert(again.choices[0].message.content === c.choices[0].message.content, `greedy answers differ: ${show(c.choices[0])} vs ${show(again.choices[0])}`);
+    plain = c;
+  },
+
+  async stream() {
+    if (!plain) await cases.chat();
+    const stream = await client.chat.completions.create({
+      model: await modelId(), ...chatReq, stream: true, stream_options: { include_usage: true },
+    });
+    let text = "", chunks = 0, withText = 0, finish = null, usage = null, id = null;
+    for await (const chunk of stream) {
+      chunks++;
+      assert(chunk.object === "chat.completion.chunk", `object: ${show(chunk)}`);
+      id = id || chunk.id;
+      assert(chunk.id === id, `chunk ids differ: ${id} vs ${chunk.id}`);
+      if (chunk.usage) usage = chunk.usage;
+      if (!chunk.choices.length) {
+        assert(chunk.usage, `a chunk with no choice and no usage: ${show(chunk)}`);
+        continue;
+      }
+      assert(!usage, `a choice after the usage chunk: ${show(chunk)}`);
+      const ch = chunk.choices[0];
+      if (ch.delta.content) { text += ch.delta.content; withText++; }
+      if (ch.finish_reason) { assert(!finish, `two finish_reasons: ${show(chunk)}`); finish = ch.finish_reason; }
+    }
+    assert(withText >= 2, `expected several content chunks, got ${withText} of ${chunks}`);
+    assert(finish === plain.choices[0].finish_reason, `finish_reason ${finish} vs ${plain.choices[0].finish_reason}`);
+    assert(text === plain.choices[0].message.content, `streamed ${show(text)} != plain ${show(plain.choices[0].message.content)}`);
+    assert(usage && usage.completion_tokens === plain.usage.completion_tokens && usage.prompt_tokens === plain.usage.prompt_tokens,
+      `usage: ${show(usage)} vs ${show(plain.usage)}`);
+  },
+
+  async tools() {
+    const tools = [{
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "Current weather of a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    }];
+    const user = { role: "user", content: "What is the weather in Paris?" };
+    const first = await client.chat.completions.create({
+      model: await modelId(), messages: [user], tools, tool_choice: "auto", temperature: 0, max_tokens: MAX,
+    });
+    checkChatCompletion(first);
+    const msg = first.choices[0].message;
+    let calls = msg.tool_calls || [];
+    if (calls.length) {
+      // The model did call: the shapes the library expects, and the matching finish_reason.
+      assert(first.choices[0].finish_reason === "tool_calls", `finish_reason: ${show(first.choices[0])}`);
+      for (const c of calls) {
+        assert(typeof c.id === "string" && c.id && c.type === "function", `tool call: ${show(c)}`);
+        assert(c.function.name === "get_weather" && typeof c.function.arguments === "string", `tool call: ${show(c)}`);
+      }
+    } else {
+      // A random model writes no call: its text must come back as text, never an error.
+      assert(typeof msg.content === "string", `no tool call and no content: ${show(msg)}`);
+      calls = [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }];
+    }
+    // The round trip: the assistant's calls and the tool's answers go back in.
+    const messages = [
+      user,
+      { role: "assistant", content: null, tool_calls: calls },
+      ...calls.map((c) => ({ role: "tool", tool_call_id: c.id, content: '{"temperature_c": 21, "sky": "clear"}' })),
+    ];
+    const second = await client.chat.completions.create({ model: await modelId(), messages, tools, temperature: 0, max_tokens: MAX });
+    checkChatCompletion(second);
+    // The tool turn made the prompt longer than the question alone.
+    assert(second.usage.prompt_tokens > first.usage.prompt_tokens, `prompt_tokens ${second.usage.prompt_tokens} <= ${first.usage.prompt_tokens}`);
+    // The same round trip streamed, accumulated by the library's own helper (which checks
+    // each chunk's shape, tool-call deltas included).
+    const runner = client.chat.completions.stream({ model: await modelId(), messages, tools, temperature: 0, max_tokens: MAX });
+    const final = await runner.finalChatCompletion();
+    const fm = final.choices[0].message;
+    assert(fm.role === "assistant", `streamed final: ${show(final)}`);
+    const secondText = second.choices[0].message.content || "";
+    assert((fm.content || "") === secondText, `streamed ${show(fm.content)} != plain ${show(secondText)}`);
+    // tool_choice "none" with tools present is accepted too.
+    const none = await client.chat.completions.create({ model: await modelId(), messages: [user], tools, tool_choice: "none", temperature: 0, max_tokens: 4 });
+    checkChatCompletion(none);
+    assert(!none.choices[0].message.tool_calls || !none.choices[0].message.tool_calls.length, `tool_choice none called a tool: ${show(none)}`);
+  },
+
+  async completions() {
+    const req = { model: await modelId(), prompt: "Once upon a time", temperature: 0, seed: 3, max_tokens: MAX };
+    const c = await client.completions.create(req);
+    assert(c.object === "text_completion", `object: ${show(c)}`);
+    assert(c.choices.length === 1 && typeof c.choices[0].text === "string", `choices: ${show(c)}`);
+    assert(["stop", "length"].includes(c.choices[0].finish_reason), `finish_reason: ${show(c)}`);
+    assert(c.usage && c.usage.prompt_tokens > 0 && c.usage.completion_tokens > 0, `usage: ${show(c.usage)}`);
+    const s = await client.completions.create({ ...req, stream: true });
+    let text = "", n = 0;
+    for await (const chunk of s) {
+      assert(chunk.object === "text_completion", `chunk: ${show(chunk)}`);
+      if (chunk.choices.length) { text += chunk.choices[0].text; n++; }
+    }
+    assert(n >= 2, `expected several chunks, got ${n}`);
+    assert(text === c.choices[0].text, `streamed ${show(text)} != plain ${show(c.choices[0].text)}`);
+  },
+
+  async errors() {
+    // A missing field: 400, mapped by the library to BadRequestError with the server's message.
+    try {
+      await client.chat.completions.create({ model: await modelId(), max_tokens: 2 });
+      throw new Error("a request without messages was accepted");
+    } catch (e) {
+      assert(e instanceof OpenAI.BadRequestError, `expected BadRequestError, got ${e}`);
+      assert(e.status === 400 && e.error && typeof e.error.message === "string" && e.error.message, `error body: ${show(e.error)}`);
+    }
+    try {
+      await client.chat.completions.create({ model: await modelId(), messages: [{ role: "user", content: "hi" }], temperature: "hot" });
+      throw new Error("temperature 'hot' was accepted");
+    } catch (e) {
+      assert(e instanceof OpenAI.BadRequestError, `expected BadRequestError, got ${e}`);
+    }
+    // With --api-key set, a wrong key is 401 (AuthenticationError).
+    if (apiKey) {
+      const wrong = new OpenAI({ baseURL: base + "/v1", apiKey: apiKey + "-wrong", maxRetries: 0 });
+      try {
+        await wrong.models.list();
+        throw new Error("a wrong API key was accepted");
+      } catch (e) {
+        assert(e instanceof OpenAI.AuthenticationError, `expected AuthenticationError, got ${e}`);
+      }
+    }
+  },
+};
+
+process.exit((await runCases(cases)) ? 1 : 0);
