@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h"
 #include "serve.h"
 #include "webui.h"
 
@@ -303,7 +304,7 @@ static int make_job(serve_server *sv, serve_kind kind, const serve_conn *cn, ser
     char *text = NULL;
     int32_t in_thought = 0;
     if (kind == SERVE_CHAT) rc = render_chat(&r, &text, &in_thought, e);
-    else if (asprintf(&text, "<bos>%s", r.prompt) < 0) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    else if (!(text = plume_sprintf("<bos>%s", r.prompt))) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     int32_t *ids = NULL, n = 0;
     if (!rc) rc = tokenize(sv->tok, text, &ids, &n, e);
     free(text);
@@ -726,9 +727,10 @@ int cmd_serve(int argc, char **argv) {
         atomic_store(&sv->stopping, 1);
         MHD_socket listen_fd = MHD_quiesce_daemon(sv->d); /* no new connections */
         serve_sched_stop(sv->sched);                      /* running and queued requests end */
+        struct timespec tick = {0, 50 * 1000000L};
         for (int i = 0; i < 40 && atomic_load(&sv->in_flight) > 0; i++) /* their last bytes go out */
-            usleep(50 * 1000);
-        usleep(50 * 1000);
+            nanosleep(&tick, NULL);
+        nanosleep(&tick, NULL);
         MHD_stop_daemon(sv->d);
         if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     }

@@ -168,9 +168,7 @@ static void job_fail(serve_job *j, int32_t status, const char *type, const char 
 
 /* The file of slot i in the slot directory (malloc'd). */
 static char *slot_path(const serve_sched *s, int32_t i) {
-    char *p = NULL;
-    if (asprintf(&p, "%s/slot-%d.state", s->p.slot_dir, i) < 0) return NULL;
-    return p;
+    return plume_sprintf("%s/slot-%d.state", s->p.slot_dir, i);
 }
 
 /* A session for slot i: loaded from the slot directory when a file of this bundle and
