@@ -104,11 +104,12 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
-# The server's request parser is linked into its unit test directly (no sockets, no model).
-$(BUILD)/tests/test_serve_req: tests/test_serve_req.c tools/serve_req.c tools/serve.h tests/t.h $(BUILD)/libplume.a
+# The server's unit tests (test_serve_req, test_serve_out) link its request parser and answer
+# writer directly (no sockets, no model).
+$(BUILD)/tests/test_serve_%: tests/test_serve_%.c tools/serve_req.c tools/serve_out.c tools/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< tools/serve_req.c $(BUILD)/libplume.a $(LDLIBS)
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< tools/serve_req.c tools/serve_out.c $(BUILD)/libplume.a $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)

@@ -3,6 +3,8 @@
  *   serve_req.c    request bytes -> a parsed request or an OpenAI-shaped error; the response
  *                  JSON builders (chunks, final replies, usage, errors). No sockets, no model:
  *                  a fuzzer or a unit test drives it with bytes.
+ *   serve_out.c    a request in flight (serve_job) and the writing of its answer: generated
+ *                  text -> chat parser -> stop strings -> SSE chunks or the final reply.
  *   serve_sched.c  the scheduler thread: N slots (a session each), a bounded queue, and the
  *                  continuous-batching loop (one plume_batch step for every active slot).
  *   cmd_serve.c    flags, libmicrohttpd, routing, SSE, auth, limits, signals, metrics.
@@ -18,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "chat.h"
 #include "plume.h"
 
 #define SERVE_MAX_STOPS 16        /* stop strings a request may give */
@@ -159,6 +162,42 @@ serve_job *serve_job_new(serve_request *req);
 void serve_job_unref(serve_job *j);
 /* Ask the scheduler to stop the job (the client is gone); it frees its slot at the next step. */
 void serve_job_cancel(serve_job *j);
+/* Whether the job was cancelled. */
+int serve_job_cancelled(serve_job *j);
+/* Append body (may be NULL; freed), set the status, mark the job done and wake its connection. */
+void serve_job_finish(serve_job *j, int32_t status, char *body);
+/* End the job with an error: an error event and [DONE] when streaming, else the error reply. */
+void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *msg);
+
+/* The answer of one job as it is generated (serve_out.c). */
+typedef struct {
+    serve_job *job;
+    plume_chat_parser *cp;  /* chat: text -> content, thought, tool calls; NULL: text is content */
+    plume_stop_matcher sm;  /* the request's stop strings, on the content */
+    int32_t stopped;        /* a stop string completed */
+    int32_t n_calls;        /* tool calls delivered */
+    char *text;             /* [text_len] the content so far (non-streamed replies) */
+    size_t text_len, text_cap;
+    char *thought;          /* [thought_len] the reasoning so far (non-streamed replies) */
+    size_t thought_len, thought_cap;
+    cJSON *calls;           /* the tool calls (non-streamed replies) */
+    cJSON *logprobs;        /* logprobs.content entries (non-streamed replies with logprobs) */
+} serve_out;
+
+enum { SERVE_OUT_STOP = 1, SERVE_OUT_END = 2 };
+
+/* Start the answer of j: parse != 0 runs the chat parser (its text must keep the special
+ * tokens it reads); a chat stream gets its role chunk. 0 or a PLUME_E* with *err. */
+int serve_out_init(serve_out *o, serve_job *j, int32_t parse, char **err);
+/* Feed the text of one generated token and its logprobs entry (NULL, or taken over). 0, or
+ * SERVE_OUT_STOP (a stop string completed) or SERVE_OUT_END (the parser read an end marker):
+ * then the answer is over. */
+int serve_out_put(serve_out *o, const char *piece, size_t len, cJSON *lp);
+/* Send the end: held text, finish_reason ("stop" or "length"; "tool_calls" after calls),
+ * the usage, [DONE] or the whole reply; the job is done. */
+void serve_out_finish(serve_out *o, const char *reason, const serve_usage *u);
+/* Free the answer's state (not the job). */
+void serve_out_free(serve_out *o);
 
 /* Scheduler settings. */
 typedef struct {

@@ -34,7 +34,7 @@ typedef struct {
     serve_job *job;        /* NULL when idle (written under sched->mu) */
     int32_t fresh;         /* admitted, not yet set up */
     plume_sampler *smp;
-    plume_stop_matcher sm;
+    serve_out out;         /* the answer being written */
     plume_detok_stream ds;
     float *logits;         /* [V] of the slot's last fed token */
     int32_t pos;           /* prompt tokens in the session (prefill until pos == n_ids) */
@@ -42,14 +42,6 @@ typedef struct {
     int32_t taken;         /* tokens this slot put in the current step */
     int32_t n_gen, cached;
     int64_t last_used;     /* step counter at release, for least-recently-used */
-    plume_chat_parser *cp; /* chat: generated text -> content, thought, tool calls */
-    int32_t n_calls;       /* tool calls delivered */
-    char *text;            /* [text_len] the answer so far (non-streamed replies) */
-    size_t text_len, text_cap;
-    char *thought;         /* [thought_len] its reasoning_content (non-streamed replies) */
-    size_t thought_len, thought_cap;
-    cJSON *calls;          /* its tool_calls (non-streamed replies) */
-    cJSON *logprobs;       /* logprobs.content entries (non-streamed replies) */
 } serve_slot;
 
 struct serve_sched {
@@ -68,101 +60,6 @@ struct serve_sched {
     serve_stats st;
     int64_t tick;
 };
-
-/* ---- jobs ---------------------------------------------------------------------------------- */
-
-/* A job taking over req, with one reference. */
-serve_job *serve_job_new(serve_request *req) {
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    j->req = *req;
-    memset(req, 0, sizeof *req);
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    j->refs = 1;
-    j->status = 200;
-    return j;
-}
-
-/* Drop a reference; the last one frees the job. */
-void serve_job_unref(serve_job *j) {
-    if (!j) return;
-    pthread_mutex_lock(&j->mu);
-    int last = --j->refs == 0;
-    pthread_mutex_unlock(&j->mu);
-    if (!last) return;
-    serve_request_free(&j->req);
-    free(j->ids);
-    free(j->out);
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
-    free(j);
-}
-
-/* Mark the job cancelled: the scheduler frees its slot at the next step. */
-void serve_job_cancel(serve_job *j) {
-    pthread_mutex_lock(&j->mu);
-    j->cancelled = 1;
-    pthread_mutex_unlock(&j->mu);
-}
-
-/* Whether the job's client went away. */
-static int job_cancelled(serve_job *j) {
-    pthread_mutex_lock(&j->mu);
-    int c = j->cancelled;
-    pthread_mutex_unlock(&j->mu);
-    return c;
-}
-
-/* Append n bytes to the job's output (dropped if out of memory: the client then sees a
- * truncated stream, the server goes on). */
-static void job_write_locked(serve_job *j, const char *b, size_t n) {
-    if (j->out_len + n > j->out_cap) {
-        size_t cap = j->out_cap ? j->out_cap : 1024;
-        while (cap < j->out_len + n) cap *= 2;
-        char *nb = realloc(j->out, cap);
-        if (!nb) return;
-        j->out = nb;
-        j->out_cap = cap;
-    }
-    memcpy(j->out + j->out_len, b, n);
-    j->out_len += n;
-}
-
-/* Send one server-sent event "data: json\n\n" (json freed). */
-static void job_event(serve_job *j, char *json) {
-    if (!json) return;
-    pthread_mutex_lock(&j->mu);
-    job_write_locked(j, "data: ", 6);
-    job_write_locked(j, json, strlen(json));
-    job_write_locked(j, "\n\n", 2);
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    free(json);
-}
-
-/* The job's last bytes: a whole body (non-streamed), and done. body is freed. */
-static void job_finish(serve_job *j, int32_t status, char *body) {
-    pthread_mutex_lock(&j->mu);
-    if (body) job_write_locked(j, body, strlen(body));
-    j->status = status;
-    j->done = 1;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    free(body);
-}
-
-/* End a job with an error: an error event then [DONE] when streaming, else the status. */
-static void job_fail(serve_job *j, int32_t status, const char *type, const char *msg) {
-    serve_error e = {0};
-    serve_error_set(&e, status, type, NULL, NULL, "%s", msg);
-    if (j->req.stream) {
-        job_event(j, e.body);
-        job_finish(j, status, strdup("data: [DONE]\n\n"));
-    } else {
-        job_finish(j, status, e.body);
-    }
-}
 
 /* ---- slots --------------------------------------------------------------------------------- */
 
@@ -230,16 +127,7 @@ static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
 static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
     sl->smp = NULL;
-    plume_stop_matcher_free(&sl->sm);
-    plume_chat_parser_free(sl->cp);
-    sl->cp = NULL;
-    free(sl->text);
-    free(sl->thought);
-    sl->text = sl->thought = NULL;
-    sl->text_len = sl->text_cap = sl->thought_len = sl->thought_cap = 0;
-    cJSON_Delete(sl->calls);
-    cJSON_Delete(sl->logprobs);
-    sl->calls = sl->logprobs = NULL;
+    serve_out_free(&sl->out);
     serve_job *j = sl->job;
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
@@ -256,24 +144,17 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
     int rc = plume_session_rewind(sl->s, keep, err);
     if (!rc) rc = plume_sampler_new(&sl->smp, &j->req.sp, s->V, err);
-    if (!rc) rc = plume_stop_matcher_init(&sl->sm, (const char *const *)j->req.stops, j->req.n_stops, err);
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
      * for every token as text */
     int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
-    if (!rc && parse) rc = plume_chat_parser_new(&sl->cp, j->in_thought, err);
+    if (!rc) rc = serve_out_init(&sl->out, j, parse, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
-    sl->n_calls = 0;
     sl->pos = keep;
     sl->cached = keep;
     sl->n_gen = 0;
     sl->next_id = -1;
-    if (!j->req.stream && j->req.logprobs) sl->logprobs = cJSON_CreateArray();
-    if (j->req.stream && j->req.kind == SERVE_CHAT) {
-        serve_delta d = {.role = 1, .content = ""};
-        job_event(j, serve_json_chunk(&j->head, &d));
-    }
     pthread_mutex_lock(&s->mu);
     s->st.cached_tokens += keep;
     pthread_mutex_unlock(&s->mu);
@@ -303,97 +184,6 @@ static float logprob_top(const float *logits, int32_t V, int32_t id, int32_t n_t
     return logits[id] - lse;
 }
 
-/* Append n bytes to a growing NUL-terminated string (dropped if out of memory). */
-static void text_append(char **buf, size_t *len, size_t *cap, const char *text, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        while (c < *len + n + 1) c *= 2;
-        char *nb = realloc(*buf, c);
-        if (!nb) return;
-        *buf = nb;
-        *cap = c;
-    }
-    memcpy(*buf + *len, text, n);
-    *len += n;
-    (*buf)[*len] = 0;
-}
-
-/* Hand a piece of the answer, or of its thought (reasoning), with the token's logprobs entry
- * (may be NULL) to the client. */
-static void slot_emit_text(serve_slot *sl, int reasoning, const char *text, size_t n, cJSON *lp) {
-    serve_job *j = sl->job;
-    if (!j->req.stream) {
-        if (reasoning) text_append(&sl->thought, &sl->thought_len, &sl->thought_cap, text, n);
-        else text_append(&sl->text, &sl->text_len, &sl->text_cap, text, n);
-        if (lp && sl->logprobs) cJSON_AddItemToArray(sl->logprobs, lp);
-        else cJSON_Delete(lp);
-        return;
-    }
-    if (!n && !lp) return;
-    char *piece = strndup(text, n);
-    serve_delta d = {0};
-    if (reasoning) d.reasoning = piece ? piece : "";
-    else d.content = piece ? piece : "";
-    if (lp) {
-        d.logprobs = cJSON_CreateArray();
-        cJSON_AddItemToArray(d.logprobs, lp);
-    }
-    job_event(j, serve_json_chunk(&j->head, &d));
-    free(piece);
-}
-
-/* Hand answer text to the client. */
-static void slot_emit(serve_slot *sl, const char *text, size_t n, cJSON *lp) {
-    slot_emit_text(sl, 0, text, n, lp);
-}
-
-/* Hand a complete tool call to the client: OpenAI's {"id", "type": "function", "function":
- * {"name", "arguments"}} (with "index" when streamed). */
-static void slot_emit_call(serve_slot *sl, const char *name, const char *arguments) {
-    serve_job *j = sl->job;
-    cJSON *c = cJSON_CreateObject(), *f;
-    char id[96];
-    snprintf(id, sizeof id, "call_%s_%d", strchr(j->head.id, '-') ? strchr(j->head.id, '-') + 1 : j->head.id, sl->n_calls);
-    if (j->req.stream) cJSON_AddNumberToObject(c, "index", sl->n_calls);
-    cJSON_AddStringToObject(c, "id", id);
-    cJSON_AddStringToObject(c, "type", "function");
-    if ((f = cJSON_AddObjectToObject(c, "function"))) {
-        cJSON_AddStringToObject(f, "name", name ? name : "");
-        cJSON_AddStringToObject(f, "arguments", arguments ? arguments : "{}");
-    }
-    sl->n_calls++;
-    if (!j->req.stream) {
-        if (!sl->calls) sl->calls = cJSON_CreateArray();
-        cJSON_AddItemToArray(sl->calls, c);
-        return;
-    }
-    serve_delta d = {.tool_calls = cJSON_CreateArray()};
-    cJSON_AddItemToArray(d.tool_calls, c);
-    job_event(j, serve_json_chunk(&j->head, &d));
-}
-
-/* Deliver the chat parser's deltas: content through the stop matcher, thought as reasoning,
- * tool calls. *lp (the token's logprobs entry) goes with the first text. 1 when a stop
- * string completed, else 0. */
-static int slot_deltas(serve_slot *sl, const plume_chat_delta *dl, int32_t n, cJSON **lp) {
-    for (int32_t i = 0; i < n; i++) {
-        if (dl[i].type == PLUME_CHAT_TOOL_CALL) {
-            slot_emit_call(sl, dl[i].name, dl[i].arguments);
-        } else if (dl[i].type == PLUME_CHAT_REASONING) {
-            slot_emit_text(sl, 1, dl[i].text, dl[i].len, *lp);
-            *lp = NULL;
-        } else {
-            const char *emit;
-            size_t n_emit;
-            int hit = plume_stop_matcher_feed(&sl->sm, dl[i].text, dl[i].len, &emit, &n_emit);
-            slot_emit(sl, emit, n_emit, *lp);
-            *lp = NULL;
-            if (hit) return 1;
-        }
-    }
-    return 0;
-}
-
 /* Whether a special token's text is one the chat parser reads (the others are dropped). */
 static int parser_marker(const char *piece) {
     static const char *const marks[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|\"|>",
@@ -403,46 +193,16 @@ static int parser_marker(const char *piece) {
     return 0;
 }
 
-/* The answer is over: flush what the detokenizer and the stop matcher hold, send the end
- * (final chunk, usage, [DONE]; or the whole reply) and free the slot. */
-static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int hit) {
-    serve_job *j = sl->job;
-    const char *emit = "";
-    size_t n_emit = 0;
-    if (!hit) {
+/* The answer is over: flush the detokenizer (unless a stop string ended the answer), send
+ * the end and free the slot. */
+static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int stopped) {
+    if (!stopped) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        if (sl->cp) {
-            const plume_chat_delta *dl;
-            int32_t nd = 0;
-            cJSON *none = NULL;
-            if (k > 0 && plume_chat_parser_feed(sl->cp, piece, (size_t)k, &dl, &nd) >= 0) hit = slot_deltas(sl, dl, nd, &none);
-            if (!hit && plume_chat_parser_flush(sl->cp, &dl, &nd) == 0) hit = slot_deltas(sl, dl, nd, &none);
-        } else {
-            hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
-            slot_emit(sl, emit, n_emit, NULL);
-        }
-        if (hit) reason = "stop";
-        n_emit = hit ? 0 : plume_stop_matcher_flush(&sl->sm, &emit);
-        slot_emit(sl, emit, n_emit, NULL);
+        if (k > 0 && serve_out_put(&sl->out, piece, (size_t)k, NULL) == SERVE_OUT_STOP) reason = "stop";
     }
-    if (sl->n_calls > 0 && !strcmp(reason, "stop")) reason = "tool_calls";
-    serve_usage u = {.prompt = j->n_ids, .completion = sl->n_gen, .cached = sl->cached};
-    if (j->req.stream) {
-        serve_delta d = {.finish_reason = reason};
-        job_event(j, serve_json_chunk(&j->head, &d));
-        if (j->req.include_usage) {
-            serve_delta du = {.usage = &u};
-            job_event(j, serve_json_chunk(&j->head, &du));
-        }
-        job_finish(j, 200, strdup("data: [DONE]\n\n"));
-    } else {
-        serve_delta d = {.content = sl->text ? sl->text : "", .reasoning = sl->thought, .tool_calls = sl->calls,
-                         .finish_reason = reason, .usage = &u, .logprobs = sl->logprobs};
-        if (sl->calls && (!sl->text || !*sl->text)) d.content = NULL;
-        sl->logprobs = sl->calls = NULL;
-        job_finish(j, 200, serve_json_final(&j->head, &d));
-    }
+    serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached};
+    serve_out_finish(&sl->out, reason, &u);
     slot_release(s, sl);
 }
 
@@ -457,7 +217,7 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     serve_job *j = sl->job;
     int32_t id = plume_sampler_sample(sl->smp, sl->logits);
     if (id < 0) {
-        job_fail(j, 500, "server_error", "sampling failed (no finite logit)");
+        serve_job_fail(j, 500, "server_error", "sampling failed (no finite logit)");
         slot_release(s, sl);
         return;
     }
@@ -477,23 +237,10 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
         lp = serve_json_logprob(s->tok, id, l, top_ids, top_lps, j->req.top_logprobs);
     }
     char piece[256];
-    const char *emit;
-    size_t n_emit;
     int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
-    int hit = 0, ended = 0;
-    if (sl->cp) {
-        if (k > 0 && plume_token_is_special(s->tok, id) && !parser_marker(piece)) k = 0;
-        const plume_chat_delta *dl;
-        int32_t nd = 0;
-        ended = plume_chat_parser_feed(sl->cp, piece, k > 0 ? (size_t)k : 0, &dl, &nd);
-        if (ended >= 0) hit = slot_deltas(sl, dl, nd, &lp);
-        if (lp) slot_emit(sl, "", 0, lp); /* the token gave no text yet */
-    } else {
-        hit = plume_stop_matcher_feed(&sl->sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
-        slot_emit(sl, emit, n_emit, lp);
-    }
-    if (hit) slot_finish(s, sl, "stop", 1);
-    else if (ended == 1) slot_finish(s, sl, "stop", 0);
+    if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
+    int r = serve_out_put(&sl->out, piece, (size_t)k, lp);
+    if (r) slot_finish(s, sl, "stop", r == SERVE_OUT_STOP);
     else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) ||
              plume_session_n_past(sl->s) >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, "length", 0);
@@ -527,15 +274,15 @@ static void step(serve_sched *s) {
         serve_slot *sl = &s->slots[i];
         sl->taken = 0;
         if (!sl->job) continue;
-        if (job_cancelled(sl->job)) { /* the client is gone: free the slot now */
-            job_finish(sl->job, 499, NULL);
+        if (serve_job_cancelled(sl->job)) { /* the client is gone: free the slot now */
+            serve_job_finish(sl->job, 499, NULL);
             slot_release(s, sl);
             continue;
         }
         if (sl->fresh) {
             sl->fresh = 0;
             if (slot_setup(s, sl, &err)) {
-                job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
+                serve_job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
                 free(err);
                 err = NULL;
                 slot_release(s, sl);
@@ -549,7 +296,7 @@ static void step(serve_sched *s) {
         if (n > SERVE_PREFILL_CHUNK) n = SERVE_PREFILL_CHUNK;
         int32_t taken = plume_batch_add(s->batch, sl->s, ids, n, sl->logits, 0, &err);
         if (taken < 0) {
-            job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
+            serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
             free(err);
             err = NULL;
             slot_release(s, sl);
@@ -563,7 +310,7 @@ static void step(serve_sched *s) {
     if (plume_batch_run(s->batch, &err)) {
         for (int32_t i = 0; i < s->p.n_slots; i++)
             if (s->slots[i].taken) {
-                job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
+                serve_job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
                 slot_release(s, &s->slots[i]);
             }
         free(err);
@@ -616,12 +363,12 @@ static void *sched_main(void *arg) {
     for (int32_t i = 0; i < s->p.n_slots; i++)
         if (s->slots[i].job) {
             s->slots[i].fresh = 0;
-            job_fail(s->slots[i].job, 503, "server_error", "the server is shutting down");
+            serve_job_fail(s->slots[i].job, 503, "server_error", "the server is shutting down");
             slot_release(s, &s->slots[i]);
         }
     while (q) {
         serve_job *next = q->next;
-        job_fail(q, 503, "server_error", "the server is shutting down");
+        serve_job_fail(q, 503, "server_error", "the server is shutting down");
         serve_job_unref(q);
         q = next;
     }

@@ -1,0 +1,224 @@
+/* test_serve_out.c -- the writing of an answer (tools/serve_out.c), linked directly: generated
+ * text in, the bytes a client receives out. Text a model would write is fed piece by piece
+ * (markers split across pieces), so tool calls, thought, stop strings and unparseable output
+ * are checked end to end without a model: non-streamed replies and SSE streams. */
+#include "t.h"
+
+#include "serve.h"
+
+/* A job from a request body, with a head. NULL (and a failed check) if the body is refused. */
+static serve_job *job_of(serve_kind kind, const char *body, int32_t in_thought) {
+    serve_request r;
+    serve_error e = {0};
+    int st = serve_request_parse(&r, kind, body, strlen(body), &e);
+    CHECK(st == 0, "request: %s", e.body);
+    serve_error_free(&e);
+    if (st) return NULL;
+    serve_job *j = serve_job_new(&r);
+    j->in_thought = in_thought;
+    j->head.kind = kind;
+    j->head.model = "tiny";
+    j->head.created = 1;
+    snprintf(j->head.id, sizeof j->head.id, "%s-abc", kind == SERVE_CHAT ? "chatcmpl" : "cmpl");
+    return j;
+}
+
+/* Feed pieces (NULL-terminated) until the answer ends; the last serve_out_put result. */
+static int feed(serve_out *o, const char *const *pieces) {
+    int r = 0;
+    for (int i = 0; pieces[i] && !r; i++) r = serve_out_put(o, pieces[i], strlen(pieces[i]), NULL);
+    return r;
+}
+
+/* Run one answer: job from body, pieces, finish with reason; returns the job's output as a
+ * JSON tree (non-streamed) or NULL for a stream (then *sse receives a copy of the bytes). */
+static cJSON *answer(serve_kind kind, const char *body, int32_t parse, int32_t in_thought, const char *const *pieces,
+                     const char *reason, int *put, char **sse) {
+    serve_job *j = job_of(kind, body, in_thought);
+    if (!j) return NULL;
+    serve_out o;
+    char *err = NULL;
+    CHECK(serve_out_init(&o, j, parse, &err) == 0, "init: %s", err);
+    *put = feed(&o, pieces);
+    serve_usage u = {.prompt = 10, .completion = 5, .cached = 2};
+    serve_out_finish(&o, reason, &u);
+    serve_out_free(&o);
+    CHECK(j->done && j->status == 200, "not done");
+    cJSON *root = NULL;
+    if (sse) *sse = strndup(j->out, j->out_len);
+    else root = cJSON_ParseWithLength(j->out, j->out_len);
+    serve_job_unref(j);
+    return root;
+}
+
+/* choices[0].message.<key> of a reply. */
+static cJSON *msg_field(cJSON *root, const char *key) {
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "message"), key);
+}
+
+/* choices[0].finish_reason of a reply, or "". */
+static const char *finish_of(cJSON *root) {
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
+    return cJSON_IsString(f) ? f->valuestring : "";
+}
+
+#define CHAT "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+
+static void test_content(void) {
+    const char *pieces[] = {"Hel", "lo wo", "rld", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *c = msg_field(root, "content");
+    CHECK(put == 0 && cJSON_IsString(c) && !strcmp(c->valuestring, "Hello world"), "content");
+    CHECK(!strcmp(finish_of(root), "length") && !msg_field(root, "tool_calls") && !msg_field(root, "reasoning_content"),
+          "finish, no calls, no thought");
+    cJSON_Delete(root);
+}
+
+static void test_thought_is_reasoning(void) {
+    const char *pieces[] = {"<|channel>", "thought\n", "let me see", "\n<chan", "nel|>", "It is 4.", "<turn|>", "ignored", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"reasoning_effort\": \"high\"}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *r = msg_field(root, "reasoning_content"), *c = msg_field(root, "content");
+    CHECK(put == SERVE_OUT_END, "the end marker ends the answer (%d)", put);
+    CHECK(cJSON_IsString(r) && !strcmp(r->valuestring, "let me see"), "reasoning: %s", cJSON_IsString(r) ? r->valuestring : "-");
+    CHECK(cJSON_IsString(c) && !strcmp(c->valuestring, "It is 4."), "content: %s", cJSON_IsString(c) ? c->valuestring : "-");
+    cJSON_Delete(root);
+    /* a prompt that opened the thought: the first text is thought */
+    const char *open[] = {"still thinking", "\n<channel|>", "done", NULL};
+    root = answer(SERVE_CHAT, CHAT "}", 1, 1, open, "length", &put, NULL);
+    r = msg_field(root, "reasoning_content");
+    c = msg_field(root, "content");
+    CHECK(cJSON_IsString(r) && !strcmp(r->valuestring, "still thinking") && cJSON_IsString(c) && !strcmp(c->valuestring, "done"),
+          "in_thought");
+    cJSON_Delete(root);
+}
+
+static const char *const call_pieces[] = {"<|tool_call>", "call:get_weather{ci", "ty:<|\"|>Par", "is<|\"|>}", "<tool_call|>",
+                                          "<turn|>", NULL};
+
+static void test_tool_call(void) {
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, call_pieces, "stop", &put, NULL);
+    cJSON *calls = msg_field(root, "tool_calls"), *c0 = cJSON_GetArrayItem(calls, 0);
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(c0, "function");
+    cJSON *id = cJSON_GetObjectItemCaseSensitive(c0, "id"), *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+    CHECK(cJSON_GetArraySize(calls) == 1 && cJSON_IsString(id) && !strncmp(id->valuestring, "call_", 5), "one call");
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring, "get_weather"), "name");
+    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    cJSON *city = cJSON_GetObjectItemCaseSensitive(parsed, "city");
+    CHECK(cJSON_IsString(city) && !strcmp(city->valuestring, "Paris"), "arguments: %s", cJSON_IsString(args) ? args->valuestring : "-");
+    cJSON_Delete(parsed);
+    CHECK(cJSON_IsNull(msg_field(root, "content")), "content null beside the calls");
+    CHECK(!strcmp(finish_of(root), "tool_calls"), "finish_reason %s", finish_of(root));
+    cJSON_Delete(root);
+}
+
+static void test_tool_call_streamed(void) {
+    int put;
+    char *sse = NULL;
+    answer(SERVE_CHAT, CHAT ", \"stream\": true, \"stream_options\": {\"include_usage\": true}}", 1, 0, call_pieces, "stop",
+           &put, &sse);
+    if (!sse) sse = strdup("(none)");
+    CHECK(!strncmp(sse, "data: ", 6) && strstr(sse, "\"role\":\"assistant\""), "role chunk first: %s", sse);
+    CHECK(sse && strstr(sse, "\"tool_calls\":[{\"index\":0,\"id\":\"call_") && strstr(sse, "\"name\":\"get_weather\""),
+          "tool_calls delta: %s", sse);
+    CHECK(sse && strstr(sse, "\"finish_reason\":\"tool_calls\"") && strstr(sse, "\"choices\":[],") &&
+              strstr(sse, "\"completion_tokens\":5"),
+          "finish and usage: %s", sse);
+    size_t n = sse ? strlen(sse) : 0;
+    CHECK(n > 14 && !strcmp(sse + n - 14, "data: [DONE]\n\n"), "ends with [DONE]: %s", sse);
+    free(sse);
+}
+
+static void test_unparseable_call_is_text(void) {
+    const char *pieces[] = {"ok ", "<|tool_call>", "call:f{broken", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *c = msg_field(root, "content");
+    CHECK(root && !msg_field(root, "tool_calls") && cJSON_IsString(c) && strstr(c->valuestring, "ok ") &&
+              strstr(c->valuestring, "broken"),
+          "as text: %s", cJSON_IsString(c) ? c->valuestring : "-");
+    CHECK(!strcmp(finish_of(root), "length"), "finish %s", finish_of(root));
+    cJSON_Delete(root);
+}
+
+static void test_stop_strings(void) {
+    const char *pieces[] = {"abcE", "NDxyz", "more", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"stop\": [\"END\"]}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *c = msg_field(root, "content");
+    CHECK(put == SERVE_OUT_STOP && cJSON_IsString(c) && !strcmp(c->valuestring, "abc") && !strcmp(finish_of(root), "stop"),
+          "cut at END: %d %s", put, cJSON_IsString(c) ? c->valuestring : "-");
+    cJSON_Delete(root);
+    const char *held[] = {"abX", "Y", NULL};
+    root = answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stop\": \"XYZ\"}", 0, 0, held, "length", &put, NULL);
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "text");
+    CHECK(put == 0 && cJSON_IsString(t) && !strcmp(t->valuestring, "abXY") && !strcmp(finish_of(root), "length"),
+          "a held prefix is released at the end: %s", cJSON_IsString(t) ? t->valuestring : "-");
+    cJSON_Delete(root);
+    /* markers are not special in a completion: the text is content as written */
+    const char *raw[] = {"<|channel>", "x", NULL};
+    char *sse = NULL;
+    answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stream\": true}", 0, 0, raw, "length", &put, &sse);
+    if (!sse) sse = strdup("(none)");
+    CHECK(strstr(sse, "\"text\":\"<|channel>\"") && strstr(sse, "\"object\":\"text_completion\"") &&
+              !strstr(sse, "\"role\""),
+          "completion stream: %s", sse);
+    free(sse);
+}
+
+static void test_logprobs_follow_text(void) {
+    serve_job *j = job_of(SERVE_CHAT, CHAT ", \"logprobs\": true}", 0);
+    if (!j) return;
+    serve_out o;
+    char *err = NULL;
+    CHECK(serve_out_init(&o, j, 1, &err) == 0, "init");
+    for (int i = 0; i < 3; i++) {
+        cJSON *lp = cJSON_CreateObject();
+        cJSON_AddNumberToObject(lp, "logprob", -1.0 * i);
+        serve_out_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, lp); /* the middle one gives no text yet */
+    }
+    serve_usage u = {3, 3, 0};
+    serve_out_finish(&o, "length", &u);
+    serve_out_free(&o);
+    cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON *lps = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "logprobs"), "content");
+    CHECK(cJSON_GetArraySize(lps) == 3, "one entry per token: %.*s", (int)j->out_len, j->out);
+    cJSON_Delete(root);
+    serve_job_unref(j);
+}
+
+static void test_fail(void) {
+    serve_job *j = job_of(SERVE_CHAT, CHAT ", \"stream\": true}", 0);
+    if (!j) return;
+    serve_job_fail(j, 503, "server_error", "the server is shutting down");
+    CHECK(j->done && j->status == 503 && strstr(j->out, "data: {\"error\":{\"message\":\"the server is shutting down\"") &&
+              strstr(j->out, "data: [DONE]\n\n"),
+          "stream error: %.*s", (int)j->out_len, j->out);
+    serve_job_unref(j);
+    j = job_of(SERVE_COMPLETION, "{\"prompt\": \"p\"}", 0);
+    if (!j) return;
+    serve_job_fail(j, 500, "server_error", "boom");
+    cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
+    CHECK(j->status == 500 && cJSON_GetObjectItemCaseSensitive(root, "error"), "plain error");
+    cJSON_Delete(root);
+    serve_job_cancel(j);
+    CHECK(serve_job_cancelled(j), "cancelled");
+    serve_job_unref(j);
+}
+
+int main(void) {
+    RUN(test_content);
+    RUN(test_thought_is_reasoning);
+    RUN(test_tool_call);
+    RUN(test_tool_call_streamed);
+    RUN(test_unparseable_call_is_text);
+    RUN(test_stop_strings);
+    RUN(test_logprobs_follow_text);
+    RUN(test_fail);
+    return t_total_failed != 0;
+}
