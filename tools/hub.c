@@ -195,6 +195,7 @@ typedef struct {
     size_t mem_len, mem_cap;
     int write_errno;            /* a failed write to fd */
     int too_long, bad_range;    /* more bytes than listed; a 206 not starting where we are */
+    int started;                /* the 2xx body has begun */
     /* file downloads: hashing and progress */
     const hub_file *file;
     sha256_ctx *sha256;
@@ -294,12 +295,15 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *ud) {
     req *r = ud;
     size_t n = size * nmemb;
     if (r->fd >= 0 && r->status >= 200 && r->status < 300) {
-        if (r->session == 0 && r->status == 200 && *r->have > 0) { /* Range ignored: start over */
-            if (ftruncate(r->fd, 0) != 0 || lseek(r->fd, 0, SEEK_SET) < 0) { r->write_errno = errno; return 0; }
-            *r->have = 0;
-            hash_reset(r->file, r->sha256, r->sha1);
+        if (!r->started) { /* the first bytes of the body: where do they go? */
+            r->started = 1;
+            if (r->status == 200 && *r->have > 0) { /* Range ignored: start over */
+                if (ftruncate(r->fd, 0) != 0 || lseek(r->fd, 0, SEEK_SET) < 0) { r->write_errno = errno; return 0; }
+                *r->have = 0;
+                hash_reset(r->file, r->sha256, r->sha1);
+            }
+            if (r->status == 206 && (!r->has_range || r->range_start != *r->have)) { r->bad_range = 1; return 0; }
         }
-        if (r->status == 206 && (!r->has_range || r->range_start != *r->have)) { r->bad_range = 1; return 0; }
         if (*r->have + n > r->total) { r->too_long = 1; return 0; } /* more than the listing said */
         for (size_t done = 0; done < n;) {
             ssize_t w = write(r->fd, buf + done, n - done);
