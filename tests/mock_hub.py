@@ -96,18 +96,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 f.write(line)
 
     def answer(self, status, body=b"", headers=None, cut=False):
+        sent = 0 if self.command == "HEAD" else len(body) // 2 if cut else len(body)
+        self.log(status, sent)  # before answering: the client may be gone right after
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        sent = len(body) // 2 if cut else len(body)
-        if self.command != "HEAD":
-            self.wfile.write(body[:sent])
+        self.wfile.write(body[:sent])
         if cut:
             self.wfile.flush()
             self.close_connection = True
-        self.log(status, sent if self.command != "HEAD" else 0)
 
     def error(self, status, code, msg):
         self.answer(status, json.dumps({"error": msg}).encode(),

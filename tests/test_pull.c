@@ -293,7 +293,14 @@ static void test_list_rm_and_default(void) {
     st = t_sh(out, sizeof out, "%s %s/plume rm no-such-bundle", env, t_build());
     CHECK(st != 0 && strstr(out, "no bundle"), "rm missing: %s", out);
     st = t_sh(out, sizeof out, "%s PLUME_MODEL=%s %s/plume list", env, direct, t_build());
-    CHECK(st == 0, "list: %s", out);
+    CHECK(st == 0 && strstr(out, "(does not exist)") == NULL, "list: %s", out);
+    const char *cmds[] = {"pull", "list", "rm"};
+    for (int i = 0; i < 3; i++) {
+        st = t_sh(out, sizeof out, "%s/plume %s --help", t_build(), cmds[i]);
+        CHECK(st == 0 && strstr(out, "usage: plume"), "%s --help: %d %s", cmds[i], st, out);
+    }
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny --weights q5", env, t_build());
+    CHECK(st != 0 && strstr(out, "--weights"), "bad weights: %s", out);
 }
 
 /* Start the mock Hub on a free port; 0 on success. */

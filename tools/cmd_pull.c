@@ -101,20 +101,22 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 /* rm -r path without following links; 0 on success. */
 static int rm_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-static uint64_t tree_bytes_acc;
-
-/* nftw callback of tree_bytes: add a regular file's size. */
-static int size_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)path, (void)ftw;
-    if (flag == FTW_F && S_ISREG(st->st_mode)) tree_bytes_acc += (uint64_t)st->st_size;
-    return 0;
-}
-
-/* The bytes of the regular files under path (links not followed). */
+/* The bytes of the regular files under path, links not followed (a blob counts once). */
 static uint64_t tree_bytes(const char *path) {
-    tree_bytes_acc = 0;
-    nftw(path, size_entry, 16, FTW_PHYS);
-    return tree_bytes_acc;
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    if (S_ISREG(st.st_mode)) return (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode)) return 0;
+    uint64_t sum = 0;
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = plume_path_join(path, e->d_name);
+        if (p) sum += tree_bytes(p);
+        free(p);
+    }
+    if (d) closedir(d);
+    return sum;
 }
 
 /* "1.2 GB" into buf. */
@@ -299,11 +301,19 @@ int cli_pull(const char *spec, const char *weights, int flags, char **bundle_out
     if ((flags & CLI_PULL_REUSE) && is_bundle(bundle)) { *bundle_out = bundle; return 0; }
     hub h;
     if (hub_open(&h, repo, rev, &err)) { free(bundle); return cli_lib_error(err); }
+    if (h.offline && is_bundle(bundle)) { /* nothing to compare it with */
+        if (!quiet) fprintf(stderr, "pull: HF_HUB_OFFLINE is set: %s is used as it is\n", bundle);
+        hub_close(&h);
+        *bundle_out = bundle;
+        return 0;
+    }
     h.progress = quiet ? -1 : isatty(2);
     int rc = 0;
     if (hub_resolve(&h, &err)) rc = cli_lib_error(err);
     char *had = !rc && is_bundle(bundle) ? recorded(bundle, "commit") : NULL;
-    if (!rc && is_bundle(bundle) && (!had || !strcmp(had, h.commit))) {
+    if (!rc && is_bundle(bundle) && !had) {
+        if (!quiet) fprintf(stderr, "pull: %s exists and was not made by plume pull: used as it is (plume rm it to pull)\n", bundle);
+    } else if (!rc && is_bundle(bundle) && !strcmp(had, h.commit)) {
         if (!quiet) fprintf(stderr, "pull: %s is up to date (%s@%s)\n", bundle, repo, h.commit);
     } else if (!rc) {
         if (!quiet && had) fprintf(stderr, "pull: %s@%s moved from %.12s to %.12s; updating\n", repo, rev, had, h.commit);

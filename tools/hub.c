@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -584,6 +585,8 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
     int rc = 0;
     if (!part || !url) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     else if (fd < 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", part, strerror(errno));
+    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) /* released by close */
+        rc = plume_fail(err, PLUME_EIO, "%s: another plume pull is downloading it; wait for that one", part);
     sha256_ctx s256;
     sha1_ctx s1;
     struct stat st;
