@@ -288,6 +288,8 @@ static void test_list_rm_and_default(void) {
     CHECK(st == 0 && strstr(out, "models--test--cut") && strstr(out, "test--cut-q8"), "rm repo: %d %s", st, out);
     st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
     CHECK(st == 0 && !strstr(out, "test/cut ") && !strstr(out, "test--cut-q8") && strstr(out, "test--cut-2-q8"), "list: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume rm test/cut-2@main", env, t_build());
+    CHECK(st != 0 && strstr(out, "without @REVISION"), "rm with a revision: %s", out);
     st = t_sh(out, sizeof out, "%s %s/plume rm ../../etc", env, t_build());
     CHECK(st != 0, "rm ../../etc: %s", out);
     st = t_sh(out, sizeof out, "%s %s/plume rm no-such-bundle", env, t_build());
@@ -301,6 +303,21 @@ static void test_list_rm_and_default(void) {
     }
     st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny --weights q5", env, t_build());
     CHECK(st != 0 && strstr(out, "--weights"), "bad weights: %s", out);
+}
+
+/* With a 700 KB file system (tmpfs; needs the right to mount), the pull stops before any shard. */
+static char small[700]; /* the mount point */
+
+static void test_disk_full(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s HF_HUB_CACHE=%s/hf %s/plume pull test/tiny-small", env, small, t_build());
+    CHECK(st != 0 && strstr(out, "not enough disk space") && strstr(out, "free"), "cache: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s HOME=%s/home %s/plume pull test/tiny-small", env, small, t_build());
+    CHECK(st != 0 && strstr(out, "not enough disk space for the bundle"), "bundle: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/lfs/test%2Ftiny-small/", NULL) == 0, "shards fetched without room: %s", log);
+    free(log);
 }
 
 /* Start the mock Hub on a free port; 0 on success. */
@@ -350,6 +367,13 @@ int main(void) {
     RUN(test_hostile_listing);
     RUN(test_not_gemma);
     RUN(test_list_rm_and_default);
+    snprintf(small, sizeof small, "%s/small", tmp);
+    if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
+        RUN(test_disk_full);
+        t_sh(out, sizeof out, "umount %s", small);
+    } else {
+        printf("SKIP test_disk_full: cannot mount a small tmpfs here\n");
+    }
     kill(mock_pid, SIGTERM);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

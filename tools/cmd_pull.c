@@ -442,6 +442,8 @@ static int rm_say(const char *path) {
 static int rm_repo(const char *spec) {
     char repo[128], rev[128];
     if (split_spec(spec, repo, sizeof repo, rev, sizeof rev)) return cli_error("rm: '%s' is not a bundle name or ORG/NAME", spec);
+    if (strchr(spec, '@'))
+        return cli_error("rm: %s: the download of a repo is removed whole; give ORG/NAME without @REVISION", spec);
     hub h;
     char *err = NULL;
     if (hub_open(&h, repo, "main", &err)) return cli_lib_error(err);
