@@ -9,6 +9,7 @@ Range requests (206 + Content-Range). Every repo serves the checkpoint in --data
 picks a behaviour:
 
   test/tiny*      normal                  test/gated*     needs "Bearer hf_test_token"
+  google/gemma-4-E2B-it   normal (the name `plume pull` uses by default)
   test/cut*       the first shard download is cut half-way (once per repo)
   test/flaky*     the first API and the first content request answer 500 (once per repo)
   test/corrupt*   one byte of a shard is flipped (the listing keeps the true hash)
@@ -165,8 +166,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.ranged(data, {"ETag": '"%s"' % hashlib.sha256(data).hexdigest()}, cut)
         if not host.startswith("127.0.0.1:"):
             return self.error(400, "WrongHost", "the API is served on 127.0.0.1")
-        known = lambda r: any(r.startswith("test/" + k) for k in
-                              ("tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama"))
+        known = lambda r: r == "google/gemma-4-E2B-it" or any(r.startswith("test/" + k) for k in
+                                                               ("tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama"))
         if len(parts) == 6 and parts[:2] == ["api", "models"] and parts[4] == "revision":
             repo, rev = parts[2] + "/" + parts[3], parts[5]
             if not known(repo):

@@ -305,6 +305,22 @@ static void test_list_rm_and_default(void) {
     CHECK(st != 0 && strstr(out, "--weights"), "bad weights: %s", out);
 }
 
+/* The newcomer's path, in miniature: run -m the default name, then plain run uses it. */
+static void test_default_model(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume run -m google/gemma-4-E2B-it -p Hi -n 2", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run -m google/gemma-4-E2B-it: %d %s", st, out);
+    long m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume run -p Hi -n 2", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run without -m: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull --quiet", env, t_build());
+    char *log = log_since(m);
+    CHECK(st == 0 && strstr(out, "google--gemma-4-E2B-it-q8") && count_lines(log, "GET", NULL) == 1, "pull: %s / %s", out, log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && strstr(out, "* google--gemma-4-E2B-it-q8"), "the default is marked: %s", out);
+}
+
 /* With a 700 KB file system (tmpfs; needs the right to mount), the pull stops before any shard. */
 static char small[700]; /* the mount point */
 
@@ -367,6 +383,7 @@ int main(void) {
     RUN(test_hostile_listing);
     RUN(test_not_gemma);
     RUN(test_list_rm_and_default);
+    RUN(test_default_model);
     snprintf(small, sizeof small, "%s/small", tmp);
     if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
         RUN(test_disk_full);

@@ -9,6 +9,7 @@
 
 /* ---- shared ------------------------------------------------------------------------------ */
 
+/* Rotate right / left by n (0 < n < 32). */
 static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 static uint32_t rotl(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 

@@ -495,12 +495,12 @@ int hub_resolve(hub *h, char **err) {
     char *url = rev ? fmt("%s/api/models/%s/revision/%s?blobs=true", h->endpoint, h->repo, rev) : NULL;
     free(rev);
     if (!url) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    req r;
+    req r = {.fd = -1};
     CURLcode cc = CURLE_OK;
     for (int attempt = 0;; attempt++) {
-        free(attempt ? r.mem : NULL);
+        free(r.mem);
         memset(&r, 0, sizeof r);
-        r.fd = -1;
+        r.fd = -1; /* the body to memory */
         cc = perform(h, url, 0, &r);
         if (!transient(cc, r.status) || attempt >= h->retries) break;
         backoff(h, attempt);
