@@ -424,10 +424,9 @@ static int request_error(const hub *h, const char *url, CURLcode rc, const req *
 /* ---- the revision listing ------------------------------------------------------------------- */
 
 /* Percent-encode s for a URL path (keeping '/' when keep_slash); malloc'd. */
-static char *url_escape(hub *h, const char *s, int keep_slash) {
+static char *url_escape(const char *s, int keep_slash) {
     size_t n = strlen(s);
     char *out = malloc(3 * n + 1), *o = out;
-    (void)h;
     if (!out) return NULL;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -491,7 +490,7 @@ static int resolve_offline(hub *h, char **err) {
 
 int hub_resolve(hub *h, char **err) {
     if (h->offline) return resolve_offline(h, err);
-    char *rev = url_escape(h, h->rev, 0);
+    char *rev = url_escape(h->rev, 0);
     char *url = rev ? fmt("%s/api/models/%s/revision/%s?blobs=true", h->endpoint, h->repo, rev) : NULL;
     free(rev);
     if (!url) return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -578,7 +577,7 @@ static int check_headers(const hub *h, const hub_file *f, const req *r, const ch
 
 /* Download f into blobs/BLOB.incomplete (resuming what is there), verify, rename to blobs/BLOB. */
 static int download(hub *h, const hub_file *f, const char *blob_path, char **err) {
-    char *part = fmt("%s.incomplete", blob_path), *ename = url_escape(h, f->name, 1);
+    char *part = fmt("%s.incomplete", blob_path), *ename = url_escape(f->name, 1);
     char *url = ename ? fmt("%s/%s/resolve/%s/%s", h->endpoint, h->repo, h->commit, ename) : NULL;
     free(ename);
     int fd = part ? open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
