@@ -734,9 +734,10 @@ int hub_write_ref(hub *h, char **err) {
     char *ref = fmt("%s/refs/%s", h->dir, h->rev);
     if (!ref) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     char *dir = strdup(ref);
-    int rc = dir ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!rc) *strrchr(dir, '/') = 0;
-    if (!rc && mkdirs(dir)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
+    if (!dir) { free(ref); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
+    *strrchr(dir, '/') = 0;
+    int rc = 0;
+    if (mkdirs(dir)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
     if (!rc && !inside(h->dir, dir)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir);
     if (!rc) rc = plume_write_file_atomic(ref, h->commit, strlen(h->commit), err);
     free(dir);
