@@ -9,6 +9,7 @@ Range requests (206 + Content-Range). Every repo serves the checkpoint in --data
 picks a behaviour:
 
   test/tiny*      normal                  test/gated*     needs "Bearer hf_test_token"
+  test/gated-files*  the listing is public, the files need the token (as on the real Hub)
   google/gemma-4-E2B-it   normal (the name `plume pull` uses by default)
   test/cut*       the first shard download is cut half-way (once per repo)
   test/flaky*     the first API and the first content request answer 500 (once per repo)
@@ -172,7 +173,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             repo, rev = parts[2] + "/" + parts[3], parts[5]
             if not known(repo):
                 return self.error(404, "RepoNotFound", "Repository not found")
-            if not self.authorized(repo):
+            if not repo.startswith("test/gated-files") and not self.authorized(repo):
                 return
             if rev not in ("main", commit_of(repo)):
                 return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev)

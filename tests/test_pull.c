@@ -213,6 +213,12 @@ static void test_gated(void) {
     CHECK(count_lines(log, "/lfs/", "auth=no") == 2 && !count_lines(log, "/lfs/", "auth=yes"),
           "the token went to the content host: %s", log);
     free(log);
+    /* the listing is public, the files are not: the 401 comes with the first file */
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gated-files", env, t_build());
+    CHECK(st != 0 && strstr(out, "401") && strstr(out, "/test/gated-files/resolve/") && strstr(out, "HF_TOKEN"),
+          "401 on a file: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/hf/models--test--gated-files/snapshots/* 2>/dev/null | wc -l", tmp);
+    CHECK(atoi(out) == 0, "something appeared under snapshots/: %s", out);
     /* the token file of the official client */
     st = t_sh(out, sizeof out, "mkdir -p %s/hfhome && printf 'hf_test_token\\n' > %s/hfhome/token && %s HF_HOME=%s/hfhome "
               "%s/plume pull test/gated-2", tmp, tmp, env, tmp, t_build());
