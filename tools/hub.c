@@ -403,6 +403,10 @@ static int request_error(const hub *h, const char *url, CURLcode rc, const req *
         return plume_fail(err, PLUME_EIO, "%s: %s%s", url, curl_easy_strerror(rc),
                           rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT
                               ? " (no network? HF_HUB_OFFLINE=1 uses only the cache)" : "");
+    if (r->status == 401 && h->token)
+        return plume_fail(err, PLUME_EIO, "%s: 401 Unauthorized: the token (HF_TOKEN or the token file) was refused; make a "
+                          "new one at %s/settings/tokens, and accept the license at %s/%s",
+                          url, h->endpoint, h->endpoint, h->repo);
     if (r->status == 401)
         return plume_fail(err, PLUME_EIO, "%s: 401 Unauthorized: %s is gated, private or missing; set HF_TOKEN to a token "
                           "from %s/settings/tokens and accept the license at %s/%s",
