@@ -118,6 +118,19 @@ static void test_pull_again_is_up_to_date(void) {
     free(log);
 }
 
+/* A bundle from an older commit is replaced, and only once the new one is complete. */
+static void test_new_commit_replaces_bundle(void) {
+    char out[16384], b[700], commit[41];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
+    commit_of("test/tiny", commit);
+    int st = t_sh(out, sizeof out, "sed -i 's/%s/%040d/' %s/pull.json && grep -c 0000000000 %s/pull.json", commit, 0, b, b);
+    CHECK(st == 0, "setup: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny", env, t_build());
+    CHECK(st == 0 && strstr(out, "updating") && same_as_direct(b), "update: %d %s", st, out);
+    st = t_sh(out, sizeof out, "grep -c %s %s/pull.json && ls %s/home/.cache/plume | grep -c -e new- -e old- -e tmp-", commit, b, tmp);
+    CHECK(st != 0 && atoi(out) == 1, "pull.json has the new commit, no leftovers: %s", out);
+}
+
 static void test_populated_cache_needs_no_content(void) {
     char out[16384], b[700];
     snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
@@ -377,6 +390,7 @@ int main(void) {
              tmp, tmp, port);
     RUN(test_clean_pull);
     RUN(test_pull_again_is_up_to_date);
+    RUN(test_new_commit_replaces_bundle);
     RUN(test_populated_cache_needs_no_content);
     RUN(test_offline);
     RUN(test_run_by_name);
