@@ -14,6 +14,8 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 LDLIBS  := -lcjson -lm -lpthread
+# libcurl: the Hub client of plume pull (tools/hub.c), linked into the CLI only, never libplume
+CLI_LIBS := -lcurl
 SO      := so
 SOFLAGS := -shared
 
@@ -80,7 +82,7 @@ $(BUILD)/libplume.$(SO): $(PIC_OBJ)
 	$(CC) $(SOFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/libplume.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libplume.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
