@@ -62,9 +62,7 @@ static char *bundle_for(const char *repo, const char *rev, const char *weights) 
         }
     }
     *o = 0;
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s-%s", cli_plume_dir(), name, weights) < 0) return NULL;
-    return path;
+    return plume_sprintf("%s/%s-%s", cli_plume_dir(), name, weights);
 }
 
 /* Whether dir is a bundle (holds model_config.json). */
@@ -264,7 +262,7 @@ static int write_record(const char *bundle, const hub *h, const char *weights) {
 static int convert_snapshot(const hub *h, const char *bundle, const char *weights, int quiet) {
     char *snap = hub_snapshot_dir(h), *fresh = NULL, *old = NULL, *err = NULL;
     int replace = plume_file_exists(bundle);
-    if (!snap || asprintf(&fresh, "%s.new-%d", bundle, (int)getpid()) < 0 || asprintf(&old, "%s.old-%d", bundle, (int)getpid()) < 0) {
+    if (!snap || !(fresh = plume_sprintf("%s.new-%d", bundle, (int)getpid())) || !(old = plume_sprintf("%s.old-%d", bundle, (int)getpid()))) {
         free(snap);
         return cli_error("out of memory");
     }

@@ -93,17 +93,6 @@ static int inside(const char *dir, const char *path) {
     return !strncmp(rd, rp, n) && rp[n] == '/';
 }
 
-/* A malloc'd printf, NULL on failure. */
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    if (vasprintf(&s, f, ap) < 0) s = NULL;
-    va_end(ap);
-    return s;
-}
-
 /* ---- settings ------------------------------------------------------------------------------ */
 
 /* An environment variable, or NULL when unset or empty. */
@@ -114,8 +103,8 @@ static const char *env(const char *name) {
 
 char *hub_cache_root(void) {
     if (env("HF_HUB_CACHE")) return strdup(env("HF_HUB_CACHE"));
-    if (env("HF_HOME")) return fmt("%s/hub", env("HF_HOME"));
-    return fmt("%s/.cache/huggingface/hub", env("HOME") ? env("HOME") : ".");
+    if (env("HF_HOME")) return plume_sprintf("%s/hub", env("HF_HOME"));
+    return plume_sprintf("%s/.cache/huggingface/hub", env("HOME") ? env("HOME") : ".");
 }
 
 /* The token: $HF_TOKEN, else the file the official client writes ($HF_TOKEN_PATH,
@@ -123,8 +112,8 @@ char *hub_cache_root(void) {
 static char *read_token(void) {
     if (env("HF_TOKEN")) return strdup(env("HF_TOKEN"));
     char *path = env("HF_TOKEN_PATH") ? strdup(env("HF_TOKEN_PATH"))
-                 : env("HF_HOME")     ? fmt("%s/token", env("HF_HOME"))
-                                      : fmt("%s/.cache/huggingface/token", env("HOME") ? env("HOME") : ".");
+                 : env("HF_HOME")     ? plume_sprintf("%s/token", env("HF_HOME"))
+                                      : plume_sprintf("%s/.cache/huggingface/token", env("HOME") ? env("HOME") : ".");
     char *tok = NULL, *err = NULL;
     if (path && plume_file_exists(path) && plume_read_file(path, &tok, NULL, &err) == 0) {
         char *s = tok + strspn(tok, " \t\r\n");
@@ -158,7 +147,7 @@ int hub_open(hub *h, const char *repo, const char *rev, char **err) {
     char org[128];
     snprintf(org, sizeof org, "%s", repo);
     *strchr(org, '/') = 0;
-    h->dir = h->cache ? fmt("%s/models--%s--%s", h->cache, org, strchr(repo, '/') + 1) : NULL;
+    h->dir = h->cache ? plume_sprintf("%s/models--%s--%s", h->cache, org, strchr(repo, '/') + 1) : NULL;
     if (!h->endpoint || !h->cache || !h->dir) {
         hub_close(h);
         return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -476,7 +465,7 @@ static int parse_siblings(hub *h, const cJSON *sib, const char *url, char **err)
 
 /* Offline: the commit from refs/REV (or REV itself when it is a commit in the cache). */
 static int resolve_offline(hub *h, char **err) {
-    char *ref = fmt("%s/refs/%s", h->dir, h->rev), *text = NULL;
+    char *ref = plume_sprintf("%s/refs/%s", h->dir, h->rev), *text = NULL;
     int rc = 0;
     if (is_hex(h->rev, 40)) memcpy(h->commit, h->rev, 41);
     else if (ref && plume_file_exists(ref) && plume_read_file(ref, &text, NULL, err) == 0) {
@@ -495,7 +484,7 @@ static int resolve_offline(hub *h, char **err) {
 int hub_resolve(hub *h, char **err) {
     if (h->offline) return resolve_offline(h, err);
     char *rev = url_escape(h->rev, 0);
-    char *url = rev ? fmt("%s/api/models/%s/revision/%s?blobs=true", h->endpoint, h->repo, rev) : NULL;
+    char *url = rev ? plume_sprintf("%s/api/models/%s/revision/%s?blobs=true", h->endpoint, h->repo, rev) : NULL;
     free(rev);
     if (!url) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     req r = {.fd = -1};
@@ -534,11 +523,11 @@ const hub_file *hub_find(const hub *h, const char *name) {
     return NULL;
 }
 
-char *hub_snapshot_dir(const hub *h) { return fmt("%s/snapshots/%s", h->dir, h->commit); }
+char *hub_snapshot_dir(const hub *h) { return plume_sprintf("%s/snapshots/%s", h->dir, h->commit); }
 
 uint64_t hub_missing_bytes(const hub *h, const hub_file *f) {
-    char *snap = fmt("%s/snapshots/%s/%s", h->dir, h->commit, f->name);
-    char *blob = fmt("%s/blobs/%s", h->dir, f->blob), *part = fmt("%s/blobs/%s.incomplete", h->dir, f->blob);
+    char *snap = plume_sprintf("%s/snapshots/%s/%s", h->dir, h->commit, f->name);
+    char *blob = plume_sprintf("%s/blobs/%s", h->dir, f->blob), *part = plume_sprintf("%s/blobs/%s.incomplete", h->dir, f->blob);
     struct stat st;
     uint64_t need = f->size;
     if ((snap && stat(snap, &st) == 0) || (blob && f->blob[0] && stat(blob, &st) == 0)) need = 0;
@@ -581,8 +570,8 @@ static int check_headers(const hub *h, const hub_file *f, const req *r, const ch
 
 /* Download f into blobs/BLOB.incomplete (resuming what is there), verify, rename to blobs/BLOB. */
 static int download(hub *h, const hub_file *f, const char *blob_path, char **err) {
-    char *part = fmt("%s.incomplete", blob_path), *ename = url_escape(f->name, 1);
-    char *url = ename ? fmt("%s/%s/resolve/%s/%s", h->endpoint, h->repo, h->commit, ename) : NULL;
+    char *part = plume_sprintf("%s.incomplete", blob_path), *ename = url_escape(f->name, 1);
+    char *url = ename ? plume_sprintf("%s/%s/resolve/%s/%s", h->endpoint, h->repo, h->commit, ename) : NULL;
     free(ename);
     int fd = part ? open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
     int rc = 0;
@@ -704,7 +693,7 @@ static int link_snapshot(const hub *h, const hub_file *f, const char *snap, char
 int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
     if (path) *path = NULL;
     if (!hub_name_safe(name)) return plume_fail(err, PLUME_EINVAL, "unsafe file name '%s'", name);
-    char *snap = fmt("%s/snapshots/%s/%s", h->dir, h->commit, name);
+    char *snap = plume_sprintf("%s/snapshots/%s/%s", h->dir, h->commit, name);
     if (!snap) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     const hub_file *f = hub_find(h, name);
     int rc = 0;
@@ -719,7 +708,7 @@ int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
     } else if (!f->blob[0]) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: the Hub's listing gives no hash for %s, so it cannot be verified", h->repo, name);
     } else {
-        char *blobs = fmt("%s/blobs", h->dir), *blob = fmt("%s/blobs/%s", h->dir, f->blob);
+        char *blobs = plume_sprintf("%s/blobs", h->dir), *blob = plume_sprintf("%s/blobs/%s", h->dir, f->blob);
         if (!blobs || !blob) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
         else if (mkdirs(blobs)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", blobs, strerror(errno));
         else if (!inside(h->dir, blobs)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", blobs, h->dir);
@@ -735,7 +724,7 @@ int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
 
 int hub_write_ref(hub *h, char **err) {
     if (is_hex(h->rev, 40)) return 0; /* a commit needs no ref */
-    char *ref = fmt("%s/refs/%s", h->dir, h->rev);
+    char *ref = plume_sprintf("%s/refs/%s", h->dir, h->rev);
     if (!ref) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     char *dir = strdup(ref);
     if (!dir) { free(ref); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
