@@ -4,7 +4,7 @@
 #   make test SAN=1   the same under ASan + UBSan (in build-san/)
 #   make install PREFIX=/usr/local
 #   CC=clang make     any C11 compiler with GNU extensions for SIMD intrinsics
-#   make PORTABLE=1   POSIX only (no GNU extensions, no futex, no Linux-only madvise), in
+#   make PORTABLE=1   POSIX + XSI only (no GNU extensions, no futex, no Linux-only madvise), in
 #                     build-portable/: the fallbacks macOS and other systems use, tested on Linux
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -14,7 +14,9 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 LDLIBS  := -lcjson -lm -lpthread
-CLI_LIBS := -lmicrohttpd
+# libcurl: the Hub client of plume pull (tools/hub.c); libmicrohttpd: the HTTP server of
+# plume serve. Both linked into the CLI only, never libplume.
+CLI_LIBS := -lcurl -lmicrohttpd
 SO      := so
 SOFLAGS := -shared
 
@@ -31,7 +33,7 @@ endif
 
 ifeq ($(PORTABLE),1)
 BUILD    ?= build-portable
-CPPFLAGS := -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L -DPLUME_PORTABLE
+CPPFLAGS := -Iinclude -Isrc -D_XOPEN_SOURCE=700 -DPLUME_PORTABLE
 endif
 
 ifeq ($(SAN),1)

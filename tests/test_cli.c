@@ -96,6 +96,30 @@ static void test_bad_input(void) {
     CHECK(st > 0 && strstr(out, "plume convert"), "no model: %d %s", st, out);
 }
 
+/* Every command that writes an output path creates its missing parent directories. */
+static void test_output_parents_created(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out,
+                  "(%s/plume convert %s/tiny-a/hf %s/new/a/bundle --quiet && "
+                  "%s/plume synth --config tiny --hf %s/new/b/hf && "
+                  "%s/plume synth --config tiny --bundle %s/new/c/bundle && "
+                  "%s/plume logits -m %s --ids 2,3 -o %s/new/d/l.npy --save-state %s/new/e/s.state && "
+                  "%s/plume run -m %s -p hi -n 1 --cache %s/new/f/run.cache && "
+                  "printf 'hi\\n/save %s/new/g/chat.state\\n/quit\\n' | %s/plume chat -m %s -n 1)",
+                  t_build(), t_data(), tmp, t_build(), tmp, t_build(), tmp, t_build(), bundle, tmp, tmp, t_build(),
+                  bundle, tmp, tmp, t_build(), bundle);
+    CHECK(st == 0, "commands: %d %s", st, out);
+    const char *made[] = {"a/bundle/model_config.json", "b/hf/config.json", "c/bundle/model_config.json", "d/l.npy",
+                          "e/s.state", "f/run.cache", "g/chat.state"};
+    for (int i = 0; i < 7; i++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s/new/%s", tmp, made[i]);
+        FILE *f = fopen(p, "rb");
+        CHECK(f != NULL, "%s was not written", p);
+        if (f) fclose(f);
+    }
+}
+
 int main(void) {
     tmp = t_tmpdir("cli");
     snprintf(bundle, sizeof bundle, "%s/tiny", tmp);
@@ -108,6 +132,7 @@ int main(void) {
     RUN(test_run_cache_reuses_prefix);
     RUN(test_help_everywhere);
     RUN(test_bad_input);
+    RUN(test_output_parents_created);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
     return t_total_failed != 0;

@@ -110,6 +110,7 @@ int cmd_chat(int argc, char **argv) {
         }
         if (!strncmp(line, "/save ", 6)) {
             char *err = NULL;
+            if (cli_mkdir_parent(line + 6)) continue;
             if (plume_session_save(g.s, line + 6, &err)) cli_lib_error(err);
             else fprintf(stderr, "[saved %d tokens to %s]\n", plume_session_n_past(g.s), line + 6);
             continue;

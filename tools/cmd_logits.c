@@ -78,6 +78,7 @@ int cmd_logits(int argc, char **argv) {
         } else return cli_error("logits: unknown option '%s' (see plume logits --help)", a);
     }
     if ((!ids_s == !ids_npy) || !outp) { fputs(logits_usage, stderr); return 2; }
+    if (cli_mkdir_parent(outp) || (save && cli_mkdir_parent(save))) return 1;
     model = cli_model_path(model);
     if (!model) return 1;
     int32_t *ids = NULL, n = 0;

@@ -88,7 +88,7 @@ int cmd_run(int argc, char **argv) {
         o.prompt = stdin_text;
     }
     gen_ctx g;
-    if (gen_open(&g, &o)) { free(stdin_text); return 1; }
+    if ((o.cache && cli_mkdir_parent(o.cache)) || gen_open(&g, &o)) { free(stdin_text); return 1; }
     char *text = NULL, *err = NULL;
     int rc = 0;
     if (o.raw) {

@@ -525,6 +525,7 @@ int cmd_convert(int argc, char **argv) {
         return cli_error("convert: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
     conv_source src;
     char *err = NULL;
+    if (cli_mkdir_parent(pos[1])) return 1;
     if (source_hf_open(&src, pos[0], &err)) return cli_lib_error(err);
     conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = !quiet && isatty(2)};
     int rc = convert_run(&src, &opt, pos[1], &err);

@@ -12,7 +12,8 @@
 volatile sig_atomic_t gen_interrupted;
 
 const char gen_options_help[] =
-    "  -m BUNDLE            the model (default: $PLUME_MODEL, then ~/.cache/plume/gemma-4-e2b)\n"
+    "  -m BUNDLE|ORG/NAME   the model: a bundle, or a Hub model pulled on first use (default:\n"
+    "                       $PLUME_MODEL, then the bundle plume pull makes; plume list shows it)\n"
     "  -n N                 tokens to generate at most (default 512; -1: until the context is full)\n"
     "  --temp T             temperature (default 1.0; 0 = greedy)\n"
     "  --top-k K            (default 64; 0 = off)\n"

@@ -20,6 +20,9 @@ static const command commands[] = {
     {"logits", cmd_logits, "feed ids, write the logits of every position as .npy"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
     {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},
+    {"pull", cmd_pull, "download a model from the Hugging Face Hub and convert it"},
+    {"list", cmd_list, "the bundles and downloaded checkpoints, with sizes"},
+    {"rm", cmd_rm, "remove a bundle, or a downloaded checkpoint and its bundles"},
     {"derive-tokenizer", cmd_derive_tokenizer, "derive Gemma 4's tokenizer from Gemma 3's (scripts/fetch-vocab.sh)"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
 };

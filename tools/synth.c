@@ -293,6 +293,7 @@ int cmd_synth(int argc, char **argv) {
         } else return cli_error("synth: unknown option '%s' (see plume synth --help)", a);
     }
     if (!config || (!hf == !bundle)) { fputs(synth_usage, stderr); return 2; }
+    if (cli_mkdir_parent(hf ? hf : bundle)) return 1;
     conv_source src;
     char *err = NULL;
     if (source_synth_open(&src, config, (uint64_t)seed, (int32_t)vocab, &err)) return cli_lib_error(err);

@@ -84,7 +84,7 @@ static inline __attribute__((always_inline)) void tile_body(plume_wtype type, co
     /* Decode of 1- and 2-byte weights: fetch the next tile's rows (contiguous after ours) as
      * fast as we read ours. F32 streams well enough on the hardware prefetcher alone. */
     const int esize = type == PLUME_W_F32 ? 4 : type == PLUME_W_Q8 ? 1 : 2;
-    const int prefetch = TT == 1 && type != PLUME_W_F32;
+    const int prefetch = a->stream && type != PLUME_W_F32;
     const int lines = R * 8 * esize / 64 > 0 ? R * 8 * esize / 64 : 1;
     const char *next = (const char *)wr[0] + R * a->row_bytes;
     int32_t c = 0;
@@ -179,7 +179,7 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
             for (; j < n; j++) d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
         }
         for (int32_t j = 0; j < n; j++) {
-            if (TT == 1) { /* as in tile_body */
+            if (a->stream) { /* as in tile_body */
                 UNROLL
                 for (int k = 0; k < (R * 16 + 63) / 64; k++)
                     _mm_prefetch(next + (size_t)(g0 + j) * R * 16 + 64 * k, _MM_HINT_NTA);

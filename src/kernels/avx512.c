@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) void tile_body(plume_wtype type, co
     /* Decode of 1- and 2-byte weights: fetch the next tile's rows (contiguous after ours) as
      * fast as we read ours. F32 streams well enough on the hardware prefetcher alone. */
     const int esize = type == PLUME_W_F32 ? 4 : type == PLUME_W_Q8 ? 1 : 2;
-    const int prefetch = TT == 1 && type != PLUME_W_F32;
+    const int prefetch = a->stream && type != PLUME_W_F32;
     const int lines = R * 16 * esize / 64 > 0 ? R * 16 * esize / 64 : 1;
     const char *next = (const char *)wr[0] + R * a->row_bytes;
     int32_t c = 0;
@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
                 for (int32_t j = 0; j < n; j++) d[i][j] = plume_f16_to_f32(sr[i][g0 + j]);
         }
         for (int32_t g = g0; g < g0 + n; g++) {
-            if (TT == 1) { /* as in tile_body */
+            if (a->stream) { /* as in tile_body */
                 UNROLL
                 for (int k = 0; k < (R * 16 + 63) / 64; k++)
                     _mm_prefetch(next + (size_t)g * R * 16 + 64 * k, _MM_HINT_NTA);

@@ -26,6 +26,8 @@ typedef struct {
     int64_t ldx;
     const plume_weight *w;
     size_t row_bytes;      /* bytes of one row of w->data */
+    int stream;            /* the weights come from memory (decode, or the first token block
+                              over a panel): tiles prefetch the next tile's rows */
 } mm_args;
 
 /* A tile: Y for rows r..r+R-1 x tokens t0..t0+TT-1. */
@@ -68,8 +70,10 @@ static inline size_t row_bytes(plume_wtype type, int32_t cols) {
 
 /* Cover rows [r0, r1) x tokens [0, T) with tiles. T = 1: runs of rows_decode rows. T > 1:
  * panels of rows (about panel_bytes of weights) crossed with balanced blocks of at most
- * tokens_max tokens, so the panel is read from memory once and from L2 per block. */
-static inline void mm_drive(tile_fn tile, const tile_plan *pl, int tokens_max, const mm_args *a, int32_t T,
+ * tokens_max tokens, so the panel is read from memory once (by the first block, which
+ * prefetches: a batch of a few decode tokens is as bandwidth-bound as one) and from L2 per
+ * later block. */
+static inline void mm_drive(tile_fn tile, const tile_plan *pl, int tokens_max, mm_args *a, int32_t T,
                             int32_t r0, int32_t r1) {
     const int RD = pl->rows_decode, RP = pl->rows_prefill;
     if (T == 1) {
@@ -87,6 +91,7 @@ static inline void mm_drive(tile_fn tile, const tile_plan *pl, int tokens_max, c
         int32_t p1 = r1 - p0 < panel ? r1 : p0 + panel;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
             int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            a->stream = b == 0; /* later blocks find the panel in L2 */
             int32_t r = p0;
             for (; r + RP <= p1; r += RP) tile(a, r, t0, RP, tt);
             for (; r < p1; r++) tile(a, r, t0, 1, tt);
@@ -100,7 +105,8 @@ static inline void mm_run(plume_wtype type, tile_fn tile, const tile_plan *pl, i
                           int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w, int32_t r0,
                           int32_t r1) {
     if (T <= 0 || r1 <= r0) return;
-    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .row_bytes = row_bytes(type, w->cols)};
+    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .row_bytes = row_bytes(type, w->cols),
+                 .stream = 1};
     mm_drive(tile, pl, tokens_max, &a, T, r0, r1);
 }
 

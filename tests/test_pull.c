@@ -1,0 +1,418 @@
+/* test_pull.c -- `plume pull`, run by name, `plume list`, `plume rm`, against tests/mock_hub.py
+ * on 127.0.0.1 (no internet): it serves tiny-a's checkpoint the way the Hub does, and logs
+ * every request, so the tests count what went over the wire. A pulled bundle must be byte for
+ * byte the bundle `plume convert` makes from tests/data/tiny-a/hf (test_forward checks that one
+ * against the golden logits). */
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "t.h"
+
+static char *tmp;
+static char env[2048];   /* the environment prefix of every plume command */
+static char logp[700];   /* the mock's request log */
+static char direct[700]; /* tiny-a converted directly */
+static int port, mock_pid;
+
+/* The whole request log (malloc'd, "" if none). */
+static char *log_text(void) {
+    FILE *f = fopen(logp, "rb");
+    char *s = calloc(1, 1 << 20);
+    if (f && s) {
+        size_t n = fread(s, 1, (1 << 20) - 1, f);
+        s[n] = 0;
+    }
+    if (f) fclose(f);
+    return s;
+}
+
+/* The number of bytes in the log now: a mark to read what came after. */
+static long log_mark(void) {
+    struct stat st;
+    return stat(logp, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* The log since a mark (malloc'd). */
+static char *log_since(long mark) {
+    char *s = log_text();
+    long n = (long)strlen(s);
+    if (mark > n) mark = n;
+    memmove(s, s + mark, (size_t)(n - mark) + 1);
+    return s;
+}
+
+/* How many lines of text contain all of a and b (b may be NULL). */
+static int count_lines(const char *text, const char *a, const char *b) {
+    int n = 0;
+    for (const char *p = text; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1), p);
+        n += strstr(line, a) && (!b || strstr(line, b));
+        p += len + (e != NULL);
+    }
+    return n;
+}
+
+/* The sum of sent=N over the lines containing a and b. */
+static long sent_bytes(const char *text, const char *a, const char *b) {
+    long sum = 0;
+    for (const char *p = text; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char line[2048];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1), p);
+        const char *s = strstr(line, " sent=");
+        if (strstr(line, a) && (!b || strstr(line, b)) && s) sum += atol(s + 6);
+        p += len + (e != NULL);
+    }
+    return sum;
+}
+
+/* Whether the bundle equals the one converted directly (pull.json aside). */
+static int same_as_direct(const char *bundle) {
+    char out[4096];
+    return t_sh(out, sizeof out, "diff -r -x pull.json '%s' '%s'", direct, bundle) == 0;
+}
+
+/* The commit the mock gives a repo: sha1 of its name. */
+static void commit_of(const char *repo, char out[41]) {
+    char buf[256];
+    t_sh(buf, sizeof buf, "printf %%s '%s' | sha1sum | cut -c1-40", repo);
+    memcpy(out, buf, 40);
+    out[40] = 0;
+}
+
+static void test_clean_pull(void) {
+    char out[16384], b[700];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny", env, t_build());
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
+    CHECK(st == 0 && strstr(out, b), "pull: %d %s", st, out);
+    CHECK(same_as_direct(b), "the pulled bundle differs from plume convert's");
+    char commit[41], path[1200], link[256] = "";
+    commit_of("test/tiny", commit);
+    snprintf(path, sizeof path, "%s/hf/models--test--tiny/refs/main", tmp);
+    CHECK(t_sh(out, sizeof out, "cat '%s'", path) == 0 && !strcmp(out, commit), "refs/main: %s", out);
+    snprintf(path, sizeof path, "%s/hf/models--test--tiny/snapshots/%s/model-00001-of-00002.safetensors", tmp, commit);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    CHECK(n > 0 && !strncmp(link, "../../blobs/", 12), "snapshot entry is a relative link to a blob: %s", link);
+    char *log = log_text();
+    CHECK(count_lines(log, "/resolve/", NULL) >= 6 && count_lines(log, "/lfs/test%2Ftiny/", "host=localhost") == 2,
+          "API, resolve and the redirected content host: %s", log);
+    CHECK(!count_lines(log, "/resolve/", "chat_template.jinja"), "a file the listing does not have was requested");
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && strstr(out, "test--tiny-q8") && strstr(out, "test/tiny") && strstr(out, "MB"), "list: %s", out);
+}
+
+static void test_pull_again_is_up_to_date(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny", env, t_build());
+    char *log = log_since(m);
+    CHECK(st == 0 && strstr(out, "up to date"), "%d %s", st, out);
+    CHECK(count_lines(log, "GET", NULL) == 1 && count_lines(log, "/api/models/", NULL) == 1, "one API request only: %s", log);
+    free(log);
+}
+
+/* A bundle from an older commit is replaced, and only once the new one is complete. */
+static void test_new_commit_replaces_bundle(void) {
+    char out[16384], b[700], commit[41];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
+    commit_of("test/tiny", commit);
+    int st = t_sh(out, sizeof out, "sed -i 's/%s/%040d/' %s/pull.json && grep -c 0000000000 %s/pull.json", commit, 0, b, b);
+    CHECK(st == 0, "setup: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny", env, t_build());
+    CHECK(st == 0 && strstr(out, "updating") && same_as_direct(b), "update: %d %s", st, out);
+    st = t_sh(out, sizeof out, "grep -c %s %s/pull.json && ls %s/home/.cache/plume | grep -c -e new- -e old- -e tmp-", commit, b, tmp);
+    CHECK(st != 0 && atoi(out) == 1, "pull.json has the new commit, no leftovers: %s", out);
+}
+
+static void test_populated_cache_needs_no_content(void) {
+    char out[16384], b[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
+    int st = t_sh(out, sizeof out, "%s %s/plume rm test--tiny-q8", env, t_build());
+    CHECK(st == 0 && strstr(out, "removed"), "rm: %s", out);
+    long m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny", env, t_build());
+    char *log = log_since(m);
+    CHECK(st == 0 && same_as_direct(b), "pull from the cache: %s", out);
+    CHECK(!count_lines(log, "/resolve/", NULL) && !count_lines(log, "/lfs/", NULL), "content requested again: %s", log);
+    free(log);
+}
+
+static void test_offline(void) {
+    char out[16384], b[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-q8", tmp);
+    t_sh(out, sizeof out, "%s %s/plume rm test--tiny-q8", env, t_build());
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s HF_HUB_OFFLINE=1 %s/plume pull test/tiny", env, t_build());
+    CHECK(st == 0 && same_as_direct(b), "offline pull from the cache: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s HF_HUB_OFFLINE=1 %s/plume pull test/tiny-never", env, t_build());
+    CHECK(st != 0 && strstr(out, "HF_HUB_OFFLINE") && strchr(out, '\n') == out + strlen(out) - 1,
+          "offline, not cached: one line: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(!strcmp(log, ""), "offline mode made requests: %s", log);
+    free(log);
+}
+
+static void test_run_by_name(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume run -m test/tiny-run -p hi -n 2 --temp 0", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "first run pulls: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/lfs/", NULL) == 2, "first run downloads: %s", log);
+    free(log);
+    m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume run -m test/tiny-run -p hi -n 2 --temp 0", env, t_build());
+    log = log_since(m);
+    CHECK(st == 0 && !strcmp(log, ""), "second run is offline: %d %s / %s", st, out, log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume logits -m test/nothing-here --ids 2 -o %s/x.npy", env, t_build(), tmp);
+    CHECK(st != 0 && strstr(out, "no model test/nothing-here") && strstr(out, "404"), "unknown name: %d %s", st, out);
+}
+
+static void test_cut_then_resume(void) {
+    char out[16384], commit[41], part[1200];
+    commit_of("test/cut", commit);
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s PLUME_HUB_RETRIES=0 %s/plume pull test/cut", env, t_build());
+    CHECK(st != 0 && strstr(out, "run the same command again to resume"), "cut: %d %s", st, out);
+    t_sh(part, sizeof part, "ls %s/hf/models--test--cut/blobs/ | grep -c incomplete", tmp);
+    CHECK(atoi(part) == 1, "one .incomplete blob kept for the resume: %s", part);
+    snprintf(part, sizeof part, "%s/hf/models--test--cut/snapshots/%s/model-00001-of-00002.safetensors", tmp, commit);
+    struct stat sb;
+    CHECK(lstat(part, &sb) != 0, "an incomplete file appeared under snapshots/");
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/cut", env, t_build());
+    char b[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--cut-q8", tmp);
+    CHECK(st == 0 && same_as_direct(b), "resume: %d %s", st, out);
+    char *log = log_since(m);
+    const char *shard = "/lfs/test%2Fcut/model-00001-of-00002.safetensors";
+    CHECK(count_lines(log, shard, "range=bytes=") == 1, "no Range request: %s", log);
+    long sent = sent_bytes(log, shard, NULL);
+    CHECK(sent == 548642, "sent %ld bytes of the 548642-byte shard in all", sent);
+    free(log);
+}
+
+static void test_cut_retried_within_one_pull(void) {
+    char out[16384], b[700];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/cut-2", env, t_build());
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--cut-2-q8", tmp);
+    char *log = log_since(m);
+    CHECK(st == 0 && same_as_direct(b), "pull: %d %s", st, out);
+    CHECK(count_lines(log, "/lfs/test%2Fcut-2/model-00001", "range=bytes=") == 1, "no Range retry: %s", log);
+    free(log);
+}
+
+static void test_gated(void) {
+    char out[16384], url[200];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/gated", env, t_build());
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+    CHECK(st != 0 && strstr(out, "401") && strstr(out, url) && strstr(out, "HF_TOKEN") && strstr(out, "test/gated"),
+          "401: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s HF_TOKEN=wrong %s/plume pull test/gated", env, t_build());
+    CHECK(st != 0 && strstr(out, "403") && strstr(out, "license"), "403: %d %s", st, out);
+    long m = log_mark();
+    st = t_sh(out, sizeof out, "%s HF_TOKEN=hf_test_token %s/plume pull test/gated", env, t_build());
+    CHECK(st == 0, "with the token: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/api/models/", "auth=yes") == 1, "token sent to the API: %s", log);
+    CHECK(count_lines(log, "/lfs/", "auth=no") == 2 && !count_lines(log, "/lfs/", "auth=yes"),
+          "the token went to the content host: %s", log);
+    free(log);
+    /* the listing is public, the files are not: the 401 comes with the first file */
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gated-files", env, t_build());
+    CHECK(st != 0 && strstr(out, "401") && strstr(out, "/test/gated-files/resolve/") && strstr(out, "HF_TOKEN"),
+          "401 on a file: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/hf/models--test--gated-files/snapshots/* 2>/dev/null | wc -l", tmp);
+    CHECK(atoi(out) == 0, "something appeared under snapshots/: %s", out);
+    /* the token file of the official client */
+    st = t_sh(out, sizeof out, "mkdir -p %s/hfhome && printf 'hf_test_token\\n' > %s/hfhome/token && %s HF_HOME=%s/hfhome "
+              "%s/plume pull test/gated-2", tmp, tmp, env, tmp, t_build());
+    CHECK(st == 0, "token from $HF_HOME/token: %d %s", st, out);
+}
+
+static void test_not_found(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/nope", env, t_build());
+    CHECK(st != 0 && strstr(out, "no model test/nope") && strstr(out, "404"), "404: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny@v9", env, t_build());
+    CHECK(st != 0 && strstr(out, "no revision 'v9'"), "revision: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull 'not a repo'", env, t_build());
+    CHECK(st != 0 && strstr(out, "not a Hub model id"), "bad id: %d %s", st, out);
+}
+
+static void test_500_then_success(void) {
+    char out[16384], b[700];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/flaky", env, t_build());
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--flaky-q8", tmp);
+    char *log = log_since(m);
+    CHECK(st == 0 && same_as_direct(b), "pull: %d %s", st, out);
+    CHECK(count_lines(log, "status=500", NULL) == 2, "two 500s, each retried: %s", log);
+    free(log);
+}
+
+static void test_corrupt_byte(void) {
+    char out[16384], commit[41], path[1200];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/corrupt", env, t_build());
+    CHECK(st != 0 && strstr(out, "sha256 mismatch") && strstr(out, "model-00002"), "corrupt: %d %s", st, out);
+    commit_of("test/corrupt", commit);
+    snprintf(path, sizeof path, "%s/hf/models--test--corrupt/snapshots/%s/model-00002-of-00002.safetensors", tmp, commit);
+    struct stat sb;
+    CHECK(lstat(path, &sb) != 0, "the corrupt file is under snapshots/");
+    t_sh(out, sizeof out, "ls %s/hf/models--test--corrupt/blobs/ | grep -c -e incomplete -e 3b93e08b79bb", tmp);
+    CHECK(atoi(out) == 0, "the corrupt download was left in blobs/: %s", out);
+    snprintf(path, sizeof path, "%s/home/.cache/plume/test--corrupt-q8", tmp);
+    CHECK(lstat(path, &sb) != 0, "a bundle was made from a corrupt download");
+}
+
+static void test_hostile_listing(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/evil", env, t_build());
+    CHECK(st != 0 && strstr(out, "unsafe file name '../evil'"), "../evil: %d %s", st, out);
+    t_sh(out, sizeof out, "find %s -name evil | wc -l", tmp);
+    CHECK(atoi(out) == 0, "a file named evil was written");
+    /* a snapshot entry that links out of the cache is refused, not read */
+    char commit[41];
+    commit_of("test/tiny-link", commit);
+    st = t_sh(out, sizeof out, "d=%s/hf/models--test--tiny-link/snapshots/%s && mkdir -p $d %s/outside && "
+              "cp %s/tiny-a/hf/config.json %s/outside/ && ln -s %s/outside/config.json $d/config.json && "
+              "%s %s/plume pull test/tiny-link",
+              tmp, commit, tmp, t_data(), tmp, tmp, env, t_build());
+    CHECK(st != 0 && strstr(out, "leads out of the cache"), "link out of the cache: %d %s", st, out);
+}
+
+static void test_not_gemma(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/llama", env, t_build());
+    CHECK(st != 0 && strstr(out, "not a Gemma 4 text model") && strstr(out, "llama"), "llama: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(!count_lines(log, "/lfs/", NULL), "shards downloaded for a model that cannot run: %s", log);
+    free(log);
+}
+
+static void test_list_rm_and_default(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume run -p hi -n 1", env, t_build());
+    CHECK(st != 0 && strstr(out, "plume pull"), "no model: the one command to run: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume rm test/cut", env, t_build());
+    CHECK(st == 0 && strstr(out, "models--test--cut") && strstr(out, "test--cut-q8"), "rm repo: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && !strstr(out, "test/cut ") && !strstr(out, "test--cut-q8") && strstr(out, "test--cut-2-q8"), "list: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume rm test/cut-2@main", env, t_build());
+    CHECK(st != 0 && strstr(out, "without @REVISION"), "rm with a revision: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume rm ../../etc", env, t_build());
+    CHECK(st != 0, "rm ../../etc: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume rm no-such-bundle", env, t_build());
+    CHECK(st != 0 && strstr(out, "no bundle"), "rm missing: %s", out);
+    st = t_sh(out, sizeof out, "%s PLUME_MODEL=%s %s/plume list", env, direct, t_build());
+    CHECK(st == 0 && strstr(out, "(does not exist)") == NULL, "list: %s", out);
+    const char *cmds[] = {"pull", "list", "rm"};
+    for (int i = 0; i < 3; i++) {
+        st = t_sh(out, sizeof out, "%s/plume %s --help", t_build(), cmds[i]);
+        CHECK(st == 0 && strstr(out, "usage: plume"), "%s --help: %d %s", cmds[i], st, out);
+    }
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny --weights q5", env, t_build());
+    CHECK(st != 0 && strstr(out, "--weights"), "bad weights: %s", out);
+}
+
+/* The newcomer's path, in miniature: run -m the default name, then plain run uses it. */
+static void test_default_model(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume run -m google/gemma-4-E2B-it -p Hi -n 2", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run -m google/gemma-4-E2B-it: %d %s", st, out);
+    long m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume run -p Hi -n 2", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run without -m: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull --quiet", env, t_build());
+    char *log = log_since(m);
+    CHECK(st == 0 && strstr(out, "google--gemma-4-E2B-it-q8") && count_lines(log, "GET", NULL) == 1, "pull: %s / %s", out, log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && strstr(out, "* google--gemma-4-E2B-it-q8"), "the default is marked: %s", out);
+}
+
+/* With a 700 KB file system (tmpfs; needs the right to mount), the pull stops before any shard. */
+static char small[700]; /* the mount point */
+
+static void test_disk_full(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s HF_HUB_CACHE=%s/hf %s/plume pull test/tiny-small", env, small, t_build());
+    CHECK(st != 0 && strstr(out, "not enough disk space") && strstr(out, "free"), "cache: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s HOME=%s/home %s/plume pull test/tiny-small", env, small, t_build());
+    CHECK(st != 0 && strstr(out, "not enough disk space for the bundle"), "bundle: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/lfs/test%2Ftiny-small/", NULL) == 0, "shards fetched without room: %s", log);
+    free(log);
+}
+
+/* Start the mock Hub on a free port; 0 on success. */
+static int mock_start(void) {
+    char out[256], portf[700];
+    snprintf(portf, sizeof portf, "%s/port", tmp);
+    snprintf(logp, sizeof logp, "%s/mock.log", tmp);
+    t_sh(out, sizeof out, "python3 tests/mock_hub.py --data %s/tiny-a/hf --port-file %s --log %s --timeout 300 "
+         ">%s/mock.out 2>&1 & echo $!", t_data(), portf, logp, tmp);
+    mock_pid = atoi(out);
+    for (int i = 0; i < 200 && mock_pid > 0; i++) { /* up to 10 s */
+        FILE *f = fopen(portf, "r");
+        if (f) {
+            int ok = fscanf(f, "%d", &port) == 1;
+            fclose(f);
+            if (ok) return 0;
+        }
+        usleep(50000);
+    }
+    return -1;
+}
+
+int main(void) {
+    tmp = t_tmpdir("pull");
+    char out[4096];
+    snprintf(direct, sizeof direct, "%s/direct", tmp);
+    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), direct))
+        printf("  setup: %s\n", out);
+    if (mock_start()) {
+        printf("FAIL mock_hub: did not start (python3 tests/mock_hub.py)\n");
+        return 1;
+    }
+    snprintf(env, sizeof env, "HOME=%s/home HF_HUB_CACHE=%s/hf HF_ENDPOINT=http://127.0.0.1:%d HF_HOME= HF_TOKEN= "
+             "HF_TOKEN_PATH= HF_HUB_OFFLINE= PLUME_MODEL= PLUME_HUB_BACKOFF_MS=10",
+             tmp, tmp, port);
+    RUN(test_clean_pull);
+    RUN(test_pull_again_is_up_to_date);
+    RUN(test_new_commit_replaces_bundle);
+    RUN(test_populated_cache_needs_no_content);
+    RUN(test_offline);
+    RUN(test_run_by_name);
+    RUN(test_cut_then_resume);
+    RUN(test_cut_retried_within_one_pull);
+    RUN(test_gated);
+    RUN(test_not_found);
+    RUN(test_500_then_success);
+    RUN(test_corrupt_byte);
+    RUN(test_hostile_listing);
+    RUN(test_not_gemma);
+    RUN(test_list_rm_and_default);
+    RUN(test_default_model);
+    snprintf(small, sizeof small, "%s/small", tmp);
+    if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
+        RUN(test_disk_full);
+        t_sh(out, sizeof out, "umount %s", small);
+    } else {
+        printf("SKIP test_disk_full: cannot mount a small tmpfs here\n");
+    }
+    kill(mock_pid, SIGTERM);
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}
