@@ -96,6 +96,8 @@ static void test_openai_models(void) { openai_case("models"); }
 static void test_openai_chat(void) { openai_case("chat"); }
 static void test_openai_stream_equals_plain(void) { openai_case("stream"); }
 static void test_openai_tool_call_round_trip(void) { openai_case("tools"); }
+static void test_openai_fields(void) { openai_case("fields"); }
+static void test_openai_abort_frees_slot(void) { openai_case("abort"); }
 static void test_openai_completions(void) { openai_case("completions"); }
 static void test_openai_errors(void) { openai_case("errors"); }
 
@@ -164,6 +166,8 @@ int main(void) {
     RUN(test_openai_chat);
     RUN(test_openai_stream_equals_plain);
     RUN(test_openai_tool_call_round_trip);
+    RUN(test_openai_fields);
+    RUN(test_openai_abort_frees_slot);
     RUN(test_openai_completions);
     RUN(test_openai_errors);
     const char *chromium = getenv("CHROMIUM");
