@@ -6,7 +6,14 @@
 // The model is a tiny random one: its text is noise, so the checks are on shapes, equalities
 // and counts, never on what the words say.
 import OpenAI from "openai";
-import { base, apiKey, deadline, assert, show, runCases, waitIdle } from "./lib.mjs";
+import { base, apiKey, deadline, assert, show, runCases, waitIdle, metrics, metricValue } from "./lib.mjs";
+
+// Poll cond() every 50 ms for up to `seconds`; throw naming what was awaited.
+async function waitFor(cond, seconds, what) {
+  for (let t = Date.now(); Date.now() - t < seconds * 1000; await new Promise((r) => setTimeout(r, 50)))
+    if (await cond()) return;
+  throw new Error(`not within ${seconds} s: ${what}\n${await metrics()}`);
+}
 
 deadline(240);
 const client = new OpenAI({ baseURL: base + "/v1", apiKey: apiKey || "none", maxRetries: 0, timeout: 120000 });
@@ -195,6 +202,37 @@ const cases = {
     assert(n >= 3 && !finish, `the stream was not cut: ${n} content chunks, finish_reason ${finish}`);
     // Within 2 s: the rest of the answer (thousands of tokens) would take longer.
     await waitIdle(2);
+  },
+
+  async abort_queued() {
+    // Every slot busy with a long answer, one more request waits in the queue; its client
+    // gives up: the queue must not keep it (it would hold a place of the bounded queue).
+    const m = await modelId();
+    const slots = metricValue(await metrics(), /^plume_slots_total$/);
+    assert(slots >= 1 && slots <= 16, `plume_slots_total ${slots}`);
+    const acs = [], runs = [];
+    const start = async (ac, content) => {
+      const s = await client.chat.completions.create({ model: m, messages: [{ role: "user", content }], stream: true }, { signal: ac.signal });
+      for await (const _ of s) { /* read until aborted */ }
+    };
+    try {
+      for (let i = 0; i < slots; i++) {
+        acs.push(new AbortController());
+        runs.push(start(acs[i], `long answer ${i}`).catch(() => {}));
+      }
+      await waitFor(async () => metricValue(await metrics(), /^plume_slots_busy$/) === slots, 10, "all slots busy");
+      const waiting = new AbortController();
+      const queued = start(waiting, "queued").catch(() => {});
+      await waitFor(async () => metricValue(await metrics(), /^plume_queue_length$/) === 1, 10, "one request queued");
+      waiting.abort();
+      await queued;
+      await waitFor(async () => metricValue(await metrics(), /^plume_queue_length$/) === 0, 2, "the abandoned request leaves the queue");
+      assert(metricValue(await metrics(), /^plume_slots_busy$/) === slots, "the long answers ended before the check");
+    } finally {
+      for (const ac of acs) ac.abort();
+      await Promise.all(runs);
+    }
+    await waitIdle(3);
   },
 
   async completions() {
