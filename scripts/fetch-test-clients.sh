@@ -15,12 +15,12 @@ die() { echo "fetch-test-clients: $*" >&2; exit 1; }
 DIR=$(cd "$(dirname "$0")/../tests/clients" && pwd)
 STAMP=$DIR/node_modules/.plume-lock-cksum
 WANT=$(cksum < "$DIR/package-lock.json" | cut -d' ' -f1)
+command -v node >/dev/null 2>&1 || die "node not found (Debian: apt-get install -y nodejs npm)"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && [ -f "$DIR/node_modules/openai/package.json" ] && [ -f "$DIR/node_modules/playwright-core/package.json" ]; then
     exit 0
 fi
-command -v node >/dev/null 2>&1 || die "node not found (Debian: apt-get install -y nodejs npm)"
 command -v npm >/dev/null 2>&1 || die "npm not found (Debian: apt-get install -y npm)"
 echo "fetch-test-clients: npm ci in $DIR" >&2
 (cd "$DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error --update-notifier=false >&2) \

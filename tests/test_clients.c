@@ -96,6 +96,9 @@ static void test_openai_models(void) { openai_case("models"); }
 static void test_openai_chat(void) { openai_case("chat"); }
 static void test_openai_stream_equals_plain(void) { openai_case("stream"); }
 static void test_openai_tool_call_round_trip(void) { openai_case("tools"); }
+static void test_openai_fields(void) { openai_case("fields"); }
+static void test_openai_abort_frees_slot(void) { openai_case("abort"); }
+static void test_openai_abort_while_queued(void) { openai_case("abort_queued"); }
 static void test_openai_completions(void) { openai_case("completions"); }
 static void test_openai_errors(void) { openai_case("errors"); }
 
@@ -108,6 +111,7 @@ static void test_webui_in_chromium(void) {
 static void test_load_16x8_streams(void) {
     int st = client("load.mjs", "--clients 16 --requests 8 --max-tokens 8");
     CHECK(st == 0, "load.mjs (exit %d):\n%s\nserver log: %s", st, out, log_tail());
+    if (!st) printf("%s", out); /* the time it took */
 }
 
 /* SIGTERM: the server stops within a few seconds and exits 0 (with ASan: no error, no leak). */
@@ -164,6 +168,9 @@ int main(void) {
     RUN(test_openai_chat);
     RUN(test_openai_stream_equals_plain);
     RUN(test_openai_tool_call_round_trip);
+    RUN(test_openai_fields);
+    RUN(test_openai_abort_frees_slot);
+    RUN(test_openai_abort_while_queued);
     RUN(test_openai_completions);
     RUN(test_openai_errors);
     const char *chromium = getenv("CHROMIUM");

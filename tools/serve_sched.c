@@ -254,6 +254,21 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
 
 /* Move queued jobs into idle slots (cancelled ones are dropped). Called with s->mu held. */
 static void admit_locked(serve_sched *s) {
+    /* Jobs whose clients left while they waited: no slot, and no place in the queue. */
+    serve_job **at = &s->head, *prev = NULL;
+    while (*at) {
+        serve_job *j = *at;
+        if (!job_cancelled(j)) {
+            prev = j;
+            at = &j->next;
+            continue;
+        }
+        *at = j->next;
+        if (s->tail == j) s->tail = prev;
+        s->n_queued--;
+        job_finish(j, 499, NULL);
+        serve_job_unref(j);
+    }
     while (s->head) {
         serve_job *j = s->head;
         int32_t i = slot_pick(s, j->ids, j->n_ids);

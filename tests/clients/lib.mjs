@@ -76,7 +76,7 @@ export function metricValue(text, re) {
 
 // Wait (up to `seconds`) until /metrics shows no busy slot and an empty queue; returns the
 // last /metrics text. Throws, with the text, if that never happens.
-export async function waitIdle(seconds, busyRe, queueRe) {
+export async function waitIdle(seconds, busyRe = /^plume_slots_busy$/, queueRe = /^plume_queue_length$/) {
   let text = "";
   for (let i = 0; i < seconds * 10; i++) {
     text = await metrics();

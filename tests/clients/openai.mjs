@@ -6,7 +6,14 @@
 // The model is a tiny random one: its text is noise, so the checks are on shapes, equalities
 // and counts, never on what the words say.
 import OpenAI from "openai";
-import { base, apiKey, deadline, assert, show, runCases } from "./lib.mjs";
+import { base, apiKey, deadline, assert, show, runCases, waitIdle, metrics, metricValue } from "./lib.mjs";
+
+// Poll cond() every 50 ms for up to `seconds`; throw naming what was awaited.
+async function waitFor(cond, seconds, what) {
+  for (let t = Date.now(); Date.now() - t < seconds * 1000; await new Promise((r) => setTimeout(r, 50)))
+    if (await cond()) return;
+  throw new Error(`not within ${seconds} s: ${what}\n${await metrics()}`);
+}
 
 deadline(240);
 const client = new OpenAI({ baseURL: base + "/v1", apiKey: apiKey || "none", maxRetries: 0, timeout: 120000 });
@@ -143,6 +150,89 @@ const cases = {
     const none = await client.chat.completions.create({ model: await modelId(), messages: [user], tools, tool_choice: "none", temperature: 0, max_tokens: 4 });
     checkChatCompletion(none);
     assert(!none.choices[0].message.tool_calls || !none.choices[0].message.tool_calls.length, `tool_choice none called a tool: ${show(none)}`);
+  },
+
+  async fields() {
+    // Fields real clients send: max_completion_tokens, logprobs, stop, content parts, the
+    // developer role, non-ASCII text.
+    const m = await modelId();
+    const c = await client.chat.completions.create({
+      model: m, temperature: 0, max_completion_tokens: 5, logprobs: true, top_logprobs: 2,
+      messages: [
+        { role: "developer", content: "Answer in one word. Grüße, 日本, 👋." },
+        { role: "user", content: [{ type: "text", text: "Hello" }, { type: "text", text: " there" }] },
+      ],
+    });
+    checkChatCompletion(c);
+    assert(c.usage.completion_tokens <= 5, `max_completion_tokens: ${show(c.usage)}`);
+    const lp = c.choices[0].logprobs && c.choices[0].logprobs.content;
+    assert(Array.isArray(lp) && lp.length === c.usage.completion_tokens, `logprobs: ${show(c.choices[0].logprobs)}`);
+    for (const e of lp) {
+      assert(typeof e.token === "string" && e.logprob <= 0 && Array.isArray(e.bytes), `logprob entry: ${show(e)}`);
+      assert(e.top_logprobs.length === 2 && e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob, `top_logprobs: ${show(e)}`);
+      assert(e.logprob <= e.top_logprobs[0].logprob + 1e-6, `chosen above the best: ${show(e)}`);
+    }
+    // A stop string taken from a greedy answer ends the same answer before it, never in it.
+    const long = await client.chat.completions.create({ model: m, ...chatReq, max_tokens: 24 });
+    const text = long.choices[0].message.content;
+    const cut = text.slice(Math.floor(text.length / 2)).trim().slice(0, 3);
+    assert(cut.length === 3, `no stop string to take from ${show(text)}`);
+    {
+      const s = await client.chat.completions.create({ model: m, ...chatReq, max_tokens: 24, stop: [cut] });
+      const got = s.choices[0].message.content;
+      assert(!got.includes(cut) && text.startsWith(got) && s.choices[0].finish_reason === "stop",
+        `stop ${show(cut)}: ${show(got)} of ${show(text)} (${s.choices[0].finish_reason})`);
+    }
+  },
+
+  async abort() {
+    // A streamed request aborted by the client frees its slot at once.
+    const m = await modelId();
+    const ac = new AbortController();
+    const stream = await client.chat.completions.create(
+      { model: m, messages: [{ role: "user", content: "Go on forever." }], stream: true }, // until the context is full
+      { signal: ac.signal });
+    // The library ends the iteration quietly when its signal aborts the request.
+    let n = 0, finish = null;
+    for await (const chunk of stream) {
+      if (!chunk.choices.length) continue;
+      if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+      if (chunk.choices[0].delta.content && ++n === 3) ac.abort();
+    }
+    assert(n >= 3 && !finish, `the stream was not cut: ${n} content chunks, finish_reason ${finish}`);
+    // Within 2 s: the rest of the answer (thousands of tokens) would take longer.
+    await waitIdle(2);
+  },
+
+  async abort_queued() {
+    // Every slot busy with a long answer, one more request waits in the queue; its client
+    // gives up: the queue must not keep it (it would hold a place of the bounded queue).
+    const m = await modelId();
+    const slots = metricValue(await metrics(), /^plume_slots_total$/);
+    assert(slots >= 1 && slots <= 16, `plume_slots_total ${slots}`);
+    const acs = [], runs = [];
+    const start = async (ac, content) => {
+      const s = await client.chat.completions.create({ model: m, messages: [{ role: "user", content }], stream: true }, { signal: ac.signal });
+      for await (const _ of s) { /* read until aborted */ }
+    };
+    try {
+      for (let i = 0; i < slots; i++) {
+        acs.push(new AbortController());
+        runs.push(start(acs[i], `long answer ${i}`).catch(() => {}));
+      }
+      await waitFor(async () => metricValue(await metrics(), /^plume_slots_busy$/) === slots, 10, "all slots busy");
+      const waiting = new AbortController();
+      const queued = start(waiting, "queued").catch(() => {});
+      await waitFor(async () => metricValue(await metrics(), /^plume_queue_length$/) === 1, 10, "one request queued");
+      waiting.abort();
+      await queued;
+      await waitFor(async () => metricValue(await metrics(), /^plume_queue_length$/) === 0, 2, "the abandoned request leaves the queue");
+      assert(metricValue(await metrics(), /^plume_slots_busy$/) === slots, "the long answers ended before the check");
+    } finally {
+      for (const ac of acs) ac.abort();
+      await Promise.all(runs);
+    }
+    await waitIdle(3);
   },
 
   async completions() {
