@@ -15,8 +15,8 @@
  * rest. A client re-sending a growing conversation prefills only the new turn.
  *
  * Locks: s->mu guards the queue, the slots' job pointers and the figures; j->mu guards a job's
- * output bytes and flags. The scheduler never holds both (it takes s->mu, then j->mu only
- * after releasing s->mu), and the model is touched by this thread only. */
+ * output bytes and flags. When both are held, s->mu is taken first (submitting, dropping
+ * cancelled jobs from the queue); the model is touched by this thread only. */
 #include "serve.h"
 
 #include <math.h>
@@ -258,7 +258,7 @@ static void admit_locked(serve_sched *s) {
     serve_job **at = &s->head, *prev = NULL;
     while (*at) {
         serve_job *j = *at;
-        if (!job_cancelled(j)) {
+        if (!serve_job_cancelled(j)) {
             prev = j;
             at = &j->next;
             continue;
@@ -266,7 +266,7 @@ static void admit_locked(serve_sched *s) {
         *at = j->next;
         if (s->tail == j) s->tail = prev;
         s->n_queued--;
-        job_finish(j, 499, NULL);
+        serve_job_finish(j, 499, NULL);
         serve_job_unref(j);
     }
     while (s->head) {
