@@ -549,7 +549,7 @@ static void test_auth_and_limits(void) {
     /* one slot, no queue: while a long stream runs, a second request is turned away */
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "exec curl -s -N -m 1 -o /dev/null -H 'Authorization: Bearer sekret' http://127.0.0.1:%d/v1/completions "
+             "exec curl -s -N -m 0.7 -o /dev/null -H 'Authorization: Bearer sekret' http://127.0.0.1:%d/v1/completions "
              "-d '{\"prompt\": \"long\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}'",
              B.port);
     pid_t longer = spawn_sh(cmd);
@@ -563,7 +563,7 @@ static void test_auth_and_limits(void) {
     CHECK(busy, "the long request never took the slot");
     st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' -d '{\"prompt\": \"x\"}'");
     CHECK(st == 429 && is_error(out, "queue_full") && header_has("Retry-After: 1"), "queue full: %d %s", st, out);
-    /* the client hangs up (curl -m 1; the answer takes ~3 s with scalar kernels on one thread): its generation stops and the slot is free at once */
+    /* the client hangs up (curl -m 0.7; the answer takes ~3 s with scalar kernels on one thread): its generation stops and the slot is free at once */
     waitpid(longer, NULL, 0);
     int freed = 0;
     double gen = -1;
