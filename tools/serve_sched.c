@@ -104,9 +104,10 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
 }
 
 /* The idle slot for a prompt: the longest shared prefix, then the least recently used. A
- * prefix shorter than half the slot's tokens counts as none, so a prompt sharing only "<bos>"
- * and a few template tokens does not evict a conversation while a colder slot is idle. -1
- * when none is idle. Called with s->mu held. */
+ * prefix shorter than a prefill chunk and than half the slot's tokens counts as none, so a
+ * prompt sharing only "<bos>" and a few template tokens does not evict a conversation while a
+ * colder slot is idle (a shared system prompt of a chunk or more still counts). -1 when none
+ * is idle. Called with s->mu held. */
 static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
     int32_t best = -1, best_common = -1;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
@@ -114,7 +115,7 @@ static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
         if (sl->job) continue;
         int32_t n_past = plume_session_n_past(sl->s);
         int32_t c = common_prefix(plume_session_tokens(sl->s), n_past, ids, n);
-        if ((int64_t)c * 2 < n_past) c = 0;
+        if (c < SERVE_PREFILL_CHUNK && (int64_t)c * 2 < n_past) c = 0;
         if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
             best = i;
             best_common = c;
