@@ -455,6 +455,28 @@ static void test_growing_conversation_reuses_cache(void) {
     CHECK(after - before == p2 - k2, "turn 2 prefilled %.0f tokens, want only the %d new ones", after - before, p2 - k2);
 }
 
+/* Another user with the same long system prompt reuses it, even after a long first answer
+ * (the slot then holds far more than the shared prefix). */
+static void test_shared_system_prompt(void) {
+    char out[65536], body[4096];
+    const char *sys = "You are the shared assistant of this test. Answer every question in one short sentence, please.";
+    int p[2] = {0}, c, t, k[2] = {0};
+    const char *users[2] = {"first user", "second user"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\": [{\"role\": \"system\", \"content\": \"%s\"}, {\"role\": \"user\", \"content\": \"%s\"}],"
+                 " \"max_tokens\": %d, \"ignore_eos\": true, \"temperature\": 0}",
+                 sys, users[i], i ? 2 : 300);
+        CHECK(post(&A, out, sizeof out, "/v1/chat/completions", body) == 200, "request %d: %s", i, out);
+        cJSON *root = cJSON_Parse(out);
+        usage_of(root, &p[i], &c, &t, &k[i]);
+        cJSON_Delete(root);
+    }
+    int shared = count_tokens("<bos><|turn>system\\nYou are the shared assistant of this test. Answer every question in one "
+                              "short sentence, please.<turn|>\\n<|turn>user\\n");
+    CHECK(shared >= 64 && k[1] >= shared && k[1] < p[1], "second user reused %d of %d (shared prefix %d)", k[1], p[1], shared);
+}
+
 static void test_deterministic_amid_others(void) {
     char alone[65536], amid[65536], salone[65536], samid[65536];
     const char *greedy = "{\"prompt\": \"The same request\", \"max_tokens\": 48, \"temperature\": 0, \"ignore_eos\": true}";
@@ -654,6 +676,7 @@ int main(void) {
     RUN(test_tools_and_thinking);
     RUN(test_logprobs);
     RUN(test_growing_conversation_reuses_cache);
+    RUN(test_shared_system_prompt);
     RUN(test_deterministic_amid_others);
     RUN(test_metrics_and_tokenize);
     double secs = 0;
