@@ -5,13 +5,15 @@ the way tests/test_forward.c does, with its tolerances."""
 import gc
 import json
 import os
+import subprocess
+import sys
 import threading
 import unittest
 
 import numpy as np
 
 import plume
-from common import (DATA, HF, LOGITS_MAX_ABS, LOGITS_REL_RMS, bundle, cli, golden, golden_ids,
+from common import (DATA, HF, ROOT, LOGITS_MAX_ABS, LOGITS_REL_RMS, bundle, cli, golden, golden_ids,
                     max_abs, rel_rms, rss_bytes, tmpdir)
 
 
@@ -157,6 +159,20 @@ class TestGenerate(unittest.TestCase):
         self.assertGreater(cases, 5)
         with self.assertRaises(plume.InvalidArgumentError):
             tok.decode([self.m.n_vocab])
+
+
+class TestExample(unittest.TestCase):
+    def test_chat_example(self):
+        """examples/chat.py: a conversation of two turns; its first answer is `plume run`'s."""
+        example = os.path.join(ROOT, "python", "examples", "chat.py")
+        r = subprocess.run([sys.executable, example, bundle("q8"), "-n", "12", "--seed", "4"],
+                           input=b"Hello\nAnd then?\n", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        out = r.stdout.decode()
+        self.assertEqual(out.count("> "), 3, out)
+        _, first, _ = cli("run", "-m", bundle("q8"), "-p", "Hello", "-n", 12, "--seed", 4)
+        self.assertTrue(out.startswith("> " + first.decode() + "> "), out)
 
 
 class TestSessions(unittest.TestCase):
