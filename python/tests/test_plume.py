@@ -230,9 +230,40 @@ class TestSessions(unittest.TestCase):
         for r in results:
             np.testing.assert_array_equal(r, want)
 
-    def test_gil_released_by_foreign_calls(self):
-        # ctypes.CDLL (not PyDLL) drops the GIL around every call into libplume.
-        self.assertIs(type(plume._lib.lib), plume._lib.ctypes.CDLL)
+    def test_gil_released_while_libplume_runs(self):
+        """A thread blocked inside libplume lets Python run: load_session on a FIFO blocks
+        in open() until a writer comes, and the writer is the main Python thread, which
+        opens it only once the C side holds the read end. Were the GIL held in C, the
+        child process would hang (and the timeout fail the test)."""
+        fifo = os.path.join(tmpdir(), "gil.fifo")
+        os.mkfifo(fifo)
+        script = (
+            "import errno, os, sys, threading, time, plume\n"
+            "m = plume.Model(sys.argv[1], threads=1)\n"
+            "res = []\n"
+            "def work():\n"
+            "    try:\n"
+            "        m.load_session(sys.argv[2])\n"
+            "    except plume.Error as e:\n"
+            "        res.append(type(e).__name__)\n"
+            "t = threading.Thread(target=work)\n"
+            "t.start()\n"
+            "while True:  # fails with ENXIO until the C side has opened the read end\n"
+            "    try:\n"
+            "        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_NONBLOCK)\n"
+            "        break\n"
+            "    except OSError as e:\n"
+            "        assert e.errno == errno.ENXIO, e\n"
+            "        time.sleep(0.01)\n"
+            "os.write(fd, b'not a state file')\n"
+            "os.close(fd)\n"
+            "t.join()\n"
+            "print('ran while C was blocked', res)\n")
+        r = subprocess.run([sys.executable, "-c", script, bundle("f32"), fifo],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        self.assertIn("ran while C was blocked", r.stdout.decode())
+        self.assertIn("Error", r.stdout.decode())  # and the bytes were refused
 
     def test_no_leak_over_1000_sessions(self):
         rss = rss_bytes()
