@@ -22,6 +22,11 @@ ROOT = os.path.dirname(HERE)
 LIBNAME = "libplume.dylib" if sys.platform == "darwin" else "libplume.so"
 
 
+def readme():
+    with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
 def version():
     with open(os.path.join(ROOT, "include", "plume.h")) as f:
         return re.search(r'#define PLUME_VERSION "([^"]+)"', f.read()).group(1)
@@ -54,7 +59,7 @@ setup(
     name="plume",
     version=version(),
     description="Gemma 4 E2B on a CPU: Python binding of libplume",
-    long_description=open(os.path.join(HERE, "README.md")).read(),
+    long_description=readme(),
     long_description_content_type="text/markdown",
     packages=["plume"],
     package_data={"plume": ["__init__.pyi", "py.typed"]},
