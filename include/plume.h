@@ -320,6 +320,29 @@ int plume_batch_run(plume_batch *b, char **err);
 /* Drop the queued entries without running them (the sessions are unchanged). */
 void plume_batch_clear(plume_batch *b);
 
+/* ---------------------------------------------------------------------------------------
+ * Converter: a Hugging Face checkpoint -> a bundle (docs/BUNDLE.md)
+ *
+ * The one converter every caller shares (the CLI's `plume convert`, the Python binding).
+ * It reads config.json and the safetensors (bf16, f16 or f32; model.safetensors or the
+ * shards of model.safetensors.index.json) a block of rows at a time, so memory stays flat
+ * (about 50 MB for the full E2B), and copies the tokenizer files. Every tensor is checked
+ * before a byte is written; the bundle is written into a temporary sibling directory that
+ * is renamed into place at the end, so a failed conversion leaves nothing behind.
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+    const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4" */
+    int32_t n_ctx;       /* context length of the bundle; 0: min(max_position_embeddings, 4096) */
+    int32_t progress;    /* != 0: a progress line on stderr */
+} plume_convert_params;
+
+plume_convert_params plume_convert_default_params(void);
+/* Convert the checkpoint in hf_dir into the bundle directory out_dir, which must not exist
+ * (PLUME_EIO if it does). p may be NULL (the defaults). PLUME_EFORMAT for a missing tensor,
+ * a wrong shape or dtype, a corrupt file; PLUME_EINVAL for a bad parameter. */
+int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,
+                  char **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
-/* convert.h -- the converter: any tensor source (a Hugging Face checkpoint, or the random
- * generator of `plume synth`) -> a bundle directory. It streams rows, so converting the
- * 10 GB E2B checkpoint needs a few hundred MB at most. */
+/* convert.h -- the converter inside libplume: any tensor source (a Hugging Face checkpoint,
+ * or the random generator of `plume synth`) -> a bundle directory. It streams rows, so
+ * converting the 10 GB E2B checkpoint needs a few hundred MB at most. The public face is
+ * plume_convert() (plume.h); the CLI's subcommands use these internals directly. */
 #ifndef PLUME_CONVERT_H
 #define PLUME_CONVERT_H
 
@@ -33,7 +34,8 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 int source_hf_open(conv_source *src, const char *dir, char **err);
 void source_hf_close(conv_source *src);
 
-/* A source of random weights in the real layout for a config (tiny, e2b or a JSON file). */
+/* A source of random weights in the real layout for a config (tiny, e2b or a JSON file).
+ * Implemented by the CLI (tools/synth.c), not by the library. */
 int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32_t vocab, char **err);
 void source_synth_close(conv_source *src);
 

@@ -1,4 +1,6 @@
-/* convert.c -- `plume convert`: a tensor source -> a bundle (docs/BUNDLE.md).
+/* convert.c -- the converter: a tensor source -> a bundle (docs/BUNDLE.md); plume_convert()
+ * is its public face over a Hugging Face checkpoint (the CLI's `plume convert`, the Python
+ * binding and any other caller share it).
  *
  * Order of work: parse and check the config, check every tensor the text decoder needs
  * (present, right shape) before writing a byte, then write into BUNDLE.tmp-PID: sidecars,
@@ -11,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "convert.h"
 #include "npy.h"
 #include "quant.h"
@@ -28,19 +29,18 @@ typedef struct {
     char *dir;          /* the temporary output directory */
     float *rows;        /* [BLOCK_BYTES / 4] */
     uint64_t done, total; /* progress, in source elements */
-    double t0;
+    double t0, last;      /* start, last progress line (plume_now seconds) */
 } conv;
 
 /* ---- progress -------------------------------------------------------------------------- */
 
-/* Show how far the conversion is (only on a terminal, at most a few times a second). */
+/* Show how far the conversion is on stderr (when asked, at most a few times a second). */
 static void progress(conv *cv, int64_t elems, const char *what) {
-    static double last;
     cv->done += (uint64_t)elems;
     if (!cv->opt->progress) return;
     double now = plume_now();
-    if (now - last < 0.2 && cv->done < cv->total) return;
-    last = now;
+    if (now - cv->last < 0.2 && cv->done < cv->total) return;
+    cv->last = now;
     fprintf(stderr, "\rconverting: %5.1f%%  %-48.48s", cv->total ? 100.0 * (double)cv->done / (double)cv->total : 100.0,
             what);
     if (cv->done >= cv->total) fprintf(stderr, "\n");
@@ -496,39 +496,22 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     return rc;
 }
 
-/* ---- plume convert --------------------------------------------------------------------- */
+/* ---- the public API ------------------------------------------------------------------- */
 
-static const char convert_usage[] =
-    "usage: plume convert HF_DIR BUNDLE_DIR [--weights f32|bf16|q8|q4] [--context N]\n"
-    "  Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors, bf16/f16/f32,\n"
-    "  sharded or not) into a plume bundle. BUNDLE_DIR must not exist.\n"
-    "  --weights   precision of the layer weights (default q8)\n"
-    "  --context   context length of the bundle (default min(max_position_embeddings, 4096))\n"
-    "  --quiet     no progress\n";
+plume_convert_params plume_convert_default_params(void) {
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0};
+}
 
-int cmd_convert(int argc, char **argv) {
-    const char *pos[2] = {0}, *weights = "q8";
-    int npos = 0, quiet = 0;
-    int64_t ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(convert_usage, stdout); return 0; }
-        else if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
-        else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
-            if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("convert: --context wants a positive integer, not '%s'", argv[i]);
-        } else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (argv[i][0] == '-') return cli_error("convert: unknown option '%s' (see plume convert --help)", argv[i]);
-        else if (npos < 2) pos[npos++] = argv[i];
-        else return cli_error("convert: too many arguments (see plume convert --help)");
-    }
-    if (npos != 2) { fputs(convert_usage, stderr); return 2; }
-    if (strcmp(weights, "f32") && strcmp(weights, "bf16") && strcmp(weights, "q8") && strcmp(weights, "q4"))
-        return cli_error("convert: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
+int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p, char **err) {
+    plume_convert_params d = plume_convert_default_params();
+    if (!p) p = &d;
+    if (!hf_dir || !out_dir) return plume_fail(err, PLUME_EINVAL, "convert: no checkpoint or output directory given");
+    if (p->n_ctx < 0) return plume_fail(err, PLUME_EINVAL, "convert: n_ctx must be >= 0 (not %d)", p->n_ctx);
     conv_source src;
-    char *err = NULL;
-    if (cli_mkdir_parent(pos[1])) return 1;
-    if (source_hf_open(&src, pos[0], &err)) return cli_lib_error(err);
-    conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = !quiet && isatty(2)};
-    int rc = convert_run(&src, &opt, pos[1], &err);
+    int rc = source_hf_open(&src, hf_dir, err);
+    if (rc) return rc;
+    conv_options opt = {.weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress};
+    rc = convert_run(&src, &opt, out_dir, err);
     source_hf_close(&src);
-    return rc ? cli_lib_error(err) : 0;
+    return rc;
 }

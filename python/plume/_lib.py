@@ -1,0 +1,157 @@
+"""The C side: libplume loaded with ctypes, every function used declared with its types.
+
+The structs below mirror include/plume.h field for field; tests/test_abi.py compiles a small
+C program that prints the C sizes and offsets and compares them with these, so a change of
+the header that is not made here fails `make check`.
+
+ctypes releases the GIL for the duration of every foreign call, so a forward step of one
+session does not block the Python threads stepping others.
+"""
+import ctypes
+import ctypes.util
+import os
+import sys
+
+from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_float, c_int, c_int32,
+                    c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
+
+# Error codes (enum in plume.h).
+OK, EIO, EFORMAT, ENOMEM, EINVAL, ERANGE, EMISMATCH = 0, -1, -2, -3, -4, -5, -6
+
+
+class SamplerParams(Structure):
+    _fields_ = [("temperature", c_float), ("top_k", c_int32), ("top_p", c_float),
+                ("min_p", c_float), ("repeat_penalty", c_float), ("repeat_last_n", c_int32),
+                ("presence_penalty", c_float), ("frequency_penalty", c_float),
+                ("seed", c_uint64)]
+
+
+class ModelParams(Structure):
+    _fields_ = [("isa", c_char_p), ("n_threads", c_int32), ("int8_prefill", c_int32)]
+
+
+class SessionParams(Structure):
+    _fields_ = [("n_ctx", c_int32), ("n_batch", c_int32), ("n_rewind", c_int32),
+                ("snapshot_every", c_int32), ("kv_bits", c_int32)]
+
+
+class DetokStream(Structure):
+    _fields_ = [("tok", c_void_p), ("skip_special", c_int32), ("pending", c_uint8 * 8),
+                ("n_pending", c_int32)]
+
+
+class ChatMessage(Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+
+
+class ConvertParams(Structure):
+    _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32)]
+
+
+# Every struct mirrored here, by its C name (for the ABI test).
+STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelParams,
+           "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
+           "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams}
+
+_ERR = POINTER(c_void_p)  # char **err
+_I32P = POINTER(c_int32)
+_F32P = POINTER(c_float)
+
+# name: (restype, argtypes)
+_FUNCS = {
+    "plume_tokenizer_open": (c_int, [POINTER(c_void_p), c_char_p, _ERR]),
+    "plume_tokenizer_free": (None, [c_void_p]),
+    "plume_tokenizer_n_vocab": (c_int32, [c_void_p]),
+    "plume_tokenize": (c_int32, [c_void_p, c_char_p, c_size_t, _I32P, c_int32]),
+    "plume_detokenize": (c_int64, [c_void_p, _I32P, c_int32, c_int32, c_char_p, c_size_t]),
+    "plume_detok_stream_init": (None, [POINTER(DetokStream), c_void_p, c_int32]),
+    "plume_detok_stream_put": (c_int32, [POINTER(DetokStream), c_int32, c_char_p, c_size_t]),
+    "plume_detok_stream_flush": (c_int32, [POINTER(DetokStream), c_char_p, c_size_t]),
+    "plume_token_is_special": (c_int32, [c_void_p, c_int32]),
+    "plume_chat_render": (c_int, [POINTER(ChatMessage), c_int32, c_int32, c_int32,
+                                  POINTER(c_void_p), _ERR]),
+    "plume_sampler_default_params": (SamplerParams, []),
+    "plume_sampler_new": (c_int, [POINTER(c_void_p), POINTER(SamplerParams), c_int32, _ERR]),
+    "plume_sampler_free": (None, [c_void_p]),
+    "plume_sampler_accept": (None, [c_void_p, c_int32]),
+    "plume_sampler_reset": (None, [c_void_p]),
+    "plume_sampler_sample": (c_int32, [c_void_p, _F32P]),
+    "plume_model_default_params": (ModelParams, []),
+    "plume_model_open": (c_int, [POINTER(c_void_p), c_char_p, POINTER(ModelParams), _ERR]),
+    "plume_model_free": (None, [c_void_p]),
+    "plume_model_n_vocab": (c_int32, [c_void_p]),
+    "plume_model_n_ctx": (c_int32, [c_void_p]),
+    "plume_model_n_layers": (c_int32, [c_void_p]),
+    "plume_model_isa": (c_char_p, [c_void_p]),
+    "plume_model_n_threads": (c_int32, [c_void_p]),
+    "plume_model_weights": (c_char_p, [c_void_p]),
+    "plume_model_tokenizer": (c_void_p, [c_void_p]),
+    "plume_session_default_params": (SessionParams, []),
+    "plume_session_new": (c_int, [POINTER(c_void_p), c_void_p, POINTER(SessionParams), _ERR]),
+    "plume_session_free": (None, [c_void_p]),
+    "plume_session_feed": (c_int, [c_void_p, _I32P, c_int32, _F32P, c_int32, _ERR]),
+    "plume_session_feed_prompt": (c_int, [c_void_p, _I32P, c_int32, _F32P, _I32P, _ERR]),
+    "plume_session_rewind": (c_int, [c_void_p, c_int32, _ERR]),
+    "plume_session_save": (c_int, [c_void_p, c_char_p, _ERR]),
+    "plume_session_load": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, _ERR]),
+    "plume_session_n_past": (c_int32, [c_void_p]),
+    "plume_session_n_ctx": (c_int32, [c_void_p]),
+    "plume_session_tokens": (_I32P, [c_void_p]),
+    "plume_convert_default_params": (ConvertParams, []),
+    "plume_convert": (c_int, [c_char_p, c_char_p, POINTER(ConvertParams), _ERR]),
+}
+
+
+def _library_path():
+    """$PLUME_LIBRARY, else the libplume that `pip install` put beside this file."""
+    env = os.environ.get("PLUME_LIBRARY")
+    if env:
+        return env
+    name = "libplume.dylib" if sys.platform == "darwin" else "libplume.so"
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+
+
+def _load():
+    path = _library_path()
+    if not os.path.exists(path):
+        raise ImportError("plume: %s is missing; install the package with "
+                          "`pip install ./python` (it builds libplume) or set PLUME_LIBRARY" % path)
+    lib = ctypes.CDLL(path)
+    for name, (res, args) in _FUNCS.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    return lib
+
+
+lib = _load()
+LIBRARY_PATH = _library_path()
+
+# free() of the C library libplume allocates with (messages, rendered chat text).
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_libc.free.argtypes = [c_void_p]
+_libc.free.restype = None
+
+
+def take_string(p):
+    """The text of a malloc'd C string, which is freed."""
+    if not p:
+        return ""
+    try:
+        return ctypes.string_at(p).decode("utf-8", "replace")
+    finally:
+        _libc.free(p)
+
+
+def i32_ptr(arr):
+    """A int32_t * to the data of a C-contiguous int32 numpy array."""
+    return arr.ctypes.data_as(_I32P)
+
+
+def f32_ptr(arr):
+    """A float * to the data of a C-contiguous float32 numpy array (or NULL for None)."""
+    return None if arr is None else arr.ctypes.data_as(_F32P)
+
+
+__all__ = ["lib", "take_string", "i32_ptr", "f32_ptr", "byref", "c_void_p", "c_int32",
+           "c_char", "STRUCTS"]
