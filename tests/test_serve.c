@@ -512,7 +512,7 @@ static void test_metrics_and_tokenize(void) {
 
 static void test_auth_and_limits(void) {
     server B;
-    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1") == 0, "server B did not start");
+    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1") == 0, "server B did not start");
     if (!B.port) return;
     char out[65536];
     const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}";
@@ -523,6 +523,17 @@ static void test_auth_and_limits(void) {
     st = http(&B, out, sizeof out, "/v1/chat/completions", "-H 'Authorization: Bearer sekret' -d '%s'", chat);
     CHECK(st == 200, "right key: %d %s", st, out);
     CHECK(http(&B, out, sizeof out, "/health", "%s", "") == 200, "health needs no key");
+    CHECK(http(&B, out, sizeof out, "/", "%s", "") == 200, "the page needs no key");
+    /* headers past the connection's memory: refused, the server goes on */
+    st = http(&B, out, sizeof out, "/health", "-H \"X-Big: $(head -c 100000 /dev/zero | tr '\\0' a)\"");
+    CHECK(st == 431 || st == 413, "huge headers: %d", st);
+    /* a connection that sends nothing is closed after --timeout 1 */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = t_sh(out, sizeof out, "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat <&3'", B.port);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double idle = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(st == 0 && idle > 0.5 && idle < 5, "idle connection closed after %.1f s (status %d)", idle, st);
     char path[800];
     snprintf(path, sizeof path, "%s/big.json", tmp);
     FILE *f = fopen(path, "wb");
@@ -538,7 +549,7 @@ static void test_auth_and_limits(void) {
     /* one slot, no queue: while a long stream runs, a second request is turned away */
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "exec curl -s -N -m 1 -o /dev/null -H 'Authorization: Bearer sekret' http://127.0.0.1:%d/v1/completions "
+             "exec curl -s -N -m 0.7 -o /dev/null -H 'Authorization: Bearer sekret' http://127.0.0.1:%d/v1/completions "
              "-d '{\"prompt\": \"long\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}'",
              B.port);
     pid_t longer = spawn_sh(cmd);
@@ -552,7 +563,7 @@ static void test_auth_and_limits(void) {
     CHECK(busy, "the long request never took the slot");
     st = http(&B, out, sizeof out, "/v1/completions", "-H 'Authorization: Bearer sekret' -d '{\"prompt\": \"x\"}'");
     CHECK(st == 429 && is_error(out, "queue_full") && header_has("Retry-After: 1"), "queue full: %d %s", st, out);
-    /* the client hangs up (curl -m 1; the answer takes ~3 s with scalar kernels on one thread): its generation stops and the slot is free at once */
+    /* the client hangs up (curl -m 0.7; the answer takes ~3 s with scalar kernels on one thread): its generation stops and the slot is free at once */
     waitpid(longer, NULL, 0);
     int freed = 0;
     double gen = -1;
