@@ -140,6 +140,28 @@ const cases = {
     assert(!req.messages.some((m) => m.content === "This one is refused."), `the refused turn was sent again: ${show(req.messages)}`);
   },
 
+  async newchat() {
+    // "New chat" in the middle of a streamed answer: the answer stops, and the next question
+    // goes alone (with the system prompt), nothing of the old conversation with it.
+    await openSettings();
+    await page.fill("#max-tokens", "");
+    await page.click("#toggle-settings");
+    await page.fill("#input", "A long answer, please.");
+    await page.click("#send");
+    await page.waitForFunction(() => { const c = document.querySelectorAll(".msg.assistant .content"); return c.length && c[c.length - 1].textContent.length > 8; }, null, { timeout: 60000 });
+    await page.click("#new");
+    assert((await page.locator(".msg").count()) === 0, "messages left after New chat");
+    await page.locator("#send").waitFor({ state: "visible", timeout: 5000 });
+    await openSettings();
+    await page.fill("#max-tokens", "8");
+    await page.click("#toggle-settings");
+    const msg = await ask("A fresh start.");
+    if (await msg.locator(".error").count()) throw new Error(`after New chat: ${await msg.locator(".error").first().textContent()}`);
+    const req = JSON.parse(bodies[bodies.length - 1]);
+    assert(req.messages.map((m) => m.role).join() === "system,user" && req.messages[1].content === "A fresh start.", `after New chat: ${show(req.messages)}`);
+    await waitIdle(3);
+  },
+
   async reasoning() {
     // How the page shows reasoning_content and tool calls, on a canned stream (a random model
     // neither thinks nor calls): a collapsible "Thinking" block above the answer, closed once
