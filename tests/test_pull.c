@@ -3,6 +3,7 @@
  * every request, so the tests count what went over the wire. A pulled bundle must be byte for
  * byte the bundle `plume convert` makes from tests/data/tiny-a/hf (test_forward checks that one
  * against the golden logits). */
+#include <time.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -370,7 +371,7 @@ static int mock_start(void) {
             fclose(f);
             if (ok) return 0;
         }
-        usleep(50000);
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
     }
     return -1;
 }
