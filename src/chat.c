@@ -24,15 +24,8 @@
 
 /* ---- a growing string -------------------------------------------------------------------- */
 
-/* Output under construction; oom latches the first allocation failure. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} chat_buf;
-
 /* Append n bytes (no-op after an allocation failure). Keeps p NUL-terminated. */
-static void buf_put(chat_buf *b, const char *s, size_t n) {
+void chat_buf_put(chat_buf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (n > SIZE_MAX - b->len - 1) { b->oom = 1; return; }
     if (b->len + n + 1 > b->cap) {
@@ -49,7 +42,7 @@ static void buf_put(chat_buf *b, const char *s, size_t n) {
 }
 
 /* Append a NUL-terminated string. */
-static void buf_puts(chat_buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+void chat_buf_puts(chat_buf *b, const char *s) { chat_buf_put(b, s, strlen(s)); }
 
 /* ---- trimming as Jinja's `trim` (Python str.strip()) does ------------------------------- */
 
@@ -83,7 +76,7 @@ static void buf_put_trimmed(chat_buf *b, const char *s, size_t n) {
     size_t k;
     while ((k = chat_space_len(p, n)) > 0) { p += k; n -= k; }
     while ((k = chat_space_len_back(p, n)) > 0) n -= k;
-    buf_put(b, (const char *)p, n);
+    chat_buf_put(b, (const char *)p, n);
 }
 
 /* First occurrence of needle (nlen > 0) in s[0, n), or NULL. */
@@ -106,7 +99,7 @@ static void buf_put_model_content(chat_buf *b, const char *s) {
         const char *sep = chat_find(part, (size_t)(end - part), close, clen);
         const char *part_end = sep ? sep : end;
         const char *th = chat_find(part, (size_t)(part_end - part), open, olen);
-        buf_put(&joined, part, (size_t)((th ? th : part_end) - part));
+        chat_buf_put(&joined, part, (size_t)((th ? th : part_end) - part));
         if (!sep) break;
         part = sep + clen;
     }
@@ -206,22 +199,22 @@ static void buf_put_utf8(chat_buf *b, uint32_t cp) {
         u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
         u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); u[3] = (char)(0x80 | (cp & 0x3f)); n = 4;
     }
-    buf_put(b, u, n);
+    chat_buf_put(b, u, n);
 }
 
 /* A string at the cursor (just past its opening quote) -> v. */
 static int jp_string(jparse *j, jv *v) {
     chat_buf b = {0};
-    buf_put(&b, "", 0);
+    chat_buf_put(&b, "", 0);
     while (j->p < j->end && *j->p != '"') {
         unsigned char c = (unsigned char)*j->p;
         if (c < 0x20) { free(b.p); return jp_fail(j, "control character in a string"); }
-        if (c != '\\') { buf_put(&b, j->p++, 1); continue; }
+        if (c != '\\') { chat_buf_put(&b, j->p++, 1); continue; }
         if (++j->p == j->end) break;
         char e = *j->p++;
         static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
         const char *esc = e ? strchr(from, e) : NULL;
-        if (esc) { buf_put(&b, &to[esc - from], 1); continue; }
+        if (esc) { chat_buf_put(&b, &to[esc - from], 1); continue; }
         if (e != 'u') { j->p--; free(b.p); return jp_fail(j, "bad escape"); }
         int32_t cp = jp_hex4(j);
         if (cp >= 0xd800 && cp < 0xdc00 && j->end - j->p >= 6 && j->p[0] == '\\' &&
@@ -442,11 +435,11 @@ static int32_t *jv_dictsort(const jv *obj) {
  * fixed notation for exponents -4..15, else d.ddde+XX; "inf" beyond the double range. */
 static void buf_put_pynum(chat_buf *b, const char *lit) {
     if (!strpbrk(lit, ".eE")) {
-        buf_puts(b, strcmp(lit, "-0") ? lit : "0");
+        chat_buf_puts(b, strcmp(lit, "-0") ? lit : "0");
         return;
     }
     double x = strtod(lit, NULL);
-    if (x != x || x - x != 0) { buf_puts(b, x < 0 ? "-inf" : "inf"); return; }
+    if (x != x || x - x != 0) { chat_buf_puts(b, x < 0 ? "-inf" : "inf"); return; }
     char e[40];
     for (int prec = 0; prec < 17; prec++) {
         snprintf(e, sizeof e, "%.*e", prec, x);
@@ -454,7 +447,7 @@ static void buf_put_pynum(chat_buf *b, const char *lit) {
     }
     /* e = [-]d[.ddd]e(+|-)XX: digits and the decimal exponent */
     const char *p = e;
-    if (*p == '-') { buf_put(b, "-", 1); p++; }
+    if (*p == '-') { chat_buf_put(b, "-", 1); p++; }
     char digits[24];
     size_t nd = 0;
     for (; *p != 'e'; p++)
@@ -463,24 +456,24 @@ static void buf_put_pynum(chat_buf *b, const char *lit) {
     int exp10 = atoi(p + 1), decpt = exp10 + 1;
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
-            buf_puts(b, "0.");
-            for (int k = 0; k < -decpt; k++) buf_put(b, "0", 1);
-            buf_put(b, digits, nd);
+            chat_buf_puts(b, "0.");
+            for (int k = 0; k < -decpt; k++) chat_buf_put(b, "0", 1);
+            chat_buf_put(b, digits, nd);
         } else if ((size_t)decpt >= nd) {
-            buf_put(b, digits, nd);
-            for (size_t k = nd; k < (size_t)decpt; k++) buf_put(b, "0", 1);
-            buf_puts(b, ".0");
+            chat_buf_put(b, digits, nd);
+            for (size_t k = nd; k < (size_t)decpt; k++) chat_buf_put(b, "0", 1);
+            chat_buf_puts(b, ".0");
         } else {
-            buf_put(b, digits, (size_t)decpt);
-            buf_put(b, ".", 1);
-            buf_put(b, digits + decpt, nd - (size_t)decpt);
+            chat_buf_put(b, digits, (size_t)decpt);
+            chat_buf_put(b, ".", 1);
+            chat_buf_put(b, digits + decpt, nd - (size_t)decpt);
         }
     } else {
         char ex[16];
-        buf_put(b, digits, 1);
-        if (nd > 1) { buf_put(b, ".", 1); buf_put(b, digits + 1, nd - 1); }
+        chat_buf_put(b, digits, 1);
+        if (nd > 1) { chat_buf_put(b, ".", 1); chat_buf_put(b, digits + 1, nd - 1); }
         snprintf(ex, sizeof ex, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
-        buf_puts(b, ex);
+        chat_buf_puts(b, ex);
     }
 }
 
@@ -491,48 +484,48 @@ static void buf_put_pystr(chat_buf *b, const jv *v, int repr);
  * non-printable characters that Python escapes are copied: an approximation.) */
 static void buf_put_pyrepr_str(chat_buf *b, const char *s, size_t n) {
     char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
-    buf_put(b, &q, 1);
+    chat_buf_put(b, &q, 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
-        if (c == (unsigned char)q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; buf_put(b, esc, 2); }
-        else if (c == '\t') buf_puts(b, "\\t");
-        else if (c == '\n') buf_puts(b, "\\n");
-        else if (c == '\r') buf_puts(b, "\\r");
-        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); buf_puts(b, esc); }
+        if (c == (unsigned char)q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; chat_buf_put(b, esc, 2); }
+        else if (c == '\t') chat_buf_puts(b, "\\t");
+        else if (c == '\n') chat_buf_puts(b, "\\n");
+        else if (c == '\r') chat_buf_puts(b, "\\r");
+        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); chat_buf_puts(b, esc); }
         else if (c == 0xc2 && i + 1 < n && (((unsigned char)s[i + 1] >= 0x80 &&
                  (unsigned char)s[i + 1] <= 0xa0) || (unsigned char)s[i + 1] == 0xad)) {
             snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)s[++i]);
-            buf_puts(b, esc);
-        } else buf_put(b, (const char *)&c, 1);
+            chat_buf_puts(b, esc);
+        } else chat_buf_put(b, (const char *)&c, 1);
     }
-    buf_put(b, &q, 1);
+    chat_buf_put(b, &q, 1);
 }
 
 /* Append str(v) (repr = 0) or repr(v) (repr = 1) of the Python object json.loads() makes:
  * None, True, False, numbers, strings, [a, b], {'k': v}. */
 static void buf_put_pystr(chat_buf *b, const jv *v, int repr) {
     switch (v->type) {
-    case JV_NULL: buf_puts(b, "None"); break;
-    case JV_FALSE: buf_puts(b, "False"); break;
-    case JV_TRUE: buf_puts(b, "True"); break;
+    case JV_NULL: chat_buf_puts(b, "None"); break;
+    case JV_FALSE: chat_buf_puts(b, "False"); break;
+    case JV_TRUE: chat_buf_puts(b, "True"); break;
     case JV_NUM: buf_put_pynum(b, v->s); break;
     case JV_STR:
         if (repr) buf_put_pyrepr_str(b, v->s, v->len);
-        else buf_put(b, v->s, v->len);
+        else chat_buf_put(b, v->s, v->len);
         break;
     case JV_ARR:
     case JV_OBJ:
-        buf_put(b, v->type == JV_ARR ? "[" : "{", 1);
+        chat_buf_put(b, v->type == JV_ARR ? "[" : "{", 1);
         for (int32_t i = 0; i < v->n; i++) {
-            if (i) buf_puts(b, ", ");
+            if (i) chat_buf_puts(b, ", ");
             if (v->type == JV_OBJ) {
                 buf_put_pystr(b, &v->keys[i], 1);
-                buf_puts(b, ": ");
+                chat_buf_puts(b, ": ");
             }
             buf_put_pystr(b, &v->items[i], 1);
         }
-        buf_put(b, v->type == JV_ARR ? "]" : "}", 1);
+        chat_buf_put(b, v->type == JV_ARR ? "]" : "}", 1);
         break;
     }
 }
@@ -581,39 +574,39 @@ static void render_fail(render *r, const char *fmt, ...) {
 
 /* Append <|"|>s<|"|>, the template's string quote. */
 static void buf_put_quoted(chat_buf *b, const char *s, size_t n) {
-    buf_puts(b, "<|\"|>");
-    buf_put(b, s, n);
-    buf_puts(b, "<|\"|>");
+    chat_buf_puts(b, "<|\"|>");
+    chat_buf_put(b, s, n);
+    chat_buf_puts(b, "<|\"|>");
 }
 
 /* The template's format_argument(v, escape_keys): strings in <|"|>, true/false/null, numbers
  * as Python prints them, objects {k:v} in dictsort order (keys quoted when escape_keys),
  * arrays [a,b]. */
 static void put_argument(chat_buf *b, const jv *v, int escape_keys) {
-    if (v->type == JV_NULL) buf_puts(b, "null");
+    if (v->type == JV_NULL) chat_buf_puts(b, "null");
     else if (v->type == JV_STR) buf_put_quoted(b, v->s, v->len);
-    else if (v->type == JV_TRUE || v->type == JV_FALSE) buf_puts(b, v->type == JV_TRUE ? "true" : "false");
+    else if (v->type == JV_TRUE || v->type == JV_FALSE) chat_buf_puts(b, v->type == JV_TRUE ? "true" : "false");
     else if (v->type == JV_NUM) buf_put_pynum(b, v->s);
     else if (v->type == JV_ARR) {
-        buf_put(b, "[", 1);
+        chat_buf_put(b, "[", 1);
         for (int32_t i = 0; i < v->n; i++) {
-            if (i) buf_put(b, ",", 1);
+            if (i) chat_buf_put(b, ",", 1);
             put_argument(b, &v->items[i], escape_keys);
         }
-        buf_put(b, "]", 1);
+        chat_buf_put(b, "]", 1);
     } else {
         int32_t *order = jv_dictsort(v);
         if (!order) { b->oom = 1; return; }
-        buf_put(b, "{", 1);
+        chat_buf_put(b, "{", 1);
         for (int32_t i = 0; i < v->n; i++) {
             const jv *k = &v->keys[order[i]];
-            if (i) buf_put(b, ",", 1);
+            if (i) chat_buf_put(b, ",", 1);
             if (escape_keys) buf_put_quoted(b, k->s, k->len);
-            else buf_put(b, k->s, k->len);
-            buf_put(b, ":", 1);
+            else chat_buf_put(b, k->s, k->len);
+            chat_buf_put(b, ":", 1);
             put_argument(b, &v->items[order[i]], escape_keys);
         }
-        buf_put(b, "}", 1);
+        chat_buf_put(b, "}", 1);
         free(order);
     }
 }
@@ -656,29 +649,29 @@ static void put_name_list(render *r, const jv *v, int upper, const char *field, 
         render_fail(r, "%s: \"%s\" is not a list", where, field);
         return;
     }
-    buf_put(&r->b, "[", 1);
+    chat_buf_put(&r->b, "[", 1);
     for (int32_t i = 0; i < n; i++) {
         jv tmp;
         const jv *it = jv_iter_item(v, i, &tmp);
-        if (i) buf_put(&r->b, ",", 1);
-        buf_puts(&r->b, "<|\"|>");
+        if (i) chat_buf_put(&r->b, ",", 1);
+        chat_buf_puts(&r->b, "<|\"|>");
         if (upper) buf_put_pyupper(&r->b, it);
         else buf_put_pystr(&r->b, it, 0);
-        buf_puts(&r->b, "<|\"|>");
+        chat_buf_puts(&r->b, "<|\"|>");
     }
-    buf_put(&r->b, "]", 1);
+    chat_buf_put(&r->b, "]", 1);
 }
 
 /* The template's required:[<|"|>a<|"|>,...]. */
 static void put_required(render *r, const jv *req, const char *where) {
-    buf_puts(&r->b, "required:");
+    chat_buf_puts(&r->b, "required:");
     put_name_list(r, req, 0, "required", where);
 }
 
 /* The separator logic the template repeats before each field: a comma from the second field
  * of a property on. */
 static void put_field_sep(chat_buf *b, int *add_comma) {
-    if (*add_comma) buf_put(b, ",", 1);
+    if (*add_comma) chat_buf_put(b, ",", 1);
     *add_comma = 1;
 }
 
@@ -689,34 +682,34 @@ static void put_parameters(render *r, const jv *props, int filter_keys, const ch
 static void put_items(render *r, const jv *items, const char *where) {
     int32_t *order = jv_dictsort(items);
     if (!order) { r->b.oom = 1; return; }
-    buf_puts(&r->b, "items:{");
+    chat_buf_puts(&r->b, "items:{");
     int first = 1;
     for (int32_t i = 0; i < items->n; i++) {
         const jv *k = &items->keys[order[i]], *v = &items->items[order[i]];
         if (v->type == JV_NULL) continue;
-        if (!first) buf_put(&r->b, ",", 1);
+        if (!first) chat_buf_put(&r->b, ",", 1);
         first = 0;
         if (!strcmp(k->s, "properties")) {
-            buf_puts(&r->b, "properties:{");
+            chat_buf_puts(&r->b, "properties:{");
             if (v->type == JV_OBJ) put_parameters(r, v, 0, where);
-            buf_put(&r->b, "}", 1);
+            chat_buf_put(&r->b, "}", 1);
         } else if (!strcmp(k->s, "required")) {
             put_required(r, v, where);
         } else if (!strcmp(k->s, "type") && v->type == JV_STR) {
-            buf_puts(&r->b, "type:<|\"|>");
+            chat_buf_puts(&r->b, "type:<|\"|>");
             buf_put_pyupper(&r->b, v);
-            buf_puts(&r->b, "<|\"|>");
+            chat_buf_puts(&r->b, "<|\"|>");
         } else if (!strcmp(k->s, "type")) {
             /* type:{{ format_argument(item_value | map('upper') | list) }} */
-            buf_puts(&r->b, "type:");
+            chat_buf_puts(&r->b, "type:");
             put_name_list(r, v, 1, "type", where);
         } else {
-            buf_put(&r->b, k->s, k->len);
-            buf_put(&r->b, ":", 1);
+            chat_buf_put(&r->b, k->s, k->len);
+            chat_buf_put(&r->b, ":", 1);
             put_argument(&r->b, v, 1);
         }
     }
-    buf_put(&r->b, "}", 1);
+    chat_buf_put(&r->b, "}", 1);
     free(order);
 }
 
@@ -726,20 +719,20 @@ static void put_items(render *r, const jv *items, const char *where) {
 static void put_property(render *r, const jv *key, const jv *value, const char *where) {
     chat_buf *b = &r->b;
     int add_comma = 0;
-    buf_put(b, key->s, key->len);
-    buf_puts(b, ":{");
+    chat_buf_put(b, key->s, key->len);
+    chat_buf_puts(b, ":{");
     const jv *desc = jv_get(value, "description"), *type = jv_get(value, "type");
     if (jv_truthy(desc)) {
-        buf_puts(b, "description:<|\"|>");
+        chat_buf_puts(b, "description:<|\"|>");
         buf_put_pystr(b, desc, 0);
-        buf_puts(b, "<|\"|>");
+        chat_buf_puts(b, "<|\"|>");
         add_comma = 1;
     }
     if (jv_upper_is(type, "STRING")) {
         const jv *en = jv_get(value, "enum");
         if (jv_truthy(en)) {
             put_field_sep(b, &add_comma);
-            buf_puts(b, "enum:");
+            chat_buf_puts(b, "enum:");
             put_argument(b, en, 1);
         }
     } else if (jv_upper_is(type, "ARRAY")) {
@@ -751,26 +744,26 @@ static void put_property(render *r, const jv *key, const jv *value, const char *
     }
     if (jv_truthy(jv_get(value, "nullable"))) {
         put_field_sep(b, &add_comma);
-        buf_puts(b, "nullable:true");
+        chat_buf_puts(b, "nullable:true");
     }
     if (jv_upper_is(type, "OBJECT")) {
         const jv *props = jv_get(value, "properties"), *req = jv_get(value, "required");
         put_field_sep(b, &add_comma);
-        buf_puts(b, "properties:{");
+        chat_buf_puts(b, "properties:{");
         /* With no "properties" object, the template lists the object's own non-standard
          * keys as if they were properties. */
         if (props && props->type == JV_OBJ) put_parameters(r, props, 0, where);
         else put_parameters(r, value, 1, where);
-        buf_put(b, "}", 1);
+        chat_buf_put(b, "}", 1);
         if (jv_truthy(req)) {
             put_field_sep(b, &add_comma);
             put_required(r, req, where);
         }
     }
     put_field_sep(b, &add_comma);
-    buf_puts(b, "type:<|\"|>");
+    chat_buf_puts(b, "type:<|\"|>");
     buf_put_pyupper(b, type);
-    buf_puts(b, "<|\"|>}");
+    chat_buf_puts(b, "<|\"|>}");
 }
 
 /* The template's format_parameters(properties, required, filter_keys): each property in
@@ -786,7 +779,7 @@ static void put_parameters(render *r, const jv *props, int filter_keys, const ch
         int skip = 0;
         for (size_t s = 0; filter_keys && s < 5; s++) skip |= !strcmp(k->s, standard[s]);
         if (skip) continue;
-        if (!first) buf_put(&r->b, ",", 1);
+        if (!first) chat_buf_put(&r->b, ",", 1);
         first = 0;
         put_property(r, k, &props->items[order[i]], where);
     }
@@ -807,48 +800,48 @@ static void put_declaration(render *r, const jv *tool, int32_t t) {
         return;
     }
     chat_buf *b = &r->b;
-    buf_puts(b, "declaration:");
-    buf_put(b, name->s, name->len);
-    buf_puts(b, "{description:<|\"|>");
+    chat_buf_puts(b, "declaration:");
+    chat_buf_put(b, name->s, name->len);
+    chat_buf_puts(b, "{description:<|\"|>");
     if (desc) buf_put_pystr(b, desc, 0);
-    buf_puts(b, "<|\"|>");
+    chat_buf_puts(b, "<|\"|>");
     const jv *params = jv_get(fn, "parameters");
     if (jv_truthy(params)) {
         if (params->type != JV_OBJ) { render_fail(r, "%s: \"parameters\" is not an object", where); return; }
         const jv *props = jv_get(params, "properties"), *req = jv_get(params, "required");
         const jv *type = jv_get(params, "type");
-        buf_puts(b, ",parameters:{");
+        chat_buf_puts(b, ",parameters:{");
         if (jv_truthy(props)) {
             if (props->type != JV_OBJ) {
                 render_fail(r, "%s: \"properties\" is not an object", where);
                 return;
             }
-            buf_puts(b, "properties:{");
+            chat_buf_puts(b, "properties:{");
             put_parameters(r, props, 0, where);
-            buf_puts(b, "},");
+            chat_buf_puts(b, "},");
         }
         if (jv_truthy(req)) {
             put_required(r, req, where);
-            buf_put(b, ",", 1);
+            chat_buf_put(b, ",", 1);
         }
         if (jv_truthy(type)) {
-            buf_puts(b, "type:<|\"|>");
+            chat_buf_puts(b, "type:<|\"|>");
             buf_put_pyupper(b, type);
-            buf_puts(b, "<|\"|>}");
+            chat_buf_puts(b, "<|\"|>}");
         }
     }
     const jv *resp = jv_get(fn, "response");
     if (resp) {
         const jv *rdesc = jv_get(resp, "description"), *rtype = jv_get(resp, "type");
-        buf_puts(b, ",response:{");
+        chat_buf_puts(b, ",response:{");
         if (jv_truthy(rdesc)) {
-            buf_puts(b, "description:<|\"|>");
+            chat_buf_puts(b, "description:<|\"|>");
             buf_put_pystr(b, rdesc, 0);
-            buf_puts(b, "<|\"|>,");
+            chat_buf_puts(b, "<|\"|>,");
         }
-        if (jv_upper_is(rtype, "OBJECT")) buf_puts(b, "type:<|\"|>OBJECT<|\"|>}");
+        if (jv_upper_is(rtype, "OBJECT")) chat_buf_puts(b, "type:<|\"|>OBJECT<|\"|>}");
     }
-    buf_put(b, "}", 1);
+    chat_buf_put(b, "}", 1);
 }
 
 /* Parse tools_json and append <|tool>declaration<tool|> per tool. *n_tools: how many. */
@@ -862,9 +855,9 @@ static void put_tools(render *r, const char *tools_json, int32_t *n_tools) {
     } else {
         for (int32_t t = 0; t < tools.n && !r->rc; t++) {
             if (tools.items[t].type != JV_OBJ) { render_fail(r, "tools[%d]: not an object", t); break; }
-            buf_puts(&r->b, "<|tool>");
+            chat_buf_puts(&r->b, "<|tool>");
             put_declaration(r, &tools.items[t], t);
-            buf_puts(&r->b, "<tool|>");
+            chat_buf_puts(&r->b, "<tool|>");
         }
         *n_tools = tools.n;
     }
@@ -886,40 +879,40 @@ static void put_tool_call(render *r, const plume_chat_tool_call *tc, int32_t i, 
             return;
         }
     }
-    buf_puts(&r->b, "<|tool_call>call:");
-    buf_puts(&r->b, tc->name);
-    buf_put(&r->b, "{", 1);
+    chat_buf_puts(&r->b, "<|tool_call>call:");
+    chat_buf_puts(&r->b, tc->name);
+    chat_buf_put(&r->b, "{", 1);
     if (args.type == JV_OBJ) {
         int32_t *order = jv_dictsort(&args);
         if (!order) r->b.oom = 1;
         for (int32_t k = 0; order && k < args.n; k++) {
-            if (k) buf_put(&r->b, ",", 1);
-            buf_put(&r->b, args.keys[order[k]].s, args.keys[order[k]].len);
-            buf_put(&r->b, ":", 1);
+            if (k) chat_buf_put(&r->b, ",", 1);
+            chat_buf_put(&r->b, args.keys[order[k]].s, args.keys[order[k]].len);
+            chat_buf_put(&r->b, ":", 1);
             put_argument(&r->b, &args.items[order[k]], 0);
         }
         free(order);
     }
-    buf_puts(&r->b, "}<tool_call|>");
+    chat_buf_puts(&r->b, "}<tool_call|>");
     jv_free(&args);
 }
 
 /* <|tool_response>response:NAME{value:BODY}<tool_response|> for one role "tool" message: the
  * body is its content or its text parts joined (not trimmed) as a <|"|> string, or null. */
 static void put_tool_response(render *r, const char *name, const plume_chat_message_ex *m) {
-    buf_puts(&r->b, "<|tool_response>response:");
-    buf_puts(&r->b, name);
-    buf_puts(&r->b, "{value:");
+    chat_buf_puts(&r->b, "<|tool_response>response:");
+    chat_buf_puts(&r->b, name);
+    chat_buf_puts(&r->b, "{value:");
     if (m->n_parts > 0) {
-        buf_puts(&r->b, "<|\"|>");
-        for (int32_t p = 0; p < m->n_parts; p++) buf_puts(&r->b, m->parts[p]);
-        buf_puts(&r->b, "<|\"|>");
+        chat_buf_puts(&r->b, "<|\"|>");
+        for (int32_t p = 0; p < m->n_parts; p++) chat_buf_puts(&r->b, m->parts[p]);
+        chat_buf_puts(&r->b, "<|\"|>");
     } else if (m->content) {
         buf_put_quoted(&r->b, m->content, strlen(m->content));
     } else {
-        buf_puts(&r->b, "null");
+        chat_buf_puts(&r->b, "null");
     }
-    buf_puts(&r->b, "}<tool_response|>");
+    chat_buf_puts(&r->b, "}<tool_response|>");
 }
 
 /* ---- rendering ---------------------------------------------------------------------------- */
@@ -969,7 +962,7 @@ static void put_system_content(chat_buf *b, const plume_chat_message_ex *m) {
     if (m->n_parts > 0) {
         for (int32_t p = 0; p < m->n_parts; p++) {
             buf_put_trimmed(b, m->parts[p], strlen(m->parts[p]));
-            buf_put(b, " ", 1);
+            chat_buf_put(b, " ", 1);
         }
     } else if (m->content) {
         buf_put_trimmed(b, m->content, strlen(m->content));
@@ -1026,17 +1019,17 @@ static void put_message(render *r, const plume_chat_message_ex *lm, int32_t n, i
     *prev = PREV_NONE;
     /* A model turn continues after an "assistant" message (the role as given). */
     if (!(is_model && *prev_role && !strcmp(*prev_role, "assistant"))) {
-        buf_puts(b, "<|turn>");
-        buf_puts(b, is_model ? "model" : m->role);
-        buf_puts(b, "\n");
+        chat_buf_puts(b, "<|turn>");
+        chat_buf_puts(b, is_model ? "model" : m->role);
+        chat_buf_puts(b, "\n");
     }
     /* Thoughts are kept after the last user message only (or, with preserve_thinking, on
      * turns that call tools). */
     int gate = i > last_user || (o->preserve_thinking && m->n_tool_calls > 0);
     if (m->reasoning_content && m->reasoning_content[0] && gate) {
-        buf_puts(b, "<|channel>thought\n");
-        buf_puts(b, m->reasoning_content);
-        buf_puts(b, "\n<channel|>");
+        chat_buf_puts(b, "<|channel>thought\n");
+        chat_buf_puts(b, m->reasoning_content);
+        chat_buf_puts(b, "\n<channel|>");
     }
     for (int32_t c = 0; c < m->n_tool_calls && !r->rc; c++) put_tool_call(r, &m->tool_calls[c], i, c);
     if (m->n_tool_calls > 0) *prev = PREV_TOOL_CALL;
@@ -1052,9 +1045,9 @@ static void put_message(render *r, const plume_chat_message_ex *lm, int32_t n, i
         if (strcmp(lm[j].role, "tool")) next = lm[j].role;
     int continues = is_model && next && !strcmp(next, "assistant") &&
                     (m->n_tool_calls == 0 || responded);
-    if (*prev == PREV_TOOL_CALL && !responded) buf_puts(b, "<|tool_response>");
+    if (*prev == PREV_TOOL_CALL && !responded) chat_buf_puts(b, "<|tool_response>");
     else if (continues) {}
-    else if (!(responded && !has_content && !next)) buf_puts(b, "<turn|>\n");
+    else if (!(responded && !has_content && !next)) chat_buf_puts(b, "<turn|>\n");
     *prev_role = m->role;
 }
 
@@ -1077,14 +1070,14 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
 
     render r = {{0}, 0, err};
     int prev = PREV_NONE;
-    buf_puts(&r.b, "<bos>");
+    chat_buf_puts(&r.b, "<bos>");
     int32_t first = 0, n_tools = 0;
     int has_system = n > 0 && (!strcmp(msgs[0].role, "system") ||
                                !strcmp(msgs[0].role, "developer"));
     size_t system_at = r.b.len;
-    buf_puts(&r.b, "<|turn>system\n");
+    chat_buf_puts(&r.b, "<|turn>system\n");
     if (o.enable_thinking) {
-        buf_puts(&r.b, "<|think|>\n");
+        chat_buf_puts(&r.b, "<|think|>\n");
         prev = PREV_THINK;
     }
     if (has_system) {
@@ -1093,7 +1086,7 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
     }
     if (o.tools_json) put_tools(&r, o.tools_json, &n_tools);
     if (n_tools > 0) prev = PREV_TOOL;
-    if (o.enable_thinking || has_system || n_tools > 0) buf_puts(&r.b, "<turn|>\n");
+    if (o.enable_thinking || has_system || n_tools > 0) chat_buf_puts(&r.b, "<turn|>\n");
     else if (!r.b.oom) r.b.p[r.b.len = system_at] = 0; /* no system turn after all */
 
     const plume_chat_message_ex *lm = msgs + first;
@@ -1105,9 +1098,9 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
         if (strcmp(lm[i].role, "tool")) put_message(&r, lm, ln, i, last_user, &o, &prev, &prev_role);
     /* After a tool response the model goes on in the same turn (with thinking, in a thought). */
     if (o.add_generation_prompt && prev != PREV_TOOL_RESPONSE && prev != PREV_TOOL_CALL)
-        buf_puts(&r.b, "<|turn>model\n");
+        chat_buf_puts(&r.b, "<|turn>model\n");
     else if (o.add_generation_prompt && prev == PREV_TOOL_RESPONSE && o.enable_thinking)
-        buf_puts(&r.b, "<|channel>thought\n");
+        chat_buf_puts(&r.b, "<|channel>thought\n");
 
     if (!r.rc && r.b.oom)
         r.rc = plume_fail(err, PLUME_ENOMEM, "chat: out of memory rendering %d messages", n);
