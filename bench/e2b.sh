@@ -6,7 +6,8 @@
 #   DIR      where the bundles live (default: $HOME/.cache/plume/bench); made with
 #            `plume synth --config e2b --bundle` (about 1 minute and 4.6 / 3.1 GB each) if missing
 #   THREADS  default 2
-# Prints one markdown table per precision (add --json to plume bench for machine-readable output).
+# Prints plume bench's markdown tables (add --json to plume bench for machine-readable output);
+# bench/serve.sh gives the server figures and bench/compare.sh the side-by-side with llama.cpp.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PLUME=${PLUME:-$ROOT/build/plume}
@@ -17,9 +18,23 @@ mkdir -p "$DIR"
 for w in q8 q4; do
     B=$DIR/e2b-$w
     [ -f "$B/model_config.json" ] || "$PLUME" synth --config e2b --seed 1 --bundle "$B" --weights $w
-    # warm the page cache, then measure: 512-token prompt, 128 generated tokens, 5 repetitions
+    # warm the page cache, then measure: 512-token prompt, 64 generated tokens, int8
+    # activations (the default) and --exact interleaved, 3 rounds of one repetition each
     cat "$B"/chunk_*.safetensors "$B"/embed_tokens_q8.bin > /dev/null
-    "$PLUME" bench -m "$B" -p 512 -n 128 -t "$T" -r 5
+    for r in 1 2 3; do
+        for f in "" --exact; do
+            echo "== $w ${f:-int8} round $r"
+            # shellcheck disable=SC2086  # an empty flag is no argument
+            "$PLUME" bench -m "$B" -p 512 -n 64 -t "$T" -r 1 $f
+        done
+    done
+    "$PLUME" bench -m "$B" -p 16 -n 32 -t 1 -r 3 | grep -E "decode" # one thread
 done
-# a follow-up turn after a 4000-token conversation (the cache is kept: TTFT must not grow)
-"$PLUME" bench -m "$DIR/e2b-q8" -p 16 -n 8 -t "$T" -r 1 --history 4000 | grep -E "follow-up|load"
+B=$DIR/e2b-q8
+# decode after long histories (float and int8 K/V), the cost of k-token steps (speculative
+# decoding), continuous batching, and a follow-up turn after a 4000-token conversation
+"$PLUME" bench -m "$B" -p 16 -n 32 -t "$T" -r 3 --depth 0,4096,16384,32768
+"$PLUME" bench -m "$B" -p 16 -n 32 -t "$T" -r 3 --depth 0,16384,32768 --kv-bits 8
+"$PLUME" bench -m "$B" -p 16 -n 8 -t "$T" -r 3 --spec
+"$PLUME" bench -m "$B" -p 8 -n 16 -t "$T" -r 3 --batch 1,2,4,8
+"$PLUME" bench -m "$B" -p 16 -n 8 -t "$T" -r 1 --history 4000 | grep -E "follow-up|load"

@@ -7,6 +7,8 @@
 # usage: bench/serve.sh [BUNDLE] [THREADS] [ROUNDS]
 #   BUNDLE   default $HOME/.cache/plume/bench/e2b-q8 (bench/e2b.sh makes it)
 #   THREADS  default 2;  ROUNDS  default 3 (interleaved; medians and ranges are printed)
+#   FLAGS    (environment) more `plume serve` flags, e.g. FLAGS="--draft 0" (greedy requests
+#            draft by default; random weights repeat themselves, so drafts inflate 1 stream)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PLUME=${PLUME:-$ROOT/build/plume}
@@ -20,7 +22,8 @@ TMP=$(mktemp -d)
 trap 'kill $SRV 2>/dev/null; wait $SRV 2>/dev/null; rm -rf "$TMP"' EXIT INT TERM
 
 cat "$B"/chunk_*.safetensors "$B"/embed_tokens_q8.bin > /dev/null # warm the page cache
-"$PLUME" serve -m "$B" --port 0 --parallel 8 -t "$T" 2> "$TMP/log" &
+# shellcheck disable=SC2086  # FLAGS: extra server flags, one per word
+"$PLUME" serve -m "$B" --port 0 --parallel 8 -t "$T" ${FLAGS:-} 2> "$TMP/log" &
 SRV=$!
 for i in $(seq 1 100); do
     PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$TMP/log")
@@ -41,8 +44,9 @@ stats() { sort -g | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR 
 
 post '{"messages": [{"role": "user", "content": "warm up"}], "max_tokens": 4}' "$TMP/w" # warm up
 
-# N concurrent requests of GEN tokens each (ignore_eos: random weights stop anywhere);
-# aggregate = completion tokens / wall time, first request sent to last answer received.
+# N concurrent requests of GEN tokens each (ignore_eos: random weights stop anywhere). Two
+# figures: the aggregate decode rate (from the replies' timings, prefill excluded) and the end
+# to end rate (completion tokens / wall time, first request sent to last answer received).
 for r in $(seq 1 "$ROUNDS"); do
     for n in 1 2 4 8; do
         t0=$(now)
@@ -57,7 +61,12 @@ for r in $(seq 1 "$ROUNDS"); do
         t1=$(now)
         toks=$(cat "$TMP"/r[0-9]* | grep -o '"completion_tokens":[0-9]*' | cut -d: -f2 | awk '{s += $1} END {print s + 0}')
         [ "$toks" -eq $((n * GEN)) ] || { echo "bench/serve.sh: $n streams gave $toks tokens, want $((n * GEN))" >&2; exit 1; }
-        echo "$toks $t0 $t1" | awk '{printf "%.3f\n", $1 / ($3 - $2)}' >> "$TMP/agg$n"
+        echo "$toks $t0 $t1" | awk '{printf "%.3f\n", $1 / ($3 - $2)}' >> "$TMP/e2e$n"
+        # decode only: the server's timings (tokens after the first, time from the first token
+        # to the last); sum of tokens over the longest decode window of the n streams
+        cat "$TMP"/r[0-9]* | grep -o '"predicted_n":[0-9.]*,"predicted_ms":[0-9.e+-]*' |
+            sed 's/"predicted_n":\([^,]*\),"predicted_ms":\(.*\)/\1 \2/' |
+            awk '{n += $1; if ($2 > ms) ms = $2} END {printf "%.3f\n", n * 1000 / ms}' >> "$TMP/agg$n"
         rm -f "$TMP"/r[0-9]*
     done
 done
@@ -84,9 +93,15 @@ CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "| plume serve, $(basename "$B"), $T threads, $CPU, $ROUNDS rounds | median | min .. max |"
 echo "|---|---|---|"
 one=$(stats < "$TMP/agg1" | cut -d' ' -f1)
+one_e2e=$(stats < "$TMP/e2e1" | cut -d' ' -f1)
 for n in 1 2 4 8; do
     med=$(stats < "$TMP/agg$n" | cut -d' ' -f1)
     echo "| $n concurrent requests, aggregate decode tok/s ($GEN tokens each) | $(stats < "$TMP/agg$n") |"
     [ "$n" -gt 1 ] && echo "$med $one" | awk -v n="$n" '{printf "| ... %d over 1 | %.2fx | |\n", n, $1 / $2}'
+done
+for n in 1 2 4 8; do
+    med=$(stats < "$TMP/e2e$n" | cut -d' ' -f1)
+    echo "| $n concurrent requests, end to end tok/s (prefill included, first request sent to last answer) | $(stats < "$TMP/e2e$n") |"
+    [ "$n" -gt 1 ] && echo "$med $one_e2e" | awk -v n="$n" '{printf "| ... %d over 1 | %.2fx | |\n", n, $1 / $2}'
 done
 echo "| turn 10 of a 10-turn conversation: prompt $prompt tokens, $cached reused; TTFT ms | $(stats < "$TMP/ttft") |"

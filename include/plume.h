@@ -209,6 +209,27 @@ void plume_sampler_reset(plume_sampler *s);
 /* Draw the next id from logits [n_vocab] (not modified). */
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
 
+/* Ids plume_sampler_rewind() can take back beyond the penalties' window. */
+#define PLUME_SAMPLER_UNDO 64
+/* Forget the last n accepted ids (a rejected speculative draft): the penalties see the history
+ * they saw before those were accepted. 0, or PLUME_EINVAL (nothing changed) for a negative n
+ * or more than the history holds (at most PLUME_SAMPLER_UNDO ids can come back into the
+ * window). */
+int plume_sampler_rewind(plume_sampler *s, int32_t n);
+
+/* The distribution plume_sampler_sample() draws from, for speculative sampling: prepare runs
+ * the same chain (penalties, top-k, temperature, top-p, min-p) on logits without drawing and
+ * keeps the result; it returns the number of ids with a probability > 0, or PLUME_EINVAL.
+ * plume_sampler_prob() gives the probability of an id in it (0 if none is prepared), and
+ * plume_sampler_draw() draws from it with id `without` removed and the rest renormalized
+ * (-1: nothing removed), or returns PLUME_EINVAL if nothing would be left. Greedy (temperature
+ * <= 0) distributions are one id with probability 1. A sample() forgets the prepared one. */
+int32_t plume_sampler_prepare(plume_sampler *s, const float *logits);
+double plume_sampler_prob(const plume_sampler *s, int32_t id);
+int32_t plume_sampler_draw(plume_sampler *s, int32_t without);
+/* A uniform number in [0, 1) from the sampler's generator. */
+double plume_sampler_uniform(plume_sampler *s);
+
 /* ---------------------------------------------------------------------------------------
  * Model
  * ------------------------------------------------------------------------------------- */
@@ -218,10 +239,12 @@ typedef struct {
     const char *isa;   /* NULL: best the CPU has ($PLUME_ISA overrides); "scalar", "avx2",
                           "avx512", "neon" */
     int32_t n_threads; /* <= 0: physical cores */
-    int32_t int8_prefill; /* q8/q4 bundles: prefill steps of 8+ tokens quantize activations to
-                             int8 per token row and use AVX-512 VNNI (about 3x faster; not
-                             exact: ~1% relative error per matmul, see docs/BENCHMARKS.md).
-                             0 (default): float32 activations everywhere. */
+    int32_t exact;     /* 0 (default): q8/q4 bundles quantize activations to int8, one
+                          scale per block of 32, and multiply int8 by int8 (VNNI, AVX2, NEON
+                          dot products) in every step: decode and prefill faster, ~1% relative
+                          error per matmul (docs/BENCHMARKS.md "Int8 activations accuracy").
+                          1: float32 activations everywhere, the reference. No effect on
+                          f32/bf16 bundles, nor where the CPU has no int8 kernels (scalar). */
 } plume_model_params;
 
 plume_model_params plume_model_default_params(void);
@@ -277,6 +300,11 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
  * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
  * are recomputed when the ring alone no longer holds the window. */
 int plume_session_rewind(plume_session *s, int32_t n_keep, char **err);
+/* The last position <= n_keep that plume_session_rewind() reaches without recomputing any
+ * token: n_keep itself while the ring still holds its window, else the snapshot at or before
+ * it, else 0. A caller that must not stall (the server between decode steps) rewinds there
+ * and feeds the tokens up to n_keep again in chunks of its own. */
+int32_t plume_session_rewind_free(const plume_session *s, int32_t n_keep);
 /* Write the session (tokens, caches, snapshots) to path: temporary file, fsync, rename.
  * The file names the bundle (a hash of its identity) and carries a checksum. */
 int plume_session_save(const plume_session *s, const char *path, char **err);
@@ -286,6 +314,70 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);
+
+/* ---------------------------------------------------------------------------------------
+ * Speculative decoding with a prompt-lookup drafter (docs/SPECULATIVE.md)
+ *
+ * A step feeds the pending token (sampled, not yet fed) and up to draft_max tokens guessed
+ * from the context in ONE forward step, which reads the weights once, and keeps the drafted
+ * tokens the model agrees with: greedy, those equal to the argmax; sampling, by the
+ * speculative-sampling rule, so the output has exactly the sampler's distribution. The
+ * guesses come from the context itself: the tokens that followed the latest earlier
+ * occurrence of its last few tokens (answers that quote their input draft well).
+ *
+ *     int32_t id = plume_sampler_sample(smp, logits), out[9], n;   // after the prompt
+ *     for (;;) {
+ *         ... emit id ...
+ *         n = plume_spec_step(sp, s, smp, id, out, 9, &err);   // 1..draft_max + 1 ids
+ *         ... emit out[0 .. n-2]; id = out[n-1] (the next pending one) ...
+ *     }
+ * ------------------------------------------------------------------------------------- */
+/* A drafter: write up to max guesses of the tokens after ctx[0, n) to draft and return how
+ * many. It must be a function of ctx alone (no randomness shared with the sampler): the
+ * acceptance rule assumes a deterministic drafter. */
+typedef int32_t (*plume_draft_fn)(void *user, const int32_t *ctx, int32_t n, int32_t *draft, int32_t max);
+
+typedef struct {
+    int32_t draft_max; /* tokens guessed per step at most; 0: none (one token per step) */
+    int32_t ngram_max; /* longest context suffix looked up (default 3) */
+    int32_t ngram_min; /* shortest (default 1) */
+    plume_draft_fn draft_fn; /* NULL (default): prompt lookup (plume_spec_lookup) */
+    void *draft_user;        /* passed to draft_fn */
+} plume_spec_params;
+
+typedef struct plume_spec plume_spec;
+
+/* Draft length 3 (docs/SPECULATIVE.md says why), n-grams 3 down to 1. */
+plume_spec_params plume_spec_default_params(void);
+/* A drafter for sessions of model m; p NULL: the defaults. PLUME_EINVAL for a draft_max
+ * outside [0, PLUME_SAMPLER_UNDO - 1] or n-gram lengths outside 1 <= min <= max <= 64. */
+int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_params *p, char **err);
+void plume_spec_free(plume_spec *sp);
+/* Prompt lookup: find the latest earlier occurrence in ctx[0, n) of its last g tokens, for g
+ * from ngram_max down to ngram_min, and copy up to max of the tokens that followed it to
+ * draft. Returns how many (0: no suffix occurs earlier). */
+int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
+                          int32_t max);
+/* One step on session s: feed `pending` and the drafted tokens, keep those accepted, sample
+ * the token after them with smp. Writes to out the accepted drafted tokens (now fed to s and
+ * accepted by smp, after pending) and then the next pending token (neither); returns how many
+ * (1 .. min(draft_max + 1, cap)), or a negative PLUME_E* (then s and smp are as before).
+ * Fewer tokens are drafted near the end of the context and when cap is small. Greedy output
+ * is identical to plain decoding token for token. */
+int32_t plume_spec_step(plume_spec *sp, plume_session *s, plume_sampler *smp, int32_t pending, int32_t *out,
+                        int32_t cap, char **err);
+/* The same step in two halves, for callers that run the forward step themselves (a
+ * plume_batch with other sessions): plume_spec_draft() writes the tokens to feed at the
+ * session's position (pending, then the guesses) to ids [draft_max + 1] and returns how many
+ * (or a negative PLUME_E*); feed them all with the logits of every row ([n, V]), then
+ * plume_spec_accept() verifies, rewinds s past the rejected tokens and writes out as
+ * plume_spec_step() does (on error s is rewound to before the feed). */
+int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending, int32_t *ids, int32_t cap,
+                         char **err);
+int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, const int32_t *ids, int32_t n,
+                          const float *logits, int32_t *out, char **err);
+/* Totals since plume_spec_new: steps, tokens drafted, drafted tokens accepted. */
+void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted);
 
 /* ---------------------------------------------------------------------------------------
  * Batch: one forward step of several sessions on one model (continuous batching)

@@ -4,9 +4,10 @@
 #
 #   sh scripts/test-neon.sh          (from the repository root; `make test-neon` runs it)
 #
-# Needs Debian's gcc-aarch64-linux-gnu and qemu-user (qemu-aarch64). Builds a static binary
-# from src/common.c, the aarch64 kernel files and tests/test_kernels.c into build-neon/,
-# prints its PASS/FAIL lines and exits non-zero if any test failed. Overrides (own names, so
+# Needs Debian's gcc-aarch64-linux-gnu and qemu-user (qemu-aarch64). Builds static binaries
+# from src/common.c, the aarch64 kernel files and tests/test_kernels.c and tests/test_qact.c
+# (the int8-activation kernels, sdot and widening) into build-neon/, prints their PASS/FAIL
+# lines and exits non-zero if any test failed. Overrides (own names, so
 # a host CC/CFLAGS/BUILD in the environment cannot leak into the cross build):
 # NEON_CC, NEON_CFLAGS, NEON_BUILD, NEON_QEMU, NEON_SYSROOT.
 set -eu
@@ -28,18 +29,27 @@ done
 
 mkdir -p "$BUILD"
 objs=""
-for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c; do
+for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c src/kernels/qact.c \
+    src/kernels/neon_qact.c src/kernels/neon_qact_dot.c; do
     obj="$BUILD/$(basename "$src" .c).o"
+    isa=""
+    [ "$src" = src/kernels/neon_qact_dot.c ] && isa="-march=armv8.2-a+dotprod" # as the Makefile
     # shellcheck disable=SC2086 # flag lists split on purpose
-    $CC $WARN $CFLAGS -Iinclude -Isrc -D_GNU_SOURCE -c "$src" -o "$obj"
+    $CC $WARN $CFLAGS $isa -Iinclude -Isrc -D_GNU_SOURCE -c "$src" -o "$obj"
     objs="$objs $obj"
 done
-# shellcheck disable=SC2086
-$CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/test_kernels.c $objs -lm \
-    -o "$BUILD/test_kernels"
+for t in test_kernels test_qact; do
+    # shellcheck disable=SC2086
+    $CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/$t.c $objs -lm -o "$BUILD/$t"
+done
 
 rc=0
-out=$("$QEMU" -L "$SYSROOT" "$BUILD/test_kernels") || rc=$?
+out=""
+for t in test_kernels test_qact; do
+    o=$("$QEMU" -L "$SYSROOT" "$BUILD/$t") || rc=$?
+    out="$out
+$o"
+done
 printf '%s\n' "$out"
 p=$(printf '%s\n' "$out" | grep -c '^PASS ' || true)
 f=$(printf '%s\n' "$out" | grep -c '^FAIL ' || true)

@@ -16,6 +16,23 @@ static int32_t widest_input(const plume_config *c, int64_t Imax, int64_t hdmax) 
     return (int32_t)(w > c->D ? w : c->D);
 }
 
+int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span) {
+    const plume_config *c = &m->c;
+    int32_t nth = plume_pool_size(m->pool), hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
+    int32_t slots = nth - 1 < PLUME_ATTN_SPLIT_SLOTS ? nth - 1 : PLUME_ATTN_SPLIT_SLOTS;
+    int64_t blocks = span / PLUME_ATTN_BLOCK + 2;
+    if (slots > 0 && blocks > x->part_blocks) {
+        float *part = plume_alloc((size_t)slots * (size_t)blocks * (size_t)(c->H / c->Hkv) * (size_t)(hdmax + 2) * 4);
+        if (!part) return -1;
+        plume_dealloc(x->part);
+        x->part = part;
+        x->part_slots = slots;
+        x->part_blocks = (int32_t)blocks;
+    }
+    x->span = span;
+    return 0;
+}
+
 int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err) {
     const plume_config *c = &m->c;
     memset(x, 0, sizeof *x);
@@ -23,7 +40,6 @@ int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_
     for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
     int32_t nth = plume_pool_size(m->pool);
     x->B = B;
-    x->span = span;
     x->h = plume_alloc((size_t)(B * D) * 4);
     x->xa = plume_alloc((size_t)(B * D) * 4);
     x->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
@@ -44,20 +60,26 @@ int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_
         size_t step = (size_t)B * (size_t)(c->Hkv * c->hd[l]) * 4;
         x->k_new[l] = plume_alloc(step);
         x->v_new[l] = plume_alloc(step);
-        ok = ok && x->k_new[l] && x->v_new[l];
+        x->k8_new[l] = plume_alloc(step / 4);
+        x->v8_new[l] = plume_alloc(step / 4);
+        x->ks_new[l] = plume_alloc((size_t)B * (size_t)c->Hkv * 4);
+        x->vs_new[l] = plume_alloc((size_t)B * (size_t)c->Hkv * 4);
+        ok = ok && x->k_new[l] && x->v_new[l] && x->k8_new[l] && x->v8_new[l] && x->ks_new[l] && x->vs_new[l];
     }
-    x->scores = plume_alloc((size_t)nth * (size_t)(c->H / c->Hkv) * (size_t)span * 4);
-    x->deq = plume_alloc((size_t)nth * 2 * (size_t)hdmax * 4);
+    size_t group = (size_t)(c->H / c->Hkv);
+    x->scores = plume_alloc((size_t)nth * group * PLUME_ATTN_BLOCK * 4);
+    x->blk = plume_alloc((size_t)nth * group * (size_t)(hdmax + 4) * 4);
     x->row_ent = plume_alloc((size_t)B * 4);
     x->row_pos = plume_alloc((size_t)B * 4);
     x->row_head = plume_alloc((size_t)B * 4);
-    ok = ok && x->scores && x->deq && x->row_ent && x->row_pos && x->row_head;
+    ok = ok && x->scores && x->blk && x->row_ent && x->row_pos && x->row_head;
+    if (ok && plume_scratch_grow_part(x, m, span)) ok = 0;
     if (ok && m->qact_matmul) {
         int32_t widest = widest_input(c, Imax, hdmax);
         x->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
-        x->xs = plume_alloc((size_t)B * 4);
-        x->xsum = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
-        ok = x->xq && x->xs && x->xsum;
+        x->xs = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
+        x->xcor = plume_alloc((size_t)(B * plume_qact_lanes(widest)) * 4);
+        ok = x->xq && x->xs && x->xcor;
     }
     if (!ok) {
         plume_scratch_free(x);
@@ -68,14 +90,18 @@ int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_
 
 void plume_scratch_free(plume_scratch *x) {
     float *bufs[] = {x->h, x->xa, x->q, x->att, x->o, x->gate, x->up, x->ple, x->plg, x->rope_cos[0],
-                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->deq, x->xs};
+                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->blk, x->part, x->xs};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) plume_dealloc(bufs[i]);
     for (int32_t l = 0; l < PLUME_MAX_LAYERS; l++) {
         plume_dealloc(x->k_new[l]);
         plume_dealloc(x->v_new[l]);
+        plume_dealloc(x->k8_new[l]);
+        plume_dealloc(x->v8_new[l]);
+        plume_dealloc(x->ks_new[l]);
+        plume_dealloc(x->vs_new[l]);
     }
     plume_dealloc(x->xq);
-    plume_dealloc(x->xsum);
+    plume_dealloc(x->xcor);
     plume_dealloc(x->row_ent);
     plume_dealloc(x->row_pos);
     plume_dealloc(x->row_head);
@@ -162,14 +188,8 @@ int plume_batch_run(plume_batch *b, char **err) {
         if (b->e[i].P + b->e[i].T > span) span = b->e[i].P + b->e[i].T;
         if (b->e[i].logits) rows += b->e[i].all ? b->e[i].T : 1;
     }
-    if (span > b->x.span) { /* a longer conversation than any before: grow the scores */
-        int64_t grown = span + span / 2;
-        float *sc = plume_alloc((size_t)plume_pool_size(b->m->pool) * (size_t)(c->H / c->Hkv) * (size_t)grown * 4);
-        if (!sc) return plume_fail(err, PLUME_ENOMEM, "out of memory for attention scores");
-        plume_dealloc(b->x.scores);
-        b->x.scores = sc;
-        b->x.span = grown;
-    }
+    if (span > b->x.span && plume_scratch_grow_part(&b->x, b->m, span + span / 2)) /* a longer conversation */
+        return plume_fail(err, PLUME_ENOMEM, "out of memory for attention block states");
     if (b->n > 1 && rows > b->logit_rows) {
         float *lg = plume_alloc((size_t)rows * (size_t)c->V * 4);
         if (!lg) return plume_fail(err, PLUME_ENOMEM, "out of memory for %d rows of logits", rows);

@@ -113,4 +113,7 @@ static inline float plume_rng_float(uint64_t *state) {
 /* Monotonic seconds. */
 double plume_now(void);
 
+/* The checksum sealing a tokenizer.bin image (tokenizer.c; docs/TOKENIZER.md) over p[0..n). */
+uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
+
 #endif /* PLUME_COMMON_H */

@@ -118,13 +118,20 @@ static int parse_layer_types(plume_config *c, const cJSON *lt, const char *name,
     return 0;
 }
 
-/* Parse eos ids: a number or an array of numbers. */
-static void parse_eos(plume_config *c, const cJSON *e) {
+/* Parse eos ids: a number or an array of numbers (at most 8 are kept), each an integer id
+ * in [0, V); a value out of range is an error, not a cast. Missing: the id 1. */
+static int parse_eos(plume_config *c, const cJSON *e, const char *name, char **err) {
     c->n_eos = 0;
-    if (cJSON_IsNumber(e)) c->eos_ids[c->n_eos++] = (int32_t)e->valuedouble;
-    else if (cJSON_IsArray(e))
-        for (const cJSON *x = e->child; x && c->n_eos < 8; x = x->next)
-            if (cJSON_IsNumber(x)) c->eos_ids[c->n_eos++] = (int32_t)x->valuedouble;
+    const cJSON *one = cJSON_IsNumber(e) ? e : NULL, *x = one ? one : cJSON_IsArray(e) ? e->child : NULL;
+    for (; x && c->n_eos < 8; x = one ? NULL : x->next) {
+        if (!cJSON_IsNumber(x)) continue;
+        if (!(x->valuedouble >= 0 && x->valuedouble < (double)c->V) || x->valuedouble != floor(x->valuedouble))
+            return plume_fail(err, PLUME_EFORMAT, "%s: eos token id %g is not an integer in [0, %d)", name,
+                              x->valuedouble, c->V);
+        c->eos_ids[c->n_eos++] = (int32_t)x->valuedouble;
+    }
+    if (c->n_eos == 0) c->eos_ids[c->n_eos++] = 1;
+    return 0;
 }
 
 int plume_config_from_hf_text(plume_config *c, const char *json, const char *name, char **err) {
@@ -169,7 +176,7 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
     const cJSON *dw = cJSON_GetObjectItemCaseSensitive(t, "use_double_wide_mlp");
     c->double_wide = cJSON_IsTrue(dw);
     const cJSON *ngkv = cJSON_GetObjectItemCaseSensitive(t, "num_global_key_value_heads");
-    if (ngkv && !cJSON_IsNull(ngkv) && (!cJSON_IsNumber(ngkv) || (int32_t)ngkv->valuedouble != c->Hkv)) {
+    if (ngkv && !cJSON_IsNull(ngkv) && (!cJSON_IsNumber(ngkv) || ngkv->valuedouble != (double)c->Hkv)) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: num_global_key_value_heads different from num_key_value_heads is not supported", name);
         goto done;
     }
@@ -185,8 +192,7 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
         (rc = parse_rope(rp, "full_attention", c->hd_full, &c->theta_full, &c->rot_full, name, err)))
         goto done;
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-    parse_eos(c, eos ? eos : cJSON_GetObjectItemCaseSensitive(t, "eos_token_id"));
-    if (c->n_eos == 0) c->eos_ids[c->n_eos++] = 1;
+    if ((rc = parse_eos(c, eos ? eos : cJSON_GetObjectItemCaseSensitive(t, "eos_token_id"), name, err))) goto done;
     snprintf(c->model_name, sizeof c->model_name, "gemma4");
     c->n_ctx = c->max_pos < 4096 ? c->max_pos : 4096;
     plume_config_default_chunks(c);
@@ -319,8 +325,7 @@ int plume_config_read_bundle(plume_config *c, const char *path, char **err) {
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(o, "model_name");
     snprintf(c->model_name, sizeof c->model_name, "%s", cJSON_IsString(mn) ? mn->valuestring : "gemma4");
     if ((rc = parse_layer_types(c, cJSON_GetObjectItemCaseSensitive(o, "layer_types"), path, err))) goto done;
-    parse_eos(c, cJSON_GetObjectItemCaseSensitive(o, "eos_token_ids"));
-    if (c->n_eos == 0) c->eos_ids[c->n_eos++] = 1;
+    if ((rc = parse_eos(c, cJSON_GetObjectItemCaseSensitive(o, "eos_token_ids"), path, err))) goto done;
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "weights");
     if (!cJSON_IsString(w) || (strcmp(w->valuestring, "f32") && strcmp(w->valuestring, "bf16") &&
                                strcmp(w->valuestring, "q8") && strcmp(w->valuestring, "q4"))) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "manifest.h"
 #include "npy.h"
 #include "quant.h"
 #include "safetensors.h"
@@ -488,6 +489,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     char mc[4096];
     snprintf(mc, sizeof mc, "%s/model_config.json", cv.dir);
     if (!rc) rc = plume_config_write_bundle(c, mc, err);
+    if (!rc) rc = plume_manifest_write(cv.dir, err); /* manifest.c: the last file written */
     if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
     if (rc) remove_tmp(cv.dir);
     else if (opt->progress) fprintf(stderr, "converting: done in %.1f s -> %s\n", plume_now() - cv.t0, out);

@@ -25,7 +25,7 @@ typedef struct {
     plume_step_entry *e; /* [n] */
     int32_t n;           /* entries */
     int32_t T;           /* rows, all entries */
-    int qact;            /* int8 activations allowed: int8_prefill, one entry of 8+ tokens */
+    int qact;            /* int8 activations (the model has the kernels: exact = 0) */
 } step_ctx;
 
 /* ---- parallel matmul ------------------------------------------------------------------- */
@@ -61,26 +61,28 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
         const matmul_out *o = &t->o[j];
         int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
         if (t->q)
-            t->m->qact_matmul(o->y, o->ldy, t->q->xq, t->q->xs, t->q->xsum, t->T, o->w, r0, r1);
+            t->m->qact_matmul(o->y, o->ldy, t->q->xq, t->q->xs, t->q->xcor, t->T, o->w, r0, r1);
         else
             t->k->matmul[o->w->type](o->y, o->ldy, t->x, t->ldx, t->T, o->w, r0, r1);
     }
 }
 
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread,
- * in chunks of about an eighth of a thread's share (at least 16 rows). With int8_prefill, a
- * step of 8+ tokens on q8/q4 weights quantizes X per token once and runs the VNNI kernels. */
+ * in chunks of about an eighth of a thread's share (at least 16 rows). Unless the model is
+ * exact, q8/q4 weights take int8 activations: X is quantized once per row and block of 32
+ * (the same bytes whatever T), then the int8 kernels run; a row's output is the same bits in
+ * any step (qact.h, "Float order"). */
 static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
     const plume_model *m = st->m;
     matmul_task t = {m->k, x, ldx, T, m, NULL, n, {{0}}, {0}};
-    int q = st->qact && m->qact_matmul && T >= 8;
+    int q = st->qact && m->qact_matmul;
     for (int32_t j = 0; j < n; j++) {
         t.o[j] = o[j];
         t.start[j + 1] = t.start[j] + o[j].w->rows;
         q = q && plume_qact_supported(o[j].w);
     }
     if (q) {
-        m->qact_quantize(x, ldx, T, o[0].w->cols, st->x->xq, st->x->xs, st->x->xsum);
+        m->qact_quantize(x, ldx, T, o[0].w->cols, st->x->xq, st->x->xs, st->x->xcor);
         t.q = st->x;
     }
     int32_t nth = plume_pool_size(m->pool);
@@ -151,69 +153,206 @@ static void rope(float *x, const float *cs, const float *sn, int32_t hd, int32_t
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
+/*
+ * A row's keys [lo, p] are cut on a fixed grid of PLUME_ATTN_BLOCK absolute positions. A block
+ * gives a partial softmax state per query head (max m, sum l, acc = sum exp(s - m) v; the
+ * kernel's attn_block reads each K and V row once for all heads of a KV head), and the
+ * states are folded in block order: m = max(m, m2), acc = acc e^(m_old - m) + acc2 e^(m2 - m),
+ * l likewise; the output is acc / l. Few rows (decode) split their blocks across threads,
+ * the states going through x->part; many rows (prefill, batches) give each thread whole
+ * rows. Both fold the same states in the same order, so a row's result does not depend on
+ * which path ran it, nor on the thread count or the rest of the batch.
+ */
 
 typedef struct {
     const step_ctx *st;
     int32_t l;
-    int32_t hpi; /* query heads per item, all sharing one KV head */
+    int32_t nblk; /* blocks of the row with the most; split rows keep that many states per slot */
 } attn_task;
 
-/* The K or V row (KV head g, hd floats) of position j: the step rows knew/vnew [.., width]
- * for new positions (j >= P), the cache for past ones; an int8 cache row is dequantized
- * into tmp. */
-static inline const float *kv_row(const plume_kv *kv, const float *nw, int v, int32_t j, int32_t P, int32_t g,
-                                  int32_t hd, int32_t hkv, float *tmp) {
-    if (j >= P) return nw + (int64_t)(j - P) * kv->width + (int64_t)g * hd;
-    int64_t slot = kv->ring ? j % kv->slots : j;
-    if (!kv->k8) return (v ? kv->v : kv->k) + slot * kv->width + (int64_t)g * hd;
-    const int8_t *q = (v ? kv->v8 : kv->k8) + slot * kv->width + (int64_t)g * hd;
-    float sc = (v ? kv->vs : kv->ks)[slot * hkv + g];
-    for (int32_t i = 0; i < hd; i++) tmp[i] = (float)q[i] * sc;
-    return tmp;
+/* Quantize one head of a K/V row (hd floats) as an int8 cache holds it: scale = absmax / 127,
+ * q = rne(x / scale). */
+static void quantize_kv_head(int8_t *q, float *scale, const float *x, int32_t hd) {
+    float amax = 0.0f;
+    for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float sc = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    /* A non-finite K/V element (from NaN weights, say) is stored as 0: casting NaN or inf to
+     * int8 is undefined. fmaxf skipped NaNs, so |x * inv| <= 127 otherwise. */
+    for (int32_t i = 0; i < hd; i++) {
+        float r = rintf(x[i] * inv);
+        q[i] = r >= -127.0f && r <= 127.0f ? (int8_t)r : 0;
+    }
+    *scale = isfinite(sc) ? sc : 0.0f;
 }
 
-/* Attention of items [i0, i1): item = (row, hpi query heads of one KV head), on the caches
- * of the row's session. Each K and V row is loaded once for the heads that share it (MQA:
- * all 8 of E2B). Scale 1.0, fp32 softmax with max subtraction (§3.2). */
-static void attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+/* Quantize one step row (Hkv heads of hd) as an int8 cache row. */
+static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hkv, int32_t hd) {
+    for (int32_t g = 0; g < hkv; g++) quantize_kv_head(q + (int64_t)g * hd, &scales[g], x + (int64_t)g * hd, hd);
+}
+
+/* Round the step's K/V rows of cache-owning layer l, for the entries whose cache is int8,
+ * into x->k8_new / v8_new: what attention reads of them and what commit() stores. */
+static void round_step_kv(const step_ctx *st, int32_t l) {
+    plume_scratch *x = st->x;
+    int32_t hkv = st->m->c.Hkv, hd = st->m->c.hd[l], width = hkv * hd;
+    for (int32_t i = 0; i < st->n; i++) {
+        const plume_step_entry *e = &st->e[i];
+        if (!e->s->kv_of[l]->k8) continue;
+        for (int64_t r = e->row0; r < e->row0 + e->T; r++) {
+            quantize_kv_row(x->k8_new[l] + r * width, x->ks_new[l] + r * hkv, x->k_new[l] + r * width, hkv, hd);
+            quantize_kv_row(x->v8_new[l] + r * width, x->vs_new[l] + r * hkv, x->v_new[l] + r * width, hkv, hd);
+        }
+    }
+}
+
+/* The span [lo, p] of the keys row t sees. */
+static void attn_span(const step_ctx *st, int32_t l, int32_t t, int32_t *lo, int32_t *p) {
+    const plume_config *c = &st->m->c;
+    *p = st->x->row_pos[t];
+    *lo = c->is_full[l] || *p - c->W + 1 < 0 ? 0 : *p - c->W + 1;
+}
+
+/* The K/V rows of positions [a, z] of KV head g of row t's session, as at most four runs:
+ * cached rows (split where a ring wraps), then rows of this step. With an int8 cache, the
+ * step's rows before the query's own are read rounded as the cache will hold them (x->k8_new)
+ * and only its own row in float, so that a query sees the same keys and values whether the
+ * tokens before it came in its step or in earlier ones (speculative decoding depends on it).
+ * Returns the number of runs. */
+static int32_t attn_runs(plume_kv_run *r, const step_ctx *st, int32_t l, int32_t t, int32_t g, int32_t a, int32_t z) {
+    const plume_step_entry *e = &st->e[st->x->row_ent[t]];
+    const plume_kv *kv = e->s->kv_of[l];
+    int32_t hkv = st->m->c.Hkv, hd = kv->width / hkv, n = 0, P = e->P;
+    for (int32_t j = a; j <= z && j < P;) { /* cached */
+        int64_t slot = kv->ring ? j % kv->slots : j;
+        int32_t len = (z < P - 1 ? z : P - 1) - j + 1;
+        if (kv->ring && slot + len > kv->slots) len = (int32_t)(kv->slots - slot);
+        int64_t off = slot * kv->width + (int64_t)g * hd;
+        if (kv->k8)
+            r[n++] = (plume_kv_run){kv->k8 + off, kv->v8 + off, kv->ks + slot * hkv + g, kv->vs + slot * hkv + g,
+                                    kv->width, hkv, len};
+        else r[n++] = (plume_kv_run){kv->k + off, kv->v + off, NULL, NULL, kv->width, 0, len};
+        j += len;
+    }
+    if (z >= P) { /* this step's */
+        int32_t j = a > P ? a : P, pos = st->x->row_pos[t];
+        int64_t row = e->row0 + j - P, off = row * kv->width + (int64_t)g * hd;
+        if (kv->k8 && j < pos) { /* earlier rows of the step, rounded */
+            int32_t len = (z < pos - 1 ? z : pos - 1) - j + 1, L = kv->layer;
+            r[n++] = (plume_kv_run){st->x->k8_new[L] + off, st->x->v8_new[L] + off, st->x->ks_new[L] + row * hkv + g,
+                                    st->x->vs_new[L] + row * hkv + g, kv->width, hkv, len};
+            j += len;
+            off += (int64_t)len * kv->width;
+        }
+        if (j <= z)
+            r[n++] = (plume_kv_run){st->x->k_new[kv->layer] + off, st->x->v_new[kv->layer] + off, NULL, NULL, kv->width,
+                                    0, z - j + 1};
+    }
+    return n;
+}
+
+/* The state of block b (positions [b * PLUME_ATTN_BLOCK, + PLUME_ATTN_BLOCK) within [lo, pos])
+ * of row t, KV head g: acc [group, hd], m and l [group]. p: scratch [group, PLUME_ATTN_BLOCK]. */
+static void attn_block(const step_ctx *st, int32_t l, int32_t t, int32_t g, int32_t lo, int32_t pos, int32_t b,
+                       float *acc, float *m, float *lsum, float *p) {
+    const plume_config *c = &st->m->c;
+    int32_t hd = c->hd[l], group = c->H / c->Hkv;
+    int32_t a = b * PLUME_ATTN_BLOCK, z = a + PLUME_ATTN_BLOCK - 1;
+    a = a > lo ? a : lo;
+    z = z < pos ? z : pos;
+    plume_kv_run run[4];
+    int32_t nrun = attn_runs(run, st, l, t, g, a, z);
+    const float *q = st->x->q + ((int64_t)t * c->H + (int64_t)g * group) * hd;
+    st->m->k->attn_block(acc, m, lsum, q, group, hd, run, nrun, p);
+}
+
+/* Whole rows: items [i0, i1) are (row, KV head) pairs; the running state lives in the
+ * output, a block's in the thread's x->blk. */
+static void attn_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const attn_task *a = ctx;
     const step_ctx *st = a->st;
+    const plume_config *c = &st->m->c;
+    plume_scratch *x = st->x;
+    int32_t hd = c->hd[a->l], group = c->H / c->Hkv, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
+    float *p = x->scores + (int64_t)ith * group * PLUME_ATTN_BLOCK;
+    float *bacc = x->blk + (int64_t)ith * group * (hdmax + 4), *bm = bacc + (int64_t)group * hdmax, *bl = bm + group;
+    float *rm = bl + group, *rl = rm + group;
+    for (int64_t it = i0; it < i1; it++) {
+        int32_t t = (int32_t)(it / c->Hkv), g = (int32_t)(it % c->Hkv), lo, pos;
+        attn_span(st, a->l, t, &lo, &pos);
+        float *out = x->att + ((int64_t)t * c->H + (int64_t)g * group) * hd;
+        attn_block(st, a->l, t, g, lo, pos, lo / PLUME_ATTN_BLOCK, out, rm, rl, p);
+        for (int32_t b = lo / PLUME_ATTN_BLOCK + 1; b <= pos / PLUME_ATTN_BLOCK; b++) {
+            attn_block(st, a->l, t, g, lo, pos, b, bacc, bm, bl, p);
+            for (int32_t h = 0; h < group; h++)
+                plume_attn_fold(out + (int64_t)h * hd, &rm[h], &rl[h], bacc + (int64_t)h * hd, bm[h], bl[h], hd);
+        }
+        for (int32_t h = 0; h < group; h++) plume_attn_finish(out + (int64_t)h * hd, out + (int64_t)h * hd, rl[h], hd);
+    }
+}
+
+/* The state of slot s's block bi in x->part: acc [group, hd], then m and l [group]. */
+static float *attn_part(const attn_task *a, int64_t s, int64_t bi) {
+    const plume_config *c = &a->st->m->c;
+    int32_t group = c->H / c->Hkv;
+    return a->st->x->part + (s * a->nblk + bi) * group * (c->hd[a->l] + 2);
+}
+
+/* Split rows, first pass: items [i0, i1) are (slot = row * Hkv + g, block) pairs. */
+static void attn_split_blocks(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+    const attn_task *a = ctx;
+    const plume_config *c = &a->st->m->c;
+    int32_t hd = c->hd[a->l], group = c->H / c->Hkv;
+    float *p = a->st->x->scores + (int64_t)ith * group * PLUME_ATTN_BLOCK;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t s = it / a->nblk, bi = it % a->nblk;
+        int32_t t = (int32_t)(s / c->Hkv), g = (int32_t)(s % c->Hkv), lo, pos;
+        attn_span(a->st, a->l, t, &lo, &pos);
+        int32_t b = lo / PLUME_ATTN_BLOCK + (int32_t)bi;
+        if (b > pos / PLUME_ATTN_BLOCK) continue;
+        float *st = attn_part(a, s, bi);
+        attn_block(a->st, a->l, t, g, lo, pos, b, st, st + (int64_t)group * hd, st + (int64_t)group * (hd + 1), p);
+    }
+}
+
+/* Split rows, second pass: items [i0, i1) are (slot, query head) pairs; the states of the
+ * slot's blocks are folded into its first block's, in block order. */
+static void attn_split_fold(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+    (void)ith;
+    const attn_task *a = ctx;
+    const plume_config *c = &a->st->m->c;
+    int32_t hd = c->hd[a->l], group = c->H / c->Hkv;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t s = it / group;
+        int32_t h = (int32_t)(it % group), t = (int32_t)(s / c->Hkv), g = (int32_t)(s % c->Hkv), lo, pos;
+        attn_span(a->st, a->l, t, &lo, &pos);
+        float *s0 = attn_part(a, s, 0), *acc = s0 + (int64_t)h * hd, *m = s0 + (int64_t)group * hd + h, *l = m + group;
+        for (int32_t bi = 1; bi <= pos / PLUME_ATTN_BLOCK - lo / PLUME_ATTN_BLOCK; bi++) {
+            const float *sb = attn_part(a, s, bi);
+            plume_attn_fold(acc, m, l, sb + (int64_t)h * hd, sb[(int64_t)group * hd + h], sb[(int64_t)group * (hd + 1) + h], hd);
+        }
+        plume_attn_finish(a->st->x->att + ((int64_t)t * c->H + (int64_t)g * group + h) * hd, acc, *l, hd);
+    }
+}
+
+/* Attention of every row of the step for layer l (§3.2: scale 1.0, fp32 softmax), into x->att. */
+static void attention(const step_ctx *st, int32_t l) {
     const plume_model *m = st->m;
     const plume_config *c = &m->c;
     plume_scratch *x = st->x;
-    int32_t hd = c->hd[a->l], H = c->H, group = c->H / c->Hkv, W = c->W, hpi = a->hpi;
-    int32_t full = c->is_full[a->l];
-    float *sc = x->scores + (int64_t)ith * group * x->span; /* [hpi, span] */
-    int32_t hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
-    float *tmp = x->deq + (int64_t)ith * 2 * hdmax;
-    for (int64_t it = i0; it < i1; it++) {
-        int32_t t = (int32_t)(it / (H / hpi)), h0 = (int32_t)(it % (H / hpi)) * hpi, g = h0 / group;
-        const plume_step_entry *e = &st->e[x->row_ent[t]];
-        const plume_kv *kv = e->s->kv_of[a->l];
-        const float *kn = x->k_new[kv->layer] + (int64_t)e->row0 * kv->width;
-        const float *vn = x->v_new[kv->layer] + (int64_t)e->row0 * kv->width;
-        int32_t p = x->row_pos[t], lo = full ? 0 : (p - W + 1 > 0 ? p - W + 1 : 0), n = p - lo + 1;
-        const float *q = x->q + ((int64_t)t * H + h0) * hd;
-        float *out = x->att + ((int64_t)t * H + h0) * hd;
-        for (int32_t j = lo; j <= p; j++) {
-            const float *kr = kv_row(kv, kn, 0, j, e->P, g, hd, c->Hkv, tmp);
-            for (int32_t h = 0; h < hpi; h++) sc[h * x->span + (j - lo)] = m->k->dot(q + (int64_t)h * hd, kr, hd);
-        }
-        for (int32_t h = 0; h < hpi; h++) {
-            float *r = sc + h * x->span, mx = -INFINITY, sum = 0.0f;
-            for (int32_t j = 0; j < n; j++) mx = r[j] > mx ? r[j] : mx;
-            for (int32_t j = 0; j < n; j++) {
-                r[j] = expf(r[j] - mx);
-                sum += r[j];
-            }
-            for (int32_t j = 0; j < n; j++) r[j] /= sum;
-        }
-        memset(out, 0, (size_t)hpi * (size_t)hd * sizeof(float));
-        for (int32_t j = lo; j <= p; j++) {
-            const float *vr = kv_row(kv, vn, 1, j, e->P, g, hd, c->Hkv, tmp + hdmax);
-            for (int32_t h = 0; h < hpi; h++) m->k->axpy(out + (int64_t)h * hd, sc[h * x->span + (j - lo)], vr, hd);
-        }
+    int64_t slots = (int64_t)st->T * c->Hkv;
+    attn_task at = {st, l, 0};
+    for (int32_t t = 0; t < st->T; t++) {
+        int32_t lo, pos;
+        attn_span(st, l, t, &lo, &pos);
+        int32_t nb = pos / PLUME_ATTN_BLOCK - lo / PLUME_ATTN_BLOCK + 1;
+        at.nblk = nb > at.nblk ? nb : at.nblk;
     }
+    if (slots > x->part_slots || at.nblk > x->part_blocks || at.nblk == 1) { /* whole rows */
+        plume_pool_for(m->pool, slots, 1, attn_rows, &at);
+        return;
+    }
+    plume_pool_for(m->pool, slots * at.nblk, 1, attn_split_blocks, &at);
+    plume_pool_for(m->pool, slots * (c->H / c->Hkv), 1, attn_split_fold, &at);
 }
 
 /* ---- one decoder layer ----------------------------------------------------------------- */
@@ -254,12 +393,9 @@ static void layer_forward(const step_ctx *st, int32_t l) {
                 rope(k, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
                 rmsnorm(v, v, NULL, hd, eps); /* v_norm: no scale, no RoPE */
             }
+        round_step_kv(st, l);
     }
-    /* all heads of a KV head per item, unless that leaves threads idle (decode) */
-    int32_t group = H / c->Hkv, nth = plume_pool_size(m->pool), hpi = group;
-    while (hpi > 1 && hpi % 2 == 0 && (int64_t)T * (H / hpi) < 2 * nth) hpi /= 2;
-    attn_task at = {st, l, hpi};
-    plume_pool_for(m->pool, (int64_t)T * (H / hpi), 1, attn_items, &at);
+    attention(st, l);
     matmul(st, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
     for (int32_t t = 0; t < T; t++) {
         float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
@@ -350,19 +486,6 @@ static void rope_rows(const step_ctx *st) {
     }
 }
 
-/* Quantize one step row (Hkv heads of hd) into an int8 cache row: per head, scale =
- * absmax / 127, q = rne(x / scale). */
-static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hkv, int32_t hd) {
-    for (int32_t g = 0; g < hkv; g++) {
-        const float *xg = x + (int64_t)g * hd;
-        float amax = 0.0f;
-        for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xg[i]));
-        float sc = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (int32_t i = 0; i < hd; i++) q[(int64_t)g * hd + i] = (int8_t)rintf(xg[i] * inv);
-        scales[g] = sc;
-    }
-}
-
 /* Copy an entry's K/V rows into its session's caches (ring slot pos % slots for sliding
  * layers). */
 static void commit(const step_ctx *st, const plume_step_entry *e) {
@@ -377,10 +500,12 @@ static void commit(const step_ctx *st, const plume_step_entry *e) {
             for (int32_t t = t0; t < T; t++) {
                 int64_t slot = kv->ring ? (P + t) % kv->slots : P + t;
                 const float *kn = kr + (int64_t)t * kv->width, *vn = vr + (int64_t)t * kv->width;
-                if (kv->k8) {
-                    int32_t hd = kv->width / hkv;
-                    quantize_kv_row(kv->k8 + slot * kv->width, kv->ks + slot * hkv, kn, hkv, hd);
-                    quantize_kv_row(kv->v8 + slot * kv->width, kv->vs + slot * hkv, vn, hkv, hd);
+                if (kv->k8) { /* rounded by round_step_kv */
+                    int64_t row = e->row0 + t, L = kv->layer;
+                    memcpy(kv->k8 + slot * kv->width, st->x->k8_new[L] + row * kv->width, (size_t)kv->width);
+                    memcpy(kv->v8 + slot * kv->width, st->x->v8_new[L] + row * kv->width, (size_t)kv->width);
+                    memcpy(kv->ks + slot * hkv, st->x->ks_new[L] + row * hkv, (size_t)hkv * 4);
+                    memcpy(kv->vs + slot * hkv, st->x->vs_new[L] + row * hkv, (size_t)hkv * 4);
                 } else {
                     memcpy(kv->k + slot * kv->width, kn, (size_t)kv->width * 4);
                     memcpy(kv->v + slot * kv->width, vn, (size_t)kv->width * 4);
@@ -413,7 +538,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         }
         st.T += e[i].T;
     }
-    st.qact = n == 1 && e[0].T >= 8;
+    st.qact = m->qact_matmul != NULL;
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
     int64_t TD = (int64_t)st.T * c->D;
     embed(&st);

@@ -4,6 +4,11 @@
 
 #include "model.h"
 
+/* Attention cuts a row's keys on a grid of this many absolute positions (forward.c). */
+#define PLUME_ATTN_BLOCK 256
+/* At most this many (row, KV head) pairs of a step split their blocks across threads. */
+#define PLUME_ATTN_SPLIT_SLOTS 4
+
 /* One session's part of a step: T validated ids at positions P..P+T-1 in scratch rows
  * row0..row0+T-1. logits: NULL, [V] of the last token (all == 0) or [T, V] (all != 0). */
 typedef struct {

@@ -253,7 +253,7 @@ void plume_model_prefault(plume_model *m) {
 /* ---- open / free ----------------------------------------------------------------------- */
 
 plume_model_params plume_model_default_params(void) {
-    plume_model_params p = {.isa = NULL, .n_threads = 0, .int8_prefill = 0};
+    plume_model_params p = {.isa = NULL, .n_threads = 0, .exact = 0};
     return p;
 }
 
@@ -277,7 +277,8 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
         m->k = plume_kernels_get(p.isa);
         if (!m->k) rc = plume_fail(err, PLUME_EINVAL, "ISA '%s' is unknown or this CPU lacks it",
                                    p.isa ? p.isa : getenv("PLUME_ISA") ? getenv("PLUME_ISA") : "?");
-        else if (p.int8_prefill) plume_qact_kernels(m->k, &m->qact_quantize, &m->qact_matmul);
+        else if (!p.exact && (!strcmp(m->c.weights, "q8") || !strcmp(m->c.weights, "q4")))
+            plume_qact_kernels(m->k, &m->qact_quantize, &m->qact_matmul); /* none: float path */
     }
     for (int t = 0; !rc && t < 2; t++) {
         m->inv_freq[t] = malloc((size_t)(t ? m->c.hd_full : m->c.hd_sliding) / 2 * sizeof(float));

@@ -47,7 +47,7 @@ struct plume_model {
     plume_weight head;                 /* [V, D]: the q8 sidecar or the chunk's lm_head */
     float *inv_freq[2];                /* [hd/2] RoPE inverse frequencies: sliding, full */
     const plume_kernels *k;
-    plume_qact_quantize_fn qact_quantize; /* int8-activation prefill, or NULL */
+    plume_qact_quantize_fn qact_quantize; /* int8 activations (exact = 0), or NULL */
     plume_qact_matmul_fn qact_matmul;
     plume_pool *pool;
     plume_tokenizer *tok;
@@ -92,11 +92,18 @@ typedef struct {
     float *rope_cos[2], *rope_sin[2]; /* [B, hd/2] per type */
     float *k_new[PLUME_MAX_LAYERS];   /* [B, width] the step's K of a cache-owning layer, */
     float *v_new[PLUME_MAX_LAYERS];   /* and V; committed to each session after the step */
-    float *scores;   /* [threads, H/Hkv, span] attention weights */
-    float *deq;      /* [threads, 2, hd_max] dequantized K and V rows (kv_bits 8) */
-    int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (int8_prefill) */
-    float *xs;       /* [B] */
-    int32_t *xsum;   /* [B, groups] */
+    int8_t *k8_new[PLUME_MAX_LAYERS]; /* [B, width] the same rounded as an int8 cache holds them */
+    int8_t *v8_new[PLUME_MAX_LAYERS]; /*   (rows of kv_bits 8 sessions only), */
+    float *ks_new[PLUME_MAX_LAYERS];  /* [B, Hkv] with their scales */
+    float *vs_new[PLUME_MAX_LAYERS];
+    float *scores;   /* [threads, H/Hkv, PLUME_ATTN_BLOCK] attention weights of a block */
+    float *blk;      /* [threads, H/Hkv * (hd_max + 4)] a block's state and the running m, l */
+    float *part;     /* [part_slots, part_blocks, H/Hkv * (hd_max + 2)] block states of split rows */
+    int32_t part_slots;  /* (row, KV head) pairs whose blocks may be split across threads */
+    int32_t part_blocks; /* blocks per pair: enough for span */
+    int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (qact.h) */
+    float *xs;       /* [B, qact groups] block scales */
+    int32_t *xcor;   /* [B, qact lanes] u8 x s8 corrections */
     int32_t *row_ent;/* [B] entry of each row */
     int32_t *row_pos;/* [B] position of each row */
     int32_t *row_head;/* [B] rows the head runs on */
@@ -127,9 +134,18 @@ struct plume_session {
 /* After a step of a session ended at n_past: take the ring snapshot due there, if any. */
 void plume_session_stepped(plume_session *s);
 
+/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
+ * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
+ * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
+ * mean nothing, and a rewind into this history does not reproduce it. */
+int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
+
 /* Allocate a step scratch of B rows whose attention spans up to span positions. */
 int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err);
 void plume_scratch_free(plume_scratch *x);
+/* Set the span a scratch serves, growing its split-attention block states (x->part) to
+ * match; -1 on out of memory (the scratch is unchanged then). */
+int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span);
 
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);

@@ -4,14 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Find "'key':" in the header dict and return the text after it, or NULL. */
+/* Find "'key':" in the header dict h[0..n) and return its value (the first byte after the
+ * colon and spaces), or NULL when the key is absent or the header ends before a value. */
 static const char *dict_find(const char *h, size_t n, const char *key) {
     size_t k = strlen(key);
     for (size_t i = 0; i + k + 3 <= n; i++)
         if (h[i] == '\'' && !memcmp(h + i + 1, key, k) && h[i + 1 + k] == '\'') {
             const char *p = h + i + k + 2;
             while (p < h + n && (*p == ':' || *p == ' ')) p++;
-            return p;
+            return p < h + n ? p : NULL;
         }
     return NULL;
 }

@@ -95,6 +95,26 @@ static int parse_entry(st_file *f, const cJSON *e, st_tensor *t, uint64_t data_s
     return 0;
 }
 
+/* qsort order of key pointers: by the key's bytes. */
+static int by_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Refuse an object with a key twice (cJSON keeps both): a second "__metadata__" or a tensor
+ * named twice would otherwise be counted twice. 0, PLUME_EFORMAT naming the key, or
+ * PLUME_ENOMEM. */
+static int st_check_unique(const cJSON *obj, const char *path, const char *what, char **err) {
+    int32_t n = cJSON_GetArraySize(obj), i = 0;
+    const char **keys = malloc(((size_t)n + 1) * sizeof *keys);
+    if (!keys) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
+    for (const cJSON *e = obj->child; e && i < n; e = e->next) keys[i++] = e->string ? e->string : "";
+    qsort(keys, (size_t)i, sizeof *keys, by_key);
+    int rc = 0;
+    for (int32_t k = 1; k < i && !rc; k++)
+        if (!strcmp(keys[k - 1], keys[k]))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: %s has the key \"%s\" twice", path, what, keys[k]);
+    free(keys);
+    return rc;
+}
+
 int st_open(st_file *f, const char *path, char **err) {
     memset(f, 0, sizeof *f);
     int rc = PLUME_ENOMEM;
@@ -131,6 +151,7 @@ int st_open(st_file *f, const char *path, char **err) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: header is not a JSON object", path);
         goto fail;
     }
+    if ((rc = st_check_unique(root, path, "the header", err))) goto fail;
     int32_t cap = cJSON_GetArraySize(root);
     f->t = calloc((size_t)cap + 1, sizeof *f->t);
     sorted = calloc((size_t)cap + 1, sizeof *sorted);
@@ -138,6 +159,7 @@ int st_open(st_file *f, const char *path, char **err) {
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ is not an object", path); goto fail; }
+            if ((rc = st_check_unique(e, path, "__metadata__", err))) goto fail;
             int32_t nm = cJSON_GetArraySize(e);
             f->meta = calloc((size_t)nm * 2 + 1, sizeof *f->meta);
             if (!f->meta) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
@@ -146,6 +168,7 @@ int st_open(st_file *f, const char *path, char **err) {
                 f->meta[2 * f->n_meta] = strdup(m->string);
                 f->meta[2 * f->n_meta + 1] = strdup(m->valuestring);
                 f->n_meta++;
+                if (!f->meta[2 * f->n_meta - 2] || !f->meta[2 * f->n_meta - 1]) { rc = PLUME_ENOMEM; goto fail; }
             }
             continue;
         }

@@ -39,9 +39,14 @@ struct plume_sampler {
     int32_t n_vocab;       /* V */
     uint64_t rng;          /* splitmix64 state; starts at p.seed */
     sampler_cand *cand;    /* [V] candidates of the current call */
-    /* History the penalties see: the last repeat_last_n accepted ids (all when -1). */
-    int32_t *ring;         /* [ring_cap] recent ids; NULL unless repeat_last_n > 0 */
+    int32_t n;             /* candidates of the last plume_sampler_prepare(), 0: none */
+    double z;              /* their sum of w */
+    /* History the penalties see: the window of the last repeat_last_n accepted ids (all when
+     * -1). The ring holds the window plus PLUME_SAMPLER_UNDO more, so that a rewind of up to
+     * that many ids can bring back the ids that had left the window. */
+    int32_t *ring;         /* [ring_cap] recent ids, newest at ring_pos - 1; NULL when off */
     int32_t ring_cap, ring_len, ring_pos; /* ring_pos: where the next id goes */
+    int64_t n_seen;        /* ids accepted since the reset (less those rewound) */
     int32_t *count;        /* [V] occurrences of each id in the window; NULL when off */
     int32_t *distinct;     /* [V] ids with count > 0, unordered */
     int32_t *slot;         /* [V] index of an id in distinct (valid while its count > 0) */
@@ -113,11 +118,11 @@ int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_
         s->distinct = calloc(V, sizeof *s->distinct);
         s->slot = calloc(V, sizeof *s->slot);
         if (!s->count || !s->distinct || !s->slot) goto fail;
-        if (prm.repeat_last_n > 0) {
-            s->ring_cap = prm.repeat_last_n;
-            s->ring = calloc((size_t)s->ring_cap, sizeof *s->ring);
-            if (!s->ring) goto fail;
-        }
+        int64_t cap = (int64_t)(prm.repeat_last_n > 0 ? prm.repeat_last_n : 0) + PLUME_SAMPLER_UNDO;
+        if (cap > INT32_MAX) goto fail;
+        s->ring_cap = (int32_t)cap;
+        s->ring = calloc((size_t)s->ring_cap, sizeof *s->ring);
+        if (!s->ring) goto fail;
     }
     *out = s;
     return 0;
@@ -157,17 +162,46 @@ static void history_drop(plume_sampler *s, int32_t id) {
     }
 }
 
+/* The k-th newest id of the ring (k = 0: the newest; k < ring_len). */
+static int32_t ring_at(const plume_sampler *s, int32_t k) {
+    return s->ring[(s->ring_pos - 1 - k + 2 * s->ring_cap) % s->ring_cap];
+}
+
 /* Record id (prompt or generated) for the penalties. Ids outside [0, n_vocab) are ignored;
- * with penalties off this does nothing. */
+ * with penalties off this does nothing. Invariant: ring_len >= min(n_seen, window). */
 void plume_sampler_accept(plume_sampler *s, int32_t id) {
     if (!s || !s->count || id < 0 || id >= s->n_vocab) return;
-    if (s->ring) {
-        if (s->ring_len == s->ring_cap) history_drop(s, s->ring[s->ring_pos]);
-        else s->ring_len++;
-        s->ring[s->ring_pos] = id;
-        s->ring_pos = (s->ring_pos + 1) % s->ring_cap;
-    }
+    if (s->ring_len < s->ring_cap) s->ring_len++;
+    s->ring[s->ring_pos] = id;
+    s->ring_pos = (s->ring_pos + 1) % s->ring_cap;
     history_add(s, id);
+    int32_t win = s->p.repeat_last_n;
+    if (win > 0 && ++s->n_seen > win) history_drop(s, ring_at(s, win)); /* it left the window */
+    else if (win <= 0) s->n_seen++;
+}
+
+/* Forget the last n accepted ids, as if they had never been accepted. 0, or PLUME_EINVAL
+ * (nothing changed) when n is negative or more than the history can give back: more ids
+ * than were accepted, or more than PLUME_SAMPLER_UNDO beyond what the window had already
+ * forgotten. With penalties off there is no history and this always succeeds. */
+int plume_sampler_rewind(plume_sampler *s, int32_t n) {
+    if (!s || n < 0) return PLUME_EINVAL;
+    if (!s->count) return 0;
+    int32_t win = s->p.repeat_last_n;
+    /* Each undo needs the id it removes and, while the history is longer than the window, the
+     * one coming back into it: the last of those (undo number back) is the (win + back)-th
+     * newest id now. */
+    if (n > s->ring_len) return PLUME_EINVAL;
+    int64_t back = win > 0 ? (s->n_seen - win < n ? s->n_seen - win : n) : 0;
+    if (back > 0 && s->ring_len < win + back) return PLUME_EINVAL;
+    for (int32_t i = 0; i < n; i++) {
+        history_drop(s, ring_at(s, 0));
+        s->ring_pos = (s->ring_pos - 1 + s->ring_cap) % s->ring_cap;
+        s->ring_len--;
+        s->n_seen--;
+        if (win > 0 && s->n_seen >= win) history_add(s, ring_at(s, win - 1));
+    }
+    return 0;
 }
 
 /* Forget the history (O(distinct ids), not O(V)) and restart the generator at the seed. */
@@ -177,6 +211,8 @@ void plume_sampler_reset(plume_sampler *s) {
     s->n_distinct = 0;
     s->ring_len = 0;
     s->ring_pos = 0;
+    s->n_seen = 0;
+    s->n = 0;
     s->rng = s->p.seed;
 }
 
@@ -405,17 +441,21 @@ static int32_t cand_min_p(sampler_cand *c, int32_t n, float min_p) {
     return kept;
 }
 
-/* Draw one candidate with probability w / sum(w), from one 64-bit step of the generator. */
-static int32_t cand_draw(const sampler_cand *c, int32_t n, uint64_t *rng) {
+/* Draw one candidate with probability w / sum(w), candidate `skip` left out (-1: none), from
+ * one 64-bit step of the generator. The sum without skip must be > 0. */
+static int32_t cand_draw(const sampler_cand *c, int32_t n, int32_t skip, uint64_t *rng) {
     double u = (double)(plume_rng_next(rng) >> 11) * 0x1.0p-53; /* [0, 1), 53 bits */
     double z = 0.0;
-    for (int32_t i = 0; i < n; i++) z += c[i].w;
+    for (int32_t i = 0; i < n; i++) z += i == skip ? 0.0 : c[i].w;
     double target = u * z, acc = 0.0;
+    int32_t last = 0;
     for (int32_t i = 0; i < n; i++) {
+        if (i == skip) continue;
         acc += c[i].w;
+        last = i;
         if (target < acc) return c[i].id;
     }
-    return c[n - 1].id; /* u * z rounded up to the total */
+    return c[last].id; /* u * z rounded up to the total */
 }
 
 /* Top-p: before the weighted select, drop candidates with w < (1 - top_p) z / (2 n). They can
@@ -433,15 +473,14 @@ static int32_t cand_top_p(sampler_cand *c, int32_t n, float top_p, double z) {
     return select_mass(c, n, (double)top_p * z);
 }
 
-/* Penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p -> draw. Returns an id in
- * [0, n_vocab), or PLUME_EINVAL when s or logits is NULL or no logit is usable (all NaN or
- * -inf). A non-greedy call advances the generator by exactly one step.
+/* Penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p: the candidates the draw
+ * chooses from, in s->cand[0, n) with weights w (greedy: the argmax alone, w = 1). Returns
+ * n >= 1, or PLUME_EINVAL when no logit is usable (all NaN or -inf).
  *
  * Two ways to the candidates: a heap of k + (ids in the window) over the raw logits when that
  * is at most SAMPLER_HEAP_MAX_K (greedy is k = 1), else every usable id and a rank select.
  * The penalties touch only the ids in the window, so the logits are never copied. */
-int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
-    if (!s || !logits) return PLUME_EINVAL;
+static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
     const plume_sampler_params *p = &s->p;
     sampler_cand *c = s->cand;
     int greedy = p->temperature <= 0.0f;
@@ -460,12 +499,76 @@ int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
         select_rank(c, n, k);
         n = k;
     }
-    if (greedy) return c[0].id; /* k = 1 */
-
-    double z;
-    n = cand_softmax(c, n, p->temperature, &z);
+    if (greedy) { /* k = 1 */
+        c[0].w = 1.0f;
+        *z = 1.0;
+        return 1;
+    }
+    n = cand_softmax(c, n, p->temperature, z);
     if (n == 0) return PLUME_EINVAL;
-    if (p->top_p < 1.0f) n = cand_top_p(c, n, p->top_p, z);
+    if (p->top_p < 1.0f) n = cand_top_p(c, n, p->top_p, *z);
     if (p->min_p > 0.0f) n = cand_min_p(c, n, p->min_p);
-    return cand_draw(c, n, &s->rng);
+    if (n != 0 && (p->top_p < 1.0f || p->min_p > 0.0f)) {
+        *z = 0.0;
+        for (int32_t i = 0; i < n; i++) *z += c[i].w;
+    }
+    return n;
+}
+
+/* The chain, then a draw. Returns an id in [0, n_vocab), or PLUME_EINVAL when s or logits is
+ * NULL or no logit is usable. A non-greedy call advances the generator by exactly one step. */
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
+    if (!s || !logits) return PLUME_EINVAL;
+    double z;
+    int32_t n = sampler_chain(s, logits, &z);
+    s->n = 0; /* the candidates no longer match a prepare() */
+    if (n < 0) return n;
+    if (s->p.temperature <= 0.0f) return s->cand[0].id;
+    return cand_draw(s->cand, n, -1, &s->rng);
+}
+
+/* ---- the distribution, for speculative decoding ----------------------------------------- */
+
+/* Run the chain without drawing and keep its candidates for plume_sampler_prob() and
+ * plume_sampler_draw(). Returns their count (>= 1), or PLUME_EINVAL. */
+int32_t plume_sampler_prepare(plume_sampler *s, const float *logits) {
+    if (!s || !logits) return PLUME_EINVAL;
+    double z;
+    int32_t n = sampler_chain(s, logits, &z);
+    s->n = n > 0 ? n : 0;
+    s->z = z;
+    return n;
+}
+
+/* The probability that a draw from the prepared distribution returns id: w / z of its
+ * candidate, 0 for an id that is not one (or when nothing is prepared). */
+double plume_sampler_prob(const plume_sampler *s, int32_t id) {
+    if (!s || s->n == 0 || !(s->z > 0.0)) return 0.0;
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->cand[i].id == id) return s->cand[i].w / s->z;
+    return 0.0;
+}
+
+/* Draw from the prepared distribution, with id `without` removed and the rest renormalized
+ * (-1: nothing removed); greedy draws are the argmax and use no randomness. Returns an id, or
+ * PLUME_EINVAL when nothing is prepared or nothing is left once `without` is removed. The
+ * distribution stays prepared. */
+int32_t plume_sampler_draw(plume_sampler *s, int32_t without) {
+    if (!s || s->n == 0) return PLUME_EINVAL;
+    int32_t skip = -1;
+    double left = s->z;
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->cand[i].id == without) {
+            skip = i;
+            left -= s->cand[i].w;
+        }
+    if (s->n == (skip >= 0) || !(left > 0.0)) return PLUME_EINVAL;
+    if (s->p.temperature <= 0.0f) return s->cand[0].id; /* one candidate, not `without` */
+    return cand_draw(s->cand, s->n, skip, &s->rng);
+}
+
+/* A uniform double in [0, 1) from the sampler's generator (one step of it). */
+double plume_sampler_uniform(plume_sampler *s) {
+    if (!s) return 0.0;
+    return (double)(plume_rng_next(&s->rng) >> 11) * 0x1.0p-53;
 }

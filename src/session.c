@@ -8,6 +8,7 @@
  * snapshot at or before the target and recomputes the tokens from there (they are known).
  * Every path gives the logits a fresh prefill gives. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -207,6 +208,16 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
 
 /* ---- rewind ---------------------------------------------------------------------------- */
 
+int32_t plume_session_rewind_free(const plume_session *s, int32_t n_keep) {
+    if (n_keep < 0) return 0;
+    if (n_keep > s->n_past) return s->n_past;
+    /* the same cases, in the same order, as plume_session_rewind below */
+    if (s->ring_slots == 0 || (int64_t)s->n_past - n_keep <= (int64_t)s->ring_slots - s->m->c.W + 1) return n_keep;
+    int32_t k = s->snap_valid;
+    if (k > 0 && k * s->snap_every > n_keep) k = n_keep / s->snap_every;
+    return k > 0 ? k * s->snap_every : 0;
+}
+
 int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
     if (n_keep < 0 || n_keep > s->n_past)
         return plume_fail(err, PLUME_EINVAL, "rewind to %d: the session holds %d tokens", n_keep, s->n_past);
@@ -245,6 +256,49 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
     if (rc) return rc;
     if (n_reused) *n_reused = common;
     feed_steps(s, ids + common, n - common, logits, 0);
+    return 0;
+}
+
+/* ---- bench history --------------------------------------------------------------------- */
+
+/* Fill n floats with pseudo-random values in [-1, 1). */
+static void fill_floats(float *x, size_t n, uint64_t *rng) {
+    for (size_t i = 0; i < n; i++) x[i] = 2.0f * plume_rng_float(rng) - 1.0f;
+}
+
+/* Fill n int8 values with pseudo-random values in [-127, 127], 8 from each draw. */
+static void fill_int8(int8_t *q, size_t n, uint64_t *rng) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t r = plume_rng_next(rng);
+        for (size_t b = 0; b < 8 && i + b < n; b++) q[i + b] = (int8_t)((int)((r >> (8 * b)) & 255) % 255 - 127);
+    }
+}
+
+int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err) {
+    if (n_past < 0 || n_past >= s->n_ctx)
+        return plume_fail(err, PLUME_EINVAL, "history of %d tokens: the context holds %d", n_past, s->n_ctx);
+    const plume_config *c = &s->m->c;
+    uint64_t rng = seed;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
+            plume_kv *kv = &s->chunk[ci].kv[i];
+            size_t rows = (size_t)(kv->ring ? (n_past < kv->slots ? n_past : kv->slots) : n_past);
+            size_t n = rows * (size_t)kv->width;
+            if (kv->k8) {
+                fill_int8(kv->k8, n, &rng);
+                fill_int8(kv->v8, n, &rng);
+                for (size_t r = 0; r < rows * (size_t)c->Hkv; r++) {
+                    kv->ks[r] = 0.01f + 0.02f * plume_rng_float(&rng);
+                    kv->vs[r] = 0.01f + 0.02f * plume_rng_float(&rng);
+                }
+            } else {
+                fill_floats(kv->k, n, &rng);
+                fill_floats(kv->v, n, &rng);
+            }
+        }
+    for (int32_t i = 0; i < n_past; i++) s->tokens[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)c->V);
+    s->n_past = n_past;
+    s->snap_valid = 0; /* the tokens would not reproduce these rows */
     return 0;
 }
 
@@ -316,6 +370,62 @@ static size_t load_cache(const plume_session *s, plume_kv *kv, const uint8_t *p)
     return 2 * q * 4;
 }
 
+/* Bytes of the payload of a state file with these shapes, computed from the model's config
+ * alone (nothing allocated): what plume_session_save writes and plume_session_load expects.
+ * *snap_stride gets the floats per ring snapshot. */
+static uint64_t state_payload(const plume_config *c, int32_t n_ctx, int32_t n_past, int32_t n_rewind, int32_t kv_bits,
+                              int32_t snap_valid, size_t *snap_stride) {
+    uint64_t bytes = (uint64_t)n_past * 4, stride = 0;
+    for (int32_t l = 0; l < c->L; l++) {
+        if (c->kv_src[l] != l) continue;
+        int ring = !c->is_full[l] && (int64_t)c->W + n_rewind < n_ctx;
+        uint64_t rows = ring ? (uint64_t)c->W + (uint64_t)n_rewind : (uint64_t)n_past;
+        uint64_t width = (uint64_t)c->Hkv * (uint64_t)c->hd[l];
+        bytes += 2 * (!ring && kv_bits == 8 ? rows * width + rows * (uint64_t)c->Hkv * 4 : rows * width * 4);
+        if (ring) stride += 2 * (uint64_t)(c->W - 1) * width;
+    }
+    *snap_stride = (size_t)stride;
+    return bytes + (uint64_t)snap_valid * stride * 4;
+}
+
+/* Check the shapes a state header declares (f: n_ctx n_past n_rewind snap_every n_snap
+ * snap_valid n_batch W) against the model and the payload size, before anything is sized
+ * from them: a state file is untrusted, its checksum one anyone can recompute. */
+static int state_check_header(const plume_model *m, const int32_t *f, uint32_t bits, uint64_t payload,
+                              const char *path, char **err) {
+    const plume_config *c = &m->c;
+    if (bits != 8 && bits != 32) return plume_fail(err, PLUME_EFORMAT, "%s: kv_bits %u is neither 8 nor 32", path, bits);
+    if (f[0] < 1 || f[0] > c->max_pos)
+        return plume_fail(err, PLUME_EFORMAT, "%s: context %d is outside [1, %d] (max_position_embeddings)", path, f[0],
+                          c->max_pos);
+    int32_t n_snap = f[3] > 0 ? f[0] / f[3] : 0;
+    if (f[7] != c->W || f[1] < 0 || f[1] > f[0] || f[2] < 0 || f[3] < 0 || f[4] != n_snap || f[5] < 0 ||
+        f[5] > f[4] || f[6] < 1 || f[6] > f[0])
+        return plume_fail(err, PLUME_EFORMAT, "%s: inconsistent state header", path);
+    size_t stride;
+    uint64_t want = state_payload(c, f[0], f[1], f[2], (int32_t)bits, f[5], &stride);
+    if (stride == 0 && f[5] != 0) return plume_fail(err, PLUME_EFORMAT, "%s: snapshots of no ring", path);
+    if (want != payload)
+        return plume_fail(err, PLUME_EFORMAT, "%s: the payload (%llu bytes) does not match the header's shapes (%llu)",
+                          path, (unsigned long long)payload, (unsigned long long)want);
+    return 0;
+}
+
+/* Whether x[0..n) are all finite (and, when nonneg, >= 0): what a cache may hold. */
+static int all_finite(const float *x, size_t n, int nonneg) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) && (!nonneg || x[i] >= 0.0f);
+    return ok;
+}
+
+/* Whether a loaded cache holds only values a step can have written: finite floats, finite
+ * non-negative int8 scales (the int8 values themselves are all harmless). */
+static int cache_sane(const plume_session *s, const plume_kv *kv) {
+    size_t rows = (size_t)cache_rows(s, kv), hkv = (size_t)s->m->c.Hkv;
+    if (kv->k8) return all_finite(kv->ks, rows * hkv, 1) && all_finite(kv->vs, rows * hkv, 1);
+    return all_finite(kv->k, rows * (size_t)kv->width, 0) && all_finite(kv->v, rows * (size_t)kv->width, 0);
+}
+
 /* The 48-byte header of a state file. */
 static void state_header(const plume_session *s, uint8_t *hdr, uint64_t payload) {
     memset(hdr, 0, 56);
@@ -335,12 +445,8 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    uint64_t payload = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
-    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
-        for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
-            const plume_kv *kv = &s->chunk[ci].kv[i];
-            payload += 2 * cache_bytes(s, kv);
-        }
+    size_t stride;
+    uint64_t payload = state_payload(&s->m->c, s->n_ctx, s->n_past, s->n_rewind, s->kv_bits, s->snap_valid, &stride);
     uint8_t hdr[64];
     state_header(s, hdr, payload);
     memcpy(hdr + 56, &payload, 8);
@@ -395,16 +501,13 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
     for (uint64_t i = 0; i < payload; i++) h = (h ^ b[64 + i]) * 1099511628211ull;
     memcpy(&want, b + 64 + payload, 8);
     if (h != want) { rc = plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path); goto done; }
-    if (f[7] != m->c.W || f[1] < 0 || f[1] > f[0] || f[5] < 0 || f[5] > f[4]) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: inconsistent state header", path);
-        goto done;
-    }
+    if ((rc = state_check_header(m, f, bits, payload, path, err))) goto done;
     plume_session_params p = plume_session_default_params();
     p.n_ctx = f[0];
     p.n_rewind = f[2];
     p.snapshot_every = f[3] > 0 ? f[3] : -1;
     p.n_batch = f[6];
-    p.kv_bits = bits == 8 ? 8 : 32;
+    p.kv_bits = (int32_t)bits;
     if ((rc = plume_session_new(&s, m, &p, err))) goto done;
     s->n_past = f[1];
     s->snap_valid = s->snap ? f[5] : 0;
@@ -427,8 +530,17 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             p8 += load_cache(s, &s->chunk[ci].kv[i], p8);
+            if (!cache_sane(s, &s->chunk[ci].kv[i])) {
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: the cache of layer %d holds non-finite values", path,
+                                s->chunk[ci].kv[i].layer);
+                goto done;
+            }
         }
     if (s->snap_valid) memcpy(s->snap, p8, (size_t)s->snap_valid * s->snap_stride * 4);
+    if (s->snap_valid && !all_finite(s->snap, (size_t)s->snap_valid * s->snap_stride, 0)) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: a ring snapshot holds non-finite values", path);
+        goto done;
+    }
 done:
     plume_map_free(&map);
     if (rc) {

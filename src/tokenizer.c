@@ -32,7 +32,7 @@
  *       8     4  version (2)
  *      12     4  header bytes (256)
  *      16     8  file bytes
- *      24     8  checksum: tok_checksum() of bytes [32, file bytes)
+ *      24     8  checksum: plume_tok_checksum() of bytes [32, file bytes)
  *      32     4  n_vocab          ids are 0 .. n_vocab-1
  *      36     4  n_merges         rank = index
  *      40     4  n_added          ids flagged TOK_ADDED
@@ -123,7 +123,7 @@ static void wr_u32(uint8_t *b, uint32_t v) {
  * (words 0,4,8.. in lane 0, 1,5,9.. in lane 1, ...), the tail bytes into lane 0, then the
  * length and the lanes folded together. Four lanes keep the multiplier busy (~8 bytes per
  * cycle), so the check costs about what touching the file does. */
-static uint64_t tok_checksum(const uint8_t *p, size_t n) {
+uint64_t plume_tok_checksum(const uint8_t *p, size_t n) {
     const uint64_t prime = 0x100000001b3ull, basis = 0xcbf29ce484222325ull;
     uint64_t h0 = basis, h1 = basis ^ 1, h2 = basis ^ 2, h3 = basis ^ 3;
     size_t i = 0;
@@ -350,7 +350,7 @@ static int tok_check_header(const uint8_t *img, size_t size, const char *name, c
         return plume_fail(err, PLUME_EFORMAT,
                           "%s: truncated or padded: header says %llu bytes, file has %zu", name,
                           (unsigned long long)file_bytes, size);
-    if (tok_checksum(img + 32, size - 32) != plume_rd_u64le(img + H_CHECKSUM))
+    if (plume_tok_checksum(img + 32, size - 32) != plume_rd_u64le(img + H_CHECKSUM))
         return plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (the file is corrupt)", name);
 
     uint32_t n_vocab = rd_u32(img + H_N_VOCAB), n_merges = rd_u32(img + H_N_MERGES);
@@ -461,6 +461,47 @@ static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const ch
     return 0;
 }
 
+/* Check that the trie spells its tokens: a node holding a token is reached from the root by
+ * exactly that token's piece, which is non-empty whole UTF-8, and no token sits at two nodes.
+ * So a match starting at a character boundary of valid text ends at one, and the segments
+ * between matches are valid UTF-8 (the encoder relies on it). Every node but the root has
+ * one parent; the walks back up cost at most the pieces' bytes. */
+static int tok_check_trie(const plume_tokenizer *t, const char *name, char **err) {
+    uint32_t *parent = malloc((size_t)t->n_nodes * sizeof *parent);
+    uint8_t *byte = malloc(t->n_nodes), *seen = calloc((size_t)t->n_vocab / 8 + 1, 1);
+    int rc = 0;
+    if (!parent || !byte || !seen) {
+        rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", name);
+        goto done;
+    }
+    memset(parent, 0xff, (size_t)t->n_nodes * sizeof *parent);
+    for (uint32_t i = 0; i < t->n_nodes && !rc; i++)
+        for (uint32_t e = 0; e < t->nodes[i].n_edges && !rc; e++) {
+            const tok_edge *d = &t->edges[t->nodes[i].first_edge + e];
+            if (d->child == 0 || parent[d->child] != TOK_NONE)
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: the added-token trie is not a tree", name);
+            else parent[d->child] = i, byte[d->child] = (uint8_t)d->byte;
+        }
+    for (uint32_t i = 0; i < t->n_nodes && !rc; i++) {
+        uint32_t id = t->nodes[i].token, node = i;
+        if (id == TOK_NONE) continue;
+        const uint8_t *p = t->pieces + t->offsets[id];
+        uint32_t n = t->offsets[id + 1] - t->offsets[id];
+        if (seen[id / 8] & (1u << id % 8))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: added token %u is in the trie twice", name, id);
+        seen[id / 8] |= (uint8_t)(1u << id % 8);
+        uint32_t k = n; /* bytes of the piece not yet matched, from its end */
+        while (k > 0 && node != 0 && parent[node] != TOK_NONE && byte[node] == p[k - 1]) node = parent[node], k--;
+        if (!rc && (k != 0 || node != 0 || n == 0 || !utf8_valid(p, n)))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: trie node %u does not spell added token %u as whole UTF-8", name, i, id);
+    }
+done:
+    free(parent);
+    free(byte);
+    free(seen);
+    return rc;
+}
+
 /* Validate the image img[0..size) and point t at it; fill the small derived tables. */
 static int tok_view(plume_tokenizer *t, const uint8_t *img, size_t size, const char *name,
                     char **err) {
@@ -472,6 +513,7 @@ static int tok_view(plume_tokenizer *t, const uint8_t *img, size_t size, const c
     if (rc) return rc;
     tok_bind(t, img);
     rc = tok_check_body(t, img, name, err);
+    if (!rc) rc = tok_check_trie(t, name, err);
     if (rc) return rc;
     t->img = img;
     t->img_size = size;
@@ -665,6 +707,10 @@ static int tb_gather(tb_state *b, const cJSON *root, char **err) {
                                   "%s: added token '%s' sets %s (not supported)", path, s,
                                   off_keys[k]);
         if (!*s) return plume_fail(err, PLUME_EFORMAT, "%s: added token %u is empty", path, id);
+        if (!utf8_valid((const uint8_t *)s, strlen(s)))
+            return plume_fail(err, PLUME_EFORMAT, "%s: added token %u is not whole UTF-8 characters", path, id);
+        if (b->flags[id] & TOK_ADDED)
+            return plume_fail(err, PLUME_EFORMAT, "%s: added token id %u appears twice", path, id);
         b->str[id] = s;
         b->len[id] = (uint32_t)strlen(s);
         b->flags[id] |= TOK_ADDED;
@@ -889,7 +935,7 @@ static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err
         free(img);
         return rc;
     }
-    plume_wr_u64le(img + H_CHECKSUM, tok_checksum(img + 32, (size_t)size - 32));
+    plume_wr_u64le(img + H_CHECKSUM, plume_tok_checksum(img + 32, (size_t)size - 32));
     *img_out = img;
     *size_out = (size_t)size;
     return 0;

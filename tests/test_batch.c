@@ -1,7 +1,9 @@
 /* test_batch.c -- plume_batch: several sessions in one step give each session exactly the
- * logits it gets alone (memcmp, every ISA and weight type, prefill chunks mixed with other
- * sessions' decode tokens, float and int8 K/V), and the limits of a batch are refused with
- * clear errors. tiny-a has a sliding window of 8, so the conversations wrap their rings. */
+ * logits it gets alone (memcmp, every ISA and weight type, q8/q4 with int8 activations and
+ * exact, prefill chunks mixed with other sessions' decode tokens, float and int8 K/V), and the
+ * limits of a batch are refused with clear errors. tiny-a has a sliding window of 8, so the
+ * conversations wrap their rings; a 640-token conversation spans three attention blocks,
+ * split across threads when alone. */
 #include "model.h"
 #include "npy.h"
 #include "t.h"
@@ -16,15 +18,19 @@ static char bundles[4][600];
 static const char *wnames[4] = {"f32", "bf16", "q8", "q4"};
 static int32_t ids[64];
 
-static plume_model *open_isa(const char *dir, const char *isa) {
+static plume_model *open_isa_as(const char *dir, const char *isa, int32_t exact) {
     plume_model_params p = plume_model_default_params();
     p.isa = isa;
+    p.exact = exact;
     p.n_threads = 2;
     plume_model *m = NULL;
     char *err = NULL;
     if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
     return m;
 }
+
+/* The default: int8 activations for q8/q4 bundles. */
+static plume_model *open_isa(const char *dir, const char *isa) { return open_isa_as(dir, isa, 0); }
 
 static plume_session *new_session(plume_model *m, int32_t kv_bits, int32_t n_batch) {
     plume_session_params p = plume_session_default_params();
@@ -121,23 +127,89 @@ static void check_same(plume_model *m, int32_t kv_bits, int32_t alone_batch, con
 static void test_batched_equals_alone_every_isa_and_weight(void) {
     const char *isas[8];
     int n = plume_kernels_available(isas, 8);
-    for (int w = 0; w < 4; w++)
+    for (int w = 0; w < 6; w++) /* q8 and q4 twice: int8 activations (default), then exact */
         for (int i = 0; i < n; i++) {
-            plume_model *m = open_isa(bundles[w], isas[i]);
-            CHECK(m, "open %s", bundles[w]);
+            const int b = w < 4 ? w : w - 2;
+            plume_model *m = open_isa_as(bundles[b], isas[i], w >= 4);
+            CHECK(m, "open %s", bundles[b]);
             if (!m) continue;
             char what[64];
-            snprintf(what, sizeof what, "%s %s", wnames[w], isas[i]);
+            snprintf(what, sizeof what, "%s %s%s", wnames[b], isas[i], w >= 4 ? " exact" : "");
             check_same(m, 32, 64, what); /* alone: whole prompt in one step */
             plume_model_free(m);
         }
 }
 
-static void test_batched_kv8_equals_alone_in_same_chunks(void) {
-    /* int8 K/V rounds the cached rows, so chunking matters: alone in the batch's chunks */
+static void test_batched_kv8_equals_alone(void) {
+    /* int8 K/V: a query sees the earlier rows of its own step rounded as the cache holds
+     * them, so the chunking does not matter either: alone in the batch's chunks, and alone
+     * with the whole prompt in one step */
     plume_model *m = open_isa(bundles[2], NULL);
-    if (m) check_same(m, 8, CHUNK, "q8 kv8");
+    if (m) check_same(m, 8, CHUNK, "q8 kv8, same chunks");
+    if (m) check_same(m, 8, 64, "q8 kv8, whole prompt");
     plume_model_free(m);
+}
+
+/* Long conversations: the full layers' keys span several attention blocks. A session
+ * decoding alone (one row: its blocks split across the two threads) must give the bits it
+ * gets in a batch of two (whole rows per thread), float and int8 caches, every ISA. */
+#define LONG_PROMPT 640 /* a multiple of LONG_CHUNK */
+#define LONG_CHUNK 32
+
+/* A long prompt (all ids < V) and LONG_GEN greedy tokens: alone, or beside a twin in a batch;
+ * logits after the prompt and every token into lg [LONG_GEN + 1, V]. */
+#define LONG_GEN 3
+static void run_long(plume_model *m, int32_t kv_bits, int batched, float *lg) {
+    static int32_t prompt_ids[LONG_PROMPT];
+    for (int32_t i = 0; i < LONG_PROMPT; i++) prompt_ids[i] = (ids[i % 48] + 7 * (i / 48)) % V;
+    plume_session_params p = plume_session_default_params();
+    p.kv_bits = kv_bits;
+    p.n_batch = LONG_CHUNK;
+    p.n_ctx = LONG_PROMPT + 16;
+    plume_session *s[2] = {NULL, NULL};
+    plume_batch *b = NULL;
+    char *err = NULL;
+    int rc = plume_session_new(&s[0], m, &p, &err) || plume_session_new(&s[1], m, &p, &err) ||
+             plume_batch_new(&b, m, 2 * LONG_CHUNK, &err);
+    for (int32_t at = 0; !rc && at < LONG_PROMPT; at += LONG_CHUNK) { /* the same chunks either way */
+        float *out = at + LONG_CHUNK >= LONG_PROMPT ? lg : NULL;
+        for (int k = 0; !rc && k < 1 + batched; k++)
+            rc = plume_batch_add(b, s[k], prompt_ids + at, LONG_CHUNK, k == 0 ? out : NULL, 0, &err) != LONG_CHUNK;
+        if (!rc) rc = plume_batch_run(b, &err);
+    }
+    for (int g = 0; !rc && g < LONG_GEN; g++) {
+        int32_t id = argmax(lg + (size_t)g * V);
+        if (!batched) rc = plume_session_feed(s[0], &id, 1, lg + (size_t)(g + 1) * V, 0, &err);
+        for (int k = 0; batched && !rc && k < 2; k++)
+            rc = plume_batch_add(b, s[k], &id, 1, k == 0 ? lg + (size_t)(g + 1) * V : NULL, 0, &err) != 1;
+        if (batched && !rc) rc = plume_batch_run(b, &err);
+    }
+    CHECK(!rc, "long %s: %s", batched ? "batched" : "alone", err ? err : "");
+    free(err);
+    plume_batch_free(b);
+    plume_session_free(s[0]);
+    plume_session_free(s[1]);
+}
+
+static void test_long_split_attention_equals_whole_rows(void) {
+    const char *isas[8];
+    int n = plume_kernels_available(isas, 8);
+    size_t per = (size_t)(LONG_GEN + 1) * V;
+    float *alone = calloc(per, 4), *batched = calloc(per, 4);
+    for (int i = 0; alone && batched && i < n; i++)
+        for (int32_t kv_bits = 8; kv_bits <= 32; kv_bits += 24) {
+            plume_model *m = open_isa(bundles[2], isas[i]);
+            CHECK(m, "open %s", bundles[2]);
+            if (!m) continue;
+            run_long(m, kv_bits, 0, alone);
+            run_long(m, kv_bits, 1, batched);
+            size_t diff = 0;
+            for (size_t j = 0; j < per; j++) diff += memcmp(&alone[j], &batched[j], 4) != 0;
+            CHECK(diff == 0, "%s kv_bits %d: %zu of %zu logits differ alone and batched", isas[i], kv_bits, diff, per);
+            plume_model_free(m);
+        }
+    free(alone);
+    free(batched);
 }
 
 static void test_limits_refused(void) {
@@ -232,7 +304,8 @@ int main(void) {
     }
     free(err);
     RUN(test_batched_equals_alone_every_isa_and_weight);
-    RUN(test_batched_kv8_equals_alone_in_same_chunks);
+    RUN(test_batched_kv8_equals_alone);
+    RUN(test_long_split_attention_equals_whole_rows);
     RUN(test_limits_refused);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

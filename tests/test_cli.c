@@ -59,6 +59,17 @@ static void test_chat_commands(void) {
     CHECK(st == 0, "chat: %s", out);
     CHECK(strstr(out, "[saved ") && strstr(out, "[conversation reset]") && strstr(out, "[loaded "), "commands: %s", out);
     CHECK(strstr(out, "/system TEXT") && strstr(out, "unknown command '/bogus'"), "help / unknown: %s", out);
+    /* every other path of the loop, ending at EOF (Ctrl-D) rather than /quit: under SAN=1 the
+     * exit status 0 also says LeakSanitizer found no leak on any of them */
+    st = t_sh(out, sizeof out,
+              "printf '/system be brief\nhi\n/load %s/none.state\n/load %s/model_config.json\n/save %s/model_config.json/x\n"
+              "/load %s\nagain\n/reset\nhello\n' | %s/plume chat -m %s -n 2",
+              tmp, bundle, bundle, state, t_build(), bundle);
+    CHECK(st == 0, "chat: %d %s", st, out);
+    CHECK(strstr(out, "[conversation reset]") && strstr(out, "[loaded ") && strstr(out, "none.state") &&
+              strstr(out, "model_config.json"),
+          "system, failed loads, a failed save: %s", out);
+    CHECK(!strstr(out, "LeakSanitizer") && !strstr(out, "AddressSanitizer"), "sanitizer report: %s", out);
 }
 
 static void test_run_cache_reuses_prefix(void) {
@@ -69,6 +80,41 @@ static void test_run_cache_reuses_prefix(void) {
     st = t_sh(out, sizeof out, "%s/plume run -m %s --system 'be brief' -p 'bbb' -n 2 --cache %s", t_build(), bundle, cache);
     /* shared: <bos><|turn>system\nbe brief<turn|>\n<|turn>user\n = 2 105 s y s t e m 107 ... */
     CHECK(st == 0 && strstr(out, "reused") && !strstr(out, "0 of "), "second: %s", out);
+}
+
+/* Greedy text with speculative decoding (on by default when greedy) is the text without it:
+ * plume run, and plume chat over three turns (the session after a turn must hold what plain
+ * decoding leaves: stopped by the limit, a stop string, or the end of the turn). */
+static void test_draft_keeps_greedy_output(void) {
+    const char *runs[] = {"run -p 'la la la la la la' --temp 0 -n 60", "run --raw -p 'abcabcabcabc' --temp 0 -n 50 "
+                          "--repeat-penalty 1.2 --repeat-last-n 8",
+                          "chat --temp 0 -n 2 < %s/turns", "chat --temp 0 -n 24 < %s/turns", "chat --temp 0 -n 24 --stop 'a' < %s/turns"};
+    char out[3][16384], cmd[600], setup[1024];
+    t_sh(setup, sizeof setup, "printf 'hello hello hello\\nhello again hello\\n/reset\\nsay it: la la la\\n' > %s/turns",
+         tmp);
+    for (int r = 0; r < 5; r++) {
+        const char *drafts[3] = {"--draft 0", "", "--draft 7"};
+        for (int d = 0; d < 3; d++) {
+            snprintf(cmd, sizeof cmd, runs[r], tmp);
+            int st = t_sh(out[d], sizeof out[d], "{ %s/plume %s -m %s %s 2>/dev/null; }", t_build(), cmd, bundle, drafts[d]);
+            CHECK(st == 0 && strlen(out[d]) > 10, "%s %s: %s", cmd, drafts[d], out[d]);
+        }
+        CHECK(!strcmp(out[0], out[1]) && !strcmp(out[0], out[2]), "%s: with drafts the text differs:\n%s\n%s\n%s", cmd,
+              out[0], out[1], out[2]);
+    }
+    int st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la la la la la' --temp 0 -n 30", t_build(), bundle);
+    CHECK(st == 0 && strstr(out[0], "| draft 3: ") && strstr(out[0], "tokens/step"), "greedy: drafting on: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' -n 8 --seed 1", t_build(), bundle);
+    CHECK(st == 0 && !strstr(out[0], "draft"), "sampling: drafting off by default: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' -n 8 --seed 1 --draft 3", t_build(), bundle);
+    CHECK(st == 0 && strstr(out[0], "| draft 3: "), "sampling: --draft 3: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume bench -m %s -p 8 -n 4 -r 1 --spec", t_build(), bundle);
+    CHECK(st == 0 && strstr(out[0], "| T = 8 |") && strstr(out[0], "x 1-token step"), "bench --spec: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume bench -m %s -p 8 -n 4 -r 1 --spec --json", t_build(), bundle);
+    CHECK(st == 0 && strstr(out[0], "\"step_tokens\": 5") && strstr(out[0], "\"relative_cost\""), "bench --spec --json: %s",
+          out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p hi --draft 64", t_build(), bundle);
+    CHECK(st == 2 && strstr(out[0], "--draft wants 0..63"), "--draft 64 refused: %s", out[0]);
 }
 
 static void test_help_everywhere(void) {
@@ -130,6 +176,7 @@ int main(void) {
     RUN(test_chat_second_turn_prefills_only_its_tokens);
     RUN(test_chat_commands);
     RUN(test_run_cache_reuses_prefix);
+    RUN(test_draft_keeps_greedy_output);
     RUN(test_help_everywhere);
     RUN(test_bad_input);
     RUN(test_output_parents_created);

@@ -193,6 +193,30 @@ static void test_convert_refuses_existing_output(void) {
     CHECK(st > 0 && strstr(out, "already exists"), "%d %s", st, out);
 }
 
+/* plume verify: a converted bundle matches its manifest; a flipped byte in a weight file, a
+ * missing file, an unlisted file and a missing manifest are each named in the error. */
+static void test_verify(void) {
+    char b[600], out[8192];
+    int st = t_sh(out, sizeof out, "%s/plume verify '%s'", t_build(), good);
+    CHECK(st == 0 && strstr(out, "every file matches"), "clean bundle: %d %s", st, out);
+    st = t_sh(out, sizeof out, "cd '%s' && sha256sum --quiet -c manifest.sha256", good);
+    CHECK(st == 0, "sha256sum -c disagrees with the manifest: %s", out);
+    snprintf(b, sizeof b, "%s/b-verify", tmp);
+    copy_bundle(b);
+    t_sh(out, sizeof out, "printf '\\001' | dd of='%s/embed_tokens_per_layer_q8.bin' bs=1 seek=777 conv=notrunc 2>/dev/null", b);
+    st = t_sh(out, sizeof out, "%s/plume verify '%s' --quiet", t_build(), b);
+    CHECK(st == 1 && strstr(out, "embed_tokens_per_layer_q8.bin: sha256 mismatch") && !strstr(out, "chunk_1"),
+          "flipped byte: %d %s", st, out);
+    copy_bundle(b);
+    t_sh(out, sizeof out, "rm '%s/chunk_3.safetensors' && touch '%s/extra.bin'", b, b);
+    st = t_sh(out, sizeof out, "%s/plume verify '%s' --quiet", t_build(), b);
+    CHECK(st == 1 && strstr(out, "chunk_3.safetensors: cannot open") && strstr(out, "extra.bin: not in the manifest"),
+          "missing and extra files: %d %s", st, out);
+    t_sh(out, sizeof out, "rm '%s/manifest.sha256'", b);
+    st = t_sh(out, sizeof out, "%s/plume verify '%s'", t_build(), b);
+    CHECK(st == 1 && strstr(out, "no manifest.sha256"), "no manifest: %d %s", st, out);
+}
+
 int main(void) {
     tmp = t_tmpdir("errors");
     snprintf(good, sizeof good, "%s/good", tmp);
@@ -213,6 +237,7 @@ int main(void) {
     RUN(test_prompt_longer_than_context);
     RUN(test_unknown_flags);
     RUN(test_convert_refuses_existing_output);
+    RUN(test_verify);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
     return t_total_failed != 0;

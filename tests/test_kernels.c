@@ -287,6 +287,166 @@ static void test_dot_axpy_match_scalar(void) {
     free(a), free(b), free(y), free(yref);
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+/* A block's output against a float64 reference. Scores summed in another order move by about
+ * 2^-24 sqrt(hd) of sum |q k|, bounded by REL_TOL of it (mag); the weights p_j then move
+ * relatively by twice that, plus 2e-7 for a polynomial exp. So m is checked within
+ * REL_TOL * mag, and l and the output acc / l relatively within 2 REL_TOL mag + 1e-5 (of
+ * l, and of sum_j p_j |v_j| / l): a dropped or doubled row (1/n of it, n <= 96 here) fails. */
+enum { ATTN_NMAX = 96, ATTN_RUNS = 3 };
+
+typedef struct {
+    int32_t nh, hd, nrun;
+    int32_t len[ATTN_RUNS];
+    int i8[ATTN_RUNS];
+    float *q;                       /* [nh, hd], scaled so scores are O(1) */
+    float *kf[ATTN_RUNS], *vf[ATTN_RUNS]; /* [len, stride] float rows */
+    int8_t *kq[ATTN_RUNS], *vq[ATTN_RUNS];
+    float *ks[ATTN_RUNS], *vs[ATTN_RUNS]; /* [len, SSTRIDE] */
+    plume_kv_run run[ATTN_RUNS];
+} attn_case;
+
+enum { SSTRIDE = 3 };
+
+/* Element i of row j of run k, as the kernels see it (int8 times its scale). */
+static double attn_elem(const attn_case *a, int k, int v, int32_t j, int32_t i) {
+    int64_t at = (int64_t)j * a->run[k].stride + i;
+    if (!a->i8[k]) return (v ? a->vf[k] : a->kf[k])[at];
+    return (double)(v ? a->vq[k] : a->kq[k])[at] * (v ? a->vs[k] : a->ks[k])[j * SSTRIDE];
+}
+
+/* Random rows for the runs (row stride hd + 5), float or int8 as asked. 0, or -1 on OOM. */
+static int attn_case_new(attn_case *a, int32_t nh, int32_t hd, int32_t nrun, const int32_t *len, const int *i8,
+                         uint64_t *rng) {
+    memset(a, 0, sizeof *a);
+    a->nh = nh, a->hd = hd, a->nrun = nrun;
+    a->q = malloc((size_t)nh * (size_t)hd * sizeof(float));
+    if (!a->q) return -1;
+    fill(a->q, (int64_t)nh * hd, rng);
+    for (int64_t i = 0; i < (int64_t)nh * hd; i++) a->q[i] *= 2.0f / sqrtf((float)hd);
+    for (int k = 0; k < nrun; k++) {
+        int64_t stride = hd + 5, n = (int64_t)len[k] * stride + 1;
+        a->len[k] = len[k], a->i8[k] = i8[k];
+        a->kf[k] = malloc((size_t)n * sizeof(float));
+        a->vf[k] = malloc((size_t)n * sizeof(float));
+        a->kq[k] = malloc((size_t)n);
+        a->vq[k] = malloc((size_t)n);
+        a->ks[k] = malloc((size_t)(len[k] * SSTRIDE + 1) * sizeof(float));
+        a->vs[k] = malloc((size_t)(len[k] * SSTRIDE + 1) * sizeof(float));
+        if (!a->kf[k] || !a->vf[k] || !a->kq[k] || !a->vq[k] || !a->ks[k] || !a->vs[k]) return -1;
+        fill(a->kf[k], n, rng);
+        fill(a->vf[k], n, rng);
+        for (int64_t i = 0; i < n; i++) {
+            a->kq[k][i] = (int8_t)(plume_rng_next(rng) % 255 - 127);
+            a->vq[k][i] = (int8_t)(plume_rng_next(rng) % 255 - 127);
+        }
+        for (int32_t j = 0; j < len[k] * SSTRIDE + 1; j++) {
+            a->ks[k][j] = (0.5f + plume_rng_float(rng)) / 127.0f;
+            a->vs[k][j] = (0.5f + plume_rng_float(rng)) / 127.0f;
+        }
+        a->run[k] = i8[k] ? (plume_kv_run){a->kq[k], a->vq[k], a->ks[k], a->vs[k], stride, SSTRIDE, len[k]}
+                          : (plume_kv_run){a->kf[k], a->vf[k], NULL, NULL, stride, 0, len[k]};
+    }
+    return 0;
+}
+
+static void attn_case_free(attn_case *a) {
+    free(a->q);
+    for (int k = 0; k < ATTN_RUNS; k++) {
+        free(a->kf[k]), free(a->vf[k]), free(a->kq[k]), free(a->vq[k]), free(a->ks[k]), free(a->vs[k]);
+    }
+}
+
+/* Check one head's state (m, l, acc [hd]) of the case's runs [r0, r1) against float64. */
+static void attn_check_head(const char *what, const attn_case *a, int32_t h, int r0, int r1, float m, float l,
+                            const float *acc) {
+    int32_t hd = a->hd;
+    double sd[ATTN_NMAX * ATTN_RUNS], md = -INFINITY, mag = 0, ld = 0;
+    int32_t n = 0;
+    for (int k = r0; k < r1; k++)
+        for (int32_t j = 0; j < a->len[k]; j++, n++) {
+            double s = 0, sm = 0;
+            for (int32_t i = 0; i < hd; i++) {
+                double e = attn_elem(a, k, 0, j, i);
+                s += a->q[(int64_t)h * hd + i] * e;
+                sm += fabs(a->q[(int64_t)h * hd + i] * e);
+            }
+            sd[n] = s, md = s > md ? s : md, mag = sm > mag ? sm : mag;
+        }
+    for (int32_t j = 0; j < n; j++) ld += exp(sd[j] - md);
+    double rel = 2 * REL_TOL * mag + 1e-5, lg = (double)l * exp((double)m - md);
+    CHECK(fabs((double)m - md) <= REL_TOL * mag + 1e-6, "%s nh=%d hd=%d h=%d: m %.9g, float64 %.9g", what, a->nh, hd, h,
+          m, md);
+    CHECK(fabs(lg - ld) <= rel * ld, "%s nh=%d hd=%d h=%d: l %.9g, float64 %.9g", what, a->nh, hd, h, lg, ld);
+    for (int32_t i = 0; i < hd; i++) {
+        double o = 0, mo = 0;
+        int32_t j = 0;
+        for (int k = r0; k < r1; k++)
+            for (int32_t jj = 0; jj < a->len[k]; jj++, j++) {
+                double p = exp(sd[j] - md), v = attn_elem(a, k, 1, jj, i);
+                o += p * v, mo += p * fabs(v);
+            }
+        double got = (double)acc[i] / l;
+        if (!(fabs(got - o / ld) <= rel * mo / ld + 1e-7)) {
+            CHECK(0, "%s nh=%d hd=%d h=%d: out[%d] %.9g, float64 %.9g", what, a->nh, hd, h, i, got, o / ld);
+            return;
+        }
+    }
+}
+
+/* attn_block of table kt over all runs at once, then over runs [0, 1) and [1, nrun) folded
+ * with plume_attn_fold, both against float64. */
+static void attn_case_check(const plume_kernels *kt, const attn_case *a) {
+    int32_t nh = a->nh, hd = a->hd;
+    float *acc = malloc((size_t)nh * (size_t)hd * sizeof(float)), *acc2 = malloc((size_t)nh * (size_t)hd * sizeof(float));
+    float *p = malloc((size_t)nh * ATTN_NMAX * ATTN_RUNS * sizeof(float)), m[16], l[16], m2[16], l2[16];
+    if (!acc || !acc2 || !p) {
+        CHECK(0, "out of memory");
+        free(acc), free(acc2), free(p);
+        return;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s attn_block", kt->name);
+    kt->attn_block(acc, m, l, a->q, nh, hd, a->run, a->nrun, p);
+    for (int32_t h = 0; h < nh; h++) attn_check_head(what, a, h, 0, a->nrun, m[h], l[h], acc + (int64_t)h * hd);
+    if (a->nrun > 1) {
+        snprintf(what, sizeof what, "%s attn_block folded", kt->name);
+        kt->attn_block(acc, m, l, a->q, nh, hd, a->run, 1, p);
+        kt->attn_block(acc2, m2, l2, a->q, nh, hd, a->run + 1, a->nrun - 1, p);
+        for (int32_t h = 0; h < nh; h++) {
+            plume_attn_fold(acc + (int64_t)h * hd, &m[h], &l[h], acc2 + (int64_t)h * hd, m2[h], l2[h], hd);
+            attn_check_head(what, a, h, 0, a->nrun, m[h], l[h], acc + (int64_t)h * hd);
+        }
+    }
+    free(acc), free(acc2), free(p);
+}
+
+/* The scalar table and the current one on head counts that leave chunks of 8, 4 and 1,
+ * head sizes with vector tails, runs of float and int8 rows mixed, 1..96 rows each. */
+static void test_attn_block(void) {
+    static const int32_t nhs[] = {1, 2, 3, 8, 9, 13}, hds[] = {1, 7, 16, 40, 72, 256, 512};
+    uint64_t rng = 7;
+    for (size_t a = 0; a < sizeof nhs / sizeof *nhs; a++)
+        for (size_t b = 0; b < sizeof hds / sizeof *hds; b++) {
+            int32_t nrun = 1 + (int32_t)((a + b) % ATTN_RUNS), len[ATTN_RUNS];
+            int i8[ATTN_RUNS];
+            for (int k = 0; k < nrun; k++) {
+                len[k] = 1 + (int32_t)(plume_rng_next(&rng) % ATTN_NMAX);
+                i8[k] = (int)((a + b + (size_t)k) % 2);
+            }
+            attn_case c;
+            if (attn_case_new(&c, nhs[a], hds[b], nrun, len, i8, &rng)) {
+                CHECK(0, "out of memory");
+                attn_case_free(&c);
+                return;
+            }
+            attn_case_check(&plume_kernels_scalar, &c);
+            attn_case_check(cur, &c);
+            attn_case_free(&c);
+        }
+}
+
 /* ---- elementwise --------------------------------------------------------------------- */
 
 /* A polynomial exp/tanh against libm: tanh's absolute error is about 1e-7, so allow 2e-6 of
@@ -337,7 +497,8 @@ static void test_dispatch_names(void) {
               kt ? kt->name : "NULL");
         for (int type = 0; type < PLUME_W_NTYPES; type++)
             CHECK(kt && kt->matmul[type], "%s has no matmul for %s", names[i], type_names[type]);
-        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap, "%s lacks a vector kernel", names[i]);
+        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap && kt->attn_block, "%s lacks a vector kernel",
+              names[i]);
     }
     CHECK(plume_kernels_get("scalar") == &plume_kernels_scalar, "\"scalar\" is not the reference");
     CHECK(plume_kernels_get("sse9") == NULL, "an unknown name gave a table");
@@ -383,6 +544,7 @@ int main(void) {
         run_on_table("matmul_empty", test_matmul_empty);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
+        run_on_table("attn_block", test_attn_block);
     }
     if (!tested) printf("  (no SIMD table on this CPU: only the dispatcher was tested)\n");
     return t_total_failed ? 1 : 0;

@@ -170,6 +170,30 @@ static void test_stop_strings(void) {
     free(sse);
 }
 
+/* A NUL byte in the generated text (the byte token <0x00>) becomes U+FFFD: it would cut a
+ * JSON string, losing the rest of the answer (fuzz_serve_req found it). */
+static void test_nul_byte(void) {
+    static const char a[] = "ab\0c", b[] = "d\0";
+    const char *texts[] = {a, b};
+    size_t lens[] = {4, 2};
+    for (int stream = 0; stream < 2; stream++) {
+        serve_job *j = job_of(SERVE_COMPLETION, stream ? "{\"prompt\": \"p\", \"stream\": true}" : "{\"prompt\": \"p\"}", 0);
+        if (!j) return;
+        serve_out o;
+        char *err = NULL;
+        CHECK(serve_out_init(&o, j, 0, &err) == 0, "init: %s", err);
+        for (int i = 0; i < 2; i++) CHECK(serve_out_put(&o, texts[i], lens[i], NULL) == 0, "put");
+        serve_usage u = {.prompt = 1, .completion = 2};
+        serve_out_finish(&o, "length", &u);
+        serve_out_free(&o);
+        char *out = strndup(j->out, j->out_len);
+        if (stream) CHECK(strstr(out, "\"text\":\"ab\xef\xbf\xbd" "c\"") && strstr(out, "\"text\":\"d\xef\xbf\xbd\""), "stream: %s", out);
+        else CHECK(strstr(out, "\"text\":\"ab\xef\xbf\xbd" "cd\xef\xbf\xbd\""), "reply: %s", out);
+        free(out);
+        serve_job_unref(j);
+    }
+}
+
 static void test_logprobs_follow_text(void) {
     serve_job *j = job_of(SERVE_CHAT, CHAT ", \"logprobs\": true}", 0);
     if (!j) return;
@@ -181,7 +205,7 @@ static void test_logprobs_follow_text(void) {
         cJSON_AddNumberToObject(lp, "logprob", -1.0 * i);
         serve_out_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, lp); /* the middle one gives no text yet */
     }
-    serve_usage u = {3, 3, 0};
+    serve_usage u = {.prompt = 3, .completion = 3};
     serve_out_finish(&o, "length", &u);
     serve_out_free(&o);
     cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
@@ -218,6 +242,7 @@ int main(void) {
     RUN(test_tool_call_streamed);
     RUN(test_unparseable_call_is_text);
     RUN(test_stop_strings);
+    RUN(test_nul_byte);
     RUN(test_logprobs_follow_text);
     RUN(test_fail);
     return t_total_failed != 0;

@@ -7,6 +7,7 @@
 
 #include "model.h"
 #include "npy.h"
+#include "safetensors.h"
 #include "t.h"
 
 #define LOGITS_REL_RMS 1e-4 /* shared/golden/README.md */
@@ -103,6 +104,34 @@ static void test_rewind_far_before_window(void) {
     rewind_case(NULL, 0, 4, 9);
 }
 
+/* The free rewind point follows the ring and the snapshots, and a rewind there is exact. */
+static void test_rewind_free_point(void) {
+    const int32_t keep[] = {44, 40, 30, 17, 16, 3, 0};
+    const int32_t want_snap[] = {44, 40, 16, 16, 16, 0, 0};  /* ring +8, snapshots every 16 */
+    const int32_t want_none[] = {47, 0, 0, 0, 0, 0, 0};       /* ring of W slots, no snapshots */
+    for (int c = 0; c < 2; c++) {
+        plume_model *m = open_isa(f32b, "scalar");
+        if (!m) { CHECK(0, "open"); return; }
+        plume_session *s = c ? new_session(m, 0, -1, 16) : new_session(m, 8, 16, 16);
+        char *err = NULL;
+        CHECK(plume_session_feed(s, ids, n_ids, NULL, 0, &err) == 0, "feed");
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+            int32_t k = c && i == 0 ? 47 : keep[i], want = c ? want_none[i] : want_snap[i];
+            int32_t got = plume_session_rewind_free(s, k);
+            CHECK(got == want, "case %d: free rewind point of %d is %d, want %d", c, k, got, want);
+        }
+        CHECK(plume_session_rewind_free(s, 99) == n_ids && plume_session_rewind_free(s, -1) == 0, "out of range");
+        float *lg = malloc((size_t)n_ids * 512 * 4);
+        int32_t p = plume_session_rewind_free(s, 30);
+        CHECK(plume_session_rewind(s, p, &err) == 0 && plume_session_n_past(s) == p, "rewind to %d", p);
+        CHECK(plume_session_feed(s, ids + p, n_ids - p, lg, 1, &err) == 0, "refeed");
+        check_rows(lg, p, n_ids, "after a free rewind");
+        free(lg);
+        plume_session_free(s);
+        plume_model_free(m);
+    }
+}
+
 /* A new prompt that shares a prefix with the session prefills only the rest. */
 static void test_prefix_reuse(void) {
     plume_model *m = open_isa(f32b, "scalar");
@@ -172,7 +201,7 @@ static void expect_load_fails(const char *bundle, const char *state, int code, c
     plume_session *s = NULL;
     char *err = NULL;
     int rc = plume_session_load(&s, m, state, &err);
-    CHECK(rc == code && !s, "load %s: rc %d, want %d", state, rc, code);
+    CHECK(rc == code && !s, "load %s: rc %d, want %d (%s)", state, rc, code, want);
     CHECK(err && strstr(err, want), "message lacks '%s': %s", want, err ? err : "(none)");
     free(err);
     plume_model_free(m);
@@ -286,6 +315,125 @@ static void test_kv8_error_and_state(void) {
     plume_model_free(m);
 }
 
+/* ---- untrusted state files (issue 11, defect 3) ------------------------------------------ */
+
+/* A copy of state file src at dst with patch(b, size) applied and the checksum recomputed, as
+ * anyone can: only validation stands between such a file and the session. */
+static void forge_state(const char *src, const char *dst, void (*patch)(uint8_t *b, size_t n, void *arg), void *arg) {
+    char *buf = NULL, *err = NULL;
+    size_t n = 0;
+    if (plume_read_file(src, &buf, &n, &err) || n < 72) { CHECK(0, "read %s: %s", src, err ? err : "short"); free(err); free(buf); return; }
+    uint8_t *b = (uint8_t *)buf;
+    patch(b, n, arg);
+    uint64_t payload = n - 72, h = 1469598103934665603ull;
+    for (uint64_t i = 0; i < payload; i++) h = (h ^ b[64 + i]) * 1099511628211ull;
+    memcpy(b + 64 + payload, &h, 8);
+    FILE *f = fopen(dst, "wb");
+    if (f) { fwrite(b, 1, n, f); fclose(f); }
+    free(buf);
+}
+
+/* Write the float (*(float *)arg) at payload offset arg+8 (a size_t). */
+typedef struct { size_t at; float value; } float_patch;
+static void patch_float(uint8_t *b, size_t n, void *arg) {
+    float_patch *p = arg;
+    if (64 + p->at + 4 <= n - 8) memcpy(b + 64 + p->at, &p->value, 4);
+}
+
+/* Set header field i (the i32 at 24 + 4 i; i = -1: kv_bits at 12) to *(int32_t *)arg. */
+typedef struct { int field; int32_t value; } field_patch;
+static void patch_field(uint8_t *b, size_t n, void *arg) {
+    field_patch *p = arg;
+    (void)n;
+    memcpy(b + (p->field < 0 ? 12 : 24 + 4 * p->field), &p->value, 4);
+}
+
+/* Payload offset of the K scales of the first full-attention cache of a kv_bits 8 state with
+ * n_past tokens (the layout of session.c's comment). */
+static size_t kv8_scale_offset(const plume_model *m, int32_t n_past, int32_t n_ctx, int32_t n_rewind) {
+    const plume_config *c = &m->c;
+    size_t at = (size_t)n_past * 4;
+    for (int32_t l = 0; l < c->L; l++) {
+        if (c->kv_src[l] != l) continue;
+        int ring = !c->is_full[l] && c->W + n_rewind < n_ctx;
+        size_t rows = ring ? (size_t)(c->W + n_rewind) : (size_t)n_past, width = (size_t)c->Hkv * (size_t)c->hd[l];
+        if (!ring) return at + rows * width;
+        at += 2 * rows * width * 4;
+    }
+    return 0;
+}
+
+static void test_state_values_validated(void) {
+    char st[700], bad[700], kv8[700];
+    snprintf(st, sizeof st, "%s/s0.state", tmp);
+    snprintf(bad, sizeof bad, "%s/forged.state", tmp);
+    snprintf(kv8, sizeof kv8, "%s/kv8.state", tmp);
+    /* a NaN and an inf in a float cache (s0.state holds 20 tokens: the caches start at 80) */
+    float_patch nan_k = {80 + 12, NAN}, inf_k = {80 + 4 * 100, INFINITY};
+    forge_state(st, bad, patch_float, &nan_k);
+    expect_load_fails(f32b, bad, PLUME_EFORMAT, "non-finite");
+    forge_state(st, bad, patch_float, &inf_k);
+    expect_load_fails(f32b, bad, PLUME_EFORMAT, "non-finite");
+    /* a NaN and a negative int8 scale: the next step would have cast NaN to int8 */
+    plume_model *m = open_isa(f32b, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    float_patch nan_s = {kv8_scale_offset(m, 20, m->c.n_ctx, m->c.W), NAN}, neg_s = nan_s;
+    neg_s.value = -1.0f;
+    plume_model_free(m);
+    forge_state(kv8, bad, patch_float, &nan_s);
+    expect_load_fails(f32b, bad, PLUME_EFORMAT, "non-finite");
+    forge_state(kv8, bad, patch_float, &neg_s);
+    expect_load_fails(f32b, bad, PLUME_EFORMAT, "non-finite");
+    /* header fields checked before anything is sized from them */
+    struct { field_patch p; const char *want; } hdr[] = {
+        {{0, 1 << 30}, "max_position_embeddings"},   /* a huge context */
+        {{0, 2048}, "inconsistent"},                 /* a legal context (s0 has 4096), another payload */
+        {{0, -5}, "context"},
+        {{2, INT32_MAX - 3}, "does not match"},      /* n_rewind */
+        {{6, 0}, "inconsistent"},                    /* n_batch */
+        {{6, INT32_MAX}, "inconsistent"},
+        {{3, 1}, "inconsistent"},                    /* snapshot_every vs n_snap */
+        {{5, 1 << 20}, "inconsistent"},              /* snap_valid */
+        {{-1, 12}, "kv_bits"},
+        {{-1, 8}, "does not match"},
+    };
+    for (size_t i = 0; i < sizeof hdr / sizeof *hdr; i++) {
+        forge_state(st, bad, patch_field, &hdr[i].p);
+        expect_load_fails(f32b, bad, PLUME_EFORMAT, hdr[i].want);
+    }
+}
+
+/* K/V that are not finite (NaN weights, here a NaN norm) are stored in an int8 cache as 0,
+ * not cast (undefined; UBSan's float-cast-overflow reports it). */
+static void test_kv8_nonfinite_rows(void) {
+    char b[700], out[2048], chunk[800];
+    snprintf(b, sizeof b, "%s/nan", tmp);
+    t_sh(out, sizeof out, "rm -rf '%s' && cp -r '%s' '%s'", b, f32b, b);
+    st_file f;
+    char *err = NULL;
+    snprintf(chunk, sizeof chunk, "%s/chunk_1.safetensors", b);
+    if (st_open(&f, chunk, &err)) { CHECK(0, "%s", err); free(err); return; }
+    const st_tensor *t = st_find(&f, "layers.0.input_layernorm.weight");
+    CHECK(t != NULL, "no layers.0.input_layernorm.weight");
+    FILE *fp = fopen(chunk, "r+b");
+    float nan = NAN;
+    if (t && fp && fseek(fp, (long)t->offset, SEEK_SET) == 0) fwrite(&nan, 4, 1, fp);
+    if (fp) fclose(fp);
+    st_close(&f);
+    plume_model *m = open_isa(b, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    plume_session_params p = plume_session_default_params();
+    p.kv_bits = 8;
+    plume_session *s = NULL;
+    CHECK(plume_session_new(&s, m, &p, &err) == 0, "session");
+    float *lg = malloc(512 * 4);
+    CHECK(s && plume_session_feed(s, ids, 8, lg, 0, &err) == 0, "feed: %s", err ? err : "");
+    plume_session_free(s);
+    free(lg);
+    free(err);
+    plume_model_free(m);
+}
+
 /* Long context: KV memory grows only for the full layers; too long a context is refused. */
 static void test_long_context(void) {
     plume_model *m = open_isa(f32b, NULL);
@@ -330,12 +478,15 @@ int main(void) {
     RUN(test_rewind_to_zero);
     RUN(test_rewind_inside_window);
     RUN(test_rewind_far_before_window);
+    RUN(test_rewind_free_point);
     RUN(test_prefix_reuse);
     RUN(test_save_load_new_process);
     RUN(test_foreign_truncated_corrupt_refused);
     RUN(test_concurrent_sessions_share_a_model);
     RUN(test_kv8_error_and_state);
     RUN(test_long_context);
+    RUN(test_state_values_validated);
+    RUN(test_kv8_nonfinite_rows);
     free(gold);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

@@ -806,6 +806,23 @@ static void test_corrupt_binary(void) {
     reseal(work, n);
     expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT, "merge slot",
                       "checksum");
+    /* An added token that ends inside a UTF-8 character ("<x>" -> "<x\xc3", piece and trie
+     * edge alike): once the encoder read far past the text after such a match ("<x\xc3\xa9"
+     * left a segment starting with a continuation byte). And a trie edge that no longer
+     * spells its token's piece. */
+    for (int both = 0; both < 2; both++) {
+        memcpy(work, img, n);
+        uint32_t n_nodes = rd32(img + 56), n_edges = rd32(img + 60), x_node = 0;
+        for (uint32_t i = 0; i < n_nodes; i++)
+            if (rd32(img + SEC_OFF(7) + 12 * i + 8) == 4) x_node = i;
+        for (uint32_t e = 0; e < n_edges; e++)
+            if (x_node && rd32(img + SEC_OFF(8) + 8 * e + 4) == x_node) wr32(work + SEC_OFF(8) + 8 * e, 0xc3);
+        if (both) work[SEC_OFF(1) + rd32(img + SEC_OFF(0) + 4 * 5) - 1] = 0xc3;
+        reseal(work, n);
+        CHECK(x_node != 0, "no trie node for <x>");
+        expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT,
+                          both ? "added token ending inside a character" : "trie path", "checksum");
+    }
 #undef SEC_OFF
     /* The untouched file still opens. */
     plume_tokenizer *t = NULL;
@@ -859,6 +876,9 @@ static void test_bad_json(void) {
         {"NUL in a piece", "\"x\": ", "\"x\\u0000\": "},
         {"added token without content", "\"content\": \"<x>\"", "\"contents\": \"<x>\""},
         {"merges not an array", "\"merges\": [", "\"merges\": 5, \"zz\": ["},
+        {"added token ending inside a character", "\"content\": \"<x>\"", "\"content\": \"<x\xc3\""},
+        {"added token starting with a continuation byte", "\"content\": \"<x>\"", "\"content\": \"\xa9<x>\""},
+        {"added token id twice", "{\"id\": 5,", "{\"id\": 4,"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
         char *bad = replace1(good, edits[i].from, edits[i].to);

@@ -54,5 +54,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 #endif

@@ -9,17 +9,23 @@
 
 #include "cli.h"
 #include "common.h"
+#include "model.h"
 #include "pool.h"
 
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
-    "                   [--int8-prefill] [--history N] [--batch 1,2,4,8]\n"
+    "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
+    "                   [--kv-bits 8]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming 1 GiB, and decode speed over the bandwidth limit (bytes of weights a\n"
     "  decode step reads / bandwidth). -r repetitions; median and min..max are reported.\n"
+    "  --exact       float32 activations (q8/q4 bundles take int8 activations by default)\n"
     "  --history N   also: time to first token of a 32-token follow-up turn after a conversation\n"
-    "                of N tokens (the session keeps its cache: it must not grow with N)\n";
+    "                of N tokens (the session keeps its cache: it must not grow with N)\n"
+    "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
+    "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
+    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
 
 /* ---- memory bandwidth ------------------------------------------------------------------ */
 
@@ -147,14 +153,123 @@ static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *r
     return tok_s;
 }
 
+/* The model params every measurement of one `plume bench` uses (--isa, -t, --exact). */
+static plume_model_params bench_model_params(const char *isa, int32_t threads, int exact) {
+    plume_model_params mp = plume_model_default_params();
+    mp.isa = isa;
+    mp.n_threads = threads;
+    mp.exact = exact;
+    return mp;
+}
+
+/* ---- speculative decoding: the cost of a step of several tokens ------------------------ */
+
+#define SPEC_T_N 6
+static const int32_t spec_steps[SPEC_T_N] = {1, 2, 3, 4, 5, 8}; /* tokens per step */
+
+/* Time steps of T tokens (logits of every row, as a speculative step verifies) at a decode
+ * position: after a 64-token prompt and 8 warm-up steps, each T in turn, fed and rewound
+ * again (a free rewind), 5 times per repetition. Prints each T's median time over the
+ * 1-token step's and the expected speed-up of drafting T - 1 tokens at a few acceptance
+ * rates. 0, or 1 on error (printed). */
+static int spec_step_costs(const char *model, const char *isa, int32_t threads, int exact, int64_t reps, int json) {
+    plume_model_params mp = bench_model_params(isa, threads, exact);
+    plume_model *m = NULL;
+    plume_session *s = NULL;
+    char *err = NULL;
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = 256;
+    if (plume_model_open(&m, model, &mp, &err) || plume_session_new(&s, m, &sp, &err)) {
+        plume_model_free(m);
+        return cli_lib_error(err);
+    }
+    int32_t V = plume_model_n_vocab(m), ids[64];
+    uint64_t rng = 777;
+    for (int i = 0; i < 64; i++) ids[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)V);
+    float *logits = malloc((size_t)8 * (size_t)V * sizeof *logits);
+    int64_t n = reps * 5;
+    double *t = malloc((size_t)(SPEC_T_N * n) * sizeof *t);
+    int rc = !logits || !t || plume_session_feed(s, ids, 64, NULL, 0, &err);
+    for (int i = 0; !rc && i < 8; i++) rc = plume_session_feed(s, ids + i, 1, logits, 0, &err);
+    for (int64_t r = 0; !rc && r < n; r++)
+        for (int k = 0; !rc && k < SPEC_T_N; k++) {
+            int32_t at = plume_session_n_past(s);
+            double t0 = plume_now();
+            rc = plume_session_feed(s, ids + 8, spec_steps[k], logits, 1, &err);
+            t[k * n + r] = plume_now() - t0;
+            if (!rc) rc = plume_session_rewind(s, at, &err);
+        }
+    if (rc) {
+        free(logits);
+        free(t);
+        plume_session_free(s);
+        plume_model_free(m);
+        return err ? cli_lib_error(err) : cli_error("bench: out of memory");
+    }
+    double med[SPEC_T_N];
+    for (int k = 0; k < SPEC_T_N; k++) med[k] = summarize(t + k * n, (int)n).med;
+    static const double rates[3] = {0.3, 0.5, 0.7};
+    if (!json)
+        printf("\n| step of T tokens (decode position, all logits), %lld runs | median ms | x 1-token step | "
+               "speed-up drafting T-1 at 30%% / 50%% / 70%% acceptance |\n|---|---|---|---|\n", (long long)n);
+    for (int k = 0; k < SPEC_T_N; k++) {
+        double rel = med[k] / med[0], up[3];
+        for (int j = 0; j < 3; j++) /* expected tokens per step: (1 - a^T) / (1 - a) */
+            up[j] = (1.0 - pow(rates[j], spec_steps[k])) / (1.0 - rates[j]) / rel;
+        if (json)
+            printf("{\"step_tokens\": %d, \"step_ms\": %.2f, \"relative_cost\": %.3f, \"speedup_30\": %.3f, "
+                   "\"speedup_50\": %.3f, \"speedup_70\": %.3f}\n", spec_steps[k], med[k] * 1e3, rel, up[0], up[1], up[2]);
+        else
+            printf("| T = %d | %.1f | %.2f | %.2f / %.2f / %.2f |\n", spec_steps[k], med[k] * 1e3, rel, up[0], up[1],
+                   up[2]);
+    }
+    free(logits);
+    free(t);
+    plume_session_free(s);
+    plume_model_free(m);
+    return 0;
+}
+
+/* ---- decode at depth ------------------------------------------------------------------- */
+
+/* Decode tok/s of n_gen tokens after depth positions of history: the caches are filled with
+ * pseudo-random K/V rows (plume_session_fill_random) instead of a prefill, which would take
+ * minutes at 32K tokens; one untimed step first. 0 on error (printed). */
+static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t kv_bits, uint64_t *rng) {
+    plume_session *s = NULL;
+    char *err = NULL;
+    int32_t V = plume_model_n_vocab(m), next = 2;
+    float *logits = malloc((size_t)V * 4);
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)(depth + n_gen + 2);
+    sp.kv_bits = kv_bits;
+    int rc = !logits || plume_session_new(&s, m, &sp, &err);
+    if (!rc) rc = plume_session_fill_random(s, (int32_t)depth, plume_rng_next(rng), &err);
+    if (!rc) rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+    double t0 = plume_now();
+    for (int64_t g = 0; !rc && g < n_gen; g++) {
+        next = (int32_t)(plume_rng_next(rng) % (uint64_t)V); /* speed does not depend on the ids */
+        rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+    }
+    double tok_s = (double)n_gen / (plume_now() - t0);
+    if (rc) {
+        fprintf(stderr, "plume bench: depth %lld: %s\n", (long long)depth, err ? err : "out of memory");
+        tok_s = 0;
+    }
+    free(err);
+    plume_session_free(s);
+    free(logits);
+    return tok_s;
+}
+
 /* ---- plume bench ----------------------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
-    int json = 0, int8_prefill = 0;
-    int64_t history = 0, batch[8];
-    int n_batch = 0;
+    int json = 0, exact = 0, spec = 0;
+    int64_t history = 0, batch[8], depth[8], kv_bits = 32;
+    int n_batch = 0, n_depth = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -162,7 +277,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-m") && more) model = argv[++i];
         else if (!strcmp(a, "--isa") && more) isa = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--int8-prefill")) int8_prefill = 1;
+        else if (!strcmp(a, "--exact")) exact = 1;
+        else if (!strcmp(a, "--spec")) spec = 1;
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -174,6 +290,18 @@ int cmd_bench(int argc, char **argv) {
                 if (n_batch == 8 || cli_int(tk, 1, 64, &batch[n_batch++]))
                     return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
             if (!n_batch) return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
+        }
+        else if (!strcmp(a, "--depth") && more) {
+            char list[128], *save = NULL;
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
+                if (n_depth == 8 || cli_int(tk, 0, 1 << 20, &depth[n_depth++]))
+                    return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
+            if (!n_depth) return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
+        }
+        else if (!strcmp(a, "--kv-bits") && more) {
+            if (cli_int(argv[++i], 8, 32, &kv_bits) || (kv_bits != 8 && kv_bits != 32))
+                return cli_error("bench: --kv-bits wants 8 or 32");
         }
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
@@ -189,12 +317,10 @@ int cmd_bench(int argc, char **argv) {
         char *err = NULL;
         plume_model *m;
         plume_session *s;
-        plume_model_params mp = plume_model_default_params();
-        mp.isa = isa;
-        mp.n_threads = (int32_t)threads;
-        mp.int8_prefill = int8_prefill;
+        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
         plume_session_params sp = plume_session_default_params();
         sp.n_ctx = (int32_t)(n_prompt + n_gen + 1);
+        sp.kv_bits = (int32_t)kv_bits;
         double t0 = plume_now();
         if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
         if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
@@ -253,13 +379,25 @@ int cmd_bench(int argc, char **argv) {
     if (n_batch) { /* one model for all counts; the counts interleaved in every repetition */
         char *err = NULL;
         plume_model *m;
-        plume_model_params mp = plume_model_default_params();
-        mp.isa = isa;
-        mp.n_threads = (int32_t)threads;
+        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
         if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
         for (int r = 0; r < reps; r++)
             for (int k = 0; k < n_batch; k++)
                 if ((bt[k][r] = batch_decode(m, (int32_t)batch[k], n_gen, &rng)) <= 0) {
+                    plume_model_free(m);
+                    return 1;
+                }
+        plume_model_free(m);
+    }
+    double dt[8][100];
+    if (n_depth) { /* one model for all depths; the depths interleaved in every repetition */
+        char *err = NULL;
+        plume_model *m;
+        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
+        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
+        for (int r = 0; r < reps; r++)
+            for (int k = 0; k < n_depth; k++)
+                if ((dt[k][r] = depth_decode(m, depth[k], n_gen, (int32_t)kv_bits, &rng)) <= 0) {
                     plume_model_free(m);
                     return 1;
                 }
@@ -278,22 +416,27 @@ int cmd_bench(int argc, char **argv) {
     }
     double roof = bw > 0 ? D.med * decode_bytes / (bw * 1e9) : 0;
     if (json) {
-        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"int8_prefill\": %d, \"threads\": %d, \"n_prompt\": %lld, "
+        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"exact\": %d, \"threads\": %d, \"n_prompt\": %lld, "
                "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
                "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
                "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
                "\"anon_rss_mb\": %.1f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f, "
                "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
-               model, weights, isa_name, int8_prefill, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
+               model, weights, isa_name, exact, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
                D.med, D.lo, D.hi, F.med, L.med, peak, anon, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
         for (int k = 0; k < n_batch; k++) {
             stat3 B = summarize(bt[k], (int)reps);
             printf("{\"batch\": %lld, \"aggregate_decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
                    (long long)batch[k], B.med, B.lo, B.hi);
         }
+        for (int k = 0; k < n_depth; k++) {
+            stat3 S = summarize(dt[k], (int)reps);
+            printf("{\"depth\": %lld, \"kv_bits\": %lld, \"decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
+                   (long long)depth[k], (long long)kv_bits, S.med, S.lo, S.hi);
+        }
     } else {
         printf("| %s, %s weights, %s kernels%s, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
-               weights, isa_name, int8_prefill ? " + int8 prefill" : "", nth, (long long)reps);
+               weights, isa_name, exact ? " (exact)" : "", nth, (long long)reps);
         printf("| load (open to ready), ms | %.1f | %.1f .. %.1f |\n", L.med, L.lo, L.hi);
         printf("| prefill %lld tokens, tok/s | %.1f | %.1f .. %.1f |\n", (long long)n_prompt, P.med, P.lo, P.hi);
         printf("| time to first token, ms | %.1f | %.1f .. %.1f |\n", F.med, F.lo, F.hi);
@@ -318,6 +461,14 @@ int cmd_bench(int argc, char **argv) {
                    (long long)batch[k], B.med, B.lo, B.hi);
             if (one > 0 && batch[k] > 1) printf("| ... over one session | %.2fx | |\n", B.med / one);
         }
+        double shallow = 0;
+        for (int k = 0; k < n_depth; k++) {
+            stat3 S = summarize(dt[k], (int)reps);
+            if (k == 0) shallow = S.med;
+            printf("| decode %lld tokens after %lld of history%s, tok/s | %.2f | %.2f .. %.2f |\n", (long long)n_gen,
+                   (long long)depth[k], kv_bits == 8 ? " (int8 KV)" : "", S.med, S.lo, S.hi);
+            if (k > 0 && shallow > 0) printf("| ... over depth %lld | %.0f%% | |\n", (long long)depth[0], 100 * S.med / shallow);
+        }
     }
-    return 0;
+    return spec ? spec_step_costs(model, isa, nth, exact, reps, json) : 0;
 }

@@ -1,4 +1,5 @@
 /* cmd_logits.c -- `plume logits`: feed ids, write the logits of every position as .npy. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,13 @@
 static const char logits_usage[] =
     "usage: plume logits -m BUNDLE (--ids 2,17,... | --ids-npy FILE.npy) [--step N] -o OUT.npy\n"
     "                    [--isa scalar|avx2|avx512|neon] [-t THREADS] [--context N]\n"
-    "                    [--load-state FILE] [--save-state FILE]\n"
+    "                    [--load-state FILE] [--save-state FILE] [--fast]\n"
     "  Feed the ids N at a time (--step 1 is pure decode; default: all at once) and write the\n"
     "  float32 logits [T, V] of every position, after the final softcap.\n"
     "  --load-state FILE  continue a session saved earlier (the ids follow its tokens)\n"
-    "  --save-state FILE  save the session after the ids\n";
+    "  --save-state FILE  save the session after the ids\n"
+    "  --fast             q8/q4: int8 activations, as run/chat/serve/bench use by default (the\n"
+    "                     logits are exact, float32 activations, unless this is given)\n";
 
 /* Parse "2,17,5" into a malloc'd array. */
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -46,9 +49,20 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     if (npy_open(path, &m, &v, &err)) return cli_lib_error(err);
     float *f = malloc((size_t)(v.count ? v.count : 1) * sizeof *f);
     *ids = malloc((size_t)(v.count ? v.count : 1) * sizeof **ids);
-    if (!f || !*ids || v.count < 1) { free(f); plume_map_free(&m); return cli_error("logits: %s: no ids", path); }
-    npy_to_f32(&v, f);
-    for (int64_t i = 0; i < v.count; i++) (*ids)[i] = (int32_t)f[i];
+    int bad = !f || !*ids || v.count < 1 || v.count > INT32_MAX;
+    if (!bad) npy_to_f32(&v, f);
+    int64_t at = -1; /* a float that is not a small integer is no id (and casting it would be undefined) */
+    for (int64_t i = 0; !bad && at < 0 && i < v.count; i++)
+        if (!(f[i] >= -1.0f && f[i] <= 16777216.0f) || f[i] != floorf(f[i])) at = i;
+        else (*ids)[i] = (int32_t)f[i];
+    if (bad || at >= 0) {
+        free(f);
+        free(*ids);
+        *ids = NULL;
+        plume_map_free(&m);
+        if (at >= 0) return cli_error("logits: %s: element %lld is not a token id", path, (long long)at);
+        return cli_error("logits: %s: no ids (or too many)", path);
+    }
     *n = (int32_t)v.count;
     free(f);
     plume_map_free(&m);
@@ -58,6 +72,7 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL, *load = NULL, *save = NULL;
     int64_t step = 0, threads = 0, ctx = 0;
+    int fast = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -67,6 +82,7 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--ids-npy") && more) ids_npy = argv[++i];
         else if (!strcmp(a, "-o") && more) outp = argv[++i];
         else if (!strcmp(a, "--isa") && more) isa = argv[++i];
+        else if (!strcmp(a, "--fast")) fast = 1;
         else if (!strcmp(a, "--load-state") && more) load = argv[++i];
         else if (!strcmp(a, "--save-state") && more) save = argv[++i];
         else if (!strcmp(a, "--step") && more) {
@@ -89,6 +105,7 @@ int cmd_logits(int argc, char **argv) {
     plume_model_params mp = plume_model_default_params();
     mp.isa = isa;
     mp.n_threads = (int32_t)threads;
+    mp.exact = !fast;
     if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error(err); }
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = (int32_t)ctx;

@@ -41,12 +41,19 @@ static const char serve_help[] =
     "  --timeout SECONDS    close connections idle that long (default 60)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --kv-bits 8|32       8: int8 K/V for the full-attention layers\n"
-    "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n";
+    "  --snapshot-every N   keep a copy of a slot's sliding-window caches every N tokens, so a\n"
+    "                       prompt reuses a slot's prefix beyond the window from there\n"
+    "                       (default: max(1024, context / 8); docs/SESSIONS.md)\n"
+    "  --draft N            speculative decoding of greedy requests (temperature 0): up to N\n"
+    "                       tokens guessed from the context, verified in one step; the answer\n"
+    "                       is the same (default 3; 0: off)\n"
+    "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
+    "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n";
 
 /* Flags of `plume serve`. */
 typedef struct {
     const char *model, *host, *api_key, *slot_dir, *isa;
-    int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits;
+    int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
     size_t max_body;
 } serve_options;
 
@@ -210,77 +217,6 @@ static int job_wait_done(serve_job *j, int fd) {
 
 /* ---- the generation endpoints --------------------------------------------------------------- */
 
-/* The tool calls of an assistant message (its tool_calls JSON) as the renderer takes them;
- * the strings point into *root (freed by the caller). 0 or a 400 in e. */
-static int tool_calls_of(const serve_message *m, cJSON **root, plume_chat_tool_call **calls, int32_t *n,
-                         serve_error *e) {
-    *root = cJSON_Parse(m->tool_calls);
-    int32_t k = cJSON_GetArraySize(*root);
-    if (!(*calls = calloc((size_t)k + 1, sizeof **calls))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    cJSON *c;
-    cJSON_ArrayForEach(c, *root) {
-        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *id = cJSON_GetObjectItemCaseSensitive(c, "id");
-        cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
-        if (cJSON_IsObject(args)) { /* some clients send an object, not its text */
-            char *text = cJSON_PrintUnformatted(args);
-            if (!text) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-            cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", cJSON_CreateString(text));
-            free(text);
-            args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
-        }
-        (*calls)[*n] = (plume_chat_tool_call){cJSON_IsString(id) ? id->valuestring : NULL,
-                                              cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring,
-                                              cJSON_IsString(args) ? args->valuestring : NULL};
-        ++*n;
-    }
-    return 0;
-}
-
-/* The prompt text of a chat request: the chat template with tools, tool calls and replies,
- * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
- * *in_thought says whether the prompt opened the thought channel. 0 or an error in e. */
-static int render_chat(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
-    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
-    cJSON **roots = calloc((size_t)r->n_msgs, sizeof *roots);
-    int rc = msgs && roots ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
-        const serve_message *m = &r->msgs[i];
-        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
-                                          .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
-                                          .tool_call_id = m->tool_call_id, .name = m->name};
-        if (m->tool_calls) {
-            plume_chat_tool_call *calls = NULL;
-            int32_t n = 0;
-            rc = tool_calls_of(m, &roots[i], &calls, &n, e);
-            msgs[i].tool_calls = calls;
-            msgs[i].n_tool_calls = n;
-        }
-    }
-    char *err = NULL;
-    if (!rc) {
-        plume_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = r->enable_thinking,
-                                  .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
-        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
-        if (lrc)
-            rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
-                                 lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
-                                 err ? err : "cannot render the messages");
-    }
-    free(err);
-    if (!rc) {
-        static const char thought[] = "<|channel>thought\n";
-        size_t n = strlen(*out), k = sizeof thought - 1;
-        *in_thought = n >= k && !memcmp(*out + n - k, thought, k);
-    }
-    for (int32_t i = 0; msgs && roots && i < r->n_msgs; i++) {
-        free((void *)msgs[i].tool_calls);
-        cJSON_Delete(roots[i]);
-    }
-    free(msgs);
-    free(roots);
-    return rc;
-}
-
 /* Tokenize text (no BOS added) into a malloc'd array. 0 or an error in e. */
 static int tokenize(const plume_tokenizer *tok, const char *text, int32_t **ids, int32_t *n, serve_error *e) {
     size_t len = strlen(text);
@@ -303,7 +239,7 @@ static int make_job(serve_server *sv, serve_kind kind, const serve_conn *cn, ser
     if (rc) return rc;
     char *text = NULL;
     int32_t in_thought = 0;
-    if (kind == SERVE_CHAT) rc = render_chat(&r, &text, &in_thought, e);
+    if (kind == SERVE_CHAT) rc = serve_chat_render(&r, &text, &in_thought, e);
     else if (!(text = plume_sprintf("<bos>%s", r.prompt))) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     int32_t *ids = NULL, n = 0;
     if (!rc) rc = tokenize(sv->tok, text, &ids, &n, e);
@@ -456,12 +392,16 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# HELP plume_queue_length Requests waiting for a slot.\n# TYPE plume_queue_length gauge\n"
         "plume_queue_length %d\n"
         "# HELP plume_slots_busy Slots serving a request.\n# TYPE plume_slots_busy gauge\nplume_slots_busy %d\n"
-        "# HELP plume_slots_total Slots (--parallel).\n# TYPE plume_slots_total gauge\nplume_slots_total %d\n",
+        "# HELP plume_slots_total Slots (--parallel).\n# TYPE plume_slots_total gauge\nplume_slots_total %d\n"
+        "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
+        "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
+        "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
+        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n",
         (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots);
+        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted);
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
 }
 
@@ -600,6 +540,7 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
     o->host = "127.0.0.1";
     o->port = 8080;
     o->parallel = 4;
+    o->draft = plume_spec_default_params().draft_max;
     o->queue = 64;
     o->timeout = 60;
     o->max_body = 8u << 20;
@@ -609,8 +550,13 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
             fputs(serve_help, stdout);
             return 1;
         }
+        if (!strcmp(a, "--exact")) {
+            o->exact = 1;
+            continue;
+        }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
-                                            "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa"};
+                                            "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
+                                            "--snapshot-every", "--draft"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -630,6 +576,8 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
         else if (!strcmp(a, "--timeout")) { bad = cli_int(v, 1, 86400, &n); o->timeout = (int32_t)n; }
         else if (!strcmp(a, "-t")) { bad = cli_int(v, 1, 1024, &n); o->n_threads = (int32_t)n; }
         else if (!strcmp(a, "--kv-bits")) { bad = cli_int(v, 8, 32, &n) || (n != 8 && n != 32); o->kv_bits = (int32_t)n; }
+        else if (!strcmp(a, "--snapshot-every")) { bad = cli_int(v, 1, 1 << 24, &n); o->snapshot_every = (int32_t)n; }
+        else if (!strcmp(a, "--draft")) { bad = cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n); o->draft = (int32_t)n; }
         else if (!strcmp(a, "--max-body")) { bad = cli_int(v, 1, (int64_t)1 << 32, &n); o->max_body = (size_t)n; }
         if (bad) return cli_error("serve: bad value '%s' for %s (see plume serve --help)", v, a), 2;
     }
@@ -680,6 +628,7 @@ static int open_model(serve_server *sv) {
     plume_model_params mp = plume_model_default_params();
     mp.isa = sv->o.isa;
     mp.n_threads = sv->o.n_threads;
+    mp.exact = sv->o.exact;
     if (plume_model_open(&sv->m, path, &mp, &err)) return cli_lib_error(err);
     if (!(sv->tok = plume_model_tokenizer(sv->m)))
         return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
@@ -695,6 +644,7 @@ static int open_model(serve_server *sv) {
     int32_t bundle_ctx = plume_model_n_ctx(sv->m);
     sv->n_ctx = sv->o.n_ctx ? sv->o.n_ctx : bundle_ctx < 8192 ? bundle_ctx : 8192;
     serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
+                             .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
                              .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return cli_lib_error(err);
     return 0;

@@ -29,11 +29,16 @@ const char gen_options_help[] =
     "  --context N          context length (default: the bundle's)\n"
     "  --kv-bits 8|32       8: int8 K/V for the full-attention layers (a quarter of the memory)\n"
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
-    "  --int8-prefill       q8/q4: prefill with int8 activations (AVX-512 VNNI, ~3x faster, not exact)\n";
+    "  --exact              q8/q4: float32 activations, the reference (default: int8 activations,\n"
+    "                       faster, ~1% error per matmul; docs/BENCHMARKS.md)\n"
+    "  --draft N            speculative decoding: guess up to N tokens a step from the context and\n"
+    "                       verify them in one pass (0 = off; default 3 when greedy, where the output\n"
+    "                       is identical, else off; with sampling the distribution is unchanged)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 512;
+    o->draft = -1;
     o->sp = plume_sampler_default_params();
     o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
@@ -51,7 +56,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
-                                             "--system", "--isa", "--kv-bits"};
+                                             "--system", "--isa", "--kv-bits", "--draft"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
@@ -79,9 +84,10 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--system")) { o->system = v; }
     else if (FLAG("--isa")) { o->isa = v; }
     else if (FLAG("--kv-bits")) { if (cli_int(v, 8, 32, &n) || (n != 8 && n != 32)) return cli_error("%s: --kv-bits wants 8 or 32", cmd), -1; o->kv_bits = (int32_t)n; }
+    else if (FLAG("--draft")) { if (cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n)) return cli_error("%s: --draft wants 0..%d", cmd, PLUME_SAMPLER_UNDO - 1), -1; o->draft = (int32_t)n; }
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
-    else if (FLAG("--int8-prefill")) o->int8_prefill = 1;
+    else if (FLAG("--exact")) o->exact = 1;
     else return 0;
 #undef FLAG
     return 1;
@@ -93,6 +99,14 @@ static void on_sigint(int sig) {
     gen_interrupted = 1;
 }
 
+/* The draft length: --draft, or by default the library's when decoding is greedy (drafting
+ * cannot change greedy output) and 0 when sampling (it keeps the distribution, but a seed
+ * no longer gives the same text as without). */
+static int32_t gen_draft(const gen_options *o) {
+    if (o->draft >= 0) return o->draft;
+    return o->sp.temperature <= 0.0f ? plume_spec_default_params().draft_max : 0;
+}
+
 int gen_open(gen_ctx *g, const gen_options *o) {
     memset(g, 0, sizeof *g);
     g->o = *o;
@@ -102,7 +116,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     plume_model_params mp = plume_model_default_params();
     mp.isa = o->isa;
     mp.n_threads = o->n_threads;
-    mp.int8_prefill = o->int8_prefill;
+    mp.exact = o->exact;
     if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
     if (!plume_model_tokenizer(g->m)) {
         gen_close(g);
@@ -113,6 +127,12 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     if (o->kv_bits) sp.kv_bits = o->kv_bits;
     if (plume_session_new(&g->s, g->m, &sp, &err) ||
         plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
+        gen_close(g);
+        return cli_lib_error(err);
+    }
+    plume_spec_params dp = plume_spec_default_params();
+    dp.draft_max = gen_draft(o);
+    if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
         return cli_lib_error(err);
     }
@@ -130,6 +150,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
 
 void gen_close(gen_ctx *g) {
     free(g->logits);
+    plume_spec_free(g->spec);
     plume_sampler_free(g->smp);
     plume_session_free(g->s);
     plume_model_free(g->m);
@@ -163,6 +184,44 @@ static int is_stop_id(const gen_ctx *g, int32_t id) {
     return id == 1 || id == 106 || id == 50;
 }
 
+/* Ids decided ahead by a speculative step, handed out one at a time. */
+typedef struct {
+    int32_t id[PLUME_SAMPLER_UNDO];
+    int32_t n, next;
+} gen_queue;
+
+/* The next id: sampled from the logits of the last fed token; or, with drafting, the first
+ * one sampled so, then the ids of speculative steps, each started from the previous id
+ * (pending: processed but not fed). cap: ids still wanted. PLUME_E* on failure (message
+ * printed). */
+static int32_t gen_next(gen_ctx *g, gen_queue *q, int32_t pending, int32_t cap) {
+    if (!g->spec || pending < 0) return plume_sampler_sample(g->smp, g->logits);
+    if (q->next == q->n) {
+        char *err = NULL;
+        int32_t n = plume_spec_step(g->spec, g->s, g->smp, pending, q->id, cap, &err);
+        if (n < 0) return cli_lib_error(err), n;
+        q->n = n;
+        q->next = 0;
+    }
+    return q->id[q->next++];
+}
+
+/* After a run with drafting: leave the session and the sampler as plain decoding would have,
+ * holding the prompt and the first n_fed generated ids (speculative steps may have fed a few
+ * more, or not yet the last one). */
+static int gen_settle(gen_ctx *g, int32_t n_fed, int32_t last) {
+    char *err = NULL;
+    int32_t have = plume_session_n_past(g->s);
+    if (have > n_fed) {
+        plume_sampler_rewind(g->smp, have - n_fed);
+        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error(err);
+    } else if (have < n_fed) { /* the last id is pending */
+        plume_sampler_accept(g->smp, last);
+        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error(err);
+    }
+    return 0;
+}
+
 int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     memset(st, 0, sizeof *st);
     st->n_prompt = n;
@@ -184,12 +243,18 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     char piece[256];
     const char *emit;
     size_t n_emit;
+    int64_t s0[3];
+    plume_spec_stats(g->spec, &s0[0], &s0[1], &s0[2]);
+    /* pos: where plain decoding would be, the prompt and the ids it has fed */
+    int32_t pos = plume_session_n_past(g->s), pending = -1, n_ctx = plume_session_n_ctx(g->s);
+    gen_queue q = {{0}, 0, 0};
     t0 = plume_now();
     int rc = 0;
     while (g->o.n_predict < 0 || st->n_gen < g->o.n_predict) {
         if (gen_interrupted) { st->stopped_by = 3; break; }
-        int32_t id = plume_sampler_sample(g->smp, g->logits);
-        if (id < 0) { rc = cli_error("sampling failed (no finite logit)"); break; }
+        int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - st->n_gen;
+        int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
+        if (id < 0) { rc = g->spec && pending >= 0 ? 1 : cli_error("sampling failed (no finite logit)"); break; }
         st->last_id = id;
         if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
@@ -198,10 +263,13 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         fflush(stdout);
         st->n_gen++;
         if (hit) { st->stopped_by = 2; break; }
-        if (plume_session_n_past(g->s) >= plume_session_n_ctx(g->s)) { st->stopped_by = 4; break; }
+        if (pos >= n_ctx) { st->stopped_by = 4; break; }
+        pos++;
+        if (g->spec) { pending = id; continue; } /* fed by the next speculative step */
         plume_sampler_accept(g->smp, id);
         if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
     }
+    if (g->spec && !rc) rc = gen_settle(g, pos, pending);
     if (st->stopped_by != 2) {
         int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
         plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
@@ -211,15 +279,26 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     }
     fflush(stdout);
     st->t_decode = plume_now() - t0;
+    plume_spec_stats(g->spec, &st->n_steps, &st->n_drafted, &st->n_accepted);
+    st->n_steps -= s0[0];
+    st->n_drafted -= s0[1];
+    st->n_accepted -= s0[2];
+    st->draft = g->spec ? gen_draft(&g->o) : 0;
     plume_stop_matcher_free(&sm);
     return rc;
 }
 
 void gen_print_stats(const gen_stats *st) {
     static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
-    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s | %s]\n",
+    char draft[128] = "";
+    if (st->draft > 0)
+        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", st->draft,
+                 (long long)st->n_accepted, (long long)st->n_drafted,
+                 st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
+                 st->n_steps ? (double)(st->n_steps + st->n_accepted) / (double)st->n_steps : 1.0);
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s]\n",
             st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
-            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, why[st->stopped_by]);
+            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, draft, why[st->stopped_by]);
 }
 
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {

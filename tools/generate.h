@@ -13,7 +13,8 @@
 
 typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
-    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, int8_prefill, kv_bits;
+    int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, exact, kv_bits;
+    int32_t draft; /* --draft: tokens guessed per step; -1: the default (on only when greedy) */
     plume_sampler_params sp;
     const char *stops[GEN_MAX_STOPS];
     int32_t n_stops;
@@ -25,12 +26,15 @@ typedef struct {
     double t_prefill, t_decode; /* seconds */
     int32_t stopped_by;         /* 0 limit, 1 end-of-turn id, 2 stop string, 3 interrupted, 4 context full */
     int32_t last_id;
+    int32_t draft;                            /* draft length in use, 0: off */
+    int64_t n_steps, n_drafted, n_accepted;   /* speculative steps and drafts of this run */
 } gen_stats;
 
 typedef struct {
     plume_model *m;
     plume_session *s;
     plume_sampler *smp;
+    plume_spec *spec; /* speculative decoding, or NULL */
     float *logits; /* [V] of the last fed token */
     gen_options o;
 } gen_ctx;

@@ -52,7 +52,8 @@ static int repo_part_ok(const char *s, size_t n) {
 
 int hub_repo_valid(const char *s) {
     const char *slash = strchr(s, '/');
-    return slash && repo_part_ok(s, (size_t)(slash - s)) && repo_part_ok(slash + 1, strlen(slash + 1));
+    return slash && strlen(s) <= HUB_REPO_MAX && repo_part_ok(s, (size_t)(slash - s)) &&
+           repo_part_ok(slash + 1, strlen(slash + 1));
 }
 
 int hub_name_safe(const char *name) {
@@ -174,11 +175,7 @@ void hub_close(hub *h) {
 /* What a request collects: the headers of every response in its redirect chain (the Hub's
  * X-Linked-* come on the redirect, the content on the last), and the body into a file or memory. */
 typedef struct {
-    long status;                /* of the latest response */
-    char etag[80], linked_etag[80], repo_commit[48], error_code[48], error_message[200];
-    uint64_t linked_size;
-    uint64_t range_start, range_total; /* Content-Range: bytes START-END/TOTAL */
-    int has_range;
+    hub_headers hd;             /* of the latest response (X-Linked-* kept across redirects) */
     /* body */
     int fd;                     /* file to append the 2xx body to, or -1 (memory) */
     char *mem;                  /* in-memory body (API JSON, error text) */
@@ -211,40 +208,45 @@ static void header_value(char *dst, size_t cap, const char *v, size_t n) {
 /* Whether the header name buf[0..kn) is name, ignoring case. */
 static int hdr_is(const char *buf, size_t kn, const char *name) { return kn == strlen(name) && !strncasecmp(buf, name, kn); }
 
-/* curl's header callback: note the status line and the headers we use. */
-static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
-    req *r = ud;
-    size_t n = size * nitems;
+void hub_header_line(hub_headers *hd, const char *buf, size_t n) {
     if (n > 5 && !strncmp(buf, "HTTP/", 5)) {
-        const char *sp = memchr(buf, ' ', n);
-        r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        r->etag[0] = 0;
-        r->has_range = 0;
-        return n;
+        const char *sp = memchr(buf, ' ', n), *end = buf + n; /* no strtol: buf need not end in NUL */
+        long st = 0;
+        for (const char *p = sp ? sp + 1 : end; p < end && *p >= '0' && *p <= '9' && st < 1000; p++) st = st * 10 + (*p - '0');
+        hd->status = st;
+        hd->etag[0] = 0;
+        hd->has_range = 0;
+        return;
     }
     const char *colon = memchr(buf, ':', n);
-    if (!colon) return n;
+    if (!colon) return;
     size_t kn = (size_t)(colon - buf), vn = n - kn - 1;
     const char *v = colon + 1;
     char tmp[64];
-    if (hdr_is(buf, kn, "ETag")) header_value(r->etag, sizeof r->etag, v, vn);
-    else if (hdr_is(buf, kn, "X-Linked-Etag")) header_value(r->linked_etag, sizeof r->linked_etag, v, vn);
-    else if (hdr_is(buf, kn, "X-Repo-Commit")) header_value(r->repo_commit, sizeof r->repo_commit, v, vn);
-    else if (hdr_is(buf, kn, "X-Error-Code")) header_value(r->error_code, sizeof r->error_code, v, vn);
-    else if (hdr_is(buf, kn, "X-Error-Message")) header_value(r->error_message, sizeof r->error_message, v, vn);
+    if (hdr_is(buf, kn, "ETag")) header_value(hd->etag, sizeof hd->etag, v, vn);
+    else if (hdr_is(buf, kn, "X-Linked-Etag")) header_value(hd->linked_etag, sizeof hd->linked_etag, v, vn);
+    else if (hdr_is(buf, kn, "X-Repo-Commit")) header_value(hd->repo_commit, sizeof hd->repo_commit, v, vn);
+    else if (hdr_is(buf, kn, "X-Error-Code")) header_value(hd->error_code, sizeof hd->error_code, v, vn);
+    else if (hdr_is(buf, kn, "X-Error-Message")) header_value(hd->error_message, sizeof hd->error_message, v, vn);
     else if (hdr_is(buf, kn, "X-Linked-Size")) {
         header_value(tmp, sizeof tmp, v, vn);
-        r->linked_size = strtoull(tmp, NULL, 10);
+        hd->linked_size = strtoull(tmp, NULL, 10);
     } else if (hdr_is(buf, kn, "Content-Range")) {
         header_value(tmp, sizeof tmp, v, vn);
         unsigned long long a, b, t;
         if (sscanf(tmp, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
-            r->range_start = a;
-            r->range_total = t;
-            r->has_range = 1;
+            hd->range_start = a;
+            hd->range_total = t;
+            hd->has_range = 1;
         }
     }
-    return n;
+}
+
+/* curl's header callback: one line of a response's headers. */
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
+    req *r = ud;
+    hub_header_line(&r->hd, buf, size * nitems);
+    return size * nitems;
 }
 
 /* Format a byte count as "12.3 MB" into buf. */
@@ -284,15 +286,15 @@ static void hash_reset(const hub_file *f, sha256_ctx *s256, sha1_ctx *s1) {
 static size_t on_body(char *buf, size_t size, size_t nmemb, void *ud) {
     req *r = ud;
     size_t n = size * nmemb;
-    if (r->fd >= 0 && r->status >= 200 && r->status < 300) {
+    if (r->fd >= 0 && r->hd.status >= 200 && r->hd.status < 300) {
         if (!r->started) { /* the first bytes of the body: where do they go? */
             r->started = 1;
-            if (r->status == 200 && *r->have > 0) { /* Range ignored: start over */
+            if (r->hd.status == 200 && *r->have > 0) { /* Range ignored: start over */
                 if (ftruncate(r->fd, 0) != 0 || lseek(r->fd, 0, SEEK_SET) < 0) { r->write_errno = errno; return 0; }
                 *r->have = 0;
                 hash_reset(r->file, r->sha256, r->sha1);
             }
-            if (r->status == 206 && (!r->has_range || r->range_start != *r->have)) { r->bad_range = 1; return 0; }
+            if (r->hd.status == 206 && (!r->hd.has_range || r->hd.range_start != *r->have)) { r->bad_range = 1; return 0; }
         }
         if (*r->have + n > r->total) { r->too_long = 1; return 0; } /* more than the listing said */
         for (size_t done = 0; done < n;) {
@@ -392,26 +394,26 @@ static int request_error(const hub *h, const char *url, CURLcode rc, const req *
         return plume_fail(err, PLUME_EIO, "%s: %s%s", url, curl_easy_strerror(rc),
                           rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT
                               ? " (no network? HF_HUB_OFFLINE=1 uses only the cache)" : "");
-    if (r->status == 401 && h->token)
+    if (r->hd.status == 401 && h->token)
         return plume_fail(err, PLUME_EIO, "%s: 401 Unauthorized: the token (HF_TOKEN or the token file) was refused; make a "
                           "new one at %s/settings/tokens, and accept the license at %s/%s",
                           url, h->endpoint, h->endpoint, h->repo);
-    if (r->status == 401)
+    if (r->hd.status == 401)
         return plume_fail(err, PLUME_EIO, "%s: 401 Unauthorized: %s is gated, private or missing; set HF_TOKEN to a token "
                           "from %s/settings/tokens and accept the license at %s/%s",
                           url, h->repo, h->endpoint, h->endpoint, h->repo);
-    if (r->status == 403)
+    if (r->hd.status == 403)
         return plume_fail(err, PLUME_EIO, "%s: 403 Forbidden: %s: accept the license at %s/%s with the account of your "
                           "HF_TOKEN", url, h->repo, h->endpoint, h->repo);
-    if (r->status == 404) {
-        if (!strcmp(r->error_code, "RevisionNotFound"))
+    if (r->hd.status == 404) {
+        if (!strcmp(r->hd.error_code, "RevisionNotFound"))
             return plume_fail(err, PLUME_EIO, "%s has no revision '%s' (404 from %s)", h->repo, h->rev, url);
-        if (!strcmp(r->error_code, "EntryNotFound"))
+        if (!strcmp(r->hd.error_code, "EntryNotFound"))
             return plume_fail(err, PLUME_EIO, "%s has no file %s at %s (404 from %s)", h->repo, what, h->commit, url);
         return plume_fail(err, PLUME_EIO, "no model %s on the Hub (404 from %s)", h->repo, url);
     }
-    return plume_fail(err, PLUME_EIO, "%s: HTTP %ld%s%s", url, r->status, r->error_message[0] ? ": " : "",
-                      r->error_message);
+    return plume_fail(err, PLUME_EIO, "%s: HTTP %ld%s%s", url, r->hd.status, r->hd.error_message[0] ? ": " : "",
+                      r->hd.error_message);
 }
 
 /* ---- the revision listing ------------------------------------------------------------------- */
@@ -463,6 +465,22 @@ static int parse_siblings(hub *h, const cJSON *sib, const char *url, char **err)
     return 0;
 }
 
+int hub_parse_revision(hub *h, const char *body, size_t len, const char *url, char **err) {
+    cJSON *root = body ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!root) return plume_fail(err, PLUME_EFORMAT, "%s: invalid JSON", url);
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(root, "sha");
+    const cJSON *sib = cJSON_GetObjectItemCaseSensitive(root, "siblings");
+    int rc;
+    if (!cJSON_IsString(sha) || !is_hex(sha->valuestring, 40) || !cJSON_IsArray(sib))
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: no commit sha or siblings in the answer", url);
+    else {
+        snprintf(h->commit, sizeof h->commit, "%s", sha->valuestring);
+        rc = parse_siblings(h, sib, url, err);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 /* Offline: the commit from refs/REV (or REV itself when it is a commit in the cache). */
 static int resolve_offline(hub *h, char **err) {
     char *ref = plume_sprintf("%s/refs/%s", h->dir, h->rev), *text = NULL;
@@ -494,24 +512,11 @@ int hub_resolve(hub *h, char **err) {
         memset(&r, 0, sizeof r);
         r.fd = -1; /* the body to memory */
         cc = perform(h, url, 0, &r);
-        if (!transient(cc, r.status) || attempt >= h->retries) break;
+        if (!transient(cc, r.hd.status) || attempt >= h->retries) break;
         backoff(h, attempt);
     }
-    int rc = 0;
-    cJSON *root = NULL;
-    if (cc != CURLE_OK || r.status != 200) rc = request_error(h, url, cc, &r, NULL, err);
-    else if (!(root = r.mem ? cJSON_Parse(r.mem) : NULL)) rc = plume_fail(err, PLUME_EFORMAT, "%s: invalid JSON", url);
-    if (!rc) {
-        const cJSON *sha = cJSON_GetObjectItemCaseSensitive(root, "sha");
-        const cJSON *sib = cJSON_GetObjectItemCaseSensitive(root, "siblings");
-        if (!cJSON_IsString(sha) || !is_hex(sha->valuestring, 40) || !cJSON_IsArray(sib))
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: no commit sha or siblings in the answer", url);
-        else {
-            snprintf(h->commit, sizeof h->commit, "%s", sha->valuestring);
-            rc = parse_siblings(h, sib, url, err);
-        }
-    }
-    cJSON_Delete(root);
+    int rc = cc != CURLE_OK || r.hd.status != 200 ? request_error(h, url, cc, &r, NULL, err)
+                                                   : hub_parse_revision(h, r.mem, r.mem_len, url, err);
     free(r.mem);
     free(url);
     return rc;
@@ -554,17 +559,16 @@ static int hash_existing(int fd, uint64_t n, sha256_ctx *s256, sha1_ctx *s1) {
     return 0;
 }
 
-/* Check what the server said about the file against the listing. */
-static int check_headers(const hub *h, const hub_file *f, const req *r, const char *url, char **err) {
-    const char *said = f->lfs ? r->linked_etag : r->etag;
+int hub_check_headers(const hub *h, const hub_file *f, const hub_headers *hd, const char *url, char **err) {
+    const char *said = f->lfs ? hd->linked_etag : hd->etag;
     if (said[0] && strcmp(said, f->blob))
         return plume_fail(err, PLUME_EFORMAT, "%s: the server's ETag %s differs from the listed hash %s", url, said, f->blob);
-    if (r->repo_commit[0] && strcmp(r->repo_commit, h->commit))
-        return plume_fail(err, PLUME_EFORMAT, "%s: X-Repo-Commit %s is not the resolved commit %s", url, r->repo_commit,
+    if (hd->repo_commit[0] && strcmp(hd->repo_commit, h->commit))
+        return plume_fail(err, PLUME_EFORMAT, "%s: X-Repo-Commit %s is not the resolved commit %s", url, hd->repo_commit,
                           h->commit);
-    if (f->lfs && r->linked_size && r->linked_size != f->size)
+    if (f->lfs && hd->linked_size && hd->linked_size != f->size)
         return plume_fail(err, PLUME_EFORMAT, "%s: X-Linked-Size %llu differs from the listed size %llu", url,
-                          (unsigned long long)r->linked_size, (unsigned long long)f->size);
+                          (unsigned long long)hd->linked_size, (unsigned long long)f->size);
     return 0;
 }
 
@@ -610,20 +614,20 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
         r.session = have - first_have;
         uint64_t from = have;
         CURLcode cc = have < f->size ? perform(h, url, from, &r) : CURLE_OK;
-        if (have == f->size && from == f->size) r.status = 206; /* nothing was missing */
+        if (have == f->size && from == f->size) r.hd.status = 206; /* nothing was missing */
         free(r.mem);
         r.mem = NULL;
         if (r.write_errno) {
             rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", part, strerror(r.write_errno));
             break;
         }
-        if (r.bad_range || (cc == CURLE_OK && r.status == 206 && from < f->size && (!r.has_range || r.range_start != from))) {
+        if (r.bad_range || (cc == CURLE_OK && r.hd.status == 206 && from < f->size && (!r.hd.has_range || r.hd.range_start != from))) {
             rc = plume_fail(err, PLUME_EFORMAT, "%s: a partial answer that does not start at byte %llu", url,
                             (unsigned long long)from);
             break;
         }
-        if (cc == CURLE_OK && (r.status == 200 || r.status == 206)) {
-            if ((rc = check_headers(h, f, &r, url, err))) break;
+        if (cc == CURLE_OK && (r.hd.status == 200 || r.hd.status == 206)) {
+            if ((rc = hub_check_headers(h, f, &r.hd, url, err))) break;
             if (have != f->size)
                 rc = plume_fail(err, PLUME_EFORMAT, "%s: got %llu bytes, the listing says %llu", url,
                                 (unsigned long long)have, (unsigned long long)f->size);
@@ -633,9 +637,9 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
             rc = plume_fail(err, PLUME_EFORMAT, "%s: more bytes than the listed %llu", url, (unsigned long long)f->size);
             break;
         }
-        if (!transient(cc, r.status) || attempt >= h->retries) {
+        if (!transient(cc, r.hd.status) || attempt >= h->retries) {
             if (h->progress == 1) fputc('\n', stderr);
-            if (transient(cc, r.status) && have > 0)
+            if (transient(cc, r.hd.status) && have > 0)
                 rc = plume_fail(err, PLUME_EIO, "%s: %s after %llu of %llu bytes; run the same command again to resume", url,
                                 cc != CURLE_OK ? curl_easy_strerror(cc) : "server error", (unsigned long long)have,
                                 (unsigned long long)f->size);

@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#define HUB_REPO_MAX 127 /* bytes of a repo id ORG/NAME */
+
 /* One file of a revision, as the API lists it. */
 typedef struct {
     char *name;       /* path in the repo, checked: relative, no "." or ".." components */
@@ -23,7 +25,7 @@ typedef struct {
 } hub_file;
 
 typedef struct {
-    char repo[128];   /* ORG/NAME */
+    char repo[HUB_REPO_MAX + 1]; /* ORG/NAME */
     char rev[128];    /* branch, tag or commit */
     char commit[41];  /* what rev resolved to */
     char *endpoint;   /* $HF_ENDPOINT or https://huggingface.co, no trailing '/' */
@@ -39,7 +41,20 @@ typedef struct {
     void *curl;       /* CURL *, created on first use */
 } hub;
 
-/* Whether s is a Hub model id ORG/NAME (letters, digits, '-', '_', '.'; no "..", no leading '.'). */
+/* What the client reads from the headers of a response (and of the redirects before it: the
+ * Hub sends X-Linked-* on the redirect to the content host). */
+typedef struct {
+    long status;                       /* of the latest response */
+    char etag[80], linked_etag[80];    /* ETag (git blob sha1), X-Linked-Etag (LFS sha256) */
+    char repo_commit[48];              /* X-Repo-Commit */
+    char error_code[48], error_message[200]; /* X-Error-Code, X-Error-Message */
+    uint64_t linked_size;              /* X-Linked-Size */
+    uint64_t range_start, range_total; /* Content-Range: bytes START-END/TOTAL */
+    int has_range;
+} hub_headers;
+
+/* Whether s is a Hub model id ORG/NAME (letters, digits, '-', '_', '.'; no "..", no leading '.';
+ * at most HUB_REPO_MAX bytes). */
 int hub_repo_valid(const char *s);
 /* Whether a file name from the server is safe to create under a directory: relative, no empty,
  * "." or ".." components, no backslash or control characters. */
@@ -53,6 +68,16 @@ void hub_close(hub *h);
 
 /* Resolve the revision to a commit and list its files: the API, or offline the refs/ file. */
 int hub_resolve(hub *h, char **err);
+/* Fill h->commit and h->files from a body of the revision API (len bytes, need not end in
+ * NUL): the commit "sha" and the "siblings" with rfilename, blobId, size and lfs.{sha256, size}.
+ * Refuses the whole listing on one unsafe name or malformed hash. 0 or PLUME_EFORMAT. */
+int hub_parse_revision(hub *h, const char *body, size_t len, const char *url, char **err);
+/* Read one header line buf[0..n) as curl hands it (need not end in NUL): a status line, which
+ * resets the per-response fields, or "Name: value". */
+void hub_header_line(hub_headers *hd, const char *buf, size_t n);
+/* Check what a response's headers say about f (its hash, size, the commit) against the
+ * listing; 0 or PLUME_EFORMAT naming the disagreement. */
+int hub_check_headers(const hub *h, const hub_file *f, const hub_headers *hd, const char *url, char **err);
 /* The listed file of that name, or NULL. */
 const hub_file *hub_find(const hub *h, const char *name);
 /* Bytes still to download for f (0 when its blob is already in the cache). */

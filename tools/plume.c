@@ -17,6 +17,7 @@ static const command commands[] = {
     {"run", cmd_run, "answer one prompt, streaming the text"},
     {"chat", cmd_chat, "an interactive conversation"},
     {"bench", cmd_bench, "measure load, prefill, decode, memory and bandwidth"},
+    {"verify", cmd_verify, "check every file of a bundle against its SHA-256 manifest"},
     {"logits", cmd_logits, "feed ids, write the logits of every position as .npy"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
     {"detokenize", cmd_detokenize, "token ids (JSON lines) to text"},

@@ -1,8 +1,9 @@
 /* serve.h -- `plume serve`, an OpenAI-compatible HTTP server (docs/SERVER.md), in three parts:
  *
- *   serve_req.c    request bytes -> a parsed request or an OpenAI-shaped error; the response
- *                  JSON builders (chunks, final replies, usage, errors). No sockets, no model:
- *                  a fuzzer or a unit test drives it with bytes.
+ *   serve_req.c    request bytes -> a parsed request or an OpenAI-shaped error; the prompt
+ *                  of a chat request; the response JSON builders (chunks, final replies,
+ *                  usage, errors). No sockets, no model: a fuzzer or a unit test drives it
+ *                  with bytes.
  *   serve_out.c    a request in flight (serve_job) and the writing of its answer: generated
  *                  text -> chat parser -> stop strings -> SSE chunks or the final reply.
  *   serve_sched.c  the scheduler thread: N slots (a session each), a bounded queue, and the
@@ -87,6 +88,12 @@ void serve_error_free(serve_error *e);
 /* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 int serve_utf8_valid(const char *s, size_t n);
 
+/* The prompt text of a parsed chat request (*out malloc'd): the chat template with tools,
+ * tool calls and replies, content parts and reasoning; tool_choice "none" renders no tools.
+ * *in_thought says whether the prompt opened the thought channel. 0, or 400 (500 when out of
+ * memory) with e filled. */
+int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e);
+
 /* Check that a prompt of n_prompt tokens and max_tokens (< 0: none) fit a context of n_ctx;
  * 0 or 400 with e filled. */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
@@ -102,6 +109,8 @@ int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_
 /* Token counts of a reply. */
 typedef struct {
     int32_t prompt, completion, cached; /* cached: prompt tokens reused from a slot */
+    double prompt_ms;    /* slot set up -> the first generated token (the prefill) */
+    double predicted_ms; /* the first generated token -> the last: completion - 1 decode steps */
 } serve_usage;
 
 /* What every chunk and reply of one request repeats. */
@@ -204,6 +213,8 @@ typedef struct {
     int32_t n_slots;        /* --parallel */
     int32_t n_ctx;          /* context of each slot */
     int32_t kv_bits;        /* 0: default */
+    int32_t snapshot_every; /* 0: default */
+    int32_t draft;          /* speculative decoding of greedy requests: tokens guessed per step, 0: off */
     int32_t queue_max;      /* requests waiting for a slot (beyond the idle slots) */
     const char *slot_dir;   /* --slot-save, or NULL */
 } serve_sched_params;
@@ -211,6 +222,7 @@ typedef struct {
 /* Figures for /metrics. */
 typedef struct {
     int64_t requests, prompt_tokens, cached_tokens, generated_tokens, steps;
+    int64_t drafted, accepted; /* speculative decoding: tokens guessed, guesses accepted */
     double decode_seconds;  /* time in steps that decoded at least one token */
     int32_t queued, busy, n_slots;
 } serve_stats;

@@ -219,10 +219,34 @@ int serve_out_init(serve_out *o, serve_job *j, int32_t parse, char **err) {
     return 0;
 }
 
+/* piece[0..len) with every NUL byte (a model can write one: the byte token <0x00>) replaced
+ * by U+FFFD, malloc'd, its length in *n; NULL if out of memory. The JSON strings of a reply
+ * are C strings: a NUL would cut the rest of a non-streamed answer and of a streamed piece. */
+static char *without_nul(const char *piece, size_t len, size_t *n) {
+    size_t z = 0;
+    for (size_t i = 0; i < len; i++) z += piece[i] == 0;
+    char *s = malloc(len + 2 * z + 1), *w = s;
+    if (!s) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (piece[i]) *w++ = piece[i];
+        else memcpy(w, "\xef\xbf\xbd", 3), w += 3;
+    }
+    *n = (size_t)(w - s);
+    return s;
+}
+
 /* Feed the text of one token (lp: its logprobs entry or NULL, taken over). 0 to go on,
  * SERVE_OUT_STOP when a stop string completed, SERVE_OUT_END when the chat parser read an end
  * marker. */
 int serve_out_put(serve_out *o, const char *piece, size_t len, cJSON *lp) {
+    if (len && memchr(piece, 0, len)) {
+        size_t n = 0;
+        char *clean = without_nul(piece, len, &n);
+        int r = clean ? serve_out_put(o, clean, n, lp) : 0; /* out of memory: the piece is dropped */
+        if (!clean) cJSON_Delete(lp);
+        free(clean);
+        return r;
+    }
     int hit = 0, ended = 0;
     if (o->cp) {
         const plume_chat_delta *dl;

@@ -468,6 +468,79 @@ int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serv
     return 0;
 }
 
+/* ---- the prompt ------------------------------------------------------------------------------- */
+
+/* The tool calls of an assistant message (its tool_calls JSON) as the renderer takes them;
+ * the strings point into *root (freed by the caller). 0 or a 400 in e. */
+static int tool_calls_of(const serve_message *m, cJSON **root, plume_chat_tool_call **calls, int32_t *n,
+                         serve_error *e) {
+    *root = cJSON_Parse(m->tool_calls);
+    int32_t k = cJSON_GetArraySize(*root);
+    if (!(*calls = calloc((size_t)k + 1, sizeof **calls))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    cJSON *c;
+    cJSON_ArrayForEach(c, *root) {
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        if (cJSON_IsObject(args)) { /* some clients send an object, not its text */
+            char *text = cJSON_PrintUnformatted(args);
+            if (!text) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", cJSON_CreateString(text));
+            free(text);
+            args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        }
+        (*calls)[*n] = (plume_chat_tool_call){cJSON_IsString(id) ? id->valuestring : NULL,
+                                              cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring,
+                                              cJSON_IsString(args) ? args->valuestring : NULL};
+        ++*n;
+    }
+    return 0;
+}
+
+/* The prompt text of a chat request: the chat template with tools, tool calls and replies,
+ * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
+ * *in_thought says whether the prompt opened the thought channel. 0 or an error in e. */
+int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
+    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    cJSON **roots = calloc((size_t)r->n_msgs, sizeof *roots);
+    int rc = msgs && roots ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
+        const serve_message *m = &r->msgs[i];
+        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+                                          .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
+                                          .tool_call_id = m->tool_call_id, .name = m->name};
+        if (m->tool_calls) {
+            plume_chat_tool_call *calls = NULL;
+            int32_t n = 0;
+            rc = tool_calls_of(m, &roots[i], &calls, &n, e);
+            msgs[i].tool_calls = calls;
+            msgs[i].n_tool_calls = n;
+        }
+    }
+    char *err = NULL;
+    if (!rc) {
+        plume_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = r->enable_thinking,
+                                  .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
+        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
+        if (lrc)
+            rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
+                                 lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
+                                 err ? err : "cannot render the messages");
+    }
+    free(err);
+    if (!rc) {
+        static const char thought[] = "<|channel>thought\n";
+        size_t n = strlen(*out), k = sizeof thought - 1;
+        *in_thought = n >= k && !memcmp(*out + n - k, thought, k);
+    }
+    for (int32_t i = 0; msgs && roots && i < r->n_msgs; i++) {
+        free((void *)msgs[i].tool_calls);
+        cJSON_Delete(roots[i]);
+    }
+    free(msgs);
+    free(roots);
+    return rc;
+}
+
 /* ---- tokenize / detokenize ------------------------------------------------------------------ */
 
 /* Parse a /tokenize body. */
@@ -527,6 +600,21 @@ cJSON *serve_json_usage(const serve_usage *u) {
     cJSON_AddNumberToObject(o, "total_tokens", (double)u->prompt + u->completion);
     cJSON *d = cJSON_AddObjectToObject(o, "prompt_tokens_details");
     if (d) cJSON_AddNumberToObject(d, "cached_tokens", u->cached);
+    return o;
+}
+
+/* The timings object of a reply, named as llama-server names it: prompt_n (tokens computed,
+ * not reused), prompt_ms, predicted_n (tokens of decode steps: all but the first, which the
+ * prefill makes), predicted_ms, and the per-second rates. */
+static cJSON *json_timings(const serve_usage *u) {
+    cJSON *o = cJSON_CreateObject();
+    int32_t pn = u->prompt - u->cached, dn = u->completion > 1 ? u->completion - 1 : 0;
+    cJSON_AddNumberToObject(o, "prompt_n", pn);
+    cJSON_AddNumberToObject(o, "prompt_ms", u->prompt_ms);
+    cJSON_AddNumberToObject(o, "prompt_per_second", u->prompt_ms > 0 ? pn * 1000.0 / u->prompt_ms : 0);
+    cJSON_AddNumberToObject(o, "predicted_n", dn);
+    cJSON_AddNumberToObject(o, "predicted_ms", u->predicted_ms);
+    cJSON_AddNumberToObject(o, "predicted_per_second", u->predicted_ms > 0 ? dn * 1000.0 / u->predicted_ms : 0);
     return o;
 }
 
@@ -597,6 +685,7 @@ char *serve_json_chunk(const serve_reply_head *h, serve_delta *d) {
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     if (d->usage && !d->content && !d->reasoning && !d->tool_calls && !d->finish_reason && !d->role) {
         cJSON_AddItemToObject(root, "usage", serve_json_usage(d->usage)); /* the include_usage chunk */
+        cJSON_AddItemToObject(root, "timings", json_timings(d->usage));
         cJSON_Delete(d->logprobs);
         d->logprobs = NULL;
         return print_free(root);
@@ -643,6 +732,9 @@ char *serve_json_final(const serve_reply_head *h, serve_delta *d) {
     d->tool_calls = NULL;
     add_logprobs(c, d);
     add_finish(c, d);
-    if (d->usage) cJSON_AddItemToObject(root, "usage", serve_json_usage(d->usage));
+    if (d->usage) {
+        cJSON_AddItemToObject(root, "usage", serve_json_usage(d->usage));
+        cJSON_AddItemToObject(root, "timings", json_timings(d->usage));
+    }
     return print_free(root);
 }

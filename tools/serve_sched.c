@@ -10,9 +10,17 @@
  * its prompt is cut into the same chunks whatever the load, and its sampler is its own,
  * seeded by the request. So the tokens a request gets do not depend on other requests.
  *
+ * Speculative decoding (--draft N, greedy requests only, where it cannot change the answer):
+ * a decoding slot queues its pending token and up to N guesses from prompt lookup with the
+ * logits of every row (plume_spec_draft); after the step plume_spec_accept keeps the guesses
+ * the model agrees with and rewinds the rest, and the slot delivers them all. The session
+ * may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
+ *
  * Prompt reuse: a request goes to the idle slot whose tokens share the longest prefix with its
  * prompt; the slot rewinds to that prefix (exact, plume_session_rewind) and prefills only the
- * rest. A client re-sending a growing conversation prefills only the new turn.
+ * rest. A client re-sending a growing conversation prefills only the new turn. A rewind never
+ * recomputes in this thread: it stops at the last point that costs nothing
+ * (plume_session_rewind_free) and the tokens after it go in as ordinary prefill chunks.
  *
  * Locks: s->mu guards the queue, the slots' job pointers and the figures; j->mu guards a job's
  * output bytes and flags. When both are held, s->mu is taken first (submitting, dropping
@@ -41,6 +49,11 @@ typedef struct {
     int32_t next_id;       /* the sampled token fed at the next step */
     int32_t taken;         /* tokens this slot put in the current step */
     int32_t n_gen, cached;
+    plume_spec *spec;      /* --draft: the slot's drafter, or NULL */
+    float *spec_logits;    /* [draft + 1, V] the rows of a speculative step */
+    int32_t spec_ids[PLUME_SAMPLER_UNDO]; /* the pending token and the guesses queued */
+    int32_t drafting;      /* this request drafts (greedy, --draft > 0) */
+    double t_setup, t_first; /* plume_now() at set-up and at the first generated token */
     int64_t last_used;     /* step counter at release, for least-recently-used */
 } serve_slot;
 
@@ -74,6 +87,7 @@ static int slot_open(serve_sched *s, int32_t i, char **err) {
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = s->p.n_ctx;
     if (s->p.kv_bits) sp.kv_bits = s->p.kv_bits;
+    if (s->p.snapshot_every) sp.snapshot_every = s->p.snapshot_every;
     char *path = s->p.slot_dir ? slot_path(s, i) : NULL;
     if (path && plume_file_exists(path)) {
         char *lerr = NULL;
@@ -103,7 +117,8 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     return i;
 }
 
-/* The idle slot for a prompt: the longest shared prefix, then the least recently used. A
+/* The idle slot for a prompt: the longest shared prefix it can rewind to without recomputing
+ * (plume_session_rewind_free), then the least recently used. A
  * prefix shorter than a prefill chunk and than half the slot's tokens counts as none, so a
  * prompt sharing only "<bos>" and a few template tokens does not evict a conversation while a
  * colder slot is idle (a shared system prompt of a chunk or more still counts). -1 when none
@@ -114,7 +129,7 @@ static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
         serve_slot *sl = &s->slots[i];
         if (sl->job) continue;
         int32_t n_past = plume_session_n_past(sl->s);
-        int32_t c = common_prefix(plume_session_tokens(sl->s), n_past, ids, n);
+        int32_t c = plume_session_rewind_free(sl->s, common_prefix(plume_session_tokens(sl->s), n_past, ids, n));
         if (c < SERVE_PREFILL_CHUNK && (int64_t)c * 2 < n_past) c = 0;
         if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
             best = i;
@@ -143,6 +158,9 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     serve_job *j = sl->job;
     int32_t keep = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
+    /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
+     * other stream waiting, is fed again as prefill chunks between decode steps */
+    keep = plume_session_rewind_free(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
     if (!rc) rc = plume_sampler_new(&sl->smp, &j->req.sp, s->V, err);
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
@@ -152,10 +170,12 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
+    sl->drafting = sl->spec && j->req.sp.temperature <= 0.0f;
     sl->pos = keep;
     sl->cached = keep;
     sl->n_gen = 0;
     sl->next_id = -1;
+    sl->t_setup = plume_now();
     pthread_mutex_lock(&s->mu);
     s->st.cached_tokens += keep;
     pthread_mutex_unlock(&s->mu);
@@ -202,7 +222,10 @@ static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int 
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
         if (k > 0 && serve_out_put(&sl->out, piece, (size_t)k, NULL) == SERVE_OUT_STOP) reason = "stop";
     }
-    serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached};
+    double now = plume_now();
+    serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached,
+                     .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
+                     .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
     serve_out_finish(&sl->out, reason, &u);
     slot_release(s, sl);
 }
@@ -212,29 +235,24 @@ static int is_end_id(int32_t id) {
     return id == 1 || id == 106 || id == 50;
 }
 
-/* Sample the slot's next token from its logits and deliver it; ends the answer on an end id,
- * a stop string, max_tokens or a full context. */
-static void slot_sample(serve_sched *s, serve_slot *sl) {
+/* Deliver the slot's next token id, drawn from logits [V], with n_past tokens before it (in
+ * plain decoding, the session's). Returns 1 when that ended the answer (an end id, a stop
+ * string, max_tokens or a full context; the slot is released), else 0. */
+static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float *logits, int32_t n_past) {
     serve_job *j = sl->job;
-    int32_t id = plume_sampler_sample(sl->smp, sl->logits);
-    if (id < 0) {
-        serve_job_fail(j, 500, "server_error", "sampling failed (no finite logit)");
-        slot_release(s, sl);
-        return;
-    }
-    sl->n_gen++;
+    if (sl->n_gen++ == 0) sl->t_first = plume_now();
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
     if (is_end_id(id) && !j->req.ignore_eos) {
         slot_finish(s, sl, "stop", 0);
-        return;
+        return 1;
     }
     cJSON *lp = NULL;
     if (j->req.logprobs) {
         int32_t top_ids[SERVE_MAX_TOP_LOGPROBS];
         float top_lps[SERVE_MAX_TOP_LOGPROBS];
-        float l = logprob_top(sl->logits, s->V, id, j->req.top_logprobs, top_ids, top_lps);
+        float l = logprob_top(logits, s->V, id, j->req.top_logprobs, top_ids, top_lps);
         lp = serve_json_logprob(s->tok, id, l, top_ids, top_lps, j->req.top_logprobs);
     }
     char piece[256];
@@ -242,13 +260,48 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
     int r = serve_out_put(&sl->out, piece, (size_t)k, lp);
     if (r) slot_finish(s, sl, "stop", r == SERVE_OUT_STOP);
-    else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) ||
-             plume_session_n_past(sl->s) >= plume_session_n_ctx(sl->s))
+    else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, "length", 0);
     else {
-        plume_sampler_accept(sl->smp, id);
         sl->next_id = id;
+        return 0;
     }
+    return 1;
+}
+
+/* Sample the slot's next token from its logits and deliver it. */
+static void slot_sample(serve_sched *s, serve_slot *sl) {
+    int32_t id = plume_sampler_sample(sl->smp, sl->logits);
+    if (id < 0) {
+        serve_job_fail(sl->job, 500, "server_error", "sampling failed (no finite logit)");
+        slot_release(s, sl);
+        return;
+    }
+    /* a drafting slot's pending token is accepted by its next speculative step */
+    if (!slot_deliver(s, sl, id, sl->logits, plume_session_n_past(sl->s)) && !sl->drafting)
+        plume_sampler_accept(sl->smp, id);
+}
+
+/* After a speculative step of `taken` tokens: accept the guesses the model agrees with and
+ * deliver them and the token after them (the next pending one, not yet fed or accepted). */
+static void slot_accept(serve_sched *s, serve_slot *sl) {
+    char *err = NULL;
+    int32_t out[PLUME_SAMPLER_UNDO];
+    int32_t n = plume_spec_accept(sl->spec, sl->s, sl->smp, sl->spec_ids, sl->taken, sl->spec_logits, out, &err);
+    if (n < 0) {
+        serve_job_fail(sl->job, 500, "server_error", err ? err : "speculative step failed");
+        free(err);
+        slot_release(s, sl);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.drafted += sl->taken - 1;
+    s->st.accepted += n - 1;
+    pthread_mutex_unlock(&s->mu);
+    /* out[i] was drawn from row i; plain decoding would have fed the i + 1 tokens before it */
+    int32_t base = plume_session_n_past(sl->s) - n;
+    for (int32_t i = 0; i < n; i++)
+        if (slot_deliver(s, sl, out[i], sl->spec_logits + (size_t)i * (size_t)s->V, base + 1 + i)) return;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -310,7 +363,13 @@ static void step(serve_sched *s) {
         const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
         int32_t n = prefill ? j->n_ids - sl->pos : 1;
         if (n > SERVE_PREFILL_CHUNK) n = SERVE_PREFILL_CHUNK;
-        int32_t taken = plume_batch_add(s->batch, sl->s, ids, n, sl->logits, 0, &err);
+        int spec = !prefill && sl->drafting;
+        if (spec) { /* the pending token and the guesses, every row's logits */
+            int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
+            n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
+            ids = sl->spec_ids;
+        }
+        int32_t taken = n < 0 ? n : plume_batch_add(s->batch, sl->s, ids, n, spec ? sl->spec_logits : sl->logits, spec, &err);
         if (taken < 0) {
             serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
             free(err);
@@ -341,6 +400,9 @@ static void step(serve_sched *s) {
             sl->pos += sl->taken;
             prompt_tokens += sl->taken;
             if (sl->pos < sl->job->n_ids) continue;
+        } else if (sl->drafting) {
+            slot_accept(s, sl);
+            continue;
         }
         slot_sample(s, sl);
     }
@@ -413,8 +475,16 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
         rc = slot_open(s, i, err);
         if (!rc && !(s->slots[i].logits = malloc((size_t)s->V * sizeof(float))))
             rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        if (!rc && p->draft > 0) {
+            plume_spec_params dp = plume_spec_default_params();
+            dp.draft_max = p->draft;
+            rc = plume_spec_new(&s->slots[i].spec, m, &dp, err);
+            if (!rc && !(s->slots[i].spec_logits = malloc((size_t)(p->draft + 1) * (size_t)s->V * sizeof(float))))
+                rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the logits of speculative steps");
+        }
     }
-    if (!rc) rc = plume_batch_new(&s->batch, m, p->n_slots * (SERVE_PREFILL_CHUNK + 1), err);
+    int32_t per_slot = SERVE_PREFILL_CHUNK > p->draft ? SERVE_PREFILL_CHUNK + 1 : p->draft + 1;
+    if (!rc) rc = plume_batch_new(&s->batch, m, p->n_slots * per_slot, err);
     if (!rc && pthread_create(&s->thread, NULL, sched_main, s))
         rc = plume_fail(err, PLUME_ENOMEM, "cannot start the scheduler thread");
     if (rc) {
@@ -484,6 +554,8 @@ void serve_sched_free(serve_sched *s) {
         }
         plume_session_free(sl->s);
         free(sl->logits);
+        plume_spec_free(sl->spec);
+        free(sl->spec_logits);
     }
     plume_batch_free(s->batch);
     free(s->slots);

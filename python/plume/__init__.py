@@ -109,7 +109,24 @@ def _path(p):
 # ---- tokenizer ---------------------------------------------------------------------------
 
 
-class Tokenizer:
+class _Closing:
+    """A wrapper of a C object freed by close(): usable in a with block, and closed on
+    garbage collection."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Tokenizer(_Closing):
     """Gemma 4 BPE (docs/TOKENIZER.md): text <-> token ids. ``Model.tokenizer`` is the
     bundle's; ``Tokenizer.open(path)`` opens a tokenizer.bin on its own."""
 
@@ -172,18 +189,6 @@ class Tokenizer:
             lib.plume_tokenizer_free(self._ptr)
         self._ptr = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 # ---- sampler -----------------------------------------------------------------------------
 
@@ -205,7 +210,7 @@ def _sampler_params(temperature=None, top_k=None, top_p=None, min_p=None, repeat
     return p
 
 
-class Sampler:
+class Sampler(_Closing):
     """Logits -> token id (docs/SAMPLING.md). Unset parameters take the model's generation
     config (temperature 1.0, top-k 64, top-p 0.95, no penalties); seed None draws one."""
 
@@ -251,18 +256,6 @@ class Sampler:
             lib.plume_sampler_free(self._ptr)
         self._ptr = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 # ---- stop strings ------------------------------------------------------------------------
 
@@ -302,7 +295,7 @@ class _StopMatcher:
 # ---- session -----------------------------------------------------------------------------
 
 
-class Session:
+class Session(_Closing):
     """One conversation's state on a model: the KV caches of the three chunks and the tokens
     fed so far. Made by :meth:`Model.session` or :meth:`Model.load_session`. Calls on one
     session are serialized by a lock; use one session per thread for parallel work."""
@@ -408,18 +401,6 @@ class Session:
             self._ptr = None
         self._model._sessions.discard(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 # ---- model -------------------------------------------------------------------------------
 
@@ -439,23 +420,25 @@ def _resolve_model(path):
     return p
 
 
-class Model:
+class Model(_Closing):
     """A bundle, memory-mapped and validated (read-only; many sessions may share it, from
     several threads).
 
     path: a bundle directory, or the name of one in ~/.cache/plume (None: $PLUME_MODEL,
     then ~/.cache/plume/gemma-4-e2b). threads: compute threads (0: physical cores).
     isa: force kernels ("scalar", "avx2", "avx512", "neon"; None: the best the CPU has).
-    int8_prefill: q8/q4 bundles, faster approximate prefill (docs/BENCHMARKS.md)."""
+    exact: q8/q4 bundles compute with float32 activations, the reference; by default they take
+    int8 activations (one scale per block of 32), faster and ~1% off per matmul
+    (docs/BENCHMARKS.md, "Int8 activations accuracy"). No effect on f32/bf16 bundles."""
 
-    def __init__(self, path=None, threads=0, *, isa=None, int8_prefill=False):
+    def __init__(self, path=None, threads=0, *, isa=None, exact=False):
         self._ptr = None
         self._sessions = weakref.WeakSet()
         self.path = _resolve_model(path)
         p = lib.plume_model_default_params()
         p.n_threads = int(threads)
         p.isa = isa.encode() if isa else None
-        p.int8_prefill = int(bool(int8_prefill))
+        p.exact = int(bool(exact))
         out, err = c_void_p(), c_void_p()
         _check(lib.plume_model_open(byref(out), os.fsencode(self.path), byref(p), byref(err)), err)
         self._ptr = out.value
@@ -581,18 +564,6 @@ class Model:
         if self._ptr:
             lib.plume_model_free(self._ptr)
         self._ptr = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # ---- chat template, converter ------------------------------------------------------------

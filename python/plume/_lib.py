@@ -27,7 +27,7 @@ class SamplerParams(Structure):
 
 
 class ModelParams(Structure):
-    _fields_ = [("isa", c_char_p), ("n_threads", c_int32), ("int8_prefill", c_int32)]
+    _fields_ = [("isa", c_char_p), ("n_threads", c_int32), ("exact", c_int32)]
 
 
 class SessionParams(Structure):

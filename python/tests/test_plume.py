@@ -23,7 +23,7 @@ class TestLogits(unittest.TestCase):
     def check(self, weights, gold, step, threads):
         ids = golden_ids()
         ref = golden(gold)
-        with plume.Model(bundle(weights), threads=threads) as m:
+        with plume.Model(bundle(weights), threads=threads, exact=True) as m:
             self.assertEqual(m.weights, weights)
             self.assertEqual(ref.shape, (len(ids), m.n_vocab))
             with m.session() as s:
@@ -43,6 +43,20 @@ class TestLogits(unittest.TestCase):
 
     def test_q8(self):
         self.check("q8", "logits_w8.npy", 48, 2)
+
+    def test_q8_int8_activations(self):
+        # the default for q8: not exact (12% relative RMS on this random model, which
+        # amplifies perturbations; tests/test_forward.c), but the same bits at any step size
+        ids = golden_ids()
+        ref = golden("logits_w8.npy")
+        runs = []
+        with plume.Model(bundle("q8"), threads=2) as m:
+            for step in (1, 48):
+                with m.session() as s:
+                    runs.append(np.concatenate([s.feed(ids[i:i + step], all_logits=True)
+                                                for i in range(0, len(ids), step)]))
+        self.assertTrue(np.array_equal(runs[0], runs[1]), "step 1 and 48 differ")
+        self.assertLess(rel_rms(runs[1], ref), 0.3)
 
     def test_last_logits_and_out(self):
         ids = golden_ids()
@@ -109,13 +123,15 @@ class TestGenerate(unittest.TestCase):
         self.assertGreater(nonempty, 1)
 
     def test_stop_strings_equal_plume_run(self):
-        full = self.python_text("Hello", max_tokens=40, seed=5, temperature=1.5, top_k=0)
-        self.assertGreater(len(full), 6, full)
+        # the first seed whose answer is long enough to cut (some end at once)
+        seed, full = next((k, t) for k in range(5, 40)
+                          for t in [self.python_text("Hello", max_tokens=40, seed=k, temperature=1.5,
+                                                     top_k=0)] if len(t) > 6)
         stop = full[3:6]  # a string the answer contains: cut there
-        py = self.python_text("Hello", max_tokens=40, seed=5, temperature=1.5, top_k=0,
+        py = self.python_text("Hello", max_tokens=40, seed=seed, temperature=1.5, top_k=0,
                               stop=[stop, "\x01never"])
         self.assertEqual(py, full[:full.find(stop)])
-        cl = self.cli_text("Hello", "-n", 40, "--seed", 5, "--temp", 1.5, "--top-k", 0,
+        cl = self.cli_text("Hello", "-n", 40, "--seed", seed, "--temp", 1.5, "--top-k", 0,
                            "--stop", stop, "--stop", "\x01never")
         self.assertEqual(py + "\n", cl)
 
@@ -255,7 +271,10 @@ class TestSessions(unittest.TestCase):
             "    except OSError as e:\n"
             "        assert e.errno == errno.ENXIO, e\n"
             "        time.sleep(0.01)\n"
-            "os.write(fd, b'not a state file')\n"
+            "try:  # the C side may refuse the FIFO (not a regular file) before we write\n"
+            "    os.write(fd, b'not a state file')\n"
+            "except BrokenPipeError:\n"
+            "    pass\n"
             "os.close(fd)\n"
             "t.join()\n"
             "print('ran while C was blocked', res)\n")

@@ -15,6 +15,7 @@
  * sum a token differently alone and in a batch; plume_batch promises the same bits.)
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "../common.h"
 #include "kernels.h"
@@ -364,6 +365,144 @@ static void softcap_avx2(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+/* Columns c..c+7 of a K or V row as floats: float rows, or int8 rows unscaled. */
+static inline __attribute__((always_inline)) __m256 kv8(const void *row, int i8, int32_t c) {
+    if (i8) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)row + c))));
+    return _mm256_loadu_ps((const float *)row + c);
+}
+
+/* Largest of the 8 lanes. */
+static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Column c of a K or V row (int8 unscaled). */
+static inline float kv1(const void *row, int i8, int32_t c) {
+    return i8 ? (float)((const int8_t *)row)[c] : ((const float *)row)[c];
+}
+
+/* Row j of a run's K (v = 0) or V (v = 1) rows. */
+static inline const void *kv_rowp(const plume_kv_run *r, int v, int i8, int32_t j) {
+    const void *base = v ? r->v : r->k;
+    return i8 ? (const void *)((const int8_t *)base + j * r->stride) : (const void *)((const float *)base + j * r->stride);
+}
+
+enum { KV_AHEAD = 4 }; /* K rows prefetched this far ahead */
+
+/* p[h * ldp + j] = q_h . k_j (times the row's scale if int8) for NH heads and the run's rows:
+ * each K row is loaded once for all NH heads, one accumulator per head. */
+static inline __attribute__((always_inline)) void attn_scores(int NH, int i8, float *p, int64_t ldp, const float *q,
+                                                              int32_t hd, const plume_kv_run *r) {
+    int32_t hv = hd & ~7;
+    for (int32_t j = 0; j < r->n; j++) {
+        const void *row = kv_rowp(r, 0, i8, j);
+        __m256 acc[8];
+        UNROLL
+        for (int h = 0; h < NH; h++) acc[h] = _mm256_setzero_ps();
+        const char *ahead = j + KV_AHEAD < r->n ? (const char *)kv_rowp(r, 0, i8, j + KV_AHEAD) : NULL;
+        for (int32_t c = 0; c < hv; c += 8) {
+            if (ahead && c % (i8 ? 64 : 16) == 0) _mm_prefetch(ahead + (int64_t)c * (i8 ? 1 : 4), _MM_HINT_T0);
+            __m256 k = kv8(row, i8, c);
+            UNROLL
+            for (int h = 0; h < NH; h++) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + c), k, acc[h]);
+        }
+        UNROLL
+        for (int h = 0; h < NH; h++) {
+            float s = hsum8(acc[h]);
+            for (int32_t c = hv; c < hd; c++) s += q[(int64_t)h * hd + c] * kv1(row, i8, c);
+            p[h * ldp + j] = i8 ? s * r->ks[j * r->sstride] : s;
+        }
+    }
+}
+
+/* acc[h] += sum_j p[h * ldp + j] v_j for NH heads over the run's rows (int8: p holds the row's
+ * scale already). Rows go 8 at a time; per 8 columns the NH sums stay in registers across
+ * the 8 rows, and the next 8 rows are prefetched meanwhile. */
+static inline __attribute__((always_inline)) void attn_values(int NH, int i8, float *acc, const float *p, int64_t ldp,
+                                                              int32_t hd, const plume_kv_run *r) {
+    int32_t hv = hd & ~7, esize = i8 ? 1 : 4;
+    for (int32_t j0 = 0; j0 < r->n; j0 += 8) {
+        int32_t nj = r->n - j0 < 8 ? r->n - j0 : 8, nk = r->n - j0 - 8;
+        nk = nk < 0 ? 0 : nk > 8 ? 8 : nk;
+        for (int32_t c = 0; c < hv; c += 8) {
+            for (int32_t j = 0; j < nk; j++)
+                _mm_prefetch((const char *)kv_rowp(r, 1, i8, j0 + 8 + j) + (int64_t)c * esize, _MM_HINT_T0);
+            __m256 a[8];
+            UNROLL
+            for (int h = 0; h < NH; h++) a[h] = _mm256_loadu_ps(acc + (int64_t)h * hd + c);
+            for (int32_t j = 0; j < nj; j++) {
+                __m256 v = kv8(kv_rowp(r, 1, i8, j0 + j), i8, c);
+                UNROLL
+                for (int h = 0; h < NH; h++) a[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h * ldp + j0 + j]), v, a[h]);
+            }
+            UNROLL
+            for (int h = 0; h < NH; h++) _mm256_storeu_ps(acc + (int64_t)h * hd + c, a[h]);
+        }
+        for (int32_t j = 0; j < nj; j++) {
+            const void *row = kv_rowp(r, 1, i8, j0 + j);
+            UNROLL
+            for (int h = 0; h < NH; h++)
+                for (int32_t c = hv; c < hd; c++) acc[(int64_t)h * hd + c] += p[h * ldp + j0 + j] * kv1(row, i8, c);
+        }
+    }
+}
+
+/* Scores (v = 0) or values (v = 1) of nh heads over one run, in chunks of 8, 4 and 1 heads. */
+static void attn_run(int v, float *out, float *p, int64_t ldp, const float *q, int32_t nh, int32_t hd,
+                     const plume_kv_run *r) {
+    int i8 = r->ks != NULL;
+    for (int32_t h = 0; h < nh;) {
+        int32_t w = nh - h >= 8 ? 8 : nh - h >= 4 ? 4 : 1;
+        float *ph = p + h * ldp, *oh = out + (int64_t)h * hd;
+        const float *qh = q + (int64_t)h * hd;
+        if (!v && w == 8) i8 ? attn_scores(8, 1, ph, ldp, qh, hd, r) : attn_scores(8, 0, ph, ldp, qh, hd, r);
+        else if (!v && w == 4) i8 ? attn_scores(4, 1, ph, ldp, qh, hd, r) : attn_scores(4, 0, ph, ldp, qh, hd, r);
+        else if (!v) i8 ? attn_scores(1, 1, ph, ldp, qh, hd, r) : attn_scores(1, 0, ph, ldp, qh, hd, r);
+        else if (w == 8) i8 ? attn_values(8, 1, oh, ph, ldp, hd, r) : attn_values(8, 0, oh, ph, ldp, hd, r);
+        else if (w == 4) i8 ? attn_values(4, 1, oh, ph, ldp, hd, r) : attn_values(4, 0, oh, ph, ldp, hd, r);
+        else i8 ? attn_values(1, 1, oh, ph, ldp, hd, r) : attn_values(1, 0, oh, ph, ldp, hd, r);
+        h += w;
+    }
+}
+
+/* The kernels.h contract: scores, per-head max, exp and sum (8 at a time), then V. */
+static void attn_block_avx2(float *acc, float *m, float *l, const float *q, int32_t nh, int32_t hd,
+                              const plume_kv_run *run, int32_t nrun, float *p) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < nrun; k++) n += run[k].n;
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n) attn_run(0, NULL, p + j0, n, q, nh, hd, &run[k]);
+    for (int32_t h = 0; h < nh; h++) {
+        float *ph = p + (int64_t)h * n, mx = -INFINITY;
+        int32_t j = 0;
+        __m256 vm = _mm256_set1_ps(-INFINITY), vs = _mm256_setzero_ps();
+        for (; j + 8 <= n; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(ph + j));
+        mx = hmax8(vm);
+        for (; j < n; j++) mx = ph[j] > mx ? ph[j] : mx;
+        float sum = 0.0f;
+        for (j = 0; j + 8 <= n; j += 8) {
+            __m256 d = _mm256_sub_ps(_mm256_loadu_ps(ph + j), _mm256_set1_ps(mx));
+            __m256 e = _mm256_and_ps(_mm256_cmp_ps(d, _mm256_set1_ps(PLUME_ATTN_MIN_EXP), _CMP_GE_OQ), exp_neg256(d));
+            _mm256_storeu_ps(ph + j, e);
+            vs = _mm256_add_ps(vs, e);
+        }
+        for (; j < n; j++) sum += ph[j] = plume_attn_exp(ph[j] - mx);
+        m[h] = mx;
+        l[h] = hsum8(vs) + sum;
+        for (int32_t i = 0; i < hd; i++) acc[(int64_t)h * hd + i] = 0.0f;
+    }
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n) {
+        if (run[k].vs) /* int8 V: fold each row's scale into its weights */
+            for (int32_t h = 0; h < nh; h++)
+                for (int32_t j = 0; j < run[k].n; j++) p[(int64_t)h * n + j0 + j] *= run[k].vs[j * run[k].sstride];
+        attn_run(1, acc, p + j0, n, q, nh, hd, &run[k]);
+    }
+}
+
 const plume_kernels plume_kernels_avx2 = {
     .name = "avx2",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
@@ -371,4 +510,5 @@ const plume_kernels plume_kernels_avx2 = {
     .axpy = axpy_avx2,
     .gelu_mul = gelu_mul_avx2,
     .softcap = softcap_avx2,
+    .attn_block = attn_block_avx2,
 };

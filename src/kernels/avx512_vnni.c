@@ -1,30 +1,37 @@
-/* avx512_vnni.c -- the int8-activation matmul of qact.h with AVX-512 VNNI. vpdpbusd multiplies
- * 64 u8 by 64 s8 and adds each four products into one of 16 int32 lanes: four times the
- * multiply-adds of a float FMA in the same slot. Prefill (T = 64..512) of Q8/Q4 weights is bound
- * by arithmetic, so that is the gain; integer sums are exact, so Q8 results are the reference's
- * bit for bit and Q4 results differ only in the order of the float sum over groups.
+/* avx512_vnni.c -- the int8-activation matmul of qact.h with AVX-512 VNNI, for decode (T = 1)
+ * and prefill alike. vpdpbusd multiplies 64 u8 by 64 s8 and adds each four products into one
+ * of 16 int32 lanes: four times the multiply-adds of a float FMA in the same slot, on a
+ * quarter of the activation bytes. Decode streams each weight row once past activations that
+ * sit in L1; prefill re-reads a panel of rows from L2 per block of tokens.
  *
- * vpdpbusd wants one operand unsigned. Q8: the weights, flipped to u8 = q + 128 (one vpxord per
- * weight vector, shared by a tile's tokens) against s8 activations; sum (q+128) x = dot +
- * 128 sum x, and sum x is xsum's. Q4: the nibbles already are u8 = q + 8; sum (q+8) x = dot +
- * 8 sum_group x, taken off in float as -8 d xsum, 16 groups at a time.
+ * vpdpbusd wants one operand unsigned: the weights are made u8 = 16 q + 128 (Q4: the nibbles
+ * q + 8 moved to the high half of a byte, no extra instruction) or q + 128 (Q8: one vpxord),
+ * and each lane's accumulator starts at xcor = MAGIC - 128 x (the lane's sum of xq),
+ * precomputed by the quantizer, so the lane ends on MAGIC + the exact dot (Q4: 16 dot), whose
+ * bits read as a float are 12582912 + dot. Per 128-column chunk (4 blocks of 32, the 16
+ * lanes of a zmm: 4 per block, qact.h), per row and token:
  *
- * A tile is 4 rows x up to 6 tokens (Q4: 4), its accumulators in registers; per 128-column chunk:
- *   Q8  loads each row as 2 vectors and puts their 16-byte blocks in xq's order with vshufi64x2
- *       (0 2 4 6, then 1 3 5 7): the shuffles and xors run beside vpdpbusd on Zen 5;
- *   Q4  unpacks each row's 64 bytes with and / shift / vpunpck{l,h}bw into two u8 vectors whose
- *       128-bit lanes are the chunk's 4 groups, sums them per group in int32, then converts and
- *       multiplies by d: 2 vpdpbusd per conversion and FMA, which is why Q4 runs at 2/3 of Q8.
- * The epilogue reduces 4 rows x 4 tokens of accumulators into one vector with unpacks and
- * shuffles, under 3 instructions an accumulator instead of 9 for a reduce each (still 10% of
- * the time at 1536 columns). Columns past the last whole chunk (never in Gemma 4: D, I and the
- * heads are multiples of 128) go to a scalar loop.
+ *   s = xcor;  s += w_half0 . x_half0;  s += w_half1 . x_half1      (2 vpdpbusd, exact)
+ *   acc = fma(float(s) - 12582912, f, acc)   f = xs of the lane's block (Q8), d xs / 16 (Q4)
  *
- * Rows are walked in panels of about PANEL_BYTES that stay in L2 while every block of tokens
- * passes over them; the next panel is prefetched meanwhile. Rows longer than KBLOCK_MAX
- * columns (E2B's down projections, 6144 and 12288) are cut into column blocks with their sums
- * carried in a->part, so that x of a token block stays in L1: without that, 6144 columns ran
- * at 80% of the speed of 1536.
+ * the subtraction instead of vcvtdq2ps, which shares port 0 with vpdpbusd on Intel cores:
+ * prefill is bound by that port.
+ *
+ * and at the end the 16 lanes of acc are reduced by one fixed tree (hsum4_ps + lanes_sum_ps)
+ * for every row and token, whatever the tile, so a row's output does not depend on T, on the
+ * batch or on how rows are split across threads. Q8 then multiplies by s_r / 127.
+ *
+ * A tile is up to 4 rows x 4 tokens, its accumulators in registers: Q8 loads each row as 2
+ * vectors per half and puts their 16-byte blocks in xq's order with vshufi64x2 (0 2 4 6, then
+ * 1 3 5 7); Q4 unpacks a row's 64 bytes with shift / and / vpunpck{l,h}bw into two u8 vectors
+ * whose 128-bit lanes are the chunk's 4 groups. A last chunk short of 128 columns (never in
+ * Gemma 4) is read with masked loads; xq is zero padded there.
+ *
+ * Prefill walks rows in panels of about PANEL_BYTES that stay in L2 while every block of
+ * tokens passes over them; the next panel is prefetched meanwhile. Rows longer than
+ * KBLOCK_MAX columns (E2B's down projections) are cut into column blocks for prefill, the
+ * lane accumulators carried in a->part between them, so that x of a token block stays in L1
+ * and the float sums are the same as without the cut.
  */
 #include <cpuid.h>
 #include <immintrin.h>
@@ -43,63 +50,41 @@
 #endif
 
 enum {
-    ROWS = 4,          /* rows per tile; the epilogue packs 4 rows into a 128-bit lane */
-    TOKENS_MAX = 6,    /* Q8 tokens per tile: 4 x 6 accumulators + 4 weights + 1 x < 32 zmm */
-    TOKENS_MAX_Q4 = 4, /* Q4 holds 2 unpacked weights, d and a partial sum per row as well */
-    TOKENS_PAD = 8,    /* TOKENS_MAX rounded up to the epilogue's 4 tokens a vector */
+    ROWS = 4,       /* rows per tile; the epilogue packs 4 rows into a 128-bit lane */
+    TOKENS_MAX = 4, /* tokens per tile: 16 accumulators + 4 block factors + 2 weights < 32 zmm */
     PANEL_BYTES = 256 << 10, /* weights of a row panel, re-read from L2 by each token block */
-    PANEL_ROWS_MAX = 256,    /* rows of a panel at most: the size of the partial sums */
-    KBLOCK_MAX = 3072, /* longer rows are cut into blocks of KBLOCK columns, so that x of a */
-    KBLOCK = 2048      /* token block (6 x 2 KiB) stays in L1 while the rows stream past it */
+    PANEL_ROWS_MAX = 256,    /* rows of a panel at most, when rows are cut into column blocks */
+    KBLOCK_MAX = 3072, /* longer rows are cut into blocks of KBLOCK columns for prefill, so */
+    KBLOCK = 2048      /* that x of a token block (4 x 2 KiB) stays in L1 */
 };
 
-/* The accumulators' type: vpdpbusd's own view of a vector (int32 x 16). Kept as __m512i
- * (int64 x 8), GCC's PRE carries both views around the loop and spills. */
-typedef int32_t qa_v16si __attribute__((vector_size(64)));
-
-/* Sums of the column blocks done so far: [row of the panel][TOKENS_PAD] (a 4-row tile keeps
- * its 4 rows token-major, [TOKENS_PAD][4], the epilogue's lane order). */
-typedef union {
-    int32_t i[PANEL_ROWS_MAX * TOKENS_PAD]; /* Q8: exact int32 */
-    float f[PANEL_ROWS_MAX * TOKENS_PAD];   /* Q4 */
+/* The lane accumulators of the column blocks done so far: [row of the panel][token]. */
+typedef struct {
+    __m512 v[PANEL_ROWS_MAX * TOKENS_MAX];
 } qa_part;
 
 /* What every tile of one matmul call shares. */
 typedef struct {
-    float *y;                   /* Y[t*ldy + r] */
+    float *y;              /* Y[t*ldy + r] */
     int64_t ldy;
-    const int8_t *xq;           /* [T, stride], chunk layout */
-    const float *xs;            /* [T] */
-    const int32_t *xsum;        /* [T, groups] */
-    int64_t stride;             /* bytes of a token row of xq */
-    int32_t groups;             /* entries of a token row of xsum */
+    const int8_t *xq;      /* [T, stride], chunk layout */
+    const float *xs;       /* [T, groups] */
+    const int32_t *xcor;   /* [T, lanes] */
+    int64_t stride;        /* bytes of a token row of xq */
+    int32_t groups, lanes; /* entries of a token row of xs, xcor */
     const plume_weight *w;
-    size_t row_bytes;           /* bytes of one row of w->data */
-    int32_t p0;                 /* first row of the current panel */
-    int32_t c0, c1;             /* the current block of columns: c0 a multiple of KBLOCK */
-    int32_t xtotal[TOKENS_PAD]; /* Q8: sum of xq over each token of the current block, 0 past */
-    qa_part *part;              /* partial sums while a row is split into column blocks */
+    size_t row_bytes;      /* bytes of one row of w->data */
+    int32_t p0;            /* first row of the current panel */
+    int32_t k0, k1;        /* the current block of chunks */
+    int32_t nfull;         /* whole chunks of a row; a last one past them is partial */
+    int32_t nchunks;       /* chunks of a row */
+    qa_part *part;         /* lane accumulators while a row is split into column blocks */
 } qa_args;
 
 /* ---- horizontal sums ------------------------------------------------------------------- */
 
-/* Four int32 vectors -> one whose 128-bit lane k holds [sum a, sum b, sum c, sum d] of lane k. */
-static inline __attribute__((always_inline)) __m512i hsum4_epi32(__m512i a, __m512i b, __m512i c,
-                                                                 __m512i d) {
-    __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-}
-
-/* Four hsum4 results -> one vector: lane 4k + i = the whole sum of input i of s_k. */
-static inline __attribute__((always_inline)) __m512i lanes_sum_epi32(__m512i s0, __m512i s1,
-                                                                     __m512i s2, __m512i s3) {
-    __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i32x4(s0, s1, 0x44), _mm512_shuffle_i32x4(s0, s1, 0xEE));
-    __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i32x4(s2, s3, 0x44), _mm512_shuffle_i32x4(s2, s3, 0xEE));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, 0x88), _mm512_shuffle_i32x4(t01, t23, 0xDD));
-}
-
-/* hsum4_epi32 for floats. */
+/* Four float vectors -> one whose 128-bit lane k holds [sum a, sum b, sum c, sum d] of lane
+ * k; each sum (x0 + x2) + (x1 + x3) of its four floats, the same tree for a, b, c and d. */
 static inline __attribute__((always_inline)) __m512 hsum4_ps(__m512 a, __m512 b, __m512 c,
                                                              __m512 d) {
     __m512d ab = _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)));
@@ -108,7 +93,8 @@ static inline __attribute__((always_inline)) __m512 hsum4_ps(__m512 a, __m512 b,
                          _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)));
 }
 
-/* lanes_sum_epi32 for floats. */
+/* Four hsum4 results -> one vector: lane 4k + i = the whole sum of input i of s_k, each by
+ * (L0 + L2) + (L1 + L3) of its 128-bit lanes. */
 static inline __attribute__((always_inline)) __m512 lanes_sum_ps(__m512 s0, __m512 s1, __m512 s2,
                                                                  __m512 s3) {
     __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(s0, s1, 0x44), _mm512_shuffle_f32x4(s0, s1, 0xEE));
@@ -116,285 +102,154 @@ static inline __attribute__((always_inline)) __m512 lanes_sum_ps(__m512 s0, __m5
     return _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xDD));
 }
 
-/* Lane k of a 4-row x 4-token vector: its token's value broadcast to the lane's 4 rows. */
-static inline __attribute__((always_inline)) __m512 per_token(__m128 v) {
+/* Lane k of a 4-row x 4-token vector: its token's value broadcast to the lane's 4 rows (or,
+ * for block factors, 128-bit lane k of a chunk gets block k's value). */
+static inline __attribute__((always_inline)) __m512 per_lane(__m128 v) {
     const __m512i rep4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     return _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(v));
 }
 
-/* Y for rows r..r+3 of tokens t..t+n-1 (n <= 4) = v (lane 4k + i: token t + k, row r + i)
- * times xs[t + k]. */
-static inline __attribute__((always_inline)) void store_4x4(const qa_args *a, int32_t r,
-                                                            int32_t t, int n, __m512 v) {
-    __m128 xs = _mm_maskz_loadu_ps((__mmask8)((1u << n) - 1), a->xs + t);
-    float out[16];
-    _mm512_storeu_ps(out, _mm512_mul_ps(v, per_token(xs)));
-    for (int k = 0; k < n; k++) memcpy(a->y + (int64_t)(t + k) * a->ldy + r, out + 4 * k, 4 * sizeof(float));
+/* Bytes o.. of a load are valid while below n: the mask of a 64-byte load at offset o. */
+static inline __mmask64 tail_mask(int64_t n, int64_t o) {
+    int64_t k = n - o;
+    return k >= 64 ? ~(__mmask64)0 : k <= 0 ? 0 : (((__mmask64)1 << k) - 1);
 }
 
-/* ---- Q8 tile --------------------------------------------------------------------------- */
+/* ---- the tiles ------------------------------------------------------------------------- */
 
-/* Y for rows r..r+R-1 x tokens t0..t0+TT-1 of Q8 weights, columns c0..c1 (the partial sums
- * carried from and to a->part unless that is the whole row). R (ROWS or 1) and TT are
- * constants once inlined, so acc[][] lives in registers. */
-static inline __attribute__((always_inline)) void tile_body_q8(const qa_args *a, int32_t r,
-                                                               int32_t t0, const int R,
-                                                               const int TT) {
-    const int32_t cols = a->w->cols, c0 = a->c0, c1 = a->c1;
-    const int32_t body = c1 == cols ? cols - cols % PLUME_QACT_CHUNK : c1;
-    const __m512i flip = _mm512_set1_epi8(-128);
-    const int8_t *wr[ROWS], *xt[TOKENS_MAX];
-    qa_v16si acc[ROWS][TOKENS_PAD];
+/* One 128-column chunk k of rows r..r+R-1 against tokens t0..t0+TT-1 into acc. TAIL: the
+ * last, partial chunk, read with masked loads. R, TT, TAIL and q8 are constants once inlined. */
+static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, int32_t r, int32_t t0,
+                                                             const int R, const int TT, const int q8,
+                                                             const int TAIL, int32_t k,
+                                                             __m512 acc[ROWS][TOKENS_MAX]) {
+    const int64_t c = (int64_t)k * PLUME_QACT_CHUNK;
+    __m512 f[TOKENS_MAX]; /* per token: lanes 4g..4g+3 = xs of the chunk's block g */
     UNROLL
-    for (int i = 0; i < R; i++) wr[i] = (const int8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
-    UNROLL
-    for (int t = 0; t < TT; t++) xt[t] = a->xq + (int64_t)(t0 + t) * a->stride;
-    UNROLL
-    for (int i = 0; i < R; i++)
-        UNROLL
-        for (int t = 0; t < TT; t++) acc[i][t] = (qa_v16si)_mm512_setzero_si512();
-
-    for (int32_t c = c0; c < body; c += PLUME_QACT_CHUNK) {
-        /* blocks 0 2 4 6 of the row against the chunk's first 64 bytes of x, then 1 3 5 7:
-         * lanes 0 and 2 of blocks h.. and 1 and 3 of blocks h+3.. (four different loads, or
-         * GCC keeps the two of each row alive across both halves and spills accumulators) */
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            __m512i wv[ROWS];
-            UNROLL
-            for (int i = 0; i < R; i++) {
-                __m512i lo = _mm512_loadu_si512(wr[i] + c + 16 * h);
-                __m512i hi = _mm512_loadu_si512(wr[i] + c + 48 + 16 * h);
-                wv[i] = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0xD8), flip);
-            }
-            UNROLL
-            for (int t = 0; t < TT; t++) {
-                __m512i xv = _mm512_loadu_si512(xt[t] + c + 64 * h);
-                UNROLL
-                for (int i = 0; i < R; i++)
-                    acc[i][t] = (qa_v16si)_mm512_dpbusd_epi32((__m512i)acc[i][t], wv[i], xv);
-            }
-        }
-    }
-
-    /* the scalar tail, flipped like the body so that one correction serves both */
-    int32_t tail[TOKENS_PAD][ROWS] = {{0}}; /* token-major: the epilogue's lane order */
-    for (int32_t c = body; c < c1; c++) {
-        const int64_t p = plume_qact_pos(c);
-        for (int i = 0; i < R; i++) {
-            int32_t wq = wr[i][c] + 128;
-            for (int t = 0; t < TT; t++) tail[t][i] += wq * xt[t][p];
-        }
-    }
-    /* y = ((float)(sum - 128 xtotal) * (s / 127)) * xs, in qact.c's order */
-    int32_t *part = a->part->i + (int64_t)(r - a->p0) * TOKENS_PAD;
-    if (R == ROWS) {
-        const __m128 s4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(a->w->scale + r)));
-        const __m512 f = _mm512_broadcast_f32x4(_mm_div_ps(s4, _mm_set1_ps(127.0f)));
-        UNROLL
-        for (int t = 0; t < TT; t += 4) {
-            __m512i s[4];
-            UNROLL
-            for (int k = 0; k < 4; k++)
-                s[k] = t + k < TT ? hsum4_epi32((__m512i)acc[0][t + k], (__m512i)acc[1][t + k],
-                                                (__m512i)acc[2][t + k], (__m512i)acc[3][t + k])
-                                  : _mm512_setzero_si512();
-            __m512i dot = _mm512_add_epi32(lanes_sum_epi32(s[0], s[1], s[2], s[3]),
-                                           _mm512_loadu_si512(tail[t]));
-            if (c0 > 0) dot = _mm512_add_epi32(dot, _mm512_loadu_si512(part + ROWS * t));
-            if (c1 < cols) {
-                _mm512_storeu_si512(part + ROWS * t, dot);
-                continue;
-            }
-            __m512i xtot = _mm512_castps_si512(
-                per_token(_mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(a->xtotal + t)))));
-            dot = _mm512_sub_epi32(dot, _mm512_slli_epi32(xtot, 7));
-            store_4x4(a, r, t0 + t, TT - t < 4 ? TT - t : 4, _mm512_mul_ps(_mm512_cvtepi32_ps(dot), f));
-        }
-    } else {
-        const float f = plume_f16_to_f32(a->w->scale[r]) / 127.0f;
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            int32_t dot = _mm512_reduce_add_epi32((__m512i)acc[0][t]) + tail[t][0];
-            if (c0 > 0) dot += part[t];
-            if (c1 < cols)
-                part[t] = dot;
-            else
-                a->y[(int64_t)(t0 + t) * a->ldy + r] = (float)(dot - 128 * a->xtotal[t]) * f * a->xs[t0 + t];
-        }
-    }
-}
-
-/* ---- Q4 tile --------------------------------------------------------------------------- */
-
-/* The Q4 twin of tile_body_q8: a chunk is 4 scale groups, see the file comment. */
-static inline __attribute__((always_inline)) void tile_body_q4(const qa_args *a, int32_t r,
-                                                               int32_t t0, const int R,
-                                                               const int TT) {
-    const int32_t ngroups = a->w->cols / PLUME_QACT_GROUP;
-    const int32_t g0 = a->c0 / PLUME_QACT_GROUP, g1 = a->c1 / PLUME_QACT_GROUP;
-    const int32_t body = g1 == ngroups ? ngroups - ngroups % 4 : g1;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const uint8_t *wr[ROWS];
-    const uint16_t *sr[ROWS];
-    const int8_t *xt[TOKENS_MAX_Q4];
-    const int32_t *st[TOKENS_MAX_Q4];
-    __m512 acc[ROWS][TOKENS_PAD];
+    for (int t = 0; t < TT; t++) f[t] = per_lane(_mm_loadu_ps(a->xs + (int64_t)(t0 + t) * a->groups + 4 * k));
     UNROLL
     for (int i = 0; i < R; i++) {
-        wr[i] = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes;
-        sr[i] = a->w->scale + (int64_t)(r + i) * ngroups;
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++) {
-        xt[t] = a->xq + (int64_t)(t0 + t) * a->stride;
-        st[t] = a->xsum + (int64_t)(t0 + t) * a->groups;
-    }
-    UNROLL
-    for (int i = 0; i < R; i++)
-        UNROLL
-        for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
-
-    for (int32_t g = g0; g < body; g += 4) {
-        const int32_t xo = g * PLUME_QACT_GROUP; /* the chunk's first byte in a token row */
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            __m512i b = _mm512_loadu_si512(wr[i] + 16 * g);
-            __m512i lo = _mm512_and_si512(b, low4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-            __m512i wa = _mm512_unpacklo_epi8(lo, hi), wb = _mm512_unpackhi_epi8(lo, hi);
-            __m512 d = per_token(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(sr[i] + g))));
-            UNROLL
-            for (int t = 0; t < TT; t++) {
-                __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa,
-                                                _mm512_loadu_si512(xt[t] + xo));
-                s = _mm512_dpbusd_epi32(s, wb, _mm512_loadu_si512(xt[t] + xo + 64));
-                acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[i][t]);
-            }
+        __m512i w0, w1;
+        __m512 d = _mm512_setzero_ps();
+        if (q8) {
+            const int8_t *wr = (const int8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c;
+            const int64_t n = (int64_t)a->w->cols - c;
+            const __m512i flip = _mm512_set1_epi8(-128);
+            __m512i l0 = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 0), wr) : _mm512_loadu_si512(wr);
+            __m512i h0 = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 48), wr + 48) : _mm512_loadu_si512(wr + 48);
+            __m512i l1 = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 16), wr + 16) : _mm512_loadu_si512(wr + 16);
+            __m512i h1 = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 64), wr + 64) : _mm512_loadu_si512(wr + 64);
+            w0 = _mm512_xor_si512(_mm512_shuffle_i64x2(l0, h0, 0xD8), flip); /* blocks 0 2 4 6 */
+            w1 = _mm512_xor_si512(_mm512_shuffle_i64x2(l1, h1, 0xD8), flip); /* blocks 1 3 5 7 */
+        } else {
+            const uint8_t *wr = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c / 2;
+            const uint16_t *sr = a->w->scale + (int64_t)(r + i) * (a->w->cols / PLUME_QACT_GROUP) + 4 * k;
+            const int64_t n = (int64_t)a->w->cols / 2 - c / 2, ng = a->w->cols / PLUME_QACT_GROUP - 4 * k;
+            const __m512i high4 = _mm512_set1_epi8((char)0xf0);
+            __m512i b = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 0), wr) : _mm512_loadu_si512(wr);
+            __m512i lo = _mm512_and_si512(_mm512_slli_epi16(b, 4), high4); /* 16 (q + 8), even cols */
+            __m512i hi = _mm512_and_si512(b, high4);                       /* odd cols */
+            w0 = _mm512_unpacklo_epi8(lo, hi);
+            w1 = _mm512_unpackhi_epi8(lo, hi);
+            __m128i s4 = TAIL ? _mm_maskz_loadu_epi16((__mmask8)((1u << (ng < 4 ? ng : 4)) - 1), sr)
+                              : _mm_loadl_epi64((const __m128i *)sr);
+            d = _mm512_mul_ps(per_lane(_mm_cvtph_ps(s4)), _mm512_set1_ps(1.0f / 16));
         }
-    }
-    /* the nibbles' +8: acc -= 8 d_g xsum_g over the body's groups, 16 at a time */
-    const __m512 minus8 = _mm512_set1_ps(-8.0f);
-    int32_t g = g0;
-    for (; g + 16 <= body; g += 16) {
-        __m512 xsf[TOKENS_MAX_Q4];
-        UNROLL
-        for (int t = 0; t < TT; t++) xsf[t] = _mm512_cvtepi32_ps(_mm512_loadu_si512(st[t] + g));
-        UNROLL
-        for (int i = 0; i < R; i++) {
-            __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sr[i] + g))), minus8);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[i][t] = _mm512_fmadd_ps(d, xsf[t], acc[i][t]);
-        }
-    }
-
-    /* scalar tails: the rest of the +8 correction, then the groups past the last chunk */
-    float fix[TOKENS_PAD][ROWS] = {{0}}; /* token-major: the epilogue's lane order */
-    for (; g < body; g++)
-        for (int i = 0; i < R; i++) {
-            float d8 = -8.0f * plume_f16_to_f32(sr[i][g]);
-            for (int t = 0; t < TT; t++) fix[t][i] += d8 * (float)st[t][g];
-        }
-    for (g = body; g < g1; g++)
-        for (int i = 0; i < R; i++) {
-            int32_t dot[TOKENS_MAX_Q4] = {0};
-            for (int32_t c = g * PLUME_QACT_GROUP; c < (g + 1) * PLUME_QACT_GROUP; c++) {
-                const int64_t p = plume_qact_pos(c);
-                uint8_t b = wr[i][c / 2];
-                int32_t q = (c % 2 ? b >> 4 : b & 15) - 8;
-                for (int t = 0; t < TT; t++) dot[t] += q * xt[t][p];
-            }
-            float d = plume_f16_to_f32(sr[i][g]);
-            for (int t = 0; t < TT; t++) fix[t][i] += d * (float)dot[t];
-        }
-    /* y = sum * xs */
-    float *part = a->part->f + (int64_t)(r - a->p0) * TOKENS_PAD;
-    if (R == ROWS) {
-        UNROLL
-        for (int t = 0; t < TT; t += 4) {
-            __m512 s[4];
-            UNROLL
-            for (int k = 0; k < 4; k++)
-                s[k] = t + k < TT ? hsum4_ps(acc[0][t + k], acc[1][t + k], acc[2][t + k], acc[3][t + k])
-                                  : _mm512_setzero_ps();
-            __m512 sum = _mm512_add_ps(lanes_sum_ps(s[0], s[1], s[2], s[3]), _mm512_loadu_ps(fix[t]));
-            if (g0 > 0) sum = _mm512_add_ps(sum, _mm512_loadu_ps(part + ROWS * t));
-            if (g1 < ngroups)
-                _mm512_storeu_ps(part + ROWS * t, sum);
-            else
-                store_4x4(a, r, t0 + t, TT - t < 4 ? TT - t : 4, sum);
-        }
-    } else {
         UNROLL
         for (int t = 0; t < TT; t++) {
-            float sum = _mm512_reduce_add_ps(acc[0][t]) + fix[t][0];
-            if (g0 > 0) sum += part[t];
-            if (g1 < ngroups)
-                part[t] = sum;
-            else
-                a->y[(int64_t)(t0 + t) * a->ldy + r] = sum * a->xs[t0 + t];
+            const int8_t *x = a->xq + (int64_t)(t0 + t) * a->stride + c;
+            __m512i s = _mm512_loadu_si512(a->xcor + (int64_t)(t0 + t) * a->lanes + PLUME_QACT_LANES * k);
+            s = _mm512_dpbusd_epi32(s, w0, _mm512_loadu_si512(x));
+            s = _mm512_dpbusd_epi32(s, w1, _mm512_loadu_si512(x + 64));
+            /* s = MAGIC + dot: as a float 12582912 + dot, exactly (qact.h) */
+            __m512 v = _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(12582912.0f));
+            acc[i][t] = _mm512_fmadd_ps(v, q8 ? f[t] : _mm512_mul_ps(d, f[t]), acc[i][t]);
         }
     }
 }
 
-/* ---- tiles ------------------------------------------------------------------------------ */
+/* Y for rows r..r+R-1 x tokens t0..t0+TT-1 over the chunks k0..k1 of a->: the lane sums
+ * carried from and to a->part unless that is the whole row. R (ROWS or 1), TT and q8 are
+ * constants once inlined, so acc[][] lives in registers. */
+static inline __attribute__((always_inline)) void tile_body(const qa_args *a, int32_t r, int32_t t0,
+                                                            const int R, const int TT, const int q8) {
+    __m512 acc[ROWS][TOKENS_MAX];
+    __m512 *part = a->part->v + (int64_t)(r - a->p0) * TOKENS_MAX;
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = a->k0 > 0 ? part[i * TOKENS_MAX + t] : _mm512_setzero_ps();
+    const int32_t end = a->k1 < a->nfull ? a->k1 : a->nfull;
+    for (int32_t k = a->k0; k < end; k++) tile_chunk(a, r, t0, R, TT, q8, 0, k, acc);
+    if (a->k1 == a->nchunks && a->nfull < a->nchunks) tile_chunk(a, r, t0, R, TT, q8, 1, a->nfull, acc);
+    if (a->k1 < a->nchunks) {
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < TT; t++) part[i * TOKENS_MAX + t] = acc[i][t];
+        return;
+    }
+    /* lane 4t + i of sum: row r + i, token t0 + t; rows past R and tokens past TT are zeros
+     * that no stored lane depends on */
+    const __m512 z = _mm512_setzero_ps();
+    __m512 s[TOKENS_MAX];
+    UNROLL
+    for (int t = 0; t < TOKENS_MAX; t++)
+        s[t] = t >= TT ? z : hsum4_ps(acc[0][t], R > 1 ? acc[1][t] : z, R > 2 ? acc[2][t] : z, R > 3 ? acc[3][t] : z);
+    __m512 sum = lanes_sum_ps(s[0], s[1], s[2], s[3]);
+    if (q8) {
+        __m128 f4 = R == ROWS ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(a->w->scale + r)))
+                              : _mm_set1_ps(plume_f16_to_f32(a->w->scale[r]));
+        sum = _mm512_mul_ps(sum, _mm512_broadcast_f32x4(_mm_div_ps(f4, _mm_set1_ps(127.0f))));
+    }
+    float out[16];
+    _mm512_storeu_ps(out, sum);
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int i = 0; i < R; i++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = out[4 * t + i];
+}
 
 typedef void (*tile_fn)(const qa_args *a, int32_t r, int32_t t0, int R, int TT);
 
-/* Q8 tiles of the shapes qa_drive uses, R and TT turned into constants. */
-static void tile_q8(const qa_args *a, int32_t r, int32_t t0, int R, int TT) {
-    switch (R * 8 + TT) {
-    case ROWS * 8 + 1: tile_body_q8(a, r, t0, ROWS, 1); break;
-    case ROWS * 8 + 2: tile_body_q8(a, r, t0, ROWS, 2); break;
-    case ROWS * 8 + 3: tile_body_q8(a, r, t0, ROWS, 3); break;
-    case ROWS * 8 + 4: tile_body_q8(a, r, t0, ROWS, 4); break;
-    case ROWS * 8 + 5: tile_body_q8(a, r, t0, ROWS, 5); break;
-    case ROWS * 8 + 6: tile_body_q8(a, r, t0, ROWS, 6); break;
-    case 1 * 8 + 1: tile_body_q8(a, r, t0, 1, 1); break;
-    case 1 * 8 + 2: tile_body_q8(a, r, t0, 1, 2); break;
-    case 1 * 8 + 3: tile_body_q8(a, r, t0, 1, 3); break;
-    case 1 * 8 + 4: tile_body_q8(a, r, t0, 1, 4); break;
-    case 1 * 8 + 5: tile_body_q8(a, r, t0, 1, 5); break;
-    case 1 * 8 + 6: tile_body_q8(a, r, t0, 1, 6); break;
-    default: break;
+/* The tiles of the shapes qa_drive uses, R and TT turned into constants. */
+#define TILE_SHAPES(NAME, Q8)                                                                     \
+    static void NAME(const qa_args *a, int32_t r, int32_t t0, int R, int TT) {                   \
+        switch (R * 8 + TT) {                                                                     \
+        case ROWS * 8 + 1: tile_body(a, r, t0, ROWS, 1, Q8); break;                              \
+        case ROWS * 8 + 2: tile_body(a, r, t0, ROWS, 2, Q8); break;                              \
+        case ROWS * 8 + 3: tile_body(a, r, t0, ROWS, 3, Q8); break;                              \
+        case ROWS * 8 + 4: tile_body(a, r, t0, ROWS, 4, Q8); break;                              \
+        case 1 * 8 + 1: tile_body(a, r, t0, 1, 1, Q8); break;                                    \
+        case 1 * 8 + 2: tile_body(a, r, t0, 1, 2, Q8); break;                                    \
+        case 1 * 8 + 3: tile_body(a, r, t0, 1, 3, Q8); break;                                    \
+        case 1 * 8 + 4: tile_body(a, r, t0, 1, 4, Q8); break;                                    \
+        default: break;                                                                           \
+        }                                                                                         \
     }
-}
-
-/* Q4 tiles of the shapes qa_drive uses. */
-static void tile_q4(const qa_args *a, int32_t r, int32_t t0, int R, int TT) {
-    switch (R * 8 + TT) {
-    case ROWS * 8 + 1: tile_body_q4(a, r, t0, ROWS, 1); break;
-    case ROWS * 8 + 2: tile_body_q4(a, r, t0, ROWS, 2); break;
-    case ROWS * 8 + 3: tile_body_q4(a, r, t0, ROWS, 3); break;
-    case ROWS * 8 + 4: tile_body_q4(a, r, t0, ROWS, 4); break;
-    case 1 * 8 + 1: tile_body_q4(a, r, t0, 1, 1); break;
-    case 1 * 8 + 2: tile_body_q4(a, r, t0, 1, 2); break;
-    case 1 * 8 + 3: tile_body_q4(a, r, t0, 1, 3); break;
-    case 1 * 8 + 4: tile_body_q4(a, r, t0, 1, 4); break;
-    default: break;
-    }
-}
+TILE_SHAPES(tile_q8, 1)
+TILE_SHAPES(tile_q4, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* sum v[i] for i < n. */
-static int32_t sum_epi32(const int32_t *v, int32_t n) {
-    __m512i acc = _mm512_setzero_si512();
-    int32_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_add_epi32(acc, _mm512_loadu_si512(v + i));
-    int32_t sum = _mm512_reduce_add_epi32(acc);
-    for (; i < n; i++) sum += v[i];
-    return sum;
-}
-
-/* Cover rows [r0, r1) x tokens [0, T) with tiles: panels of rows (about PANEL_BYTES of
- * weights) crossed with balanced blocks of at most tokens_max tokens and blocks of columns,
- * so a panel is read from memory once and from L2 by each token block. Meanwhile the next
- * panel is fetched into L2, a slice after each tile, so that the first token block does not
- * wait on memory. */
-static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1, int tokens_max) {
-    const int32_t cols = a->w->cols, kblock = cols <= KBLOCK_MAX ? cols : KBLOCK;
-    const int32_t kblocks = (cols + kblock - 1) / kblock, blocks = (T + tokens_max - 1) / tokens_max;
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. One token block (decode, T <= 4): runs of
+ * 4 rows streamed once, whole rows. More: panels of rows (about PANEL_BYTES of weights)
+ * crossed with balanced blocks of at most TOKENS_MAX tokens and blocks of columns, so a panel
+ * is read from memory once and from L2 by each token block; meanwhile the next panel is
+ * fetched into L2, a slice after each tile, so that the first token block does not wait on
+ * memory. Which rows share a tile never changes a result (tile_body). */
+static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1) {
+    const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
+    const int32_t kblock = blocks > 1 && a->w->cols > KBLOCK_MAX ? KBLOCK / PLUME_QACT_CHUNK : a->nchunks;
+    if (blocks == 1) {
+        a->p0 = r0;
+        a->k0 = 0;
+        a->k1 = a->nchunks;
+        int32_t r = r0;
+        for (; r + ROWS <= r1; r += ROWS) tile(a, r, 0, ROWS, T);
+        for (; r < r1; r++) tile(a, r, 0, 1, T);
+        return;
+    }
     size_t fit = PANEL_BYTES / a->row_bytes;
     int32_t panel = fit < ROWS ? ROWS : fit > PANEL_ROWS_MAX ? PANEL_ROWS_MAX : (int32_t)fit;
     panel -= panel % ROWS;
@@ -403,23 +258,20 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
         const int32_t n1 = r1 - p1 < panel ? r1 : p1 + panel; /* the next panel: p1..n1 */
         const char *next = (const char *)a->w->data + (size_t)p1 * a->row_bytes;
         const size_t next_bytes = (size_t)(n1 - p1) * a->row_bytes;
+        const int32_t kblocks = (a->nchunks + kblock - 1) / kblock;
         const int32_t tiles = blocks * kblocks * ((p1 - p0) / ROWS + (p1 - p0) % ROWS);
         const size_t slice = (next_bytes / (size_t)tiles + 63) & ~(size_t)63;
         size_t fetched = 0;
         a->p0 = p0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
             int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
-            for (int k = 0; k < TOKENS_PAD; k++)
-                a->xtotal[k] = a->w->type == PLUME_W_Q8 && k < tt
-                                   ? sum_epi32(a->xsum + (int64_t)(t0 + k) * a->groups, a->groups)
-                                   : 0;
-            for (a->c0 = 0; a->c0 < cols; a->c0 += kblock) {
-                a->c1 = cols - a->c0 < kblock ? cols : a->c0 + kblock;
+            for (a->k0 = 0; a->k0 < a->nchunks; a->k0 += kblock) {
+                a->k1 = a->nchunks - a->k0 < kblock ? a->nchunks : a->k0 + kblock;
                 for (int32_t r = p0; r < p1;) {
                     int R = p1 - r >= ROWS ? ROWS : 1;
                     tile(a, r, t0, R, tt);
                     r += R;
-                    for (size_t end = fetched + slice; fetched < end && fetched < next_bytes; fetched += 64)
+                    for (size_t e = fetched + slice; fetched < e && fetched < next_bytes; fetched += 64)
                         _mm_prefetch(next + fetched, _MM_HINT_T1);
                 }
             }
@@ -430,55 +282,65 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
 
 /* Check the weight, gather the call's shared state, run the tiles. */
 void plume_qact_matmul_vnni(float *y, int64_t ldy, const int8_t *xq, const float *xs,
-                            const int32_t *xsum, int32_t T, const plume_weight *w, int32_t r0,
+                            const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                             int32_t r1) {
     if (T <= 0 || r1 <= r0 || !plume_qact_supported(w)) return;
     int q8 = w->type == PLUME_W_Q8;
     qa_part part;
-    qa_args a = {.y = y, .ldy = ldy, .xq = xq, .xs = xs, .xsum = xsum,
+    qa_args a = {.y = y, .ldy = ldy, .xq = xq, .xs = xs, .xcor = xcor,
                  .stride = plume_qact_stride(w->cols), .groups = plume_qact_groups(w->cols),
-                 .w = w, .row_bytes = q8 ? (size_t)w->cols : (size_t)w->cols / 2, .part = &part};
-    qa_drive(q8 ? tile_q8 : tile_q4, &a, T, r0, r1, q8 ? TOKENS_MAX : TOKENS_MAX_Q4);
+                 .lanes = plume_qact_lanes(w->cols), .w = w,
+                 .row_bytes = q8 ? (size_t)w->cols : (size_t)w->cols / 2,
+                 .nfull = w->cols / PLUME_QACT_CHUNK,
+                 .nchunks = (int32_t)(plume_qact_stride(w->cols) / PLUME_QACT_CHUNK), .part = &part};
+    qa_drive(q8 ? tile_q8 : tile_q4, &a, T, r0, r1);
 }
 
 /* ---- quantize --------------------------------------------------------------------------- */
 
-/* qact.c's quantizer 16 columns a step: same products, same rounding (the MXCSR default,
- * nearest-even, made explicit), so the same bytes. */
+/* qact.c's quantizer a block of 32 at a time: same products, same rounding (the MXCSR
+ * default, nearest-even, made explicit), so the same bytes; xcor by vpdpbusd with 128s. */
 void plume_qact_quantize_vnni(const float *x, int64_t ldx, int32_t T, int32_t cols, int8_t *xq,
-                              float *xs, int32_t *xsum) {
+                              float *xs, int32_t *xcor) {
     const int64_t stride = plume_qact_stride(cols);
-    const int32_t groups = plume_qact_groups(cols);
-    const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+    const int32_t groups = plume_qact_groups(cols), lanes = plume_qact_lanes(cols);
+    const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127), k128 = _mm512_set1_epi8(-128);
     for (int32_t t = 0; t < T; t++) {
         const float *xr = x + t * ldx;
         int8_t *q = xq + t * stride;
-        int32_t *s = xsum + (int64_t)t * groups;
-        memset(q, 0, (size_t)stride);
-        memset(s, 0, (size_t)groups * sizeof *s);
-        __m512 m = _mm512_setzero_ps();
-        int32_t c = 0;
-        for (; c + 16 <= cols; c += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xr + c)));
-        float amax = _mm512_reduce_max_ps(m);
-        for (; c < cols; c++) amax = fmaxf(amax, fabsf(xr[c]));
-        if (!(amax >= PLUME_QACT_TINY)) {
-            xs[t] = 0.0f;
-            continue;
+        float *s = xs + (int64_t)t * groups;
+        for (int32_t b = 0; b < groups; b++) {
+            const int32_t c = b * PLUME_QACT_GROUP, n = cols - c;
+            int8_t *qb = q + (c - c % PLUME_QACT_CHUNK) + 16 * (b % 4);
+            if (n <= 0) { /* padding block */
+                s[b] = 0.0f;
+                memset(qb, 0, 16);
+                memset(qb + 64, 0, 16);
+                continue;
+            }
+            __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+            __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+            __m512 v0 = _mm512_maskz_loadu_ps(m0, xr + c), v1 = _mm512_maskz_loadu_ps(m1, xr + c + 16);
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            if (!(amax >= PLUME_QACT_TINY)) {
+                s[b] = 0.0f;
+                memset(qb, 0, 16);
+                memset(qb + 64, 0, 16);
+                continue;
+            }
+            const __m512 inv = _mm512_set1_ps(127.0f / amax);
+            s[b] = amax / 127.0f;
+            __m512i i0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512i i1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)qb, _mm512_cvtepi32_epi8(_mm512_max_epi32(_mm512_min_epi32(i0, hi), lo)));
+            _mm_storeu_si128((__m128i *)(qb + 64), _mm512_cvtepi32_epi8(_mm512_max_epi32(_mm512_min_epi32(i1, hi), lo)));
         }
-        const float inv = 127.0f / amax;
-        xs[t] = amax / 127.0f;
-        const __m512 vinv = _mm512_set1_ps(inv);
-        for (c = 0; c + 16 <= cols; c += 16) {
-            __m512i v = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + c), vinv),
-                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            v = _mm512_max_epi32(_mm512_min_epi32(v, hi), lo);
-            _mm_storeu_si128((__m128i *)(q + plume_qact_pos(c)), _mm512_cvtepi32_epi8(v));
-            s[c / PLUME_QACT_GROUP] += _mm512_reduce_add_epi32(v);
-        }
-        for (; c < cols; c++) {
-            int8_t v = plume_qact_round(xr[c] * inv);
-            q[plume_qact_pos(c)] = v;
-            s[c / PLUME_QACT_GROUP] += v;
+        int32_t *cor = xcor + (int64_t)t * lanes;
+        for (int64_t k = 0; k < stride / PLUME_QACT_CHUNK; k++) {
+            const int8_t *qc = q + k * PLUME_QACT_CHUNK;
+            __m512i v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, _mm512_loadu_si512(qc));
+            v = _mm512_dpbusd_epi32(v, k128, _mm512_loadu_si512(qc + 64));
+            _mm512_storeu_si512(cor + k * PLUME_QACT_LANES, _mm512_sub_epi32(_mm512_set1_epi32(PLUME_QACT_MAGIC), v));
         }
     }
 }

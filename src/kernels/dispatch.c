@@ -65,15 +65,26 @@ int plume_kernels_available(const char **names, int cap) {
 }
 
 int plume_qact_kernels(const plume_kernels *k, plume_qact_quantize_fn *quantize, plume_qact_matmul_fn *matmul) {
-#if defined(__x86_64__)
-    if (k && !strcmp(k->name, "avx512") && plume_qact_vnni_available()) {
-        *quantize = plume_qact_quantize_vnni;
-        *matmul = plume_qact_matmul_vnni;
-        return 1;
-    }
-#endif
-    (void)k;
     *quantize = NULL;
     *matmul = NULL;
-    return 0;
+    if (!k) return 0;
+#if defined(__x86_64__)
+    /* preference: AVX-512 VNNI, then AVX-VNNI, then AVX2, each only under a table of that
+     * width or wider (PLUME_ISA=avx2 keeps to 256-bit code) */
+    int wide = !strcmp(k->name, "avx512"), avx2 = wide || !strcmp(k->name, "avx2");
+    if (wide && plume_qact_vnni_available()) {
+        *quantize = plume_qact_quantize_vnni;
+        *matmul = plume_qact_matmul_vnni;
+    } else if (avx2 && plume_qact_avx2_available()) {
+        *quantize = plume_qact_quantize_avx2;
+        *matmul = plume_qact_avxvnni_available() ? plume_qact_matmul_avxvnni : plume_qact_matmul_avx2;
+    }
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(k->name, "neon")) {
+        *quantize = plume_qact_quantize_neon;
+        *matmul = plume_qact_neon_dot_available() ? plume_qact_matmul_neon_dot : plume_qact_matmul_neon;
+    }
+#endif
+    return *matmul != NULL;
 }

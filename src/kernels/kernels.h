@@ -7,6 +7,7 @@
 #ifndef PLUME_KERNELS_H
 #define PLUME_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* How a weight matrix W [rows, cols] (PyTorch [out, in]) is stored. */
@@ -34,6 +35,29 @@ typedef struct {
 typedef void (*plume_matmul_fn)(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                                 const plume_weight *w, int32_t r0, int32_t r1);
 
+/* A run of n consecutive cached K and V rows of one KV head (hd values each): float rows
+ * (ks == NULL) or int8 rows with one scale each (row = q * scale). Row j starts stride
+ * elements after row j - 1; its scales are ks[j * sstride] and vs[j * sstride]. */
+typedef struct {
+    const void *k, *v;    /* float or int8 */
+    const float *ks, *vs; /* int8 rows: scales; float rows: NULL */
+    int64_t stride, sstride;
+    int32_t n;
+} plume_kv_run;
+
+/* Attention of nh query heads q [nh, hd] (heads sharing one KV head) over a block of n rows
+ * given as nrun runs, the partial softmax state of the block, per head h (s_j = q_h . k_j):
+ *   m[h] = max_j s_j,  l[h] = sum_j E(s_j - m[h]),  acc[h, hd] = sum_j E(s_j - m[h]) v_j,
+ * E = plume_attn_exp. Each K and V row is read once for all nh heads. p: scratch [nh, n]. */
+/* Weights below e^PLUME_ATTN_MIN_EXP (1.6e-28 of the largest, which is 1) count as 0: they
+ * are far below float rounding of the sum, and their products with V would be subnormal
+ * (slow on x86) near the bottom of exp's range. */
+#define PLUME_ATTN_MIN_EXP (-64.0f)
+static inline float plume_attn_exp(float d) { return d >= PLUME_ATTN_MIN_EXP ? expf(d) : 0.0f; }
+
+typedef void (*plume_attn_block_fn)(float *acc, float *m, float *l, const float *q, int32_t nh, int32_t hd,
+                                    const plume_kv_run *run, int32_t nrun, float *p);
+
 typedef struct {
     const char *name;                         /* "scalar", "avx2", "avx512", "neon" */
     plume_matmul_fn matmul[PLUME_W_NTYPES];   /* indexed by plume_wtype */
@@ -41,11 +65,19 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
     void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */
     void (*softcap)(float *x, int64_t n, float cap);        /* x[i] = cap * tanh(x[i] / cap) */
+    plume_attn_block_fn attn_block;           /* decode and prefill attention, one block */
 } plume_kernels;
 
 /* The scalar (libm) elementwise kernels, for tables without their own. */
 void plume_gelu_mul_ref(float *g, const float *u, int64_t n);
 void plume_softcap_ref(float *x, int64_t n, float cap);
+
+/* Attention block states, shared by all tables (forward.c folds a row's blocks with these,
+ * in block order): fold one head's block state (a2 [hd], m2, l2) into its running state
+ * (a [hd], m, l): m = max(m, m2), a = a e^(m_old - m) + a2 e^(m2 - m), l likewise. */
+void plume_attn_fold(float *a, float *m, float *l, const float *a2, float m2, float l2, int32_t hd);
+/* out = a / l for one head (out may alias a). */
+void plume_attn_finish(float *out, const float *a, float l, int32_t hd);
 
 extern const plume_kernels plume_kernels_scalar;
 #if defined(__x86_64__)

@@ -13,6 +13,7 @@
  * under QEMU): tile shapes were chosen so GCC keeps the accumulators in registers.
  */
 #include <arm_neon.h>
+#include <math.h>
 
 #include "../common.h"
 #include "kernels.h"
@@ -291,6 +292,126 @@ static void axpy_neon(float *y, float a, const float *x, int32_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+/* Columns c..c+3 of a K or V row as floats: float rows, or int8 rows unscaled. */
+static inline __attribute__((always_inline)) float32x4_t kv4(const void *row, int i8, int32_t c) {
+    if (i8) {
+        uint32_t b;
+        memcpy(&b, (const int8_t *)row + c, 4);
+        int16x4_t w = vget_low_s16(vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(b))));
+        return vcvtq_f32_s32(vmovl_s16(w));
+    }
+    return vld1q_f32((const float *)row + c);
+}
+
+/* Column c of a K or V row (int8 unscaled). */
+static inline float kv1(const void *row, int i8, int32_t c) {
+    return i8 ? (float)((const int8_t *)row)[c] : ((const float *)row)[c];
+}
+
+/* Row j of a run's K (v = 0) or V (v = 1) rows. */
+static inline const void *kv_rowp(const plume_kv_run *r, int v, int i8, int32_t j) {
+    const void *base = v ? r->v : r->k;
+    return i8 ? (const void *)((const int8_t *)base + j * r->stride) : (const void *)((const float *)base + j * r->stride);
+}
+
+/* p[h * ldp + j] = q_h . k_j (times the row's scale if int8) for NH heads and the run's rows:
+ * each K row is loaded once for all NH heads, one accumulator per head. */
+static inline __attribute__((always_inline)) void attn_scores(int NH, int i8, float *p, int64_t ldp, const float *q,
+                                                              int32_t hd, const plume_kv_run *r) {
+    int32_t hv = hd & ~3;
+    for (int32_t j = 0; j < r->n; j++) {
+        const void *row = kv_rowp(r, 0, i8, j);
+        float32x4_t acc[8];
+        UNROLL
+        for (int h = 0; h < NH; h++) acc[h] = vdupq_n_f32(0.0f);
+        for (int32_t c = 0; c < hv; c += 4) {
+            float32x4_t k = kv4(row, i8, c);
+            UNROLL
+            for (int h = 0; h < NH; h++) acc[h] = vfmaq_f32(acc[h], vld1q_f32(q + (int64_t)h * hd + c), k);
+        }
+        UNROLL
+        for (int h = 0; h < NH; h++) {
+            float s = vaddvq_f32(acc[h]);
+            for (int32_t c = hv; c < hd; c++) s += q[(int64_t)h * hd + c] * kv1(row, i8, c);
+            p[h * ldp + j] = i8 ? s * r->ks[j * r->sstride] : s;
+        }
+    }
+}
+
+/* acc[h] += sum_j p[h * ldp + j] v_j for NH heads over the run's rows (int8: p holds the row's
+ * scale already), 8 rows at a time with the NH sums of 4 columns in registers. */
+static inline __attribute__((always_inline)) void attn_values(int NH, int i8, float *acc, const float *p, int64_t ldp,
+                                                              int32_t hd, const plume_kv_run *r) {
+    int32_t hv = hd & ~3;
+    for (int32_t j0 = 0; j0 < r->n; j0 += 8) {
+        int32_t nj = r->n - j0 < 8 ? r->n - j0 : 8;
+        for (int32_t c = 0; c < hv; c += 4) {
+            float32x4_t a[8];
+            UNROLL
+            for (int h = 0; h < NH; h++) a[h] = vld1q_f32(acc + (int64_t)h * hd + c);
+            for (int32_t j = 0; j < nj; j++) {
+                float32x4_t v = kv4(kv_rowp(r, 1, i8, j0 + j), i8, c);
+                UNROLL
+                for (int h = 0; h < NH; h++) a[h] = vfmaq_n_f32(a[h], v, p[h * ldp + j0 + j]);
+            }
+            UNROLL
+            for (int h = 0; h < NH; h++) vst1q_f32(acc + (int64_t)h * hd + c, a[h]);
+        }
+        for (int32_t j = 0; j < nj; j++) {
+            const void *row = kv_rowp(r, 1, i8, j0 + j);
+            UNROLL
+            for (int h = 0; h < NH; h++)
+                for (int32_t c = hv; c < hd; c++) acc[(int64_t)h * hd + c] += p[h * ldp + j0 + j] * kv1(row, i8, c);
+        }
+    }
+}
+
+/* Scores (v = 0) or values (v = 1) of nh heads over one run, in chunks of 8, 4 and 1 heads. */
+static void attn_run(int v, float *out, float *p, int64_t ldp, const float *q, int32_t nh, int32_t hd,
+                     const plume_kv_run *r) {
+    int i8 = r->ks != NULL;
+    for (int32_t h = 0; h < nh;) {
+        int32_t w = nh - h >= 8 ? 8 : nh - h >= 4 ? 4 : 1;
+        float *ph = p + h * ldp, *oh = out + (int64_t)h * hd;
+        const float *qh = q + (int64_t)h * hd;
+        if (!v && w == 8) i8 ? attn_scores(8, 1, ph, ldp, qh, hd, r) : attn_scores(8, 0, ph, ldp, qh, hd, r);
+        else if (!v && w == 4) i8 ? attn_scores(4, 1, ph, ldp, qh, hd, r) : attn_scores(4, 0, ph, ldp, qh, hd, r);
+        else if (!v) i8 ? attn_scores(1, 1, ph, ldp, qh, hd, r) : attn_scores(1, 0, ph, ldp, qh, hd, r);
+        else if (w == 8) i8 ? attn_values(8, 1, oh, ph, ldp, hd, r) : attn_values(8, 0, oh, ph, ldp, hd, r);
+        else if (w == 4) i8 ? attn_values(4, 1, oh, ph, ldp, hd, r) : attn_values(4, 0, oh, ph, ldp, hd, r);
+        else i8 ? attn_values(1, 1, oh, ph, ldp, hd, r) : attn_values(1, 0, oh, ph, ldp, hd, r);
+        h += w;
+    }
+}
+
+/* The kernels.h contract: scores, per-head max (4 at a time), exp (libm) and sum, then V. */
+static void attn_block_neon(float *acc, float *m, float *l, const float *q, int32_t nh, int32_t hd,
+                            const plume_kv_run *run, int32_t nrun, float *p) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < nrun; k++) n += run[k].n;
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n) attn_run(0, NULL, p + j0, n, q, nh, hd, &run[k]);
+    for (int32_t h = 0; h < nh; h++) {
+        float *ph = p + (int64_t)h * n, mx = -INFINITY, sum = 0.0f;
+        int32_t j = 0;
+        float32x4_t vm = vdupq_n_f32(-INFINITY);
+        for (; j + 4 <= n; j += 4) vm = vmaxq_f32(vm, vld1q_f32(ph + j));
+        mx = vmaxvq_f32(vm);
+        for (; j < n; j++) mx = ph[j] > mx ? ph[j] : mx;
+        for (j = 0; j < n; j++) sum += ph[j] = plume_attn_exp(ph[j] - mx);
+        m[h] = mx;
+        l[h] = sum;
+        for (int32_t i = 0; i < hd; i++) acc[(int64_t)h * hd + i] = 0.0f;
+    }
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n) {
+        if (run[k].vs) /* int8 V: fold each row's scale into its weights */
+            for (int32_t h = 0; h < nh; h++)
+                for (int32_t j = 0; j < run[k].n; j++) p[(int64_t)h * n + j0 + j] *= run[k].vs[j * run[k].sstride];
+        attn_run(1, acc, p + j0, n, q, nh, hd, &run[k]);
+    }
+}
+
 const plume_kernels plume_kernels_neon = {
     .name = "neon",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
@@ -298,4 +419,5 @@ const plume_kernels plume_kernels_neon = {
     .axpy = axpy_neon,
     .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
     .softcap = plume_softcap_ref,
+    .attn_block = attn_block_neon,
 };

@@ -1,6 +1,7 @@
 /* qact.c -- the reference for int8 activations (qact.h): plain loops that define right.
- * Integer sums are exact; the float steps are written in the order avx512_vnni.c repeats.
- * Knows the weight formats of kernels.h and the xq chunk layout; nothing of the model. */
+ * Integer sums are exact; the float sum runs over blocks in order (the vector kernels sum per
+ * int32 lane, then reduce, and so differ by float rounding only). Knows the weight formats of
+ * kernels.h and the xq chunk layout; nothing of the model. */
 #include <math.h>
 #include <string.h>
 
@@ -16,45 +17,60 @@ int plume_qact_supported(const plume_weight *w) {
 
 /* ---- quantize -------------------------------------------------------------------------- */
 
-/* Per token: amax, then x * (127 / amax) rounded into the chunk layout; see qact.h. */
+/* xcor of one token row from its bytes: MAGIC - 128 x the 8 bytes of each int32 lane (qact.h). */
+static void qact_fill_cor(const int8_t *q, int64_t stride, int32_t *cor) {
+    for (int64_t k = 0; k < stride / PLUME_QACT_CHUNK; k++)
+        for (int j = 0; j < PLUME_QACT_LANES; j++) {
+            const int8_t *p = q + k * PLUME_QACT_CHUNK + 4 * j;
+            int32_t s = 0;
+            for (int i = 0; i < 4; i++) s += p[i] + p[64 + i];
+            cor[k * PLUME_QACT_LANES + j] = PLUME_QACT_MAGIC - 128 * s;
+        }
+}
+
+/* Per token and block of 32: amax, then x * (127 / amax) rounded into the chunk layout. */
 void plume_qact_quantize(const float *x, int64_t ldx, int32_t T, int32_t cols, int8_t *xq,
-                         float *xs, int32_t *xsum) {
+                         float *xs, int32_t *xcor) {
     const int64_t stride = plume_qact_stride(cols);
-    const int32_t groups = plume_qact_groups(cols);
+    const int32_t groups = plume_qact_groups(cols), lanes = plume_qact_lanes(cols);
     for (int32_t t = 0; t < T; t++) {
         const float *xr = x + t * ldx;
         int8_t *q = xq + t * stride;
-        int32_t *s = xsum + (int64_t)t * groups;
+        float *s = xs + (int64_t)t * groups;
         memset(q, 0, (size_t)stride);
-        memset(s, 0, (size_t)groups * sizeof *s);
-        float amax = 0.0f;
-        for (int32_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(xr[c]));
-        if (!(amax >= PLUME_QACT_TINY)) {
-            xs[t] = 0.0f;
-            continue;
+        for (int32_t b = 0; b < groups; b++) {
+            const int32_t c0 = b * PLUME_QACT_GROUP;
+            const int32_t c1 = cols - c0 < PLUME_QACT_GROUP ? cols : c0 + PLUME_QACT_GROUP;
+            float amax = 0.0f;
+            for (int32_t c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(xr[c]));
+            if (!(amax >= PLUME_QACT_TINY)) { /* also the padding blocks (c1 <= c0) */
+                s[b] = 0.0f;
+                continue;
+            }
+            const float inv = 127.0f / amax;
+            s[b] = amax / 127.0f;
+            for (int32_t c = c0; c < c1; c++) q[plume_qact_pos(c)] = plume_qact_round(xr[c] * inv);
         }
-        const float inv = 127.0f / amax;
-        xs[t] = amax / 127.0f;
-        for (int32_t c = 0; c < cols; c++) {
-            int8_t v = plume_qact_round(xr[c] * inv);
-            q[plume_qact_pos(c)] = v;
-            s[c / PLUME_QACT_GROUP] += v;
-        }
+        qact_fill_cor(q, stride, xcor + (int64_t)t * lanes);
     }
 }
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
-/* Q8 row r . token row q: exact int32 sum of w * xq, then scaled as qact.h states. */
-static float qact_row_q8(const plume_weight *w, int32_t r, const int8_t *q, float xs) {
+/* Q8 row r . token row q: per block an exact int32 sum of w * xq, times xs, in block order. */
+static float qact_row_q8(const plume_weight *w, int32_t r, const int8_t *q, const float *xs) {
     const int8_t *wr = (const int8_t *)w->data + (int64_t)r * w->cols;
-    int32_t dot = 0;
-    for (int32_t c = 0; c < w->cols; c++) dot += wr[c] * q[plume_qact_pos(c)];
-    return ((float)dot * (plume_f16_to_f32(w->scale[r]) / 127.0f)) * xs;
+    float acc = 0.0f;
+    for (int32_t c0 = 0; c0 < w->cols; c0 += PLUME_QACT_GROUP) {
+        int32_t dot = 0;
+        for (int32_t c = c0; c < w->cols && c < c0 + PLUME_QACT_GROUP; c++) dot += wr[c] * q[plume_qact_pos(c)];
+        acc += xs[c0 / PLUME_QACT_GROUP] * (float)dot;
+    }
+    return acc * (plume_f16_to_f32(w->scale[r]) / 127.0f);
 }
 
-/* Q4 row r . token row q: exact int32 sum per group of 32, each times its d, in group order. */
-static float qact_row_q4(const plume_weight *w, int32_t r, const int8_t *q, float xs) {
+/* Q4 row r . token row q: exact int32 sum per group of 32, each times d * xs, in group order. */
+static float qact_row_q4(const plume_weight *w, int32_t r, const int8_t *q, const float *xs) {
     const uint8_t *wr = (const uint8_t *)w->data + (int64_t)r * (w->cols / 2);
     const uint16_t *sr = w->scale + (int64_t)r * (w->cols / PLUME_QACT_GROUP);
     float acc = 0.0f;
@@ -65,22 +81,23 @@ static float qact_row_q4(const plume_weight *w, int32_t r, const int8_t *q, floa
             int32_t nib = c % 2 ? b >> 4 : b & 15;
             dot += (nib - 8) * q[plume_qact_pos(c)];
         }
-        acc += plume_f16_to_f32(sr[g]) * (float)dot;
+        acc += (plume_f16_to_f32(sr[g]) * xs[g]) * (float)dot;
     }
-    return acc * xs;
+    return acc;
 }
 
 /* Every (token, row) pair of the range, one row dot at a time. */
 void plume_qact_matmul_ref(float *y, int64_t ldy, const int8_t *xq, const float *xs,
-                           const int32_t *xsum, int32_t T, const plume_weight *w, int32_t r0,
+                           const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                            int32_t r1) {
-    (void)xsum; /* a shortcut for the vector kernels; the reference sums xq itself */
+    (void)xcor; /* a shortcut for the u8 x s8 kernels; the reference multiplies signed */
     if (!plume_qact_supported(w)) return;
     const int64_t stride = plume_qact_stride(w->cols);
+    const int32_t groups = plume_qact_groups(w->cols);
     for (int32_t t = 0; t < T; t++) {
         const int8_t *q = xq + t * stride;
+        const float *s = xs + (int64_t)t * groups;
         for (int32_t r = r0; r < r1; r++)
-            y[t * ldy + r] = w->type == PLUME_W_Q8 ? qact_row_q8(w, r, q, xs[t])
-                                                   : qact_row_q4(w, r, q, xs[t]);
+            y[t * ldy + r] = w->type == PLUME_W_Q8 ? qact_row_q8(w, r, q, s) : qact_row_q4(w, r, q, s);
     }
 }

@@ -95,6 +95,55 @@ static void axpy_scalar(float *y, float a, const float *x, int32_t n) {
     for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+/* Element i of row j of a run's K or V rows: float, or int8 times the row's scale. */
+static float kv_elem(const void *rows, const float *scales, const plume_kv_run *r, int32_t j, int32_t i) {
+    if (!scales) return ((const float *)rows)[j * r->stride + i];
+    return (float)((const int8_t *)rows)[j * r->stride + i] * scales[j * r->sstride];
+}
+
+/* The block's softmax state, in row order: scores, max, exp and sum, then V weighted. */
+static void attn_block_scalar(float *acc, float *m, float *l, const float *q, int32_t nh, int32_t hd,
+                              const plume_kv_run *run, int32_t nrun, float *p) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < nrun; k++) n += run[k].n;
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n)
+        for (int32_t j = 0; j < run[k].n; j++)
+            for (int32_t h = 0; h < nh; h++) {
+                float s = 0.0f;
+                for (int32_t i = 0; i < hd; i++) s += q[(int64_t)h * hd + i] * kv_elem(run[k].k, run[k].ks, &run[k], j, i);
+                p[(int64_t)h * n + j0 + j] = s;
+            }
+    for (int32_t h = 0; h < nh; h++) {
+        float *ph = p + (int64_t)h * n, mx = -INFINITY, sum = 0.0f;
+        for (int32_t j = 0; j < n; j++) mx = ph[j] > mx ? ph[j] : mx;
+        for (int32_t j = 0; j < n; j++) {
+            ph[j] = plume_attn_exp(ph[j] - mx);
+            sum += ph[j];
+        }
+        m[h] = mx;
+        l[h] = sum;
+        for (int32_t i = 0; i < hd; i++) acc[(int64_t)h * hd + i] = 0.0f;
+    }
+    for (int32_t k = 0, j0 = 0; k < nrun; j0 += run[k++].n)
+        for (int32_t j = 0; j < run[k].n; j++)
+            for (int32_t h = 0; h < nh; h++)
+                for (int32_t i = 0; i < hd; i++)
+                    acc[(int64_t)h * hd + i] += p[(int64_t)h * n + j0 + j] * kv_elem(run[k].v, run[k].vs, &run[k], j, i);
+}
+
+void plume_attn_fold(float *a, float *m, float *l, const float *a2, float m2, float l2, int32_t hd) {
+    float mx = *m > m2 ? *m : m2, c1 = expf(*m - mx), c2 = expf(m2 - mx);
+    for (int32_t i = 0; i < hd; i++) a[i] = a[i] * c1 + a2[i] * c2;
+    *l = *l * c1 + l2 * c2;
+    *m = mx;
+}
+
+void plume_attn_finish(float *out, const float *a, float l, int32_t hd) {
+    for (int32_t i = 0; i < hd; i++) out[i] = a[i] / l;
+}
+
 /* gelu with the tanh approximation (gelu_pytorch_tanh), times u. */
 void plume_gelu_mul_ref(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -115,4 +164,5 @@ const plume_kernels plume_kernels_scalar = {
     .axpy = axpy_scalar,
     .gelu_mul = plume_gelu_mul_ref,
     .softcap = plume_softcap_ref,
+    .attn_block = attn_block_scalar,
 };

@@ -1,0 +1,202 @@
+/* manifest.c -- the bundle manifest (manifest.h; SHA-256 from digest.c). A bundle is a directory of
+ * files a user may have copied across machines or downloaded; the manifest lets plume verify
+ * find a flipped byte in any of them (model open stays fast: it checks sizes and headers,
+ * never hashes gigabytes). Files are hashed in 1 MB reads; memory stays flat. */
+#include "manifest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common.h"
+#include "digest.h"
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+/* The hex SHA-256 of a file (hex[65]); bytes hashed are added to *done and reported. */
+static int hash_file(const char *path, char hex[65], uint64_t *done, uint64_t total, manifest_progress progress,
+                     void *arg, char **err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t *buf = malloc(1 << 20);
+    if (!buf) { fclose(f); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
+    sha256_ctx c;
+    sha256_init(&c);
+    size_t r;
+    while ((r = fread(buf, 1, 1 << 20, f)) > 0) {
+        sha256_update(&c, buf, r);
+        *done += r;
+        if (progress) progress(*done, total, arg);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    free(buf);
+    if (bad) return plume_fail(err, PLUME_EIO, "%s: read error", path);
+    sha256_final_hex(&c, hex);
+    return 0;
+}
+
+/* A growing list of relative paths. */
+typedef struct {
+    char **p;
+    size_t n, cap;
+    uint64_t bytes;
+} path_list;
+
+/* Append a malloc'd path (freed on failure). */
+static int list_add(path_list *l, char *s) {
+    if (!s) return PLUME_ENOMEM;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 32;
+        char **np = realloc(l->p, cap * sizeof *np);
+        if (!np) { free(s); return PLUME_ENOMEM; }
+        l->p = np, l->cap = cap;
+    }
+    l->p[l->n++] = s;
+    return 0;
+}
+
+/* Free the list. */
+static void list_free(path_list *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->p[i]);
+    free(l->p);
+}
+
+/* Collect the regular files below root/rel (rel "" for root itself), except the manifest and
+ * temporary files of an unfinished write. */
+static int walk(const char *root, const char *rel, path_list *l, char **err) {
+    char *dir = *rel ? plume_sprintf("%s/%s", root, rel) : plume_sprintf("%s", root);
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) {
+        int rc = plume_fail(err, PLUME_EIO, "%s: cannot list: %s", dir ? dir : root, strerror(errno));
+        free(dir);
+        return rc;
+    }
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (!strcmp(n, ".") || !strcmp(n, "..") || (!*rel && !strcmp(n, MANIFEST_NAME)) ||
+            (len > 4 && !strcmp(n + len - 4, ".tmp")))
+            continue;
+        char *r = *rel ? plume_sprintf("%s/%s", rel, n) : plume_sprintf("%s", n);
+        char *full = r ? plume_sprintf("%s/%s", root, r) : NULL;
+        struct stat st;
+        if (!r || !full) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        else if (stat(full, &st) != 0) rc = plume_fail(err, PLUME_EIO, "%s: %s", full, strerror(errno));
+        else if (S_ISDIR(st.st_mode)) rc = walk(root, r, l, err);
+        else if (S_ISREG(st.st_mode)) {
+            l->bytes += (uint64_t)st.st_size;
+            rc = list_add(l, r) ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
+            r = NULL;
+        }
+        free(r);
+        free(full);
+    }
+    closedir(d);
+    free(dir);
+    return rc;
+}
+
+/* qsort order of paths. */
+static int by_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int plume_manifest_write(const char *dir, char **err) {
+    path_list l = {0};
+    int rc = walk(dir, "", &l, err);
+    if (!rc) qsort(l.p, l.n, sizeof *l.p, by_path);
+    size_t cap = 1;
+    for (size_t i = 0; i < l.n; i++) cap += strlen(l.p[i]) + 68;
+    char *text = rc ? NULL : malloc(cap);
+    if (!rc && !text) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    size_t at = 0;
+    uint64_t done = 0;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        char hex[65], *full = plume_sprintf("%s/%s", dir, l.p[i]);
+        rc = full ? hash_file(full, hex, &done, l.bytes, NULL, NULL, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        if (!rc) at += (size_t)snprintf(text + at, cap - at, "%s  %s\n", hex, l.p[i]);
+        free(full);
+    }
+    if (!rc) {
+        char *path = plume_sprintf("%s/%s", dir, MANIFEST_NAME);
+        rc = path ? plume_write_file_atomic(path, text, at, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        free(path);
+    }
+    free(text);
+    list_free(&l);
+    return rc;
+}
+
+/* Report one problem: through report (when given) and as the first error message. */
+static void problem(void (*report)(const char *, void *), void *arg, char **err, const char *line) {
+    if (report) report(line, arg);
+    plume_fail(err, PLUME_EFORMAT, "%s", line);
+}
+
+int plume_manifest_verify(const char *dir, manifest_progress progress, void *arg,
+                          void (*report)(const char *line, void *arg), char **err) {
+    char *mpath = plume_sprintf("%s/%s", dir, MANIFEST_NAME), *text = NULL;
+    size_t len = 0;
+    if (!mpath) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (plume_read_file(mpath, &text, &len, NULL)) {
+        int rc = plume_fail(err, PLUME_EIO, "%s: no %s (written by plume convert and synth; this bundle predates it?)",
+                            dir, MANIFEST_NAME);
+        free(mpath);
+        return rc;
+    }
+    /* first pass: parse every line and sum the sizes, for the progress total */
+    path_list names = {0};
+    char *line = text, *nl, msg[4400];
+    int rc = 0, bad = 0;
+    for (; !rc && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) { rc = plume_fail(err, PLUME_EFORMAT, "%s: the last line is unterminated (truncated?)", mpath); break; }
+        *nl = 0;
+        if (nl - line < 67 || line[64] != ' ' || line[65] != ' ' || strspn(line, "0123456789abcdef") != 64 ||
+            strstr(line + 66, "..") || line[66] == '/') {
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: malformed line '%.80s'", mpath, line);
+            break;
+        }
+        struct stat st;
+        char *full = plume_sprintf("%s/%s", dir, line + 66);
+        if (full && stat(full, &st) == 0) names.bytes += (uint64_t)st.st_size;
+        free(full);
+        if (list_add(&names, strdup(line))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    uint64_t done = 0;
+    for (size_t i = 0; !rc && i < names.n; i++) {
+        const char *want = names.p[i], *rel = names.p[i] + 66;
+        char hex[65], *full = plume_sprintf("%s/%s", dir, rel), *ferr = NULL;
+        if (!full) { rc = plume_fail(err, PLUME_ENOMEM, "out of memory"); break; }
+        if (hash_file(full, hex, &done, names.bytes, progress, arg, &ferr)) {
+            snprintf(msg, sizeof msg, "%s", ferr ? ferr : full);
+            problem(report, arg, err, msg), bad++;
+        } else if (memcmp(hex, want, 64)) {
+            snprintf(msg, sizeof msg, "%s: sha256 mismatch (the file is corrupt or was changed)", full);
+            problem(report, arg, err, msg), bad++;
+        }
+        free(ferr);
+        free(full);
+    }
+    /* files the manifest does not list */
+    path_list now = {0};
+    char *werr = NULL;
+    if (!rc && walk(dir, "", &now, &werr) == 0)
+        for (size_t i = 0; i < now.n; i++) {
+            size_t k = 0;
+            while (k < names.n && strcmp(names.p[k] + 66, now.p[i])) k++;
+            if (k == names.n) {
+                snprintf(msg, sizeof msg, "%s/%s: not in the manifest", dir, now.p[i]);
+                problem(report, arg, err, msg), bad++;
+            }
+        }
+    free(werr);
+    list_free(&now);
+    list_free(&names);
+    free(text);
+    free(mpath);
+    return rc ? rc : bad ? PLUME_EFORMAT : 0;
+}
