@@ -341,6 +341,11 @@ typedef struct {
     int32_t draft_max; /* tokens guessed per step at most; 0: none (one token per step) */
     int32_t ngram_max; /* longest context suffix looked up (default 3) */
     int32_t ngram_min; /* shortest (default 1) */
+    int32_t adaptive;  /* 1 (default): draft only while the guesses are right often enough
+                          (one in 5 or more of the first guesses, a moving average), and as
+                          many as recent steps kept; below that, guess without feeding and
+                          compare. The output does not change either way. 0: always as many
+                          as draft_max and the context allow */
     plume_draft_fn draft_fn; /* NULL (default): prompt lookup (plume_spec_lookup) */
     void *draft_user;        /* passed to draft_fn */
 } plume_spec_params;

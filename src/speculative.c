@@ -20,6 +20,16 @@
  * guesses, top-k, temperature, top-p, min-p). After k acceptances the step's last logits give
  * one more token for free.
  *
+ * Adaptive length (plume_spec_params.adaptive, the default): a wrong guess costs a row of
+ * arithmetic, and a step of 4 rows costs ~1.3x one row (docs/BENCHMARKS.md), so drafting pays
+ * only while guesses are right often enough. The drafter keeps a moving average of how often
+ * its first guess was right; below SPEC_RATE_MIN it stops feeding guesses but still makes one
+ * each step and compares it with the token the model then gives (free), so drafting resumes
+ * when the text starts to repeat itself. While drafting, the length grows by one after a step
+ * whose guesses were all kept and falls to one more than those kept otherwise. Nothing the
+ * model outputs depends on it (greedy: the same tokens; sampling: the same distribution,
+ * since a length chosen from the past is a draft distribution fixed before the step).
+ *
  * Knows the session's internals only to size a step so that its rewind is free (the sliding
  * rings keep n_rewind extra slots) and does not straddle a ring snapshot. */
 #include <stdlib.h>
@@ -27,6 +37,9 @@
 #include "forward.h"
 
 #define SPEC_NGRAM_LIMIT 64 /* longest n-gram a drafter may look up */
+#define SPEC_RATE_MIN 0.2    /* adaptive: below this first-guess rate, guess without feeding */
+#define SPEC_RATE_START 0.5  /* the rate a new drafter assumes */
+#define SPEC_RATE_WEIGHT 0.125 /* weight of the newest outcome in the moving average */
 
 struct plume_spec {
     plume_spec_params p;
@@ -37,13 +50,16 @@ struct plume_spec {
     int32_t ctx_cap;
     int32_t *ids;    /* [draft_max + 1] the pending token and the guesses */
     int64_t n_steps, n_drafted, n_accepted;
+    double rate;     /* adaptive: moving average of the first guess being right */
+    int32_t len;     /* adaptive: the draft length of the next step, 1..draft_max */
+    int32_t shadow;  /* adaptive: the guess made but not fed this step, or -1 */
 };
 
 /* ---- parameters and lifetime ----------------------------------------------------------- */
 
 /* Draft 3 tokens (docs/SPECULATIVE.md says why) from n-grams of 3 down to 1. */
 plume_spec_params plume_spec_default_params(void) {
-    plume_spec_params p = {.draft_max = 3, .ngram_max = 3, .ngram_min = 1};
+    plume_spec_params p = {.draft_max = 3, .ngram_max = 3, .ngram_min = 1, .adaptive = 1};
     return p;
 }
 
@@ -63,6 +79,9 @@ int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_para
     sp->p = p;
     sp->m = m;
     sp->V = m->c.V;
+    sp->rate = SPEC_RATE_START;
+    sp->len = p.draft_max;
+    sp->shadow = -1;
     sp->logits = plume_alloc((size_t)(p.draft_max + 1) * (size_t)sp->V * sizeof(float));
     sp->ids = calloc((size_t)p.draft_max + 1, sizeof *sp->ids);
     if (!sp->logits || !sp->ids) {
@@ -154,10 +173,28 @@ int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending
     if (!sp || !s || !ids || cap < 1)
         return plume_fail(err, PLUME_EINVAL, "spec: a NULL argument or cap %d < 1", cap);
     if (s->m != sp->m) return plume_fail(err, PLUME_EINVAL, "spec: the session belongs to another model");
-    int32_t k = spec_guess(sp, s, pending, spec_room(sp, s, cap), ids + 1, err);
+    int32_t room = spec_room(sp, s, cap);
+    int shadow = sp->p.adaptive && sp->rate < SPEC_RATE_MIN;
+    if (sp->p.adaptive && room > sp->len) room = sp->len;
+    int32_t k = spec_guess(sp, s, pending, shadow && room > 1 ? 1 : room, ids + 1, err);
     if (k < 0) return k;
+    sp->shadow = shadow && k > 0 ? ids[1] : -1;
     ids[0] = pending;
-    return k + 1;
+    return shadow ? 1 : k + 1;
+}
+
+/* Adaptive length: learn from a step that drafted k guesses and kept j, and whose next
+ * token was `next` (a guess not fed is compared with it). */
+static void spec_adapt(plume_spec *sp, int32_t k, int32_t j, int32_t next) {
+    if (!sp->p.adaptive) return;
+    double right;
+    if (k > 0) right = j > 0;
+    else if (sp->shadow >= 0) right = next == sp->shadow;
+    else return;
+    sp->shadow = -1;
+    sp->rate += SPEC_RATE_WEIGHT * (right - sp->rate);
+    if (k > 0 && j < k) sp->len = j + 1;
+    else if (k > 0 && sp->len < sp->p.draft_max) sp->len++;
 }
 
 /* Verify the k guesses ids[1..k] against logits [k + 1, V]: accept each by the rule of the
@@ -196,6 +233,7 @@ int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, 
     int rc = j < k ? plume_session_rewind(s, P + 1 + j, err) : 0;
     if (rc) return rc;
     out[j] = next;
+    spec_adapt(sp, k, j, next);
     sp->n_steps++;
     sp->n_drafted += k;
     sp->n_accepted += j;

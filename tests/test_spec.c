@@ -232,19 +232,18 @@ static void plain_run(plume_model *m, const plume_sampler_params *sp, const int3
     plume_session_free(s);
 }
 
-/* Speculative decoding of the same: ngen tokens, then the last one fed for its logits
- * (last [V]); *acc and *drafted get the totals. */
-static void spec_run(plume_model *m, const plume_sampler_params *sp, int32_t draft_max, const int32_t *prompt,
-                     int32_t np, int32_t ngen, int32_t *out, float *last, int64_t *acc, int64_t *drafted) {
+/* Speculative decoding of the same with drafter params pp: ngen tokens, then the last one fed
+ * for its logits (last [V]); *acc and *drafted get the totals. */
+static void spec_run(plume_model *m, const plume_sampler_params *sp, const plume_spec_params *pp,
+                     const int32_t *prompt, int32_t np, int32_t ngen, int32_t *out, float *last, int64_t *acc,
+                     int64_t *drafted) {
     plume_session *s = new_session(m);
     plume_sampler *smp = NULL;
     plume_spec *spec = NULL;
-    plume_spec_params pp = plume_spec_default_params();
-    pp.draft_max = draft_max;
     char *err = NULL;
     float lg[V];
     plume_sampler_new(&smp, sp, V, NULL);
-    CHECK(plume_spec_new(&spec, m, &pp, &err) == 0, "spec_new: %s", err ? err : "");
+    CHECK(plume_spec_new(&spec, m, pp, &err) == 0, "spec_new: %s", err ? err : "");
     plume_session_feed(s, prompt, np, lg, 0, NULL);
     for (int32_t i = 0; i < np; i++) plume_sampler_accept(smp, prompt[i]);
     int32_t g = 0, buf[64];
@@ -272,8 +271,11 @@ static void check_greedy(plume_model *m, const plume_sampler_params *sp, int32_t
     int32_t np = repeating_prompt(prompt), ngen = 96;
     int64_t acc = 0, drafted = 0;
     float la[V], lb[V];
+    plume_spec_params pp = plume_spec_default_params();
+    pp.draft_max = draft_max;
+    pp.adaptive = 0; /* every step drafts: both paths of the verification run */
     plain_run(m, sp, prompt, np, ngen, a, la);
-    spec_run(m, sp, draft_max, prompt, np, ngen, b, lb, &acc, &drafted);
+    spec_run(m, sp, &pp, prompt, np, ngen, b, lb, &acc, &drafted);
     int32_t first = -1;
     for (int32_t i = 0; i < ngen && first < 0; i++)
         if (a[i] != b[i]) first = i;
@@ -316,6 +318,69 @@ static void test_greedy_identical_every_weight_and_isa(void) {
            (long long)rej, (long long)acc_pen, (long long)rej_pen);
     CHECK(acc > 0 && rej > 0, "the runs must accept and reject drafts: %lld, %lld", (long long)acc, (long long)rej);
     CHECK(acc_pen > 0 && rej_pen > 0, "with penalties: %lld, %lld", (long long)acc_pen, (long long)rej_pen);
+}
+
+/* ---- adaptive draft length ------------------------------------------------------------ */
+
+/* A drafter that knows the answer: the plain greedy run's context (full [np + ngen]);
+ * it guesses wrong (each token + 1) while the context is shorter than wrong_until. */
+typedef struct {
+    const int32_t *full;
+    int32_t n_full, wrong_until;
+} oracle_drafter;
+
+static int32_t oracle_draft(void *user, const int32_t *ctx, int32_t n, int32_t *draft, int32_t max) {
+    const oracle_drafter *o = user;
+    (void)ctx;
+    int32_t k = 0;
+    for (; k < max && n + k < o->n_full; k++) draft[k] = n < o->wrong_until ? (o->full[n + k] + 1) % V : o->full[n + k];
+    return k;
+}
+
+/* Adaptive drafting changes how many guesses are fed, never the output: on random weights
+ * (prompt lookup is rarely right) it soon stops feeding guesses; a drafter that is always
+ * right keeps drafting at full length (a token and 3 guesses a step); one that turns right
+ * after being wrong for 40 tokens gets fed again (its unfed guesses are compared). */
+static void test_adaptive(void) {
+    plume_model *m = open_isa(bundles[2], NULL, 2);
+    if (!m) return;
+    plume_sampler_params sp = plume_sampler_default_params();
+    sp.temperature = 0.0f;
+    int32_t prompt[64], a[96], b[96], full[160];
+    int32_t np = repeating_prompt(prompt), ngen = 96;
+    float la[V], lb[V];
+    plain_run(m, &sp, prompt, np, ngen, a, la);
+    memcpy(full, prompt, (size_t)np * sizeof *full);
+    memcpy(full + np, a, (size_t)ngen * sizeof *full);
+    oracle_drafter o = {full, np + ngen, 0};
+    struct { const char *what; int adaptive; plume_draft_fn fn; int32_t wrong_until; } runs[] = {
+        {"lookup, fixed", 0, NULL, 0},      {"lookup, adaptive", 1, NULL, 0},
+        {"oracle, fixed", 0, oracle_draft, 0},  {"oracle, adaptive", 1, oracle_draft, 0},
+        {"wrong then right, adaptive", 1, oracle_draft, np + 40},
+    };
+    int64_t acc[5], drafted[5];
+    for (int r = 0; r < 5; r++) {
+        plume_spec_params pp = plume_spec_default_params();
+        pp.adaptive = runs[r].adaptive;
+        pp.draft_fn = runs[r].fn;
+        pp.draft_user = &o;
+        o.wrong_until = runs[r].wrong_until;
+        spec_run(m, &sp, &pp, prompt, np, ngen, b, lb, &acc[r], &drafted[r]);
+        CHECK(!memcmp(a, b, sizeof a) && !memcmp(la, lb, sizeof la), "%s: the output differs from plain decoding",
+              runs[r].what);
+        printf("  %s: %lld of %lld guesses kept\n", runs[r].what, (long long)acc[r], (long long)drafted[r]);
+    }
+    CHECK(drafted[1] * 2 < drafted[0], "adaptive lookup on random weights still feeds %lld guesses (fixed: %lld)",
+          (long long)drafted[1], (long long)drafted[0]);
+    /* always right: as many guesses fed as without adaptation (the room of each step: cap,
+     * snapshots), every one kept */
+    CHECK(acc[3] == drafted[3] && drafted[3] == drafted[2] && acc[2] == drafted[2], "oracle: %lld of %lld kept, fixed %lld",
+          (long long)acc[3], (long long)drafted[3], (long long)drafted[2]);
+    /* wrong for 40 tokens: 7 steps fed (3 guesses, then 1 each) until the rate falls below
+     * 1 in 5, then unfed guesses; right again: fed after two right ones, kept from then on */
+    CHECK(drafted[4] - acc[4] <= 12 && acc[4] * 2 >= acc[3], "wrong then right: %lld of %lld kept (oracle %lld)",
+          (long long)acc[4], (long long)drafted[4], (long long)acc[3]);
+    plume_model_free(m);
 }
 
 /* ---- the property it rests on --------------------------------------------------------- */
@@ -476,7 +541,7 @@ static double chi2_two_sample(const int32_t *a, const int32_t *b, int32_t n, int
 /* Speculative sampling vs plain sampling with sampler params sp: the joint distribution of
  * the second and third tokens, and each position's marginal. Returns 1 if every test
  * passes; acc and rej add up the drafts. */
-static int check_distribution(plume_model *m, const plume_sampler_params *sp, const char *what, int64_t *acc,
+static int check_distribution(plume_model *m, const plume_sampler_params *sp, int adaptive, const char *what, int64_t *acc,
                               int64_t *rej) {
     int32_t prompt[64];
     int32_t np = repeating_prompt(prompt);
@@ -486,6 +551,7 @@ static int check_distribution(plume_model *m, const plume_sampler_params *sp, co
     table_drafter *t = calloc(1, sizeof *t);
     plume_spec_params pp = plume_spec_default_params();
     pp.draft_max = 2;
+    pp.adaptive = adaptive;
     pp.draft_fn = table_draft;
     pp.draft_user = t;
     float lg0[V];
@@ -542,9 +608,11 @@ static void test_sampling_keeps_the_distribution(void) {
     plume_sampler_params tp = plume_sampler_default_params();
     tp.top_k = 0, tp.top_p = 0.7f, tp.min_p = 0.02f, tp.temperature = 0.8f;
     int64_t acc = 0, rej = 0;
-    CHECK(check_distribution(m, &sp, "top-k 6", &acc, &rej), "top-k 6: the distributions differ");
-    CHECK(check_distribution(m, &pen, "with penalties", &acc, &rej), "with penalties: the distributions differ");
-    CHECK(check_distribution(m, &tp, "top-p 0.7 min-p 0.02 T 0.8", &acc, &rej), "top-p: the distributions differ");
+    CHECK(check_distribution(m, &sp, 0, "top-k 6", &acc, &rej), "top-k 6: the distributions differ");
+    CHECK(check_distribution(m, &pen, 0, "with penalties", &acc, &rej), "with penalties: the distributions differ");
+    CHECK(check_distribution(m, &tp, 0, "top-p 0.7 min-p 0.02 T 0.8", &acc, &rej), "top-p: the distributions differ");
+    /* a draft length chosen from past outcomes is a draft fixed before the step: still exact */
+    CHECK(check_distribution(m, &sp, 1, "top-k 6, adaptive", &acc, &rej), "adaptive: the distributions differ");
     CHECK(acc > 500 && rej > 500, "the test needs accepted and rejected drafts: %lld, %lld", (long long)acc,
           (long long)rej);
     plume_model_free(m);
@@ -576,6 +644,7 @@ int main(void) {
     RUN(test_sampler_prepare_draw);
     RUN(test_step_logits_equal_single_steps);
     RUN(test_greedy_identical_every_weight_and_isa);
+    RUN(test_adaptive);
     RUN(test_sampling_keeps_the_distribution);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
