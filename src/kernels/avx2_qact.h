@@ -51,6 +51,7 @@ typedef struct {
     size_t row_bytes;      /* bytes of one row of w->data */
     int32_t nfull;         /* whole chunks of a row */
     int32_t nchunks;       /* chunks of the padded row */
+    int stream;            /* T = 1: the weights stream from memory once */
 } QA2_FN(args);
 
 /* 16 bytes at p and 16 at q as one ymm (p low). */
@@ -97,8 +98,17 @@ static inline __attribute__((always_inline)) void QA2_FN(tile_body)(const QA2_FN
         for (int t = 0; t < TT; t++) acc[i][t][0] = acc[i][t][1] = _mm256_setzero_ps();
     uint8_t tailbuf[QA2_ROWS_DECODE][PLUME_QACT_CHUNK]; /* a last partial chunk, zero padded */
     uint16_t tailsc[QA2_ROWS_DECODE][4];
+    /* Streaming (decode): fetch the next tile's rows, contiguous after ours, a chunk's share
+     * per chunk, as the float kernels do (avx512_vnni.c says what it was worth) */
+    const size_t chunk_bytes = q8 ? PLUME_QACT_CHUNK : PLUME_QACT_CHUNK / 2;
+    const char *next = (const char *)w->data + (size_t)(r + R) * a->row_bytes;
     for (int32_t k = 0; k < a->nchunks; k++) {
         const int64_t c = (int64_t)k * PLUME_QACT_CHUNK;
+        if (a->stream) {
+            QA2_UNROLL
+            for (int l = 0; l < (int)(R * chunk_bytes / 64); l++)
+                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, _MM_HINT_NTA);
+        }
         const uint8_t *wr[QA2_ROWS_DECODE];
         const uint16_t *sr[QA2_ROWS_DECODE];
         QA2_UNROLL
@@ -207,6 +217,7 @@ static void QA2_FN(matmul)(float *y, int64_t ldy, const int8_t *xq, const float 
                       .nfull = w->cols / PLUME_QACT_CHUNK,
                       .nchunks = (int32_t)(plume_qact_stride(w->cols) / PLUME_QACT_CHUNK)};
     if (T == 1) {
+        a.stream = 1;
         int32_t r = r0;
         for (; r + QA2_ROWS_DECODE <= r1; r += QA2_ROWS_DECODE) QA2_FN(tile)(&a, r, 0, QA2_ROWS_DECODE, 1, q8);
         for (; r < r1; r++) QA2_FN(tile)(&a, r, 0, 1, 1, q8);
