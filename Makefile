@@ -114,7 +114,7 @@ $(BUILD)/webui.o: $(BUILD)/webui.c tools/webui.h
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itools -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libplume.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)

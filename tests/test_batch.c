@@ -5,8 +5,7 @@
  * conversations wrap their rings; a 640-token conversation spans three attention blocks,
  * split across threads when alone. */
 #include "model.h"
-#include "npy.h"
-#include "t.h"
+#include "t_tiny.h"
 
 #define NS 4        /* sessions */
 #define NGEN 6      /* greedy tokens after each prompt */
@@ -15,7 +14,6 @@
 
 static char *tmp;
 static char bundles[4][600];
-static const char *wnames[4] = {"f32", "bf16", "q8", "q4"};
 static int32_t ids[64];
 
 static plume_model *open_isa_as(const char *dir, const char *isa, int32_t exact) {
@@ -134,7 +132,7 @@ static void test_batched_equals_alone_every_isa_and_weight(void) {
             CHECK(m, "open %s", bundles[b]);
             if (!m) continue;
             char what[64];
-            snprintf(what, sizeof what, "%s %s%s", wnames[b], isas[i], w >= 4 ? " exact" : "");
+            snprintf(what, sizeof what, "%s %s%s", t_tiny_wnames[b], isas[i], w >= 4 ? " exact" : "");
             check_same(m, 32, 64, what); /* alone: whole prompt in one step */
             plume_model_free(m);
         }
@@ -285,24 +283,9 @@ static void test_limits_refused(void) {
 
 int main(void) {
     tmp = t_tmpdir("batch");
-    char out[4096], path[700];
-    for (int w = 0; w < 4; w++) {
-        snprintf(bundles[w], sizeof bundles[w], "%s/%s", tmp, wnames[w]);
-        if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
-                 bundles[w], wnames[w]))
-            printf("  setup: %s\n", out);
-    }
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
-    plume_map mp;
-    npy_view v;
-    char *err = NULL;
-    if (npy_open(path, &mp, &v, &err) == 0) {
-        float f[64];
-        if (v.count <= 64) npy_to_f32(&v, f);
-        for (int64_t i = 0; i < v.count && i < 64; i++) ids[i] = (int32_t)f[i];
-        plume_map_free(&mp);
-    }
-    free(err);
+    char out[4096];
+    t_tiny_bundles(tmp, bundles);
+    t_tiny_ids(ids, 64);
     RUN(test_batched_equals_alone_every_isa_and_weight);
     RUN(test_batched_kv8_equals_alone);
     RUN(test_long_split_attention_equals_whole_rows);

@@ -8,14 +8,12 @@
  * implementation passes except with probability ~1e-7 (the seeds are fixed, so the outcome
  * is deterministic); docs/SPECULATIVE.md shows that an always-accept rule fails it. */
 #include "model.h"
-#include "npy.h"
-#include "t.h"
+#include "t_tiny.h"
 
 #define V 512
 
 static char *tmp;
 static char bundles[4][600];
-static const char *wnames[4] = {"f32", "bf16", "q8", "q4"};
 static int32_t golden[64];
 
 static plume_model *open_isa(const char *dir, const char *isa, int32_t threads) {
@@ -302,7 +300,7 @@ static void test_greedy_identical_every_weight_and_isa(void) {
             CHECK(m, "open %s", bundles[w]);
             if (!m) continue;
             char what[64];
-            snprintf(what, sizeof what, "%s %s", wnames[w], isas[i]);
+            snprintf(what, sizeof what, "%s %s", t_tiny_wnames[w], isas[i]);
             check_greedy(m, &sp, 4, what, &acc, &rej);
             check_greedy(m, &sp, 7, what, &acc, &rej);
             check_greedy(m, &pen, 5, what, &acc_pen, &rej_pen);
@@ -413,7 +411,7 @@ static void test_step_logits_equal_single_steps(void) {
             plume_model *m = open_isa(bundles[w], isas[i], 2);
             if (!m) continue;
             char what[64];
-            snprintf(what, sizeof what, "%s %s", wnames[w], isas[i]);
+            snprintf(what, sizeof what, "%s %s", t_tiny_wnames[w], isas[i]);
             CHECK(step_equals_single_steps(m, 9, what), "%s", what);
             if (w == 2) {
                 kv_bits = 8;
@@ -428,7 +426,7 @@ static void test_step_logits_equal_single_steps(void) {
     for (int w = 2; w < 4; w++) {
         plume_model *m = NULL;
         if (plume_model_open(&m, bundles[w], &p, NULL) == 0)
-            CHECK(step_equals_single_steps(m, 9, "exact"), "%s --exact, 9 tokens", wnames[w]);
+            CHECK(step_equals_single_steps(m, 9, "exact"), "%s --exact, 9 tokens", t_tiny_wnames[w]);
         plume_model_free(m);
     }
 }
@@ -620,24 +618,9 @@ static void test_sampling_keeps_the_distribution(void) {
 
 int main(void) {
     tmp = t_tmpdir("spec");
-    char out[4096], path[700];
-    for (int w = 0; w < 4; w++) {
-        snprintf(bundles[w], sizeof bundles[w], "%s/%s", tmp, wnames[w]);
-        if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
-                 bundles[w], wnames[w]))
-            printf("  setup: %s\n", out);
-    }
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
-    plume_map mp;
-    npy_view v;
-    char *err = NULL;
-    if (npy_open(path, &mp, &v, &err) == 0) {
-        float f[64];
-        if (v.count <= 64) npy_to_f32(&v, f);
-        for (int64_t i = 0; i < v.count && i < 64; i++) golden[i] = (int32_t)f[i];
-        plume_map_free(&mp);
-    }
-    free(err);
+    char out[4096];
+    t_tiny_bundles(tmp, bundles);
+    t_tiny_ids(golden, 64);
     RUN(test_lookup);
     RUN(test_params_refused);
     RUN(test_sampler_rewind);

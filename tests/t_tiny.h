@@ -1,0 +1,42 @@
+/* t_tiny.h -- fixtures of the golden tiny model shared by the tests that step it: its four
+ * bundles converted by the CLI, and its golden token ids. */
+#ifndef PLUME_T_TINY_H
+#define PLUME_T_TINY_H
+
+#include "npy.h"
+#include "t.h"
+
+/* The weight types of t_tiny_bundles, in order. */
+static const char *t_tiny_wnames[4] = {"f32", "bf16", "q8", "q4"};
+
+/* Convert tiny-a's checkpoint into dir/f32, dir/bf16, dir/q8 and dir/q4 (paths into out). */
+static void t_tiny_bundles(const char *dir, char out[4][600]) {
+    char log[4096];
+    for (int w = 0; w < 4; w++) {
+        snprintf(out[w], 600, "%s/%s", dir, t_tiny_wnames[w]);
+        if (t_sh(log, sizeof log, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
+                 out[w], t_tiny_wnames[w]))
+            printf("  setup: %s\n", log);
+    }
+}
+
+/* tiny-a's golden ids (ids.npy), at most max of them into ids; how many, or 0. */
+static int64_t t_tiny_ids(int32_t *ids, int64_t max) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    plume_map mp;
+    npy_view v;
+    char *err = NULL;
+    int64_t n = 0;
+    if (npy_open(path, &mp, &v, &err) == 0) {
+        float *f = malloc((size_t)(v.count > 0 ? v.count : 1) * sizeof *f);
+        if (f) npy_to_f32(&v, f);
+        for (; f && n < v.count && n < max; n++) ids[n] = (int32_t)f[n];
+        free(f);
+        plume_map_free(&mp);
+    }
+    free(err);
+    return n;
+}
+
+#endif
