@@ -4,10 +4,23 @@
 #define PLUME_T_TINY_H
 
 #include "npy.h"
+#include "plume.h"
 #include "t.h"
 
 /* The weight types of t_tiny_bundles, in order. */
 static const char *t_tiny_wnames[4] = {"f32", "bf16", "q8", "q4"};
+
+/* Open bundle dir with kernels isa (NULL: the best), threads and exact; NULL (printed) on error. */
+static plume_model *t_tiny_open(const char *dir, const char *isa, int32_t threads, int32_t exact) {
+    plume_model_params p = plume_model_default_params();
+    p.isa = isa;
+    p.n_threads = threads;
+    p.exact = exact;
+    plume_model *m = NULL;
+    char *err = NULL;
+    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
+    return m;
+}
 
 /* Convert tiny-a's checkpoint into dir/f32, dir/bf16, dir/q8 and dir/q4 (paths into out). */
 static void t_tiny_bundles(const char *dir, char out[4][600]) {

@@ -17,14 +17,7 @@ static char bundles[4][600];
 static int32_t ids[64];
 
 static plume_model *open_isa_as(const char *dir, const char *isa, int32_t exact) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.exact = exact;
-    p.n_threads = 2;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
-    return m;
+    return t_tiny_open(dir, isa, 2, exact);
 }
 
 /* The default: int8 activations for q8/q4 bundles. */

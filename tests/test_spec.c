@@ -17,13 +17,7 @@ static char bundles[4][600];
 static int32_t golden[64];
 
 static plume_model *open_isa(const char *dir, const char *isa, int32_t threads) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.n_threads = threads;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
-    return m;
+    return t_tiny_open(dir, isa, threads, 0);
 }
 
 static int32_t kv_bits = 32; /* of the sessions new_session() makes */

@@ -62,12 +62,7 @@ void plume_qact_quantize_neon(const float *x, int64_t ldx, int32_t T, int32_t co
             s[b] = 0.0f;
             if (n <= 0) continue; /* padding block */
             if (n < PLUME_QACT_GROUP) { /* the last, partial block: as qact.c */
-                float amax = 0.0f;
-                for (int32_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xr[c + i]));
-                if (!(amax >= PLUME_QACT_TINY)) continue;
-                const float inv = 127.0f / amax;
-                s[b] = amax / 127.0f;
-                for (int32_t i = 0; i < n; i++) q[plume_qact_pos(c + i)] = plume_qact_round(xr[c + i] * inv);
+                s[b] = plume_qact_block_scalar(xr, c, n, q);
                 continue;
             }
             float32x4_t m = vabsq_f32(vld1q_f32(xr + c));

@@ -92,6 +92,18 @@ static inline int8_t plume_qact_round(float v) {
     return (int8_t)v;
 }
 
+/* The n <= 32 values xr[c, c + n) of one block (c a multiple of 32) rounded into token row q
+ * (its bytes zeroed by the caller) as the reference does; returns the block's scale, 0 for a
+ * block below PLUME_QACT_TINY (left zero). The SIMD quantizers use it for a partial block. */
+static inline float plume_qact_block_scalar(const float *xr, int32_t c, int32_t n, int8_t *q) {
+    float amax = 0.0f;
+    for (int32_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xr[c + i]));
+    if (!(amax >= PLUME_QACT_TINY)) return 0.0f;
+    const float inv = 127.0f / amax;
+    for (int32_t i = 0; i < n; i++) q[plume_qact_pos(c + i)] = plume_qact_round(xr[c + i] * inv);
+    return amax / 127.0f;
+}
+
 /* Whether the int8 path takes this weight: Q8 or Q4 (cols a multiple of 32), 1 <= cols <=
  * PLUME_QACT_COLS_MAX. The matmuls below leave Y untouched for any other weight. */
 int plume_qact_supported(const plume_weight *w);
