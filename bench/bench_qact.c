@@ -155,6 +155,7 @@ done:
 /* Every kernel x weight type x shape x T, one line each; an argument N: only T = N. */
 int main(int argc, char **argv) {
     const int32_t only_T = argc > 1 ? atoi(argv[1]) : 0;
+    const char *only_k = argc > 2 ? argv[2] : NULL;
     bench_kern ks[3];
     int nk = 0;
 #if defined(__x86_64__)
@@ -169,7 +170,7 @@ int main(int argc, char **argv) {
         printf("this CPU has no SIMD int8 kernels: nothing to compare\n");
         return 0;
     }
-    static const int32_t shapes[][2] = {{6144, 1536}, {1536, 6144}, {2048, 1536}};
+    static const int32_t shapes[][2] = {{6144, 1536}, {1536, 6144}, {12288, 1536}, {1536, 12288}, {2048, 1536}};
     static const int32_t tokens[] = {1, 64, 512};
     static const plume_wtype types[] = {PLUME_W_Q8, PLUME_W_Q4};
     printf("single thread, median of %d; GFLOP/s = 2 rows cols T / time; tok/s = GFLOP/s / %.3f\n",
@@ -177,6 +178,7 @@ int main(int argc, char **argv) {
     printf("                                    GFLOP/s                       tok/s-equivalent\n");
     printf("kernel          rows x cols     T    float     int8   q+int8  speedup   float  q+int8\n");
     for (int ki = 0; ki < nk; ki++)
+        if (!only_k || !strcmp(only_k, ks[ki].name))
         for (size_t k = 0; k < sizeof types / sizeof *types; k++)
             for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
                 for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)

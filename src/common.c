@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -84,6 +86,134 @@ void plume_map_free(plume_map *m) {
         m->size = 0;
     }
 }
+
+/* ---- huge pages for dense maps ---------------------------------------------------------- */
+
+#if defined(__linux__) && !defined(PLUME_PORTABLE)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+enum { DENSE_WINDOWS = 16 }; /* 2 MiB windows sampled per map */
+
+static atomic_int huge_seen; /* some dense map of this process got huge pages */
+
+/* Bytes of a PMD mapping here (2 MiB on x86-64 and 4 KiB-page arm64), from sysfs. */
+static size_t huge_bytes(void) {
+    size_t v = (size_t)2 << 20;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
+    if (f) {
+        unsigned long long b = 0;
+        if (fscanf(f, "%llu", &b) == 1 && b >= 4096 && (b & (b - 1)) == 0) v = (size_t)b;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Rss and FilePmdMapped (bytes) of the VMAs inside [p, p + n), from /proc/self/smaps; -1 if
+ * that cannot be read. */
+static int smaps_huge(const void *p, size_t n, int64_t *rss, int64_t *pmd) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0;
+    unsigned long long kb;
+    const uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    *rss = *pmd = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2) in = a >= lo && b <= ((hi + 4095) & ~(uintptr_t)4095);
+        else if (in && sscanf(line, "Rss: %llu kB", &kb) == 1) *rss += (int64_t)kb << 10;
+        else if (in && sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1) *pmd += (int64_t)kb << 10;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* A new read-only map of fd's n bytes at a multiple of h, asked for huge pages, nothing
+ * faulted in; NULL on failure. */
+static void *map_aligned(int fd, size_t n, size_t h) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t span = (n + h + pg - 1) / pg * pg;
+    uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)r + h - 1) & ~(uintptr_t)(h - 1));
+    const size_t len = (n + pg - 1) / pg * pg;
+    if (mmap(a, n, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(r, span);
+        return NULL;
+    }
+    if (a > r) munmap(r, (size_t)(a - r));
+    if (r + span > a + len) munmap(a + len, (size_t)(r + span - (a + len)));
+    madvise(a, n, MADV_HUGEPAGE);
+    return a;
+}
+
+/* Fault in DENSE_WINDOWS windows of h bytes spread over m; the share of the resident bytes
+ * that huge pages map. */
+static double sample_windows(const plume_map *m, size_t h) {
+    for (int k = 0; k < DENSE_WINDOWS; k++) {
+        size_t off = (size_t)((double)m->size * (2 * k + 1) / (2 * DENSE_WINDOWS)) & ~(h - 1);
+        if (off + h <= m->size) madvise((void *)(m->data + off), h, MADV_POPULATE_READ);
+    }
+    return plume_map_huge_share(m);
+}
+
+double plume_map_huge_share(const plume_map *m) {
+    int64_t rss, pmd;
+    if (!m->data || smaps_huge(m->data, m->size, &rss, &pmd) || rss <= 0) return 0.0;
+    return (double)pmd / (double)rss;
+}
+
+double plume_map_dense(plume_map *m, const char *path) {
+    const size_t h = huge_bytes();
+    if (!m->data || m->size < 2 * h) return 0.0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0.0;
+    struct stat st;
+    uint8_t *p = fstat(fd, &st) == 0 && (size_t)st.st_size == m->size ? map_aligned(fd, m->size, h) : NULL;
+    if (!p) {
+        close(fd);
+        return 0.0;
+    }
+    munmap((void *)m->data, m->size);
+    m->data = p;
+    double share = sample_windows(m, h);
+    if (share > 0) atomic_store(&huge_seen, 1);
+    if (share < 0.9 && atomic_load(&huge_seen)) {
+        /* cached in small folios: drop the clean cache (no page of it is mapped now by us)
+         * and take a fresh map, whose faults read the file again in huge folios */
+        uint8_t *q = map_aligned(fd, m->size, h);
+        if (q) {
+            munmap((void *)m->data, m->size);
+            m->data = q;
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            share = sample_windows(m, h);
+        }
+    }
+    close(fd);
+    return share;
+}
+
+void plume_file_uncache(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+#else
+double plume_map_huge_share(const plume_map *m) {
+    (void)m;
+    return 0.0;
+}
+double plume_map_dense(plume_map *m, const char *path) {
+    (void)m;
+    (void)path;
+    return 0.0;
+}
+void plume_file_uncache(const char *path) { (void)path; }
+#endif
 
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;

@@ -116,6 +116,7 @@ static int load_chunk(plume_model *m, int32_t ci, char **err) {
     int rc = st_open(&f, path, err);
     if (!rc) {
         rc = plume_map_open(&m->chunk_map[ci], path, err);
+        if (!rc) plume_map_dense(&m->chunk_map[ci], path); /* every step reads it all */
         const char *fmt = st_meta(&f, "format"), *ver = st_meta(&f, "version"), *w = st_meta(&f, "weights");
         const char *a = st_meta(&f, "first_layer"), *b = st_meta(&f, "end_layer");
         if (!rc && (!fmt || strcmp(fmt, "plume-chunk") || !ver || strcmp(ver, "1")))
@@ -138,14 +139,15 @@ static int load_chunk(plume_model *m, int32_t ci, char **err) {
 
 /* ---- sidecars -------------------------------------------------------------------------- */
 
-/* Map a sidecar and check its size. */
-static int map_sized(plume_model *m, const char *name, uint64_t want, plume_map *map, char **err) {
+/* Map a sidecar and check its size; dense: every step reads all of it (huge pages). */
+static int map_sized(plume_model *m, const char *name, uint64_t want, int dense, plume_map *map, char **err) {
     char *path = plume_path_join(m->dir, name);
     if (!path) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int rc = plume_map_open(map, path, err);
     if (!rc && map->size != want)
         rc = plume_fail(err, PLUME_EFORMAT, "%s: %llu bytes, expected %llu (truncated or wrong model?)", path,
                         (unsigned long long)map->size, (unsigned long long)want);
+    if (!rc && dense) plume_map_dense(map, path);
     free(path);
     return rc;
 }
@@ -154,12 +156,12 @@ static int map_sized(plume_model *m, const char *name, uint64_t want, plume_map 
 static int load_sidecars(plume_model *m, char **err) {
     const plume_config *c = &m->c;
     uint64_t V = (uint64_t)c->V, D = (uint64_t)c->D, LDp = (uint64_t)c->L * (uint64_t)c->Dp;
-    int rc = map_sized(m, "embed_tokens_q8.bin", V * D, &m->embed_q8, err);
-    if (!rc) rc = map_sized(m, "embed_tokens_scales.bin", V * 2, &m->embed_scales, err);
-    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_q8.bin", V * LDp, &m->ple_q8, err);
-    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_scales.bin", V * 2, &m->ple_scales, err);
-    if (!rc) rc = map_sized(m, "per_layer_projection.bin", LDp * D * 2, &m->proj_map, err);
-    if (!rc) rc = map_sized(m, "per_layer_norm_weight.bin", (uint64_t)c->Dp * 4, &m->pnorm_map, err);
+    int rc = map_sized(m, "embed_tokens_q8.bin", V * D, c->head_sidecar, &m->embed_q8, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_scales.bin", V * 2, 0, &m->embed_scales, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_q8.bin", V * LDp, 0, &m->ple_q8, err);
+    if (!rc) rc = map_sized(m, "embed_tokens_per_layer_scales.bin", V * 2, 0, &m->ple_scales, err);
+    if (!rc) rc = map_sized(m, "per_layer_projection.bin", LDp * D * 2, 1, &m->proj_map, err);
+    if (!rc) rc = map_sized(m, "per_layer_norm_weight.bin", (uint64_t)c->Dp * 4, 0, &m->pnorm_map, err);
     if (rc) return rc;
     m->ple_proj = (plume_weight){PLUME_W_F16, (int32_t)LDp, c->D, m->proj_map.data, NULL};
     m->ple_norm = malloc((size_t)c->Dp * 4);
@@ -243,6 +245,18 @@ static void *prefault_main(void *arg) {
     for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
         if (maps[i] && maps[i]->data) prefault_range((void *)maps[i]->data, maps[i]->size);
     return NULL;
+}
+
+double plume_model_huge_share(const plume_model *m) {
+    const plume_map *maps[] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
+                               m->c.head_sidecar ? &m->embed_q8 : NULL};
+    double huge = 0, all = 0;
+    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
+        if (maps[i] && maps[i]->data) {
+            huge += plume_map_huge_share(maps[i]) * (double)maps[i]->size;
+            all += (double)maps[i]->size;
+        }
+    return all > 0 ? huge / all : 0.0;
 }
 
 void plume_model_prefault(plume_model *m) {

@@ -266,6 +266,12 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
     size_t fit = PANEL_BYTES / a->row_bytes;
     int32_t panel = fit < ROWS ? ROWS : fit > PANEL_ROWS_MAX ? PANEL_ROWS_MAX : (int32_t)fit;
     panel -= panel % ROWS;
+    {   /* the first panel: ask for all of it at once, so that it comes at the memory's
+         * bandwidth instead of a few lines at a time behind the first token block's loads */
+        const char *first = (const char *)a->w->data + (size_t)r0 * a->row_bytes;
+        const size_t bytes = (size_t)((r1 - r0 < panel ? r1 - r0 : panel)) * a->row_bytes;
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(first + o, _MM_HINT_T1);
+    }
     for (int32_t p0 = r0; p0 < r1; p0 += panel) {
         const int32_t p1 = r1 - p0 < panel ? r1 : p0 + panel;
         const int32_t n1 = r1 - p1 < panel ? r1 : p1 + panel; /* the next panel: p1..n1 */
