@@ -295,6 +295,17 @@ void *plume_alloc(size_t n) {
     size_t r = (n + PLUME_ALIGN - 1) / PLUME_ALIGN * PLUME_ALIGN;
     /* Not zeroed: large blocks come from mmap as untouched zero pages, so a KV cache sized for
      * the whole context costs resident memory only as far as it is written. */
+#if defined(__linux__) && !defined(PLUME_PORTABLE)
+    /* Blocks of many huge pages (scratch, full-attention caches) get them: one TLB entry per
+     * 2 MiB that attention and the matmuls sweep (as the weights, plume_map_dense); a cache
+     * then grows its resident memory 2 MiB at a time as it is written. */
+    const size_t h = (size_t)2 << 20;
+    if (r >= 2 * h) {
+        void *p = aligned_alloc(h, (r + h - 1) / h * h);
+        if (p) madvise(p, (r + h - 1) / h * h, MADV_HUGEPAGE);
+        return p;
+    }
+#endif
     return aligned_alloc(PLUME_ALIGN, r);
 }
 
