@@ -270,7 +270,7 @@ typedef struct plume_session plume_session;
 
 typedef struct {
     int32_t n_ctx;   /* <= 0: the bundle's context_length (up to max_position_embeddings) */
-    int32_t n_batch; /* tokens per forward step during prefill; <= 0: 64 */
+    int32_t n_batch; /* tokens per forward step during prefill; <= 0: 128 */
     int32_t n_rewind;/* sliding rings keep W + n_rewind slots, so a rewind of up to
                         n_rewind + 1 tokens costs nothing; < 0: 0; default: W */
     int32_t snapshot_every; /* keep a copy of the sliding rings every N tokens, so a deeper

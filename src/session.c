@@ -19,7 +19,7 @@
 #define STATE_VERSION 1u
 
 plume_session_params plume_session_default_params(void) {
-    plume_session_params p = {.n_ctx = 0, .n_batch = 64, .n_rewind = -2, .snapshot_every = 0, .kv_bits = 32};
+    plume_session_params p = {.n_ctx = 0, .n_batch = 128, .n_rewind = -2, .snapshot_every = 0, .kv_bits = 32};
     return p;
 }
 
@@ -86,7 +86,7 @@ int plume_session_new(plume_session **out, plume_model *m, const plume_session_p
     if (!s) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     s->m = m;
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : c->n_ctx;
-    s->n_batch = p.n_batch > 0 ? p.n_batch : 64;
+    s->n_batch = p.n_batch > 0 ? p.n_batch : 128;
     s->n_rewind = p.n_rewind == -2 ? c->W : p.n_rewind < 0 ? 0 : p.n_rewind;
     s->kv_bits = p.kv_bits == 8 ? 8 : 32;
     if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;

@@ -462,7 +462,7 @@ class Model(_Closing):
 
     def session(self, n_ctx=0, *, n_batch=0, n_rewind=None, snapshot_every=0, kv_bits=32):
         """A new, empty :class:`Session`. n_ctx: context length (0: the bundle's);
-        n_batch: prefill tokens per step (0: 64); n_rewind: rewind depth that costs nothing
+        n_batch: prefill tokens per step (0: 128); n_rewind: rewind depth that costs nothing
         (None: the sliding window); snapshot_every: ring snapshots for deep rewinds (0: the
         default); kv_bits: 32, or 8 for int8 full-attention caches (docs/SESSIONS.md)."""
         p = lib.plume_session_default_params()
