@@ -125,13 +125,11 @@ static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, i
                                                              const int TAIL, int32_t k,
                                                              __m512 acc[ROWS][TOKENS_MAX]) {
     const int64_t c = (int64_t)k * PLUME_QACT_CHUNK;
-    __m512 f[TOKENS_MAX]; /* per token: lanes 4g..4g+3 = xs of the chunk's block g */
-    UNROLL
-    for (int t = 0; t < TT; t++) f[t] = per_lane(_mm_loadu_ps(a->xs + (int64_t)(t0 + t) * a->groups + 4 * k));
+    __m512i w0[ROWS], w1[ROWS]; /* the chunk of each row as u8, halves in xq's order */
+    __m512 d[ROWS];             /* Q4: the row's 4 block scales / 16, one per 128-bit lane */
     UNROLL
     for (int i = 0; i < R; i++) {
-        __m512i w0, w1;
-        __m512 d = _mm512_setzero_ps();
+        d[i] = _mm512_setzero_ps();
         if (q8) {
             const int8_t *wr = (const int8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c;
             const int64_t n = (int64_t)a->w->cols - c;
@@ -139,8 +137,8 @@ static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, i
             /* the chunk's two cache lines, blocks 0-3 and 4-7 (16 bytes each) */
             __m512i lo = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 0), wr) : _mm512_loadu_si512(wr);
             __m512i hi = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 64), wr + 64) : _mm512_loadu_si512(wr + 64);
-            w0 = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0x88), flip); /* blocks 0 2 4 6 */
-            w1 = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0xDD), flip); /* blocks 1 3 5 7 */
+            w0[i] = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0x88), flip); /* blocks 0 2 4 6 */
+            w1[i] = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0xDD), flip); /* blocks 1 3 5 7 */
         } else {
             const uint8_t *wr = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c / 2;
             const uint16_t *sr = a->w->scale + (int64_t)(r + i) * (a->w->cols / PLUME_QACT_GROUP) + 4 * k;
@@ -149,21 +147,28 @@ static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, i
             __m512i b = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 0), wr) : _mm512_loadu_si512(wr);
             __m512i lo = _mm512_and_si512(_mm512_slli_epi16(b, 4), high4); /* 16 (q + 8), even cols */
             __m512i hi = _mm512_and_si512(b, high4);                       /* odd cols */
-            w0 = _mm512_unpacklo_epi8(lo, hi);
-            w1 = _mm512_unpackhi_epi8(lo, hi);
+            w0[i] = _mm512_unpacklo_epi8(lo, hi);
+            w1[i] = _mm512_unpackhi_epi8(lo, hi);
             __m128i s4 = TAIL ? _mm_maskz_loadu_epi16((__mmask8)((1u << (ng < 4 ? ng : 4)) - 1), sr)
                               : _mm_loadl_epi64((const __m128i *)sr);
-            d = _mm512_mul_ps(per_lane(_mm_cvtph_ps(s4)), _mm512_set1_ps(1.0f / 16));
+            d[i] = _mm512_mul_ps(per_lane(_mm_cvtph_ps(s4)), _mm512_set1_ps(1.0f / 16));
         }
+    }
+    /* tokens outer: a token's activations are loaded once and meet the rows in registers */
+    UNROLL
+    for (int t = 0; t < TT; t++) {
+        /* lanes 4g..4g+3 = xs of the chunk's block g */
+        const __m512 f = per_lane(_mm_loadu_ps(a->xs + (int64_t)(t0 + t) * a->groups + 4 * k));
+        const int8_t *x = a->xq + (int64_t)(t0 + t) * a->stride + c;
+        const __m512i cor = _mm512_loadu_si512(a->xcor + (int64_t)(t0 + t) * a->lanes + PLUME_QACT_LANES * k);
+        const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
         UNROLL
-        for (int t = 0; t < TT; t++) {
-            const int8_t *x = a->xq + (int64_t)(t0 + t) * a->stride + c;
-            __m512i s = _mm512_loadu_si512(a->xcor + (int64_t)(t0 + t) * a->lanes + PLUME_QACT_LANES * k);
-            s = _mm512_dpbusd_epi32(s, w0, _mm512_loadu_si512(x));
-            s = _mm512_dpbusd_epi32(s, w1, _mm512_loadu_si512(x + 64));
+        for (int i = 0; i < R; i++) {
+            __m512i s = _mm512_dpbusd_epi32(cor, w0[i], x0);
+            s = _mm512_dpbusd_epi32(s, w1[i], x1);
             /* s = MAGIC + dot: as a float 12582912 + dot, exactly (qact.h) */
             __m512 v = _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(12582912.0f));
-            acc[i][t] = _mm512_fmadd_ps(v, q8 ? f[t] : _mm512_mul_ps(d, f[t]), acc[i][t]);
+            acc[i][t] = _mm512_fmadd_ps(v, q8 ? f : _mm512_mul_ps(d[i], f), acc[i][t]);
         }
     }
 }
