@@ -1,6 +1,7 @@
 /* bench_qact.c -- matmuls with int8 activations (qact.h) against the float32-activation kernel
  * of the same ISA, single-threaded, at the Gemma 4 E2B shapes: [6144, 1536] (gate/up),
- * [1536, 6144] (down), [2048, 1536] (q of a sliding layer); T = 64 and 512 tokens (prefill)
+ * [1536, 6144] (down), the same of the double-wide layers 15-34 ([12288, 1536], [1536,
+ * 12288]), [2048, 1536] (q of a sliding layer); T = 64 and 512 tokens (prefill)
  * and T = 1 (decode) over 8 copies of the matrix, so that the weights come from memory as in
  * a decode step; Q8 and Q4 weights; the AVX-512 VNNI kernels with the avx512 table and the
  * AVX2 (or AVX-VNNI) ones with the avx2 table. Not a test: nothing here can fail.
@@ -11,7 +12,7 @@
  * every matmul of an E2B token ran at that rate: GFLOP/s / E2B_GFLOP_PER_TOKEN (attention,
  * norms and threads not counted).
  *
- *   make benches && build/bench/bench_qact [T]
+ *   make benches && build/bench/bench_qact [T [KERNEL]]   (KERNEL: avx512vnni, avx2, avx-vnni)
  */
 #include <stdio.h>
 #include <stdlib.h>
