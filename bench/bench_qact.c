@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
            RUNS, E2B_GFLOP_PER_TOKEN);
     printf("                                    GFLOP/s                       tok/s-equivalent\n");
     printf("kernel          rows x cols     T    float     int8   q+int8  speedup   float  q+int8\n");
-    for (int ki = 0; ki < nk; ki++)
-        if (!only_k || !strcmp(only_k, ks[ki].name))
+    for (int ki = 0; ki < nk; ki++) {
+        if (only_k && strcmp(only_k, ks[ki].name)) continue;
         for (size_t k = 0; k < sizeof types / sizeof *types; k++)
             for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
                 for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
@@ -187,5 +187,6 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "out of memory\n");
                         return 1;
                     }
+    }
     return 0;
 }

@@ -56,57 +56,31 @@ uint16_t plume_f32_to_f16(float f) {
 
 /* ---- files ----------------------------------------------------------------------------- */
 
-int plume_map_open(plume_map *m, const char *path, char **err) {
-    m->data = NULL;
-    m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
-    }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-            close(fd);
-            return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
-        }
-        m->data = p;
-        m->size = (size_t)st.st_size;
-    }
-    close(fd);
-    return 0;
-}
-
-void plume_map_free(plume_map *m) {
-    if (m && m->data) munmap((void *)m->data, m->size);
-    if (m) {
-        m->data = NULL;
-        m->size = 0;
-    }
-}
-
-/* ---- huge pages for dense maps ---------------------------------------------------------- */
+/* ---- huge pages (dense maps and big blocks) ---------------------------------------------- */
 
 #if defined(__linux__) && !defined(PLUME_PORTABLE)
+#define PLUME_HUGE 1
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
 
-enum { DENSE_WINDOWS = 16 }; /* 2 MiB windows sampled per map */
+enum { DENSE_WINDOWS = 16 }; /* huge-page windows sampled per dense map */
 
-static atomic_int huge_seen; /* some dense map of this process got huge pages */
+static atomic_int huge_seen;    /* some dense map of this process got huge pages */
+static atomic_size_t huge_size; /* huge_bytes(), once read */
 
-/* Bytes of a PMD mapping here (2 MiB on x86-64 and 4 KiB-page arm64), from sysfs. */
+/* Bytes of a PMD mapping here (2 MiB on x86-64 and 4 KiB-page arm64): sysfs, read once. */
 static size_t huge_bytes(void) {
-    size_t v = (size_t)2 << 20;
+    size_t v = atomic_load(&huge_size);
+    if (v) return v;
+    v = (size_t)2 << 20;
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
     if (f) {
         unsigned long long b = 0;
         if (fscanf(f, "%llu", &b) == 1 && b >= 4096 && (b & (b - 1)) == 0) v = (size_t)b;
         fclose(f);
     }
+    atomic_store(&huge_size, v);
     return v;
 }
 
@@ -130,15 +104,14 @@ static int smaps_huge(const void *p, size_t n, int64_t *rss, int64_t *pmd) {
     return 0;
 }
 
-/* A new read-only map of fd's n bytes at a multiple of h, asked for huge pages, nothing
- * faulted in; NULL on failure. */
+/* A read-only map of fd's n bytes at a multiple of h, asked for huge pages, nothing faulted
+ * in; NULL on failure. */
 static void *map_aligned(int fd, size_t n, size_t h) {
     const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t span = (n + h + pg - 1) / pg * pg;
+    const size_t span = (n + h + pg - 1) / pg * pg, len = (n + pg - 1) / pg * pg;
     uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) return NULL;
     uint8_t *a = (uint8_t *)(((uintptr_t)r + h - 1) & ~(uintptr_t)(h - 1));
-    const size_t len = (n + pg - 1) / pg * pg;
     if (mmap(a, n, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
         munmap(r, span);
         return NULL;
@@ -159,40 +132,33 @@ static double sample_windows(const plume_map *m, size_t h) {
     return plume_map_huge_share(m);
 }
 
+/* fd's n bytes as a dense map (plume_map_open_dense), or NULL to map them the plain way. */
+static void *map_dense(int fd, size_t n) {
+    const size_t h = huge_bytes();
+    if (n < 2 * h) return NULL;
+    plume_map m = {map_aligned(fd, n, h), n};
+    if (!m.data) return NULL;
+    double share = sample_windows(&m, h);
+    if (share > 0) atomic_store(&huge_seen, 1);
+    if (share < 0.9 && atomic_load(&huge_seen)) {
+        /* cached in small folios: a fresh map (nothing faulted in), the old one gone, then the
+         * clean cache dropped (no page of it is mapped by us now): faults read it again in
+         * huge folios */
+        void *q = map_aligned(fd, n, h);
+        if (q) {
+            munmap((void *)m.data, n);
+            m.data = q;
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            sample_windows(&m, h);
+        }
+    }
+    return (void *)m.data;
+}
+
 double plume_map_huge_share(const plume_map *m) {
     int64_t rss, pmd;
     if (!m->data || smaps_huge(m->data, m->size, &rss, &pmd) || rss <= 0) return 0.0;
     return (double)pmd / (double)rss;
-}
-
-double plume_map_dense(plume_map *m, const char *path) {
-    const size_t h = huge_bytes();
-    if (!m->data || m->size < 2 * h) return 0.0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0.0;
-    struct stat st;
-    uint8_t *p = fstat(fd, &st) == 0 && (size_t)st.st_size == m->size ? map_aligned(fd, m->size, h) : NULL;
-    if (!p) {
-        close(fd);
-        return 0.0;
-    }
-    munmap((void *)m->data, m->size);
-    m->data = p;
-    double share = sample_windows(m, h);
-    if (share > 0) atomic_store(&huge_seen, 1);
-    if (share < 0.9 && atomic_load(&huge_seen)) {
-        /* cached in small folios: drop the clean cache (no page of it is mapped now by us)
-         * and take a fresh map, whose faults read the file again in huge folios */
-        uint8_t *q = map_aligned(fd, m->size, h);
-        if (q) {
-            munmap((void *)m->data, m->size);
-            m->data = q;
-            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-            share = sample_windows(m, h);
-        }
-    }
-    close(fd);
-    return share;
 }
 
 void plume_file_uncache(const char *path) {
@@ -203,17 +169,55 @@ void plume_file_uncache(const char *path) {
     close(fd);
 }
 #else
+#define PLUME_HUGE 0
+static void *map_dense(int fd, size_t n) {
+    (void)fd;
+    (void)n;
+    return NULL;
+}
 double plume_map_huge_share(const plume_map *m) {
     (void)m;
     return 0.0;
 }
-double plume_map_dense(plume_map *m, const char *path) {
-    (void)m;
-    (void)path;
-    return 0.0;
-}
 void plume_file_uncache(const char *path) { (void)path; }
 #endif
+
+/* Map path read-only, dense (huge pages, above) or not. */
+static int map_file(plume_map *m, const char *path, int dense, char **err) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
+    }
+    if (st.st_size > 0) {
+        void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;
+        if (!p) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            close(fd);
+            return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
+        }
+        m->data = p;
+        m->size = (size_t)st.st_size;
+    }
+    close(fd);
+    return 0;
+}
+
+int plume_map_open(plume_map *m, const char *path, char **err) { return map_file(m, path, 0, err); }
+
+int plume_map_open_dense(plume_map *m, const char *path, char **err) { return map_file(m, path, 1, err); }
+
+void plume_map_free(plume_map *m) {
+    if (m && m->data) munmap((void *)m->data, m->size);
+    if (m) {
+        m->data = NULL;
+        m->size = 0;
+    }
+}
 
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
@@ -295,14 +299,15 @@ void *plume_alloc(size_t n) {
     size_t r = (n + PLUME_ALIGN - 1) / PLUME_ALIGN * PLUME_ALIGN;
     /* Not zeroed: large blocks come from mmap as untouched zero pages, so a KV cache sized for
      * the whole context costs resident memory only as far as it is written. */
-#if defined(__linux__) && !defined(PLUME_PORTABLE)
-    /* Blocks of many huge pages (scratch, full-attention caches) get them: one TLB entry per
-     * 2 MiB that attention and the matmuls sweep (as the weights, plume_map_dense); a cache
-     * then grows its resident memory 2 MiB at a time as it is written. */
-    const size_t h = (size_t)2 << 20;
+#if PLUME_HUGE
+    /* Blocks of two huge pages or more (scratch, full-attention caches) get them: one TLB
+     * entry per huge page that attention and the matmuls sweep (as the weights,
+     * plume_map_open_dense); a cache then grows its resident memory a huge page at a time. */
+    const size_t h = huge_bytes();
     if (r >= 2 * h) {
-        void *p = aligned_alloc(h, (r + h - 1) / h * h);
-        if (p) madvise(p, (r + h - 1) / h * h, MADV_HUGEPAGE);
+        const size_t whole = (r + h - 1) / h * h;
+        void *p = aligned_alloc(h, whole);
+        if (p) madvise(p, whole, MADV_HUGEPAGE);
         return p;
     }
 #endif

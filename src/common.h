@@ -78,17 +78,15 @@ typedef struct {
 int plume_map_open(plume_map *m, const char *path, char **err);
 void plume_map_free(plume_map *m);
 
-/* Huge pages for a map read whole by every step (the weights): a 4 KiB page per TLB entry
- * cost half of decode's and a third of prefill's speed on a KVM guest (nested page walks;
- * docs/BENCHMARKS.md). plume_map_dense remaps m at a 2 MiB boundary and asks for huge pages
- * (MADV_HUGEPAGE), so that the kernel reads the file into 2 MiB folios and maps each with one
- * entry; it then samples a few 2 MiB windows and returns the share of them so mapped (0 when
- * the system gives none). A file already cached in small pages (written or copied moments
- * ago) cannot be mapped so: if the sample shows that this system makes huge folios but this
+/* plume_map_open for a file read whole by every step (the weights): a 4 KiB page per TLB
+ * entry cost half of decode's and a third of prefill's speed on a KVM guest (nested page
+ * walks; docs/BENCHMARKS.md). The map starts at a huge-page boundary (2 MiB on x86-64) with
+ * MADV_HUGEPAGE, so that the kernel reads the file into huge folios and maps each with one
+ * entry. A file already cached in small folios (written or copied moments ago) cannot be
+ * mapped so: 16 sampled windows tell, and if this system is seen to make huge folios but this
  * file holds few, its clean cache is dropped once so that it is read again in huge ones.
- * Elsewhere than Linux, or with PLUME_PORTABLE, it does nothing and returns 0. Never fails: a
- * map it cannot remap stays as it was. Call it before anything reads m. */
-double plume_map_dense(plume_map *m, const char *path);
+ * Elsewhere than Linux, with PLUME_PORTABLE, or below two huge pages: plume_map_open. */
+int plume_map_open_dense(plume_map *m, const char *path, char **err);
 /* The share of m's resident bytes mapped by huge pages, from /proc/self/smaps (0: none or
  * unknown). */
 double plume_map_huge_share(const plume_map *m);

@@ -490,16 +490,6 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     snprintf(mc, sizeof mc, "%s/model_config.json", cv.dir);
     if (!rc) rc = plume_config_write_bundle(c, mc, err);
     if (!rc) rc = plume_manifest_write(cv.dir, err); /* manifest.c: the last file written */
-    /* The files every step reads whole leave the page cache, which holds them in the small
-     * pages they were written and hashed in: the first open reads them back in huge pages
-     * (plume_map_dense). */
-    static const char *const dense[] = {"chunk_1.safetensors", "chunk_2.safetensors", "chunk_3.safetensors",
-                                        "embed_tokens_q8.bin", "per_layer_projection.bin"};
-    for (size_t i = 0; !rc && i < sizeof dense / sizeof *dense; i++) {
-        char *p = plume_path_join(cv.dir, dense[i]);
-        if (p) plume_file_uncache(p);
-        free(p);
-    }
     if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
     if (rc) remove_tmp(cv.dir);
     else if (opt->progress) fprintf(stderr, "converting: done in %.1f s -> %s\n", plume_now() - cv.t0, out);

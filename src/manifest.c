@@ -117,6 +117,9 @@ int plume_manifest_write(const char *dir, char **err) {
     for (size_t i = 0; !rc && i < l.n; i++) {
         char hex[65], *full = plume_sprintf("%s/%s", dir, l.p[i]);
         rc = full ? hash_file(full, hex, &done, l.bytes, NULL, NULL, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        /* the converter's files, just written and hashed in small page-cache folios, leave
+         * the cache: the first open reads the weights back in huge ones (plume_map_open_dense) */
+        if (!rc) plume_file_uncache(full);
         if (!rc) at += (size_t)snprintf(text + at, cap - at, "%s  %s\n", hex, l.p[i]);
         free(full);
     }

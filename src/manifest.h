@@ -9,7 +9,8 @@
 
 #define MANIFEST_NAME "manifest.sha256"
 
-/* Write dir/manifest.sha256 (temporary file + rename) over every regular file below dir.
+/* Write dir/manifest.sha256 (temporary file + rename) over every regular file below dir,
+ * each dropped from the page cache once hashed (plume_file_uncache).
  * 0 or a PLUME_E* with *err naming the file. */
 int plume_manifest_write(const char *dir, char **err);
 

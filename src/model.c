@@ -115,8 +115,7 @@ static int load_chunk(plume_model *m, int32_t ci, char **err) {
     st_file f;
     int rc = st_open(&f, path, err);
     if (!rc) {
-        rc = plume_map_open(&m->chunk_map[ci], path, err);
-        if (!rc) plume_map_dense(&m->chunk_map[ci], path); /* every step reads it all */
+        rc = plume_map_open_dense(&m->chunk_map[ci], path, err); /* every step reads it all */
         const char *fmt = st_meta(&f, "format"), *ver = st_meta(&f, "version"), *w = st_meta(&f, "weights");
         const char *a = st_meta(&f, "first_layer"), *b = st_meta(&f, "end_layer");
         if (!rc && (!fmt || strcmp(fmt, "plume-chunk") || !ver || strcmp(ver, "1")))
@@ -143,11 +142,10 @@ static int load_chunk(plume_model *m, int32_t ci, char **err) {
 static int map_sized(plume_model *m, const char *name, uint64_t want, int dense, plume_map *map, char **err) {
     char *path = plume_path_join(m->dir, name);
     if (!path) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    int rc = plume_map_open(map, path, err);
+    int rc = dense ? plume_map_open_dense(map, path, err) : plume_map_open(map, path, err);
     if (!rc && map->size != want)
         rc = plume_fail(err, PLUME_EFORMAT, "%s: %llu bytes, expected %llu (truncated or wrong model?)", path,
                         (unsigned long long)map->size, (unsigned long long)want);
-    if (!rc && dense) plume_map_dense(map, path);
     free(path);
     return rc;
 }
@@ -217,6 +215,19 @@ static int identity(plume_model *m, char **err) {
 
 /* ---- prefault ------------------------------------------------------------------------- */
 
+enum { DENSE_MAPS = 5 };
+
+/* The maps every step reads whole, mapped dense (chunks, PLE projection, the tied head's
+ * rows): into maps[DENSE_MAPS]; returns how many. */
+static int dense_maps(const plume_model *m, const plume_map *maps[DENSE_MAPS]) {
+    const plume_map *all[DENSE_MAPS] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
+                                        m->c.head_sidecar ? &m->embed_q8 : NULL};
+    int n = 0;
+    for (int i = 0; i < DENSE_MAPS; i++)
+        if (all[i] && all[i]->data) maps[n++] = all[i];
+    return n;
+}
+
 /* Linux fills the page tables on request (MADV_POPULATE_READ, 5.14+; older kernels refuse
  * the flag, which is harmless); elsewhere the portable hint that the pages will be read. */
 #if defined(__linux__) && !defined(PLUME_PORTABLE)
@@ -239,23 +250,18 @@ static void prefault_range(void *p, size_t n) {
  * the first step instead of delaying open (about 30 ms per GB here); the PLE table is left
  * alone (only the rows of the tokens are read). Errors are ignored: it is only a hint. */
 static void *prefault_main(void *arg) {
-    plume_model *m = arg;
-    plume_map *maps[] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
-                         m->c.head_sidecar ? &m->embed_q8 : NULL};
-    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
-        if (maps[i] && maps[i]->data) prefault_range((void *)maps[i]->data, maps[i]->size);
+    const plume_map *maps[DENSE_MAPS];
+    for (int i = 0, n = dense_maps(arg, maps); i < n; i++) prefault_range((void *)maps[i]->data, maps[i]->size);
     return NULL;
 }
 
 double plume_model_huge_share(const plume_model *m) {
-    const plume_map *maps[] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
-                               m->c.head_sidecar ? &m->embed_q8 : NULL};
+    const plume_map *maps[DENSE_MAPS];
     double huge = 0, all = 0;
-    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++)
-        if (maps[i] && maps[i]->data) {
-            huge += plume_map_huge_share(maps[i]) * (double)maps[i]->size;
-            all += (double)maps[i]->size;
-        }
+    for (int i = 0, n = dense_maps(m, maps); i < n; i++) {
+        huge += plume_map_huge_share(maps[i]) * (double)maps[i]->size;
+        all += (double)maps[i]->size;
+    }
     return all > 0 ? huge / all : 0.0;
 }
 

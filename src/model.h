@@ -150,7 +150,7 @@ int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);
 /* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
- * tied head) that huge pages map (plume_map_dense); 0 when none or unknown. */
+ * tied head) that huge pages map (plume_map_open_dense); 0 when none or unknown. */
 double plume_model_huge_share(const plume_model *m);
 
 #endif
