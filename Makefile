@@ -48,7 +48,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c
+LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c

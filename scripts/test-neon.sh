@@ -29,7 +29,7 @@ done
 
 mkdir -p "$BUILD"
 objs=""
-for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c src/kernels/qact.c \
+for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c src/kernels/qact.c src/kernels/tiles.c \
     src/kernels/neon_qact.c src/kernels/neon_qact_dot.c; do
     obj="$BUILD/$(basename "$src" .c).o"
     isa=""

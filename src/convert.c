@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "kernels/kernels.h"
 #include "manifest.h"
 #include "npy.h"
 #include "quant.h"
@@ -29,6 +30,7 @@ typedef struct {
     const char *prefix; /* "model.language_model." */
     char *dir;          /* the temporary output directory */
     float *rows;        /* [BLOCK_BYTES / 4] */
+    int tiles;          /* q8/q4 weights in PLUME_L_TILES where they fit (kernels.h) */
     uint64_t done, total; /* progress, in source elements */
     double t0, last;      /* start, last progress line (plume_now seconds) */
 } conv;
@@ -254,28 +256,53 @@ static st_dtype lin_dtype(const char *w, int64_t cols, int *q4) {
     return !strcmp(w, "bf16") ? ST_BF16 : ST_F32;
 }
 
-/* Plan a linear weight (and its scale) in a chunk writer. */
-static int plan_linear(st_writer *w, const char *name, const char *prec, int64_t rows, int64_t cols, char **err) {
+/* Whether a linear weight of this dtype and shape is written as tiles. */
+static int lin_tiled(const conv *cv, st_dtype dt, int64_t rows, int64_t cols) {
+    return cv->tiles && (dt == ST_I8 || dt == ST_U8) && block_rows(cols) >= PLUME_TILE_ROWS &&
+           plume_tiles_fit(dt == ST_U8 ? PLUME_W_Q4 : PLUME_W_Q8, rows, cols);
+}
+
+/* Plan a linear weight (and its scale) in a chunk writer: rows layout [rows, cols] (q4 [rows,
+ * cols/2], scales [rows, cols/32]), or tiles [rows/16, cols/4 (q4: cols/8), 16, 4] (q4
+ * scales [rows/16, cols/32, 16]); q8 scales are [rows] in both. */
+static int plan_linear(const conv *cv, st_writer *w, const char *name, int64_t rows, int64_t cols, char **err) {
     int q4;
-    st_dtype dt = lin_dtype(prec, cols, &q4);
-    int64_t shape[2] = {rows, q4 ? cols / 2 : cols};
-    int rc = st_writer_add(w, name, dt, 2, shape, err);
+    st_dtype dt = lin_dtype(cv->cfg.weights, cols, &q4);
+    int rc;
+    const int tiled = lin_tiled(cv, dt, rows, cols);
+    if (tiled) {
+        int64_t shape[4] = {rows / PLUME_TILE_ROWS, q4 ? cols / 8 : cols / 4, PLUME_TILE_ROWS, 4};
+        rc = st_writer_add(w, name, dt, 4, shape, err);
+    } else {
+        int64_t shape[2] = {rows, q4 ? cols / 2 : cols};
+        rc = st_writer_add(w, name, dt, 2, shape, err);
+    }
     if (rc || dt == ST_F32 || dt == ST_BF16) return rc;
     char sname[300];
     snprintf(sname, sizeof sname, "%s.scale", name);
-    int64_t sshape[2] = {rows, cols / 32};
-    return st_writer_add(w, sname, ST_F16, q4 ? 2 : 1, q4 ? sshape : &rows, err);
+    if (!q4) return st_writer_add(w, sname, ST_F16, 1, &rows, err);
+    int64_t sshape[3] = {rows / PLUME_TILE_ROWS, cols / 32, PLUME_TILE_ROWS};
+    if (tiled) return st_writer_add(w, sname, ST_F16, 3, sshape, err);
+    int64_t rshape[2] = {rows, cols / 32};
+    return st_writer_add(w, sname, ST_F16, 2, rshape, err);
 }
 
-/* Stream a linear weight (then its scales) into a chunk writer. */
+/* Stream a linear weight (then its scales) into a chunk writer, a block of rows at a time
+ * (whole groups of 16 when tiled: each packed after quantizing). */
 static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t rows, int64_t cols, char **err) {
     int q4;
     st_dtype dt = lin_dtype(cv->cfg.weights, cols, &q4);
+    const int tiled = lin_tiled(cv, dt, rows, cols);
+    const plume_wtype wt = q4 ? PLUME_W_Q4 : PLUME_W_Q8;
     int64_t br = block_rows(cols);
+    if (tiled) br -= br % PLUME_TILE_ROWS; /* whole groups (lin_tiled: at least one) */
     size_t nscale = dt == ST_I8 ? (size_t)rows : q4 ? (size_t)(rows * (cols / 32)) : 0;
     uint16_t *scales = nscale ? malloc(nscale * 2) : NULL;
     void *out = malloc((size_t)(br * cols) * (dt == ST_F32 ? 4 : 2));
-    int rc = out && (scales || !nscale) ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    void *packed = tiled ? malloc((size_t)(br * cols)) : NULL;
+    uint16_t *gtmp = tiled && q4 ? malloc((size_t)PLUME_TILE_ROWS * (size_t)(cols / 32) * 2) : NULL;
+    int rc = out && (scales || !nscale) && (packed || !tiled) && (gtmp || !(tiled && q4))
+                 ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
     for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
         int64_t n = rows - r0 < br ? rows - r0 : br;
         if ((rc = cv->src->read(cv->src->ctx, src_name, r0, n, cv->rows, err))) break;
@@ -296,10 +323,22 @@ static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t ro
                 plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, (int8_t *)out + r * cols, &scales[r0 + r]);
             bytes = (size_t)(n * cols);
         }
-        rc = st_writer_write(w, out, bytes, err);
+        const void *data = out;
+        if (tiled) { /* each group's bytes, and its Q4 scales in place (the same range of them) */
+            const size_t gb = bytes / (size_t)(n / PLUME_TILE_ROWS), gs = (size_t)PLUME_TILE_ROWS * (size_t)(cols / 32);
+            for (int64_t g = 0; g < n / PLUME_TILE_ROWS; g++) {
+                uint16_t *sg = q4 ? scales + (size_t)(r0 / PLUME_TILE_ROWS + g) * gs : NULL;
+                plume_tiles_pack(wt, (int32_t)cols, (const uint8_t *)out + g * gb, sg, (uint8_t *)packed + g * gb, gtmp);
+                if (q4) memcpy(sg, gtmp, gs * 2);
+            }
+            data = packed;
+        }
+        rc = st_writer_write(w, data, bytes, err);
         progress(cv, n * cols, src_name);
     }
     if (!rc && nscale) rc = st_writer_write(w, scales, nscale * 2, err);
+    free(gtmp);
+    free(packed);
     free(scales);
     free(out);
     return rc;
@@ -324,7 +363,7 @@ static int write_chunk(conv *cv, int32_t ci, char **err) {
     free(path);
     if (rc) return rc;
     st_writer_meta(&w, "format", "plume-chunk", err);
-    st_writer_meta(&w, "version", "1", err);
+    st_writer_meta(&w, "version", "2", err); /* 2: q8/q4 weights may be tiles (their rank says) */
     st_writer_meta(&w, "weights", c->weights, err);
     snprintf(meta, sizeof meta, "%d", c->chunk[ci]);
     st_writer_meta(&w, "first_layer", meta, err);
@@ -338,7 +377,7 @@ static int write_chunk(conv *cv, int32_t ci, char **err) {
         for (int i = 0; !rc && i < n; i++) {
             char name[200];
             snprintf(name, sizeof name, "layers.%d.%s", l, ls[i].suffix);
-            rc = plan_linear(&w, name, c->weights, ls[i].rows, ls[i].cols, err);
+            rc = plan_linear(cv, &w, name, ls[i].rows, ls[i].cols, err);
         }
         n = layer_vectors(c, l, ls);
         for (int i = 0; !rc && i < n; i++) {
@@ -350,7 +389,7 @@ static int write_chunk(conv *cv, int32_t ci, char **err) {
     if (!rc && last) {
         int64_t d = c->D;
         rc = st_writer_add(&w, "norm.weight", ST_F32, 1, &d, err);
-        if (!rc && !c->head_sidecar) rc = plan_linear(&w, "lm_head.weight", c->weights, c->V, c->D, err);
+        if (!rc && !c->head_sidecar) rc = plan_linear(cv, &w, "lm_head.weight", c->V, c->D, err);
     }
     if (!rc) rc = st_writer_begin(&w, err);
     /* write, in plan order */
@@ -461,6 +500,10 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (strcmp(w, "f32") && strcmp(w, "bf16") && strcmp(w, "q8") && strcmp(w, "q4"))
         return plume_fail(err, PLUME_EINVAL, "--weights must be f32, bf16, q8 or q4 (not '%s')", w);
     snprintf(c->weights, sizeof c->weights, "%s", w);
+    const char *lay = opt->layout ? opt->layout : "tiles";
+    if (strcmp(lay, "tiles") && strcmp(lay, "rows"))
+        return plume_fail(err, PLUME_EINVAL, "--layout must be tiles or rows (not '%s')", lay);
+    cv.tiles = !strcmp(lay, "tiles");
     c->head_sidecar = !strcmp(w, "q8") || !strcmp(w, "q4");
     int32_t nd;
     int64_t sh[8];
@@ -501,7 +544,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 /* ---- the public API ------------------------------------------------------------------- */
 
 plume_convert_params plume_convert_default_params(void) {
-    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0};
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "tiles"};
 }
 
 int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p, char **err) {
@@ -512,7 +555,7 @@ int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_p
     conv_source src;
     int rc = source_hf_open(&src, hf_dir, err);
     if (rc) return rc;
-    conv_options opt = {.weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress};
+    conv_options opt = {.weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout};
     rc = convert_run(&src, &opt, out_dir, err);
     source_hf_close(&src);
     return rc;

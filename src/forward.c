@@ -51,24 +51,52 @@ typedef struct {
     int64_t start[4];       /* o[j] owns items [start[j], start[j+1]) */
 } matmul_task;
 
+/* Rows [r0, r1) of one output with the task's kernel. */
+static void matmul_call(const matmul_task *t, const matmul_out *o, float *y, const plume_weight *w, int32_t r0,
+                        int32_t r1) {
+    if (t->q)
+        t->m->qact_matmul(y, o->ldy, t->q->xq, t->q->xs, t->q->xcor, t->T, w, r0, r1);
+    else
+        t->k->matmul[w->type](y, o->ldy, t->x, t->ldx, t->T, w, r0, r1);
+}
+
+/* Rows [r0, r1) (whole groups) of a tiled weight for a kernel that reads rows: each group of
+ * 16 unpacked into thread ith's buffer and multiplied as a 16-row weight of its own. Which
+ * rows share a call never changes a row's result, so these are the bits of the rows layout. */
+static void matmul_untiled(const matmul_task *t, const matmul_out *o, int32_t ith, int32_t r0, int32_t r1) {
+    const plume_weight *w = o->w;
+    const int q4 = w->type == PLUME_W_Q4;
+    const size_t gbytes = (size_t)PLUME_TILE_ROWS * (size_t)(q4 ? w->cols / 2 : w->cols);
+    uint8_t *buf = t->m->untile + (size_t)ith * t->m->untile_bytes;
+    uint16_t *sc = (uint16_t *)(buf + gbytes);
+    for (int32_t r = r0; r < r1; r += PLUME_TILE_ROWS) {
+        const int32_t g = r / PLUME_TILE_ROWS;
+        const uint16_t *ts = q4 ? w->scale + (size_t)g * PLUME_TILE_ROWS * (w->cols / 32) : NULL;
+        plume_tiles_unpack(w->type, w->cols, (const uint8_t *)w->data + (size_t)g * gbytes, ts, buf, sc);
+        plume_weight v = {w->type, PLUME_TILE_ROWS, w->cols, buf, q4 ? sc : w->scale + r, PLUME_L_ROWS};
+        matmul_call(t, o, o->y + r, &v, 0, PLUME_TILE_ROWS);
+    }
+}
+
 /* Items [i0, i1): rows of the outputs they fall in. */
 static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
-    (void)ith;
     const matmul_task *t = ctx;
     for (int32_t j = 0; j < t->n; j++) {
-        int64_t a = i0 > t->start[j] ? i0 : t->start[j], b = i1 < t->start[j + 1] ? i1 : t->start[j + 1];
-        if (a >= b) continue;
         const matmul_out *o = &t->o[j];
+        int64_t end = t->start[j] + o->w->rows;
+        int64_t a = i0 > t->start[j] ? i0 : t->start[j], b = i1 < end ? i1 : end;
+        if (a >= b) continue;
         int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
-        if (t->q)
-            t->m->qact_matmul(o->y, o->ldy, t->q->xq, t->q->xs, t->q->xcor, t->T, o->w, r0, r1);
+        if (o->w->layout == PLUME_L_TILES && !(t->q && plume_qact_reads_tiles(t->m->qact_matmul)))
+            matmul_untiled(t, o, ith, r0, r1);
         else
-            t->k->matmul[o->w->type](o->y, o->ldy, t->x, t->ldx, t->T, o->w, r0, r1);
+            matmul_call(t, o, o->y, o->w, r0, r1);
     }
 }
 
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread,
- * in chunks of about an eighth of a thread's share (at least 16 rows). Unless the model is
+ * in chunks of about an eighth of a thread's share (at least 16 rows; each weight starts on a
+ * multiple of 16 items, so that a chunk holds whole groups of a tiled weight). Unless the model is
  * exact, q8/q4 weights take int8 activations: X is quantized once per row and block of 32
  * (the same bytes whatever T), then the int8 kernels run; a row's output is the same bits in
  * any step (qact.h, "Float order"). */
@@ -78,7 +106,7 @@ static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T,
     int q = st->qact && m->qact_matmul;
     for (int32_t j = 0; j < n; j++) {
         t.o[j] = o[j];
-        t.start[j + 1] = t.start[j] + o[j].w->rows;
+        t.start[j + 1] = t.start[j] + (o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
         q = q && plume_qact_supported(o[j].w);
     }
     if (q) {

@@ -26,25 +26,46 @@ static int chunk_tensor(const st_file *f, const plume_map *m, const char *name, 
 }
 
 /* A linear weight [rows, cols] at the bundle's precision (q4 falls back to q8 when cols is
- * not a multiple of 32, as the converter does). */
-static int chunk_linear(const plume_model *m, const st_file *f, const plume_map *map, const char *name,
+ * not a multiple of 32, as the converter does). A q8 or q4 weight is in either layout of
+ * kernels.h: rows ([rows, cols] I8, [rows, cols/2] U8 with scales [rows, cols/32]) or tiles,
+ * the layout the converter writes where it fits ([rows/16, cols/4, 16, 4] I8, [rows/16,
+ * cols/8, 16, 4] U8 with scales [rows/16, cols/32, 16]); the tensor's rank tells which. */
+static int chunk_linear(plume_model *m, const st_file *f, const plume_map *map, const char *name,
                         int64_t rows, int64_t cols, plume_weight *w, char **err) {
     const char *p = m->c.weights;
     w->rows = (int32_t)rows;
     w->cols = (int32_t)cols;
     w->scale = NULL;
+    w->layout = PLUME_L_ROWS;
     char sname[300];
     snprintf(sname, sizeof sname, "%s.scale", name);
     if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, rows, cols, &w->data, err); }
     if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, rows, cols, &w->data, err); }
     const void *s = NULL;
     int rc;
-    if (!strcmp(p, "q4") && cols % 32 == 0) {
-        w->type = PLUME_W_Q4;
+    w->type = !strcmp(p, "q4") && cols % 32 == 0 ? PLUME_W_Q4 : PLUME_W_Q8;
+    const st_tensor *t = st_find(f, name);
+    if (t && t->ndim == 4 && plume_tiles_fit(w->type, rows, cols)) {
+        const int q4 = w->type == PLUME_W_Q4;
+        const int64_t shape[4] = {rows / PLUME_TILE_ROWS, q4 ? cols / 8 : cols / 4, PLUME_TILE_ROWS, 4};
+        for (int i = 0; i < 4; i++)
+            if (t->shape[i] != shape[i] || t->dtype != (q4 ? ST_U8 : ST_I8))
+                return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, name);
+        rc = chunk_tensor(f, map, name, t->dtype, 4, shape[0], 0, &w->data, err);
+        if (!rc && q4) {
+            const st_tensor *ts = st_find(f, sname);
+            if (ts && (ts->ndim != 3 || ts->shape[1] != cols / 32 || ts->shape[2] != PLUME_TILE_ROWS))
+                return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, sname);
+            rc = chunk_tensor(f, map, sname, ST_F16, 3, shape[0], 0, &s, err);
+        } else if (!rc) {
+            rc = chunk_tensor(f, map, sname, ST_F16, 1, rows, 0, &s, err);
+        }
+        w->layout = PLUME_L_TILES;
+        if (cols > m->tiles_cols) m->tiles_cols = (int32_t)cols;
+    } else if (w->type == PLUME_W_Q4) {
         rc = chunk_tensor(f, map, name, ST_U8, 2, rows, cols / 2, &w->data, err);
         if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 2, rows, cols / 32, &s, err);
     } else {
-        w->type = PLUME_W_Q8;
         rc = chunk_tensor(f, map, name, ST_I8, 2, rows, cols, &w->data, err);
         if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 1, rows, 0, &s, err);
     }
@@ -118,8 +139,8 @@ static int load_chunk(plume_model *m, int32_t ci, char **err) {
         rc = plume_map_open_dense(&m->chunk_map[ci], path, err); /* every step reads it all */
         const char *fmt = st_meta(&f, "format"), *ver = st_meta(&f, "version"), *w = st_meta(&f, "weights");
         const char *a = st_meta(&f, "first_layer"), *b = st_meta(&f, "end_layer");
-        if (!rc && (!fmt || strcmp(fmt, "plume-chunk") || !ver || strcmp(ver, "1")))
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume chunk of version 1", path);
+        if (!rc && (!fmt || strcmp(fmt, "plume-chunk") || !ver || (strcmp(ver, "1") && strcmp(ver, "2"))))
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume chunk of version 1 or 2", path);
         if (!rc && (!w || strcmp(w, m->c.weights) || !a || atoi(a) != m->c.chunk[ci] || !b ||
                     atoi(b) != m->c.chunk[ci + 1]))
             rc = plume_fail(err, PLUME_EFORMAT, "%s: its layers or weights disagree with model_config.json", path);
@@ -161,12 +182,13 @@ static int load_sidecars(plume_model *m, char **err) {
     if (!rc) rc = map_sized(m, "per_layer_projection.bin", LDp * D * 2, 1, &m->proj_map, err);
     if (!rc) rc = map_sized(m, "per_layer_norm_weight.bin", (uint64_t)c->Dp * 4, 0, &m->pnorm_map, err);
     if (rc) return rc;
-    m->ple_proj = (plume_weight){PLUME_W_F16, (int32_t)LDp, c->D, m->proj_map.data, NULL};
+    m->ple_proj = (plume_weight){PLUME_W_F16, (int32_t)LDp, c->D, m->proj_map.data, NULL, PLUME_L_ROWS};
     m->ple_norm = malloc((size_t)c->Dp * 4);
     if (!m->ple_norm) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     memcpy(m->ple_norm, m->pnorm_map.data, (size_t)c->Dp * 4);
     if (c->head_sidecar)
-        m->head = (plume_weight){PLUME_W_Q8, c->V, c->D, m->embed_q8.data, (const uint16_t *)m->embed_scales.data};
+        m->head = (plume_weight){PLUME_W_Q8, c->V, c->D, m->embed_q8.data, (const uint16_t *)m->embed_scales.data,
+                                 PLUME_L_ROWS};
     /* The RoPE .npy tables must be there (the Core ML layout has them), but plume computes
      * the reference's values itself (docs/BUNDLE.md). */
     static const char *const tables[] = {"cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy"};
@@ -309,6 +331,11 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
         m->pool = plume_pool_new(p.n_threads > 0 ? p.n_threads : plume_physical_cores());
         if (!m->pool) rc = plume_fail(err, PLUME_ENOMEM, "cannot start threads");
     }
+    if (!rc && m->tiles_cols) { /* a group of 16 rows as rows, per thread (forward.c) */
+        m->untile_bytes = ((size_t)PLUME_TILE_ROWS * (size_t)m->tiles_cols * 17 / 16 + 63) & ~(size_t)63;
+        m->untile = plume_alloc((size_t)plume_pool_size(m->pool) * m->untile_bytes);
+        if (!m->untile) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
     if (!rc) { /* the tokenizer: the binary form if present, else the JSON */
         char *bin = plume_path_join(dir, "tokenizer.bin"), *js = plume_path_join(dir, "hf_model/tokenizer.json");
         if (bin && plume_file_exists(bin)) rc = plume_tokenizer_open(&m->tok, bin, err);
@@ -328,6 +355,7 @@ void plume_model_free(plume_model *m) {
     if (!m) return;
     if (m->prefault_started) pthread_join(m->prefault, NULL);
     plume_pool_free(m->pool);
+    plume_dealloc(m->untile);
     plume_tokenizer_free(m->tok);
     plume_map_free(&m->embed_q8);
     plume_map_free(&m->embed_scales);

@@ -50,6 +50,9 @@ struct plume_model {
     plume_qact_quantize_fn qact_quantize; /* int8 activations (exact = 0), or NULL */
     plume_qact_matmul_fn qact_matmul;
     plume_pool *pool;
+    int32_t tiles_cols;                /* widest PLUME_L_TILES weight (0: none) */
+    uint8_t *untile;                   /* [threads, untile_bytes]: a tiled group unpacked for */
+    size_t untile_bytes;               /* a kernel that reads rows (forward.c) */
     plume_tokenizer *tok;
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */

@@ -74,6 +74,12 @@ static void test_errors(void) {
     free(err);
     err = NULL;
     p = plume_convert_default_params();
+    p.layout = "columns";
+    CHECK(plume_convert(hf, dst, &p, &err) == PLUME_EINVAL && err && strstr(err, "columns"), "layout: %s",
+          err ? err : "");
+    free(err);
+    err = NULL;
+    p = plume_convert_default_params();
     p.n_ctx = -3;
     CHECK(plume_convert(hf, dst, &p, &err) == PLUME_EINVAL && err, "n_ctx");
     free(err);

@@ -414,6 +414,58 @@ static void test_rope_tables_written(void) {
     }
 }
 
+/* The two layouts of q8/q4 weights (docs/BUNDLE.md) are one model: for every ISA, exact
+ * logits of a tiles bundle are the bits of the rows bundle (the float kernels read a tiled
+ * group unpacked), and so are the int8 ones where the kernel reads rows; where it reads tiles
+ * itself (AVX-512 VNNI) it sums in the reference's order instead of per lane, so the two
+ * agree to the int8 tolerance and each is the same bits at every step size. The default
+ * bundles of setup() are tiles where the shape allows, and the check says they are. */
+static void test_layouts_agree(void) {
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    CHECK(ids, "golden data missing");
+    const char *isas[8];
+    int nisa = plume_kernels_available(isas, 8);
+    for (int which = 2; ids && which < 4; which++) {
+        char rows[600], out[4096];
+        snprintf(rows, sizeof rows, "%s/tiny-%s-rows", tmp, precs[which]);
+        int st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --layout rows --quiet", t_build(),
+                      t_data(), rows, precs[which]);
+        CHECK(st == 0, "convert --layout rows: %s", out);
+        for (int ii = 0; st == 0 && ii < nisa; ii++)
+            for (int exact = 1; exact >= 0; exact--) {
+                plume_model *a = open_model_as(bundle[which], isas[ii], 2, exact), *b = open_model_as(rows, isas[ii], 2, exact);
+                CHECK(a && b, "open");
+                if (!a || !b) {
+                    plume_model_free(a);
+                    plume_model_free(b);
+                    continue;
+                }
+                CHECK(a->layer[0].gate_proj.layout == PLUME_L_TILES && b->layer[0].gate_proj.layout == PLUME_L_ROWS &&
+                          a->layer[0].pl_gate.layout == PLUME_L_ROWS,
+                      "%s: gate_proj tiles in the default bundle, rows with --layout rows; pl_gate [8, 64] rows in both",
+                      precs[which]);
+                int64_t V = plume_model_n_vocab(a);
+                float *la = run_logits(a, ids, n, 5), *lb = run_logits(b, ids, n, 5);
+                CHECK(la && lb, "feed failed");
+                if (la && lb) {
+                    int tiles_native = !exact && a->qact_matmul && plume_qact_reads_tiles(a->qact_matmul);
+                    if (!tiles_native)
+                        CHECK(!memcmp(la, lb, (size_t)(n * V) * sizeof *la), "%s %s%s: tiles and rows bundles differ in bits",
+                              precs[which], isas[ii], exact ? " exact" : " int8");
+                    else
+                        CHECK(t_rel_rms(la, lb, (size_t)(n * V)) <= INT8_REL_RMS, "%s %s int8: tiles vs rows rel rms %.3g",
+                              precs[which], isas[ii], t_rel_rms(la, lb, (size_t)(n * V)));
+                }
+                free(la);
+                free(lb);
+                plume_model_free(a);
+                plume_model_free(b);
+            }
+    }
+    free(ids);
+}
+
 int main(void) {
     setup();
     RUN(test_f32_logits_every_step);
@@ -423,6 +475,7 @@ int main(void) {
     RUN(test_hidden_and_ple_per_layer);
     RUN(test_greedy_continuation);
     RUN(test_int8_activations);
+    RUN(test_layouts_agree);
     RUN(test_cli_logits);
     RUN(test_rope_e2b);
     RUN(test_rope_tables_written);

@@ -651,6 +651,135 @@ static void test_error_vs_float(void) {
 }
 
 /* The portable tests everywhere; the SIMD ones for each kernel this CPU runs. */
+/* ---- the tiles layout ------------------------------------------------------------------- */
+
+/* A tiled copy of a rows-layout Q8/Q4 weight (plume_tiles_pack per group); its buffers are
+ * the caller's to free. 0 or -1. */
+static int tiled_copy(const plume_weight *w, plume_weight *t, uint8_t **data, uint16_t **scale) {
+    const int q4 = w->type == PLUME_W_Q4;
+    const size_t gb = (size_t)PLUME_TILE_ROWS * (size_t)(q4 ? w->cols / 2 : w->cols);
+    const size_t gs = q4 ? (size_t)PLUME_TILE_ROWS * (size_t)(w->cols / 32) : 0;
+    const int32_t ng = w->rows / PLUME_TILE_ROWS;
+    *data = malloc(gb * (size_t)ng);
+    *scale = malloc(q4 ? gs * (size_t)ng * 2 : (size_t)w->rows * 2);
+    if (!*data || !*scale) return -1;
+    for (int32_t g = 0; g < ng; g++)
+        plume_tiles_pack(w->type, w->cols, (const uint8_t *)w->data + g * gb, q4 ? w->scale + g * gs : NULL,
+                         *data + g * gb, q4 ? *scale + g * gs : NULL);
+    if (!q4) memcpy(*scale, w->scale, (size_t)w->rows * 2);
+    *t = *w;
+    t->data = *data;
+    t->scale = *scale;
+    t->layout = PLUME_L_TILES;
+    return 0;
+}
+
+/* Packing a group and unpacking it gives the rows back; every element and Q4 step reads the
+ * same through plume_weight_q in both layouts; only whole groups of whole blocks fit. */
+static void test_tiles_round_trip(void) {
+    static const int32_t shapes[][2] = {{16, 32}, {32, 64}, {48, 160}, {16, 1536}};
+    uint64_t rng = 41;
+    for (int ty = 0; ty < 2; ty++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const plume_wtype type = ty ? PLUME_W_Q4 : PLUME_W_Q8;
+            const int32_t rows = shapes[s][0], cols = shapes[s][1];
+            qweight qw = {0};
+            plume_weight t;
+            uint8_t *td = NULL, *back = NULL;
+            uint16_t *ts = NULL, *bs = NULL;
+            const size_t gb = (size_t)PLUME_TILE_ROWS * (size_t)(ty ? cols / 2 : cols), gs = (size_t)PLUME_TILE_ROWS * (cols / 32);
+            back = malloc(gb);
+            bs = malloc(gs * 2);
+            if (qweight_new(&qw, type, rows, cols, 0, &rng) || tiled_copy(&qw.w, &t, &td, &ts) || !back || !bs) {
+                CHECK(0, "out of memory");
+            } else {
+                int bad = 0;
+                for (int32_t g = 0; g < rows / PLUME_TILE_ROWS; g++) {
+                    plume_tiles_unpack(type, cols, td + g * gb, ty ? ts + g * gs : NULL, back, ty ? bs : NULL);
+                    bad += memcmp(back, (const uint8_t *)qw.w.data + g * gb, gb) != 0;
+                    if (ty) bad += memcmp(bs, qw.w.scale + g * gs, gs * 2) != 0;
+                }
+                CHECK(!bad, "%s [%d, %d]: unpack(pack(group)) differs in %d groups", ty ? "q4" : "q8", rows, cols, bad);
+                for (int32_t r = 0; r < rows; r++)
+                    for (int32_t c = 0; c < cols; c++) {
+                        int32_t a = plume_weight_q(&qw.w, r, c), b = plume_weight_q(&t, r, c);
+                        if (a != b || a < (ty ? -8 : -128) || a > (ty ? 7 : 127)) bad++;
+                        if (ty && c % 32 == 0 && plume_weight_q4_step(&qw.w, r, c / 32) != plume_weight_q4_step(&t, r, c / 32)) bad++;
+                    }
+                CHECK(!bad, "%s [%d, %d]: %d elements read differently in the two layouts", ty ? "q4" : "q8", rows, cols, bad);
+                /* the accessor agrees with the documented rows layout itself */
+                const uint8_t *d = qw.w.data;
+                int32_t q = ty ? (d[cols / 2 + 1] >> 4) - 8 : (int8_t)d[cols + 3];
+                CHECK(plume_weight_q(&t, 1, 3) == q, "W[1, 3] reads %d, the rows layout holds %d", plume_weight_q(&t, 1, 3), q);
+            }
+            qweight_free(&qw);
+            free(td);
+            free(ts);
+            free(back);
+            free(bs);
+        }
+    CHECK(plume_tiles_fit(PLUME_W_Q8, 32, 64) && plume_tiles_fit(PLUME_W_Q4, 16, 32), "whole groups of whole blocks fit");
+    CHECK(!plume_tiles_fit(PLUME_W_Q8, 24, 64) && !plume_tiles_fit(PLUME_W_Q8, 32, 48) &&
+              !plume_tiles_fit(PLUME_W_F16, 32, 64) && !plume_tiles_fit(PLUME_W_Q4, 0, 32),
+          "a partial group or block, or a float type, does not fit");
+}
+
+/* A kernel that reads tiles (plume_qact_reads_tiles), and the reference, give on a tiled
+ * weight the bits of the reference on the rows layout, for any T, any rows [r0, r1) (whole
+ * groups or not), leaving every other output alone. */
+static void test_tiles_matmul_exact(void) {
+    qkern ks[5];
+    int nk = kernels_here(ks);
+    ks[nk++] = (qkern){"reference", plume_qact_quantize, plume_qact_matmul_ref};
+    static const int32_t shapes[][2] = {{16, 32}, {32, 96}, {48, 1536}, {32, 6144}};
+    static const int32_t tokens[] = {1, 2, 3, 4, 5, 9, 17};
+    uint64_t seed = 900;
+    for (int ki = 0; ki < nk; ki++) {
+        if (!plume_qact_reads_tiles(ks[ki].matmul)) continue;
+        for (int ty = 0; ty < 2; ty++)
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {
+                    const plume_wtype type = ty ? PLUME_W_Q4 : PLUME_W_Q8;
+                    const int32_t rows = shapes[s][0], cols = shapes[s][1], T = tokens[ti];
+                    const int32_t ranges[][2] = {{0, rows}, {PLUME_TILE_ROWS, rows}, {3, rows - 5}};
+                    uint64_t rng = seed++;
+                    const int64_t ldx = cols + 5, ldy = rows + 3;
+                    float *x = malloc(sizeof(float) * ldx * T), *y = malloc(sizeof(float) * ldy * T),
+                          *yref = malloc(sizeof(float) * ldy * T);
+                    qbuf b = {0};
+                    qweight qw = {0};
+                    plume_weight t;
+                    uint8_t *td = NULL;
+                    uint16_t *ts = NULL;
+                    if (!x || !y || !yref || qbuf_new(&b, T, cols) || qweight_new(&qw, type, rows, cols, 0, &rng) ||
+                        tiled_copy(&qw.w, &t, &td, &ts)) {
+                        CHECK(0, "out of memory");
+                    } else {
+                        fill_x(x, ldx, T, cols, 0, &rng);
+                        plume_qact_quantize(x, ldx, T, cols, b.xq, b.xs, b.xcor);
+                        for (size_t ri = 0; ri < 3; ri++) {
+                            const int32_t r0 = ranges[ri][0], r1 = ranges[ri][1];
+                            if (r1 <= r0) continue;
+                            for (int64_t i = 0; i < ldy * T; i++) y[i] = yref[i] = SENTINEL;
+                            plume_qact_matmul_ref(yref, ldy, b.xq, b.xs, b.xcor, T, &qw.w, r0, r1);
+                            ks[ki].matmul(y, ldy, b.xq, b.xs, b.xcor, T, &t, r0, r1);
+                            int bad = 0;
+                            for (int64_t i = 0; i < ldy * T; i++) bad += memcmp(&y[i], &yref[i], sizeof(float)) != 0;
+                            CHECK(!bad, "%s %s [%d, %d] T = %d rows [%d, %d): %d outputs differ from the reference on rows",
+                                  ks[ki].name, ty ? "q4" : "q8", rows, cols, T, r0, r1, bad);
+                        }
+                    }
+                    free(x);
+                    free(y);
+                    free(yref);
+                    qbuf_free(&b);
+                    qweight_free(&qw);
+                    free(td);
+                    free(ts);
+                }
+    }
+}
+
 int main(void) {
     qkern ks[4];
     int nk = kernels_here(ks);
@@ -659,6 +788,8 @@ int main(void) {
     RUN(test_quantize_layout);
     RUN(test_supported_and_empty);
     RUN(test_error_vs_float);
+    RUN(test_tiles_round_trip);
+    RUN(test_tiles_matmul_exact);
     if (nk) {
         RUN(test_quantize_simd_matches);
         RUN(test_matmul_simd_exact);

@@ -264,14 +264,15 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
 
 static const char synth_usage[] =
     "usage: plume synth --config tiny|e2b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
-    "                   [--weights f32|bf16|q8|q4] [--context N] [--shards N] [--tokenizer DIR]\n"
+    "                   [--weights f32|bf16|q8|q4] [--layout tiles|rows] [--context N] [--shards N]\n"
+    "                   [--tokenizer DIR]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
     "  bf16 safetensors in the real layout) or a plume bundle directly (--bundle).\n"
     "  --tokenizer DIR   copy DIR/tokenizer.json (+ tokenizer_config.json) into the output\n"
     "  --vocab N         override the config's vocabulary size (e.g. 262144 with the real tokenizer)\n";
 
 int cmd_synth(int argc, char **argv) {
-    const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL;
+    const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL, *layout = "tiles";
     int64_t seed = 1, shards = 2, ctx = 0, vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -281,6 +282,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--hf") && more) hf = argv[++i];
         else if (!strcmp(a, "--bundle") && more) bundle = argv[++i];
         else if (!strcmp(a, "--weights") && more) weights = argv[++i];
+        else if (!strcmp(a, "--layout") && more) layout = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) tokenizer = argv[++i];
         else if (!strcmp(a, "--seed") && more) {
             if (cli_int(argv[++i], 0, INT64_MAX, &seed)) return cli_error("synth: --seed wants a non-negative integer");
@@ -302,7 +304,7 @@ int cmd_synth(int argc, char **argv) {
         rc = write_hf(src.ctx, hf, (int32_t)shards, tokenizer, &err);
     } else {
         src.dir = tokenizer;
-        conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2)};
+        conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2), .layout = layout};
         rc = convert_run(&src, &opt, bundle, &err);
     }
     source_synth_close(&src);

@@ -591,14 +591,15 @@ def render_chat(messages, add_generation_prompt=False, enable_thinking=False):
     return take_string(out.value)
 
 
-def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False):
+def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="tiles"):
     """Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors) into a bundle
     directory out_dir, which must not exist: the converter of `plume convert`. weights:
     "f32", "bf16", "q8" or "q4"; n_ctx: the bundle's context (0: min(max_position_embeddings,
-    4096)); progress: a progress line on stderr."""
+    4096)); progress: a progress line on stderr; layout: "tiles" or "rows" for q8/q4 weights
+    (docs/BUNDLE.md)."""
     p = lib.plume_convert_default_params()
-    w = weights.encode()
-    p.weights, p.n_ctx, p.progress = w, int(n_ctx), int(bool(progress))
+    w, lay = weights.encode(), layout.encode()
+    p.weights, p.n_ctx, p.progress, p.layout = w, int(n_ctx), int(bool(progress)), lay
     err = c_void_p()
     _check(lib.plume_convert(_path(hf_dir), _path(out_dir), byref(p), byref(err)), err,
            "convert")

@@ -425,6 +425,17 @@ class TestConvert(unittest.TestCase):
             with open(os.path.join(out, n), "rb") as a, open(os.path.join(ref, n), "rb") as b:
                 self.assertEqual(a.read(), b.read(), n)
 
+    def test_layout(self):
+        tiles, rows = os.path.join(tmpdir(), "py-tiles"), os.path.join(tmpdir(), "py-rows")
+        plume.convert(HF, tiles, weights="q4", layout="tiles")
+        plume.convert(HF, rows, weights="q4", layout="rows")
+        with open(os.path.join(tiles, "chunk_1.safetensors"), "rb") as a, \
+                open(os.path.join(rows, "chunk_1.safetensors"), "rb") as b:
+            self.assertNotEqual(a.read(), b.read())
+        with self.assertRaises(plume.InvalidArgumentError) as c:
+            plume.convert(HF, os.path.join(tmpdir(), "z"), layout="columns")
+        self.assertIn("columns", str(c.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -300,11 +300,246 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
     }
 }
 
+/* ---- the tiles layout ------------------------------------------------------------------- */
+
+/* A weight in PLUME_L_TILES (kernels.h) puts 16 rows' columns c..c+3 side by side in a 64-byte
+ * line, one int32 lane per row. Per block of 32 columns, for a group of 16 rows and a token:
+ *
+ *   s = cor_b;  s += line_j . broadcast(x dword j), j = 0..7     (8 vpdpbusd, exact)
+ *   acc += xs_b * (float(s) - 12582912)                          (Q8; Q4: (d xs_b) * dot)
+ *
+ * cor_b = MAGIC - 128 x (the block's sum of xq): the four xcor lanes of the block summed. One
+ * lane per row: no horizontal sum, and the float sum runs over blocks in order with a
+ * multiply then an add, exactly as plume_qact_matmul_ref does: the same bits as the
+ * reference. 3 float operations per 8 vpdpbusd, where the rows layout needs 2 per 2.
+ *
+ * A tile is 2 groups (32 rows) x up to 4 tokens: 8 int32 sums and 8 float accumulators in
+ * registers, each weight line met by every token of the tile. One token block (decode) streams
+ * the groups once, prefetching 4 blocks ahead within the run of groups; more tokens walk
+ * panels of groups, each re-read from L2 by every block of tokens, the next panel fetched
+ * meanwhile, as qa_drive does. */
+
+enum { TG = 2 }; /* groups of 16 rows per tile */
+
+/* What every tile of one matmul call over a tiled weight shares. */
+typedef struct {
+    float *y;
+    int64_t ldy;
+    const int8_t *xq;
+    const float *xs;
+    int64_t stride;
+    int32_t groups;       /* entries of a token row of xs */
+    const plume_weight *w;
+    int32_t nb;           /* blocks of 32 columns */
+    size_t group_bytes;   /* bytes of a group of 16 rows */
+    int32_t r0, r1;       /* rows to store */
+    const int32_t *cor;   /* [TOKENS_MAX, nb]: cor_b of the tile's tokens */
+    int stream;           /* one token block: prefetch ahead */
+} qt_args;
+
+/* Byte of xq's token row that starts dword j (columns 4j..4j+3) of block b (qact.h layout). */
+static inline __attribute__((always_inline)) int64_t qt_xpos(int32_t b, int j) {
+    return (int64_t)(b / 4) * PLUME_QACT_CHUNK + 64 * (j / 4) + 16 * (b % 4) + 4 * (j % 4);
+}
+
+/* Y for the 16 G rows of groups g..g+G-1 x tokens t0..t0+TT-1; G, TT and q8 constants once
+ * inlined. Rows outside [r0, r1) are computed but not stored. */
+static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int32_t g, int32_t t0, const int G,
+                                                          const int TT, const int q8) {
+    const uint8_t *wg = (const uint8_t *)a->w->data + (size_t)g * a->group_bytes;
+    const size_t bb = q8 ? 512 : 256; /* bytes of a block of a group */
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    __m512 acc[TG][TOKENS_MAX];
+    UNROLL
+    for (int i = 0; i < G; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int32_t b = 0; b < a->nb; b++) {
+        if (a->stream) {
+            UNROLL
+            for (int l = 0; l < (int)(G * bb / 64); l++) /* past a group's end: the next group */
+                _mm_prefetch((const char *)wg + (size_t)(l / (int)(bb / 64)) * a->group_bytes + (size_t)(b + 4) * bb +
+                                 64 * (size_t)(l % (int)(bb / 64)),
+                             _MM_HINT_T0);
+        }
+        __m512i s[TG][TOKENS_MAX];
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const __m512i c = _mm512_set1_epi32(a->cor[t * a->nb + b]);
+            UNROLL
+            for (int i = 0; i < G; i++) s[i][t] = c;
+        }
+        if (q8) {
+            const __m512i flip = _mm512_set1_epi8(-128);
+            UNROLL
+            for (int j = 0; j < 8; j++) {
+                __m512i wv[TG];
+                UNROLL
+                for (int i = 0; i < G; i++)
+                    wv[i] = _mm512_xor_si512(_mm512_loadu_si512(wg + (size_t)i * a->group_bytes + (size_t)b * bb + 64 * j), flip);
+                UNROLL
+                for (int t = 0; t < TT; t++) {
+                    const __m512i x = _mm512_set1_epi32(*(const int32_t *)(a->xq + (int64_t)(t0 + t) * a->stride + qt_xpos(b, j)));
+                    UNROLL
+                    for (int i = 0; i < G; i++) s[i][t] = _mm512_dpbusd_epi32(s[i][t], wv[i], x);
+                }
+            }
+        } else {
+            const __m512i high4 = _mm512_set1_epi8((char)0xf0);
+            UNROLL
+            for (int j = 0; j < 4; j++) {
+                __m512i lo[TG], hi[TG]; /* 16 (q + 8): dwords j and j + 4 */
+                UNROLL
+                for (int i = 0; i < G; i++) {
+                    const __m512i v = _mm512_loadu_si512(wg + (size_t)i * a->group_bytes + (size_t)b * bb + 64 * j);
+                    lo[i] = _mm512_and_si512(_mm512_slli_epi16(v, 4), high4);
+                    hi[i] = _mm512_and_si512(v, high4);
+                }
+                UNROLL
+                for (int t = 0; t < TT; t++) {
+                    const int8_t *xr = a->xq + (int64_t)(t0 + t) * a->stride;
+                    const __m512i x0 = _mm512_set1_epi32(*(const int32_t *)(xr + qt_xpos(b, j)));
+                    const __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xr + qt_xpos(b, j + 4)));
+                    UNROLL
+                    for (int i = 0; i < G; i++) {
+                        s[i][t] = _mm512_dpbusd_epi32(s[i][t], lo[i], x0);
+                        s[i][t] = _mm512_dpbusd_epi32(s[i][t], hi[i], x1);
+                    }
+                }
+            }
+        }
+        /* the block's float step, as the reference: acc += f * dot, f = xs (Q8) or d xs (Q4) */
+        __m512 d[TG];
+        UNROLL
+        for (int i = 0; i < G; i++)
+            d[i] = q8 ? magic
+                      : _mm512_cvtph_ps(_mm256_loadu_si256(
+                            (const __m256i *)(a->w->scale + ((size_t)(g + i) * a->nb + b) * PLUME_TILE_ROWS)));
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const __m512 xs = _mm512_set1_ps(a->xs[(int64_t)(t0 + t) * a->groups + b]);
+            UNROLL
+            for (int i = 0; i < G; i++) {
+                /* Q8: s - MAGIC = dot exactly; Q4: s / 16 - MAGIC / 16 = dot exactly (one FMA) */
+                const __m512 dot = q8 ? _mm512_sub_ps(_mm512_castsi512_ps(s[i][t]), magic)
+                                      : _mm512_fmsub_ps(_mm512_castsi512_ps(s[i][t]), _mm512_set1_ps(0.0625f),
+                                                        _mm512_set1_ps(12582912.0f / 16));
+                const __m512 f = q8 ? xs : _mm512_mul_ps(d[i], xs);
+                acc[i][t] = _mm512_add_ps(acc[i][t], _mm512_mul_ps(f, dot));
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < G; i++) {
+        const int32_t r = (g + i) * PLUME_TILE_ROWS;
+        __mmask16 keep = 0xffff;
+        if (r < a->r0) keep &= (__mmask16)(0xffffu << (a->r0 - r));
+        if (r + PLUME_TILE_ROWS > a->r1) keep &= (__mmask16)(0xffffu >> (r + PLUME_TILE_ROWS - a->r1));
+        __m512 f = _mm512_set1_ps(1.0f);
+        if (q8) f = _mm512_div_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a->w->scale + r))),
+                                  _mm512_set1_ps(127.0f));
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const __m512 v = q8 ? _mm512_mul_ps(acc[i][t], f) : acc[i][t];
+            _mm512_mask_storeu_ps(a->y + (int64_t)(t0 + t) * a->ldy + r, keep, v);
+        }
+    }
+}
+
+typedef void (*qt_fn)(const qt_args *a, int32_t g, int32_t t0, int G, int TT);
+
+/* The tiles of the shapes qt_drive uses, G and TT turned into constants. */
+#define QT_SHAPES(NAME, Q8)                                                                       \
+    static void NAME(const qt_args *a, int32_t g, int32_t t0, int G, int TT) {                   \
+        switch (G * 8 + TT) {                                                                     \
+        case TG * 8 + 1: qt_body(a, g, t0, TG, 1, Q8); break;                                    \
+        case TG * 8 + 2: qt_body(a, g, t0, TG, 2, Q8); break;                                    \
+        case TG * 8 + 3: qt_body(a, g, t0, TG, 3, Q8); break;                                    \
+        case TG * 8 + 4: qt_body(a, g, t0, TG, 4, Q8); break;                                    \
+        case 1 * 8 + 1: qt_body(a, g, t0, 1, 1, Q8); break;                                      \
+        case 1 * 8 + 2: qt_body(a, g, t0, 1, 2, Q8); break;                                      \
+        case 1 * 8 + 3: qt_body(a, g, t0, 1, 3, Q8); break;                                      \
+        case 1 * 8 + 4: qt_body(a, g, t0, 1, 4, Q8); break;                                      \
+        default: break;                                                                           \
+        }                                                                                         \
+    }
+QT_SHAPES(qt_q8, 1)
+QT_SHAPES(qt_q4, 0)
+
+/* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32). */
+static void qt_cor(const int32_t *xcor, int32_t lanes, int32_t t0, int tt, int32_t nb, int32_t *cor) {
+    for (int t = 0; t < tt; t++) {
+        const int32_t *c = xcor + (int64_t)(t0 + t) * lanes;
+        for (int32_t b = 0; b < nb; b++) {
+            const int32_t *l = c + PLUME_QACT_LANES * (b / 4) + 4 * (b % 4);
+            uint32_t sum = (uint32_t)l[0] + (uint32_t)l[1] + (uint32_t)l[2] + (uint32_t)l[3] - 3u * PLUME_QACT_MAGIC;
+            cor[t * nb + b] = (int32_t)sum;
+        }
+    }
+}
+
+/* Groups g0..g1 x tokens [0, T) in tiles: one token block streams the groups once; more walk
+ * panels of groups crossed with balanced token blocks, the next panel fetched meanwhile. */
+static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes, int32_t T, int32_t g0, int32_t g1) {
+    int32_t cor[TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
+    a->cor = cor;
+    const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
+    if (blocks == 1) {
+        qt_cor(xcor, lanes, 0, T, a->nb, cor);
+        a->stream = 1;
+        int32_t g = g0;
+        for (; g + TG <= g1; g += TG) tile(a, g, 0, TG, T);
+        for (; g < g1; g++) tile(a, g, 0, 1, T);
+        return;
+    }
+    a->stream = 0;
+    size_t fit = PANEL_BYTES / a->group_bytes;
+    int32_t panel = fit < TG ? TG : (int32_t)fit;
+    panel -= panel % TG;
+    for (int32_t p0 = g0; p0 < g1; p0 += panel) {
+        const int32_t p1 = g1 - p0 < panel ? g1 : p0 + panel;
+        const int32_t n1 = g1 - p1 < panel ? g1 : p1 + panel; /* the next panel: p1..n1 */
+        const char *next = (const char *)a->w->data + (size_t)p1 * a->group_bytes;
+        const size_t next_bytes = (size_t)(n1 - p1) * a->group_bytes;
+        const int32_t tiles = blocks * ((p1 - p0) / TG + (p1 - p0) % TG);
+        const size_t slice = (next_bytes / (size_t)tiles + 63) & ~(size_t)63;
+        size_t fetched = 0;
+        for (int32_t b = 0, t0 = 0; b < blocks; b++) {
+            const int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            qt_cor(xcor, lanes, t0, tt, a->nb, cor);
+            for (int32_t g = p0; g < p1;) {
+                const int G = p1 - g >= TG ? TG : 1;
+                tile(a, g, t0, G, tt);
+                g += G;
+                for (size_t e = fetched + slice; fetched < e && fetched < next_bytes; fetched += 64)
+                    _mm_prefetch(next + fetched, _MM_HINT_T1);
+            }
+            t0 += tt;
+        }
+    }
+}
+
+/* A tiled weight: the groups that rows [r0, r1) touch. */
+static void qt_matmul(float *y, int64_t ldy, const int8_t *xq, const float *xs, const int32_t *xcor, int32_t T,
+                      const plume_weight *w, int32_t r0, int32_t r1) {
+    const int q8 = w->type == PLUME_W_Q8;
+    qt_args a = {.y = y, .ldy = ldy, .xq = xq, .xs = xs, .stride = plume_qact_stride(w->cols),
+                 .groups = plume_qact_groups(w->cols), .w = w, .nb = w->cols / PLUME_QACT_GROUP,
+                 .group_bytes = (size_t)PLUME_TILE_ROWS * (q8 ? (size_t)w->cols : (size_t)w->cols / 2),
+                 .r0 = r0, .r1 = r1};
+    qt_drive(q8 ? qt_q8 : qt_q4, &a, xcor, plume_qact_lanes(w->cols), T, r0 / PLUME_TILE_ROWS,
+             (r1 + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS);
+}
+
 /* Check the weight, gather the call's shared state, run the tiles. */
 void plume_qact_matmul_vnni(float *y, int64_t ldy, const int8_t *xq, const float *xs,
                             const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                             int32_t r1) {
     if (T <= 0 || r1 <= r0 || !plume_qact_supported(w)) return;
+    if (w->layout == PLUME_L_TILES) {
+        qt_matmul(y, ldy, xq, xs, xcor, T, w, r0, r1);
+        return;
+    }
     int q8 = w->type == PLUME_W_Q8;
     qa_part part;
     qa_args a = {.y = y, .ldy = ldy, .xq = xq, .xs = xs, .xcor = xcor,

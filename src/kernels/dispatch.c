@@ -88,3 +88,11 @@ int plume_qact_kernels(const plume_kernels *k, plume_qact_quantize_fn *quantize,
 #endif
     return *matmul != NULL;
 }
+
+/* The reference and AVX-512 VNNI read tiled weights; the other matmuls read rows. */
+int plume_qact_reads_tiles(plume_qact_matmul_fn matmul) {
+#if defined(__x86_64__)
+    if (matmul == plume_qact_matmul_vnni) return 1;
+#endif
+    return matmul == plume_qact_matmul_ref;
+}

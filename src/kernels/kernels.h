@@ -3,6 +3,8 @@
  * scalar.c is the reference: plain loops that define right. avx2.c, avx512.c and neon.c fill
  * the same table; plume_kernels_get() picks one once, at model open. forward.c calls through
  * the table and has no #ifdef. All kernels take float32 activations and accumulate in float32.
+ * The tables' matmuls read PLUME_L_ROWS weights; forward.c hands them a tiled weight a group
+ * of 16 rows at a time, unpacked (plume_tiles_unpack).
  */
 #ifndef PLUME_KERNELS_H
 #define PLUME_KERNELS_H
@@ -22,13 +24,48 @@ typedef enum {
     PLUME_W_NTYPES
 } plume_wtype;
 
+/* How the rows of a weight are laid out in memory.
+ *
+ * PLUME_L_TILES (Q8 and Q4 with rows % 16 == 0 and cols % 32 == 0, docs/BUNDLE.md): groups
+ * of 16 rows, each group one run of bytes in which the 16 rows' columns c..c+3 sit side by
+ * side, 4 bytes per row: one 64-byte line = 16 rows x 4 columns = the 16 int32 lanes of one
+ * vpdpbusd, so a kernel reads a group's rows as one sequential stream and needs no
+ * horizontal sum (one lane per row).
+ *   Q8: W[r, c] at (r/16)*16*cols + (c/4)*64 + (r%16)*4 + c%4           [rows/16, cols/4, 16, 4]
+ *       scale as in PLUME_L_ROWS: fp16 [rows]
+ *   Q4: W[r, c] at (r/16)*8*cols + (c/32)*256 + (c%16/4)*64 + (r%16)*4 + c%4, the low nibble
+ *       for c%32 < 16, the high one for the rest (each q + 8)          [rows/16, cols/8, 16, 4]
+ *       scale d of (r, group c/32) at ((r/16)*(cols/32) + c/32)*16 + r%16  [rows/16, cols/32, 16]
+ */
+typedef enum {
+    PLUME_L_ROWS = 0, /* row after row, as plume_wtype says */
+    PLUME_L_TILES     /* groups of 16 rows, 4 columns of each row side by side (above) */
+} plume_layout;
+
 /* A weight matrix: a view into a mapped file. */
 typedef struct {
     plume_wtype type;
     int32_t rows, cols;    /* [out, in] */
-    const void *data;      /* see plume_wtype */
-    const uint16_t *scale; /* Q8: [rows]; Q4: [rows, cols/32]; else NULL */
+    const void *data;      /* see plume_wtype and layout */
+    const uint16_t *scale; /* Q8: [rows]; Q4: [rows, cols/32] (tiles: see plume_layout); else NULL */
+    plume_layout layout;
 } plume_weight;
+
+enum { PLUME_TILE_ROWS = 16 }; /* rows of a group of PLUME_L_TILES */
+
+/* Whether a weight of this type and shape can be stored as PLUME_L_TILES. */
+int plume_tiles_fit(plume_wtype type, int64_t rows, int64_t cols);
+/* One group of 16 rows from the rows layout (data [16, row bytes], Q4 scales [16, cols/32])
+ * into the tiles layout (the group's bytes, Q4: its scales [cols/32, 16]); Q8 scales are the
+ * same in both and are not touched. plume_tiles_unpack is the inverse. tiles.c. */
+void plume_tiles_pack(plume_wtype type, int32_t cols, const void *rows, const uint16_t *rscale, void *tiles,
+                      uint16_t *tscale);
+void plume_tiles_unpack(plume_wtype type, int32_t cols, const void *tiles, const uint16_t *tscale, void *rows,
+                        uint16_t *rscale);
+/* The signed value q of W[r, c] of a Q8 or Q4 weight in either layout, and Q4's step d of
+ * (r, group g) as fp16: what the reference kernels read. */
+int32_t plume_weight_q(const plume_weight *w, int32_t r, int32_t c);
+uint16_t plume_weight_q4_step(const plume_weight *w, int32_t r, int32_t g);
 
 /* Y[t*ldy + r] = sum_c W[r, c] * X[t*ldx + c]   for t < T, r0 <= r < r1.
  * Rows are split across threads by r0/r1; Y columns outside [r0, r1) are not touched. */

@@ -11,6 +11,7 @@
 /* Q8 any cols, Q4 cols a multiple of 32, both within PLUME_QACT_COLS_MAX (qact.h). */
 int plume_qact_supported(const plume_weight *w) {
     if (w->cols < 1 || w->cols > PLUME_QACT_COLS_MAX) return 0;
+    if (w->layout == PLUME_L_TILES && !plume_tiles_fit(w->type, w->rows, w->cols)) return 0;
     if (w->type == PLUME_W_Q8) return 1;
     return w->type == PLUME_W_Q4 && w->cols % PLUME_QACT_GROUP == 0;
 }
@@ -57,31 +58,29 @@ void plume_qact_quantize(const float *x, int64_t ldx, int32_t T, int32_t cols, i
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
-/* Q8 row r . token row q: per block an exact int32 sum of w * xq, times xs, in block order. */
+/* Q8 row r . token row q: per block an exact int32 sum of w * xq, times xs, in block order
+ * (the product and the sum apart: no fused multiply-add, as the tiles kernels do). */
 static float qact_row_q8(const plume_weight *w, int32_t r, const int8_t *q, const float *xs) {
-    const int8_t *wr = (const int8_t *)w->data + (int64_t)r * w->cols;
     float acc = 0.0f;
     for (int32_t c0 = 0; c0 < w->cols; c0 += PLUME_QACT_GROUP) {
         int32_t dot = 0;
-        for (int32_t c = c0; c < w->cols && c < c0 + PLUME_QACT_GROUP; c++) dot += wr[c] * q[plume_qact_pos(c)];
-        acc += xs[c0 / PLUME_QACT_GROUP] * (float)dot;
+        for (int32_t c = c0; c < w->cols && c < c0 + PLUME_QACT_GROUP; c++) dot += plume_weight_q(w, r, c) * q[plume_qact_pos(c)];
+        const float p = xs[c0 / PLUME_QACT_GROUP] * (float)dot;
+        acc += p;
     }
     return acc * (plume_f16_to_f32(w->scale[r]) / 127.0f);
 }
 
 /* Q4 row r . token row q: exact int32 sum per group of 32, each times d * xs, in group order. */
 static float qact_row_q4(const plume_weight *w, int32_t r, const int8_t *q, const float *xs) {
-    const uint8_t *wr = (const uint8_t *)w->data + (int64_t)r * (w->cols / 2);
-    const uint16_t *sr = w->scale + (int64_t)r * (w->cols / PLUME_QACT_GROUP);
     float acc = 0.0f;
     for (int32_t g = 0; g < w->cols / PLUME_QACT_GROUP; g++) {
         int32_t dot = 0;
-        for (int32_t c = g * PLUME_QACT_GROUP; c < (g + 1) * PLUME_QACT_GROUP; c++) {
-            uint8_t b = wr[c / 2];
-            int32_t nib = c % 2 ? b >> 4 : b & 15;
-            dot += (nib - 8) * q[plume_qact_pos(c)];
-        }
-        acc += (plume_f16_to_f32(sr[g]) * xs[g]) * (float)dot;
+        for (int32_t c = g * PLUME_QACT_GROUP; c < (g + 1) * PLUME_QACT_GROUP; c++)
+            dot += plume_weight_q(w, r, c) * q[plume_qact_pos(c)];
+        const float f = plume_f16_to_f32(plume_weight_q4_step(w, r, g)) * xs[g];
+        const float p = f * (float)dot;
+        acc += p;
     }
     return acc;
 }

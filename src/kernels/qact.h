@@ -104,7 +104,8 @@ static inline float plume_qact_block_scalar(const float *xr, int32_t c, int32_t 
     return amax / 127.0f;
 }
 
-/* Whether the int8 path takes this weight: Q8 or Q4 (cols a multiple of 32), 1 <= cols <=
+/* Whether the int8 path takes this weight: Q8 or Q4 (cols a multiple of 32; either layout,
+ * a tiled one whole groups of whole blocks), 1 <= cols <=
  * PLUME_QACT_COLS_MAX. The matmuls below leave Y untouched for any other weight. */
 int plume_qact_supported(const plume_weight *w);
 
@@ -119,6 +120,10 @@ typedef void (*plume_qact_matmul_fn)(float *y, int64_t ldy, const int8_t *xq, co
  * scalar table: the reference is slower than the float path). dispatch.c. */
 int plume_qact_kernels(const plume_kernels *k, plume_qact_quantize_fn *quantize, plume_qact_matmul_fn *matmul);
 
+/* Whether a matmul of this file reads PLUME_L_TILES weights itself (the reference and AVX-512
+ * VNNI); the others read rows, and forward.c unpacks a tiled weight's groups for them. */
+int plume_qact_reads_tiles(plume_qact_matmul_fn matmul);
+
 /* Quantize X[t*ldx + c] (t < T, c < cols) per token and block of 32: amax = max |x| of the
  * block, xs = amax / 127, xq = round-half-even(x * (127 / amax)) clamped to [-127, 127],
  * written in the chunk layout with zero padding; xcor as above. A block with amax <
@@ -131,7 +136,7 @@ void plume_qact_quantize(const float *x, int64_t ldx, int32_t T, int32_t cols, i
  * other Y untouched. With dot_b the exact int32 sum of a block:
  *   Q8: y = (sum_b xs_b * (float)dot_b) * (s_r / 127), the float sum in block order;
  *   Q4: y =  sum_b (d_rb * xs_b) * (float)dot_b.
- * xq, xs, xcor come from plume_qact_quantize with the same cols as w. */
+ * w in either layout. xq, xs, xcor come from plume_qact_quantize with the same cols as w. */
 void plume_qact_matmul_ref(float *y, int64_t ldy, const int8_t *xq, const float *xs,
                            const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                            int32_t r1);
@@ -146,7 +151,8 @@ void plume_qact_quantize_vnni(const float *x, int64_t ldx, int32_t T, int32_t co
 
 /* plume_qact_matmul_ref with vpdpbusd, in the float order of the file comment (per-lane
  * float sums, then a fixed reduction): differs from the reference by float rounding only.
- * Rows may be split across threads by r0/r1. */
+ * A PLUME_L_TILES weight takes the reference's order (one lane per row): the same bits as the
+ * reference. Rows may be split across threads by r0/r1. */
 void plume_qact_matmul_vnni(float *y, int64_t ldy, const int8_t *xq, const float *xs,
                             const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                             int32_t r1);
