@@ -431,8 +431,10 @@ typedef struct {
     const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4" */
     int32_t n_ctx;       /* context length of the bundle; 0: min(max_position_embeddings, 4096) */
     int32_t progress;    /* != 0: a progress line on stderr */
-    const char *layout;  /* q8/q4 weights: "tiles" (default: groups of 16 rows interleaved for
-                            the int8 kernels, where the shape allows) or "rows" (docs/BUNDLE.md) */
+    const char *layout;  /* q8/q4 weights: "tiles" (groups of 16 rows interleaved, what the
+                            AVX-512 kernels stream fastest), "rows" (row after row, what the
+                            other kernels read), or "auto" (default: tiles if this CPU's
+                            kernels read them, else rows); docs/BUNDLE.md */
 } plume_convert_params;
 
 plume_convert_params plume_convert_default_params(void);

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "convert.h"
-#include "kernels/kernels.h"
+#include "kernels/qact.h"
 #include "manifest.h"
 #include "npy.h"
 #include "quant.h"
@@ -500,10 +500,10 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (strcmp(w, "f32") && strcmp(w, "bf16") && strcmp(w, "q8") && strcmp(w, "q4"))
         return plume_fail(err, PLUME_EINVAL, "--weights must be f32, bf16, q8 or q4 (not '%s')", w);
     snprintf(c->weights, sizeof c->weights, "%s", w);
-    const char *lay = opt->layout ? opt->layout : "tiles";
-    if (strcmp(lay, "tiles") && strcmp(lay, "rows"))
-        return plume_fail(err, PLUME_EINVAL, "--layout must be tiles or rows (not '%s')", lay);
-    cv.tiles = !strcmp(lay, "tiles");
+    const char *lay = opt->layout ? opt->layout : "auto";
+    if (strcmp(lay, "auto") && strcmp(lay, "tiles") && strcmp(lay, "rows"))
+        return plume_fail(err, PLUME_EINVAL, "--layout must be auto, tiles or rows (not '%s')", lay);
+    cv.tiles = !strcmp(lay, "tiles") || (!strcmp(lay, "auto") && plume_tiles_native());
     c->head_sidecar = !strcmp(w, "q8") || !strcmp(w, "q4");
     int32_t nd;
     int64_t sh[8];
@@ -544,7 +544,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 /* ---- the public API ------------------------------------------------------------------- */
 
 plume_convert_params plume_convert_default_params(void) {
-    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "tiles"};
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto"};
 }
 
 int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p, char **err) {

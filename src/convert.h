@@ -24,7 +24,7 @@ typedef struct {
     const char *weights; /* "f32", "bf16", "q8", "q4" */
     int32_t n_ctx;       /* <= 0: min(max_position_embeddings, 4096) */
     int32_t progress;    /* show progress on stderr */
-    const char *layout;  /* q8/q4 weights: "tiles" (NULL: the default; where they fit) or "rows" */
+    const char *layout;  /* q8/q4 weights: "auto" (NULL), "tiles" (where they fit) or "rows" */
 } conv_options;
 
 /* Convert src into the bundle directory out (which must not exist yet). Files are written

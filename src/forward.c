@@ -87,7 +87,7 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
         int64_t a = i0 > t->start[j] ? i0 : t->start[j], b = i1 < end ? i1 : end;
         if (a >= b) continue;
         int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
-        if (o->w->layout == PLUME_L_TILES && !(t->q && plume_qact_reads_tiles(t->m->qact_matmul)))
+        if (o->w->layout == PLUME_L_TILES && !(t->q ? plume_qact_reads_tiles(t->m->qact_matmul) : t->k->reads_tiles))
             matmul_untiled(t, o, ith, r0, r1);
         else
             matmul_call(t, o, o->y, o->w, r0, r1);

@@ -75,7 +75,8 @@ static void test_errors(void) {
     err = NULL;
     p = plume_convert_default_params();
     p.layout = "columns";
-    CHECK(plume_convert(hf, dst, &p, &err) == PLUME_EINVAL && err && strstr(err, "columns"), "layout: %s",
+    CHECK(plume_convert(hf, dst, &p, &err) == PLUME_EINVAL && err && strstr(err, "columns") && strstr(err, "auto"),
+          "layout: %s",
           err ? err : "");
     free(err);
     err = NULL;

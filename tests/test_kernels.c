@@ -104,6 +104,30 @@ static const char *const type_names[PLUME_W_NTYPES] = {"f32", "f16", "bf16", "q8
 
 /* The table under test (tests take no arguments): set by main for each SIMD table. */
 static const plume_kernels *cur;
+/* Set by the tiles tests: a Q8/Q4 weight that fits goes to the table in PLUME_L_TILES. */
+static int cur_tiles;
+
+/* w as the table under test takes it: a tiled copy into *buf (plume_dealloc it) when
+ * cur_tiles and the weight fits, else w itself. NULL on out of memory. */
+static const plume_weight *weight_for_table(const plume_weight *w, plume_weight *tiled, void **buf) {
+    *buf = NULL;
+    if (!cur_tiles || !plume_tiles_fit(w->type, w->rows, w->cols)) return w;
+    const int q4 = w->type == PLUME_W_Q4;
+    const size_t gb = (size_t)PLUME_TILE_ROWS * (size_t)(q4 ? w->cols / 2 : w->cols);
+    const size_t gs = (size_t)PLUME_TILE_ROWS * (size_t)(w->cols / 32), ng = (size_t)(w->rows / PLUME_TILE_ROWS);
+    uint8_t *b = plume_alloc(gb * ng + gs * ng * 2 + 64);
+    if (!b) return NULL;
+    uint16_t *ts = (uint16_t *)(b + gb * ng);
+    for (size_t g = 0; g < ng; g++)
+        plume_tiles_pack(w->type, w->cols, (const uint8_t *)w->data + g * gb, q4 ? w->scale + g * gs : NULL, b + g * gb,
+                         q4 ? ts + g * gs : NULL);
+    *tiled = *w;
+    tiled->data = b;
+    tiled->scale = q4 ? ts : w->scale;
+    tiled->layout = PLUME_L_TILES;
+    *buf = b;
+    return tiled;
+}
 
 /* ---- matmul -------------------------------------------------------------------------- */
 
@@ -133,7 +157,12 @@ static int matmul_case(const plume_kernels *kt, plume_wtype type, int32_t rows, 
     fill(x, T * ldx, &rng);
     for (int64_t i = 0; i < T * ldy; i++) y[i] = yref[i] = SENTINEL;
     plume_kernels_scalar.matmul[type](yref, ldy, x, ldx, T, &tw.w, r0, r1);
-    kt->matmul[type](y, ldy, x, ldx, T, &tw.w, r0, r1);
+    plume_weight tiled;
+    void *tbuf;
+    const plume_weight *wk = weight_for_table(&tw.w, &tiled, &tbuf);
+    if (wk) kt->matmul[type](y, ldy, x, ldx, T, wk, r0, r1);
+    CHECK(wk, "out of memory");
+    plume_dealloc(tbuf);
 
     int bad = 0;
     for (int32_t t = 0; t < T && !bad; t++) {
@@ -196,7 +225,7 @@ static void test_matmul_rows_independent_of_T(void) {
     uint64_t rng = 77;
     for (int type = 0; type < PLUME_W_NTYPES; type++)
         for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {
-            int32_t T = tokens[ti], rows = 37, cols = type == PLUME_W_Q4 ? 1024 + 32 : 1024 + 7;
+            int32_t T = tokens[ti], rows = cur_tiles ? 48 : 37, cols = type == PLUME_W_Q4 || cur_tiles ? 1024 + 32 : 1024 + 7;
             test_weight tw;
             float *x = malloc((size_t)T * cols * sizeof(float)), *yT = malloc((size_t)T * rows * sizeof(float));
             float *y1 = malloc((size_t)rows * sizeof(float));
@@ -204,12 +233,19 @@ static void test_matmul_rows_independent_of_T(void) {
                 CHECK(0, "out of memory");
             } else {
                 fill(x, (int64_t)T * cols, &rng);
-                cur->matmul[type](yT, rows, x, cols, T, &tw.w, 0, rows);
+                plume_weight tiled;
+                void *tbuf;
+                const plume_weight *wk = weight_for_table(&tw.w, &tiled, &tbuf);
+                CHECK(wk, "out of memory");
+                if (!wk) wk = &tw.w;
+                cur->matmul[type](yT, rows, x, cols, T, wk, 0, rows);
                 for (int32_t t = 0; t < T; t++) {
-                    cur->matmul[type](y1, rows, x + (int64_t)t * cols, cols, 1, &tw.w, 0, rows);
+                    cur->matmul[type](y1, rows, x + (int64_t)t * cols, cols, 1, wk, 0, rows);
                     CHECK(!memcmp(y1, yT + (int64_t)t * rows, (size_t)rows * sizeof(float)),
-                          "%s %s: token %d of %d differs from the same token alone", cur->name, type_names[type], t, T);
+                          "%s %s%s: token %d of %d differs from the same token alone", cur->name, type_names[type],
+                          wk->layout == PLUME_L_TILES ? " tiles" : "", t, T);
                 }
+                plume_dealloc(tbuf);
             }
             weight_free(&tw);
             free(x);
@@ -225,6 +261,28 @@ static void test_matmul_large(void) {
         matmul_case(cur, (plume_wtype)type, 300, cols, 64, 5, 297, 1000 + (uint64_t)type);
         matmul_case(cur, (plume_wtype)type, 300, cols, 1, 13, 300, 2000 + (uint64_t)type);
     }
+}
+
+/* A table that reads tiled Q8/Q4 weights (reads_tiles) against scalar on the same weights
+ * as rows: shapes of whole groups, row ranges that split groups or not, token counts across
+ * token blocks and row panels; then the rows of a T-token call against each token alone. */
+static void test_matmul_tiles(void) {
+    static const int32_t shapes[][2] = {{16, 32}, {32, 64}, {48, 160}, {32, 1536 + 32}, {304, 1024 + 64}};
+    static const int32_t tokens[] = {1, 2, 5, 7, 13, 64};
+    uint64_t seed = 3000;
+    cur_tiles = 1;
+    for (int ty = 0; ty < 2; ty++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+            for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {
+                const plume_wtype type = ty ? PLUME_W_Q4 : PLUME_W_Q8;
+                const int32_t rows = shapes[si][0], cols = shapes[si][1], T = tokens[ti];
+                if (T == 64 && rows < 300) continue;
+                matmul_case(cur, type, rows, cols, T, 0, rows, seed++);
+                matmul_case(cur, type, rows, cols, T, 1 + rows / 5, rows - 1, seed++);
+                if (rows > 16) matmul_case(cur, type, rows, cols, T, 16, rows, seed++);
+            }
+    test_matmul_rows_independent_of_T();
+    cur_tiles = 0;
 }
 
 /* An empty row range or T = 0 writes nothing. */
@@ -542,6 +600,7 @@ int main(void) {
         run_on_table("matmul_large", test_matmul_large);
         run_on_table("matmul_rows_independent_of_T", test_matmul_rows_independent_of_T);
         run_on_table("matmul_empty", test_matmul_empty);
+        if (cur->reads_tiles) run_on_table("matmul_tiles", test_matmul_tiles);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
         run_on_table("attn_block", test_attn_block);

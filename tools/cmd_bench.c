@@ -310,6 +310,7 @@ int cmd_bench(int argc, char **argv) {
     if (!model) return 1;
     double load[100], pre[100], dec[100], ttft[100];
     double anon = 0, huge = 0, decode_bytes = 0, follow_short[100], follow_long[100];
+    const char *layout = "rows"; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */
     char isa_name[32] = "", weights[8] = "";
     int32_t nth = 0;
     uint64_t rng = 12345;
@@ -370,6 +371,10 @@ int cmd_bench(int argc, char **argv) {
         nth = plume_model_n_threads(m);
         decode_bytes = (double)plume_model_decode_bytes(m);
         huge = plume_model_huge_share(m);
+        if (m->tiles_cols) { /* does this path read the tiles, or unpack them (forward.c)? */
+            int native = m->qact_matmul ? plume_qact_reads_tiles(m->qact_matmul) : m->k->reads_tiles;
+            layout = native ? "tiles" : "tiles-unpacked";
+        }
         free(ids);
         free(logits);
         plume_session_free(s);
@@ -421,10 +426,10 @@ int cmd_bench(int argc, char **argv) {
                "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
                "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
                "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
-               "\"anon_rss_mb\": %.1f, \"huge_share\": %.3f, \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f, "
+               "\"anon_rss_mb\": %.1f, \"huge_share\": %.3f, \"layout\": \"%s\", \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, \"decode_roofline\": %.3f, "
                "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
                model, weights, isa_name, exact, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
-               D.med, D.lo, D.hi, F.med, L.med, peak, anon, huge, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
+               D.med, D.lo, D.hi, F.med, L.med, peak, anon, huge, layout, bw, decode_bytes, roof, (long long)history, FS.med, FL.med);
         for (int k = 0; k < n_batch; k++) {
             stat3 B = summarize(bt[k], (int)reps);
             printf("{\"batch\": %lld, \"aggregate_decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
@@ -444,6 +449,10 @@ int cmd_bench(int argc, char **argv) {
         printf("| decode %lld tokens, tok/s | %.2f | %.2f .. %.2f |\n", (long long)n_gen, D.med, D.lo, D.hi);
         printf("| peak RSS, MB | %.1f | |\n| anonymous RSS, MB | %.1f | |\n", peak, anon);
         printf("| weights mapped by huge pages | %.0f%% | |\n", huge * 100);
+        printf("| weights layout | %s | %s |\n", layout,
+               strcmp(layout, "tiles-unpacked") ? ""
+                                                : "these kernels read rows: each group is unpacked first (slow); "
+                                                  "plume convert --layout rows for this CPU");
         printf("| read bandwidth (%d threads, 1 GiB), GB/s | %.1f | |\n", nth, bw);
         printf("| weights read per decode step, MB | %.1f | |\n", decode_bytes / 1e6);
         printf("| decode / bandwidth limit | %.0f%% | (limit %.1f tok/s) |\n", roof * 100, bw * 1e9 / decode_bytes);

@@ -7,17 +7,19 @@
 #include "cli.h"
 
 static const char convert_usage[] =
-    "usage: plume convert HF_DIR BUNDLE_DIR [--weights f32|bf16|q8|q4] [--context N] [--layout tiles|rows]\n"
+    "usage: plume convert HF_DIR BUNDLE_DIR [--weights f32|bf16|q8|q4] [--context N]\n"
+    "                     [--layout auto|tiles|rows]\n"
     "  Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors, bf16/f16/f32,\n"
     "  sharded or not) into a plume bundle. BUNDLE_DIR must not exist.\n"
     "  --weights   precision of the layer weights (default q8)\n"
     "  --context   context length of the bundle (default min(max_position_embeddings, 4096))\n"
-    "  --layout    q8/q4 weights: tiles (default; 16 rows interleaved, what the AVX-512 int8\n"
-    "              kernels stream fastest) or rows (row after row)\n"
+    "  --layout    q8/q4 weights: tiles (16 rows interleaved, what the AVX-512 kernels stream\n"
+    "              fastest), rows (row after row, what the AVX2 and NEON kernels read), or\n"
+    "              auto (default): tiles if this CPU's kernels read them, else rows\n"
     "  --quiet     no progress\n";
 
 int cmd_convert(int argc, char **argv) {
-    const char *pos[2] = {0}, *weights = "q8", *layout = "tiles";
+    const char *pos[2] = {0}, *weights = "q8", *layout = "auto";
     int npos = 0, quiet = 0;
     int64_t ctx = 0;
     for (int i = 1; i < argc; i++) {
@@ -34,8 +36,8 @@ int cmd_convert(int argc, char **argv) {
     if (npos != 2) { fputs(convert_usage, stderr); return 2; }
     if (strcmp(weights, "f32") && strcmp(weights, "bf16") && strcmp(weights, "q8") && strcmp(weights, "q4"))
         return cli_error("convert: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
-    if (strcmp(layout, "tiles") && strcmp(layout, "rows"))
-        return cli_error("convert: --layout must be tiles or rows (not '%s')", layout);
+    if (strcmp(layout, "auto") && strcmp(layout, "tiles") && strcmp(layout, "rows"))
+        return cli_error("convert: --layout must be auto, tiles or rows (not '%s')", layout);
     plume_convert_params p = plume_convert_default_params();
     p.weights = weights;
     p.layout = layout;

@@ -264,7 +264,7 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
 
 static const char synth_usage[] =
     "usage: plume synth --config tiny|e2b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
-    "                   [--weights f32|bf16|q8|q4] [--layout tiles|rows] [--context N] [--shards N]\n"
+    "                   [--weights f32|bf16|q8|q4] [--layout auto|tiles|rows] [--context N] [--shards N]\n"
     "                   [--tokenizer DIR]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
     "  bf16 safetensors in the real layout) or a plume bundle directly (--bundle).\n"
@@ -272,7 +272,7 @@ static const char synth_usage[] =
     "  --vocab N         override the config's vocabulary size (e.g. 262144 with the real tokenizer)\n";
 
 int cmd_synth(int argc, char **argv) {
-    const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL, *layout = "tiles";
+    const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL, *layout = "auto";
     int64_t seed = 1, shards = 2, ctx = 0, vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

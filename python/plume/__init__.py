@@ -591,12 +591,12 @@ def render_chat(messages, add_generation_prompt=False, enable_thinking=False):
     return take_string(out.value)
 
 
-def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="tiles"):
+def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="auto"):
     """Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors) into a bundle
     directory out_dir, which must not exist: the converter of `plume convert`. weights:
     "f32", "bf16", "q8" or "q4"; n_ctx: the bundle's context (0: min(max_position_embeddings,
-    4096)); progress: a progress line on stderr; layout: "tiles" or "rows" for q8/q4 weights
-    (docs/BUNDLE.md)."""
+    4096)); progress: a progress line on stderr; layout of q8/q4 weights: "auto" (tiles if
+    this CPU's kernels read them), "tiles" or "rows" (docs/BUNDLE.md)."""
     p = lib.plume_convert_default_params()
     w, lay = weights.encode(), layout.encode()
     p.weights, p.n_ctx, p.progress, p.layout = w, int(n_ctx), int(bool(progress)), lay

@@ -238,6 +238,126 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
     tile_shape(PLUME_W_Q4, a, r, t0, R, TT);
 }
 
+/* ---- the tiles layout ------------------------------------------------------------------ */
+
+/* A Q8/Q4 weight in PLUME_L_TILES (kernels.h) holds 16 rows' columns c..c+3 in a 64-byte line,
+ * one int32 lane per row: the line becomes 4 vectors of 16 rows (Q8: byte k of each lane
+ * sign-extended by two shifts; Q4: nibbles masked out, then (q - 8) d by one FMA), each met by
+ * x[c + k] broadcast. Each (row, token) keeps 4 accumulators, column c going to c % 4 in
+ * column order (Q4: per line the low nibbles, then the high), summed (a0 + a1) + (a2 + a3) at
+ * the end: the same operations for every tile shape, so a row's result does not depend on T.
+ * A tile is 2 groups x 1 token (decode: 8 chains in flight) or 1 group x up to 4 tokens
+ * (16 accumulators); mm_drive walks them in panels as for rows, a "row" of 16 or 32. */
+
+enum { TILE_TOKENS = 4 };
+
+static const tile_plan plan_tiles = {2 * PLUME_TILE_ROWS, PLUME_TILE_ROWS, PANEL_BYTES};
+
+/* Y for groups g..g+G-1 x tokens t0..t0+TT-1, storing rows [lo, hi) only. */
+static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, int32_t g, int32_t t0, const int G,
+                                                             const int TT, const int q8, int32_t lo, int32_t hi) {
+    const plume_weight *w = a->w;
+    const size_t gbytes = (size_t)PLUME_TILE_ROWS * a->row_bytes;
+    const uint8_t *wg = (const uint8_t *)w->data + (size_t)g * gbytes;
+    const int32_t nb = w->cols / 32;
+    __m512 acc[2][TILE_TOKENS][4];
+    UNROLL
+    for (int i = 0; i < G; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++)
+            UNROLL
+            for (int k = 0; k < 4; k++) acc[i][t][k] = _mm512_setzero_ps();
+    const float *x = a->x + (int64_t)t0 * a->ldx;
+    if (q8) {
+        for (int32_t q = 0; q < w->cols / 4; q++) {
+            UNROLL
+            for (int i = 0; i < G; i++) {
+                const uint8_t *line = wg + (size_t)i * gbytes + (size_t)q * 64;
+                if (a->stream) _mm_prefetch((const char *)line + 1024, _MM_HINT_T0);
+                const __m512i v = _mm512_loadu_si512(line);
+                __m512 wk[4];
+                wk[0] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24));
+                wk[1] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 16), 24));
+                wk[2] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 8), 24));
+                wk[3] = _mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24));
+                UNROLL
+                for (int t = 0; t < TT; t++)
+                    UNROLL
+                    for (int k = 0; k < 4; k++)
+                        acc[i][t][k] = _mm512_fmadd_ps(wk[k], _mm512_set1_ps(x[t * a->ldx + 4 * q + k]), acc[i][t][k]);
+            }
+        }
+    } else {
+        const __m512i low4 = _mm512_set1_epi32(0x0f);
+        for (int32_t b = 0; b < nb; b++) {
+            UNROLL
+            for (int i = 0; i < G; i++) {
+                const __m512 d = _mm512_cvtph_ps(
+                    _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
+                const __m512 d8 = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f)); /* exact */
+                UNROLL
+                for (int p = 0; p < 4; p++) {
+                    const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
+                    if (a->stream) _mm_prefetch((const char *)line + 1024, _MM_HINT_T0);
+                    const __m512i v = _mm512_loadu_si512(line);
+                    UNROLL
+                    for (int h = 0; h < 2; h++) { /* low nibbles: columns 4p + k; high: 16 + 4p + k */
+                        __m512 wk[4];
+                        UNROLL
+                        for (int k = 0; k < 4; k++) /* (q + 8) d - 8 d = q d, rounded once */
+                            wk[k] = _mm512_fmadd_ps(
+                                _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * k + 4 * h), low4)), d, d8);
+                        const int32_t c = b * 32 + 16 * h + 4 * p;
+                        UNROLL
+                        for (int t = 0; t < TT; t++)
+                            UNROLL
+                            for (int k = 0; k < 4; k++)
+                                acc[i][t][k] = _mm512_fmadd_ps(wk[k], _mm512_set1_ps(x[t * a->ldx + c + k]), acc[i][t][k]);
+                    }
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < G; i++) {
+        const int32_t r = (g + i) * PLUME_TILE_ROWS;
+        __mmask16 keep = 0xffff;
+        if (r < lo) keep &= (__mmask16)(0xffffu << (lo - r));
+        if (r + PLUME_TILE_ROWS > hi) keep &= (__mmask16)(0xffffu >> (r + PLUME_TILE_ROWS - hi));
+        __m512 f = _mm512_set1_ps(1.0f);
+        if (q8) f = _mm512_div_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scale + r))), _mm512_set1_ps(127.0f));
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][t][0], acc[i][t][1]), _mm512_add_ps(acc[i][t][2], acc[i][t][3]));
+            if (q8) sum = _mm512_mul_ps(sum, f);
+            _mm512_mask_storeu_ps(a->y + (int64_t)(t0 + t) * a->ldy + r, keep, sum);
+        }
+    }
+}
+
+/* A tile of mm_drive over a tiled weight, rows r..r+R-1 (R = 32, 16 or 1): two whole groups
+ * at once for decode, else each group the rows touch, only those rows stored (a group is
+ * computed twice only where r0 or r1 splits it). */
+static inline __attribute__((always_inline)) void tiles_shape(const mm_args *a, int32_t r, int32_t t0, int R, int TT,
+                                                              const int q8) {
+    if (R == 2 * PLUME_TILE_ROWS && TT == 1 && r % PLUME_TILE_ROWS == 0) {
+        tiles_body(a, r / PLUME_TILE_ROWS, t0, 2, 1, q8, r, r + R);
+        return;
+    }
+    for (int32_t g = r / PLUME_TILE_ROWS; g * PLUME_TILE_ROWS < r + R; g++) {
+        switch (TT) {
+        case 1: tiles_body(a, g, t0, 1, 1, q8, r, r + R); break;
+        case 2: tiles_body(a, g, t0, 1, 2, q8, r, r + R); break;
+        case 3: tiles_body(a, g, t0, 1, 3, q8, r, r + R); break;
+        case 4: tiles_body(a, g, t0, 1, 4, q8, r, r + R); break;
+        default: break;
+        }
+    }
+}
+
+static void tiles_q8(const mm_args *a, int32_t r, int32_t t0, int R, int TT) { tiles_shape(a, r, t0, R, TT, 1); }
+static void tiles_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) { tiles_shape(a, r, t0, R, TT, 0); }
+
 /* ---- matmul -------------------------------------------------------------------------- */
 
 /* The table's matmul entries, one per weight type. */
@@ -255,11 +375,13 @@ static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t 
 }
 static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_Q8, tile_q8, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
+    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q8, tiles_q8, &plan_tiles, TILE_TOKENS, y, ldy, x, ldx, T, w, r0, r1);
+    else mm_run(PLUME_W_Q8, tile_q8, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    mm_run(PLUME_W_Q4, tile_q4, &plan, TOKENS_MAX_Q4, y, ldy, x, ldx, T, w, r0, r1);
+    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q4, tiles_q4, &plan_tiles, TILE_TOKENS, y, ldy, x, ldx, T, w, r0, r1);
+    else mm_run(PLUME_W_Q4, tile_q4, &plan, TOKENS_MAX_Q4, y, ldy, x, ldx, T, w, r0, r1);
 }
 
 /* ---- vectors ------------------------------------------------------------------------- */
@@ -474,6 +596,7 @@ static void attn_block_avx512(float *acc, float *m, float *l, const float *q, in
 const plume_kernels plume_kernels_avx512 = {
     .name = "avx512",
     .matmul = {mm_f32, mm_f16, mm_bf16, mm_q8, mm_q4},
+    .reads_tiles = 1,
     .dot = dot_avx512,
     .axpy = axpy_avx512,
     .gelu_mul = gelu_mul_avx512,

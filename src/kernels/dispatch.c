@@ -96,3 +96,11 @@ int plume_qact_reads_tiles(plume_qact_matmul_fn matmul) {
 #endif
     return matmul == plume_qact_matmul_ref;
 }
+
+/* The best table reads tiles, and so does its int8 matmul if it has one. */
+int plume_tiles_native(void) {
+    const plume_kernels *k = plume_kernels_get(NULL);
+    plume_qact_quantize_fn q;
+    plume_qact_matmul_fn mm;
+    return k && k->reads_tiles && (!plume_qact_kernels(k, &q, &mm) || plume_qact_reads_tiles(mm));
+}

@@ -3,8 +3,9 @@
  * scalar.c is the reference: plain loops that define right. avx2.c, avx512.c and neon.c fill
  * the same table; plume_kernels_get() picks one once, at model open. forward.c calls through
  * the table and has no #ifdef. All kernels take float32 activations and accumulate in float32.
- * The tables' matmuls read PLUME_L_ROWS weights; forward.c hands them a tiled weight a group
- * of 16 rows at a time, unpacked (plume_tiles_unpack).
+ * The tables' matmuls read PLUME_L_ROWS weights, and avx512's also PLUME_L_TILES (reads_tiles);
+ * forward.c hands the others a tiled weight a group of 16 rows at a time, unpacked
+ * (plume_tiles_unpack).
  */
 #ifndef PLUME_KERNELS_H
 #define PLUME_KERNELS_H
@@ -98,6 +99,7 @@ typedef void (*plume_attn_block_fn)(float *acc, float *m, float *l, const float 
 typedef struct {
     const char *name;                         /* "scalar", "avx2", "avx512", "neon" */
     plume_matmul_fn matmul[PLUME_W_NTYPES];   /* indexed by plume_wtype */
+    int reads_tiles;                          /* the Q8/Q4 matmuls take PLUME_L_TILES weights */
     float (*dot)(const float *a, const float *b, int32_t n);      /* sum a[i]*b[i] */
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
     void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */

@@ -123,6 +123,9 @@ int plume_qact_kernels(const plume_kernels *k, plume_qact_quantize_fn *quantize,
 /* Whether a matmul of this file reads PLUME_L_TILES weights itself (the reference and AVX-512
  * VNNI); the others read rows, and forward.c unpacks a tiled weight's groups for them. */
 int plume_qact_reads_tiles(plume_qact_matmul_fn matmul);
+/* Whether both paths of the kernels this CPU picks (plume_kernels_get(NULL): the float table
+ * and its int8 pair) read PLUME_L_TILES weights themselves: the converter's "auto" layout. */
+int plume_tiles_native(void);
 
 /* Quantize X[t*ldx + c] (t < T, c < cols) per token and block of 32: amax = max |x| of the
  * block, xs = amax / 127, xq = round-half-even(x * (127 / amax)) clamped to [-127, 127],

@@ -40,26 +40,32 @@ void plume_tiles_pack(plume_wtype type, int32_t cols, const void *rows, const ui
     }
 }
 
-/* Tiles layout -> rows layout, one group. */
+/* Tiles layout -> rows layout, one group: the hot loop of forward.c's fallback, so it moves
+ * a row's 4 bytes of a line as one word (Q8), or splits them into the row's two bytes of the
+ * low columns and two of the high ones (Q4), with no per-column index arithmetic. */
 void plume_tiles_unpack(plume_wtype type, int32_t cols, const void *tiles, const uint16_t *tscale, void *rows,
                         uint16_t *rscale) {
     const uint8_t *src = tiles;
     uint8_t *dst = rows;
     if (type == PLUME_W_Q8) {
-        for (int32_t i = 0; i < PLUME_TILE_ROWS; i++)
-            for (int32_t c = 0; c < cols; c += 4) memcpy(dst + (size_t)i * cols + c, src + q8_pos(i, c), 4);
+        const int32_t nq = cols / 4;
+        for (int32_t i = 0; i < PLUME_TILE_ROWS; i++) /* the group (<= 16 cols bytes) stays in L1 meanwhile */
+            for (int32_t q = 0; q < nq; q++) memcpy(dst + ((size_t)i * nq + q) * 4, src + ((size_t)q * 16 + i) * 4, 4);
         return;
     }
     const int32_t groups = cols / 32;
-    for (int32_t i = 0; i < PLUME_TILE_ROWS; i++) {
-        uint8_t *d = dst + (size_t)i * (cols / 2);
-        for (int32_t c = 0; c < cols; c += 2) {
-            uint8_t b0 = src[q4_pos(i, c)], b1 = src[q4_pos(i, c + 1)];
-            int hi = c % 32 >= 16;
-            d[c / 2] = (uint8_t)((hi ? b0 >> 4 : b0 & 15) | (hi ? b1 & 0xf0 : (b1 & 15) << 4));
-        }
+    for (int32_t b = 0; b < groups; b++)
+        for (int32_t p = 0; p < 4; p++)
+            for (int32_t i = 0; i < PLUME_TILE_ROWS; i++) {
+                const uint8_t *t = src + (size_t)b * 256 + (size_t)p * 64 + (size_t)i * 4; /* columns 4p + k, 16 + 4p + k */
+                uint8_t *d = dst + (size_t)i * (cols / 2) + (size_t)b * 16 + 2 * (size_t)p;
+                d[0] = (uint8_t)((t[0] & 15) | (t[1] << 4));
+                d[1] = (uint8_t)((t[2] & 15) | (t[3] << 4));
+                d[8] = (uint8_t)((t[0] >> 4) | (t[1] & 0xf0));
+                d[9] = (uint8_t)((t[2] >> 4) | (t[3] & 0xf0));
+            }
+    for (int32_t i = 0; i < PLUME_TILE_ROWS; i++)
         for (int32_t g = 0; g < groups; g++) rscale[(size_t)i * groups + g] = tscale[g * PLUME_TILE_ROWS + i];
-    }
 }
 
 /* q of W[r, c]: Q8 the byte, Q4 the nibble - 8. */
