@@ -12,7 +12,10 @@
  * every matmul of an E2B token ran at that rate: GFLOP/s / E2B_GFLOP_PER_TOKEN (attention,
  * norms and threads not counted).
  *
- *   make benches && build/bench/bench_qact [T [KERNEL]]   (KERNEL: avx512vnni, avx2, avx-vnni)
+ * vnni-tiles is avx512vnni (and the avx512 float kernel) on the same weights in PLUME_L_TILES.
+ *
+ *   make benches && build/bench/bench_qact [T [KERNEL]]   (KERNEL: avx512vnni, vnni-tiles,
+ *                                                          avx2, avx-vnni)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +35,9 @@ enum { RUNS = 5 }; /* timed runs per figure, median reported */
  * = 1876.8 M multiply-adds = 3.754 GFLOP (the LM head is left out: prefill needs one row). */
 static const double E2B_GFLOP_PER_TOKEN = 3.754;
 
-/* A random [rows, cols] Q8 or Q4 matrix, scales 0.01; returns 0 or -1 (out of memory). */
-static int weight_new(plume_weight *w, plume_wtype type, int32_t rows, int32_t cols) {
+/* A random [rows, cols] Q8 or Q4 matrix, scales 0.01, in the rows or the tiles layout
+ * (kernels.h); returns 0 or -1 (out of memory). */
+static int weight_new(plume_weight *w, plume_wtype type, int32_t rows, int32_t cols, int tiles) {
     uint64_t rng = 7;
     size_t bytes = type == PLUME_W_Q8 ? (size_t)rows * cols : (size_t)rows * cols / 2;
     size_t nscale = type == PLUME_W_Q8 ? (size_t)rows : (size_t)rows * (cols / 32);
@@ -43,6 +47,17 @@ static int weight_new(plume_weight *w, plume_wtype type, int32_t rows, int32_t c
     if (!data || !scale) return -1;
     for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)plume_rng_next(&rng);
     for (size_t i = 0; i < nscale; i++) scale[i] = plume_f32_to_f16(0.01f);
+    if (tiles && plume_tiles_fit(type, rows, cols)) { /* random bytes either way: pack in place */
+        const size_t gb = bytes / (size_t)(rows / PLUME_TILE_ROWS);
+        uint8_t *g = malloc(gb);
+        if (!g) return -1;
+        for (int32_t i = 0; i < rows / PLUME_TILE_ROWS; i++) {
+            memcpy(g, data + i * gb, gb);
+            plume_tiles_pack(type, cols, g, scale, data + i * gb, scale); /* Q4 scales all 0.01 */
+        }
+        free(g);
+        w->layout = PLUME_L_TILES;
+    }
     return 0;
 }
 
@@ -64,6 +79,7 @@ typedef struct {
     const plume_kernels *k;
     plume_qact_quantize_fn quantize;
     plume_qact_matmul_fn matmul;
+    int tiles; /* the weights in PLUME_L_TILES (for the float kernel too) */
 } bench_kern;
 
 /* Everything one case needs: X as floats and quantized, Y; copies of the weight (T = 1). */
@@ -118,7 +134,7 @@ static int bench_shape(const bench_kern *kern, plume_wtype type, int32_t rows, i
     bench_case b = {.kern = kern, .w = w, .copies = T == 1 ? COPIES : 1, .T = T};
     int rc = -1, made = 0;
     for (; made < b.copies; made++)
-        if (weight_new(&w[made], type, rows, cols)) {
+        if (weight_new(&w[made], type, rows, cols, kern->tiles)) {
             made++;
             goto done;
         }
@@ -157,15 +173,17 @@ done:
 int main(int argc, char **argv) {
     const int32_t only_T = argc > 1 ? atoi(argv[1]) : 0;
     const char *only_k = argc > 2 ? argv[2] : NULL;
-    bench_kern ks[3];
+    bench_kern ks[4];
     int nk = 0;
 #if defined(__x86_64__)
     if (plume_kernels_get("avx512") && plume_qact_vnni_available())
-        ks[nk++] = (bench_kern){"avx512vnni", plume_kernels_get("avx512"), plume_qact_quantize_vnni, plume_qact_matmul_vnni};
+        ks[nk++] = (bench_kern){"avx512vnni", plume_kernels_get("avx512"), plume_qact_quantize_vnni, plume_qact_matmul_vnni, 0};
+    if (plume_kernels_get("avx512") && plume_qact_vnni_available())
+        ks[nk++] = (bench_kern){"vnni-tiles", plume_kernels_get("avx512"), plume_qact_quantize_vnni, plume_qact_matmul_vnni, 1};
     if (plume_kernels_get("avx2") && plume_qact_avx2_available())
-        ks[nk++] = (bench_kern){"avx2", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avx2};
+        ks[nk++] = (bench_kern){"avx2", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avx2, 0};
     if (plume_kernels_get("avx2") && plume_qact_avxvnni_available())
-        ks[nk++] = (bench_kern){"avx-vnni", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avxvnni};
+        ks[nk++] = (bench_kern){"avx-vnni", plume_kernels_get("avx2"), plume_qact_quantize_avx2, plume_qact_matmul_avxvnni, 0};
 #endif
     if (!nk) {
         printf("this CPU has no SIMD int8 kernels: nothing to compare\n");

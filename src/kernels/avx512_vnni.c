@@ -466,14 +466,20 @@ typedef void (*qt_fn)(const qt_args *a, int32_t g, int32_t t0, int G, int TT);
 QT_SHAPES(qt_q8, 1)
 QT_SHAPES(qt_q4, 0)
 
-/* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32). */
+/* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32).
+ * Block g of a chunk owns 128-bit lane g of the chunk's 16 lanes (qact.h): two in-lane
+ * shuffles sum it, one compress gathers the four sums. */
 static void qt_cor(const int32_t *xcor, int32_t lanes, int32_t t0, int tt, int32_t nb, int32_t *cor) {
+    const __m512i magic3 = _mm512_set1_epi32((int32_t)(3u * PLUME_QACT_MAGIC));
     for (int t = 0; t < tt; t++) {
         const int32_t *c = xcor + (int64_t)(t0 + t) * lanes;
-        for (int32_t b = 0; b < nb; b++) {
-            const int32_t *l = c + PLUME_QACT_LANES * (b / 4) + 4 * (b % 4);
-            uint32_t sum = (uint32_t)l[0] + (uint32_t)l[1] + (uint32_t)l[2] + (uint32_t)l[3] - 3u * PLUME_QACT_MAGIC;
-            cor[t * nb + b] = (int32_t)sum;
+        for (int32_t b = 0; b < nb; b += 4) { /* nb is a multiple of 4 or the chunk is the last */
+            __m512i v = _mm512_loadu_si512(c + PLUME_QACT_LANES * (b / 4));
+            v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0x4E));
+            v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0xB1));
+            v = _mm512_maskz_compress_epi32(0x1111, _mm512_sub_epi32(v, magic3));
+            const int n = nb - b < 4 ? nb - b : 4;
+            _mm_mask_storeu_epi32(cor + t * nb + b, (__mmask8)((1u << n) - 1), _mm512_castsi512_si128(v));
         }
     }
 }
