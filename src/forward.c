@@ -127,15 +127,21 @@ static void matmul(const step_ctx *st, float *y, int64_t ldy, const float *x, in
 
 /* ---- elementwise ----------------------------------------------------------------------- */
 
-/* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale). y may alias x. §3.0: x*w, not x*(1+w). */
+/* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale). y may alias x. §3.0: x*w, not x*(1+w).
+ * The sum of squares in double, over 8 partial sums (one chain of dependent adds made
+ * rmsnorm 3% of a prefill, on the calling thread while the others wait). */
 static void rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) {
-    double ss = 0.0;
-    for (int32_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    double s[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += (double)x[i + k] * (double)x[i + k];
+    double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++) ss += (double)x[i] * (double)x[i];
     float r = (float)(1.0 / sqrt(ss / n + (double)eps));
     if (w)
-        for (int32_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+        for (i = 0; i < n; i++) y[i] = x[i] * r * w[i];
     else
-        for (int32_t i = 0; i < n; i++) y[i] = x[i] * r;
+        for (i = 0; i < n; i++) y[i] = x[i] * r;
 }
 
 typedef struct {
