@@ -246,10 +246,13 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
  * x[c + k] broadcast. Each (row, token) keeps 4 accumulators, column c going to c % 4 in
  * column order (Q4: per line the low nibbles, then the high), summed (a0 + a1) + (a2 + a3) at
  * the end: the same operations for every tile shape, so a row's result does not depend on T.
- * A tile is 2 groups x 1 token (decode: 8 chains in flight) or 1 group x up to 4 tokens
- * (16 accumulators); mm_drive walks them in panels as for rows, a "row" of 16 or 32. */
+ * A tile is 2 groups x 1 token (decode: 8 chains in flight) or 1 group x up to 6 tokens
+ * (Q8: 24 accumulators; Q4 4 tokens); mm_drive walks them in panels as for rows, a "row" of 16 or 32. */
 
-enum { TILE_TOKENS = 4 };
+enum {
+    TILE_TOKENS = 6,   /* Q8: 6 x 4 accumulators + 4 widened weights < 32 zmm */
+    TILE_TOKENS_Q4 = 4 /* Q4 holds 4 more vectors (scales, masks, the line) */
+};
 
 static const tile_plan plan_tiles = {2 * PLUME_TILE_ROWS, PLUME_TILE_ROWS, PANEL_BYTES};
 
@@ -260,7 +263,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
     const size_t gbytes = (size_t)PLUME_TILE_ROWS * a->row_bytes;
     const uint8_t *wg = (const uint8_t *)w->data + (size_t)g * gbytes;
     const int32_t nb = w->cols / 32;
-    __m512 acc[2][TILE_TOKENS][4];
+    __m512 acc[2][TILE_TOKENS][4]; /* G = 2 only with TT = 1 */
     UNROLL
     for (int i = 0; i < G; i++)
         UNROLL
@@ -350,6 +353,8 @@ static inline __attribute__((always_inline)) void tiles_shape(const mm_args *a, 
         case 2: tiles_body(a, g, t0, 1, 2, q8, r, r + R); break;
         case 3: tiles_body(a, g, t0, 1, 3, q8, r, r + R); break;
         case 4: tiles_body(a, g, t0, 1, 4, q8, r, r + R); break;
+        case 5: if (q8) tiles_body(a, g, t0, 1, 5, 1, r, r + R); break;
+        case 6: if (q8) tiles_body(a, g, t0, 1, 6, 1, r, r + R); break;
         default: break;
         }
     }
@@ -380,7 +385,7 @@ static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
 }
 static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q4, tiles_q4, &plan_tiles, TILE_TOKENS, y, ldy, x, ldx, T, w, r0, r1);
+    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q4, tiles_q4, &plan_tiles, TILE_TOKENS_Q4, y, ldy, x, ldx, T, w, r0, r1);
     else mm_run(PLUME_W_Q4, tile_q4, &plan, TOKENS_MAX_Q4, y, ldy, x, ldx, T, w, r0, r1);
 }
 
