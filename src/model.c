@@ -10,13 +10,14 @@
 
 /* ---- chunk tensors --------------------------------------------------------------------- */
 
-/* A tensor of a chunk with the expected dtype and shape, as a pointer into the map. */
+/* A tensor of a chunk with the expected dtype and shape (ndim dims), as a pointer into the map. */
 static int chunk_tensor(const st_file *f, const plume_map *m, const char *name, st_dtype dt, int32_t ndim,
-                        int64_t r, int64_t c, const void **out, char **err) {
+                        const int64_t *shape, const void **out, char **err) {
     const st_tensor *t = st_find(f, name);
     if (!t) return plume_fail(err, PLUME_EFORMAT, "%s: missing tensor %s", f->path, name);
-    if (t->dtype != dt || t->ndim != ndim || t->shape[0] != r || (ndim == 2 && t->shape[1] != c))
-        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, name);
+    int same = t->dtype == dt && t->ndim == ndim;
+    for (int32_t i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    if (!same) return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, name);
     if (t->offset % PLUME_ALIGN && t->nbytes > 0)
         return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s is not %d-byte aligned", f->path, name, PLUME_ALIGN);
     if (t->offset + t->nbytes > m->size)
@@ -33,50 +34,35 @@ static int chunk_tensor(const st_file *f, const plume_map *m, const char *name, 
 static int chunk_linear(plume_model *m, const st_file *f, const plume_map *map, const char *name,
                         int64_t rows, int64_t cols, plume_weight *w, char **err) {
     const char *p = m->c.weights;
-    w->rows = (int32_t)rows;
-    w->cols = (int32_t)cols;
-    w->scale = NULL;
-    w->layout = PLUME_L_ROWS;
+    *w = (plume_weight){.rows = (int32_t)rows, .cols = (int32_t)cols, .layout = PLUME_L_ROWS};
     char sname[300];
     snprintf(sname, sizeof sname, "%s.scale", name);
-    if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, rows, cols, &w->data, err); }
-    if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, rows, cols, &w->data, err); }
-    const void *s = NULL;
-    int rc;
-    w->type = !strcmp(p, "q4") && cols % 32 == 0 ? PLUME_W_Q4 : PLUME_W_Q8;
+    const int64_t full[2] = {rows, cols};
+    if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, full, &w->data, err); }
+    if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, full, &w->data, err); }
+    const int q4 = !strcmp(p, "q4") && cols % 32 == 0;
+    w->type = q4 ? PLUME_W_Q4 : PLUME_W_Q8;
     const st_tensor *t = st_find(f, name);
-    if (t && t->ndim == 4 && plume_tiles_fit(w->type, rows, cols)) {
-        const int q4 = w->type == PLUME_W_Q4;
-        const int64_t shape[4] = {rows / PLUME_TILE_ROWS, q4 ? cols / 8 : cols / 4, PLUME_TILE_ROWS, 4};
-        for (int i = 0; i < 4; i++)
-            if (t->shape[i] != shape[i] || t->dtype != (q4 ? ST_U8 : ST_I8))
-                return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, name);
-        rc = chunk_tensor(f, map, name, t->dtype, 4, shape[0], 0, &w->data, err);
-        if (!rc && q4) {
-            const st_tensor *ts = st_find(f, sname);
-            if (ts && (ts->ndim != 3 || ts->shape[1] != cols / 32 || ts->shape[2] != PLUME_TILE_ROWS))
-                return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has the wrong dtype or shape", f->path, sname);
-            rc = chunk_tensor(f, map, sname, ST_F16, 3, shape[0], 0, &s, err);
-        } else if (!rc) {
-            rc = chunk_tensor(f, map, sname, ST_F16, 1, rows, 0, &s, err);
-        }
+    const int tiles = t && t->ndim == 4 && plume_tiles_fit(w->type, rows, cols);
+    const int64_t G = rows / PLUME_TILE_ROWS, data_shape[2][4] = {{rows, q4 ? cols / 2 : cols},
+                                                                  {G, q4 ? cols / 8 : cols / 4, PLUME_TILE_ROWS, 4}};
+    const int64_t q4_scale_shape[2][3] = {{rows, cols / 32}, {G, cols / 32, PLUME_TILE_ROWS}};
+    const void *s = NULL;
+    int rc = chunk_tensor(f, map, name, q4 ? ST_U8 : ST_I8, tiles ? 4 : 2, data_shape[tiles], &w->data, err);
+    if (!rc && q4) rc = chunk_tensor(f, map, sname, ST_F16, tiles ? 3 : 2, q4_scale_shape[tiles], &s, err);
+    else if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 1, &rows, &s, err); /* q8: [rows] in both */
+    w->scale = s;
+    if (tiles) {
         w->layout = PLUME_L_TILES;
         if (cols > m->tiles_cols) m->tiles_cols = (int32_t)cols;
-    } else if (w->type == PLUME_W_Q4) {
-        rc = chunk_tensor(f, map, name, ST_U8, 2, rows, cols / 2, &w->data, err);
-        if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 2, rows, cols / 32, &s, err);
-    } else {
-        rc = chunk_tensor(f, map, name, ST_I8, 2, rows, cols, &w->data, err);
-        if (!rc) rc = chunk_tensor(f, map, sname, ST_F16, 1, rows, 0, &s, err);
     }
-    w->scale = s;
     return rc;
 }
 
 /* A float32 vector of a chunk. */
 static int chunk_vector(const st_file *f, const plume_map *map, const char *name, int64_t n, const float **out,
                         char **err) {
-    return chunk_tensor(f, map, name, ST_F32, 1, n, 0, (const void **)out, err);
+    return chunk_tensor(f, map, name, ST_F32, 1, &n, (const void **)out, err);
 }
 
 /* Bytes one matvec over w reads. */
@@ -331,8 +317,9 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
         m->pool = plume_pool_new(p.n_threads > 0 ? p.n_threads : plume_physical_cores());
         if (!m->pool) rc = plume_fail(err, PLUME_ENOMEM, "cannot start threads");
     }
-    if (!rc && m->tiles_cols) { /* a group of 16 rows as rows, per thread (forward.c) */
-        m->untile_bytes = ((size_t)PLUME_TILE_ROWS * (size_t)m->tiles_cols * 17 / 16 + 63) & ~(size_t)63;
+    if (!rc && m->tiles_cols) { /* a group of 16 rows as rows, per thread (forward.c): q8 16 x
+                                  cols bytes; q4 8 x cols and its scales, cols bytes more */
+        m->untile_bytes = ((size_t)PLUME_TILE_ROWS * (size_t)m->tiles_cols + 63) & ~(size_t)63;
         m->untile = plume_alloc((size_t)plume_pool_size(m->pool) * m->untile_bytes);
         if (!m->untile) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     }

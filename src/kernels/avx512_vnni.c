@@ -231,23 +231,24 @@ static inline __attribute__((always_inline)) void tile_body(const qa_args *a, in
 
 typedef void (*tile_fn)(const qa_args *a, int32_t r, int32_t t0, int R, int TT);
 
-/* The tiles of the shapes qa_drive uses, R and TT turned into constants. */
-#define TILE_SHAPES(NAME, Q8)                                                                     \
-    static void NAME(const qa_args *a, int32_t r, int32_t t0, int R, int TT) {                   \
+/* A tile function NAME(a, r, t0, R, TT) calling BODY(a, r, t0, R, TT, Q8) with R (WIDE or 1)
+ * and TT (1..4) turned into constants: the shapes qa_drive (rows) and qt_drive (groups) use. */
+#define TILE_SHAPES(NAME, ARGS, BODY, WIDE, Q8)                                                   \
+    static void NAME(const ARGS *a, int32_t r, int32_t t0, int R, int TT) {                      \
         switch (R * 8 + TT) {                                                                     \
-        case ROWS * 8 + 1: tile_body(a, r, t0, ROWS, 1, Q8); break;                              \
-        case ROWS * 8 + 2: tile_body(a, r, t0, ROWS, 2, Q8); break;                              \
-        case ROWS * 8 + 3: tile_body(a, r, t0, ROWS, 3, Q8); break;                              \
-        case ROWS * 8 + 4: tile_body(a, r, t0, ROWS, 4, Q8); break;                              \
-        case 1 * 8 + 1: tile_body(a, r, t0, 1, 1, Q8); break;                                    \
-        case 1 * 8 + 2: tile_body(a, r, t0, 1, 2, Q8); break;                                    \
-        case 1 * 8 + 3: tile_body(a, r, t0, 1, 3, Q8); break;                                    \
-        case 1 * 8 + 4: tile_body(a, r, t0, 1, 4, Q8); break;                                    \
+        case WIDE * 8 + 1: BODY(a, r, t0, WIDE, 1, Q8); break;                                   \
+        case WIDE * 8 + 2: BODY(a, r, t0, WIDE, 2, Q8); break;                                   \
+        case WIDE * 8 + 3: BODY(a, r, t0, WIDE, 3, Q8); break;                                   \
+        case WIDE * 8 + 4: BODY(a, r, t0, WIDE, 4, Q8); break;                                   \
+        case 1 * 8 + 1: BODY(a, r, t0, 1, 1, Q8); break;                                         \
+        case 1 * 8 + 2: BODY(a, r, t0, 1, 2, Q8); break;                                         \
+        case 1 * 8 + 3: BODY(a, r, t0, 1, 3, Q8); break;                                         \
+        case 1 * 8 + 4: BODY(a, r, t0, 1, 4, Q8); break;                                         \
         default: break;                                                                           \
         }                                                                                         \
     }
-TILE_SHAPES(tile_q8, 1)
-TILE_SHAPES(tile_q4, 0)
+TILE_SHAPES(tile_q8, qa_args, tile_body, ROWS, 1)
+TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
@@ -448,23 +449,8 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
 
 typedef void (*qt_fn)(const qt_args *a, int32_t g, int32_t t0, int G, int TT);
 
-/* The tiles of the shapes qt_drive uses, G and TT turned into constants. */
-#define QT_SHAPES(NAME, Q8)                                                                       \
-    static void NAME(const qt_args *a, int32_t g, int32_t t0, int G, int TT) {                   \
-        switch (G * 8 + TT) {                                                                     \
-        case TG * 8 + 1: qt_body(a, g, t0, TG, 1, Q8); break;                                    \
-        case TG * 8 + 2: qt_body(a, g, t0, TG, 2, Q8); break;                                    \
-        case TG * 8 + 3: qt_body(a, g, t0, TG, 3, Q8); break;                                    \
-        case TG * 8 + 4: qt_body(a, g, t0, TG, 4, Q8); break;                                    \
-        case 1 * 8 + 1: qt_body(a, g, t0, 1, 1, Q8); break;                                      \
-        case 1 * 8 + 2: qt_body(a, g, t0, 1, 2, Q8); break;                                      \
-        case 1 * 8 + 3: qt_body(a, g, t0, 1, 3, Q8); break;                                      \
-        case 1 * 8 + 4: qt_body(a, g, t0, 1, 4, Q8); break;                                      \
-        default: break;                                                                           \
-        }                                                                                         \
-    }
-QT_SHAPES(qt_q8, 1)
-QT_SHAPES(qt_q4, 0)
+TILE_SHAPES(qt_q8, qt_args, qt_body, TG, 1)
+TILE_SHAPES(qt_q4, qt_args, qt_body, TG, 0)
 
 /* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32).
  * Block g of a chunk owns 128-bit lane g of the chunk's 16 lanes (qact.h): two in-lane
