@@ -50,7 +50,7 @@ endif
 
 LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
-LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/avx2_qact.c \
+LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
 endif
 ifneq ($(filter aarch64 arm64,$(ARCH)),)
@@ -70,6 +70,7 @@ REPLAYS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_avx512_vnni := $(ISA_avx512) -mavx512vnni
+ISA_amx := $(ISA_avx512_vnni) -mamx-tile -mamx-int8
 ISA_avx2_qact := $(ISA_avx2)
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_neon   :=
@@ -167,7 +168,7 @@ FUZZERS      := $(FUZZ_SRC:fuzz/%.c=build-fuzz/fuzz/%)
 # The SIMD kernels get the coverage but not the sanitizers: they parse nothing (the scalar
 # ones, sanitized, and the gcc SAN suite cover their arithmetic), and clang's UBSan takes
 # minutes on each of those files, most of make check's time on 2 cores.
-FUZZ_PLAIN   := avx2 avx512 avx512_vnni avx2_qact avxvnni neon neon_qact neon_qact_dot
+FUZZ_PLAIN   := avx2 avx512 avx512_vnni amx avx2_qact avxvnni neon neon_qact neon_qact_dot
 $(foreach k,$(FUZZ_PLAIN),build-fuzz/src/kernels/$(k).o): override SANFLAGS =
 fuzz-lib:
 	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=build-fuzz \

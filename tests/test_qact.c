@@ -49,6 +49,14 @@ static int kernels_here(qkern *ks) {
     return n;
 }
 
+#if defined(__x86_64__)
+/* The AMX kernel alone (no VNNI fallback): a failed call leaves Y on the sentinel. */
+static void matmul_amx_only(float *y, int64_t ldy, const int8_t *xq, const float *xs, const int32_t *xcor,
+                            int32_t T, const plume_weight *w, int32_t r0, int32_t r1) {
+    CHECK(plume_qact_matmul_amx(y, ldy, xq, xs, xcor, T, w, r0, r1) == 0, "the AMX matmul refused a tiled weight");
+}
+#endif
+
 /* Quantized activations: the caller's buffers of qact.h, sized for T rows of cols. */
 typedef struct {
     int8_t *xq;
@@ -728,14 +736,19 @@ static void test_tiles_round_trip(void) {
  * weight the bits of the reference on the rows layout, for any T, any rows [r0, r1) (whole
  * groups or not), leaving every other output alone. */
 static void test_tiles_matmul_exact(void) {
-    qkern ks[5];
+    qkern ks[6];
     int nk = kernels_here(ks);
     ks[nk++] = (qkern){"reference", plume_qact_quantize, plume_qact_matmul_ref};
+    int amx = 0;
+#if defined(__x86_64__)
+    if ((amx = plume_qact_amx_available())) ks[nk++] = (qkern){"amx", plume_qact_quantize, matmul_amx_only};
+#endif
+    if (!amx) printf("  (no AMX here: the AMX kernel is not under test)\n");
     static const int32_t shapes[][2] = {{16, 32}, {32, 96}, {48, 1536}, {32, 6144}};
-    static const int32_t tokens[] = {1, 2, 3, 4, 5, 9, 17};
+    static const int32_t tokens[] = {1, 2, 3, 4, 5, 9, 16, 17, 40};
     uint64_t seed = 900;
     for (int ki = 0; ki < nk; ki++) {
-        if (!plume_qact_reads_tiles(ks[ki].matmul)) continue;
+        if (!plume_qact_reads_tiles(ks[ki].matmul) && strcmp(ks[ki].name, "amx")) continue;
         for (int ty = 0; ty < 2; ty++)
             for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
                 for (size_t ti = 0; ti < sizeof tokens / sizeof *tokens; ti++) {

@@ -529,6 +529,10 @@ void plume_qact_matmul_vnni(float *y, int64_t ldy, const int8_t *xq, const float
                             int32_t r1) {
     if (T <= 0 || r1 <= r0 || !plume_qact_supported(w)) return;
     if (w->layout == PLUME_L_TILES) {
+        /* AMX where the CPU and kernel allow it: the same bits (both are the reference's) */
+        if (T >= PLUME_AMX_MIN_T && plume_qact_amx_available() &&
+            plume_qact_matmul_amx(y, ldy, xq, xs, xcor, T, w, r0, r1) == 0)
+            return;
         qt_matmul(y, ldy, xq, xs, xcor, T, w, r0, r1);
         return;
     }

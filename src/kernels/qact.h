@@ -160,6 +160,16 @@ void plume_qact_matmul_vnni(float *y, int64_t ldy, const int8_t *xq, const float
                             const int32_t *xcor, int32_t T, const plume_weight *w, int32_t r0,
                             int32_t r1);
 
+/* Whether amx.c can run: AMX-TILE and AMX-INT8 in CPUID, the kernel's permission to use the
+ * tile data granted (asked once, process-wide), and PLUME_AMX is not "0". */
+int plume_qact_amx_available(void);
+/* plume_qact_matmul_ref for a PLUME_L_TILES Q8 or Q4 weight with AMX-INT8 (tdpbssd): the same
+ * bits as the reference. plume_qact_matmul_vnni calls it for T >= PLUME_AMX_MIN_T. Returns 0
+ * when done, -1 (Y untouched) when AMX, the weight or a scratch buffer is not there. */
+#define PLUME_AMX_MIN_T 16
+int plume_qact_matmul_amx(float *y, int64_t ldy, const int8_t *xq, const float *xs, const int32_t *xcor,
+                          int32_t T, const plume_weight *w, int32_t r0, int32_t r1);
+
 /* Whether the CPU runs avx2_qact.c: AVX2, FMA, F16C. */
 int plume_qact_avx2_available(void);
 /* Whether the CPU has AVX-VNNI (vpdpbusd on ymm, VEX encoded), which avx2_qact.c then uses. */
