@@ -141,7 +141,7 @@ typedef struct {
     int32_t cols, nb;    /* columns, blocks of 32 */
     const int8_t *a;     /* [T rounded up to 16, cols] the tokens' int8 rows in column order */
     float *xst;          /* [nb, 16] xs of the current tile of tokens by block */
-    int32_t T, r0, r1;
+    int32_t r0, r1;      /* rows to store */
 } amx_args;
 
 /* Block b's float step for the 16 tokens of the C tile in cbuf: acc[t] += f * C[t]. xst: the
@@ -281,7 +281,7 @@ int plume_qact_matmul_amx(float *y, int64_t ldy, const int8_t *xq, const float *
     if (!buf) return -1;
     amx_relayout(xq, plume_qact_stride(cols), T, Tp, cols, buf);
     amx_args a = {.y = y, .ldy = ldy, .xs = xs, .groups = plume_qact_groups(cols), .w = w, .cols = cols,
-                  .nb = cols / PLUME_QACT_GROUP, .a = buf, .xst = (float *)(buf + abytes), .T = T,
+                  .nb = cols / PLUME_QACT_GROUP, .a = buf, .xst = (float *)(buf + abytes),
                   .r0 = r0, .r1 = r1};
 
     amx_config cfg = {.palette = 1};
