@@ -80,8 +80,12 @@ static void amx_probe(void) {
     amx_ok = 0;
     if (env && !strcmp(env, "0")) return;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1)) return;
+#if defined(PLUME_PORTABLE) || !defined(SYS_arch_prctl)
+    return; /* the permission is a Linux system call: a POSIX-only build does without AMX */
+#else
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return;
     amx_ok = 1;
+#endif
 }
 
 int plume_qact_amx_available(void) {
