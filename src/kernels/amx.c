@@ -139,12 +139,10 @@ static int8_t *amx_scratch(size_t n) {
 typedef struct {
     float *y;
     int64_t ldy;
-    const float *xs;
-    int32_t groups;      /* entries of a token row of xs */
     const plume_weight *w;
     int32_t cols, nb;    /* columns, blocks of 32 */
     const int8_t *a;     /* [T rounded up to 16, cols] the tokens' int8 rows in column order */
-    float *xst;          /* [nb, 16] xs of the current tile of tokens by block */
+    const float *xst;    /* [Tp / 16, nb, 16] xs by token tile and block (0 past T) */
     int32_t r0, r1;      /* rows to store */
 } amx_args;
 
@@ -187,7 +185,7 @@ static inline __attribute__((always_inline)) void amx_tile_body(const amx_args *
     UNROLL
     for (int t = 0; t < TOK; t++) acc[t] = _mm512_setzero_ps();
     const int8_t *x = a->a + (int64_t)t0 * a->cols;
-    const float *xst = a->xst;
+    const float *xst = a->xst + (int64_t)t0 * a->nb;
     const __m512 one = _mm512_set1_ps(1.0f);
     AMX_BLOCK(C0, A0, B0, cb[0], 0);
     int32_t b = 1;
@@ -224,10 +222,11 @@ static void amx_tile_q4(const amx_args *a, const int8_t *wg, int32_t g, int32_t 
     amx_tile_body(a, wg, g, t0, tt, 0);
 }
 
-/* xs of tokens t0..t0+15 by block: xst[16 b + t], 0 for tokens past T. */
-static void amx_xs_by_block(const float *xs, int32_t groups, int32_t nb, int32_t T, int32_t t0, float *xst) {
-    for (int t = 0; t < TOK; t++)
-        for (int32_t b = 0; b < nb; b++) xst[16 * b + t] = t0 + t < T ? xs[(int64_t)(t0 + t) * groups + b] : 0.0f;
+/* xs by tile of 16 tokens and block: xst[(t / 16) * nb * 16 + 16 b + t % 16], 0 past T. */
+static void amx_xs_by_block(const float *xs, int32_t groups, int32_t nb, int32_t T, int32_t Tp, float *xst) {
+    for (int32_t t = 0; t < Tp; t++)
+        for (int32_t b = 0; b < nb; b++)
+            xst[(int64_t)(t / TOK) * nb * TOK + TOK * b + t % TOK] = t < T ? xs[(int64_t)t * groups + b] : 0.0f;
 }
 
 /* Tokens' rows of xq (chunk layout) into plain column order, rows T..Tp-1 zero. */
@@ -240,9 +239,8 @@ static void amx_relayout(const int8_t *xq, int64_t stride, int32_t T, int32_t Tp
         }
         const int8_t *q = xq + (int64_t)t * stride;
         for (int32_t b = 0; b < cols / PLUME_QACT_GROUP; b++) { /* block b: two runs of 16 */
-            const int8_t *s = q + (int64_t)(b / 4) * PLUME_QACT_CHUNK + 16 * (b % 4);
-            memcpy(o + 32 * b, s, 16);
-            memcpy(o + 32 * b + 16, s + 64, 16);
+            memcpy(o + 32 * b, q + plume_qact_pos(32 * b), 16);
+            memcpy(o + 32 * b + 16, q + plume_qact_pos(32 * b + 16), 16);
         }
     }
 }
@@ -280,11 +278,12 @@ int plume_qact_matmul_amx(float *y, int64_t ldy, const int8_t *xq, const float *
     int32_t panel = (int32_t)(PANEL_BYTES / gbytes);
     if (panel < 1) panel = 1;
     if (panel > g1 - g0) panel = g1 - g0;
-    const size_t abytes = (size_t)Tp * (size_t)cols, xbytes = (size_t)cols / PLUME_QACT_GROUP * TOK * sizeof(float);
+    const size_t abytes = (size_t)Tp * (size_t)cols, xbytes = (size_t)Tp * (size_t)(cols / PLUME_QACT_GROUP) * sizeof(float);
     int8_t *buf = amx_scratch(abytes + xbytes + (q8 ? 0 : (size_t)panel * gbytes));
     if (!buf) return -1;
     amx_relayout(xq, plume_qact_stride(cols), T, Tp, cols, buf);
-    amx_args a = {.y = y, .ldy = ldy, .xs = xs, .groups = plume_qact_groups(cols), .w = w, .cols = cols,
+    amx_xs_by_block(xs, plume_qact_groups(cols), cols / PLUME_QACT_GROUP, T, Tp, (float *)(buf + abytes));
+    amx_args a = {.y = y, .ldy = ldy, .w = w, .cols = cols,
                   .nb = cols / PLUME_QACT_GROUP, .a = buf, .xst = (float *)(buf + abytes),
                   .r0 = r0, .r1 = r1};
 
@@ -300,11 +299,9 @@ int plume_qact_matmul_amx(float *y, int64_t ldy, const int8_t *xq, const float *
             amx_unpack_q4(w, p0, p1, buf + abytes + xbytes);
             wp = buf + abytes + xbytes;
         }
-        for (int32_t t0 = 0; t0 < T; t0 += TOK) {
-            amx_xs_by_block(xs, a.groups, a.nb, T, t0, a.xst);
+        for (int32_t t0 = 0; t0 < T; t0 += TOK)
             for (int32_t g = p0; g < p1; g++)
                 (q8 ? amx_tile_q8 : amx_tile_q4)(&a, wp + (size_t)(g - p0) * gbytes, g, t0, T - t0 < TOK ? T - t0 : TOK);
-        }
     }
     _tile_release();
     return 0;
