@@ -63,7 +63,10 @@ FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
-TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# The longest tests first: tests/run.sh runs them JOBS at a time and the rest fill the gaps.
+TESTS_FIRST := test_spec test_clients test_batch test_kernels test_cli test_qact
+TESTS    := $(addprefix $(BUILD)/tests/,$(TESTS_FIRST)) \
+            $(filter-out $(addprefix $(BUILD)/tests/,$(TESTS_FIRST)),$(TEST_SRC:tests/%.c=$(BUILD)/tests/%))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 REPLAYS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 
@@ -206,18 +209,22 @@ test-python: all
 # Everything CI checks: the tests, the tests under ASan+UBSan, the tests of the portable
 # build, the Python binding, a clang -Werror build and the NEON kernels under qemu (when
 # Debian's aarch64 cross compiler is installed).
+# Each step builds with JOBS compiles at once (default: one per CPU) and tests/run.sh runs
+# JOBS test binaries at once, so a plain `make check` uses the whole machine.
+JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 check: export TALLY = $(CURDIR)/build/check.tally
+check: export JOBS := $(JOBS)
 check:
 	@mkdir -p build && rm -f $(TALLY)
-	$(MAKE) test
-	$(MAKE) test SAN=1
-	$(MAKE) test PORTABLE=1
-	$(MAKE) test-python
-	@if command -v clang >/dev/null; then $(MAKE) CC=clang BUILD=build-clang all benches; \
+	$(MAKE) -j$(JOBS) test
+	$(MAKE) -j$(JOBS) test SAN=1
+	$(MAKE) -j$(JOBS) test PORTABLE=1
+	$(MAKE) -j$(JOBS) test-python
+	@if command -v clang >/dev/null; then $(MAKE) -j$(JOBS) CC=clang BUILD=build-clang all benches; \
 	    else echo "note: no clang, the second-compiler build was skipped"; fi
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	    sh scripts/test-neon.sh; else echo "note: no aarch64 cross compiler, NEON not tested"; fi
-	@if command -v $(FUZZ_CC) >/dev/null; then $(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) \
+	@if command -v $(FUZZ_CC) >/dev/null; then $(MAKE) -j$(JOBS) fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) \
 	    && echo "1 0" >> $(TALLY) || echo "0 1" >> $(TALLY); else echo "note: no clang, not fuzzed"; fi
 	@awk '{p += $$1; f += $$2} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}' $(TALLY)
 

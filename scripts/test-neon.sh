@@ -28,28 +28,37 @@ for tool in "$CC" "$QEMU"; do
 done
 
 mkdir -p "$BUILD"
+# The objects compile in parallel (one job each; there are eight), then the two tests link and
+# run side by side.
 objs=""
+pids=""
 for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c src/kernels/qact.c src/kernels/tiles.c \
     src/kernels/neon_qact.c src/kernels/neon_qact_dot.c; do
     obj="$BUILD/$(basename "$src" .c).o"
     isa=""
     [ "$src" = src/kernels/neon_qact_dot.c ] && isa="-march=armv8.2-a+dotprod" # as the Makefile
     # shellcheck disable=SC2086 # flag lists split on purpose
-    $CC $WARN $CFLAGS $isa -Iinclude -Isrc -D_GNU_SOURCE -c "$src" -o "$obj"
+    $CC $WARN $CFLAGS $isa -Iinclude -Isrc -D_GNU_SOURCE -c "$src" -o "$obj" &
+    pids="$pids $!"
     objs="$objs $obj"
 done
+for p in $pids; do wait "$p" || { echo "FAIL test-neon: a kernel file did not compile"; exit 1; }; done
+pids=""
 for t in test_kernels test_qact; do
     # shellcheck disable=SC2086
-    $CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/$t.c $objs -lm -o "$BUILD/$t"
+    $CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/$t.c $objs -lm -o "$BUILD/$t" &
+    pids="$pids $!"
 done
+for p in $pids; do wait "$p" || { echo "FAIL test-neon: a test did not compile"; exit 1; }; done
 
 rc=0
-out=""
+pids=""
 for t in test_kernels test_qact; do
-    o=$("$QEMU" -L "$SYSROOT" "$BUILD/$t") || rc=$?
-    out="$out
-$o"
+    "$QEMU" -L "$SYSROOT" "$BUILD/$t" >"$BUILD/$t.out" 2>&1 &
+    pids="$pids $!"
 done
+for p in $pids; do wait "$p" || rc=$?; done
+out=$(cat "$BUILD/test_kernels.out" "$BUILD/test_qact.out")
 printf '%s\n' "$out"
 p=$(printf '%s\n' "$out" | grep -c '^PASS ' || true)
 f=$(printf '%s\n' "$out" | grep -c '^FAIL ' || true)

@@ -472,8 +472,48 @@ static void table_fill(table_drafter *t, plume_session *s, plume_sampler *smp, c
     plume_session_rewind(s, t->np, NULL);
 }
 
+/* The plain side's logits by context: the model is deterministic, so the logits after the
+ * prompt and tokens o[0..n-1] are computed once per distinct (n, o) and kept (runs share
+ * their first tokens: a few hundred contexts serve DIST_RUNS * (DIST_GEN - 1) lookups). */
+#define MEMO_SLOTS 8192 /* a power of two, more than the contexts a test reaches */
+typedef struct {
+    int32_t n, o[DIST_GEN - 1]; /* the context after the prompt; n = 0: empty slot */
+    float *lg;                  /* [V] */
+} memo_slot;
+static memo_slot memo[MEMO_SLOTS];
+
+/* Forget every context (a new prompt or sampler setting starts a new table). */
+static void memo_clear(void) {
+    for (int i = 0; i < MEMO_SLOTS; i++) free(memo[i].lg);
+    memset(memo, 0, sizeof memo);
+}
+
+/* The logits after the prompt (np tokens, already in s) and o[0..n-1], into lg [V]: from the
+ * table, or fed to s (rewound to the prompt) one token at a time and remembered. */
+static void memo_logits(plume_session *s, int32_t np, const int32_t *o, int32_t n, float *lg) {
+    uint32_t h = 2166136261u ^ (uint32_t)n;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)o[i]) * 16777619u;
+    for (uint32_t j = h & (MEMO_SLOTS - 1);; j = (j + 1) & (MEMO_SLOTS - 1)) {
+        memo_slot *e = &memo[j];
+        if (e->n == n && !memcmp(e->o, o, (size_t)n * sizeof *o)) {
+            memcpy(lg, e->lg, V * sizeof *lg);
+            return;
+        }
+        if (e->n) continue;
+        plume_session_rewind(s, np, NULL);
+        for (int32_t i = 0; i < n; i++) plume_session_feed(s, &o[i], 1, lg, 0, NULL); /* as decoding does */
+        e->n = n;
+        memcpy(e->o, o, (size_t)n * sizeof *o);
+        e->lg = malloc(V * sizeof *lg);
+        if (e->lg) memcpy(e->lg, lg, V * sizeof *lg);
+        else e->n = 0;
+        return;
+    }
+}
+
 /* The first DIST_GEN tokens after the prompt (already fed to s, logits lg0 [V]), plain
- * (spec NULL) or with drafts, with sampler seed `seed`. */
+ * (spec NULL: the model's logits through memo_logits) or with drafts, with sampler seed
+ * `seed`. */
 static void first_tokens(plume_session *s, plume_spec *spec, const plume_sampler_params *sp0, uint64_t seed,
                          const int32_t *prompt, int32_t np, const float *lg0, int32_t *out) {
     plume_sampler_params sp = *sp0;
@@ -488,7 +528,7 @@ static void first_tokens(plume_session *s, plume_spec *spec, const plume_sampler
     while (g < DIST_GEN) {
         if (!spec) {
             plume_sampler_accept(smp, out[g - 1]);
-            plume_session_feed(s, &out[g - 1], 1, lg, 0, NULL);
+            memo_logits(s, np, out, g, lg);
             out[g++] = plume_sampler_sample(smp, lg);
             continue;
         }
@@ -556,6 +596,7 @@ static int check_distribution(plume_model *m, const plume_sampler_params *sp, in
     int32_t *cnt[2];
     size_t ncat = (size_t)V * V + (DIST_GEN - 1) * (size_t)V;
     for (int k = 0; k < 2; k++) cnt[k] = calloc(ncat, sizeof(int32_t));
+    memo_clear();
     for (int k = 0; k < 2; k++)
         for (uint64_t r = 0; r < DIST_RUNS; r++) {
             int32_t o[DIST_GEN];
@@ -579,6 +620,7 @@ static int check_distribution(plume_model *m, const plume_sampler_params *sp, in
     *acc += accepted;
     *rej += drafted - accepted;
     for (int k = 0; k < 2; k++) free(cnt[k]);
+    memo_clear();
     free(t);
     plume_sampler_free(smp);
     plume_spec_free(spec);
