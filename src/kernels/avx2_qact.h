@@ -107,7 +107,7 @@ static inline __attribute__((always_inline)) void QA2_FN(tile_body)(const QA2_FN
         if (a->stream) {
             QA2_UNROLL
             for (int l = 0; l < (int)(R * chunk_bytes / 64); l++)
-                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, _MM_HINT_NTA);
+                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, PLUME_PREFETCH_STREAM);
         }
         const uint8_t *wr[QA2_ROWS_DECODE];
         const uint16_t *sr[QA2_ROWS_DECODE];

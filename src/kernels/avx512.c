@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) void tile_body(plume_wtype type, co
         if (prefetch) {
             UNROLL
             for (int k = 0; k < lines; k++)
-                _mm_prefetch(next + (size_t)c * R * esize + 64 * k, _MM_HINT_NTA);
+                _mm_prefetch(next + (size_t)c * R * esize + 64 * k, PLUME_PREFETCH_STREAM);
         }
         /* x first, then one weight vector at a time: R*TT + TT + 1 registers */
         __m512 xv[TOKENS_MAX];
@@ -155,7 +155,7 @@ static inline __attribute__((always_inline)) void tile_body_q4(const mm_args *a,
             if (a->stream) { /* as in tile_body */
                 UNROLL
                 for (int k = 0; k < (R * 16 + 63) / 64; k++)
-                    _mm_prefetch(next + (size_t)g * R * 16 + 64 * k, _MM_HINT_NTA);
+                    _mm_prefetch(next + (size_t)g * R * 16 + 64 * k, PLUME_PREFETCH_STREAM);
             }
             __m512 we[ROWS_DECODE], wo[ROWS_DECODE];
             UNROLL

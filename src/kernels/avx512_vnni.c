@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void tile_body(const qa_args *a, in
         if (a->stream) {
             UNROLL
             for (int l = 0; l < (int)(R * chunk_bytes / 64); l++)
-                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, _MM_HINT_NTA);
+                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, PLUME_PREFETCH_STREAM);
         }
         tile_chunk(a, r, t0, R, TT, q8, 0, k, acc);
     }
