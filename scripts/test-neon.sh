@@ -30,8 +30,13 @@ done
 mkdir -p "$BUILD"
 # The objects compile in parallel (one job each; there are eight), then the two tests link and
 # run side by side.
-objs=""
 pids=""
+# Wait for the jobs in $pids; if one failed, say what (the argument) and stop.
+wait_all() {
+    for p in $pids; do wait "$p" || { echo "FAIL test-neon: $1"; exit 1; }; done
+    pids=""
+}
+objs=""
 for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/neon.c src/kernels/qact.c src/kernels/tiles.c \
     src/kernels/neon_qact.c src/kernels/neon_qact_dot.c; do
     obj="$BUILD/$(basename "$src" .c).o"
@@ -42,17 +47,15 @@ for src in src/common.c src/kernels/scalar.c src/kernels/dispatch.c src/kernels/
     pids="$pids $!"
     objs="$objs $obj"
 done
-for p in $pids; do wait "$p" || { echo "FAIL test-neon: a kernel file did not compile"; exit 1; }; done
-pids=""
+wait_all "a kernel file did not compile"
 for t in test_kernels test_qact; do
     # shellcheck disable=SC2086
     $CC $WARN $CFLAGS -Iinclude -Isrc -Itests -D_GNU_SOURCE -static tests/$t.c $objs -lm -o "$BUILD/$t" &
     pids="$pids $!"
 done
-for p in $pids; do wait "$p" || { echo "FAIL test-neon: a test did not compile"; exit 1; }; done
+wait_all "a test did not compile"
 
 rc=0
-pids=""
 for t in test_kernels test_qact; do
     "$QEMU" -L "$SYSROOT" "$BUILD/$t" >"$BUILD/$t.out" 2>&1 &
     pids="$pids $!"

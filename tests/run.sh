@@ -7,13 +7,15 @@
 JOBS=${JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/plume-run-XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
-trap 'exit 130' INT TERM
 # "index binary" lines to xargs, which runs JOBS shells: each writes the binary's output to
 # index.out and then its exit status to index.rc (the .rc file appears only when it is done).
 i=0
 for t in "$@"; do i=$((i + 1)); printf '%s %s\n' "$i" "$t"; done |
-    xargs -P "$JOBS" -n 2 sh -c '"$2" >"$0/$1.out" 2>&1; echo $? >"$0/$1.rc.tmp"; mv "$0/$1.rc.tmp" "$0/$1.rc"' "$dir" &
+    RUN_DIR=$dir xargs -P "$JOBS" -n 2 sh -c \
+        '"$2" >"$RUN_DIR/$1.out" 2>&1; echo $? >"$RUN_DIR/$1.rc.tmp"; mv "$RUN_DIR/$1.rc.tmp" "$RUN_DIR/$1.rc"' run &
 runner=$!
+# interrupted: stop handing out tests (the running ones end on their own), then clean up
+trap 'kill "$runner" 2>/dev/null; exit 130' INT TERM
 pass=0; fail=0; i=0
 for t in "$@"; do
     i=$((i + 1))

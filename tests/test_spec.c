@@ -489,26 +489,25 @@ static void memo_clear(void) {
 }
 
 /* The logits after the prompt (np tokens, already in s) and o[0..n-1], into lg [V]: from the
- * table, or fed to s (rewound to the prompt) one token at a time and remembered. */
+ * table, or fed to s (rewound to the prompt) one token at a time and remembered (not when
+ * the table is full or out of memory: then computed every time, never wrong). */
 static void memo_logits(plume_session *s, int32_t np, const int32_t *o, int32_t n, float *lg) {
     uint32_t h = 2166136261u ^ (uint32_t)n;
     for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)o[i]) * 16777619u;
-    for (uint32_t j = h & (MEMO_SLOTS - 1);; j = (j + 1) & (MEMO_SLOTS - 1)) {
-        memo_slot *e = &memo[j];
-        if (e->n == n && !memcmp(e->o, o, (size_t)n * sizeof *o)) {
-            memcpy(lg, e->lg, V * sizeof *lg);
+    memo_slot *e = NULL;
+    for (uint32_t probe = 0, j = h & (MEMO_SLOTS - 1); probe < MEMO_SLOTS && !e; probe++, j = (j + 1) & (MEMO_SLOTS - 1)) {
+        if (memo[j].n == n && !memcmp(memo[j].o, o, (size_t)n * sizeof *o)) {
+            memcpy(lg, memo[j].lg, V * sizeof *lg);
             return;
         }
-        if (e->n) continue;
-        plume_session_rewind(s, np, NULL);
-        for (int32_t i = 0; i < n; i++) plume_session_feed(s, &o[i], 1, lg, 0, NULL); /* as decoding does */
-        e->n = n;
-        memcpy(e->o, o, (size_t)n * sizeof *o);
-        e->lg = malloc(V * sizeof *lg);
-        if (e->lg) memcpy(e->lg, lg, V * sizeof *lg);
-        else e->n = 0;
-        return;
+        if (!memo[j].n) e = &memo[j];
     }
+    plume_session_rewind(s, np, NULL);
+    for (int32_t i = 0; i < n; i++) plume_session_feed(s, &o[i], 1, lg, 0, NULL); /* as decoding does */
+    if (!e || !(e->lg = malloc(V * sizeof *lg))) return;
+    e->n = n;
+    memcpy(e->o, o, (size_t)n * sizeof *o);
+    memcpy(e->lg, lg, V * sizeof *lg);
 }
 
 /* The first DIST_GEN tokens after the prompt (already fed to s, logits lg0 [V]), plain

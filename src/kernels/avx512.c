@@ -276,7 +276,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
             UNROLL
             for (int i = 0; i < G; i++) {
                 const uint8_t *line = wg + (size_t)i * gbytes + (size_t)q * 64;
-                if (a->stream) _mm_prefetch((const char *)line + 1024, _MM_HINT_T0);
+                if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
                 const __m512i v = _mm512_loadu_si512(line);
                 __m512 wk[4];
                 wk[0] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24));
@@ -301,7 +301,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
                 UNROLL
                 for (int p = 0; p < 4; p++) {
                     const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
-                    if (a->stream) _mm_prefetch((const char *)line + 1024, _MM_HINT_T0);
+                    if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
                     const __m512i v = _mm512_loadu_si512(line);
                     UNROLL
                     for (int h = 0; h < 2; h++) { /* low nibbles: columns 4p + k; high: 16 + 4p + k */

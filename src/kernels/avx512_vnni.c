@@ -361,7 +361,7 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
             for (int l = 0; l < (int)(G * bb / 64); l++) /* past a group's end: the next group */
                 _mm_prefetch((const char *)wg + (size_t)(l / (int)(bb / 64)) * a->group_bytes + (size_t)(b + 4) * bb +
                                  64 * (size_t)(l % (int)(bb / 64)),
-                             _MM_HINT_T0);
+                             PLUME_PREFETCH_STREAM);
         }
         __m512i s[TG][TOKENS_MAX];
         UNROLL

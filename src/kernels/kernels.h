@@ -120,10 +120,10 @@ void plume_attn_finish(float *out, const float *a, float l, int32_t hd);
 
 extern const plume_kernels plume_kernels_scalar;
 #if defined(__x86_64__)
-/* The locality hint of decode's streaming prefetches in the x86 row kernels (the next tile's
- * rows, fetched a chunk's share per chunk): T0. NTA (the hint until 2026-12-03) left one core
- * of the Intel Xeon host at 4-5 GB/s through the rows kernel at T = 1, T0 reads 9-12
- * (bench_qact 1); on AMD Zen 5 no hint made a difference. */
+/* The locality hint of decode's streaming prefetches of weights in the x86 kernels (rows and
+ * tiles layouts, float and int8 activations): T0. The row kernels used NTA until 2026-12-03,
+ * which left one core of the Intel Xeon host at 4-5 GB/s through the int8 rows kernel at
+ * T = 1 where T0 reads 9-12 (bench_qact 1); on AMD Zen 5 no hint made a difference. */
 #define PLUME_PREFETCH_STREAM _MM_HINT_T0
 extern const plume_kernels plume_kernels_avx2;   /* AVX2 + FMA + F16C */
 extern const plume_kernels plume_kernels_avx512; /* AVX-512 F/BW/VL (+VNNI, BF16 where used) */
