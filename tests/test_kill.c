@@ -3,7 +3,7 @@
  * convert, plume synth --bundle (bundle directories: absent, or complete and matching their
  * manifest), plume run --cache (the prompt cache), and plume_session_save and
  * plume_tokenizer_save called in a loop by a child killed mid-write (the file is absent or
- * opens). Kill times are drawn uniformly over a measured full run, from a fixed seed. */
+ * opens). Kill times are drawn uniformly over the shortest full run seen, from a fixed seed. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,6 +42,23 @@ static int run_killed(const char *cmd, double after) {
     return killed;
 }
 
+/* Run cmd and kill it at a random moment of a full run, until KILLS runs were killed (at most
+ * 4 KILLS tries), calling after(ctx, k) after each try. The moments are drawn uniformly over
+ * the shortest run seen: a run that ends before its kill shortens it, so a first timed run
+ * that was slow (a busy machine, a cold page cache) cannot leave every kill too late. Returns
+ * the runs killed mid-way. */
+static int kill_runs(const char *cmd, double full, void (*after)(void *ctx, int k), void *ctx) {
+    int killed = 0;
+    for (int k = 0; killed < KILLS && k < 4 * KILLS; k++) {
+        double at = full * plume_rng_float(&rng);
+        int hit = run_killed(cmd, at);
+        if (!hit && at < full) full = at;
+        killed += hit;
+        after(ctx, k);
+    }
+    return killed;
+}
+
 /* Seconds a shell command takes to run to the end (its status must be 0). */
 static double timed(const char *cmd) {
     char out[4096];
@@ -60,19 +77,28 @@ static void check_bundle(const char *dir, const char *what, int kill_no) {
     CHECK(st == 0, "%s, kill %d: a bundle that is there is incomplete: %s", what, kill_no, out);
 }
 
+typedef struct {
+    const char *dir, *what;
+} bundle_check;
+
+/* After a kill: the bundle is absent or complete; then clear it for the next try. */
+static void bundle_after(void *ctx, int k) {
+    const bundle_check *b = ctx;
+    char out[4096];
+    check_bundle(b->dir, b->what, k);
+    t_sh(out, sizeof out, "rm -rf '%s' '%s'.tmp-*", b->dir, b->dir);
+}
+
 /* Kill a bundle writer KILLS times; after each kill check the output, then finish a run. */
 static void kill_bundle_writer(const char *what, const char *cmd_fmt) {
     char dir[700], cmd[2048], out[4096];
     snprintf(dir, sizeof dir, "%s/%s-out", tmp, what);
     snprintf(cmd, sizeof cmd, cmd_fmt, dir);
     double full = timed(cmd);
-    int killed = 0;
-    for (int k = 0; k < KILLS; k++) {
-        t_sh(out, sizeof out, "rm -rf '%s' '%s'.tmp-*", dir, dir);
-        killed += run_killed(cmd, full * plume_rng_float(&rng));
-        check_bundle(dir, what, k);
-    }
-    printf("  %s: %d of %d runs killed mid-way (full run %.2f s)\n", what, killed, KILLS, full);
+    t_sh(out, sizeof out, "rm -rf '%s' '%s'.tmp-*", dir, dir);
+    bundle_check b = {dir, what};
+    int killed = kill_runs(cmd, full, bundle_after, &b);
+    printf("  %s: %d runs killed mid-way (first full run %.2f s)\n", what, killed, full);
     CHECK(killed > 0, "%s: no run was killed", what);
     t_sh(out, sizeof out, "rm -rf '%s'", dir);
     int st = t_sh(out, sizeof out, "%s", cmd);
@@ -94,6 +120,18 @@ static void test_kill_synth_bundle(void) {
     kill_bundle_writer("synth", fmt);
 }
 
+/* After a kill: the cache file is absent or loads; then remove it for the next try. */
+static void cache_after(void *ctx, int k) {
+    const char *cache = ctx;
+    char out[8192];
+    if (access(cache, F_OK) == 0) {
+        int st = t_sh(out, sizeof out, "%s/plume logits -m '%s' --ids 5 --load-state '%s' -o '%s.npy'", t_build(), bundle,
+                      cache, cache);
+        CHECK(st == 0, "kill %d: a cache file that is there does not load: %s", k, out);
+    }
+    t_sh(out, sizeof out, "rm -f '%s' '%s.tmp'", cache, cache);
+}
+
 /* plume run --cache: the cache file after a kill is absent or loads (run reuses it without
  * "ignoring the cache"); a full run afterwards works. */
 static void test_kill_run_cache(void) {
@@ -102,17 +140,9 @@ static void test_kill_run_cache(void) {
     snprintf(cmd, sizeof cmd, "%s/plume run -m '%s' -p 'Why is the sky blue? Tell me at length.' -n 6 --seed 1 --cache '%s' -t 1",
              t_build(), bundle, cache);
     double full = timed(cmd);
-    int killed = 0;
-    for (int k = 0; k < KILLS; k++) {
-        t_sh(out, sizeof out, "rm -f '%s' '%s.tmp'", cache, cache);
-        killed += run_killed(cmd, full * plume_rng_float(&rng));
-        if (access(cache, F_OK) == 0) {
-            int st = t_sh(out, sizeof out, "%s/plume logits -m '%s' --ids 5 --load-state '%s' -o '%s.npy'", t_build(), bundle,
-                          cache, cache);
-            CHECK(st == 0, "kill %d: a cache file that is there does not load: %s", k, out);
-        }
-    }
-    printf("  run --cache: %d of %d runs killed mid-way (full run %.2f s)\n", killed, KILLS, full);
+    t_sh(out, sizeof out, "rm -f '%s' '%s.tmp'", cache, cache);
+    int killed = kill_runs(cmd, full, cache_after, cache);
+    printf("  run --cache: %d runs killed mid-way (first full run %.2f s)\n", killed, full);
     CHECK(killed > 0, "no run was killed");
     int st = t_sh(out, sizeof out, "%s", cmd);
     CHECK(st == 0 && !strstr(out, "ignoring the cache"), "the run after the kills: %d %s", st, out);
