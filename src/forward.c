@@ -94,6 +94,25 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     }
 }
 
+enum { ROWS_PARALLEL_MIN = 8 }; /* rows from which per-row work pays for a synchronization */
+
+typedef struct {
+    const plume_model *m;
+    const float *x;
+    int64_t ldx;
+    int32_t cols;
+    plume_scratch *q;
+} quantize_task;
+
+/* Items [i0, i1): rows of X quantized (the bytes of a row do not depend on the others). */
+static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+    (void)ith;
+    const quantize_task *t = ctx;
+    t->m->qact_quantize(t->x + i0 * t->ldx, t->ldx, (int32_t)(i1 - i0), t->cols,
+                        t->q->xq + i0 * plume_qact_stride(t->cols), t->q->xs + i0 * plume_qact_groups(t->cols),
+                        t->q->xcor + i0 * plume_qact_lanes(t->cols));
+}
+
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread,
  * in chunks of about an eighth of a thread's share (at least 16 rows; each weight starts on a
  * multiple of 16 items, so that a chunk holds whole groups of a tiled weight). Unless the model is
@@ -109,11 +128,13 @@ static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T,
         t.start[j + 1] = t.start[j] + (o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
         q = q && plume_qact_supported(o[j].w);
     }
-    if (q) {
-        m->qact_quantize(x, ldx, T, o[0].w->cols, st->x->xq, st->x->xs, st->x->xcor);
+    int32_t nth = plume_pool_size(m->pool);
+    if (q) { /* on every thread for a prefill */
+        quantize_task qt = {m, x, ldx, o[0].w->cols, st->x};
+        if (T < ROWS_PARALLEL_MIN || nth < 2) quantize_rows(&qt, 0, 0, T);
+        else plume_pool_for(m->pool, T, 1, quantize_rows, &qt);
         t.q = st->x;
     }
-    int32_t nth = plume_pool_size(m->pool);
     int64_t grain = (t.start[n] / (nth * 8) + 15) / 16 * 16;
     plume_pool_for(m->pool, t.start[n], grain < 16 ? 16 : grain, matmul_rows, &t);
 }
@@ -126,23 +147,6 @@ static void matmul(const step_ctx *st, float *y, int64_t ldy, const float *x, in
 }
 
 /* ---- elementwise ----------------------------------------------------------------------- */
-
-/* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale). y may alias x. §3.0: x*w, not x*(1+w).
- * The sum of squares in double, over 8 partial sums (one chain of dependent adds made
- * rmsnorm 3% of a prefill, on the calling thread while the others wait). */
-static void rmsnorm(float *y, const float *x, const float *w, int32_t n, float eps) {
-    double s[8] = {0};
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += (double)x[i + k] * (double)x[i + k];
-    double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; i++) ss += (double)x[i] * (double)x[i];
-    float r = (float)(1.0 / sqrt(ss / n + (double)eps));
-    if (w)
-        for (i = 0; i < n; i++) y[i] = x[i] * r * w[i];
-    else
-        for (i = 0; i < n; i++) y[i] = x[i] * r;
-}
 
 typedef struct {
     const plume_kernels *k;
@@ -392,18 +396,109 @@ static void attention(const step_ctx *st, int32_t l) {
 /* ---- one decoder layer ----------------------------------------------------------------- */
 
 /* §3.2 for the step's rows; h [T, D] is updated in place. */
+/* ---- per-row work ---------------------------------------------------------------------- */
+
+/* Work on row t of layer l (norms, RoPE, residuals): rows are independent. */
+typedef void (*row_fn)(const step_ctx *st, int32_t l, int32_t t);
+
+typedef struct {
+    const step_ctx *st;
+    int32_t l;
+    row_fn fn;
+} row_task;
+
+/* Items [i0, i1): rows. */
+static void row_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+    (void)ith;
+    const row_task *r = ctx;
+    for (int64_t t = i0; t < i1; t++) r->fn(r->st, r->l, (int32_t)t);
+}
+
+/* fn on every row of the step: on every thread once there are enough rows (prefill), else on
+ * the calling thread (decode). A row's result does not depend on which thread runs it. */
+static void for_rows(const step_ctx *st, int32_t l, row_fn fn) {
+    row_task r = {st, l, fn};
+    if (st->T < ROWS_PARALLEL_MIN || plume_pool_size(st->m->pool) < 2) {
+        row_items(&r, 0, 0, st->T);
+        return;
+    }
+    plume_pool_for(st->m->pool, st->T, 1, row_items, &r);
+}
+
+/* ---- one layer (§3.2) ------------------------------------------------------------------ */
+
+/* xa = attn_norm(h). */
+static void row_attn_in(const step_ctx *st, int32_t l, int32_t t) {
+    const int32_t D = st->m->c.D;
+    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, st->x->h + (int64_t)t * D, st->m->layer[l].attn_norm, D, st->m->c.eps);
+}
+
+/* q = rope(q_norm(q)) per head; a cache owner's k = rope(k_norm(k)), v = v_norm(v). */
+static void row_qkv_norm(const step_ctx *st, int32_t l, int32_t t) {
+    const plume_config *c = &st->m->c;
+    const plume_layer *L = &st->m->layer[l];
+    plume_scratch *x = st->x;
+    const int32_t hd = c->hd[l], H = c->H, Hkv = c->Hkv, full = c->is_full[l], width = Hkv * hd;
+    const int32_t rot = full ? c->rot_full : c->rot_sliding;
+    const float *cs = x->rope_cos[full] + (int64_t)t * (hd / 2), *sn = x->rope_sin[full] + (int64_t)t * (hd / 2);
+    for (int32_t h = 0; h < H; h++) {
+        float *q = x->q + ((int64_t)t * H + h) * hd;
+        st->m->k->rmsnorm(q, q, L->q_norm, hd, c->eps);
+        rope(q, cs, sn, hd, rot);
+    }
+    if (c->kv_src[l] != l) return;
+    for (int32_t g = 0; g < Hkv; g++) {
+        float *k = x->k_new[l] + (int64_t)t * width + (int64_t)g * hd;
+        float *v = x->v_new[l] + (int64_t)t * width + (int64_t)g * hd;
+        st->m->k->rmsnorm(k, k, L->k_norm, hd, c->eps);
+        rope(k, cs, sn, hd, rot);
+        st->m->k->rmsnorm(v, v, NULL, hd, c->eps); /* v_norm: no scale, no RoPE */
+    }
+}
+
+/* h += post_attn_norm(o); xa = pre_ff_norm(h). */
+static void row_attn_out(const step_ctx *st, int32_t l, int32_t t) {
+    const plume_layer *L = &st->m->layer[l];
+    const int32_t D = st->m->c.D;
+    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
+    st->m->k->rmsnorm(o, o, L->post_attn_norm, D, st->m->c.eps);
+    for (int32_t i = 0; i < D; i++) h[i] += o[i];
+    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, h, L->pre_ff_norm, D, st->m->c.eps);
+}
+
+/* h += post_ff_norm(o). */
+static void row_ff_out(const step_ctx *st, int32_t l, int32_t t) {
+    const int32_t D = st->m->c.D;
+    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
+    st->m->k->rmsnorm(o, o, st->m->layer[l].post_ff_norm, D, st->m->c.eps);
+    for (int32_t i = 0; i < D; i++) h[i] += o[i];
+}
+
+/* plg = gelu(plg) * ple[t, l]. */
+static void row_ple_mid(const step_ctx *st, int32_t l, int32_t t) {
+    const plume_config *c = &st->m->c;
+    st->m->k->gelu_mul(st->x->plg + (int64_t)t * c->Dp, st->x->ple + ((int64_t)t * c->L + l) * c->Dp, c->Dp);
+}
+
+/* h = (h + post_pl_norm(o)) * layer_scalar. */
+static void row_ple_out(const step_ctx *st, int32_t l, int32_t t) {
+    const plume_layer *L = &st->m->layer[l];
+    const int32_t D = st->m->c.D;
+    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
+    st->m->k->rmsnorm(o, o, L->post_pl_norm, D, st->m->c.eps);
+    for (int32_t i = 0; i < D; i++) h[i] = (h[i] + o[i]) * L->layer_scalar;
+}
+
 static void layer_forward(const step_ctx *st, int32_t l) {
     const plume_model *m = st->m;
     const plume_config *c = &m->c;
     const plume_layer *L = &m->layer[l];
     plume_scratch *x = st->x;
     int32_t T = st->T, D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
-    int32_t full = c->is_full[l], rot = full ? c->rot_full : c->rot_sliding, width = Hkv * hd;
-    const float *cs = x->rope_cos[full], *sn = x->rope_sin[full];
-    float eps = c->eps;
+    int32_t width = Hkv * hd;
 
     /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
-    for (int32_t t = 0; t < T; t++) rmsnorm(x->xa + (int64_t)t * D, x->h + (int64_t)t * D, L->attn_norm, D, eps);
+    for_rows(st, l, row_attn_in);
     int own = c->kv_src[l] == l;
     if (own) { /* q, k and v in one region; K/V of a cache owner go to the step buffer */
         matmul_out qkv[3] = {{x->q, (int64_t)H * hd, &L->q_proj}, {x->k_new[l], width, &L->k_proj},
@@ -412,54 +507,24 @@ static void layer_forward(const step_ctx *st, int32_t l) {
     } else {
         matmul(st, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
     }
-    for (int32_t t = 0; t < T; t++)
-        for (int32_t h = 0; h < H; h++) {
-            float *q = x->q + ((int64_t)t * H + h) * hd;
-            rmsnorm(q, q, L->q_norm, hd, eps);
-            rope(q, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
-        }
-    if (own) {
-        for (int32_t t = 0; t < T; t++)
-            for (int32_t g = 0; g < Hkv; g++) {
-                float *k = x->k_new[l] + (int64_t)t * width + (int64_t)g * hd;
-                float *v = x->v_new[l] + (int64_t)t * width + (int64_t)g * hd;
-                rmsnorm(k, k, L->k_norm, hd, eps);
-                rope(k, cs + (int64_t)t * (hd / 2), sn + (int64_t)t * (hd / 2), hd, rot);
-                rmsnorm(v, v, NULL, hd, eps); /* v_norm: no scale, no RoPE */
-            }
-        round_step_kv(st, l);
-    }
+    for_rows(st, l, row_qkv_norm);
+    if (own) round_step_kv(st, l);
     attention(st, l);
     matmul(st, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
-    for (int32_t t = 0; t < T; t++) {
-        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
-        rmsnorm(o, o, L->post_attn_norm, D, eps);
-        for (int32_t i = 0; i < D; i++) h[i] += o[i];
-    }
+    for_rows(st, l, row_attn_out);
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
-    for (int32_t t = 0; t < T; t++) rmsnorm(x->xa + (int64_t)t * D, x->h + (int64_t)t * D, L->pre_ff_norm, D, eps);
     matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
     matmul_n(st, x->xa, D, T, 2, gu);
     elementwise(m, x->gate, x->up, T, I, 0.0f);
     matmul(st, x->o, D, x->gate, I, T, &L->down_proj);
-    for (int32_t t = 0; t < T; t++) {
-        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
-        rmsnorm(o, o, L->post_ff_norm, D, eps);
-        for (int32_t i = 0; i < D; i++) h[i] += o[i];
-    }
+    for_rows(st, l, row_ff_out);
 
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
     matmul(st, x->plg, Dp, x->h, D, T, &L->pl_gate);
-    for (int32_t t = 0; t < T; t++) {
-        m->k->gelu_mul(x->plg + (int64_t)t * Dp, x->ple + ((int64_t)t * c->L + l) * Dp, Dp);
-    }
+    for_rows(st, l, row_ple_mid);
     matmul(st, x->o, D, x->plg, Dp, T, &L->pl_proj);
-    for (int32_t t = 0; t < T; t++) {
-        float *o = x->o + (int64_t)t * D, *h = x->h + (int64_t)t * D;
-        rmsnorm(o, o, L->post_pl_norm, D, eps);
-        for (int32_t i = 0; i < D; i++) h[i] = (h[i] + o[i]) * L->layer_scalar;
-    }
+    for_rows(st, l, row_ple_out);
 }
 
 /* ---- embeddings and per-layer inputs (§3.1) -------------------------------------------- */
@@ -497,7 +562,7 @@ static void embed(const step_ctx *st) {
         for (int32_t l = 0; l < c->L; l++) {
             float *xr = row + (int64_t)l * c->Dp;
             for (int32_t i = 0; i < c->Dp; i++) xr[i] *= (float)c->proj_scale;
-            rmsnorm(xr, xr, m->ple_norm, c->Dp, c->eps);
+            m->k->rmsnorm(xr, xr, m->ple_norm, c->Dp, c->eps);
             for (int32_t i = 0; i < c->Dp; i++)
                 xr[i] = (xr[i] + (float)q[(int64_t)l * c->Dp + i] * f * es2) * (float)c->input_scale;
         }
@@ -555,7 +620,7 @@ static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logi
     const plume_config *c = &m->c;
     plume_scratch *x = st->x;
     for (int32_t i = 0; i < n; i++)
-        rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
+        m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
     matmul(st, logits, c->V, x->xa, c->D, n, &m->head);
     if (c->softcap > 0) elementwise(m, logits, NULL, n, c->V, c->softcap);
 }

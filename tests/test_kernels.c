@@ -542,6 +542,44 @@ static void test_elementwise_match_scalar(void) {
     free(g), free(gref), free(u);
 }
 
+/* rmsnorm gives the reference's bits at every length 1..80 and the model's (256, 512, 1536,
+ * 2048, 8960 and odd ones past them), with a weight and without, in place and not; and the
+ * reference itself is x / rms(x) * w within float rounding (one independent double sum). */
+static void test_rmsnorm_same_bits(void) {
+    static const int32_t longs[] = {256, 512, 1536, 1539, 2048, 8960, 8967};
+    enum { NMAX = 8967 };
+    float *x = malloc(NMAX * sizeof(float)), *w = malloc(NMAX * sizeof(float));
+    float *y = malloc(NMAX * sizeof(float)), *yref = malloc(NMAX * sizeof(float));
+    uint64_t rng = 17;
+    int bad = 0, far = 0;
+    for (int32_t li = 0; li < 80 + (int32_t)(sizeof longs / sizeof *longs); li++) {
+        const int32_t n = li < 80 ? li + 1 : longs[li - 80];
+        for (int32_t i = 0; i < n; i++) {
+            x[i] = (plume_rng_float(&rng) - 0.5f) * (i % 7 ? 3.0f : 300.0f); /* outlier channels */
+            w[i] = (plume_rng_float(&rng) - 0.5f) * 2.0f;
+        }
+        for (int wi = 0; wi < 2; wi++) {
+            const float *ww = wi ? w : NULL;
+            plume_rmsnorm_ref(yref, x, ww, n, 1e-6f);
+            cur->rmsnorm(y, x, ww, n, 1e-6f);
+            bad += memcmp(y, yref, (size_t)n * sizeof(float)) != 0;
+            memcpy(y, x, (size_t)n * sizeof(float)); /* in place */
+            cur->rmsnorm(y, y, ww, n, 1e-6f);
+            bad += memcmp(y, yref, (size_t)n * sizeof(float)) != 0;
+            double ss = 0;
+            for (int32_t i = n - 1; i >= 0; i--) ss += (double)x[i] * x[i];
+            const double r = 1.0 / sqrt(ss / n + 1e-6);
+            for (int32_t i = 0; i < n; i++) {
+                const double want = (double)x[i] * r * (ww ? ww[i] : 1.0);
+                far += fabs(yref[i] - want) > 4e-7 * fabs(want) + 1e-30;
+            }
+        }
+    }
+    CHECK(!bad, "%s rmsnorm: %d cases differ from plume_rmsnorm_ref's bits", cur->name, bad);
+    CHECK(!far, "plume_rmsnorm_ref: %d outputs off x / rms(x) * w by more than float rounding", far);
+    free(x), free(w), free(y), free(yref);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 /* Names select their table, unknown names give NULL, NULL and "" give the best available. */
@@ -555,7 +593,7 @@ static void test_dispatch_names(void) {
               kt ? kt->name : "NULL");
         for (int type = 0; type < PLUME_W_NTYPES; type++)
             CHECK(kt && kt->matmul[type], "%s has no matmul for %s", names[i], type_names[type]);
-        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap && kt->attn_block, "%s lacks a vector kernel",
+        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap && kt->rmsnorm && kt->attn_block, "%s lacks a vector kernel",
               names[i]);
     }
     CHECK(plume_kernels_get("scalar") == &plume_kernels_scalar, "\"scalar\" is not the reference");
@@ -603,6 +641,7 @@ int main(void) {
         if (cur->reads_tiles) run_on_table("matmul_tiles", test_matmul_tiles);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
+        run_on_table("rmsnorm_same_bits", test_rmsnorm_same_bits);
         run_on_table("attn_block", test_attn_block);
     }
     if (!tested) printf("  (no SIMD table on this CPU: only the dispatcher was tested)\n");

@@ -365,6 +365,29 @@ static void softcap_avx2(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* plume_rmsnorm_ref's bits: its 8 partial sums are the double lanes of two accumulators. */
+static void rmsnorm_avx2(float *y, const float *x, const float *w, int32_t n, float eps) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+        s0 = _mm256_add_pd(s0, _mm256_mul_pd(a, a)); /* the square is exact */
+        s1 = _mm256_add_pd(s1, _mm256_mul_pd(b, b));
+    }
+    double p[8];
+    _mm256_storeu_pd(p, s0);
+    _mm256_storeu_pd(p + 4, s1);
+    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
+    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const __m256 rv = _mm256_set1_ps(r);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), rv);
+        _mm256_storeu_ps(y + i, w ? _mm256_mul_ps(v, _mm256_loadu_ps(w + i)) : v);
+    }
+    for (; i < n; i++) y[i] = w ? x[i] * r * w[i] : x[i] * r;
+}
+
 /* ---- attention ----------------------------------------------------------------------- */
 
 /* Columns c..c+7 of a K or V row as floats: float rows, or int8 rows unscaled. */
@@ -510,5 +533,6 @@ const plume_kernels plume_kernels_avx2 = {
     .axpy = axpy_avx2,
     .gelu_mul = gelu_mul_avx2,
     .softcap = softcap_avx2,
+    .rmsnorm = rmsnorm_avx2,
     .attn_block = attn_block_avx2,
 };

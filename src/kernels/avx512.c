@@ -467,6 +467,27 @@ static void softcap_avx512(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* plume_rmsnorm_ref's bits: its 8 partial sums are the 8 double lanes of one accumulator. */
+static void rmsnorm_avx512(float *y, const float *x, const float *w, int32_t n, float eps) {
+    __m512d s = _mm512_setzero_pd();
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        s = _mm512_fmadd_pd(v, v, s); /* the square is exact: fma rounds as mul + add */
+    }
+    double p[8];
+    _mm512_storeu_pd(p, s);
+    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
+    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const __m512 rv = _mm512_set1_ps(r);
+    for (i = 0; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), rv);
+        _mm512_storeu_ps(y + i, w ? _mm512_mul_ps(v, _mm512_loadu_ps(w + i)) : v);
+    }
+    for (; i < n; i++) y[i] = w ? x[i] * r * w[i] : x[i] * r;
+}
+
 /* ---- attention ----------------------------------------------------------------------- */
 
 /* Columns c..c+15 of a K or V row as floats: float rows, or int8 rows unscaled. */
@@ -606,5 +627,6 @@ const plume_kernels plume_kernels_avx512 = {
     .axpy = axpy_avx512,
     .gelu_mul = gelu_mul_avx512,
     .softcap = softcap_avx512,
+    .rmsnorm = rmsnorm_avx512,
     .attn_block = attn_block_avx512,
 };

@@ -82,6 +82,7 @@ typedef struct {
     int32_t nchunks;       /* chunks of a row */
     qa_part *part;         /* lane accumulators while a row is split into column blocks */
     int stream;            /* one token block: the weights stream from memory once */
+    int32_t rstride;       /* row i of a tile is row r + i rstride */
 } qa_args;
 
 /* ---- horizontal sums ------------------------------------------------------------------- */
@@ -133,7 +134,7 @@ static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, i
     for (int i = 0; i < R; i++) {
         d[i] = _mm512_setzero_ps();
         if (q8) {
-            const int8_t *wr = (const int8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c;
+            const int8_t *wr = (const int8_t *)a->w->data + (size_t)(r + i * a->rstride) * a->row_bytes + c;
             const int64_t n = (int64_t)a->w->cols - c;
             const __m512i flip = _mm512_set1_epi8(-128);
             /* the chunk's two cache lines, blocks 0-3 and 4-7 (16 bytes each) */
@@ -142,8 +143,8 @@ static inline __attribute__((always_inline)) void tile_chunk(const qa_args *a, i
             w0[i] = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0x88), flip); /* blocks 0 2 4 6 */
             w1[i] = _mm512_xor_si512(_mm512_shuffle_i64x2(lo, hi, 0xDD), flip); /* blocks 1 3 5 7 */
         } else {
-            const uint8_t *wr = (const uint8_t *)a->w->data + (size_t)(r + i) * a->row_bytes + c / 2;
-            const uint16_t *sr = a->w->scale + (int64_t)(r + i) * (a->w->cols / PLUME_QACT_GROUP) + 4 * k;
+            const uint8_t *wr = (const uint8_t *)a->w->data + (size_t)(r + i * a->rstride) * a->row_bytes + c / 2;
+            const uint16_t *sr = a->w->scale + (int64_t)(r + i * a->rstride) * (a->w->cols / PLUME_QACT_GROUP) + 4 * k;
             const int64_t n = (int64_t)a->w->cols / 2 - c / 2, ng = a->w->cols / PLUME_QACT_GROUP - 4 * k;
             const __m512i high4 = _mm512_set1_epi8((char)0xf0);
             __m512i b = TAIL ? _mm512_maskz_loadu_epi8(tail_mask(n, 0), wr) : _mm512_loadu_si512(wr);
@@ -187,16 +188,20 @@ static inline __attribute__((always_inline)) void tile_body(const qa_args *a, in
         UNROLL
         for (int t = 0; t < TT; t++) acc[i][t] = a->k0 > 0 ? part[i * TOKENS_MAX + t] : _mm512_setzero_ps();
     const int32_t end = a->k1 < a->nfull ? a->k1 : a->nfull;
-    /* Streaming (decode): fetch the next tile's rows, contiguous after ours, a chunk's share
-     * per chunk, as fast as we read ours: the hardware prefetcher alone left a core at 20 of
-     * the 35 GB/s the float kernel streams on AMD Zen 5 (bench_qact, T = 1). */
+    /* Streaming (decode): fetch the next tile's rows (each row's successor: the rows of a
+     * streaming tile are a quarter of the range apart, as in qt_drive), a chunk per chunk, as
+     * fast as we read ours: the hardware prefetcher alone left a core at 20 of the 35 GB/s
+     * the float kernel streams on AMD Zen 5 (bench_qact, T = 1). */
     const size_t chunk_bytes = q8 ? PLUME_QACT_CHUNK : PLUME_QACT_CHUNK / 2;
-    const char *next = (const char *)a->w->data + (size_t)(r + R) * a->row_bytes;
+    const char *next = (const char *)a->w->data + (size_t)(r + 1) * a->row_bytes;
     for (int32_t k = a->k0; k < end; k++) {
         if (a->stream) {
             UNROLL
-            for (int l = 0; l < (int)(R * chunk_bytes / 64); l++)
-                _mm_prefetch(next + (size_t)k * R * chunk_bytes + 64 * (size_t)l, PLUME_PREFETCH_STREAM);
+            for (int i = 0; i < R; i++)
+                UNROLL
+                for (int l = 0; l < (int)(chunk_bytes / 64); l++)
+                    _mm_prefetch(next + (size_t)i * a->rstride * a->row_bytes + (size_t)k * chunk_bytes + 64 * (size_t)l,
+                                 PLUME_PREFETCH_STREAM);
         }
         tile_chunk(a, r, t0, R, TT, q8, 0, k, acc);
     }
@@ -217,8 +222,11 @@ static inline __attribute__((always_inline)) void tile_body(const qa_args *a, in
         s[t] = t >= TT ? z : hsum4_ps(acc[0][t], R > 1 ? acc[1][t] : z, R > 2 ? acc[2][t] : z, R > 3 ? acc[3][t] : z);
     __m512 sum = lanes_sum_ps(s[0], s[1], s[2], s[3]);
     if (q8) {
-        __m128 f4 = R == ROWS ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(a->w->scale + r)))
-                              : _mm_set1_ps(plume_f16_to_f32(a->w->scale[r]));
+        const uint16_t *sc = a->w->scale;
+        const int32_t rs = a->rstride;
+        __m128 f4 = R == ROWS ? _mm_cvtph_ps(_mm_setr_epi16((short)sc[r], (short)sc[r + rs], (short)sc[r + 2 * rs],
+                                                            (short)sc[r + 3 * rs], 0, 0, 0, 0))
+                              : _mm_set1_ps(plume_f16_to_f32(sc[r]));
         sum = _mm512_mul_ps(sum, _mm512_broadcast_f32x4(_mm_div_ps(f4, _mm_set1_ps(127.0f))));
     }
     float out[16];
@@ -226,24 +234,26 @@ static inline __attribute__((always_inline)) void tile_body(const qa_args *a, in
     UNROLL
     for (int t = 0; t < TT; t++)
         UNROLL
-        for (int i = 0; i < R; i++) a->y[(int64_t)(t0 + t) * a->ldy + r + i] = out[4 * t + i];
+        for (int i = 0; i < R; i++) a->y[(int64_t)(t0 + t) * a->ldy + r + i * a->rstride] = out[4 * t + i];
 }
 
 typedef void (*tile_fn)(const qa_args *a, int32_t r, int32_t t0, int R, int TT);
 
 /* A tile function NAME(a, r, t0, R, TT) calling BODY(a, r, t0, R, TT, Q8) with R (WIDE or 1)
  * and TT (1..4) turned into constants: the shapes qa_drive (rows) and qt_drive (groups) use. */
+#define TILE_SHAPES_CASES(BODY, a, r, t0, WIDE, Q8)                                               \
+    case WIDE * 8 + 1: BODY(a, r, t0, WIDE, 1, Q8); break;                                        \
+    case WIDE * 8 + 2: BODY(a, r, t0, WIDE, 2, Q8); break;                                        \
+    case WIDE * 8 + 3: BODY(a, r, t0, WIDE, 3, Q8); break;                                        \
+    case WIDE * 8 + 4: BODY(a, r, t0, WIDE, 4, Q8); break;                                        \
+    case 1 * 8 + 1: BODY(a, r, t0, 1, 1, Q8); break;                                              \
+    case 1 * 8 + 2: BODY(a, r, t0, 1, 2, Q8); break;                                              \
+    case 1 * 8 + 3: BODY(a, r, t0, 1, 3, Q8); break;                                              \
+    case 1 * 8 + 4: BODY(a, r, t0, 1, 4, Q8); break;
 #define TILE_SHAPES(NAME, ARGS, BODY, WIDE, Q8)                                                   \
     static void NAME(const ARGS *a, int32_t r, int32_t t0, int R, int TT) {                      \
         switch (R * 8 + TT) {                                                                     \
-        case WIDE * 8 + 1: BODY(a, r, t0, WIDE, 1, Q8); break;                                   \
-        case WIDE * 8 + 2: BODY(a, r, t0, WIDE, 2, Q8); break;                                   \
-        case WIDE * 8 + 3: BODY(a, r, t0, WIDE, 3, Q8); break;                                   \
-        case WIDE * 8 + 4: BODY(a, r, t0, WIDE, 4, Q8); break;                                   \
-        case 1 * 8 + 1: BODY(a, r, t0, 1, 1, Q8); break;                                         \
-        case 1 * 8 + 2: BODY(a, r, t0, 1, 2, Q8); break;                                         \
-        case 1 * 8 + 3: BODY(a, r, t0, 1, 3, Q8); break;                                         \
-        case 1 * 8 + 4: BODY(a, r, t0, 1, 4, Q8); break;                                         \
+            TILE_SHAPES_CASES(BODY, a, r, t0, WIDE, Q8)                                           \
         default: break;                                                                           \
         }                                                                                         \
     }
@@ -252,8 +262,9 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* Cover rows [r0, r1) x tokens [0, T) with tiles. One token block (decode, T <= 4): runs of
- * 4 rows streamed once, whole rows. More: panels of rows (about PANEL_BYTES of weights)
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. One token block (decode, T <= 4): tiles of
+ * 4 rows a quarter of the range apart (4 streams from memory, see qt_body), streamed once,
+ * whole rows. More: panels of rows (about PANEL_BYTES of weights)
  * crossed with balanced blocks of at most TOKENS_MAX tokens and blocks of columns, so a panel
  * is read from memory once and from L2 by each token block; meanwhile the next panel is
  * fetched into L2, a slice after each tile, so that the first token block does not wait on
@@ -266,11 +277,14 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
         a->p0 = r0;
         a->k0 = 0;
         a->k1 = a->nchunks;
-        int32_t r = r0;
-        for (; r + ROWS <= r1; r += ROWS) tile(a, r, 0, ROWS, T);
-        for (; r < r1; r++) tile(a, r, 0, 1, T);
+        const int32_t q = (r1 - r0) / ROWS; /* tile k: rows r0 + k + i q, i < ROWS */
+        a->rstride = q;
+        for (int32_t k = 0; k < q; k++) tile(a, r0 + k, 0, ROWS, T);
+        a->rstride = 1;
+        for (int32_t r = r0 + q * ROWS; r < r1; r++) tile(a, r, 0, 1, T);
         return;
     }
+    a->rstride = 1;
     size_t fit = PANEL_BYTES / a->row_bytes;
     int32_t panel = fit < ROWS ? ROWS : fit > PANEL_ROWS_MAX ? PANEL_ROWS_MAX : (int32_t)fit;
     panel -= panel % ROWS;
@@ -315,12 +329,21 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  * reference. 3 float operations per 8 vpdpbusd, where the rows layout needs 2 per 2.
  *
  * A tile is 2 groups (32 rows) x up to 4 tokens: 8 int32 sums and 8 float accumulators in
- * registers, each weight line met by every token of the tile. One token block (decode) streams
- * the groups once, prefetching 4 blocks ahead within the run of groups; more tokens walk
- * panels of groups, each re-read from L2 by every block of tokens, the next panel fetched
- * meanwhile, as qa_drive does. */
+ * registers, each weight line met by every token of the tile. More tokens than a tile holds
+ * walk panels of adjacent groups, each re-read from L2 by every block of tokens, the next
+ * panel fetched meanwhile, as qa_drive does. One token block (decode) streams the groups
+ * once, and there one core needs several streams from memory at once: reading one group at a
+ * time, a Zen 5 core got 15 GB/s out of the page cache, two adjacent groups 22, two, four and
+ * eight far-apart spans 28, 35 and 33 (the plain read loop of `plume bench`'s probe: 33-36).
+ * So a streaming tile takes 4 groups (2 from 3 tokens up) a quarter of the call's range
+ * apart, each prefetched QT_AHEAD blocks ahead: past a group's end that is the next group of
+ * its span, the next tile's. */
 
-enum { TG = 2 }; /* groups of 16 rows per tile */
+enum {
+    TG = 2,        /* groups of 16 rows per tile */
+    TG_DECODE = 4, /* per streaming tile of one or two tokens (below) */
+    QT_AHEAD = 4   /* blocks a streaming tile prefetches ahead in each of its groups */
+};
 
 /* What every tile of one matmul call over a tiled weight shares. */
 typedef struct {
@@ -334,6 +357,7 @@ typedef struct {
     int32_t nb;           /* blocks of 32 columns */
     size_t group_bytes;   /* bytes of a group of 16 rows */
     int32_t r0, r1;       /* rows to store */
+    int32_t gstride;      /* group i of a tile is group g + i gstride */
     const int32_t *cor;   /* [TOKENS_MAX, nb]: cor_b of the tile's tokens */
     int stream;           /* one token block: prefetch ahead */
 } qt_args;
@@ -348,22 +372,23 @@ static inline __attribute__((always_inline)) int64_t qt_xpos(int32_t b, int j) {
 static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int32_t g, int32_t t0, const int G,
                                                           const int TT, const int q8) {
     const uint8_t *wg = (const uint8_t *)a->w->data + (size_t)g * a->group_bytes;
-    const size_t bb = q8 ? 512 : 256; /* bytes of a block of a group */
+    const size_t gsb = (size_t)a->gstride * a->group_bytes; /* from a tile's group to the next */
+    const size_t bb = q8 ? 512 : 256;                          /* bytes of a block of a group */
     const __m512 magic = _mm512_set1_ps(12582912.0f);
-    __m512 acc[TG][TOKENS_MAX];
+    __m512 acc[TG_DECODE][TOKENS_MAX];
     UNROLL
     for (int i = 0; i < G; i++)
         UNROLL
         for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     for (int32_t b = 0; b < a->nb; b++) {
-        if (a->stream) {
+        if (a->stream) { /* past a group's end: the next group (past the weight's end: harmless) */
             UNROLL
-            for (int l = 0; l < (int)(G * bb / 64); l++) /* past a group's end: the next group */
-                _mm_prefetch((const char *)wg + (size_t)(l / (int)(bb / 64)) * a->group_bytes + (size_t)(b + 4) * bb +
+            for (int l = 0; l < (int)(G * bb / 64); l++)
+                _mm_prefetch((const char *)wg + (size_t)(l / (int)(bb / 64)) * gsb + (size_t)(b + QT_AHEAD) * bb +
                                  64 * (size_t)(l % (int)(bb / 64)),
                              PLUME_PREFETCH_STREAM);
         }
-        __m512i s[TG][TOKENS_MAX];
+        __m512i s[TG_DECODE][TOKENS_MAX];
         UNROLL
         for (int t = 0; t < TT; t++) {
             const __m512i c = _mm512_set1_epi32(a->cor[t * a->nb + b]);
@@ -374,10 +399,10 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
             const __m512i flip = _mm512_set1_epi8(-128);
             UNROLL
             for (int j = 0; j < 8; j++) {
-                __m512i wv[TG];
+                __m512i wv[TG_DECODE];
                 UNROLL
                 for (int i = 0; i < G; i++)
-                    wv[i] = _mm512_xor_si512(_mm512_loadu_si512(wg + (size_t)i * a->group_bytes + (size_t)b * bb + 64 * j), flip);
+                    wv[i] = _mm512_xor_si512(_mm512_loadu_si512(wg + (size_t)i * gsb + (size_t)b * bb + 64 * j), flip);
                 UNROLL
                 for (int t = 0; t < TT; t++) {
                     const __m512i x = _mm512_set1_epi32(*(const int32_t *)(a->xq + (int64_t)(t0 + t) * a->stride + qt_xpos(b, j)));
@@ -389,10 +414,10 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
             const __m512i high4 = _mm512_set1_epi8((char)0xf0);
             UNROLL
             for (int j = 0; j < 4; j++) {
-                __m512i lo[TG], hi[TG]; /* 16 (q + 8): dwords j and j + 4 */
+                __m512i lo[TG_DECODE], hi[TG_DECODE]; /* 16 (q + 8): dwords j and j + 4 */
                 UNROLL
                 for (int i = 0; i < G; i++) {
-                    const __m512i v = _mm512_loadu_si512(wg + (size_t)i * a->group_bytes + (size_t)b * bb + 64 * j);
+                    const __m512i v = _mm512_loadu_si512(wg + (size_t)i * gsb + (size_t)b * bb + 64 * j);
                     lo[i] = _mm512_and_si512(_mm512_slli_epi16(v, 4), high4);
                     hi[i] = _mm512_and_si512(v, high4);
                 }
@@ -410,12 +435,12 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
             }
         }
         /* the block's float step, as the reference: acc += f * dot, f = xs (Q8) or d xs (Q4) */
-        __m512 d[TG];
+        __m512 d[TG_DECODE];
         UNROLL
         for (int i = 0; i < G; i++)
             d[i] = q8 ? magic
                       : _mm512_cvtph_ps(_mm256_loadu_si256(
-                            (const __m256i *)(a->w->scale + ((size_t)(g + i) * a->nb + b) * PLUME_TILE_ROWS)));
+                            (const __m256i *)(a->w->scale + ((size_t)(g + i * a->gstride) * a->nb + b) * PLUME_TILE_ROWS)));
         UNROLL
         for (int t = 0; t < TT; t++) {
             const __m512 xs = _mm512_set1_ps(a->xs[(int64_t)(t0 + t) * a->groups + b]);
@@ -432,7 +457,7 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
     }
     UNROLL
     for (int i = 0; i < G; i++) {
-        const int32_t r = (g + i) * PLUME_TILE_ROWS;
+        const int32_t r = (g + i * a->gstride) * PLUME_TILE_ROWS;
         __mmask16 keep = 0xffff;
         if (r < a->r0) keep &= (__mmask16)(0xffffu << (a->r0 - r));
         if (r + PLUME_TILE_ROWS > a->r1) keep &= (__mmask16)(0xffffu >> (r + PLUME_TILE_ROWS - a->r1));
@@ -449,8 +474,18 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
 
 typedef void (*qt_fn)(const qt_args *a, int32_t g, int32_t t0, int G, int TT);
 
-TILE_SHAPES(qt_q8, qt_args, qt_body, TG, 1)
-TILE_SHAPES(qt_q4, qt_args, qt_body, TG, 0)
+/* The shapes of qt tiles: TG groups x 1-4 tokens, TG_DECODE x 1-2, 1 x 1-4. */
+#define QT_SHAPES(NAME, Q8)                                                                       \
+    static void NAME(const qt_args *a, int32_t g, int32_t t0, int G, int TT) {                   \
+        switch (G * 8 + TT) {                                                                     \
+        case TG_DECODE * 8 + 1: qt_body(a, g, t0, TG_DECODE, 1, Q8); break;                      \
+        case TG_DECODE * 8 + 2: qt_body(a, g, t0, TG_DECODE, 2, Q8); break;                      \
+            TILE_SHAPES_CASES(qt_body, a, g, t0, TG, Q8)                                          \
+        default: break;                                                                           \
+        }                                                                                         \
+    }
+QT_SHAPES(qt_q8, 1)
+QT_SHAPES(qt_q4, 0)
 
 /* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32).
  * Block g of a chunk owns 128-bit lane g of the chunk's 16 lanes (qact.h): two in-lane
@@ -479,12 +514,16 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
     if (blocks == 1) {
         qt_cor(xcor, lanes, 0, T, a->nb, cor);
         a->stream = 1;
-        int32_t g = g0;
-        for (; g + TG <= g1; g += TG) tile(a, g, 0, TG, T);
-        for (; g < g1; g++) tile(a, g, 0, 1, T);
+        const int G = T <= 2 ? TG_DECODE : TG;
+        const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
+        a->gstride = q;
+        for (int32_t k = 0; k < q; k++) tile(a, g0 + k, 0, G, T);
+        a->gstride = 1;
+        for (int32_t g = g0 + q * G; g < g1; g++) tile(a, g, 0, 1, T);
         return;
     }
     a->stream = 0;
+    a->gstride = 1;
     size_t fit = PANEL_BYTES / a->group_bytes;
     int32_t panel = fit < TG ? TG : (int32_t)fit;
     panel -= panel % TG;

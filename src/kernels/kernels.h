@@ -104,12 +104,19 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
     void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */
     void (*softcap)(float *x, int64_t n, float cap);        /* x[i] = cap * tanh(x[i] / cap) */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int32_t n, float eps); /* plume_rmsnorm_ref */
     plume_attn_block_fn attn_block;           /* decode and prefill attention, one block */
 } plume_kernels;
 
 /* The scalar (libm) elementwise kernels, for tables without their own. */
 void plume_gelu_mul_ref(float *g, const float *u, int64_t n);
 void plume_softcap_ref(float *x, int64_t n, float cap);
+
+/* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale); y may alias x. §3.0: x*w, not
+ * x*(1+w). The sum of squares in double over 8 partial sums, s[k] over i = k mod 8, joined
+ * ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)), then the tail past the last 8: every
+ * table's rmsnorm gives exactly these bits (a float's square is exact in double). */
+void plume_rmsnorm_ref(float *y, const float *x, const float *w, int32_t n, float eps);
 
 /* Attention block states, shared by all tables (forward.c folds a row's blocks with these,
  * in block order): fold one head's block state (a2 [hd], m2, l2) into its running state

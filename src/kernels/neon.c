@@ -292,6 +292,27 @@ static void axpy_neon(float *y, float a, const float *x, int32_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* plume_rmsnorm_ref's bits: its 8 partial sums are the double lanes of four accumulators. */
+static void rmsnorm_neon(float *y, const float *x, const float *w, int32_t n, float eps) {
+    float64x2_t s[4] = {vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0)};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 4; k++) {
+            const float64x2_t v = vcvt_f64_f32(vld1_f32(x + i + 2 * k));
+            s[k] = vaddq_f64(s[k], vmulq_f64(v, v)); /* the square is exact */
+        }
+    double p[8];
+    for (int k = 0; k < 4; k++) vst1q_f64(p + 2 * k, s[k]);
+    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
+    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t v = vmulq_n_f32(vld1q_f32(x + i), r);
+        vst1q_f32(y + i, w ? vmulq_f32(v, vld1q_f32(w + i)) : v);
+    }
+    for (; i < n; i++) y[i] = w ? x[i] * r * w[i] : x[i] * r;
+}
+
 /* ---- attention ----------------------------------------------------------------------- */
 
 /* Columns c..c+3 of a K or V row as floats: float rows, or int8 rows unscaled. */
@@ -419,5 +440,6 @@ const plume_kernels plume_kernels_neon = {
     .axpy = axpy_neon,
     .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
     .softcap = plume_softcap_ref,
+    .rmsnorm = rmsnorm_neon,
     .attn_block = attn_block_neon,
 };
