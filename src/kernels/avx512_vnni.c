@@ -335,13 +335,15 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  * once, and there one core needs several streams from memory at once: reading one group at a
  * time, a Zen 5 core got 15 GB/s out of the page cache, two adjacent groups 22, two, four and
  * eight far-apart spans 28, 35 and 33 (the plain read loop of `plume bench`'s probe: 33-36).
- * So a streaming tile takes 4 groups (2 from 3 tokens up) a quarter of the call's range
- * apart, each prefetched QT_AHEAD blocks ahead: past a group's end that is the next group of
- * its span, the next tile's. */
+ * So a streaming tile takes its groups from far-apart spans of the call's range: 4 for q4
+ * (one or two tokens), 2 for q8 and from 3 tokens up (whole-model q8 decode, 2 threads:
+ * 2 adjacent groups 18.5-19.4 tok/s, 4 far apart 18.0-19.3, 2 far apart 20.9-23.3), each
+ * prefetched QT_AHEAD blocks ahead: past a group's end that is the next group of its span,
+ * the next tile's. */
 
 enum {
     TG = 2,        /* groups of 16 rows per tile */
-    TG_DECODE = 4, /* per streaming tile of one or two tokens (below) */
+    TG_DECODE = 4, /* per streaming q4 tile of one or two tokens (below) */
     QT_AHEAD = 4   /* blocks a streaming tile prefetches ahead in each of its groups */
 };
 
@@ -514,7 +516,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
     if (blocks == 1) {
         qt_cor(xcor, lanes, 0, T, a->nb, cor);
         a->stream = 1;
-        const int G = T <= 2 ? TG_DECODE : TG;
+        const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
         const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
         a->gstride = q;
         for (int32_t k = 0; k < q; k++) tile(a, g0 + k, 0, G, T);
