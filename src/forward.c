@@ -96,6 +96,13 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 
 enum { ROWS_PARALLEL_MIN = 8 }; /* rows from which per-row work pays for a synchronization */
 
+/* fn(ctx, 0, i0, i1) over rows [0, T) that do not depend on each other: on every thread once
+ * there are enough rows (prefill), else on the calling thread (decode). */
+static void on_rows(const plume_model *m, int32_t T, plume_pool_fn fn, void *ctx) {
+    if (T < ROWS_PARALLEL_MIN || plume_pool_size(m->pool) < 2) fn(ctx, 0, 0, T);
+    else plume_pool_for(m->pool, T, 1, fn, ctx);
+}
+
 typedef struct {
     const plume_model *m;
     const float *x;
@@ -128,13 +135,12 @@ static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T,
         t.start[j + 1] = t.start[j] + (o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
         q = q && plume_qact_supported(o[j].w);
     }
-    int32_t nth = plume_pool_size(m->pool);
-    if (q) { /* on every thread for a prefill */
+    if (q) {
         quantize_task qt = {m, x, ldx, o[0].w->cols, st->x};
-        if (T < ROWS_PARALLEL_MIN || nth < 2) quantize_rows(&qt, 0, 0, T);
-        else plume_pool_for(m->pool, T, 1, quantize_rows, &qt);
+        on_rows(m, T, quantize_rows, &qt);
         t.q = st->x;
     }
+    int32_t nth = plume_pool_size(m->pool);
     int64_t grain = (t.start[n] / (nth * 8) + 15) / 16 * 16;
     plume_pool_for(m->pool, t.start[n], grain < 16 ? 16 : grain, matmul_rows, &t);
 }
@@ -393,10 +399,7 @@ static void attention(const step_ctx *st, int32_t l) {
     plume_pool_for(m->pool, slots * (c->H / c->Hkv), 1, attn_split_fold, &at);
 }
 
-/* ---- one decoder layer ----------------------------------------------------------------- */
-
-/* §3.2 for the step's rows; h [T, D] is updated in place. */
-/* ---- per-row work ---------------------------------------------------------------------- */
+/* ---- one decoder layer (§3.2) ---------------------------------------------------------- */
 
 /* Work on row t of layer l (norms, RoPE, residuals): rows are independent. */
 typedef void (*row_fn)(const step_ctx *st, int32_t l, int32_t t);
@@ -414,18 +417,20 @@ static void row_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     for (int64_t t = i0; t < i1; t++) r->fn(r->st, r->l, (int32_t)t);
 }
 
-/* fn on every row of the step: on every thread once there are enough rows (prefill), else on
- * the calling thread (decode). A row's result does not depend on which thread runs it. */
+/* fn on every row of the step (on_rows). */
 static void for_rows(const step_ctx *st, int32_t l, row_fn fn) {
     row_task r = {st, l, fn};
-    if (st->T < ROWS_PARALLEL_MIN || plume_pool_size(st->m->pool) < 2) {
-        row_items(&r, 0, 0, st->T);
-        return;
-    }
-    plume_pool_for(st->m->pool, st->T, 1, row_items, &r);
+    on_rows(st->m, st->T, row_items, &r);
 }
 
-/* ---- one layer (§3.2) ------------------------------------------------------------------ */
+/* h += norm(o) with weight w, for row t; returns h's row. */
+static float *add_normed(const step_ctx *st, int32_t t, const float *w) {
+    const int32_t D = st->m->c.D;
+    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
+    st->m->k->rmsnorm(o, o, w, D, st->m->c.eps);
+    for (int32_t i = 0; i < D; i++) h[i] += o[i];
+    return h;
+}
 
 /* xa = attn_norm(h). */
 static void row_attn_in(const step_ctx *st, int32_t l, int32_t t) {
@@ -458,20 +463,14 @@ static void row_qkv_norm(const step_ctx *st, int32_t l, int32_t t) {
 
 /* h += post_attn_norm(o); xa = pre_ff_norm(h). */
 static void row_attn_out(const step_ctx *st, int32_t l, int32_t t) {
-    const plume_layer *L = &st->m->layer[l];
     const int32_t D = st->m->c.D;
-    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
-    st->m->k->rmsnorm(o, o, L->post_attn_norm, D, st->m->c.eps);
-    for (int32_t i = 0; i < D; i++) h[i] += o[i];
-    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, h, L->pre_ff_norm, D, st->m->c.eps);
+    const float *h = add_normed(st, t, st->m->layer[l].post_attn_norm);
+    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, h, st->m->layer[l].pre_ff_norm, D, st->m->c.eps);
 }
 
 /* h += post_ff_norm(o). */
 static void row_ff_out(const step_ctx *st, int32_t l, int32_t t) {
-    const int32_t D = st->m->c.D;
-    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
-    st->m->k->rmsnorm(o, o, st->m->layer[l].post_ff_norm, D, st->m->c.eps);
-    for (int32_t i = 0; i < D; i++) h[i] += o[i];
+    add_normed(st, t, st->m->layer[l].post_ff_norm);
 }
 
 /* plg = gelu(plg) * ple[t, l]. */
@@ -480,15 +479,15 @@ static void row_ple_mid(const step_ctx *st, int32_t l, int32_t t) {
     st->m->k->gelu_mul(st->x->plg + (int64_t)t * c->Dp, st->x->ple + ((int64_t)t * c->L + l) * c->Dp, c->Dp);
 }
 
-/* h = (h + post_pl_norm(o)) * layer_scalar. */
+/* h = (h + post_pl_norm(o)) * layer_scalar (the sum rounded, then the product: the bits of
+ * one expression). */
 static void row_ple_out(const step_ctx *st, int32_t l, int32_t t) {
     const plume_layer *L = &st->m->layer[l];
-    const int32_t D = st->m->c.D;
-    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
-    st->m->k->rmsnorm(o, o, L->post_pl_norm, D, st->m->c.eps);
-    for (int32_t i = 0; i < D; i++) h[i] = (h[i] + o[i]) * L->layer_scalar;
+    float *h = add_normed(st, t, L->post_pl_norm);
+    for (int32_t i = 0; i < st->m->c.D; i++) h[i] *= L->layer_scalar;
 }
 
+/* §3.2 for the step's rows; h [T, D] is updated in place. */
 static void layer_forward(const step_ctx *st, int32_t l) {
     const plume_model *m = st->m;
     const plume_config *c = &m->c;

@@ -377,9 +377,7 @@ static void rmsnorm_avx2(float *y, const float *x, const float *w, int32_t n, fl
     double p[8];
     _mm256_storeu_pd(p, s0);
     _mm256_storeu_pd(p + 4, s1);
-    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
-    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const float r = plume_rmsnorm_factor(p, x, i, n, eps);
     const __m256 rv = _mm256_set1_ps(r);
     for (i = 0; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), rv);

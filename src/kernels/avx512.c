@@ -477,9 +477,7 @@ static void rmsnorm_avx512(float *y, const float *x, const float *w, int32_t n, 
     }
     double p[8];
     _mm512_storeu_pd(p, s);
-    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
-    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const float r = plume_rmsnorm_factor(p, x, i, n, eps);
     const __m512 rv = _mm512_set1_ps(r);
     for (i = 0; i + 16 <= n; i += 16) {
         const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), rv);

@@ -118,6 +118,10 @@ void plume_softcap_ref(float *x, int64_t n, float cap);
  * table's rmsnorm gives exactly these bits (a float's square is exact in double). */
 void plume_rmsnorm_ref(float *y, const float *x, const float *w, int32_t n, float eps);
 
+/* rmsnorm's factor rsqrt(mean(x^2) + eps) from the 8 partial sums of x[0, i) (i a multiple
+ * of 8), joined in plume_rmsnorm_ref's order, and the tail x[i, n): what every table shares. */
+float plume_rmsnorm_factor(const double s[8], const float *x, int32_t i, int32_t n, float eps);
+
 /* Attention block states, shared by all tables (forward.c folds a row's blocks with these,
  * in block order): fold one head's block state (a2 [hd], m2, l2) into its running state
  * (a [hd], m, l): m = max(m, m2), a = a e^(m_old - m) + a2 e^(m2 - m), l likewise. */

@@ -303,9 +303,7 @@ static void rmsnorm_neon(float *y, const float *x, const float *w, int32_t n, fl
         }
     double p[8];
     for (int k = 0; k < 4; k++) vst1q_f64(p + 2 * k, s[k]);
-    double ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-    for (int32_t j = i; j < n; j++) ss += (double)x[j] * (double)x[j];
-    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const float r = plume_rmsnorm_factor(p, x, i, n, eps);
     for (i = 0; i + 4 <= n; i += 4) {
         const float32x4_t v = vmulq_n_f32(vld1q_f32(x + i), r);
         vst1q_f32(y + i, w ? vmulq_f32(v, vld1q_f32(w + i)) : v);

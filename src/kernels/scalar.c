@@ -157,14 +157,18 @@ void plume_softcap_ref(float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
+float plume_rmsnorm_factor(const double s[8], const float *x, int32_t i, int32_t n, float eps) {
+    double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++) ss += (double)x[i] * (double)x[i];
+    return (float)(1.0 / sqrt(ss / n + (double)eps));
+}
+
 void plume_rmsnorm_ref(float *y, const float *x, const float *w, int32_t n, float eps) {
     double s[8] = {0};
     int32_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) s[k] += (double)x[i + k] * (double)x[i + k];
-    double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for (; i < n; i++) ss += (double)x[i] * (double)x[i];
-    float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    float r = plume_rmsnorm_factor(s, x, i, n, eps);
     if (w)
         for (i = 0; i < n; i++) y[i] = x[i] * r * w[i];
     else
