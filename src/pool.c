@@ -45,6 +45,7 @@ struct plume_pool {
     plume_pool_fn fn;
     void *ctx;
     int64_t n_items, grain;
+    int guided;                /* chunks of a share of what is left (plume_pool_for_guided) */
     _Atomic int64_t next;
 };
 
@@ -112,14 +113,31 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* The next chunk of the current loop, [*i0, *i1); 0 once none is left. Fixed: `grain` items.
+ * Guided: a 1/(2n) share of the items left, in whole grains, at least one. */
+static int next_chunk(plume_pool *p, int64_t *i0, int64_t *i1) {
+    int64_t a, size = p->grain;
+    if (!p->guided) {
+        a = atomic_fetch_add_explicit(&p->next, size, memory_order_relaxed);
+    } else {
+        a = atomic_load_explicit(&p->next, memory_order_relaxed);
+        do {
+            if (a >= p->n_items) return 0;
+            int64_t share = (p->n_items - a) / (2 * p->n);
+            size = share > p->grain ? (share + p->grain - 1) / p->grain * p->grain : p->grain;
+        } while (!atomic_compare_exchange_weak_explicit(&p->next, &a, a + size, memory_order_relaxed,
+                                                        memory_order_relaxed));
+    }
+    if (a >= p->n_items) return 0;
+    *i0 = a;
+    *i1 = a + size < p->n_items ? a + size : p->n_items;
+    return 1;
+}
+
 /* Take chunks of the current loop until none is left. */
 static void take_chunks(plume_pool *p, int32_t ith) {
-    for (;;) {
-        int64_t i0 = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-        if (i0 >= p->n_items) return;
-        int64_t i1 = i0 + p->grain < p->n_items ? i0 + p->grain : p->n_items;
-        p->fn(p->ctx, ith, i0, i1);
-    }
+    int64_t i0, i1;
+    while (next_chunk(p, &i0, &i1)) p->fn(p->ctx, ith, i0, i1);
 }
 
 /* Join loop `gen` if it is still open: 1 if joined (then the caller must leave). */
@@ -200,7 +218,8 @@ void plume_pool_free(plume_pool *p) {
 
 int32_t plume_pool_size(const plume_pool *p) { return p ? p->n : 1; }
 
-void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx) {
+/* plume_pool_for and plume_pool_for_guided. */
+static void pool_run(plume_pool *p, int64_t n, int64_t grain, int guided, plume_pool_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     /* One caller at a time: a session stepping on another thread while the pool is taken
@@ -214,6 +233,7 @@ void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, v
     p->ctx = ctx;
     p->n_items = n;
     p->grain = grain;
+    p->guided = guided;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->state, (uint64_t)gen << 32, memory_order_release);
@@ -224,6 +244,14 @@ void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, v
     atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);
     while (atomic_load_explicit(&p->state, memory_order_acquire) & MEMBERS) cpu_relax();
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
+}
+
+void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx) {
+    pool_run(p, n, grain, 0, fn, ctx);
+}
+
+void plume_pool_for_guided(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx) {
+    pool_run(p, n, grain, 1, fn, ctx);
 }
 
 int32_t plume_physical_cores(void) {

@@ -20,6 +20,9 @@ int32_t plume_pool_size(const plume_pool *p);
 /* Run fn over items [0, n) in chunks of `grain` items, on the caller and every worker that
  * joins in time; returns when all items are done. */
 void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx);
+/* The same with chunks that shrink as the loop drains: each a 1/(2 threads) share of the
+ * items left, in whole grains (at least one), so few and long ones first, short ones last. */
+void plume_pool_for_guided(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx);
 
 /* How idle workers sleep in this build: "futex", "os_sync" or "condvar" (the portable one). */
 const char *plume_pool_wait_kind(void);

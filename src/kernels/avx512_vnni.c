@@ -38,6 +38,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../common.h"
 #include "kernels.h"
@@ -338,8 +341,8 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  * So a streaming tile takes its groups from far-apart spans of the call's range: 4 for q4
  * (one or two tokens), 2 for q8 and from 3 tokens up (whole-model q8 decode, 2 threads:
  * 2 adjacent groups 18.5-19.4 tok/s, 4 far apart 18.0-19.3, 2 far apart 20.9-23.3), each
- * prefetched QT_AHEAD blocks ahead: past a group's end that is the next group of its span,
- * the next tile's. */
+ * prefetched QT_AHEAD blocks ahead where that helps (qt_prefetch): past a group's end that is
+ * the next group of its span, the next tile's. */
 
 enum {
     TG = 2,        /* groups of 16 rows per tile */
@@ -361,7 +364,7 @@ typedef struct {
     int32_t r0, r1;       /* rows to store */
     int32_t gstride;      /* group i of a tile is group g + i gstride */
     const int32_t *cor;   /* [TOKENS_MAX, nb]: cor_b of the tile's tokens */
-    int stream;           /* one token block: prefetch ahead */
+    int stream;           /* one token block, and prefetching helps (qt_prefetch): prefetch ahead */
 } qt_args;
 
 /* Byte of xq's token row that starts dword j (columns 4j..4j+3) of block b (qact.h layout). */
@@ -507,6 +510,24 @@ static void qt_cor(const int32_t *xcor, int32_t lanes, int32_t t0, int tt, int32
     }
 }
 
+/* Whether streaming tiles prefetch their groups ahead: on Intel, where the tiles were measured
+ * at 91-98% of the bandwidth limit with it (q8, Xeon, 2 threads), not on AMD, where the
+ * hardware prefetcher keeps up with the far-apart spans alone and the prefetches only cost
+ * (EPYC Zen 5, q8 decode, 2 threads, 5 interleaved rounds: 22.3 tok/s with, 25.0 without; q4
+ * no change). PLUME_PREFETCH=0 or 1 overrides, to measure both on a new CPU. */
+static int qt_prefetch(void) {
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("PLUME_PREFETCH");
+        unsigned a = 0, vendor[3] = {0};
+        __get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1]); /* EBX, EDX, ECX: the vendor string */
+        v = env && (*env == '0' || *env == '1') ? *env == '1' : memcmp(vendor, "AuthenticAMD", 12) != 0;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 /* Groups g0..g1 x tokens [0, T) in tiles: one token block streams the groups once; more walk
  * panels of groups crossed with balanced token blocks, the next panel fetched meanwhile. */
 static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes, int32_t T, int32_t g0, int32_t g1) {
@@ -515,7 +536,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
     const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
     if (blocks == 1) {
         qt_cor(xcor, lanes, 0, T, a->nb, cor);
-        a->stream = 1;
+        a->stream = qt_prefetch();
         const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
         const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
         a->gstride = q;
