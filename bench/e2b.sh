@@ -30,6 +30,8 @@ for w in q8 q4; do
     done
     "$PLUME" bench -m "$B" -p 16 -n 32 -t 1 -r 3 | grep -E "decode" # one thread
 done
+# the float32 FMA peak: the ceiling of exact prefill (built by make benches)
+[ -x "$ROOT/build/bench/bench_fma" ] && "$ROOT/build/bench/bench_fma" "$T"
 B=$DIR/e2b-q8
 # decode after long histories (float and int8 K/V), the cost of k-token steps (speculative
 # decoding), continuous batching, and a follow-up turn after a 4000-token conversation
