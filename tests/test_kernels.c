@@ -268,7 +268,7 @@ static void test_matmul_large(void) {
  * token blocks and row panels; then the rows of a T-token call against each token alone. */
 static void test_matmul_tiles(void) {
     static const int32_t shapes[][2] = {{16, 32}, {32, 64}, {48, 160}, {32, 1536 + 32}, {304, 1024 + 64}};
-    static const int32_t tokens[] = {1, 2, 5, 7, 13, 64};
+    static const int32_t tokens[] = {1, 2, 5, 7, 12, 13, 24, 64};
     uint64_t seed = 3000;
     cur_tiles = 1;
     for (int ty = 0; ty < 2; ty++)

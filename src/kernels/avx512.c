@@ -242,19 +242,39 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
 
 /* A Q8/Q4 weight in PLUME_L_TILES (kernels.h) holds 16 rows' columns c..c+3 in a 64-byte line,
  * one int32 lane per row: the line becomes 4 vectors of 16 rows (Q8: byte k of each lane
- * sign-extended by two shifts; Q4: nibbles masked out, then (q - 8) d by one FMA), each met by
- * x[c + k] broadcast. Each (row, token) keeps 4 accumulators, column c going to c % 4 in
- * column order (Q4: per line the low nibbles, then the high), summed (a0 + a1) + (a2 + a3) at
- * the end: the same operations for every tile shape, so a row's result does not depend on T.
- * A tile is 2 groups x 1 token (decode: 8 chains in flight) or 1 group x up to 6 tokens
- * (Q8: 24 accumulators; Q4 4 tokens); mm_drive walks them in panels as for rows, a "row" of 16 or 32. */
+ * sign-extended by two shifts; Q4: each nibble xored with 8 and sign-extended, q - 8, then times
+ * d), each met by
+ * x[c + k] broadcast. Each (row, token) keeps one sum, one FMA per column in the order the
+ * lines hold them (Q8: column order; Q4: per line its 4 low-nibble columns, then its 4 high
+ * ones): the same operations for every tile shape, so a row's result does not depend on T.
+ * A widened weight vector meets every token of its tile, and a broadcast x every group:
+ * prefill tiles are 2 groups x up to 12 tokens (Q8: 24 sums; Q4 11 tokens, its scales take 2
+ * more registers), decode tiles 4 groups x 1 token (Q8: 4 chains in flight, 4 FMAs a line
+ * each; Q4 8 groups, 8 FMAs a line).
+ * Why one sum: the 4 partial sums per row and token this kernel had (column c to c % 4) left
+ * room for 6 tokens only, and widening 4 vectors (11 operations) per 24 FMAs held a tile of it
+ * at 57-81% of the FMA peak (AMD EPYC Zen 5, a scratch loop in L1: 165-188 of 231 GFLOP/s a
+ * core); 2 groups x 12 tokens with one sum reached 231. */
 
 enum {
-    TILE_TOKENS = 6,   /* Q8: 6 x 4 accumulators + 4 widened weights < 32 zmm */
-    TILE_TOKENS_Q4 = 4 /* Q4 holds 4 more vectors (scales, masks, the line) */
+    TILE_TOKENS = 12,       /* Q8: 2 x 12 sums + 2 lines + 2 widened + x < 32 zmm */
+    TILE_TOKENS_Q4 = 11,    /* Q4: 2 x 11 sums + 2 lines, 2 scales, 2 widened, the 8s, x */
+    TILE_GROUPS_DECODE = 4,   /* Q8 groups per tile at T = 1: 4 chains of 4 FMAs a line */
+    TILE_GROUPS_DECODE_Q4 = 4 /* Q4: 8 chains, of 8 FMAs a line (its 4 low and 4 high nibbles) */
 };
 
-static const tile_plan plan_tiles = {2 * PLUME_TILE_ROWS, PLUME_TILE_ROWS, PANEL_BYTES};
+/* UNROLL for loops of up to 16 (the tiles' token loops: 12). */
+#if defined(__clang__)
+#define UNROLL16 _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL16 _Pragma("GCC unroll 16")
+#endif
+
+/* Column k (0..3) of each of a Q8 line's 16 rows (byte k of each int32 lane), as floats. */
+static inline __attribute__((always_inline)) __m512 widen_q8(__m512i v, const int k) {
+    if (k < 3) v = _mm512_slli_epi32(v, 24 - 8 * k);
+    return _mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24));
+}
 
 /* Y for groups g..g+G-1 x tokens t0..t0+TT-1, storing rows [lo, hi) only. */
 static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, int32_t g, int32_t t0, const int G,
@@ -263,61 +283,109 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
     const size_t gbytes = (size_t)PLUME_TILE_ROWS * a->row_bytes;
     const uint8_t *wg = (const uint8_t *)w->data + (size_t)g * gbytes;
     const int32_t nb = w->cols / 32;
-    __m512 acc[2][TILE_TOKENS][4]; /* G = 2 only with TT = 1 */
+    const float *x = a->x + (int64_t)t0 * a->ldx;
+    __m512 acc[TILE_GROUPS_DECODE_Q4][TILE_TOKENS]; /* [G][TT] used */
     UNROLL
     for (int i = 0; i < G; i++)
-        UNROLL
-        for (int t = 0; t < TT; t++)
-            UNROLL
-            for (int k = 0; k < 4; k++) acc[i][t][k] = _mm512_setzero_ps();
-    const float *x = a->x + (int64_t)t0 * a->ldx;
+        UNROLL16
+        for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     if (q8) {
         for (int32_t q = 0; q < w->cols / 4; q++) {
+            __m512i v[TILE_GROUPS_DECODE_Q4];
             UNROLL
             for (int i = 0; i < G; i++) {
                 const uint8_t *line = wg + (size_t)i * gbytes + (size_t)q * 64;
                 if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
-                const __m512i v = _mm512_loadu_si512(line);
-                __m512 wk[4];
-                wk[0] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24));
-                wk[1] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 16), 24));
-                wk[2] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 8), 24));
-                wk[3] = _mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24));
+                v[i] = _mm512_loadu_si512(line);
+            }
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                __m512 wk[TILE_GROUPS_DECODE_Q4];
                 UNROLL
-                for (int t = 0; t < TT; t++)
+                for (int i = 0; i < G; i++) wk[i] = widen_q8(v[i], k);
+                UNROLL16
+                for (int t = 0; t < TT; t++) {
+                    const __m512 xb = _mm512_set1_ps(x[t * a->ldx + 4 * q + k]);
                     UNROLL
-                    for (int k = 0; k < 4; k++)
-                        acc[i][t][k] = _mm512_fmadd_ps(wk[k], _mm512_set1_ps(x[t * a->ldx + 4 * q + k]), acc[i][t][k]);
+                    for (int i = 0; i < G; i++) acc[i][t] = _mm512_fmadd_ps(wk[i], xb, acc[i][t]);
+                }
+            }
+        }
+    } else if (TT == 1) {
+        /* Decode: each nibble masked out, then (n + 8) d - 8 d = n d, rounded once: the value
+         * the xor and shifts below give, in fewer shifts (fewer pipes do those), with the
+         * groups' offsets -8 d held in registers */
+        const __m512i low4 = _mm512_set1_epi32(0x0f);
+        for (int32_t b = 0; b < nb; b++) {
+            __m512 d[TILE_GROUPS_DECODE_Q4], d8[TILE_GROUPS_DECODE_Q4];
+            UNROLL
+            for (int i = 0; i < G; i++) {
+                d[i] = _mm512_cvtph_ps(
+                    _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
+                d8[i] = _mm512_mul_ps(d[i], _mm512_set1_ps(-8.0f)); /* exact */
+            }
+            UNROLL
+            for (int p = 0; p < 4; p++) {
+                __m512i v[TILE_GROUPS_DECODE_Q4];
+                UNROLL
+                for (int i = 0; i < G; i++) {
+                    const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
+                    if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
+                    v[i] = _mm512_loadu_si512(line);
+                }
+                UNROLL
+                for (int h = 0; h < 2; h++)
+                    UNROLL
+                    for (int k = 0; k < 4; k++) {
+                        const __m512 xb = _mm512_set1_ps(x[b * 32 + 16 * h + 4 * p + k]);
+                        UNROLL
+                        for (int i = 0; i < G; i++) {
+                            const __m512 wk = _mm512_fmadd_ps(
+                                _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v[i], 8 * k + 4 * h), low4)),
+                                d[i], d8[i]);
+                            acc[i][0] = _mm512_fmadd_ps(wk, xb, acc[i][0]);
+                        }
+                    }
             }
         }
     } else {
-        const __m512i low4 = _mm512_set1_epi32(0x0f);
+        /* nibble n of a line, xored with 8, is n - 8 as a signed 4-bit number: shifted to the
+         * top of its lane and back (arithmetic), then times d: (n - 8) d rounded once */
+        const __m512i eights = _mm512_set1_epi8((char)0x88);
         for (int32_t b = 0; b < nb; b++) {
+            __m512 d[TILE_GROUPS_DECODE_Q4];
             UNROLL
-            for (int i = 0; i < G; i++) {
-                const __m512 d = _mm512_cvtph_ps(
+            for (int i = 0; i < G; i++)
+                d[i] = _mm512_cvtph_ps(
                     _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
-                const __m512 d8 = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f)); /* exact */
+            UNROLL
+            for (int p = 0; p < 4; p++) {
+                __m512i v[TILE_GROUPS_DECODE_Q4];
                 UNROLL
-                for (int p = 0; p < 4; p++) {
+                for (int i = 0; i < G; i++) {
                     const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
                     if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
-                    const __m512i v = _mm512_loadu_si512(line);
-                    UNROLL
-                    for (int h = 0; h < 2; h++) { /* low nibbles: columns 4p + k; high: 16 + 4p + k */
-                        __m512 wk[4];
-                        UNROLL
-                        for (int k = 0; k < 4; k++) /* (q + 8) d - 8 d = q d, rounded once */
-                            wk[k] = _mm512_fmadd_ps(
-                                _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * k + 4 * h), low4)), d, d8);
-                        const int32_t c = b * 32 + 16 * h + 4 * p;
-                        UNROLL
-                        for (int t = 0; t < TT; t++)
-                            UNROLL
-                            for (int k = 0; k < 4; k++)
-                                acc[i][t][k] = _mm512_fmadd_ps(wk[k], _mm512_set1_ps(x[t * a->ldx + c + k]), acc[i][t][k]);
-                    }
+                    v[i] = _mm512_xor_si512(_mm512_loadu_si512(line), eights);
                 }
+                UNROLL
+                for (int h = 0; h < 2; h++) /* low nibbles: columns 4p + k; high: 16 + 4p + k */
+                    UNROLL
+                    for (int k = 0; k < 4; k++) {
+                        const int bit = 8 * k + 4 * h; /* the nibble's lowest bit in its lane */
+                        const int32_t c = b * 32 + 16 * h + 4 * p + k;
+                        __m512 wk[TILE_GROUPS_DECODE_Q4];
+                        UNROLL
+                        for (int i = 0; i < G; i++) {
+                            const __m512i top = bit < 28 ? _mm512_slli_epi32(v[i], 28 - bit) : v[i];
+                            wk[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(top, 28)), d[i]);
+                        }
+                        UNROLL16
+                        for (int t = 0; t < TT; t++) {
+                            const __m512 xb = _mm512_set1_ps(x[t * a->ldx + c]);
+                            UNROLL
+                            for (int i = 0; i < G; i++) acc[i][t] = _mm512_fmadd_ps(wk[i], xb, acc[i][t]);
+                        }
+                    }
             }
         }
     }
@@ -329,39 +397,77 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
         if (r + PLUME_TILE_ROWS > hi) keep &= (__mmask16)(0xffffu >> (r + PLUME_TILE_ROWS - hi));
         __m512 f = _mm512_set1_ps(1.0f);
         if (q8) f = _mm512_div_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scale + r))), _mm512_set1_ps(127.0f));
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][t][0], acc[i][t][1]), _mm512_add_ps(acc[i][t][2], acc[i][t][3]));
-            if (q8) sum = _mm512_mul_ps(sum, f);
-            _mm512_mask_storeu_ps(a->y + (int64_t)(t0 + t) * a->ldy + r, keep, sum);
-        }
+        UNROLL16
+        for (int t = 0; t < TT; t++)
+            _mm512_mask_storeu_ps(a->y + (int64_t)(t0 + t) * a->ldy + r, keep, q8 ? _mm512_mul_ps(acc[i][t], f) : acc[i][t]);
     }
 }
 
-/* A tile of mm_drive over a tiled weight, rows r..r+R-1 (R = 32, 16 or 1): two whole groups
- * at once for decode, else each group the rows touch, only those rows stored (a group is
- * computed twice only where r0 or r1 splits it). */
-static inline __attribute__((always_inline)) void tiles_shape(const mm_args *a, int32_t r, int32_t t0, int R, int TT,
-                                                              const int q8) {
-    if (R == 2 * PLUME_TILE_ROWS && TT == 1 && r % PLUME_TILE_ROWS == 0) {
-        tiles_body(a, r / PLUME_TILE_ROWS, t0, 2, 1, q8, r, r + R);
+/* A prefill tile of G (1 or 2) groups x tt tokens (1..TILE_TOKENS; Q4 up to TILE_TOKENS_Q4),
+ * with G and tt made constants. */
+#define TILES_TT(G, Q8)                                                                           \
+    switch (tt) {                                                                                 \
+    case 1: tiles_body(a, g, t0, G, 1, Q8, lo, hi); break;                                        \
+    case 2: tiles_body(a, g, t0, G, 2, Q8, lo, hi); break;                                        \
+    case 3: tiles_body(a, g, t0, G, 3, Q8, lo, hi); break;                                        \
+    case 4: tiles_body(a, g, t0, G, 4, Q8, lo, hi); break;                                        \
+    case 5: tiles_body(a, g, t0, G, 5, Q8, lo, hi); break;                                        \
+    case 6: tiles_body(a, g, t0, G, 6, Q8, lo, hi); break;                                        \
+    case 7: tiles_body(a, g, t0, G, 7, Q8, lo, hi); break;                                        \
+    case 8: tiles_body(a, g, t0, G, 8, Q8, lo, hi); break;                                        \
+    case 9: tiles_body(a, g, t0, G, 9, Q8, lo, hi); break;                                        \
+    case 10: tiles_body(a, g, t0, G, 10, Q8, lo, hi); break;                                      \
+    case 11: tiles_body(a, g, t0, G, 11, Q8, lo, hi); break;                                      \
+    case 12: if (Q8) tiles_body(a, g, t0, G, 12, 1, lo, hi); break;                               \
+    default: break;                                                                               \
+    }
+static void tiles_pair_q8(const mm_args *a, int32_t g, int32_t t0, int tt, int32_t lo, int32_t hi) { TILES_TT(2, 1) }
+static void tiles_one_q8(const mm_args *a, int32_t g, int32_t t0, int tt, int32_t lo, int32_t hi) { TILES_TT(1, 1) }
+static void tiles_pair_q4(const mm_args *a, int32_t g, int32_t t0, int tt, int32_t lo, int32_t hi) { TILES_TT(2, 0) }
+static void tiles_one_q4(const mm_args *a, int32_t g, int32_t t0, int tt, int32_t lo, int32_t hi) { TILES_TT(1, 0) }
+
+/* Y[T, rows r0..r1-1] over a tiled Q8/Q4 weight, in tiles of whole groups that store only
+ * the rows in range (a group split by r0 or r1 is computed once per call that touches it).
+ * T = 1: runs of TILE_GROUPS_DECODE(_Q4) groups, then one tile of each smaller power of 2. T > 1: panels of groups (about
+ * PANEL_BYTES, re-read from L2 by each token block) crossed with balanced blocks of at most
+ * TILE_TOKENS tokens, pairs of groups then a single one; the first block streams the panel. */
+static void tiles_run(const int q8, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+                      const plume_weight *w, int32_t r0, int32_t r1) {
+    if (T <= 0 || r1 <= r0) return;
+    mm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w,
+                 .row_bytes = row_bytes(q8 ? PLUME_W_Q8 : PLUME_W_Q4, w->cols), .stream = 1};
+    const int32_t g0 = r0 / PLUME_TILE_ROWS, g1 = (r1 + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS;
+    if (T == 1) {
+        int32_t g = g0;
+        if (q8) {
+            for (; g + TILE_GROUPS_DECODE <= g1; g += TILE_GROUPS_DECODE) tiles_body(&a, g, 0, TILE_GROUPS_DECODE, 1, 1, r0, r1);
+            if (g + 2 <= g1) tiles_body(&a, g, 0, 2, 1, 1, r0, r1), g += 2;
+            if (g < g1) tiles_body(&a, g, 0, 1, 1, 1, r0, r1);
+        } else {
+            for (; g + TILE_GROUPS_DECODE_Q4 <= g1; g += TILE_GROUPS_DECODE_Q4)
+                tiles_body(&a, g, 0, TILE_GROUPS_DECODE_Q4, 1, 0, r0, r1);
+            if (g + 4 <= g1) tiles_body(&a, g, 0, 4, 1, 0, r0, r1), g += 4;
+            if (g + 2 <= g1) tiles_body(&a, g, 0, 2, 1, 0, r0, r1), g += 2;
+            if (g < g1) tiles_body(&a, g, 0, 1, 1, 0, r0, r1);
+        }
         return;
     }
-    for (int32_t g = r / PLUME_TILE_ROWS; g * PLUME_TILE_ROWS < r + R; g++) {
-        switch (TT) {
-        case 1: tiles_body(a, g, t0, 1, 1, q8, r, r + R); break;
-        case 2: tiles_body(a, g, t0, 1, 2, q8, r, r + R); break;
-        case 3: tiles_body(a, g, t0, 1, 3, q8, r, r + R); break;
-        case 4: tiles_body(a, g, t0, 1, 4, q8, r, r + R); break;
-        case 5: if (q8) tiles_body(a, g, t0, 1, 5, 1, r, r + R); break;
-        case 6: if (q8) tiles_body(a, g, t0, 1, 6, 1, r, r + R); break;
-        default: break;
+    const int tokens = q8 ? TILE_TOKENS : TILE_TOKENS_Q4;
+    int32_t panel = (int32_t)(PANEL_BYTES / ((size_t)PLUME_TILE_ROWS * a.row_bytes));
+    panel = panel < 2 ? 2 : panel - panel % 2;
+    const int32_t blocks = (T + tokens - 1) / tokens;
+    for (int32_t p0 = g0; p0 < g1; p0 += panel) {
+        const int32_t p1 = g1 - p0 < panel ? g1 : p0 + panel;
+        for (int32_t b = 0, t0 = 0; b < blocks; b++) {
+            const int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            a.stream = b == 0; /* later blocks find the panel in L2 */
+            int32_t g = p0;
+            for (; g + 2 <= p1; g += 2) (q8 ? tiles_pair_q8 : tiles_pair_q4)(&a, g, t0, tt, r0, r1);
+            if (g < p1) (q8 ? tiles_one_q8 : tiles_one_q4)(&a, g, t0, tt, r0, r1);
+            t0 += tt;
         }
     }
 }
-
-static void tiles_q8(const mm_args *a, int32_t r, int32_t t0, int R, int TT) { tiles_shape(a, r, t0, R, TT, 1); }
-static void tiles_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) { tiles_shape(a, r, t0, R, TT, 0); }
 
 /* ---- matmul -------------------------------------------------------------------------- */
 
@@ -380,12 +486,12 @@ static void mm_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t 
 }
 static void mm_q8(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q8, tiles_q8, &plan_tiles, TILE_TOKENS, y, ldy, x, ldx, T, w, r0, r1);
+    if (w->layout == PLUME_L_TILES) tiles_run(1, y, ldy, x, ldx, T, w, r0, r1);
     else mm_run(PLUME_W_Q8, tile_q8, &plan, TOKENS_MAX, y, ldy, x, ldx, T, w, r0, r1);
 }
 static void mm_q4(float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                   const plume_weight *w, int32_t r0, int32_t r1) {
-    if (w->layout == PLUME_L_TILES) mm_run(PLUME_W_Q4, tiles_q4, &plan_tiles, TILE_TOKENS_Q4, y, ldy, x, ldx, T, w, r0, r1);
+    if (w->layout == PLUME_L_TILES) tiles_run(0, y, ldy, x, ldx, T, w, r0, r1);
     else mm_run(PLUME_W_Q4, tile_q4, &plan, TOKENS_MAX_Q4, y, ldy, x, ldx, T, w, r0, r1);
 }
 
