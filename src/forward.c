@@ -131,10 +131,9 @@ static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
  * that a thread's streams seldom restart and the threads end together (AMD EPYC, q8, 2
  * threads: 3% of samples spinning at the end of a loop, 6% with eighths), in whole tiles of 4
  * groups (with chunks of 1 group, 3-13% slower: a 1-group tile has few chains in flight).
- * Unless the model is
- * exact, q8/q4 weights take int8 activations: X is quantized once per row and block of 32
- * (the same bytes whatever T), then the int8 kernels run; a row's output is the same bits in
- * any step (qact.h, "Float order"). */
+ * Unless the model is exact, q8/q4 weights take int8 activations: X is quantized once per row
+ * and block of 32 (the same bytes whatever T), then the int8 kernels run; a row's output is
+ * the same bits in any step (qact.h, "Float order"). */
 static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
     const plume_model *m = st->m;
     matmul_task t = {m->k, x, ldx, T, m, NULL, n, {{0}}, {0}};

@@ -242,15 +242,14 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
 
 /* A Q8/Q4 weight in PLUME_L_TILES (kernels.h) holds 16 rows' columns c..c+3 in a 64-byte line,
  * one int32 lane per row: the line becomes 4 vectors of 16 rows (Q8: byte k of each lane
- * sign-extended by two shifts; Q4: each nibble xored with 8 and sign-extended, q - 8, then times
- * d), each met by
- * x[c + k] broadcast. Each (row, token) keeps one sum, one FMA per column in the order the
+ * sign-extended by two shifts; Q4: each nibble q + 8 turned into q, then times d), each met
+ * by x[c + k] broadcast. Each (row, token) keeps one sum, one FMA per column in the order the
  * lines hold them (Q8: column order; Q4: per line its 4 low-nibble columns, then its 4 high
  * ones): the same operations for every tile shape, so a row's result does not depend on T.
  * A widened weight vector meets every token of its tile, and a broadcast x every group:
  * prefill tiles are 2 groups x up to 12 tokens (Q8: 24 sums; Q4 11 tokens, its scales take 2
- * more registers), decode tiles 4 groups x 1 token (Q8: 4 chains in flight, 4 FMAs a line
- * each; Q4 8 groups, 8 FMAs a line).
+ * more registers), decode tiles 4 groups x 1 token (4 chains in flight; 8-group Q4 tiles ran
+ * slower, out of registers).
  * Why one sum: the 4 partial sums per row and token this kernel had (column c to c % 4) left
  * room for 6 tokens only, and widening 4 vectors (11 operations) per 24 FMAs held a tile of it
  * at 57-81% of the FMA peak (AMD EPYC Zen 5, a scratch loop in L1: 165-188 of 231 GFLOP/s a
@@ -259,8 +258,7 @@ static void tile_q4(const mm_args *a, int32_t r, int32_t t0, int R, int TT) {
 enum {
     TILE_TOKENS = 12,       /* Q8: 2 x 12 sums + 2 lines + 2 widened + x < 32 zmm */
     TILE_TOKENS_Q4 = 11,    /* Q4: 2 x 11 sums + 2 lines, 2 scales, 2 widened, the 8s, x */
-    TILE_GROUPS_DECODE = 4,   /* Q8 groups per tile at T = 1: 4 chains of 4 FMAs a line */
-    TILE_GROUPS_DECODE_Q4 = 4 /* Q4: 8 chains, of 8 FMAs a line (its 4 low and 4 high nibbles) */
+    TILE_GROUPS_DECODE = 4  /* groups per tile at T = 1 */
 };
 
 /* UNROLL for loops of up to 16 (the tiles' token loops: 12). */
@@ -284,14 +282,14 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
     const uint8_t *wg = (const uint8_t *)w->data + (size_t)g * gbytes;
     const int32_t nb = w->cols / 32;
     const float *x = a->x + (int64_t)t0 * a->ldx;
-    __m512 acc[TILE_GROUPS_DECODE_Q4][TILE_TOKENS]; /* [G][TT] used */
+    __m512 acc[TILE_GROUPS_DECODE][TILE_TOKENS]; /* [G][TT] used */
     UNROLL
     for (int i = 0; i < G; i++)
         UNROLL16
         for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     if (q8) {
         for (int32_t q = 0; q < w->cols / 4; q++) {
-            __m512i v[TILE_GROUPS_DECODE_Q4];
+            __m512i v[TILE_GROUPS_DECODE];
             UNROLL
             for (int i = 0; i < G; i++) {
                 const uint8_t *line = wg + (size_t)i * gbytes + (size_t)q * 64;
@@ -300,7 +298,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
             }
             UNROLL
             for (int k = 0; k < 4; k++) {
-                __m512 wk[TILE_GROUPS_DECODE_Q4];
+                __m512 wk[TILE_GROUPS_DECODE];
                 UNROLL
                 for (int i = 0; i < G; i++) wk[i] = widen_q8(v[i], k);
                 UNROLL16
@@ -312,12 +310,12 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
             }
         }
     } else if (TT == 1) {
-        /* Decode: each nibble masked out, then (n + 8) d - 8 d = n d, rounded once: the value
-         * the xor and shifts below give, in fewer shifts (fewer pipes do those), with the
-         * groups' offsets -8 d held in registers */
+        /* Decode: each nibble q + 8 masked out, then (q + 8) d - 8 d = q d, rounded once: the
+         * value the xor and shifts below give, in fewer shifts (fewer pipes do those), with
+         * the groups' offsets -8 d held in registers */
         const __m512i low4 = _mm512_set1_epi32(0x0f);
         for (int32_t b = 0; b < nb; b++) {
-            __m512 d[TILE_GROUPS_DECODE_Q4], d8[TILE_GROUPS_DECODE_Q4];
+            __m512 d[TILE_GROUPS_DECODE], d8[TILE_GROUPS_DECODE];
             UNROLL
             for (int i = 0; i < G; i++) {
                 d[i] = _mm512_cvtph_ps(
@@ -326,7 +324,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
             }
             UNROLL
             for (int p = 0; p < 4; p++) {
-                __m512i v[TILE_GROUPS_DECODE_Q4];
+                __m512i v[TILE_GROUPS_DECODE];
                 UNROLL
                 for (int i = 0; i < G; i++) {
                     const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
@@ -353,14 +351,14 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
          * top of its lane and back (arithmetic), then times d: (n - 8) d rounded once */
         const __m512i eights = _mm512_set1_epi8((char)0x88);
         for (int32_t b = 0; b < nb; b++) {
-            __m512 d[TILE_GROUPS_DECODE_Q4];
+            __m512 d[TILE_GROUPS_DECODE];
             UNROLL
             for (int i = 0; i < G; i++)
                 d[i] = _mm512_cvtph_ps(
                     _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
             UNROLL
             for (int p = 0; p < 4; p++) {
-                __m512i v[TILE_GROUPS_DECODE_Q4];
+                __m512i v[TILE_GROUPS_DECODE];
                 UNROLL
                 for (int i = 0; i < G; i++) {
                     const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
@@ -373,7 +371,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
                     for (int k = 0; k < 4; k++) {
                         const int bit = 8 * k + 4 * h; /* the nibble's lowest bit in its lane */
                         const int32_t c = b * 32 + 16 * h + 4 * p + k;
-                        __m512 wk[TILE_GROUPS_DECODE_Q4];
+                        __m512 wk[TILE_GROUPS_DECODE];
                         UNROLL
                         for (int i = 0; i < G; i++) {
                             const __m512i top = bit < 28 ? _mm512_slli_epi32(v[i], 28 - bit) : v[i];
@@ -428,9 +426,10 @@ static void tiles_one_q4(const mm_args *a, int32_t g, int32_t t0, int tt, int32_
 
 /* Y[T, rows r0..r1-1] over a tiled Q8/Q4 weight, in tiles of whole groups that store only
  * the rows in range (a group split by r0 or r1 is computed once per call that touches it).
- * T = 1: runs of TILE_GROUPS_DECODE(_Q4) groups, then one tile of each smaller power of 2. T > 1: panels of groups (about
- * PANEL_BYTES, re-read from L2 by each token block) crossed with balanced blocks of at most
- * TILE_TOKENS tokens, pairs of groups then a single one; the first block streams the panel. */
+ * T = 1: runs of TILE_GROUPS_DECODE groups, then a tile of 2 and one of 1 if left. T > 1:
+ * panels of groups (about PANEL_BYTES, re-read from L2 by each token block) crossed with
+ * balanced blocks of at most TILE_TOKENS tokens, pairs of groups then a single one; the first
+ * block streams the panel. */
 static void tiles_run(const int q8, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                       const plume_weight *w, int32_t r0, int32_t r1) {
     if (T <= 0 || r1 <= r0) return;
@@ -444,9 +443,7 @@ static void tiles_run(const int q8, float *y, int64_t ldy, const float *x, int64
             if (g + 2 <= g1) tiles_body(&a, g, 0, 2, 1, 1, r0, r1), g += 2;
             if (g < g1) tiles_body(&a, g, 0, 1, 1, 1, r0, r1);
         } else {
-            for (; g + TILE_GROUPS_DECODE_Q4 <= g1; g += TILE_GROUPS_DECODE_Q4)
-                tiles_body(&a, g, 0, TILE_GROUPS_DECODE_Q4, 1, 0, r0, r1);
-            if (g + 4 <= g1) tiles_body(&a, g, 0, 4, 1, 0, r0, r1), g += 4;
+            for (; g + TILE_GROUPS_DECODE <= g1; g += TILE_GROUPS_DECODE) tiles_body(&a, g, 0, TILE_GROUPS_DECODE, 1, 0, r0, r1);
             if (g + 2 <= g1) tiles_body(&a, g, 0, 2, 1, 0, r0, r1), g += 2;
             if (g < g1) tiles_body(&a, g, 0, 1, 1, 0, r0, r1);
         }
