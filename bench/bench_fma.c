@@ -88,17 +88,20 @@ static void *run_thread(void *p) {
     return NULL;
 }
 
-/* GFLOP/s of n threads running the chains at once (each 2 lanes CHAINS ITERS FLOPs). */
+/* GFLOP/s of n threads running the chains at once (each 2 lanes CHAINS ITERS FLOPs); 0 if the
+ * threads could not be started. */
 static double gflops(chains_fn fn, int lanes, int n) {
     pthread_t th[64];
     run_arg arg[64];
     double t0 = now_s();
-    for (int i = 0; i < n; i++) {
-        arg[i].fn = fn;
-        if (pthread_create(&th[i], NULL, run_thread, &arg[i]) != 0) return 0;
+    int started = 0;
+    for (; started < n; started++) {
+        arg[started].fn = fn;
+        if (pthread_create(&th[started], NULL, run_thread, &arg[started]) != 0) break;
     }
     float sink = 0;
-    for (int i = 0; i < n; i++) pthread_join(th[i], NULL), sink += arg[i].out;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL), sink += arg[i].out;
+    if (started < n) return 0; /* could not start them all: no figure */
     double t = now_s() - t0;
     if (sink != sink) printf("(nan)\n"); /* keeps the results alive */
     return 2.0 * lanes * CHAINS * (double)ITERS * n / t / 1e9;
@@ -133,6 +136,10 @@ int main(int argc, char **argv) {
         double v[RUNS];
         for (int r = 0; r < RUNS; r++) v[r] = gflops(fn, lanes, counts[k]);
         double g = median(v);
+        if (g <= 0) {
+            fprintf(stderr, "bench_fma: cannot start %d threads\n", counts[k]);
+            return 1;
+        }
         printf("  %2d thread%s: %7.1f GFLOP/s   E2B exact prefill at this peak: %6.1f tok/s\n", counts[k],
                counts[k] == 1 ? " " : "s", g, g / E2B_GFLOP_PER_TOKEN);
     }

@@ -274,6 +274,29 @@ static inline __attribute__((always_inline)) __m512 widen_q8(__m512i v, const in
     return _mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24));
 }
 
+/* v[i] = the line at byte off of group g + i (wg: group g's start), i < G; prefetched 1 KiB
+ * ahead when the weights stream from memory. */
+static inline __attribute__((always_inline)) void tiles_lines(const mm_args *a, const uint8_t *wg, size_t off,
+                                                              const int G, __m512i *v) {
+    const size_t gbytes = (size_t)PLUME_TILE_ROWS * a->row_bytes;
+    UNROLL
+    for (int i = 0; i < G; i++) {
+        const uint8_t *line = wg + (size_t)i * gbytes + off;
+        if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
+        v[i] = _mm512_loadu_si512(line);
+    }
+}
+
+/* d[i] = the Q4 scales of block b of group g + i (its 16 rows), i < G. */
+static inline __attribute__((always_inline)) void tiles_q4_scales(const plume_weight *w, int32_t g, int32_t b,
+                                                                  const int G, __m512 *d) {
+    const int32_t nb = w->cols / 32;
+    UNROLL
+    for (int i = 0; i < G; i++)
+        d[i] = _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
+}
+
 /* Y for groups g..g+G-1 x tokens t0..t0+TT-1, storing rows [lo, hi) only. */
 static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, int32_t g, int32_t t0, const int G,
                                                              const int TT, const int q8, int32_t lo, int32_t hi) {
@@ -290,12 +313,7 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
     if (q8) {
         for (int32_t q = 0; q < w->cols / 4; q++) {
             __m512i v[TILE_GROUPS_DECODE];
-            UNROLL
-            for (int i = 0; i < G; i++) {
-                const uint8_t *line = wg + (size_t)i * gbytes + (size_t)q * 64;
-                if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
-                v[i] = _mm512_loadu_si512(line);
-            }
+            tiles_lines(a, wg, (size_t)q * 64, G, v);
             UNROLL
             for (int k = 0; k < 4; k++) {
                 __m512 wk[TILE_GROUPS_DECODE];
@@ -316,21 +334,13 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
         const __m512i low4 = _mm512_set1_epi32(0x0f);
         for (int32_t b = 0; b < nb; b++) {
             __m512 d[TILE_GROUPS_DECODE], d8[TILE_GROUPS_DECODE];
+            tiles_q4_scales(w, g, b, G, d);
             UNROLL
-            for (int i = 0; i < G; i++) {
-                d[i] = _mm512_cvtph_ps(
-                    _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
-                d8[i] = _mm512_mul_ps(d[i], _mm512_set1_ps(-8.0f)); /* exact */
-            }
+            for (int i = 0; i < G; i++) d8[i] = _mm512_mul_ps(d[i], _mm512_set1_ps(-8.0f)); /* exact */
             UNROLL
             for (int p = 0; p < 4; p++) {
                 __m512i v[TILE_GROUPS_DECODE];
-                UNROLL
-                for (int i = 0; i < G; i++) {
-                    const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
-                    if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
-                    v[i] = _mm512_loadu_si512(line);
-                }
+                tiles_lines(a, wg, (size_t)b * 256 + 64 * (size_t)p, G, v);
                 UNROLL
                 for (int h = 0; h < 2; h++)
                     UNROLL
@@ -352,19 +362,13 @@ static inline __attribute__((always_inline)) void tiles_body(const mm_args *a, i
         const __m512i eights = _mm512_set1_epi8((char)0x88);
         for (int32_t b = 0; b < nb; b++) {
             __m512 d[TILE_GROUPS_DECODE];
-            UNROLL
-            for (int i = 0; i < G; i++)
-                d[i] = _mm512_cvtph_ps(
-                    _mm256_loadu_si256((const __m256i *)(w->scale + ((size_t)(g + i) * nb + b) * PLUME_TILE_ROWS)));
+            tiles_q4_scales(w, g, b, G, d);
             UNROLL
             for (int p = 0; p < 4; p++) {
                 __m512i v[TILE_GROUPS_DECODE];
+                tiles_lines(a, wg, (size_t)b * 256 + 64 * (size_t)p, G, v);
                 UNROLL
-                for (int i = 0; i < G; i++) {
-                    const uint8_t *line = wg + (size_t)i * gbytes + (size_t)b * 256 + 64 * (size_t)p;
-                    if (a->stream) _mm_prefetch((const char *)line + 1024, PLUME_PREFETCH_STREAM);
-                    v[i] = _mm512_xor_si512(_mm512_loadu_si512(line), eights);
-                }
+                for (int i = 0; i < G; i++) v[i] = _mm512_xor_si512(v[i], eights);
                 UNROLL
                 for (int h = 0; h < 2; h++) /* low nibbles: columns 4p + k; high: 16 + 4p + k */
                     UNROLL
