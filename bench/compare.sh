@@ -62,7 +62,8 @@ jsonl_ts() {
     grep "\"n_prompt\": $1, " | grep "\"n_gen\": $2, " | json_num avg_ts
 }
 
-# Measure engine k (a model and a variant) once; append its figures to $OUT/k.pre and k.dec.
+# Measure engine k (a model and a variant) once; append its figures to $OUT/k.pre and k.dec
+# (plume: also k.share, decode over the weights streamed right before and after it, in %).
 measure() { # k model flags
     k=$1 m=$2 f=$3
     if [ -f "$m/model_config.json" ]; then
@@ -72,6 +73,7 @@ measure() { # k model flags
             die "plume bench -m $m $f failed: $(tail -3 "$OUT/err")"
         json_num prefill_tok_s < "$OUT/$k.json" >> "$OUT/$k.pre"
         json_num decode_tok_s < "$OUT/$k.json" >> "$OUT/$k.dec"
+        json_num decode_roofline < "$OUT/$k.json" | awk '{ printf "%.1f\n", $1 * 100 }' >> "$OUT/$k.share"
     else
         cat "$m" > /dev/null
         "$LLAMA_BENCH" -m "$m" -t "$THREADS" -p "$NP" -n "$NG" -r 1 -o jsonl > "$OUT/$k.jsonl" 2>> "$OUT/err" ||
@@ -123,11 +125,13 @@ CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 [ -n "$CPU" ] || CPU=$(sysctl -n machdep.cpu.brand_string 2>/dev/null || uname -m)
 echo "$CPU, $THREADS threads; $ROUNDS interleaved rounds, medians (range); prompt $NP tokens, $NG generated"
 echo
-echo "| engine | prefill $NP, tok/s | decode, tok/s |"
-echo "|---|---|---|"
+echo "| engine | prefill $NP, tok/s | decode, tok/s | decode / bandwidth limit, % |"
+echo "|---|---|---|---|"
 k=0
 while [ $k -lt $N ]; do
     eval "name=\$NAME_$k"
-    echo "| $name | $(stats "$OUT/$k.pre") | $(stats "$OUT/$k.dec") |"
+    share=-
+    [ -f "$OUT/$k.share" ] && share=$(stats "$OUT/$k.share")
+    echo "| $name | $(stats "$OUT/$k.pre") | $(stats "$OUT/$k.dec") | $share |"
     k=$((k + 1))
 done

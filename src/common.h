@@ -129,6 +129,13 @@ static inline float plume_rng_float(uint64_t *state) {
 /* Monotonic seconds. */
 double plume_now(void);
 
+/* Read ns spans of n bytes each (8-byte aligned), a few lines of each in turn, as fast as one
+ * thread can, for bandwidth probes: a core streams more from memory with several far-apart
+ * spans in flight than with one (PLUME_STREAM_SPANS), and with the widest loads it has.
+ * Returns a checksum, so that the reads cannot be left out. */
+enum { PLUME_STREAM_SPANS = 4, PLUME_STREAM_SPANS_MAX = 8 };
+uint64_t plume_stream_sum(const void *const *spans, int ns, size_t n);
+
 /* The checksum sealing a tokenizer.bin image (tokenizer.c; docs/TOKENIZER.md) over p[0..n). */
 uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
 

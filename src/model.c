@@ -364,5 +364,70 @@ int32_t plume_model_n_layers(const plume_model *m) { return m->c.L; }
 const char *plume_model_isa(const plume_model *m) { return m->k->name; }
 int32_t plume_model_n_threads(const plume_model *m) { return plume_pool_size(m->pool); }
 const char *plume_model_weights(const plume_model *m) { return m->c.weights; }
+/* plume_model_stream_bandwidth's work: the dense maps cut into pieces. */
+typedef struct {
+    const plume_map *maps[DENSE_MAPS];
+    int64_t first[DENSE_MAPS + 1]; /* index of each map's first piece; first[n] = all pieces */
+    int n;
+    size_t piece;          /* bytes per item (a multiple of 64) */
+    _Atomic uint64_t sink;
+    _Atomic uint64_t read; /* bytes read by all passes */
+} stream_task;
+
+/* Piece i of the dense maps: its bytes at *p; returns its length. */
+static size_t stream_piece(const stream_task *t, int64_t i, const void **p) {
+    int k = 0;
+    while (i >= t->first[k + 1]) k++;
+    const size_t off = (size_t)(i - t->first[k]) * t->piece, left = t->maps[k]->size - off;
+    *p = (const uint8_t *)t->maps[k]->data + off;
+    return left < t->piece ? left : t->piece;
+}
+
+/* Items [a, b): item i < Q = pieces / 4 reads pieces i, i + Q, i + 2Q and i + 3Q side by side
+ * (far-apart spans, as the decode tiles read them); the rest read the last pieces alone. */
+static void stream_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
+    (void)ith;
+    stream_task *t = ctx;
+    const int64_t q = t->first[t->n] / PLUME_STREAM_SPANS;
+    uint64_t s = 0, read = 0;
+    for (int64_t i = a; i < b; i++) {
+        const void *p[PLUME_STREAM_SPANS];
+        size_t n[PLUME_STREAM_SPANS], common = SIZE_MAX;
+        const int ns = i < q ? PLUME_STREAM_SPANS : 1;
+        for (int j = 0; j < ns; j++) {
+            n[j] = stream_piece(t, i < q ? i + j * q : PLUME_STREAM_SPANS * q + (i - q), &p[j]);
+            if (n[j] < common) common = n[j];
+        }
+        s += plume_stream_sum(p, ns, common);
+        for (int j = 0; j < ns; j++) { /* a map's last piece is short */
+            const void *rest = (const uint8_t *)p[j] + common;
+            if (n[j] > common) s += plume_stream_sum(&rest, 1, n[j] - common);
+            read += n[j];
+        }
+    }
+    atomic_fetch_xor_explicit(&t->sink, s, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->read, read, memory_order_relaxed);
+}
+
+double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read) {
+    stream_task t = {.piece = piece ? (piece + 63) / 64 * 64 : (size_t)1 << 20};
+    t.n = dense_maps(m, t.maps);
+    uint64_t bytes = 0;
+    for (int k = 0; k < t.n; k++) {
+        t.first[k + 1] = t.first[k] + (int64_t)((t.maps[k]->size + t.piece - 1) / t.piece);
+        bytes += t.maps[k]->size;
+    }
+    double best = 0;
+    for (int32_t p = 0; bytes && p < passes; p++) {
+        double t0 = plume_now();
+        const int64_t pieces = t.first[t.n], q = pieces / PLUME_STREAM_SPANS;
+        plume_pool_for(m->pool, q + (pieces - PLUME_STREAM_SPANS * q), 1, stream_range, &t);
+        double gbs = (double)bytes / (plume_now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    if (read) *read = passes > 0 ? atomic_load(&t.read) / (uint64_t)passes : 0;
+    return best;
+}
+
 uint64_t plume_model_decode_bytes(const plume_model *m) { return m->decode_bytes; }
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }

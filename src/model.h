@@ -155,5 +155,9 @@ void plume_model_prefault(plume_model *m);
 /* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
  * tied head) that huge pages map (plume_map_open_dense); 0 when none or unknown. */
 double plume_model_huge_share(const plume_model *m);
+/* Benchmarks only: the model's threads stream the weights a step reads (the maps of
+ * plume_model_huge_share, as mapped) `passes` times, in items of `piece` bytes (rounded up to
+ * 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not NULL): bytes a pass read. */
+double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
 
 #endif

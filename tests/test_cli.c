@@ -113,6 +113,9 @@ static void test_draft_keeps_greedy_output(void) {
     st = t_sh(out[0], sizeof out[0], "%s/plume bench -m %s -p 8 -n 4 -r 1 --spec --json", t_build(), bundle);
     CHECK(st == 0 && strstr(out[0], "\"step_tokens\": 5") && strstr(out[0], "\"relative_cost\""), "bench --spec --json: %s",
           out[0]);
+    CHECK(st == 0 && strstr(out[0], "\"stream_gb_s\": ") && strstr(out[0], "\"decode_roofline\": ") &&
+              !strstr(out[0], "\"stream_gb_s\": 0.00"),
+          "bench --json: the weights streamed around decode: %s", out[0]);
     st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p hi --draft 64", t_build(), bundle);
     CHECK(st == 2 && strstr(out[0], "--draft wants 0..63"), "--draft 64 refused: %s", out[0]);
 }

@@ -493,6 +493,27 @@ static void test_layouts_agree(void) {
     free(ids);
 }
 
+/* The bandwidth probe of plume bench (plume_model_stream_bandwidth) reads every byte of the
+ * weights a step reads once per pass, whatever the threads and however the maps are cut
+ * (pieces of 1 MiB, larger than the tiny maps, and of 4 KiB + 64 bytes, which end inside
+ * every map). */
+static void test_stream_probe(void) {
+    const size_t pieces[2] = {0, 4096 + 64};
+    for (int which = 0; which < 4; which += 2)
+        for (int32_t th = 1; th <= 3; th += 2)
+            for (int p = 0; p < 2; p++) {
+                plume_model *m = open_model_as(bundle[which], NULL, th, 0);
+                CHECK(m, "open %s", bundle[which]);
+                if (!m) continue;
+                uint64_t want = m->proj_map.size + (m->c.head_sidecar ? m->embed_q8.size : 0), read = 0;
+                for (int i = 0; i < PLUME_N_CHUNKS; i++) want += m->chunk_map[i].size;
+                double gbs = plume_model_stream_bandwidth(m, 2, pieces[p], &read);
+                CHECK(read == want && gbs > 0, "%s, %d threads, pieces of %zu: a pass read %llu bytes of %llu (%.2f GB/s)",
+                      precs[which], th, pieces[p], (unsigned long long)read, (unsigned long long)want, gbs);
+                plume_model_free(m);
+            }
+}
+
 int main(void) {
     setup();
     RUN(test_f32_logits_every_step);
@@ -506,6 +527,7 @@ int main(void) {
     RUN(test_cli_logits);
     RUN(test_rope_e2b);
     RUN(test_rope_tables_written);
+    RUN(test_stream_probe);
     char out[256];
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

@@ -3,7 +3,8 @@
  * (plume_file_uncache); files too small for huge pages, empty ones and missing ones behave as
  * plume_map_open does; the share of huge pages reported is a fraction. Whether the system
  * gives huge pages at all is not asserted: that is the kernel's and the filesystem's choice
- * (docs/BENCHMARKS.md shows it measured by plume bench). */
+ * (docs/BENCHMARKS.md shows it measured by plume bench). Also: the read loop of the bandwidth
+ * probes (plume_stream_sum) reads every byte of every span it is given. */
 #include "common.h"
 #include "t.h"
 
@@ -76,8 +77,38 @@ static void test_dense_small_empty_missing(void) {
     free(err);
 }
 
+/* plume_stream_sum over 1-8 spans of lengths with and without a tail: changing any byte of
+ * any span changes the checksum (a loop that skipped a line, a tail or a span would not). */
+static void test_stream_sum_reads_every_byte(void) {
+    enum { SPAN = 1024 };
+    uint8_t *buf = plume_alloc(8 * SPAN);
+    CHECK(buf, "out of memory");
+    if (!buf) return;
+    uint64_t rng = 5;
+    for (int i = 0; i < 8 * SPAN; i++) buf[i] = (uint8_t)plume_rng_next(&rng);
+    const int spans[] = {1, 2, 3, 4, 8};
+    const size_t lens[] = {64, 320, 1000, SPAN};
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 4; b++) {
+            const void *p[8];
+            for (int s = 0; s < spans[a]; s++) p[s] = buf + (size_t)s * SPAN;
+            const uint64_t base = plume_stream_sum(p, spans[a], lens[b]);
+            int missed = -1;
+            for (int s = 0; s < spans[a] && missed < 0; s++)
+                for (size_t i = 0; i < lens[b] && missed < 0; i++) {
+                    buf[s * SPAN + i] ^= 0x10;
+                    if (plume_stream_sum(p, spans[a], lens[b]) == base) missed = (int)(s * SPAN + i);
+                    buf[s * SPAN + i] ^= 0x10;
+                }
+            CHECK(missed < 0 && plume_stream_sum(p, spans[a], lens[b]) == base,
+                  "%d spans of %zu bytes: byte %d of the buffer not read", spans[a], lens[b], missed);
+        }
+    plume_dealloc(buf);
+}
+
 int main(void) {
     tmp = t_tmpdir("map");
+    RUN(test_stream_sum_reads_every_byte);
     RUN(test_dense_same_bytes);
     RUN(test_dense_small_empty_missing);
     char out[1024];
