@@ -354,7 +354,11 @@ static inline __attribute__((always_inline, target("avx512f"))) uint64_t stream_
         }
     for (; i < n; i += 64)
         for (int s = 0; s < NS; s++) a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(q[s] + i));
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    /* Lanes added as unsigned: the sum wraps by design (_mm512_reduce_add_epi64 adds signed). */
+    uint64_t lane[8], sum = 0;
+    _mm512_storeu_si512(lane, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+    for (int k = 0; k < 8; k++) sum += lane[k];
+    return sum;
 }
 
 /* stream_sum_avx512_n for 1, 2, 4 or 8 spans (others: the plain loop). On an EPYC (Zen 5), 1 GiB
