@@ -614,60 +614,114 @@ static inline const void *kv_rowp(const plume_kv_run *r, int v, int i8, int32_t 
 
 enum { KV_AHEAD = 4 }; /* K rows prefetched this far ahead */
 
-/* p[h * ldp + j] = q_h . k_j (times the row's scale if int8) for NH heads and the run's rows:
- * each K row is loaded once for all NH heads, one accumulator per head. */
-static inline __attribute__((always_inline)) void attn_scores(int NH, int i8, float *p, int64_t ldp, const float *q,
-                                                              int32_t hd, const plume_kv_run *r) {
-    int32_t hv = hd & ~15;
-    for (int32_t j = 0; j < r->n; j++) {
-        const void *row = kv_rowp(r, 0, i8, j);
-        __m512 acc[8];
+/* The scores of K rows j..j+JR-1 for NH heads: q_h . k_j (times the row's scale if int8) into
+ * p[h * ldp + j]. Each load of q serves the JR rows, each load of a K row the NH heads; a
+ * row's sums are the same operations in the same order whatever JR (the T-independence of
+ * the bits: a run's last row may go alone). */
+static inline __attribute__((always_inline)) void attn_scores_rows(int NH, int JR, int i8, float *p, int64_t ldp,
+                                                                   const float *q, int32_t hd, const plume_kv_run *r,
+                                                                   int32_t j) {
+    const int32_t hv = hd & ~15;
+    const void *row[3];
+    const char *ahead[3];
+    __m512 acc[3][8];
+    UNROLL
+    for (int u = 0; u < JR; u++) {
+        row[u] = kv_rowp(r, 0, i8, j + u);
+        ahead[u] = j + u + KV_AHEAD < r->n ? (const char *)kv_rowp(r, 0, i8, j + u + KV_AHEAD) : NULL;
         UNROLL
-        for (int h = 0; h < NH; h++) acc[h] = _mm512_setzero_ps();
-        const char *ahead = j + KV_AHEAD < r->n ? (const char *)kv_rowp(r, 0, i8, j + KV_AHEAD) : NULL;
-        for (int32_t c = 0; c < hv; c += 16) {
-            if (ahead && (!i8 || c % 64 == 0)) _mm_prefetch(ahead + (int64_t)c * (i8 ? 1 : 4), _MM_HINT_T0);
-            __m512 k = kv16(row, i8, c);
-            UNROLL
-            for (int h = 0; h < NH; h++) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (int64_t)h * hd + c), k, acc[h]);
+        for (int h = 0; h < NH; h++) acc[u][h] = _mm512_setzero_ps();
+    }
+    for (int32_t c = 0; c < hv; c += 16) {
+        __m512 k[3];
+        UNROLL
+        for (int u = 0; u < JR; u++) {
+            if (ahead[u] && (!i8 || c % 64 == 0)) _mm_prefetch(ahead[u] + (int64_t)c * (i8 ? 1 : 4), _MM_HINT_T0);
+            k[u] = kv16(row[u], i8, c);
         }
         UNROLL
         for (int h = 0; h < NH; h++) {
-            float s = _mm512_reduce_add_ps(acc[h]);
-            for (int32_t c = hv; c < hd; c++) s += q[(int64_t)h * hd + c] * kv1(row, i8, c);
-            p[h * ldp + j] = i8 ? s * r->ks[j * r->sstride] : s;
+            __m512 qv = _mm512_loadu_ps(q + (int64_t)h * hd + c);
+            __asm__("" : "+v"(qv)); /* one load for the JR rows, not one folded into each FMA */
+            UNROLL
+            for (int u = 0; u < JR; u++) acc[u][h] = _mm512_fmadd_ps(qv, k[u], acc[u][h]);
         }
     }
+    UNROLL
+    for (int u = 0; u < JR; u++)
+        UNROLL
+        for (int h = 0; h < NH; h++) {
+            float sc = _mm512_reduce_add_ps(acc[u][h]);
+            for (int32_t c = hv; c < hd; c++) sc += q[(int64_t)h * hd + c] * kv1(row[u], i8, c);
+            p[h * ldp + j + u] = i8 ? sc * r->ks[(j + u) * r->sstride] : sc;
+        }
+}
+
+/* p[h * ldp + j] = q_h . k_j for NH heads and the run's rows, two rows at a time. */
+static inline __attribute__((always_inline)) void attn_scores(int NH, int i8, float *p, int64_t ldp, const float *q,
+                                                              int32_t hd, const plume_kv_run *r) {
+    int32_t j = 0;
+    for (; j + 3 <= r->n; j += 3) attn_scores_rows(NH, 3, i8, p, ldp, q, hd, r, j);
+    for (; j < r->n; j++) attn_scores_rows(NH, 1, i8, p, ldp, q, hd, r, j);
+}
+
+/* Columns c..c+16 CW - 1 of acc[h] += sum_j p[h * ldp + j] v_j for NH heads over rows
+ * j0..j0+nj-1: the NH x CW sums stay in registers across the rows, each weight broadcast once
+ * for the CW column blocks; a column's sum takes the rows in order whatever CW. */
+static inline __attribute__((always_inline)) void attn_values_cols(int NH, int CW, int i8, float *acc, const float *p,
+                                                                   int64_t ldp, int32_t hd, const plume_kv_run *r,
+                                                                   int32_t j0, int32_t nj, int32_t c) {
+    __m512 a[2][8];
+    UNROLL
+    for (int w = 0; w < CW; w++)
+        UNROLL
+        for (int h = 0; h < NH; h++) a[w][h] = _mm512_loadu_ps(acc + (int64_t)h * hd + c + 16 * w);
+    for (int32_t j = 0; j < nj; j++) {
+        const void *row = kv_rowp(r, 1, i8, j0 + j);
+        __m512 v[2];
+        UNROLL
+        for (int w = 0; w < CW; w++) v[w] = kv16(row, i8, c + 16 * w);
+        UNROLL
+        for (int h = 0; h < NH; h++) {
+            const __m512 pb = _mm512_set1_ps(p[h * ldp + j0 + j]);
+            UNROLL
+            for (int w = 0; w < CW; w++) a[w][h] = _mm512_fmadd_ps(pb, v[w], a[w][h]);
+        }
+    }
+    UNROLL
+    for (int w = 0; w < CW; w++)
+        UNROLL
+        for (int h = 0; h < NH; h++) _mm512_storeu_ps(acc + (int64_t)h * hd + c + 16 * w, a[w][h]);
 }
 
 /* acc[h] += sum_j p[h * ldp + j] v_j for NH heads over the run's rows (int8: p holds the row's
- * scale already). Rows go 8 at a time; per 16 columns the NH sums stay in registers across
- * the 8 rows, and the next 8 rows are prefetched meanwhile. */
+ * scale already). Rows go 8 at a time, 32 columns at a time (then 16), and the next 8 rows
+ * are prefetched meanwhile. */
 static inline __attribute__((always_inline)) void attn_values(int NH, int i8, float *acc, const float *p, int64_t ldp,
                                                               int32_t hd, const plume_kv_run *r) {
     int32_t hv = hd & ~15, esize = i8 ? 1 : 4;
     for (int32_t j0 = 0; j0 < r->n; j0 += 8) {
         int32_t nj = r->n - j0 < 8 ? r->n - j0 : 8, nk = r->n - j0 - 8;
         nk = nk < 0 ? 0 : nk > 8 ? 8 : nk;
-        for (int32_t c = 0; c < hv; c += 16) {
+        int32_t c = 0;
+        for (; c + 32 <= hv; c += 32) {
+            for (int32_t j = 0; j < nk; j++) {
+                const char *next = (const char *)kv_rowp(r, 1, i8, j0 + 8 + j) + (int64_t)c * esize;
+                _mm_prefetch(next, _MM_HINT_T0);
+                if (!i8) _mm_prefetch(next + 64, _MM_HINT_T0);
+            }
+            attn_values_cols(NH, 2, i8, acc, p, ldp, hd, r, j0, nj, c);
+        }
+        for (; c < hv; c += 16) {
             for (int32_t j = 0; j < nk; j++)
                 _mm_prefetch((const char *)kv_rowp(r, 1, i8, j0 + 8 + j) + (int64_t)c * esize, _MM_HINT_T0);
-            __m512 a[8];
-            UNROLL
-            for (int h = 0; h < NH; h++) a[h] = _mm512_loadu_ps(acc + (int64_t)h * hd + c);
-            for (int32_t j = 0; j < nj; j++) {
-                __m512 v = kv16(kv_rowp(r, 1, i8, j0 + j), i8, c);
-                UNROLL
-                for (int h = 0; h < NH; h++) a[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ldp + j0 + j]), v, a[h]);
-            }
-            UNROLL
-            for (int h = 0; h < NH; h++) _mm512_storeu_ps(acc + (int64_t)h * hd + c, a[h]);
+            attn_values_cols(NH, 1, i8, acc, p, ldp, hd, r, j0, nj, c);
         }
         for (int32_t j = 0; j < nj; j++) {
             const void *row = kv_rowp(r, 1, i8, j0 + j);
             UNROLL
             for (int h = 0; h < NH; h++)
-                for (int32_t c = hv; c < hd; c++) acc[(int64_t)h * hd + c] += p[h * ldp + j0 + j] * kv1(row, i8, c);
+                for (int32_t cc = hv; cc < hd; cc++) acc[(int64_t)h * hd + cc] += p[h * ldp + j0 + j] * kv1(row, i8, cc);
         }
     }
 }
