@@ -96,7 +96,7 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 
 enum {
     ROWS_PARALLEL_MIN = 8, /* rows from which per-row work pays for a synchronization */
-    STREAM_TOKENS_MAX = 4, /* steps of up to this many tokens read each weight once, in a stream */
+    STREAM_TOKENS_MAX = 8, /* steps of up to this many tokens read each weight once, in a stream */
     STREAM_GRAIN = 64      /* their chunks: whole tiles of 4 groups (no short, latency-bound ones) */
 };
 
@@ -127,10 +127,11 @@ static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread.
  * Each weight starts on a multiple of 16 items, and chunks are whole multiples of 16, so that a
  * chunk holds whole groups of a tiled weight. Prefill: chunks of about an eighth of a thread's
- * share. Decode (up to STREAM_TOKENS_MAX tokens): guided chunks, long first, 4 groups last, so
- * that a thread's streams seldom restart and the threads end together (AMD EPYC, q8, 2
- * threads: 3% of samples spinning at the end of a loop, 6% with eighths), in whole tiles of 4
- * groups (with chunks of 1 group, 3-13% slower: a 1-group tile has few chains in flight).
+ * share. Decode and speculative steps (up to STREAM_TOKENS_MAX tokens): guided chunks, long
+ * first, 4 groups last, so that a thread's streams seldom restart and the threads end together
+ * (AMD EPYC, q8, 2 threads: 3% of samples spinning at the end of a loop, 6% with eighths), in
+ * whole tiles of 4 groups (with chunks of 1 group, 3-13% slower: a 1-group tile has few chains
+ * in flight).
  * Unless the model is exact, q8/q4 weights take int8 activations: X is quantized once per row
  * and block of 32 (the same bytes whatever T), then the int8 kernels run; a row's output is
  * the same bits in any step (qact.h, "Float order"). */

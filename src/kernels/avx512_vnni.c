@@ -345,9 +345,10 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  * the next group of its span, the next tile's. */
 
 enum {
-    TG = 2,        /* groups of 16 rows per tile */
-    TG_DECODE = 4, /* per streaming q4 tile of one or two tokens (below) */
-    QT_AHEAD = 4   /* blocks a streaming tile prefetches ahead in each of its groups */
+    TG = 2,               /* groups of 16 rows per tile */
+    TG_DECODE = 4,        /* per streaming q4 tile of one or two tokens (below) */
+    QT_AHEAD = 4,         /* blocks a streaming tile prefetches ahead in each of its groups */
+    QT_STREAM_BLOCKS = 2 /* token blocks (of TOKENS_MAX) that still stream the weights once */
 };
 
 /* What every tile of one matmul call over a tiled weight shares. */
@@ -528,21 +529,33 @@ static int qt_prefetch(void) {
     return v;
 }
 
-/* Groups g0..g1 x tokens [0, T) in tiles: one token block streams the groups once; more walk
- * panels of groups crossed with balanced token blocks, the next panel fetched meanwhile. */
+/* Groups g0..g1 x tokens [0, T) in tiles: up to QT_STREAM_BLOCKS token blocks stream the
+ * groups once (each tile's groups met by every block in turn, the later ones from cache:
+ * speculative steps of 5-8 tokens read the weights once, as decode does); more walk panels
+ * of groups crossed with balanced token blocks, the next panel fetched meanwhile. */
 static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes, int32_t T, int32_t g0, int32_t g1) {
-    int32_t cor[TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
-    a->cor = cor;
+    int32_t cor[QT_STREAM_BLOCKS][TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
+    a->cor = cor[0];
     const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
-    if (blocks == 1) {
-        qt_cor(xcor, lanes, 0, T, a->nb, cor);
-        a->stream = qt_prefetch();
+    if (blocks <= QT_STREAM_BLOCKS) {
+        int32_t t0[QT_STREAM_BLOCKS + 1] = {0};
+        for (int32_t b = 0; b < blocks; b++) { /* balanced: 5 tokens are 3 + 2 */
+            t0[b + 1] = t0[b] + (T - t0[b] + (blocks - b) - 1) / (blocks - b);
+            qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, cor[b]);
+        }
+        const int stream = qt_prefetch();
         const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
         const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
-        a->gstride = q;
-        for (int32_t k = 0; k < q; k++) tile(a, g0 + k, 0, G, T);
+        for (int32_t k = 0; k < q + (g1 - g0) % G; k++) {
+            const int32_t g = k < q ? g0 + k : g0 + q * G + (k - q), n = k < q ? G : 1;
+            a->gstride = k < q ? q : 1;
+            for (int32_t b = 0; b < blocks; b++) {
+                a->cor = cor[b];
+                a->stream = stream && b == 0; /* the later blocks find the lines in cache */
+                tile(a, g, t0[b], n, t0[b + 1] - t0[b]);
+            }
+        }
         a->gstride = 1;
-        for (int32_t g = g0 + q * G; g < g1; g++) tile(a, g, 0, 1, T);
         return;
     }
     a->stream = 0;
@@ -560,7 +573,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
         size_t fetched = 0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
             const int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
-            qt_cor(xcor, lanes, t0, tt, a->nb, cor);
+            qt_cor(xcor, lanes, t0, tt, a->nb, cor[0]);
             for (int32_t g = p0; g < p1;) {
                 const int G = p1 - g >= TG ? TG : 1;
                 tile(a, g, t0, G, tt);
