@@ -60,7 +60,8 @@ enum {
     PANEL_BYTES = 256 << 10, /* weights of a row panel, re-read from L2 by each token block */
     PANEL_ROWS_MAX = 256,    /* rows of a panel at most, when rows are cut into column blocks */
     KBLOCK_MAX = 3072, /* longer rows are cut into blocks of KBLOCK columns for prefill, so */
-    KBLOCK = 2048      /* that x of a token block (4 x 2 KiB) stays in L1 */
+    KBLOCK = 2048,     /* that x of a token block (4 x 2 KiB) stays in L1 */
+    QA_STREAM_BLOCKS = 2 /* token blocks that still stream the weights once (steps of 8 tokens) */
 };
 
 /* The lane accumulators of the column blocks done so far: [row of the panel][token]. */
@@ -265,9 +266,10 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* Cover rows [r0, r1) x tokens [0, T) with tiles. One token block (decode, T <= 4): tiles of
- * 4 rows a quarter of the range apart (4 streams from memory, see qt_body), streamed once,
- * whole rows. More: panels of rows (about PANEL_BYTES of weights)
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to QA_STREAM_BLOCKS token blocks (decode,
+ * speculative steps of up to 8 tokens): tiles of 4 rows a quarter of the range apart (4 streams
+ * from memory, see qt_body), streamed once, whole rows, each tile's rows met by every token
+ * block in turn (the later ones from cache). More: panels of rows (about PANEL_BYTES of weights)
  * crossed with balanced blocks of at most TOKENS_MAX tokens and blocks of columns, so a panel
  * is read from memory once and from L2 by each token block; meanwhile the next panel is
  * fetched into L2, a slice after each tile, so that the first token block does not wait on
@@ -275,16 +277,21 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1) {
     const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
     const int32_t kblock = blocks > 1 && a->w->cols > KBLOCK_MAX ? KBLOCK / PLUME_QACT_CHUNK : a->nchunks;
-    if (blocks == 1) {
-        a->stream = 1;
+    if (blocks <= QA_STREAM_BLOCKS) {
+        int32_t t0[QA_STREAM_BLOCKS + 1] = {0};
+        for (int32_t b = 0; b < blocks; b++) t0[b + 1] = t0[b] + (T - t0[b] + (blocks - b) - 1) / (blocks - b);
         a->p0 = r0;
         a->k0 = 0;
         a->k1 = a->nchunks;
         const int32_t q = (r1 - r0) / ROWS; /* tile k: rows r0 + k + i q, i < ROWS */
-        a->rstride = q;
-        for (int32_t k = 0; k < q; k++) tile(a, r0 + k, 0, ROWS, T);
+        for (int32_t k = 0; k < q + (r1 - r0) % ROWS; k++) {
+            a->rstride = k < q ? q : 1;
+            for (int32_t b = 0; b < blocks; b++) {
+                a->stream = b == 0; /* the later blocks find the lines in cache */
+                tile(a, k < q ? r0 + k : r0 + q * ROWS + (k - q), t0[b], k < q ? ROWS : 1, t0[b + 1] - t0[b]);
+            }
+        }
         a->rstride = 1;
-        for (int32_t r = r0 + q * ROWS; r < r1; r++) tile(a, r, 0, 1, T);
         return;
     }
     a->rstride = 1;
@@ -348,7 +355,7 @@ enum {
     TG = 2,               /* groups of 16 rows per tile */
     TG_DECODE = 4,        /* per streaming q4 tile of one or two tokens (below) */
     QT_AHEAD = 4,         /* blocks a streaming tile prefetches ahead in each of its groups */
-    QT_STREAM_BLOCKS = 2 /* token blocks (of TOKENS_MAX) that still stream the weights once */
+    QT_STREAM_BLOCKS = QA_STREAM_BLOCKS
 };
 
 /* What every tile of one matmul call over a tiled weight shares. */
