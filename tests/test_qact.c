@@ -389,7 +389,7 @@ static void test_supported_and_empty(void) {
 
 /* Every awkward size, both weight types, whole and partial row ranges, exact scales. */
 static void test_matmul_simd_exact(void) {
-    static const int32_t Ts[] = {1, 3, 5, 8, 17};
+    static const int32_t Ts[] = {1, 3, 5, 8, 12, 17};
     static const int32_t rowss[] = {1, 5, 16, 33};
     static const int32_t colss[] = {32, 64, 96, 160, 1536};
     static const int32_t q8_only[] = {1, 100, 200}; /* Q8 takes any cols */
@@ -745,8 +745,9 @@ static void test_tiles_matmul_exact(void) {
 #endif
     if (!amx) printf("  (no AMX here: the AMX kernel is not under test)\n");
     /* decode tiles take 4 groups a quarter of the range apart: 7 and 17 groups, 1 and 4 tiles
-     * and a tail of 3 and 1; 5 and 8 tokens stream in two token blocks, 9 and up walk panels */
-    static const int32_t shapes[][2] = {{16, 32}, {32, 96}, {48, 1536}, {32, 6144}, {112, 160}, {272, 64}};
+     * and a tail of 3 and 1; 5 to 16 tokens stream in 2-4 token blocks, 17 and up walk panels,
+     * and so do 9-16 tokens of 32768 columns (their block corrections outgrow the buffer) */
+    static const int32_t shapes[][2] = {{16, 32}, {32, 96}, {48, 1536}, {32, 6144}, {112, 160}, {272, 64}, {16, 32768}};
     static const int32_t tokens[] = {1, 2, 3, 4, 5, 8, 9, 16, 17, 40};
     uint64_t seed = 900;
     for (int ki = 0; ki < nk; ki++) {

@@ -61,7 +61,7 @@ enum {
     PANEL_ROWS_MAX = 256,    /* rows of a panel at most, when rows are cut into column blocks */
     KBLOCK_MAX = 3072, /* longer rows are cut into blocks of KBLOCK columns for prefill, so */
     KBLOCK = 2048,     /* that x of a token block (4 x 2 KiB) stays in L1 */
-    QA_STREAM_BLOCKS = 2 /* token blocks that still stream the weights once (steps of 8 tokens) */
+    QA_STREAM_BLOCKS = 4 /* token blocks that still stream the weights once (steps of 16 tokens) */
 };
 
 /* The lane accumulators of the column blocks done so far: [row of the panel][token]. */
@@ -267,7 +267,7 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 /* ---- matmul ----------------------------------------------------------------------------- */
 
 /* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to QA_STREAM_BLOCKS token blocks (decode,
- * speculative steps of up to 8 tokens): tiles of 4 rows a quarter of the range apart (4 streams
+ * speculative steps and batches of up to 16 tokens): tiles of 4 rows a quarter of the range apart (4 streams
  * from memory, see qt_body), streamed once, whole rows, each tile's rows met by every token
  * block in turn (the later ones from cache). More: panels of rows (about PANEL_BYTES of weights)
  * crossed with balanced blocks of at most TOKENS_MAX tokens and blocks of columns, so a panel
@@ -538,17 +538,18 @@ static int qt_prefetch(void) {
 
 /* Groups g0..g1 x tokens [0, T) in tiles: up to QT_STREAM_BLOCKS token blocks stream the
  * groups once (each tile's groups met by every block in turn, the later ones from cache:
- * speculative steps of 5-8 tokens read the weights once, as decode does); more walk panels
- * of groups crossed with balanced token blocks, the next panel fetched meanwhile. */
+ * speculative steps and batches of up to 16 tokens read the weights once, as decode does),
+ * while their cor_b fit the buffer (rows of up to 16384 columns); more walk panels of groups
+ * crossed with balanced token blocks, the next panel fetched meanwhile. */
 static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes, int32_t T, int32_t g0, int32_t g1) {
-    int32_t cor[QT_STREAM_BLOCKS][TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
-    a->cor = cor[0];
-    const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
-    if (blocks <= QT_STREAM_BLOCKS) {
+    int32_t cor[TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
+    a->cor = cor;
+    const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX, per = TOKENS_MAX * a->nb;
+    if (blocks == 1 || (blocks <= QT_STREAM_BLOCKS && (size_t)(blocks * per) <= sizeof cor / sizeof *cor)) {
         int32_t t0[QT_STREAM_BLOCKS + 1] = {0};
         for (int32_t b = 0; b < blocks; b++) { /* balanced: 5 tokens are 3 + 2 */
             t0[b + 1] = t0[b] + (T - t0[b] + (blocks - b) - 1) / (blocks - b);
-            qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, cor[b]);
+            qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, cor + b * per);
         }
         const int stream = qt_prefetch();
         const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
@@ -557,7 +558,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
             const int32_t g = k < q ? g0 + k : g0 + q * G + (k - q), n = k < q ? G : 1;
             a->gstride = k < q ? q : 1;
             for (int32_t b = 0; b < blocks; b++) {
-                a->cor = cor[b];
+                a->cor = cor + b * per;
                 a->stream = stream && b == 0; /* the later blocks find the lines in cache */
                 tile(a, g, t0[b], n, t0[b + 1] - t0[b]);
             }
@@ -580,7 +581,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
         size_t fetched = 0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
             const int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
-            qt_cor(xcor, lanes, t0, tt, a->nb, cor[0]);
+            qt_cor(xcor, lanes, t0, tt, a->nb, cor);
             for (int32_t g = p0; g < p1;) {
                 const int G = p1 - g >= TG ? TG : 1;
                 tile(a, g, t0, G, tt);
