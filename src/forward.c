@@ -95,9 +95,9 @@ static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 }
 
 enum {
-    ROWS_PARALLEL_MIN = 8,  /* rows from which per-row work pays for a synchronization */
-    STREAM_TOKENS_MAX = 16, /* steps of up to this many tokens read each weight once, in a stream */
-    STREAM_GRAIN = 64       /* their chunks: whole tiles of 4 groups (no short, latency-bound ones) */
+    ROWS_PARALLEL_MIN = 8, /* rows from which per-row work pays for a synchronization */
+    STREAM_TOKENS_MAX = PLUME_QACT_STREAM_TOKENS, /* steps that read each weight once, in a stream */
+    STREAM_GRAIN = 64      /* their chunks: whole tiles of 4 groups (no short, latency-bound ones) */
 };
 
 /* fn(ctx, 0, i0, i1) over rows [0, T) that do not depend on each other: on every thread once

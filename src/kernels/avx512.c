@@ -612,7 +612,10 @@ static inline const void *kv_rowp(const plume_kv_run *r, int v, int i8, int32_t 
     return i8 ? (const void *)((const int8_t *)base + j * r->stride) : (const void *)((const float *)base + j * r->stride);
 }
 
-enum { KV_AHEAD = 4 }; /* K rows prefetched this far ahead */
+enum {
+    KV_AHEAD = 4, /* K rows prefetched this far ahead */
+    SCORE_ROWS = 3 /* K rows whose scores share each load of q (3 x 8 heads accumulators) */
+};
 
 /* The scores of K rows j..j+JR-1 for NH heads: q_h . k_j (times the row's scale if int8) into
  * p[h * ldp + j]. Each load of q serves the JR rows, each load of a K row the NH heads; a
@@ -622,9 +625,9 @@ static inline __attribute__((always_inline)) void attn_scores_rows(int NH, int J
                                                                    const float *q, int32_t hd, const plume_kv_run *r,
                                                                    int32_t j) {
     const int32_t hv = hd & ~15;
-    const void *row[3];
-    const char *ahead[3];
-    __m512 acc[3][8];
+    const void *row[SCORE_ROWS];
+    const char *ahead[SCORE_ROWS];
+    __m512 acc[SCORE_ROWS][8];
     UNROLL
     for (int u = 0; u < JR; u++) {
         row[u] = kv_rowp(r, 0, i8, j + u);
@@ -633,7 +636,7 @@ static inline __attribute__((always_inline)) void attn_scores_rows(int NH, int J
         for (int h = 0; h < NH; h++) acc[u][h] = _mm512_setzero_ps();
     }
     for (int32_t c = 0; c < hv; c += 16) {
-        __m512 k[3];
+        __m512 k[SCORE_ROWS];
         UNROLL
         for (int u = 0; u < JR; u++) {
             if (ahead[u] && (!i8 || c % 64 == 0)) _mm_prefetch(ahead[u] + (int64_t)c * (i8 ? 1 : 4), _MM_HINT_T0);
@@ -657,11 +660,11 @@ static inline __attribute__((always_inline)) void attn_scores_rows(int NH, int J
         }
 }
 
-/* p[h * ldp + j] = q_h . k_j for NH heads and the run's rows, two rows at a time. */
+/* p[h * ldp + j] = q_h . k_j for NH heads and the run's rows, SCORE_ROWS rows at a time. */
 static inline __attribute__((always_inline)) void attn_scores(int NH, int i8, float *p, int64_t ldp, const float *q,
                                                               int32_t hd, const plume_kv_run *r) {
     int32_t j = 0;
-    for (; j + 3 <= r->n; j += 3) attn_scores_rows(NH, 3, i8, p, ldp, q, hd, r, j);
+    for (; j + SCORE_ROWS <= r->n; j += SCORE_ROWS) attn_scores_rows(NH, SCORE_ROWS, i8, p, ldp, q, hd, r, j);
     for (; j < r->n; j++) attn_scores_rows(NH, 1, i8, p, ldp, q, hd, r, j);
 }
 

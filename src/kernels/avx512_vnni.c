@@ -61,8 +61,14 @@ enum {
     PANEL_ROWS_MAX = 256,    /* rows of a panel at most, when rows are cut into column blocks */
     KBLOCK_MAX = 3072, /* longer rows are cut into blocks of KBLOCK columns for prefill, so */
     KBLOCK = 2048,     /* that x of a token block (4 x 2 KiB) stays in L1 */
-    QA_STREAM_BLOCKS = 4 /* token blocks that still stream the weights once (steps of 16 tokens) */
+    STREAM_BLOCKS = PLUME_QACT_STREAM_TOKENS / TOKENS_MAX /* token blocks that stream the weights */
 };
+
+/* Tokens of block b when T tokens from t0 on are cut into blocks - b balanced blocks (5 tokens
+ * in 2 blocks: 3 + 2). */
+static inline int32_t block_tokens(int32_t T, int32_t t0, int32_t blocks, int32_t b) {
+    return (T - t0 + (blocks - b) - 1) / (blocks - b);
+}
 
 /* The lane accumulators of the column blocks done so far: [row of the panel][token]. */
 typedef struct {
@@ -266,10 +272,10 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to QA_STREAM_BLOCKS token blocks (decode,
- * speculative steps and batches of up to 16 tokens): tiles of 4 rows a quarter of the range apart (4 streams
- * from memory, see qt_body), streamed once, whole rows, each tile's rows met by every token
- * block in turn (the later ones from cache). More: panels of rows (about PANEL_BYTES of weights)
+/* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to STREAM_BLOCKS token blocks (decode,
+ * speculative steps and batches of up to PLUME_QACT_STREAM_TOKENS tokens): tiles of 4 rows a
+ * quarter of the range apart (4 streams from memory, see qt_body), streamed once, whole rows,
+ * each tile's rows met by every token block in turn (the later ones from cache). More: panels of rows (about PANEL_BYTES of weights)
  * crossed with balanced blocks of at most TOKENS_MAX tokens and blocks of columns, so a panel
  * is read from memory once and from L2 by each token block; meanwhile the next panel is
  * fetched into L2, a slice after each tile, so that the first token block does not wait on
@@ -277,9 +283,9 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1) {
     const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX;
     const int32_t kblock = blocks > 1 && a->w->cols > KBLOCK_MAX ? KBLOCK / PLUME_QACT_CHUNK : a->nchunks;
-    if (blocks <= QA_STREAM_BLOCKS) {
-        int32_t t0[QA_STREAM_BLOCKS + 1] = {0};
-        for (int32_t b = 0; b < blocks; b++) t0[b + 1] = t0[b] + (T - t0[b] + (blocks - b) - 1) / (blocks - b);
+    if (blocks <= STREAM_BLOCKS) {
+        int32_t t0[STREAM_BLOCKS + 1] = {0};
+        for (int32_t b = 0; b < blocks; b++) t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
         a->p0 = r0;
         a->k0 = 0;
         a->k1 = a->nchunks;
@@ -309,7 +315,7 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
         size_t fetched = 0;
         a->p0 = p0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
-            int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            const int tt = block_tokens(T, t0, blocks, b);
             for (a->k0 = 0; a->k0 < a->nchunks; a->k0 += kblock) {
                 a->k1 = a->nchunks - a->k0 < kblock ? a->nchunks : a->k0 + kblock;
                 for (int32_t r = p0; r < p1;) {
@@ -352,10 +358,9 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  * the next group of its span, the next tile's. */
 
 enum {
-    TG = 2,               /* groups of 16 rows per tile */
-    TG_DECODE = 4,        /* per streaming q4 tile of one or two tokens (below) */
-    QT_AHEAD = 4,         /* blocks a streaming tile prefetches ahead in each of its groups */
-    QT_STREAM_BLOCKS = QA_STREAM_BLOCKS
+    TG = 2,        /* groups of 16 rows per tile */
+    TG_DECODE = 4, /* per streaming q4 tile of one or two tokens (below) */
+    QT_AHEAD = 4   /* blocks a streaming tile prefetches ahead in each of its groups */
 };
 
 /* What every tile of one matmul call over a tiled weight shares. */
@@ -536,19 +541,19 @@ static int qt_prefetch(void) {
     return v;
 }
 
-/* Groups g0..g1 x tokens [0, T) in tiles: up to QT_STREAM_BLOCKS token blocks stream the
- * groups once (each tile's groups met by every block in turn, the later ones from cache:
- * speculative steps and batches of up to 16 tokens read the weights once, as decode does),
- * while their cor_b fit the buffer (rows of up to 16384 columns); more walk panels of groups
- * crossed with balanced token blocks, the next panel fetched meanwhile. */
+/* Groups g0..g1 x tokens [0, T) in tiles: up to STREAM_BLOCKS token blocks stream the groups
+ * once (each tile's groups met by every block in turn, the later ones from cache: speculative
+ * steps and batches read the weights once, as decode does) while their cor_b fit the buffer
+ * (one block always; 4 blocks up to 16384 columns); more walk panels of groups crossed with
+ * balanced token blocks, the next panel fetched meanwhile. */
 static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes, int32_t T, int32_t g0, int32_t g1) {
     int32_t cor[TOKENS_MAX * (PLUME_QACT_COLS_MAX / PLUME_QACT_GROUP)];
     a->cor = cor;
     const int32_t blocks = (T + TOKENS_MAX - 1) / TOKENS_MAX, per = TOKENS_MAX * a->nb;
-    if (blocks == 1 || (blocks <= QT_STREAM_BLOCKS && (size_t)(blocks * per) <= sizeof cor / sizeof *cor)) {
-        int32_t t0[QT_STREAM_BLOCKS + 1] = {0};
-        for (int32_t b = 0; b < blocks; b++) { /* balanced: 5 tokens are 3 + 2 */
-            t0[b + 1] = t0[b] + (T - t0[b] + (blocks - b) - 1) / (blocks - b);
+    if (blocks <= STREAM_BLOCKS && (size_t)(blocks * per) <= sizeof cor / sizeof *cor) {
+        int32_t t0[STREAM_BLOCKS + 1] = {0};
+        for (int32_t b = 0; b < blocks; b++) {
+            t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
             qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, cor + b * per);
         }
         const int stream = qt_prefetch();
@@ -580,7 +585,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
         const size_t slice = (next_bytes / (size_t)tiles + 63) & ~(size_t)63;
         size_t fetched = 0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
-            const int tt = (T - t0 + (blocks - b) - 1) / (blocks - b);
+            const int tt = block_tokens(T, t0, blocks, b);
             qt_cor(xcor, lanes, t0, tt, a->nb, cor);
             for (int32_t g = p0; g < p1;) {
                 const int G = p1 - g >= TG ? TG : 1;

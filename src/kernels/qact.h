@@ -57,6 +57,8 @@
 #define PLUME_QACT_GROUP 32       /* columns per scale block (= the Q4 scale group) */
 #define PLUME_QACT_LANES 16       /* int32 lanes (xcor entries) per chunk */
 #define PLUME_QACT_MAGIC 0x4B400000 /* the bits of 12582912.0f = 1.5 * 2^23 (xcor) */
+#define PLUME_QACT_STREAM_TOKENS 16 /* steps of up to this many tokens stream each weight once from
+                                     * memory (the VNNI kernels; forward.c's guided chunks) */
 #define PLUME_QACT_COLS_MAX 65536 /* bounds the per-lane float sums; int32 lane sums are far
                                      below 2^31 at any cols (8 products < 2^18 a chunk) */
 #define PLUME_QACT_TINY 1e-30f    /* a block with amax below this quantizes to zeros, xs = 0
