@@ -14,7 +14,7 @@
 
 #include <math.h>
 
-#include "serve.h"
+#include "serve/serve.h"
 
 static plume_tokenizer *tok;
 

@@ -4,7 +4,7 @@
  * are checked end to end without a model: non-streamed replies and SSE streams. */
 #include "t.h"
 
-#include "serve.h"
+#include "serve/serve.h"
 
 /* A job from a request body, with a head. NULL (and a failed check) if the body is refused. */
 static serve_job *job_of(serve_kind kind, const char *body, int32_t in_thought) {

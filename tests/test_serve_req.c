@@ -3,7 +3,7 @@
  * Every bad field gives a 400 naming it; truncated and corrupted bodies never crash. */
 #include "t.h"
 
-#include "serve.h"
+#include "serve/serve.h"
 
 /* Parse body as kind; the status (0 on success). */
 static int parse(serve_request *r, serve_kind kind, const char *body, serve_error *e) {

@@ -22,8 +22,8 @@
 
 #include "cli.h"
 #include "common.h"
-#include "serve.h"
-#include "webui.h"
+#include "serve/serve.h"
+#include "serve/webui.h"
 
 static const char serve_help[] =
     "usage: plume serve [-m BUNDLE] [options]\n"

@@ -22,7 +22,7 @@
 #include "common.h"
 #include "config.h"
 #include "convert.h"
-#include "hub.h"
+#include "hub/hub.h"
 
 /* Small files the converter or a chat front end reads; absent ones are skipped. */
 static const char *const small_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
