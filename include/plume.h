@@ -443,6 +443,30 @@ plume_convert_params plume_convert_default_params(void);
  * a wrong shape or dtype, a corrupt file; PLUME_EINVAL for a bad parameter. */
 int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,
                   char **err);
+/* Whether the checkpoint whose config.json is at path is one plume converts (a Gemma 4 text
+ * model of a shape it runs): 0, or PLUME_EFORMAT with the reason (before any shard is read). */
+int plume_convert_check_config(const char *path, char **err);
+
+/* ---- random-weight models ------------------------------------------------------------
+ * The project's stand-in for real weights (none can be downloaded in its tests): a model in
+ * the real Hugging Face layout whose every element is a pure function of (seed, tensor name,
+ * index), so the checkpoint and the bundle written directly hold the same numbers.
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+    const char *config;    /* "tiny" (the golden tiny-a structure), "e2b", or a config.json path */
+    uint64_t seed;
+    int32_t vocab;         /* > 0: the vocabulary size instead of the config's (>= 8) */
+    const char *tokenizer; /* a directory whose tokenizer.json (+ tokenizer_config.json) is
+                              copied into the output, or NULL */
+    int32_t shards;        /* checkpoint: safetensors files, 1..99 */
+} plume_synth_params;
+
+plume_synth_params plume_synth_default_params(void);
+/* Write a bf16 checkpoint (config.json, shards, their index) into hf_dir (created if missing). */
+int plume_synth_checkpoint(const plume_synth_params *p, const char *hf_dir, char **err);
+/* Write a bundle directly (as plume_convert of the checkpoint would); cp may be NULL. */
+int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *cp, const char *bundle_dir,
+                       char **err);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
  * (present, right shape) before writing a byte, then write into BUNDLE.tmp-PID: sidecars,
  * RoPE tables, hf_model/, the three chunk files, model_config.json; rename at the end.
  * Rows are streamed in blocks of at most BLOCK_BYTES of float32. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -545,6 +546,30 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 
 plume_convert_params plume_convert_default_params(void) {
     return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto"};
+}
+
+int plume_convert_check_config(const char *path, char **err) {
+    char *text = NULL;
+    int rc = plume_read_file(path, &text, NULL, err);
+    if (rc) return rc;
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : root, "model_type");
+    if (!root) rc = plume_fail(err, PLUME_EFORMAT, "%s: not valid JSON", path);
+    else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
+        rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B",
+                        cJSON_IsString(mt) ? mt->valuestring : "missing");
+    else {
+        plume_config c;
+        char *why = NULL;
+        if (plume_config_from_hf_text(&c, text, "config.json", &why)) {
+            rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 E2B-shaped model plume can run: %s", why);
+            free(why);
+        }
+    }
+    cJSON_Delete(root);
+    free(text);
+    return rc;
 }
 
 int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p, char **err) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "convert.h"
+#include "source.h"
 #include "safetensors.h"
 
 typedef struct {

@@ -20,8 +20,6 @@
 
 #include "cli.h"
 #include "common.h"
-#include "config.h"
-#include "convert.h"
 #include "hub/hub.h"
 
 /* Small files the converter or a chat front end reads; absent ones are skipped. */
@@ -166,25 +164,10 @@ static int check_space(const char *cache, uint64_t download, const char *bundle,
 
 /* Refuse a config that is not a Gemma 4 text model plume can run (before any shard is fetched). */
 static int check_config(const char *path, const char *repo) {
-    char *text = NULL, *err = NULL;
-    if (plume_read_file(path, &text, NULL, &err)) return cli_lib_error(err);
-    cJSON *root = cJSON_Parse(text);
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : root, "model_type");
-    int rc = 0;
-    if (!root) rc = cli_error("pull: %s: config.json is not valid JSON", repo);
-    else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
-        rc = cli_error("pull: %s is not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B", repo,
-                       cJSON_IsString(mt) ? mt->valuestring : "missing");
-    else {
-        plume_config c;
-        if (plume_config_from_hf_text(&c, text, "config.json", &err)) {
-            rc = cli_error("pull: %s is not a Gemma 4 E2B-shaped model plume can run: %s", repo, err);
-            free(err);
-        }
-    }
-    cJSON_Delete(root);
-    free(text);
+    char *err = NULL;
+    if (!plume_convert_check_config(path, &err)) return 0;
+    int rc = cli_error("pull: %s: %s", repo, err);
+    free(err);
     return rc;
 }
 
@@ -268,13 +251,12 @@ static int convert_snapshot(const hub *h, const char *bundle, const char *weight
     }
     const char *out = replace ? fresh : bundle;
     int rc = cli_mkdir_parent(bundle);
-    conv_source src;
-    if (!rc && source_hf_open(&src, snap, &err)) rc = cli_lib_error(err);
-    else if (!rc) {
+    if (!rc) {
         if (!quiet) fprintf(stderr, "pull: converting %s@%s into %s (%s)\n", h->repo, h->commit, bundle, weights);
-        conv_options opt = {.weights = weights, .progress = !quiet && isatty(2)};
-        if (convert_run(&src, &opt, out, &err)) rc = cli_lib_error(err);
-        source_hf_close(&src);
+        plume_convert_params cp = plume_convert_default_params();
+        cp.weights = weights;
+        cp.progress = !quiet && isatty(2);
+        if (plume_convert(snap, out, &cp, &err)) rc = cli_lib_error(err);
         if (!rc) rc = write_record(out, h, weights);
         if (rc && replace) rm_tree(fresh);
     }

@@ -1,6 +1,7 @@
-/* synth.c -- `plume synth`: deterministic random-weight Gemma 4 checkpoints in the real
- * Hugging Face layout (bf16 safetensors, sharded, with the unused tensors the real one
- * carries), or a bundle written directly through the converter (no 10 GB detour).
+/* synth.c -- deterministic random-weight Gemma 4 checkpoints in the real Hugging Face
+ * layout (bf16 safetensors, sharded, with the tensors the real one carries), or a bundle
+ * written directly through the converter (no 10 GB detour): a tensor source (source.h) and
+ * the public plume_synth_checkpoint() / plume_synth_bundle() that `plume synth` calls.
  *
  * Every element is a pure function of (seed, tensor name, index): a counter-based
  * generator, so a tensor can be read in any order and both outputs hold the same numbers. */
@@ -12,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common.h"
 #include "convert.h"
+#include "plume.h"
 #include "safetensors.h"
 #include "synth_configs.h"
 
@@ -260,53 +262,42 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
     return rc;
 }
 
-/* ---- plume synth ----------------------------------------------------------------------- */
+/* ---- the public API ------------------------------------------------------------------- */
 
-static const char synth_usage[] =
-    "usage: plume synth --config tiny|e2b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
-    "                   [--weights f32|bf16|q8|q4] [--layout auto|tiles|rows] [--context N] [--shards N]\n"
-    "                   [--tokenizer DIR]\n"
-    "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
-    "  bf16 safetensors in the real layout) or a plume bundle directly (--bundle).\n"
-    "  --tokenizer DIR   copy DIR/tokenizer.json (+ tokenizer_config.json) into the output\n"
-    "  --vocab N         override the config's vocabulary size (e.g. 262144 with the real tokenizer)\n";
+plume_synth_params plume_synth_default_params(void) {
+    return (plume_synth_params){.config = "tiny", .seed = 1, .vocab = 0, .tokenizer = NULL, .shards = 2};
+}
 
-int cmd_synth(int argc, char **argv) {
-    const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL, *layout = "auto";
-    int64_t seed = 1, shards = 2, ctx = 0, vocab = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(synth_usage, stdout); return 0; }
-        else if (!strcmp(a, "--config") && more) config = argv[++i];
-        else if (!strcmp(a, "--hf") && more) hf = argv[++i];
-        else if (!strcmp(a, "--bundle") && more) bundle = argv[++i];
-        else if (!strcmp(a, "--weights") && more) weights = argv[++i];
-        else if (!strcmp(a, "--layout") && more) layout = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && more) tokenizer = argv[++i];
-        else if (!strcmp(a, "--seed") && more) {
-            if (cli_int(argv[++i], 0, INT64_MAX, &seed)) return cli_error("synth: --seed wants a non-negative integer");
-        } else if (!strcmp(a, "--shards") && more) {
-            if (cli_int(argv[++i], 1, 99, &shards)) return cli_error("synth: --shards wants 1..99");
-        } else if (!strcmp(a, "--vocab") && more) {
-            if (cli_int(argv[++i], 8, 1 << 24, &vocab)) return cli_error("synth: --vocab wants an integer >= 8");
-        } else if (!strcmp(a, "--context") && more) {
-            if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("synth: --context wants a positive integer");
-        } else return cli_error("synth: unknown option '%s' (see plume synth --help)", a);
-    }
-    if (!config || (!hf == !bundle)) { fputs(synth_usage, stderr); return 2; }
-    if (cli_mkdir_parent(hf ? hf : bundle)) return 1;
+/* Open the random source of p, checking its parameters. */
+static int synth_open(const plume_synth_params *p, conv_source *src, char **err) {
+    if (!p || !p->config) return plume_fail(err, PLUME_EINVAL, "synth: no config given");
+    if (p->vocab < 0 || (p->vocab > 0 && p->vocab < 8))
+        return plume_fail(err, PLUME_EINVAL, "synth: vocab must be 0 (the config's) or >= 8 (not %d)", p->vocab);
+    return source_synth_open(src, p->config, p->seed, p->vocab, err);
+}
+
+int plume_synth_checkpoint(const plume_synth_params *p, const char *hf_dir, char **err) {
+    if (!hf_dir) return plume_fail(err, PLUME_EINVAL, "synth: no output directory given");
+    if (p && (p->shards < 1 || p->shards > 99)) return plume_fail(err, PLUME_EINVAL, "synth: shards must be 1..99 (not %d)", p->shards);
     conv_source src;
-    char *err = NULL;
-    if (source_synth_open(&src, config, (uint64_t)seed, (int32_t)vocab, &err)) return cli_lib_error(err);
-    int rc;
-    if (hf) {
-        rc = write_hf(src.ctx, hf, (int32_t)shards, tokenizer, &err);
-    } else {
-        src.dir = tokenizer;
-        conv_options opt = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2), .layout = layout};
-        rc = convert_run(&src, &opt, bundle, &err);
-    }
+    int rc = synth_open(p, &src, err);
+    if (rc) return rc;
+    rc = write_hf(src.ctx, hf_dir, p->shards, p->tokenizer, err);
     source_synth_close(&src);
-    return rc ? cli_lib_error(err) : 0;
+    return rc;
+}
+
+int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *cp, const char *bundle_dir, char **err) {
+    plume_convert_params d = plume_convert_default_params();
+    if (!cp) cp = &d;
+    if (!bundle_dir) return plume_fail(err, PLUME_EINVAL, "synth: no output directory given");
+    if (cp->n_ctx < 0) return plume_fail(err, PLUME_EINVAL, "synth: n_ctx must be >= 0 (not %d)", cp->n_ctx);
+    conv_source src;
+    int rc = synth_open(p, &src, err);
+    if (rc) return rc;
+    src.dir = p->tokenizer;
+    conv_options opt = {.weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout};
+    rc = convert_run(&src, &opt, bundle_dir, err);
+    source_synth_close(&src);
+    return rc;
 }
