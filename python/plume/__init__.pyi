@@ -1,4 +1,7 @@
-# Type hints of the plume package; the docstrings are in __init__.py (help(plume.Model)).
+# Type hints of the plume package: its public names, as `import plume` gives them. They are
+# defined in the private modules beside this file (_model.py, _session.py, ...; the map is at
+# the top of __init__.py), where the docstrings are (help(plume.Model)). tests/test_api.py
+# checks that this file declares every public name with the parameters the code has.
 from types import TracebackType
 from typing import (Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar,
                     Union)
