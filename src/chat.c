@@ -22,28 +22,6 @@
 
 #include "common.h"
 
-/* ---- a growing string -------------------------------------------------------------------- */
-
-/* Append n bytes (no-op after an allocation failure). Keeps p NUL-terminated. */
-void chat_buf_put(chat_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (n > SIZE_MAX - b->len - 1) { b->oom = 1; return; }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-/* Append a NUL-terminated string. */
-void chat_buf_puts(chat_buf *b, const char *s) { chat_buf_put(b, s, strlen(s)); }
-
 /* ---- trimming as Jinja's `trim` (Python str.strip()) does ------------------------------- */
 
 /* Byte length of the whitespace character that starts p[0, n), or 0. The set is Python's
@@ -71,12 +49,12 @@ static size_t chat_space_len_back(const unsigned char *p, size_t n) {
 }
 
 /* Append s[0, n) without its leading and trailing whitespace. */
-static void buf_put_trimmed(chat_buf *b, const char *s, size_t n) {
+static void buf_put_trimmed(plume_buf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t k;
     while ((k = chat_space_len(p, n)) > 0) { p += k; n -= k; }
     while ((k = chat_space_len_back(p, n)) > 0) n -= k;
-    chat_buf_put(b, (const char *)p, n);
+    plume_buf_put(b, (const char *)p, n);
 }
 
 /* First occurrence of needle (nlen > 0) in s[0, n), or NULL. */
@@ -89,17 +67,17 @@ static const char *chat_find(const char *s, size_t n, const char *needle, size_t
 /* Append the template's strip_thinking(text): split on "<channel|>", keep each part up to its
  * first "<|channel>", join, trim. So "a<|channel>x<channel|>b" gives "ab", an unclosed
  * "<|channel>..." is dropped to the end, and a stray "<channel|>" just disappears. */
-static void buf_put_model_content(chat_buf *b, const char *s) {
+static void buf_put_model_content(plume_buf *b, const char *s) {
     static const char open[] = "<|channel>", close[] = "<channel|>";
     const size_t olen = sizeof open - 1, clen = sizeof close - 1;
-    chat_buf joined = {0};
+    plume_buf joined = {0};
     size_t n = strlen(s);
     const char *part = s, *end = s + n;
     for (;;) {
         const char *sep = chat_find(part, (size_t)(end - part), close, clen);
         const char *part_end = sep ? sep : end;
         const char *th = chat_find(part, (size_t)(part_end - part), open, olen);
-        chat_buf_put(&joined, part, (size_t)((th ? th : part_end) - part));
+        plume_buf_put(&joined, part, (size_t)((th ? th : part_end) - part));
         if (!sep) break;
         part = sep + clen;
     }
@@ -125,9 +103,10 @@ typedef struct jv {
     int32_t type;      /* JV_* */
     char *s;           /* JV_STR: decoded bytes, JV_NUM: the literal; NUL-terminated */
     size_t len;        /* bytes in s (no NUL inside: \u0000 is refused) */
-    struct jv *items;  /* JV_ARR, JV_OBJ: [n] values */
-    struct jv *keys;   /* JV_OBJ: [n] JV_STR keys, parallel to items */
-    int32_t n, cap;
+    struct jv *items;  /* JV_ARR, JV_OBJ: [n] values (room for cap_items) */
+    struct jv *keys;   /* JV_OBJ: [n] JV_STR keys, parallel to items (room for cap_keys) */
+    int32_t n;
+    size_t cap_items, cap_keys;
 } jv;
 
 /* A parse in progress over text[0, end). */
@@ -187,7 +166,7 @@ static int32_t jp_hex4(jparse *j) {
 }
 
 /* Append code point cp as UTF-8. */
-static void buf_put_utf8(chat_buf *b, uint32_t cp) {
+static void buf_put_utf8(plume_buf *b, uint32_t cp) {
     char u[4];
     size_t n;
     if (cp < 0x80) { u[0] = (char)cp; n = 1; }
@@ -199,22 +178,22 @@ static void buf_put_utf8(chat_buf *b, uint32_t cp) {
         u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
         u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); u[3] = (char)(0x80 | (cp & 0x3f)); n = 4;
     }
-    chat_buf_put(b, u, n);
+    plume_buf_put(b, u, n);
 }
 
 /* A string at the cursor (just past its opening quote) -> v. */
 static int jp_string(jparse *j, jv *v) {
-    chat_buf b = {0};
-    chat_buf_put(&b, "", 0);
+    plume_buf b = {0};
+    plume_buf_put(&b, "", 0);
     while (j->p < j->end && *j->p != '"') {
         unsigned char c = (unsigned char)*j->p;
         if (c < 0x20) { free(b.p); return jp_fail(j, "control character in a string"); }
-        if (c != '\\') { chat_buf_put(&b, j->p++, 1); continue; }
+        if (c != '\\') { plume_buf_put(&b, j->p++, 1); continue; }
         if (++j->p == j->end) break;
         char e = *j->p++;
         static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
         const char *esc = e ? strchr(from, e) : NULL;
-        if (esc) { chat_buf_put(&b, &to[esc - from], 1); continue; }
+        if (esc) { plume_buf_put(&b, &to[esc - from], 1); continue; }
         if (e != 'u') { j->p--; free(b.p); return jp_fail(j, "bad escape"); }
         int32_t cp = jp_hex4(j);
         if (cp >= 0xd800 && cp < 0xdc00 && j->end - j->p >= 6 && j->p[0] == '\\' &&
@@ -269,17 +248,10 @@ static int jp_number(jparse *j, jv *v) {
 
 /* Make room for one more item (and key) in an array or object. */
 static int jv_grow(jparse *j, jv *v) {
-    if (v->n < v->cap) return 0;
-    int32_t cap = v->cap ? v->cap * 2 : 4;
-    jv *items = realloc(v->items, (size_t)cap * sizeof *items);
-    if (!items) return jp_oom(j);
-    v->items = items;
-    if (v->type == JV_OBJ) {
-        jv *keys = realloc(v->keys, (size_t)cap * sizeof *keys);
-        if (!keys) return jp_oom(j);
-        v->keys = keys;
-    }
-    v->cap = cap;
+    size_t need = (size_t)v->n + 1;
+    if (plume_grow(&v->items, &v->cap_items, need, sizeof *v->items) ||
+        (v->type == JV_OBJ && plume_grow(&v->keys, &v->cap_keys, need, sizeof *v->keys)))
+        return jp_oom(j);
     return 0;
 }
 
@@ -433,13 +405,13 @@ static int32_t *jv_dictsort(const jv *obj) {
 /* Append a JSON number as Python prints the int or float json.loads() makes of it: integer
  * literals as written ("-0" is 0), others as repr(float): the shortest digits that round-trip,
  * fixed notation for exponents -4..15, else d.ddde+XX; "inf" beyond the double range. */
-static void buf_put_pynum(chat_buf *b, const char *lit) {
+static void buf_put_pynum(plume_buf *b, const char *lit) {
     if (!strpbrk(lit, ".eE")) {
-        chat_buf_puts(b, strcmp(lit, "-0") ? lit : "0");
+        plume_buf_puts(b, strcmp(lit, "-0") ? lit : "0");
         return;
     }
     double x = strtod(lit, NULL);
-    if (x != x || x - x != 0) { chat_buf_puts(b, x < 0 ? "-inf" : "inf"); return; }
+    if (x != x || x - x != 0) { plume_buf_puts(b, x < 0 ? "-inf" : "inf"); return; }
     char e[40];
     for (int prec = 0; prec < 17; prec++) {
         snprintf(e, sizeof e, "%.*e", prec, x);
@@ -447,7 +419,7 @@ static void buf_put_pynum(chat_buf *b, const char *lit) {
     }
     /* e = [-]d[.ddd]e(+|-)XX: digits and the decimal exponent */
     const char *p = e;
-    if (*p == '-') { chat_buf_put(b, "-", 1); p++; }
+    if (*p == '-') { plume_buf_put(b, "-", 1); p++; }
     char digits[24];
     size_t nd = 0;
     for (; *p != 'e'; p++)
@@ -456,83 +428,83 @@ static void buf_put_pynum(chat_buf *b, const char *lit) {
     int exp10 = atoi(p + 1), decpt = exp10 + 1;
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
-            chat_buf_puts(b, "0.");
-            for (int k = 0; k < -decpt; k++) chat_buf_put(b, "0", 1);
-            chat_buf_put(b, digits, nd);
+            plume_buf_puts(b, "0.");
+            for (int k = 0; k < -decpt; k++) plume_buf_put(b, "0", 1);
+            plume_buf_put(b, digits, nd);
         } else if ((size_t)decpt >= nd) {
-            chat_buf_put(b, digits, nd);
-            for (size_t k = nd; k < (size_t)decpt; k++) chat_buf_put(b, "0", 1);
-            chat_buf_puts(b, ".0");
+            plume_buf_put(b, digits, nd);
+            for (size_t k = nd; k < (size_t)decpt; k++) plume_buf_put(b, "0", 1);
+            plume_buf_puts(b, ".0");
         } else {
-            chat_buf_put(b, digits, (size_t)decpt);
-            chat_buf_put(b, ".", 1);
-            chat_buf_put(b, digits + decpt, nd - (size_t)decpt);
+            plume_buf_put(b, digits, (size_t)decpt);
+            plume_buf_put(b, ".", 1);
+            plume_buf_put(b, digits + decpt, nd - (size_t)decpt);
         }
     } else {
         char ex[16];
-        chat_buf_put(b, digits, 1);
-        if (nd > 1) { chat_buf_put(b, ".", 1); chat_buf_put(b, digits + 1, nd - 1); }
+        plume_buf_put(b, digits, 1);
+        if (nd > 1) { plume_buf_put(b, ".", 1); plume_buf_put(b, digits + 1, nd - 1); }
         snprintf(ex, sizeof ex, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
-        chat_buf_puts(b, ex);
+        plume_buf_puts(b, ex);
     }
 }
 
-static void buf_put_pystr(chat_buf *b, const jv *v, int repr);
+static void buf_put_pystr(plume_buf *b, const jv *v, int repr);
 
 /* Append repr(s) for a Python str: single quotes unless s holds ' and no ", backslash escapes
  * for the quote, \\, \t, \n, \r, other C0 and C1 controls, DEL, U+00A0 and U+00AD. (Other
  * non-printable characters that Python escapes are copied: an approximation.) */
-static void buf_put_pyrepr_str(chat_buf *b, const char *s, size_t n) {
+static void buf_put_pyrepr_str(plume_buf *b, const char *s, size_t n) {
     char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
-    chat_buf_put(b, &q, 1);
+    plume_buf_put(b, &q, 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
-        if (c == (unsigned char)q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; chat_buf_put(b, esc, 2); }
-        else if (c == '\t') chat_buf_puts(b, "\\t");
-        else if (c == '\n') chat_buf_puts(b, "\\n");
-        else if (c == '\r') chat_buf_puts(b, "\\r");
-        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); chat_buf_puts(b, esc); }
+        if (c == (unsigned char)q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; plume_buf_put(b, esc, 2); }
+        else if (c == '\t') plume_buf_puts(b, "\\t");
+        else if (c == '\n') plume_buf_puts(b, "\\n");
+        else if (c == '\r') plume_buf_puts(b, "\\r");
+        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); plume_buf_puts(b, esc); }
         else if (c == 0xc2 && i + 1 < n && (((unsigned char)s[i + 1] >= 0x80 &&
                  (unsigned char)s[i + 1] <= 0xa0) || (unsigned char)s[i + 1] == 0xad)) {
             snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)s[++i]);
-            chat_buf_puts(b, esc);
-        } else chat_buf_put(b, (const char *)&c, 1);
+            plume_buf_puts(b, esc);
+        } else plume_buf_put(b, (const char *)&c, 1);
     }
-    chat_buf_put(b, &q, 1);
+    plume_buf_put(b, &q, 1);
 }
 
 /* Append str(v) (repr = 0) or repr(v) (repr = 1) of the Python object json.loads() makes:
  * None, True, False, numbers, strings, [a, b], {'k': v}. */
-static void buf_put_pystr(chat_buf *b, const jv *v, int repr) {
+static void buf_put_pystr(plume_buf *b, const jv *v, int repr) {
     switch (v->type) {
-    case JV_NULL: chat_buf_puts(b, "None"); break;
-    case JV_FALSE: chat_buf_puts(b, "False"); break;
-    case JV_TRUE: chat_buf_puts(b, "True"); break;
+    case JV_NULL: plume_buf_puts(b, "None"); break;
+    case JV_FALSE: plume_buf_puts(b, "False"); break;
+    case JV_TRUE: plume_buf_puts(b, "True"); break;
     case JV_NUM: buf_put_pynum(b, v->s); break;
     case JV_STR:
         if (repr) buf_put_pyrepr_str(b, v->s, v->len);
-        else chat_buf_put(b, v->s, v->len);
+        else plume_buf_put(b, v->s, v->len);
         break;
     case JV_ARR:
     case JV_OBJ:
-        chat_buf_put(b, v->type == JV_ARR ? "[" : "{", 1);
+        plume_buf_put(b, v->type == JV_ARR ? "[" : "{", 1);
         for (int32_t i = 0; i < v->n; i++) {
-            if (i) chat_buf_puts(b, ", ");
+            if (i) plume_buf_puts(b, ", ");
             if (v->type == JV_OBJ) {
                 buf_put_pystr(b, &v->keys[i], 1);
-                chat_buf_puts(b, ": ");
+                plume_buf_puts(b, ": ");
             }
             buf_put_pystr(b, &v->items[i], 1);
         }
-        chat_buf_put(b, v->type == JV_ARR ? "]" : "}", 1);
+        plume_buf_put(b, v->type == JV_ARR ? "]" : "}", 1);
         break;
     }
 }
 
 /* Append `v | upper`: str(v) with ASCII letters upper-cased (Jinja's upper is Python's
  * str.upper(), which also folds non-ASCII letters: an approximation). Missing v gives "". */
-static void buf_put_pyupper(chat_buf *b, const jv *v) {
+static void buf_put_pyupper(plume_buf *b, const jv *v) {
     if (!v) return;
     size_t at = b->len;
     buf_put_pystr(b, v, 0);
@@ -555,7 +527,7 @@ static int jv_upper_is(const jv *v, const char *word) {
 
 /* A rendering in progress: the text, and the first error (later ones are ignored). */
 typedef struct {
-    chat_buf b;
+    plume_buf b;
     int rc;
     char **err;
 } render;
@@ -573,40 +545,40 @@ static void render_fail(render *r, const char *fmt, ...) {
 }
 
 /* Append <|"|>s<|"|>, the template's string quote. */
-static void buf_put_quoted(chat_buf *b, const char *s, size_t n) {
-    chat_buf_puts(b, "<|\"|>");
-    chat_buf_put(b, s, n);
-    chat_buf_puts(b, "<|\"|>");
+static void buf_put_quoted(plume_buf *b, const char *s, size_t n) {
+    plume_buf_puts(b, "<|\"|>");
+    plume_buf_put(b, s, n);
+    plume_buf_puts(b, "<|\"|>");
 }
 
 /* The template's format_argument(v, escape_keys): strings in <|"|>, true/false/null, numbers
  * as Python prints them, objects {k:v} in dictsort order (keys quoted when escape_keys),
  * arrays [a,b]. */
-static void put_argument(chat_buf *b, const jv *v, int escape_keys) {
-    if (v->type == JV_NULL) chat_buf_puts(b, "null");
+static void put_argument(plume_buf *b, const jv *v, int escape_keys) {
+    if (v->type == JV_NULL) plume_buf_puts(b, "null");
     else if (v->type == JV_STR) buf_put_quoted(b, v->s, v->len);
-    else if (v->type == JV_TRUE || v->type == JV_FALSE) chat_buf_puts(b, v->type == JV_TRUE ? "true" : "false");
+    else if (v->type == JV_TRUE || v->type == JV_FALSE) plume_buf_puts(b, v->type == JV_TRUE ? "true" : "false");
     else if (v->type == JV_NUM) buf_put_pynum(b, v->s);
     else if (v->type == JV_ARR) {
-        chat_buf_put(b, "[", 1);
+        plume_buf_put(b, "[", 1);
         for (int32_t i = 0; i < v->n; i++) {
-            if (i) chat_buf_put(b, ",", 1);
+            if (i) plume_buf_put(b, ",", 1);
             put_argument(b, &v->items[i], escape_keys);
         }
-        chat_buf_put(b, "]", 1);
+        plume_buf_put(b, "]", 1);
     } else {
         int32_t *order = jv_dictsort(v);
         if (!order) { b->oom = 1; return; }
-        chat_buf_put(b, "{", 1);
+        plume_buf_put(b, "{", 1);
         for (int32_t i = 0; i < v->n; i++) {
             const jv *k = &v->keys[order[i]];
-            if (i) chat_buf_put(b, ",", 1);
+            if (i) plume_buf_put(b, ",", 1);
             if (escape_keys) buf_put_quoted(b, k->s, k->len);
-            else chat_buf_put(b, k->s, k->len);
-            chat_buf_put(b, ":", 1);
+            else plume_buf_put(b, k->s, k->len);
+            plume_buf_put(b, ":", 1);
             put_argument(b, &v->items[order[i]], escape_keys);
         }
-        chat_buf_put(b, "}", 1);
+        plume_buf_put(b, "}", 1);
         free(order);
     }
 }
@@ -649,29 +621,29 @@ static void put_name_list(render *r, const jv *v, int upper, const char *field, 
         render_fail(r, "%s: \"%s\" is not a list", where, field);
         return;
     }
-    chat_buf_put(&r->b, "[", 1);
+    plume_buf_put(&r->b, "[", 1);
     for (int32_t i = 0; i < n; i++) {
         jv tmp;
         const jv *it = jv_iter_item(v, i, &tmp);
-        if (i) chat_buf_put(&r->b, ",", 1);
-        chat_buf_puts(&r->b, "<|\"|>");
+        if (i) plume_buf_put(&r->b, ",", 1);
+        plume_buf_puts(&r->b, "<|\"|>");
         if (upper) buf_put_pyupper(&r->b, it);
         else buf_put_pystr(&r->b, it, 0);
-        chat_buf_puts(&r->b, "<|\"|>");
+        plume_buf_puts(&r->b, "<|\"|>");
     }
-    chat_buf_put(&r->b, "]", 1);
+    plume_buf_put(&r->b, "]", 1);
 }
 
 /* The template's required:[<|"|>a<|"|>,...]. */
 static void put_required(render *r, const jv *req, const char *where) {
-    chat_buf_puts(&r->b, "required:");
+    plume_buf_puts(&r->b, "required:");
     put_name_list(r, req, 0, "required", where);
 }
 
 /* The separator logic the template repeats before each field: a comma from the second field
  * of a property on. */
-static void put_field_sep(chat_buf *b, int *add_comma) {
-    if (*add_comma) chat_buf_put(b, ",", 1);
+static void put_field_sep(plume_buf *b, int *add_comma) {
+    if (*add_comma) plume_buf_put(b, ",", 1);
     *add_comma = 1;
 }
 
@@ -682,34 +654,34 @@ static void put_parameters(render *r, const jv *props, int filter_keys, const ch
 static void put_items(render *r, const jv *items, const char *where) {
     int32_t *order = jv_dictsort(items);
     if (!order) { r->b.oom = 1; return; }
-    chat_buf_puts(&r->b, "items:{");
+    plume_buf_puts(&r->b, "items:{");
     int first = 1;
     for (int32_t i = 0; i < items->n; i++) {
         const jv *k = &items->keys[order[i]], *v = &items->items[order[i]];
         if (v->type == JV_NULL) continue;
-        if (!first) chat_buf_put(&r->b, ",", 1);
+        if (!first) plume_buf_put(&r->b, ",", 1);
         first = 0;
         if (!strcmp(k->s, "properties")) {
-            chat_buf_puts(&r->b, "properties:{");
+            plume_buf_puts(&r->b, "properties:{");
             if (v->type == JV_OBJ) put_parameters(r, v, 0, where);
-            chat_buf_put(&r->b, "}", 1);
+            plume_buf_put(&r->b, "}", 1);
         } else if (!strcmp(k->s, "required")) {
             put_required(r, v, where);
         } else if (!strcmp(k->s, "type") && v->type == JV_STR) {
-            chat_buf_puts(&r->b, "type:<|\"|>");
+            plume_buf_puts(&r->b, "type:<|\"|>");
             buf_put_pyupper(&r->b, v);
-            chat_buf_puts(&r->b, "<|\"|>");
+            plume_buf_puts(&r->b, "<|\"|>");
         } else if (!strcmp(k->s, "type")) {
             /* type:{{ format_argument(item_value | map('upper') | list) }} */
-            chat_buf_puts(&r->b, "type:");
+            plume_buf_puts(&r->b, "type:");
             put_name_list(r, v, 1, "type", where);
         } else {
-            chat_buf_put(&r->b, k->s, k->len);
-            chat_buf_put(&r->b, ":", 1);
+            plume_buf_put(&r->b, k->s, k->len);
+            plume_buf_put(&r->b, ":", 1);
             put_argument(&r->b, v, 1);
         }
     }
-    chat_buf_put(&r->b, "}", 1);
+    plume_buf_put(&r->b, "}", 1);
     free(order);
 }
 
@@ -717,22 +689,22 @@ static void put_items(render *r, const jv *items, const char *where) {
  * required,type}. value may be any JSON value; a non-object acts as an empty one (Jinja's
  * lookups on it are undefined). */
 static void put_property(render *r, const jv *key, const jv *value, const char *where) {
-    chat_buf *b = &r->b;
+    plume_buf *b = &r->b;
     int add_comma = 0;
-    chat_buf_put(b, key->s, key->len);
-    chat_buf_puts(b, ":{");
+    plume_buf_put(b, key->s, key->len);
+    plume_buf_puts(b, ":{");
     const jv *desc = jv_get(value, "description"), *type = jv_get(value, "type");
     if (jv_truthy(desc)) {
-        chat_buf_puts(b, "description:<|\"|>");
+        plume_buf_puts(b, "description:<|\"|>");
         buf_put_pystr(b, desc, 0);
-        chat_buf_puts(b, "<|\"|>");
+        plume_buf_puts(b, "<|\"|>");
         add_comma = 1;
     }
     if (jv_upper_is(type, "STRING")) {
         const jv *en = jv_get(value, "enum");
         if (jv_truthy(en)) {
             put_field_sep(b, &add_comma);
-            chat_buf_puts(b, "enum:");
+            plume_buf_puts(b, "enum:");
             put_argument(b, en, 1);
         }
     } else if (jv_upper_is(type, "ARRAY")) {
@@ -744,26 +716,26 @@ static void put_property(render *r, const jv *key, const jv *value, const char *
     }
     if (jv_truthy(jv_get(value, "nullable"))) {
         put_field_sep(b, &add_comma);
-        chat_buf_puts(b, "nullable:true");
+        plume_buf_puts(b, "nullable:true");
     }
     if (jv_upper_is(type, "OBJECT")) {
         const jv *props = jv_get(value, "properties"), *req = jv_get(value, "required");
         put_field_sep(b, &add_comma);
-        chat_buf_puts(b, "properties:{");
+        plume_buf_puts(b, "properties:{");
         /* With no "properties" object, the template lists the object's own non-standard
          * keys as if they were properties. */
         if (props && props->type == JV_OBJ) put_parameters(r, props, 0, where);
         else put_parameters(r, value, 1, where);
-        chat_buf_put(b, "}", 1);
+        plume_buf_put(b, "}", 1);
         if (jv_truthy(req)) {
             put_field_sep(b, &add_comma);
             put_required(r, req, where);
         }
     }
     put_field_sep(b, &add_comma);
-    chat_buf_puts(b, "type:<|\"|>");
+    plume_buf_puts(b, "type:<|\"|>");
     buf_put_pyupper(b, type);
-    chat_buf_puts(b, "<|\"|>}");
+    plume_buf_puts(b, "<|\"|>}");
 }
 
 /* The template's format_parameters(properties, required, filter_keys): each property in
@@ -779,7 +751,7 @@ static void put_parameters(render *r, const jv *props, int filter_keys, const ch
         int skip = 0;
         for (size_t s = 0; filter_keys && s < 5; s++) skip |= !strcmp(k->s, standard[s]);
         if (skip) continue;
-        if (!first) chat_buf_put(&r->b, ",", 1);
+        if (!first) plume_buf_put(&r->b, ",", 1);
         first = 0;
         put_property(r, k, &props->items[order[i]], where);
     }
@@ -799,49 +771,49 @@ static void put_declaration(render *r, const jv *tool, int32_t t) {
         render_fail(r, "%s: \"function\" has no string \"name\"", where);
         return;
     }
-    chat_buf *b = &r->b;
-    chat_buf_puts(b, "declaration:");
-    chat_buf_put(b, name->s, name->len);
-    chat_buf_puts(b, "{description:<|\"|>");
+    plume_buf *b = &r->b;
+    plume_buf_puts(b, "declaration:");
+    plume_buf_put(b, name->s, name->len);
+    plume_buf_puts(b, "{description:<|\"|>");
     if (desc) buf_put_pystr(b, desc, 0);
-    chat_buf_puts(b, "<|\"|>");
+    plume_buf_puts(b, "<|\"|>");
     const jv *params = jv_get(fn, "parameters");
     if (jv_truthy(params)) {
         if (params->type != JV_OBJ) { render_fail(r, "%s: \"parameters\" is not an object", where); return; }
         const jv *props = jv_get(params, "properties"), *req = jv_get(params, "required");
         const jv *type = jv_get(params, "type");
-        chat_buf_puts(b, ",parameters:{");
+        plume_buf_puts(b, ",parameters:{");
         if (jv_truthy(props)) {
             if (props->type != JV_OBJ) {
                 render_fail(r, "%s: \"properties\" is not an object", where);
                 return;
             }
-            chat_buf_puts(b, "properties:{");
+            plume_buf_puts(b, "properties:{");
             put_parameters(r, props, 0, where);
-            chat_buf_puts(b, "},");
+            plume_buf_puts(b, "},");
         }
         if (jv_truthy(req)) {
             put_required(r, req, where);
-            chat_buf_put(b, ",", 1);
+            plume_buf_put(b, ",", 1);
         }
         if (jv_truthy(type)) {
-            chat_buf_puts(b, "type:<|\"|>");
+            plume_buf_puts(b, "type:<|\"|>");
             buf_put_pyupper(b, type);
-            chat_buf_puts(b, "<|\"|>}");
+            plume_buf_puts(b, "<|\"|>}");
         }
     }
     const jv *resp = jv_get(fn, "response");
     if (resp) {
         const jv *rdesc = jv_get(resp, "description"), *rtype = jv_get(resp, "type");
-        chat_buf_puts(b, ",response:{");
+        plume_buf_puts(b, ",response:{");
         if (jv_truthy(rdesc)) {
-            chat_buf_puts(b, "description:<|\"|>");
+            plume_buf_puts(b, "description:<|\"|>");
             buf_put_pystr(b, rdesc, 0);
-            chat_buf_puts(b, "<|\"|>,");
+            plume_buf_puts(b, "<|\"|>,");
         }
-        if (jv_upper_is(rtype, "OBJECT")) chat_buf_puts(b, "type:<|\"|>OBJECT<|\"|>}");
+        if (jv_upper_is(rtype, "OBJECT")) plume_buf_puts(b, "type:<|\"|>OBJECT<|\"|>}");
     }
-    chat_buf_put(b, "}", 1);
+    plume_buf_put(b, "}", 1);
 }
 
 /* Parse tools_json and append <|tool>declaration<tool|> per tool. *n_tools: how many. */
@@ -855,9 +827,9 @@ static void put_tools(render *r, const char *tools_json, int32_t *n_tools) {
     } else {
         for (int32_t t = 0; t < tools.n && !r->rc; t++) {
             if (tools.items[t].type != JV_OBJ) { render_fail(r, "tools[%d]: not an object", t); break; }
-            chat_buf_puts(&r->b, "<|tool>");
+            plume_buf_puts(&r->b, "<|tool>");
             put_declaration(r, &tools.items[t], t);
-            chat_buf_puts(&r->b, "<tool|>");
+            plume_buf_puts(&r->b, "<tool|>");
         }
         *n_tools = tools.n;
     }
@@ -879,40 +851,40 @@ static void put_tool_call(render *r, const plume_chat_tool_call *tc, int32_t i, 
             return;
         }
     }
-    chat_buf_puts(&r->b, "<|tool_call>call:");
-    chat_buf_puts(&r->b, tc->name);
-    chat_buf_put(&r->b, "{", 1);
+    plume_buf_puts(&r->b, "<|tool_call>call:");
+    plume_buf_puts(&r->b, tc->name);
+    plume_buf_put(&r->b, "{", 1);
     if (args.type == JV_OBJ) {
         int32_t *order = jv_dictsort(&args);
         if (!order) r->b.oom = 1;
         for (int32_t k = 0; order && k < args.n; k++) {
-            if (k) chat_buf_put(&r->b, ",", 1);
-            chat_buf_put(&r->b, args.keys[order[k]].s, args.keys[order[k]].len);
-            chat_buf_put(&r->b, ":", 1);
+            if (k) plume_buf_put(&r->b, ",", 1);
+            plume_buf_put(&r->b, args.keys[order[k]].s, args.keys[order[k]].len);
+            plume_buf_put(&r->b, ":", 1);
             put_argument(&r->b, &args.items[order[k]], 0);
         }
         free(order);
     }
-    chat_buf_puts(&r->b, "}<tool_call|>");
+    plume_buf_puts(&r->b, "}<tool_call|>");
     jv_free(&args);
 }
 
 /* <|tool_response>response:NAME{value:BODY}<tool_response|> for one role "tool" message: the
  * body is its content or its text parts joined (not trimmed) as a <|"|> string, or null. */
 static void put_tool_response(render *r, const char *name, const plume_chat_message_ex *m) {
-    chat_buf_puts(&r->b, "<|tool_response>response:");
-    chat_buf_puts(&r->b, name);
-    chat_buf_puts(&r->b, "{value:");
+    plume_buf_puts(&r->b, "<|tool_response>response:");
+    plume_buf_puts(&r->b, name);
+    plume_buf_puts(&r->b, "{value:");
     if (m->n_parts > 0) {
-        chat_buf_puts(&r->b, "<|\"|>");
-        for (int32_t p = 0; p < m->n_parts; p++) chat_buf_puts(&r->b, m->parts[p]);
-        chat_buf_puts(&r->b, "<|\"|>");
+        plume_buf_puts(&r->b, "<|\"|>");
+        for (int32_t p = 0; p < m->n_parts; p++) plume_buf_puts(&r->b, m->parts[p]);
+        plume_buf_puts(&r->b, "<|\"|>");
     } else if (m->content) {
         buf_put_quoted(&r->b, m->content, strlen(m->content));
     } else {
-        chat_buf_puts(&r->b, "null");
+        plume_buf_puts(&r->b, "null");
     }
-    chat_buf_puts(&r->b, "}<tool_response|>");
+    plume_buf_puts(&r->b, "}<tool_response|>");
 }
 
 /* ---- rendering ---------------------------------------------------------------------------- */
@@ -958,11 +930,11 @@ static int chat_check(const plume_chat_message_ex *msgs, int32_t n, char **err) 
 
 /* The first message when it is a system or developer one: its content trimmed, or its parts
  * each trimmed and followed by a space (the template's system-turn loop). */
-static void put_system_content(chat_buf *b, const plume_chat_message_ex *m) {
+static void put_system_content(plume_buf *b, const plume_chat_message_ex *m) {
     if (m->n_parts > 0) {
         for (int32_t p = 0; p < m->n_parts; p++) {
             buf_put_trimmed(b, m->parts[p], strlen(m->parts[p]));
-            chat_buf_put(b, " ", 1);
+            plume_buf_put(b, " ", 1);
         }
     } else if (m->content) {
         buf_put_trimmed(b, m->content, strlen(m->content));
@@ -972,7 +944,7 @@ static void put_system_content(chat_buf *b, const plume_chat_message_ex *m) {
 /* A message's content in the loop (the template's captured_content): model text has its
  * thought spans stripped and is trimmed, other text is trimmed; parts each so, joined.
  * Returns whether anything but whitespace was written. */
-static int put_content(chat_buf *b, const plume_chat_message_ex *m, int is_model) {
+static int put_content(plume_buf *b, const plume_chat_message_ex *m, int is_model) {
     size_t at = b->len;
     int32_t n = m->n_parts > 0 ? m->n_parts : m->content ? 1 : 0;
     for (int32_t p = 0; p < n; p++) {
@@ -1014,22 +986,22 @@ static void put_message(render *r, const plume_chat_message_ex *lm, int32_t n, i
                         int32_t last_user, const plume_chat_options *o, int *prev,
                         const char **prev_role) {
     const plume_chat_message_ex *m = &lm[i];
-    chat_buf *b = &r->b;
+    plume_buf *b = &r->b;
     int is_model = chat_role_model(m->role);
     *prev = PREV_NONE;
     /* A model turn continues after an "assistant" message (the role as given). */
     if (!(is_model && *prev_role && !strcmp(*prev_role, "assistant"))) {
-        chat_buf_puts(b, "<|turn>");
-        chat_buf_puts(b, is_model ? "model" : m->role);
-        chat_buf_puts(b, "\n");
+        plume_buf_puts(b, "<|turn>");
+        plume_buf_puts(b, is_model ? "model" : m->role);
+        plume_buf_puts(b, "\n");
     }
     /* Thoughts are kept after the last user message only (or, with preserve_thinking, on
      * turns that call tools). */
     int gate = i > last_user || (o->preserve_thinking && m->n_tool_calls > 0);
     if (m->reasoning_content && m->reasoning_content[0] && gate) {
-        chat_buf_puts(b, "<|channel>thought\n");
-        chat_buf_puts(b, m->reasoning_content);
-        chat_buf_puts(b, "\n<channel|>");
+        plume_buf_puts(b, "<|channel>thought\n");
+        plume_buf_puts(b, m->reasoning_content);
+        plume_buf_puts(b, "\n<channel|>");
     }
     for (int32_t c = 0; c < m->n_tool_calls && !r->rc; c++) put_tool_call(r, &m->tool_calls[c], i, c);
     if (m->n_tool_calls > 0) *prev = PREV_TOOL_CALL;
@@ -1045,9 +1017,9 @@ static void put_message(render *r, const plume_chat_message_ex *lm, int32_t n, i
         if (strcmp(lm[j].role, "tool")) next = lm[j].role;
     int continues = is_model && next && !strcmp(next, "assistant") &&
                     (m->n_tool_calls == 0 || responded);
-    if (*prev == PREV_TOOL_CALL && !responded) chat_buf_puts(b, "<|tool_response>");
+    if (*prev == PREV_TOOL_CALL && !responded) plume_buf_puts(b, "<|tool_response>");
     else if (continues) {}
-    else if (!(responded && !has_content && !next)) chat_buf_puts(b, "<turn|>\n");
+    else if (!(responded && !has_content && !next)) plume_buf_puts(b, "<turn|>\n");
     *prev_role = m->role;
 }
 
@@ -1070,14 +1042,14 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
 
     render r = {{0}, 0, err};
     int prev = PREV_NONE;
-    chat_buf_puts(&r.b, "<bos>");
+    plume_buf_puts(&r.b, "<bos>");
     int32_t first = 0, n_tools = 0;
     int has_system = n > 0 && (!strcmp(msgs[0].role, "system") ||
                                !strcmp(msgs[0].role, "developer"));
     size_t system_at = r.b.len;
-    chat_buf_puts(&r.b, "<|turn>system\n");
+    plume_buf_puts(&r.b, "<|turn>system\n");
     if (o.enable_thinking) {
-        chat_buf_puts(&r.b, "<|think|>\n");
+        plume_buf_puts(&r.b, "<|think|>\n");
         prev = PREV_THINK;
     }
     if (has_system) {
@@ -1086,7 +1058,7 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
     }
     if (o.tools_json) put_tools(&r, o.tools_json, &n_tools);
     if (n_tools > 0) prev = PREV_TOOL;
-    if (o.enable_thinking || has_system || n_tools > 0) chat_buf_puts(&r.b, "<turn|>\n");
+    if (o.enable_thinking || has_system || n_tools > 0) plume_buf_puts(&r.b, "<turn|>\n");
     else if (!r.b.oom) r.b.p[r.b.len = system_at] = 0; /* no system turn after all */
 
     const plume_chat_message_ex *lm = msgs + first;
@@ -1098,9 +1070,9 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
         if (strcmp(lm[i].role, "tool")) put_message(&r, lm, ln, i, last_user, &o, &prev, &prev_role);
     /* After a tool response the model goes on in the same turn (with thinking, in a thought). */
     if (o.add_generation_prompt && prev != PREV_TOOL_RESPONSE && prev != PREV_TOOL_CALL)
-        chat_buf_puts(&r.b, "<|turn>model\n");
+        plume_buf_puts(&r.b, "<|turn>model\n");
     else if (o.add_generation_prompt && prev == PREV_TOOL_RESPONSE && o.enable_thinking)
-        chat_buf_puts(&r.b, "<|channel>thought\n");
+        plume_buf_puts(&r.b, "<|channel>thought\n");
 
     if (!r.rc && r.b.oom)
         r.rc = plume_fail(err, PLUME_ENOMEM, "chat: out of memory rendering %d messages", n);
@@ -1219,15 +1191,8 @@ int plume_stop_matcher_feed(plume_stop_matcher *m, const char *piece, size_t len
     if (m->released) memmove(m->text, m->text + m->released, m->held);
     m->len = m->held;
     m->released = 0;
-    if (len > SIZE_MAX - m->len) return PLUME_ENOMEM;
-    if (m->len + len > m->cap) {
-        size_t cap = m->cap ? m->cap : 64;
-        while (cap < m->len + len) cap = cap > SIZE_MAX / 2 ? m->len + len : cap * 2;
-        char *np = realloc(m->text, cap);
-        if (!np) return PLUME_ENOMEM;
-        m->text = np;
-        m->cap = cap;
-    }
+    if (len > SIZE_MAX - m->len || plume_grow(&m->text, &m->cap, m->len + len, 1))
+        return PLUME_ENOMEM;
     if (len) memcpy(m->text + m->len, piece, len);
     m->len += len;
 

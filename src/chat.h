@@ -66,16 +66,4 @@ int plume_stop_matcher_feed(plume_stop_matcher *m, const char *piece, size_t len
  * *emit points at it). Returns 0 after a match. */
 size_t plume_stop_matcher_flush(plume_stop_matcher *m, const char **emit);
 
-/* Output under construction; oom latches the first allocation failure. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} chat_buf;
-
-/* Append n bytes to b (no-op after an allocation failure); keeps b->p NUL-terminated. */
-void chat_buf_put(chat_buf *b, const char *s, size_t n);
-/* Append a NUL-terminated string. */
-void chat_buf_puts(chat_buf *b, const char *s);
-
 #endif /* PLUME_CHAT_H */
