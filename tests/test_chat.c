@@ -13,7 +13,7 @@
  * (the same setup reproduces all 15 goldens byte for byte), then pasted as octal-escaped C. */
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "common.h"
 #include "plume.h"
 #include "t.h"

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
 #include "common.h"
 #include "plume.h"
 
