@@ -83,6 +83,6 @@ void chat_put_tools(chat_render *r, const char *tools_json, int32_t *n_tools);
 /* Append tool call c of message i: <|tool_call>call:NAME{k:v,...}<tool_call|>. */
 void chat_put_tool_call(chat_render *r, const plume_chat_tool_call *tc, int32_t i, int32_t c);
 /* Append the tool response of one role "tool" message, named name. */
-void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_ex *m);
+void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_full *m);
 
 #endif /* PLUME_CHAT_INT_H */

@@ -323,7 +323,7 @@ void chat_put_tool_call(chat_render *r, const plume_chat_tool_call *tc, int32_t 
 
 /* <|tool_response>response:NAME{value:BODY}<tool_response|> for one role "tool" message: the
  * body is its content or its text parts joined (not trimmed) as a <|"|> string, or null. */
-void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_ex *m) {
+void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_full *m) {
     plume_buf_puts(&r->b, "<|tool_response>response:");
     plume_buf_puts(&r->b, name);
     plume_buf_puts(&r->b, "{value:");

@@ -1,4 +1,4 @@
-/* chat_render.c -- messages -> prompt text (docs/CHAT.md): plume_chat_render_ex() is Google's
+/* chat_render.c -- messages -> prompt text (docs/CHAT.md): plume_chat_render_full() is Google's
  * E2B chat template (spec/gemma4-e2b-chat-template.jinja) written out in C, without a Jinja
  * engine: system turn, thinking flag, tool declarations, tool calls and responses,
  * reasoning_content, content parts, and the template's turn continuation rules (the macros
@@ -19,11 +19,11 @@ static int chat_role_known(const char *r) {
 static int chat_role_model(const char *r) { return !strcmp(r, "assistant") || !strcmp(r, "model"); }
 
 /* Check every message's fields; 0 or PLUME_EINVAL naming the message. */
-static int chat_check(const plume_chat_message_ex *msgs, int32_t n, char **err) {
+static int chat_check(const plume_chat_message_full *msgs, int32_t n, char **err) {
     if (n < 0) return plume_fail(err, PLUME_EINVAL, "chat: negative message count %d", n);
     if (n > 0 && !msgs) return plume_fail(err, PLUME_EINVAL, "chat: messages is NULL");
     for (int32_t i = 0; i < n; i++) {
-        const plume_chat_message_ex *m = &msgs[i];
+        const plume_chat_message_full *m = &msgs[i];
         if (!m->role) return plume_fail(err, PLUME_EINVAL, "chat: message %d has no role", i);
         if (!chat_role_known(m->role))
             return plume_fail(err, PLUME_EINVAL,
@@ -50,7 +50,7 @@ static int chat_check(const plume_chat_message_ex *msgs, int32_t n, char **err) 
 
 /* The first message when it is a system or developer one: its content trimmed, or its parts
  * each trimmed and followed by a space (the template's system-turn loop). */
-static void put_system_content(plume_buf *b, const plume_chat_message_ex *m) {
+static void put_system_content(plume_buf *b, const plume_chat_message_full *m) {
     if (m->n_parts > 0) {
         for (int32_t p = 0; p < m->n_parts; p++) {
             chat_put_trimmed(b, m->parts[p], strlen(m->parts[p]));
@@ -64,7 +64,7 @@ static void put_system_content(plume_buf *b, const plume_chat_message_ex *m) {
 /* A message's content in the loop (the template's captured_content): model text has its
  * thought spans stripped and is trimmed, other text is trimmed; parts each so, joined.
  * Returns whether anything but whitespace was written. */
-static int put_content(plume_buf *b, const plume_chat_message_ex *m, int is_model) {
+static int put_content(plume_buf *b, const plume_chat_message_full *m, int is_model) {
     size_t at = b->len;
     int32_t n = m->n_parts > 0 ? m->n_parts : m->content ? 1 : 0;
     for (int32_t p = 0; p < n; p++) {
@@ -88,7 +88,7 @@ static int chat_same_id(const char *a, const char *b) { return a == b || (a && b
 /* The role tool messages that directly follow message i (which made tool calls), each as a
  * tool response named by the call whose id it answers (else its own name, else "unknown").
  * Returns how many were written. */
-static int32_t put_tool_responses(chat_render *r, const plume_chat_message_ex *lm, int32_t n, int32_t i) {
+static int32_t put_tool_responses(chat_render *r, const plume_chat_message_full *lm, int32_t n, int32_t i) {
     int32_t k = i + 1;
     for (; k < n && !strcmp(lm[k].role, "tool"); k++) {
         const char *name = lm[k].name && lm[k].name[0] ? lm[k].name : "unknown";
@@ -102,10 +102,10 @@ static int32_t put_tool_responses(chat_render *r, const plume_chat_message_ex *l
 
 /* One non-tool message of the loop (lm[i] of n, after a leading system message), as the
  * template's loop body renders it; updates *prev (PREV_*) and *prev_role. */
-static void put_message(chat_render *r, const plume_chat_message_ex *lm, int32_t n, int32_t i,
+static void put_message(chat_render *r, const plume_chat_message_full *lm, int32_t n, int32_t i,
                         int32_t last_user, const plume_chat_options *o, int *prev,
                         const char **prev_role) {
-    const plume_chat_message_ex *m = &lm[i];
+    const plume_chat_message_full *m = &lm[i];
     plume_buf *b = &r->b;
     int is_model = chat_role_model(m->role);
     *prev = PREV_NONE;
@@ -151,8 +151,8 @@ static void put_message(chat_render *r, const plume_chat_message_ex *lm, int32_t
  *                         [<turn|>\n | <|tool_response>]
  *   [<|turn>model\n | <|channel>thought\n]     when add_generation_prompt
  * *out is malloc'd and NUL-terminated. 0, PLUME_EINVAL or PLUME_ENOMEM. */
-int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
-                         const plume_chat_options *opt, char **out, char **err) {
+int plume_chat_render_full(const plume_chat_message_full *msgs, int32_t n,
+                           const plume_chat_options *opt, char **out, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "chat: out is NULL");
     *out = NULL;
     int rc = chat_check(msgs, n, err);
@@ -181,7 +181,7 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
     if (o.enable_thinking || has_system || n_tools > 0) plume_buf_puts(&r.b, "<turn|>\n");
     else if (!r.b.oom) r.b.p[r.b.len = system_at] = 0; /* no system turn after all */
 
-    const plume_chat_message_ex *lm = msgs + first;
+    const plume_chat_message_full *lm = msgs + first;
     int32_t ln = n - first, last_user = -1;
     for (int32_t i = 0; i < ln; i++)
         if (!strcmp(lm[i].role, "user")) last_user = i;
@@ -204,7 +204,7 @@ int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
     return 0;
 }
 
-/* plume_chat_render_ex with plain {role, content} messages and no tools. Role "tool" is
+/* plume_chat_render_full with plain {role, content} messages and no tools. Role "tool" is
  * PLUME_EINVAL: without tool calls to answer, the template would drop it. */
 int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_generation_prompt,
                       int32_t enable_thinking, char **out, char **err) {
@@ -212,14 +212,14 @@ int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_gen
     *out = NULL;
     if (n < 0) return plume_fail(err, PLUME_EINVAL, "chat: negative message count %d", n);
     if (n > 0 && !msgs) return plume_fail(err, PLUME_EINVAL, "chat: messages is NULL");
-    plume_chat_message_ex *ex = calloc((size_t)n + 1, sizeof *ex);
+    plume_chat_message_full *ex = calloc((size_t)n + 1, sizeof *ex);
     if (!ex) return plume_fail(err, PLUME_ENOMEM, "chat: out of memory for %d messages", n);
     for (int32_t i = 0; i < n; i++) {
         if (msgs[i].role && !strcmp(msgs[i].role, "tool")) {
             free(ex);
             return plume_fail(err, PLUME_EINVAL,
                               "chat: message %d: role \"tool\" answers tool calls, which need "
-                              "plume_chat_render_ex", i);
+                              "plume_chat_render_full", i);
         }
         ex[i].role = msgs[i].role;
         ex[i].content = msgs[i].content;
@@ -227,7 +227,7 @@ int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_gen
     plume_chat_options o = {0};
     o.add_generation_prompt = add_generation_prompt;
     o.enable_thinking = enable_thinking;
-    int rc = plume_chat_render_ex(ex, n, &o, out, err);
+    int rc = plume_chat_render_full(ex, n, &o, out, err);
     free(ex);
     return rc;
 }
