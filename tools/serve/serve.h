@@ -3,7 +3,7 @@
  *
  * What it owns: the transport (libmicrohttpd), the routes, the internal request, the
  * scheduler, the answers and the dialects. What it may call: libplume (plume.h and the
- * utility headers chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
+ * utility headers chat/chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
  * serve_run and nothing else) and the Hub.
  *
  * Its files, in the order a request goes through them:
@@ -36,7 +36,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "chat/chat.h"
+#include "common.h"
 #include "plume.h"
 
 #define SERVE_MAX_STOPS 16        /* stop strings a request may give */
@@ -210,7 +211,7 @@ typedef struct serve_dialect {
      * 0, or an HTTP status with e filled. */
     int (*parse)(serve_request *r, const char *body, size_t len, serve_error *e);
     /* The bytes of one event of a streamed answer, appended to out. */
-    void (*stream)(chat_buf *out, const struct serve_job *j, const serve_event *ev);
+    void (*stream)(plume_buf *out, const struct serve_job *j, const serve_event *ev);
     /* The body of a whole (non-streamed) answer, malloc'd (NULL: out of memory). */
     char *(*reply)(const struct serve_job *j, const serve_reply *r);
     /* The body of an error reply, malloc'd (NULL: out of memory). */
@@ -242,7 +243,7 @@ typedef struct serve_job {
     int64_t created;          /* Unix seconds */
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled when bytes arrive or the job ends */
-    chat_buf out;            /* bytes to send: stream events, or the whole reply */
+    plume_buf out;            /* bytes to send: stream events, or the whole reply */
     size_t out_sent;
     int32_t status;           /* HTTP status of a non-streamed reply */
     int32_t done;             /* the scheduler wrote its last byte */
@@ -273,7 +274,7 @@ typedef struct {
     int32_t stopped;        /* a stop string completed */
     int32_t n_calls;        /* tool calls delivered */
     /* the whole answer, gathered when the request is not streamed */
-    chat_buf text, thought;
+    plume_buf text, thought;
     serve_tool_call *calls; /* [n_calls] */
     serve_logprob *lps;     /* [n_lps] */
     int32_t n_lps, cap_lps;

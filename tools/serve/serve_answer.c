@@ -78,7 +78,7 @@ static void job_event(serve_job *j, const serve_event *ev) {
  * its status, and done. */
 static void job_finish(serve_job *j, int32_t status, char *body) {
     pthread_mutex_lock(&j->mu);
-    if (body) chat_buf_puts(&j->out, body);
+    if (body) plume_buf_puts(&j->out, body);
     job_done_locked(j, status);
     pthread_mutex_unlock(&j->mu);
     free(body);
@@ -113,7 +113,7 @@ void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *
 static void put_text(serve_answer *a, serve_event_kind kind, const char *text, size_t n, const serve_logprob *lp) {
     serve_job *j = a->job;
     if (!j->req.stream) {
-        chat_buf_put(kind == SERVE_EV_THOUGHT ? &a->thought : &a->text, text, n);
+        plume_buf_put(kind == SERVE_EV_THOUGHT ? &a->thought : &a->text, text, n);
         if (lp && j->req.logprobs) {
             if (a->n_lps == a->cap_lps) {
                 int32_t cap = a->cap_lps ? a->cap_lps * 2 : 64;

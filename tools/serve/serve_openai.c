@@ -387,11 +387,11 @@ static char *print_free(cJSON *root) {
 }
 
 /* Append "data: <json>\n\n" (json freed; nothing when NULL). */
-static void sse_data(chat_buf *out, char *json) {
+static void sse_data(plume_buf *out, char *json) {
     if (!json) return;
-    chat_buf_puts(out, "data: ");
-    chat_buf_puts(out, json);
-    chat_buf_puts(out, "\n\n");
+    plume_buf_puts(out, "data: ");
+    plume_buf_puts(out, json);
+    plume_buf_puts(out, "\n\n");
     free(json);
 }
 
@@ -410,11 +410,11 @@ static char *openai_error(const serve_error *e) {
 
 /* One event of a streamed answer: a chat.completion.chunk or text_completion chunk; after the
  * end, the usage chunk (include_usage) and "data: [DONE]"; an error event, then [DONE]. */
-static void openai_stream(chat_buf *out, const serve_job *j, const serve_event *ev) {
+static void openai_stream(plume_buf *out, const serve_job *j, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
     if (ev->kind == SERVE_EV_ERROR) {
         sse_data(out, openai_error(ev->error));
-        chat_buf_puts(out, "data: [DONE]\n\n");
+        plume_buf_puts(out, "data: [DONE]\n\n");
         return;
     }
     if (ev->kind == SERVE_EV_START && !chat) return; /* completions have no role chunk */
@@ -424,7 +424,7 @@ static void openai_stream(chat_buf *out, const serve_job *j, const serve_event *
         cJSON_AddItemToObject(root, "usage", json_usage(ev->usage));
         cJSON_AddItemToObject(root, "timings", json_timings(ev->usage));
         sse_data(out, print_free(root));
-        chat_buf_puts(out, "data: [DONE]\n\n");
+        plume_buf_puts(out, "data: [DONE]\n\n");
         return;
     }
     cJSON *c = cJSON_CreateObject();
@@ -458,7 +458,7 @@ static void openai_stream(chat_buf *out, const serve_job *j, const serve_event *
     add_finish(c, ev->kind == SERVE_EV_END ? ev->finish : NULL);
     if (chat) cJSON_AddNullToObject(root, "usage");
     sse_data(out, print_free(root));
-    if (ev->kind == SERVE_EV_END && !j->req.include_usage) chat_buf_puts(out, "data: [DONE]\n\n");
+    if (ev->kind == SERVE_EV_END && !j->req.include_usage) plume_buf_puts(out, "data: [DONE]\n\n");
 }
 
 /* The whole reply of a non-streamed request: chat.completion or text_completion. */

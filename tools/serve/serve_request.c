@@ -196,15 +196,15 @@ int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serv
 /* ---- the prompt ------------------------------------------------------------------------------- */
 
 /* The prompt text of a chat request: the chat template with tools, tool calls and replies,
- * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
+ * content parts and reasoning (plume_chat_render_full). tool_choice "none" renders no tools;
  * *in_thought says whether the prompt opened the thought channel. 0 or an error in e. */
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
-    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    plume_chat_message_full *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
     plume_chat_tool_call **calls = calloc((size_t)r->n_msgs, sizeof *calls);
     int rc = msgs && calls ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
         const serve_message *m = &r->msgs[i];
-        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+        msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
                                           .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
                                           .tool_call_id = m->tool_call_id, .name = m->name};
         if (!m->n_calls) continue;
@@ -221,7 +221,7 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
     if (!rc) {
         plume_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = r->enable_thinking,
                                   .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
-        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
+        int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
         if (lrc)
             rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
                                  lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
