@@ -95,7 +95,7 @@ static void test_invalid_config_json(void) {
     t_sh(out, sizeof out, "printf '{\"text_config\": {\"hidden_size\": 64,' > '%s'", f);
     expect_convert_fails(d, "invalid JSON", "cfgjson");
     t_sh(out, sizeof out, "printf '{\"text_config\": {\"hidden_size\": 64}}' > '%s'", f);
-    expect_convert_fails(d, "missing key num_hidden_layers", "cfgkey");
+    expect_convert_fails(d, "missing key text_config.num_hidden_layers", "cfgkey");
 }
 
 static void test_wrong_dtype(void) {
