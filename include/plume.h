@@ -264,6 +264,24 @@ uint64_t plume_model_decode_bytes(const plume_model *m);
 /* The tokenizer of the bundle, or NULL if it has none. */
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
 
+/* ---- benchmarks (plume bench): how a model is read, and how fast this machine reads -------
+ * Figures for measuring, not for inference. */
+/* How the q8/q4 layer weights are read: "rows", "tiles" (the kernels in use read the tiles as
+ * they are) or "tiles-unpacked" (they read rows: each group of 16 is unpacked first, slowly;
+ * convert with --layout rows for this CPU). "rows" for f32/bf16 bundles. */
+const char *plume_model_layout(const plume_model *m);
+/* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
+ * tied head) that huge pages map; 0 when none or unknown. */
+double plume_model_huge_share(const plume_model *m);
+/* The model's threads stream the weights a step reads (as mapped) `passes` times, in items of
+ * `piece` bytes (rounded up to 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not
+ * NULL): bytes a pass read. */
+double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+/* n_threads threads (<= 0: physical cores) stream a fresh buffer of `bytes` (rounded down to
+ * 4 MiB; every page written first) `passes` times the same way; the best pass in GB/s, 0 when
+ * the buffer or the threads cannot be had. */
+double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
+
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
  * ------------------------------------------------------------------------------------- */
@@ -312,6 +330,11 @@ int plume_session_save(const plume_session *s, const char *path, char **err);
 /* A new session on m from a file written by plume_session_save(). Refused (PLUME_EMISMATCH)
  * for another bundle; truncated or corrupt files are refused (PLUME_EFORMAT). */
 int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
+/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
+ * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
+ * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
+ * mean nothing, and a rewind into this history does not reproduce it. */
+int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);

@@ -137,12 +137,6 @@ struct plume_session {
 /* After a step of a session ended at n_past: take the ring snapshot due there, if any. */
 void plume_session_stepped(plume_session *s);
 
-/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
- * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
- * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
- * mean nothing, and a rewind into this history does not reproduce it. */
-int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
-
 /* Allocate a step scratch of B rows whose attention spans up to span positions. */
 int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err);
 void plume_scratch_free(plume_scratch *x);
@@ -152,12 +146,9 @@ int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span
 
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);
-/* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
- * tied head) that huge pages map (plume_map_open_dense); 0 when none or unknown. */
-double plume_model_huge_share(const plume_model *m);
-/* Benchmarks only: the model's threads stream the weights a step reads (the maps of
- * plume_model_huge_share, as mapped) `passes` times, in items of `piece` bytes (rounded up to
- * 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not NULL): bytes a pass read. */
-double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+/* The maps every step reads whole, mapped dense (the chunks, the PLE projection, the tied
+ * head's rows), into maps; returns how many (bandwidth.c streams them). */
+enum { PLUME_DENSE_MAPS = 5 };
+int plume_model_dense_maps(const plume_model *m, const plume_map *maps[PLUME_DENSE_MAPS]);
 
 #endif

@@ -475,7 +475,9 @@ static void test_layouts_agree(void) {
                 float *la = run_logits(a, ids, n, 5), *lb = run_logits(b, ids, n, 5);
                 CHECK(la && lb, "feed failed");
                 if (la && lb) {
-                    int native = a->qact_matmul ? plume_qact_reads_tiles(a->qact_matmul) : a->k->reads_tiles;
+                    int native = !strcmp(plume_model_layout(a), "tiles");
+                    CHECK(native || !strcmp(plume_model_layout(a), "tiles-unpacked"), "layout %s", plume_model_layout(a));
+                    CHECK(!strcmp(plume_model_layout(b), "rows"), "rows bundle: layout %s", plume_model_layout(b));
                     double rr = t_rel_rms(la, lb, (size_t)(n * V)), tol = exact ? LOGITS_REL_RMS : INT8_REL_RMS;
                     if (!native)
                         CHECK(!memcmp(la, lb, (size_t)(n * V) * sizeof *la), "%s %s%s: tiles and rows bundles differ in bits",
@@ -512,6 +514,11 @@ static void test_stream_probe(void) {
                       precs[which], th, pieces[p], (unsigned long long)read, (unsigned long long)want, gbs);
                 plume_model_free(m);
             }
+    /* The 1 GiB probe's twin on 8 MiB (and 9 MiB, cut to whole 4 MiB spans); nothing to read
+     * gives 0. */
+    CHECK(plume_memory_bandwidth(2, (size_t)8 << 20, 2) > 0, "8 MiB buffer, 2 threads");
+    CHECK(plume_memory_bandwidth(1, (size_t)9 << 20, 1) > 0, "9 MiB buffer, 1 thread");
+    CHECK(plume_memory_bandwidth(2, 1000, 2) == 0, "a buffer under one span set");
 }
 
 int main(void) {

@@ -9,8 +9,6 @@
 
 #include "cli.h"
 #include "common.h"
-#include "model.h"
-#include "pool.h"
 
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
@@ -27,45 +25,6 @@ static const char bench_usage[] =
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
-
-/* ---- memory bandwidth ------------------------------------------------------------------ */
-
-typedef struct {
-    const uint8_t *buf;
-    size_t n;        /* bytes: PLUME_STREAM_SPANS spans of n / PLUME_STREAM_SPANS */
-    uint64_t sink[64];
-} bw_task;
-
-/* Pieces [a, b) of 1 MiB of each span, the spans side by side (plume_stream_sum). */
-static void bw_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
-    bw_task *t = ctx;
-    const size_t span = t->n / PLUME_STREAM_SPANS, piece = (size_t)1 << 20;
-    for (int64_t i = a; i < b; i++) {
-        const void *p[PLUME_STREAM_SPANS];
-        for (int s = 0; s < PLUME_STREAM_SPANS; s++) p[s] = t->buf + (size_t)s * span + (size_t)i * piece;
-        t->sink[ith % 64] ^= plume_stream_sum(p, PLUME_STREAM_SPANS, piece);
-    }
-}
-
-/* Best of several passes of all threads reading a 1 GiB buffer, in GB/s. */
-static double bandwidth(int32_t threads) {
-    size_t bytes = (size_t)1 << 30;
-    uint8_t *buf = plume_alloc(bytes);
-    if (!buf) return 0;
-    memset(buf, 1, bytes); /* touch every page */
-    plume_pool *pool = plume_pool_new(threads);
-    bw_task t = {.buf = buf, .n = bytes};
-    double best = 0;
-    for (int pass = 0; pass < 5; pass++) {
-        double t0 = plume_now();
-        plume_pool_for(pool, (int64_t)(bytes / PLUME_STREAM_SPANS >> 20), 1, bw_range, &t);
-        double gbs = (double)bytes / (plume_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    plume_pool_free(pool);
-    plume_dealloc(buf);
-    return best;
-}
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -363,10 +322,7 @@ int cmd_bench(int argc, char **argv) {
         nth = plume_model_n_threads(m);
         decode_bytes = (double)plume_model_decode_bytes(m);
         huge = plume_model_huge_share(m);
-        if (m->tiles_cols) { /* does this path read the tiles, or unpack them (forward.c)? */
-            int native = m->qact_matmul ? plume_qact_reads_tiles(m->qact_matmul) : m->k->reads_tiles;
-            layout = native ? "tiles" : "tiles-unpacked";
-        }
+        layout = plume_model_layout(m); /* static storage: outlives m */
         free(ids);
         free(logits);
         plume_session_free(s);
@@ -404,7 +360,7 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak = (double)ru.ru_maxrss / 1024.0;
-    double bw = bandwidth(nth);
+    double bw = plume_memory_bandwidth(nth, (size_t)1 << 30, 5);
     stat3 L = summarize(load, (int)reps), P = summarize(pre, (int)reps), D = summarize(dec, (int)reps),
           F = summarize(ttft, (int)reps), W = summarize(stream, (int)reps), R = summarize(share, (int)reps);
     stat3 FS = {0, 0, 0}, FL = {0, 0, 0};
