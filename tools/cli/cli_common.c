@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "common.h"
 
 /* ---- errors and numbers ---------------------------------------------------------------- */
 
@@ -33,6 +34,29 @@ int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_int_list(const char *s, int64_t lo, int64_t hi, int32_t max, int32_t **out, int32_t *n) {
+    *out = NULL;
+    *n = 0;
+    int32_t *v = NULL;
+    size_t cap = 0;
+    for (const char *p = s ? s : ""; ; p++) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',') || x < lo || x > hi || (max > 0 && *n == max) ||
+            plume_grow(&v, &cap, (size_t)*n + 1, sizeof *v)) {
+            free(v);
+            *n = 0;
+            return -1;
+        }
+        v[(*n)++] = (int32_t)x;
+        p = end;
+        if (!*p) break;
+    }
     *out = v;
     return 0;
 }

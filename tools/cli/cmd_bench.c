@@ -213,8 +213,8 @@ int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
     int json = 0, exact = 0, spec = 0;
-    int64_t history = 0, batch[8], depth[8], kv_bits = 32;
-    int n_batch = 0, n_depth = 0;
+    int64_t history = 0, kv_bits = 32;
+    int32_t *batch = NULL, *depth = NULL, n_batch = 0, n_depth = 0; /* leaked at exit: the process ends */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -229,20 +229,12 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
         else if (!strcmp(a, "--history") && more) { if (cli_int(argv[++i], 1, 1 << 24, &history)) return cli_error("bench: --history wants a positive integer"); }
         else if (!strcmp(a, "--batch") && more) {
-            char list[128], *save = NULL;
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
-                if (n_batch == 8 || cli_int(tk, 1, 64, &batch[n_batch++]))
-                    return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
-            if (!n_batch) return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
+            if (cli_int_list(argv[++i], 1, 64, 8, &batch, &n_batch))
+                return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
         }
         else if (!strcmp(a, "--depth") && more) {
-            char list[128], *save = NULL;
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
-                if (n_depth == 8 || cli_int(tk, 0, 1 << 20, &depth[n_depth++]))
-                    return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
-            if (!n_depth) return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
+            if (cli_int_list(argv[++i], 0, 1 << 20, 8, &depth, &n_depth))
+                return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
         }
         else if (!strcmp(a, "--kv-bits") && more) {
             if (cli_int(argv[++i], 8, 32, &kv_bits) || (kv_bits != 8 && kv_bits != 32))
