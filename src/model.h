@@ -134,16 +134,6 @@ struct plume_session {
     float *trace_hidden, *trace_ple;
 };
 
-/* After a step of a session ended at n_past: take the ring snapshot due there, if any. */
-void plume_session_stepped(plume_session *s);
-
-/* Allocate a step scratch of B rows whose attention spans up to span positions. */
-int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err);
-void plume_scratch_free(plume_scratch *x);
-/* Set the span a scratch serves, growing its split-attention block states (x->part) to
- * match; -1 on out of memory (the scratch is unchanged then). */
-int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span);
-
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);
 /* The maps every step reads whole, mapped dense (the chunks, the PLE projection, the tied

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "session.h"
+
 #include "forward.h"
+#include "scratch.h"
 
 #define STATE_MAGIC "PLMSTATE"
 #define STATE_VERSION 1u
