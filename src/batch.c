@@ -72,10 +72,8 @@ int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, in
         int32_t to_snap = s->snap_every - s->n_past % s->snap_every;
         if (take > to_snap) take = to_snap;
     }
-    for (int32_t i = 0; i < take; i++)
-        if (ids[i] < 0 || ids[i] >= s->m->c.V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
-                              s->m->c.V);
+    int rc = plume_model_check_ids(s->m, ids, take, err);
+    if (rc) return rc;
     b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all};
     b->T += take;
     return take;

@@ -354,6 +354,15 @@ void plume_model_free(plume_model *m) {
     free(m);
 }
 
+/* The first id outside [0, V), named with its index; 0 if none. */
+int plume_model_check_ids(const plume_model *m, const int32_t *ids, int32_t n, char **err) {
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->c.V)
+            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
+                              m->c.V);
+    return 0;
+}
+
 int32_t plume_model_n_vocab(const plume_model *m) { return m->c.V; }
 int32_t plume_model_n_ctx(const plume_model *m) { return m->c.n_ctx; }
 int32_t plume_model_n_layers(const plume_model *m) { return m->c.L; }

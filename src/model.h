@@ -134,6 +134,9 @@ struct plume_session {
     float *trace_hidden, *trace_ple;
 };
 
+/* Whether every one of ids[0, n) is in the vocabulary: 0, or PLUME_EINVAL naming the first
+ * that is not and its index (what a feed and a batch say alike). */
+int plume_model_check_ids(const plume_model *m, const int32_t *ids, int32_t n, char **err);
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);
 /* The maps every step reads whole, mapped dense (the chunks, the PLE projection, the tied

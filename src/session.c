@@ -168,12 +168,8 @@ void plume_session_stepped(plume_session *s) {
 
 /* Check that there are ids and that each is in the vocabulary. */
 static int check_ids(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
-    const int32_t V = s->m->c.V;
     if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, V);
-    return 0;
+    return plume_model_check_ids(s->m, ids, n, err);
 }
 
 /* Check ids and room; no state changes. */
