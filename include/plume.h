@@ -263,6 +263,10 @@ const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "
 uint64_t plume_model_decode_bytes(const plume_model *m);
 /* The tokenizer of the bundle, or NULL if it has none. */
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+/* Whether id ends a model turn, so that generation stops there: one of the config's eos ids
+ * (config.json's eos_token_id, the bundle's eos_token_ids) or the tokenizer's <eos>, <turn|>
+ * or <|tool_response> (a model that made a tool call waits for its answer). */
+int32_t plume_model_ends_turn(const plume_model *m, int32_t id);
 
 /* ---- benchmarks (plume bench): how a model is read, and how fast this machine reads -------
  * Figures for measuring, not for inference. */

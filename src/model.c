@@ -274,6 +274,31 @@ void plume_model_prefault(plume_model *m) {
     m->prefault_started = pthread_create(&m->prefault, NULL, prefault_main, m) == 0;
 }
 
+/* ---- the end of a turn ----------------------------------------------------------------- */
+
+/* The ids that end a model turn: the config's eos ids, then the tokenizer's <eos>, <turn|>
+ * and <|tool_response> (after a tool call the model waits for the answer), each where the
+ * tokenizer has it as one special token. */
+static void find_end_ids(plume_model *m) {
+    static const char *const ends[] = {"<eos>", "<turn|>", "<|tool_response>"};
+    int32_t cand[8 + 3], n = 0;
+    for (int32_t i = 0; i < m->c.n_eos; i++) cand[n++] = m->c.eos_ids[i];
+    for (int k = 0; m->tok && k < 3; k++) {
+        int32_t id[2];
+        if (plume_tokenize(m->tok, ends[k], strlen(ends[k]), id, 2) == 1 && plume_token_is_special(m->tok, id[0]))
+            cand[n++] = id[0];
+    }
+    m->n_end = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!plume_model_ends_turn(m, cand[i])) m->end_ids[m->n_end++] = cand[i];
+}
+
+int32_t plume_model_ends_turn(const plume_model *m, int32_t id) {
+    for (int32_t i = 0; i < m->n_end; i++)
+        if (m->end_ids[i] == id) return 1;
+    return 0;
+}
+
 /* ---- open / free ----------------------------------------------------------------------- */
 
 plume_model_params plume_model_default_params(void) {
@@ -330,6 +355,7 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
         plume_model_free(m);
         return rc;
     }
+    find_end_ids(m);
     *out = m;
     return 0;
 }

@@ -54,6 +54,8 @@ struct plume_model {
     uint8_t *untile;                   /* [threads, untile_bytes]: a tiled group unpacked for */
     size_t untile_bytes;               /* a kernel that reads rows (forward.c) */
     plume_tokenizer *tok;
+    int32_t end_ids[16];               /* [n_end] ids that end a model turn (plume_model_ends_turn) */
+    int32_t n_end;
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
     pthread_t prefault;                /* maps the weights' page tables in the background, */

@@ -521,8 +521,38 @@ static void test_stream_probe(void) {
     CHECK(plume_memory_bandwidth(2, 1000, 2) == 0, "a buffer under one span set");
 }
 
+/* The ids that end a turn: the bundle's eos ids and the tokenizer's <eos>, <turn|> and
+ * <|tool_response> (1, 106, 50 in tiny-a's tokenizer, the real ids); an end id that a
+ * fine-tune's config adds ends a turn too, and without a tokenizer only the config's do. */
+static void test_ends_turn(void) {
+    plume_model *m = open_model(bundle[1], NULL, 1);
+    CHECK(m, "open");
+    if (!m) return;
+    CHECK(plume_model_ends_turn(m, 1) && plume_model_ends_turn(m, 106) && plume_model_ends_turn(m, 50),
+          "<eos>, <turn|>, <|tool_response> end a turn");
+    CHECK(!plume_model_ends_turn(m, 2) && !plume_model_ends_turn(m, 105) && !plume_model_ends_turn(m, 7) &&
+              !plume_model_ends_turn(m, -1),
+          "<bos>, <|turn>, 7, -1 do not");
+    plume_model_free(m);
+    char dir[700], out[4096];
+    snprintf(dir, sizeof dir, "%s/ends", tmp);
+    int st = t_sh(out, sizeof out,
+                  "cp -r %s %s && sed -i 's/\\(\"eos_token_ids\":[^\\[]*\\[\\)/\\17, /' %s/model_config.json && "
+                  "rm %s/tokenizer.bin && mv %s/hf_model/tokenizer.json %s/tok.json",
+                  bundle[1], dir, dir, dir, dir, dir);
+    CHECK(st == 0, "edit the copy: %s", out);
+    m = open_model(dir, NULL, 1);
+    CHECK(m, "open the copy");
+    if (!m) return;
+    CHECK(plume_model_ends_turn(m, 7) && plume_model_ends_turn(m, 1) && plume_model_ends_turn(m, 106),
+          "eos_token_ids [7, 1, 106]");
+    CHECK(!plume_model_ends_turn(m, 50), "no tokenizer: <|tool_response> is not known");
+    plume_model_free(m);
+}
+
 int main(void) {
     setup();
+    RUN(test_ends_turn);
     RUN(test_f32_logits_every_step);
     RUN(test_bf16_logits);
     RUN(test_q8_logits);

@@ -404,9 +404,6 @@ class Session(_Closing):
 
 # ---- model -------------------------------------------------------------------------------
 
-_STOP_IDS = (1, 106, 50)  # <eos>, <turn|>, <|tool_response>: the ends of a model turn
-
-
 def _resolve_model(path):
     """A bundle path: path (~ expanded), else ~/.cache/plume/<path> for a bare name, else
     $PLUME_MODEL, else ~/.cache/plume/gemma-4-e2b (as the CLI looks)."""
@@ -533,7 +530,7 @@ class Model(_Closing):
             one = np.zeros(1, np.int32)
             while max_tokens < 0 or n_gen < max_tokens:
                 tid = sampler.sample(logits)
-                if tid in _STOP_IDS:
+                if lib.plume_model_ends_turn(self._p(), tid):
                     break
                 k = lib.plume_detok_stream_put(byref(ds), tid, piece, len(piece))
                 text, hit = matcher.feed(piece.raw[:max(k, 0)].decode("utf-8", "replace"))

@@ -178,12 +178,6 @@ int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> and the config's eos ids. */
-static int is_stop_id(const gen_ctx *g, int32_t id) {
-    (void)g;
-    return id == 1 || id == 106 || id == 50;
-}
-
 /* Ids decided ahead by a speculative step, handed out one at a time. */
 typedef struct {
     int32_t id[PLUME_SAMPLER_UNDO];
@@ -256,7 +250,7 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
         if (id < 0) { rc = g->spec && pending >= 0 ? 1 : cli_error("sampling failed (no finite logit)"); break; }
         st->last_id = id;
-        if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
+        if (plume_model_ends_turn(g->m, id)) { st->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
         int hit = plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
         fwrite(emit, 1, n_emit, stdout);
