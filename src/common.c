@@ -286,28 +286,36 @@ void plume_map_free(plume_map *m) {
     }
 }
 
+int plume_read_stream(FILE *f, char **buf, size_t *len) {
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+    do {
+        if (plume_grow(&b, &cap, n + 4096, 1)) {
+            free(b);
+            *buf = NULL;
+            return PLUME_ENOMEM;
+        }
+        n += fread(b + n, 1, cap - n - 1, f);
+    } while (n + 1 == cap);
+    b[n] = 0;
+    if (ferror(f)) {
+        free(b);
+        *buf = NULL;
+        return PLUME_EIO;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (n + 1 < cap) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
+    int rc = plume_read_stream(f, buf, len);
     fclose(f);
-    if (!b) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-    if (bad) { free(b); return plume_fail(err, PLUME_EIO, "%s: read error", path); }
-    b[n] = 0;
-    *buf = b;
-    if (len) *len = n;
+    if (rc == PLUME_ENOMEM) return plume_fail(err, rc, "%s: out of memory", path);
+    if (rc) return plume_fail(err, rc, "%s: read error", path);
     return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "plume.h"
@@ -122,6 +123,9 @@ double plume_map_huge_share(const plume_map *m);
  * so that a dense reader later reads it in huge folios (the converter's outputs). */
 void plume_file_uncache(const char *path);
 
+/* Read what is left of f into a malloc'd NUL-terminated *buf (*len bytes, len may be NULL):
+ * 0, PLUME_ENOMEM or PLUME_EIO (*buf NULL then). */
+int plume_read_stream(FILE *f, char **buf, size_t *len);
 /* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
 int plume_read_file(const char *path, char **buf, size_t *len, char **err);
 /* Write buf to path through path.tmp + fsync + rename. */

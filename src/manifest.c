@@ -49,12 +49,7 @@ typedef struct {
 /* Append a malloc'd path (freed on failure). */
 static int list_add(path_list *l, char *s) {
     if (!s) return PLUME_ENOMEM;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 32;
-        char **np = realloc(l->p, cap * sizeof *np);
-        if (!np) { free(s); return PLUME_ENOMEM; }
-        l->p = np, l->cap = cap;
-    }
+    if (plume_grow(&l->p, &l->cap, l->n + 1, sizeof *l->p)) { free(s); return PLUME_ENOMEM; }
     l->p[l->n++] = s;
     return 0;
 }

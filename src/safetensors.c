@@ -234,13 +234,8 @@ int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err) {
 
 /* Append a planned entry (no alignment logic). */
 static int plan(st_writer *w, const char *name, st_dtype dtype, int32_t ndim, const int64_t *shape, char **err) {
-    if (w->n == w->cap) {
-        int32_t nc = w->cap ? 2 * w->cap : 64;
-        st_wtensor *nt = realloc(w->t, (size_t)nc * sizeof *nt);
-        if (!nt) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-        w->t = nt;
-        w->cap = nc;
-    }
+    if (plume_grow(&w->t, &w->cap, (size_t)w->n + 1, sizeof *w->t))
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
     st_wtensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);

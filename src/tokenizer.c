@@ -790,9 +790,9 @@ static int tb_merge_parts(const cJSON *m, const char **a, size_t *na, const char
  * when a pair repeats, the later rank wins (as in HF tokenizers and transformers.js). */
 static int tb_fill_merges(tb_state *b, const plume_tokenizer *t, tok_merge *merges,
                           uint32_t *ht, char **err) {
-    size_t cap = 256;
-    uint8_t *cat = malloc(cap);
-    if (!cat) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
+    size_t cap = 0;
+    uint8_t *cat = NULL;
+    if (plume_grow(&cat, &cap, 256, 1)) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
     uint32_t r = 0, mask = t->merge_slots - 1;
     const cJSON *m;
     int rc = 0;
@@ -804,10 +804,9 @@ static int tb_fill_merges(tb_state *b, const plume_tokenizer *t, tok_merge *merg
                             "%s: merge %u is neither \"a b\" nor [\"a\", \"b\"]", b->path, r);
             break;
         }
-        if (na + nb > cap) {
-            uint8_t *c2 = realloc(cat, na + nb);
-            if (!c2) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path); break; }
-            cat = c2, cap = na + nb;
+        if (plume_grow(&cat, &cap, na + nb, 1)) {
+            rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
+            break;
         }
         memcpy(cat, sa, na);
         memcpy(cat + na, sb, nb);
@@ -1007,10 +1006,10 @@ typedef struct { uint32_t id; int32_t prev, next; } tok_sym;
 
 /* Scratch memory of one plume_tokenize() call, grown as segments need. */
 typedef struct {
-    tok_sym *sym;   /* [cap] */
-    uint64_t *heap; /* [2 * cap] candidates (rank << 32 | position of the left symbol): at
-                     * most one per initial pair plus one net per merge */
-    size_t cap;
+    tok_sym *sym;    /* [cap] */
+    uint64_t *heap;  /* [heap_cap >= 2 * cap] candidates (rank << 32 | position of the left
+                      * symbol): at most one per initial pair plus one net per merge */
+    size_t cap, heap_cap;
 } tok_scratch;
 
 /* Where encoded ids go: the caller's buffer, and the count the text needs. */
@@ -1022,18 +1021,11 @@ static void out_put(tok_out *o, uint32_t id) {
     o->n++;
 }
 
-/* Make room for n symbols; 0 or PLUME_ENOMEM. */
+/* Make room for n symbols (and a heap of 2n candidates); 0 or PLUME_ENOMEM. */
 static int scratch_reserve(tok_scratch *s, size_t n) {
-    if (n <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 256;
-    while (cap < n) cap *= 2;
-    tok_sym *sym = realloc(s->sym, cap * sizeof *sym);
-    if (!sym) return PLUME_ENOMEM;
-    s->sym = sym;
-    uint64_t *heap = realloc(s->heap, 2 * cap * sizeof *heap);
-    if (!heap) return PLUME_ENOMEM;
-    s->heap = heap;
-    s->cap = cap;
+    if (plume_grow(&s->sym, &s->cap, n, sizeof *s->sym) ||
+        plume_grow(&s->heap, &s->heap_cap, 2 * n, sizeof *s->heap))
+        return PLUME_ENOMEM;
     return 0;
 }
 

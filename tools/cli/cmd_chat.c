@@ -21,16 +21,12 @@ static const char chat_usage[] =
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
-/* Read one line from stdin (without the newline) into a growing buffer; -1 at EOF, -2 when
- * interrupted by Ctrl-C. */
-static int read_line(char **buf, size_t *cap) {
-    size_t n = 0;
+/* Read one line from stdin (without the newline) into line (emptied first); its length, -1
+ * at EOF (or out of memory), -2 when interrupted by Ctrl-C. */
+static int read_line(plume_buf *line) {
+    line->len = 0;
+    plume_buf_put(line, "", 0);
     for (;;) {
-        if (n + 2 > *cap) {
-            char *nb = realloc(*buf, *cap = *cap ? *cap * 2 : 1024);
-            if (!nb) return -1;
-            *buf = nb;
-        }
         errno = 0;
         int c = fgetc(stdin);
         if (c == EOF) {
@@ -38,14 +34,14 @@ static int read_line(char **buf, size_t *cap) {
                 clearerr(stdin);
                 return -2;
             }
-            if (n == 0) return -1;
+            if (line->len == 0) return -1;
             break;
         }
         if (c == '\n') break;
-        (*buf)[n++] = (char)c;
+        char ch = (char)c;
+        plume_buf_put(line, &ch, 1);
     }
-    (*buf)[n] = 0;
-    return (int)n;
+    return line->oom ? -1 : (int)line->len;
 }
 
 /* The text of a first turn (with the optional system turn) or of a later one. */
@@ -76,8 +72,8 @@ int cmd_chat(int argc, char **argv) {
     }
     gen_ctx g;
     if (gen_open(&g, &o)) return 1;
+    plume_buf in = {0};
     char *line = NULL, *sys = NULL;
-    size_t cap = 0;
     int first = 1;
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",
             plume_model_weights(g.m), plume_model_isa(g.m), plume_model_n_threads(g.m), plume_session_n_ctx(g.s));
@@ -85,7 +81,8 @@ int cmd_chat(int argc, char **argv) {
         fputs("> ", stdout);
         fflush(stdout);
         gen_interrupted = 0;
-        int n = read_line(&line, &cap);
+        int n = read_line(&in);
+        line = in.p;
         if (n == -1) break;
         if (n == -2) { fputc('\n', stdout); continue; }
         if (n == 0) continue;
@@ -140,7 +137,7 @@ int cmd_chat(int argc, char **argv) {
         free(text);
     }
     fputc('\n', stdout);
-    free(line);
+    plume_buf_free(&in);
     free(sys);
     gen_close(&g);
     return 0;

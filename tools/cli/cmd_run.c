@@ -16,23 +16,6 @@ static const char run_usage[] =
     "                       saved there, and a later prompt sharing its prefix (e.g. a long\n"
     "                       system prompt) prefills only the rest\n";
 
-/* Read all of stdin into a malloc'd string. */
-static char *read_stdin(void) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    size_t r;
-    while (b && (r = fread(b + n, 1, cap - n - 1, stdin)) > 0) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) { free(b); return NULL; }
-            b = nb;
-        }
-    }
-    if (b) b[n] = 0;
-    return b;
-}
-
 /* Prefill through the prompt cache at path (load it if it is there and belongs to this
  * bundle, reuse the shared prefix, save the state after the prompt), then generate. */
 static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, gen_stats *st) {
@@ -83,8 +66,7 @@ int cmd_run(int argc, char **argv) {
     }
     char *stdin_text = NULL;
     if (!strcmp(o.prompt, "-")) {
-        stdin_text = read_stdin();
-        if (!stdin_text) return cli_error("run: cannot read the prompt from stdin");
+        if (plume_read_stream(stdin, &stdin_text, NULL)) return cli_error("run: cannot read the prompt from stdin");
         o.prompt = stdin_text;
     }
     gen_ctx g;
