@@ -3,6 +3,7 @@
  * harness seals the rest as the writer would (size and checksum fields), which is what a
  * hostile file does: the structural checks behind the checksum are what is fuzzed. */
 #include "fuzz.h"
+#include "tokenizer.h"
 
 /* Nothing to set up. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -168,7 +168,4 @@ double plume_now(void);
 enum { PLUME_STREAM_SPANS = 4, PLUME_STREAM_SPANS_MAX = 8 };
 uint64_t plume_stream_sum(const void *const *spans, int ns, size_t n);
 
-/* The checksum sealing a tokenizer.bin image (tokenizer.c; docs/TOKENIZER.md) over p[0..n). */
-uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
-
 #endif /* PLUME_COMMON_H */
