@@ -5,17 +5,17 @@
  * builds the same form from a Hugging Face tokenizer.json (tokenizer.h is what both share).
  * Knows nothing of the model or the chat template.
  *
- * Design. Both loaders end at the same place: one flat little-endian *image* holding the
+ * Design. Both loaders end at the same place: one flat little-endian *binary form* holding the
  * pieces, a hash table piece -> id, the merges with a hash table (left, right) -> rank, and
- * a byte trie of the added tokens. plume_tokenizer_open_json() builds the image in memory;
+ * a byte trie of the added tokens. plume_tokenizer_open_json() builds the binary form in memory;
  * plume_tokenizer_save() writes it out as is; plume_tokenizer_open() maps a file and only
  * validates it (a checksum and a few linear passes over counts, offsets and indices,
  * since the bytes are untrusted), never rebuilding a table. Everything after that reads the
- * image through the validated view, so no file that passes can make the encoder read out
- * of bounds. The JSON path validates its own image the same way, so both behave alike.
+ * binary form through the validated view, so no file that passes can make the encoder read out
+ * of bounds. The JSON path validates its own binary form the same way, so both behave alike.
  *
  * Workload: the real tokenizer.json is 14 MB (33 MB as npm ships it) and takes 1-2 s to
- * parse; the image is 16 MB and opens in 2-4 ms. Encoding is dominated by the BPE of long
+ * parse; the binary form is 16 MB and opens in 2-4 ms. Encoding is dominated by the BPE of long
  * segments (a paragraph without newlines is one BPE word), done with a binary heap keyed on
  * (rank, position) in O(n log n), and by the cache misses of the merge table lookups.
  */
@@ -32,7 +32,7 @@ static uint32_t rd_u32(const uint8_t *b) {
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-/* The image's checksum: FNV-1a over 64-bit little-endian words in four interleaved lanes
+/* The binary form's checksum: FNV-1a over 64-bit little-endian words in four interleaved lanes
  * (words 0,4,8.. in lane 0, 1,5,9.. in lane 1, ...), the tail bytes into lane 0, then the
  * length and the lanes folded together. Four lanes keep the multiplier busy (~8 bytes per
  * cycle), so the check costs about what touching the file does. */
@@ -184,62 +184,62 @@ static uint32_t tok_added_match(const plume_tokenizer *t, const uint8_t *s, size
     return best;
 }
 
-/* ---- opening an image -------------------------------------------------------------------- */
+/* ---- opening a binary form ----------------------------------------------------------------- */
 
-/* Start of section i of img (its bounds checked by tok_check_header, or set by the builder). */
-static const void *tok_sec(const uint8_t *img, int i) {
-    return img + plume_rd_u64le(img + H_SECTIONS + 16 * i);
+/* Start of section i of bin (its bounds checked by tok_check_header, or set by the builder). */
+static const void *tok_sec(const uint8_t *bin, int i) {
+    return bin + plume_rd_u64le(bin + H_SECTIONS + 16 * i);
 }
 
-/* Point t's arrays at the sections of img (header already checked by tok_view, or written
+/* Point t's arrays at the sections of bin (header already checked by tok_view, or written
  * by the builder). */
-void tok_bind(plume_tokenizer *t, const uint8_t *img) {
-    t->n_vocab = rd_u32(img + H_N_VOCAB);
-    t->n_merges = rd_u32(img + H_N_MERGES);
-    t->piece_slots = rd_u32(img + H_PIECE_SLOTS);
-    t->merge_slots = rd_u32(img + H_MERGE_SLOTS);
-    t->n_nodes = rd_u32(img + H_TRIE_NODES);
-    t->n_edges = rd_u32(img + H_TRIE_EDGES);
+void tok_bind(plume_tokenizer *t, const uint8_t *bin) {
+    t->n_vocab = rd_u32(bin + H_N_VOCAB);
+    t->n_merges = rd_u32(bin + H_N_MERGES);
+    t->piece_slots = rd_u32(bin + H_PIECE_SLOTS);
+    t->merge_slots = rd_u32(bin + H_MERGE_SLOTS);
+    t->n_nodes = rd_u32(bin + H_TRIE_NODES);
+    t->n_edges = rd_u32(bin + H_TRIE_EDGES);
     t->piece_shift = 64 - tok_log2(t->piece_slots);
     t->merge_shift = 64 - tok_log2(t->merge_slots);
     t->rank_bits = tok_rank_bits(t->n_merges);
-    t->offsets = tok_sec(img, SEC_OFFSETS);
-    t->pieces = tok_sec(img, SEC_PIECES);
-    t->flags = tok_sec(img, SEC_FLAGS);
-    t->byte_ids = tok_sec(img, SEC_BYTE_IDS);
-    t->merges = tok_sec(img, SEC_MERGES);
-    t->piece_ht = tok_sec(img, SEC_PIECE_HT);
-    t->merge_ht = tok_sec(img, SEC_MERGE_HT);
-    t->nodes = tok_sec(img, SEC_NODES);
-    t->edges = tok_sec(img, SEC_EDGES);
+    t->offsets = tok_sec(bin, SEC_OFFSETS);
+    t->pieces = tok_sec(bin, SEC_PIECES);
+    t->flags = tok_sec(bin, SEC_FLAGS);
+    t->byte_ids = tok_sec(bin, SEC_BYTE_IDS);
+    t->merges = tok_sec(bin, SEC_MERGES);
+    t->piece_ht = tok_sec(bin, SEC_PIECE_HT);
+    t->merge_ht = tok_sec(bin, SEC_MERGE_HT);
+    t->nodes = tok_sec(bin, SEC_NODES);
+    t->edges = tok_sec(bin, SEC_EDGES);
 }
 
-/* Check the header of img[0..size): magic, version, size, checksum, counts, and that every
+/* Check the header of bin[0..size): magic, version, size, checksum, counts, and that every
  * section lies inside the file with the size its count implies. */
-static int tok_check_header(const uint8_t *img, size_t size, const char *name, char **err) {
+static int tok_check_header(const uint8_t *bin, size_t size, const char *name, char **err) {
     if (size < TOK_HEADER)
         return plume_fail(err, PLUME_EFORMAT, "%s: truncated (%zu bytes; the header alone is %u)",
                           name, size, TOK_HEADER);
-    if (memcmp(img + H_MAGIC, TOK_MAGIC, 8) != 0)
+    if (memcmp(bin + H_MAGIC, TOK_MAGIC, 8) != 0)
         return plume_fail(err, PLUME_EFORMAT, "%s: not a plume tokenizer (bad magic)", name);
-    uint32_t version = rd_u32(img + H_VERSION);
+    uint32_t version = rd_u32(bin + H_VERSION);
     if (version != TOK_VERSION)
         return plume_fail(err, PLUME_EFORMAT, "%s: format version %u, this plume reads %u", name,
                           version, TOK_VERSION);
-    if (rd_u32(img + H_HEADER_BYTES) != TOK_HEADER)
+    if (rd_u32(bin + H_HEADER_BYTES) != TOK_HEADER)
         return plume_fail(err, PLUME_EFORMAT, "%s: bad header size", name);
-    uint64_t file_bytes = plume_rd_u64le(img + H_FILE_BYTES);
+    uint64_t file_bytes = plume_rd_u64le(bin + H_FILE_BYTES);
     if (file_bytes != size)
         return plume_fail(err, PLUME_EFORMAT,
                           "%s: truncated or padded: header says %llu bytes, file has %zu", name,
                           (unsigned long long)file_bytes, size);
-    if (plume_tok_checksum(img + 32, size - 32) != plume_rd_u64le(img + H_CHECKSUM))
+    if (plume_tok_checksum(bin + 32, size - 32) != plume_rd_u64le(bin + H_CHECKSUM))
         return plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (the file is corrupt)", name);
 
-    uint32_t n_vocab = rd_u32(img + H_N_VOCAB), n_merges = rd_u32(img + H_N_MERGES);
-    uint32_t ps = rd_u32(img + H_PIECE_SLOTS), ms = rd_u32(img + H_MERGE_SLOTS);
-    uint32_t nodes = rd_u32(img + H_TRIE_NODES), edges = rd_u32(img + H_TRIE_EDGES);
-    uint32_t piece_bytes = rd_u32(img + H_PIECE_BYTES);
+    uint32_t n_vocab = rd_u32(bin + H_N_VOCAB), n_merges = rd_u32(bin + H_N_MERGES);
+    uint32_t ps = rd_u32(bin + H_PIECE_SLOTS), ms = rd_u32(bin + H_MERGE_SLOTS);
+    uint32_t nodes = rd_u32(bin + H_TRIE_NODES), edges = rd_u32(bin + H_TRIE_EDGES);
+    uint32_t piece_bytes = rd_u32(bin + H_PIECE_BYTES);
     if (n_vocab < 256 || n_vocab > TOK_MAX_COUNT || n_merges > TOK_MAX_COUNT ||
         nodes < 1 || nodes > TOK_MAX_COUNT || edges > TOK_MAX_COUNT)
         return plume_fail(err, PLUME_EFORMAT, "%s: counts out of range", name);
@@ -255,8 +255,8 @@ static int tok_check_header(const uint8_t *img, size_t size, const char *name, c
         4ull * ps, 4ull * ms, 12ull * nodes, 8ull * edges,
     };
     for (int i = 0; i < SEC_COUNT; i++) {
-        uint64_t off = plume_rd_u64le(img + H_SECTIONS + 16 * i);
-        uint64_t bytes = plume_rd_u64le(img + H_SECTIONS + 16 * i + 8);
+        uint64_t off = plume_rd_u64le(bin + H_SECTIONS + 16 * i);
+        uint64_t bytes = plume_rd_u64le(bin + H_SECTIONS + 16 * i + 8);
         if (bytes != want[i] || off % 8 || off < TOK_HEADER || off > size || bytes > size - off)
             return plume_fail(err, PLUME_EFORMAT, "%s: section '%s' out of bounds", name,
                               names[i]);
@@ -278,12 +278,12 @@ static uint32_t tok_max_plus1(const uint32_t *v, size_t n) {
     return m0 > m1 ? m0 : m1;
 }
 
-/* Check every index inside the sections of a bound image: piece offsets, flags, byte ids,
- * merges, both hash tables and the trie. Linear in the image size; the big loops are
+/* Check every index inside the sections of a bound binary form: piece offsets, flags, byte ids,
+ * merges, both hash tables and the trie. Linear in its size; the big loops are
  * branch-free reductions, checked once at the end. */
-static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const char *name,
+static int tok_check_body(const plume_tokenizer *t, const uint8_t *bin, const char *name,
                           char **err) {
-    uint32_t n = t->n_vocab, piece_bytes = rd_u32(img + H_PIECE_BYTES), max_piece = 0, down = 0;
+    uint32_t n = t->n_vocab, piece_bytes = rd_u32(bin + H_PIECE_BYTES), max_piece = 0, down = 0;
     if (t->offsets[0] != 0 || t->offsets[n] != piece_bytes)
         return plume_fail(err, PLUME_EFORMAT, "%s: piece offsets do not span the pieces", name);
     for (uint32_t i = 0; i < n; i++) {
@@ -292,7 +292,7 @@ static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const ch
         max_piece = b - a > max_piece ? b - a : max_piece;
     }
     if (down) return plume_fail(err, PLUME_EFORMAT, "%s: piece offsets decrease", name);
-    if (max_piece != rd_u32(img + H_MAX_PIECE))
+    if (max_piece != rd_u32(bin + H_MAX_PIECE))
         return plume_fail(err, PLUME_EFORMAT, "%s: longest piece disagrees with header", name);
 
     uint32_t n_special = 0, n_byte = 0, n_added = 0, stray = 0;
@@ -304,7 +304,7 @@ static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const ch
         n_added += (f & TOK_ADDED) >> 2;
     }
     if (stray) return plume_fail(err, PLUME_EFORMAT, "%s: unknown token flags", name);
-    if (n_special != rd_u32(img + H_N_SPECIAL) || n_added != rd_u32(img + H_N_ADDED) ||
+    if (n_special != rd_u32(bin + H_N_SPECIAL) || n_added != rd_u32(bin + H_N_ADDED) ||
         n_byte != 256)
         return plume_fail(err, PLUME_EFORMAT, "%s: token flag counts disagree with header", name);
     /* 256 flagged ids whose pieces spell 256 distinct bytes: the decoder may parse any
@@ -385,21 +385,21 @@ done:
     return rc;
 }
 
-/* Validate the image img[0..size) and point t at it; fill the small derived tables. */
-int tok_view(plume_tokenizer *t, const uint8_t *img, size_t size, const char *name,
+/* Validate the binary form bin[0..size) and point t at it; fill the small derived tables. */
+int tok_view(plume_tokenizer *t, const uint8_t *bin, size_t size, const char *name,
                     char **err) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    (void)t; (void)img; (void)size;
+    (void)t; (void)bin; (void)size;
     return plume_fail(err, PLUME_EFORMAT, "%s: plume tokenizers need a little-endian host", name);
 #else
-    int rc = tok_check_header(img, size, name, err);
+    int rc = tok_check_header(bin, size, name, err);
     if (rc) return rc;
-    tok_bind(t, img);
-    rc = tok_check_body(t, img, name, err);
+    tok_bind(t, bin);
+    rc = tok_check_body(t, bin, name, err);
     if (!rc) rc = tok_check_trie(t, name, err);
     if (rc) return rc;
-    t->img = img;
-    t->img_size = size;
+    t->bin = bin;
+    t->bin_size = size;
     for (int c = 0; c < 128; c++) {
         uint8_t ch = (uint8_t)c;
         t->ascii_ids[c] = c == ' ' ? tok_piece_find(t, (const uint8_t *)"\xe2\x96\x81", 3)
@@ -437,10 +437,10 @@ void plume_tokenizer_free(plume_tokenizer *tok) {
     free(tok);
 }
 
-/* Write the image as tokenizer.bin (temporary file + rename). */
+/* Write the binary form as tokenizer.bin (temporary file + rename). */
 int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err) {
-    if (!tok || !tok->img) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
-    return plume_write_file_atomic(path, tok->img, tok->img_size, err);
+    if (!tok || !tok->bin) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
+    return plume_write_file_atomic(path, tok->bin, tok->bin_size, err);
 }
 
 /* Number of ids (0 for NULL). */

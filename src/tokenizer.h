@@ -1,12 +1,12 @@
 /* tokenizer.h -- what tokenizer.c (opening, encoding, decoding) and tokenizer_json.c (building
- * from tokenizer.json) share: the image of a tokenizer.bin, the struct that views it, and the
+ * from tokenizer.json) share: the layout of a tokenizer.bin, the struct that views it, and the
  * lookups both do. Nothing else includes it (but the tokenizer fuzzer, for the checksum). */
 #ifndef PLUME_TOKENIZER_H
 #define PLUME_TOKENIZER_H
 
 #include "common.h"
 
-/* ---- the image (tokenizer.bin) --------------------------------------------------------------
+/* ---- the binary form (tokenizer.bin) --------------------------------------------------------
  *
  *  offset  size  field (all little-endian)
  *       0     8  magic "PLUMETOK"
@@ -68,9 +68,9 @@ _Static_assert(H_SECTIONS + 16 * SEC_COUNT <= TOK_HEADER, "section table fits th
 
 struct plume_tokenizer {
     plume_map map;           /* the mapped tokenizer.bin (open), or empty */
-    uint8_t *owned;          /* the image built from JSON (open_json), or NULL */
-    const uint8_t *img;      /* the validated image: map.data or owned */
-    size_t img_size;
+    uint8_t *owned;          /* the binary form built from JSON (open_json), or NULL */
+    const uint8_t *bin;      /* the validated binary form: map.data or owned */
+    size_t bin_size;
     uint32_t n_vocab, n_merges, n_nodes, n_edges;
     uint32_t piece_slots, merge_slots;
     uint32_t piece_shift, merge_shift; /* 64 - log2(slots) */
@@ -91,13 +91,13 @@ struct plume_tokenizer {
 
 /* ---- tokenizer.c's, for the builder ---------------------------------------------------------- */
 
-/* The checksum sealing a tokenizer.bin image (docs/TOKENIZER.md) over p[0..n). */
+/* The checksum sealing a tokenizer.bin (docs/TOKENIZER.md) over p[0..n). */
 uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
-/* Point t's arrays at the sections of img (header already checked by tok_view, or written
+/* Point t's arrays at the sections of bin (header already checked by tok_view, or written
  * by the builder). */
-void tok_bind(plume_tokenizer *t, const uint8_t *img);
-/* Validate the image img[0..size) and point t at it; fill the small derived tables. */
-int tok_view(plume_tokenizer *t, const uint8_t *img, size_t size, const char *name, char **err);
+void tok_bind(plume_tokenizer *t, const uint8_t *bin);
+/* Validate the binary form bin[0..size) and point t at it; fill the small derived tables. */
+int tok_view(plume_tokenizer *t, const uint8_t *bin, size_t size, const char *name, char **err);
 /* Whether s[0..n) is entirely valid UTF-8. */
 int tok_utf8_valid(const uint8_t *s, size_t n);
 

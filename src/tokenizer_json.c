@@ -1,7 +1,7 @@
 /* tokenizer_json.c -- a tokenizer built from a Hugging Face tokenizer.json
  * (plume_tokenizer_open_json): the converter's path, and the fallback of a bundle without
  * tokenizer.bin. Checks that the pipeline is Gemma's, gathers vocab, added tokens and merges,
- * lays out the image tokenizer.c reads, and validates it as a file would be. */
+ * lays out the binary form tokenizer.c reads, and validates it as a file would be. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ typedef struct { const char *s; uint32_t n, id; } tb_added;
 /* A trie node while building: left-child right-sibling links. */
 typedef struct { uint32_t first_child, next_sibling, last_child, token, byte; } tb_node;
 
-/* What the JSON gives, gathered before the image is laid out. Strings are borrowed from
+/* What the JSON gives, gathered before the binary form is laid out. Strings are borrowed from
  * the cJSON tree. */
 typedef struct {
     const char *path;
@@ -279,8 +279,8 @@ static uint32_t tb_slots(uint32_t n) {
     return s;
 }
 
-/* Lay out the image, fill every section, seal it with the checksum; *img is malloc'd. */
-static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err) {
+/* Lay out the binary form, fill every section, seal it with the checksum; *bin is malloc'd. */
+static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) {
     uint64_t piece_bytes = 0;
     uint32_t max_piece = 0, n_special = 0, n_added = 0;
     for (uint32_t i = 0; i < b->n_vocab; i++) {
@@ -309,24 +309,24 @@ static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err
         off[i] = size;
         size = (size + bytes[i] + 7) & ~7ull;
     }
-    uint8_t *img = calloc(1, (size_t)size); /* zeroed: padding between sections */
-    if (!img) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
-    memcpy(img + H_MAGIC, TOK_MAGIC, 8);
-    wr_u32(img + H_VERSION, TOK_VERSION);
-    wr_u32(img + H_HEADER_BYTES, TOK_HEADER);
-    plume_wr_u64le(img + H_FILE_BYTES, size);
-    for (int i = H_N_VOCAB / 4; i <= H_MAX_PIECE / 4; i++) wr_u32(img + 4 * i, hdr[i]);
+    uint8_t *bin = calloc(1, (size_t)size); /* zeroed: padding between sections */
+    if (!bin) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
+    memcpy(bin + H_MAGIC, TOK_MAGIC, 8);
+    wr_u32(bin + H_VERSION, TOK_VERSION);
+    wr_u32(bin + H_HEADER_BYTES, TOK_HEADER);
+    plume_wr_u64le(bin + H_FILE_BYTES, size);
+    for (int i = H_N_VOCAB / 4; i <= H_MAX_PIECE / 4; i++) wr_u32(bin + 4 * i, hdr[i]);
     for (int i = 0; i < SEC_COUNT; i++) {
-        plume_wr_u64le(img + H_SECTIONS + 16 * i, off[i]);
-        plume_wr_u64le(img + H_SECTIONS + 16 * i + 8, bytes[i]);
+        plume_wr_u64le(bin + H_SECTIONS + 16 * i, off[i]);
+        plume_wr_u64le(bin + H_SECTIONS + 16 * i + 8, bytes[i]);
     }
     plume_tokenizer t = {0};
-    tok_bind(&t, img);
-    uint32_t *offsets = (uint32_t *)(void *)(img + off[SEC_OFFSETS]);
-    uint8_t *pieces = img + off[SEC_PIECES];
-    uint32_t *piece_ht = (uint32_t *)(void *)(img + off[SEC_PIECE_HT]);
-    uint32_t *byte_ids = (uint32_t *)(void *)(img + off[SEC_BYTE_IDS]);
-    uint8_t *flags = img + off[SEC_FLAGS];
+    tok_bind(&t, bin);
+    uint32_t *offsets = (uint32_t *)(void *)(bin + off[SEC_OFFSETS]);
+    uint8_t *pieces = bin + off[SEC_PIECES];
+    uint32_t *piece_ht = (uint32_t *)(void *)(bin + off[SEC_PIECE_HT]);
+    uint32_t *byte_ids = (uint32_t *)(void *)(bin + off[SEC_BYTE_IDS]);
+    uint8_t *flags = bin + off[SEC_FLAGS];
     memcpy(flags, b->flags, b->n_vocab);
     uint32_t at = 0;
     for (uint32_t i = 0; i < b->n_vocab; i++) {
@@ -356,13 +356,13 @@ static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err
         else
             flags[byte_ids[c]] |= TOK_BYTE;
     }
-    uint32_t *merge_ht = (uint32_t *)(void *)(img + off[SEC_MERGE_HT]);
+    uint32_t *merge_ht = (uint32_t *)(void *)(bin + off[SEC_MERGE_HT]);
     memset(merge_ht, 0xff, 4ull * t.merge_slots);
     if (!rc)
-        rc = tb_fill_merges(b, &t, (tok_merge *)(void *)(img + off[SEC_MERGES]), merge_ht, err);
+        rc = tb_fill_merges(b, &t, (tok_merge *)(void *)(bin + off[SEC_MERGES]), merge_ht, err);
 
-    tok_node *nodes = (tok_node *)(void *)(img + off[SEC_NODES]);
-    tok_edge *edges = (tok_edge *)(void *)(img + off[SEC_EDGES]);
+    tok_node *nodes = (tok_node *)(void *)(bin + off[SEC_NODES]);
+    tok_edge *edges = (tok_edge *)(void *)(bin + off[SEC_EDGES]);
     uint32_t ne = 0;
     for (uint32_t i = 0; i < b->n_tnodes; i++) {
         nodes[i] = (tok_node){ne, 0, b->tnodes[i].token};
@@ -372,11 +372,11 @@ static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err
         }
     }
     if (rc) {
-        free(img);
+        free(bin);
         return rc;
     }
-    plume_wr_u64le(img + H_CHECKSUM, plume_tok_checksum(img + 32, (size_t)size - 32));
-    *img_out = img;
+    plume_wr_u64le(bin + H_CHECKSUM, plume_tok_checksum(bin + 32, (size_t)size - 32));
+    *bin_out = bin;
     *size_out = (size_t)size;
     return 0;
 }
@@ -392,7 +392,7 @@ static int tb_has_nul_escape(const char *s, size_t n) {
     return 0;
 }
 
-/* Parse tokenizer.json, build the image in memory and validate it like a file. */
+/* Parse tokenizer.json, build the binary form in memory and validate it like a file. */
 int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **err) {
     *out = NULL;
     char *text = NULL;
@@ -423,8 +423,8 @@ int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **er
         rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if ((rc = tb_image(&b, &t->owned, &t->img_size, err))) goto fail;
-    if ((rc = tok_view(t, t->owned, t->img_size, path, err))) goto fail;
+    if ((rc = tb_bin(&b, &t->owned, &t->bin_size, err))) goto fail;
+    if ((rc = tok_view(t, t->owned, t->bin_size, path, err))) goto fail;
     *out = t;
     t = NULL;
 fail:
