@@ -87,20 +87,10 @@ static int tb_check_pipeline(const cJSON *root, const char *path, char **err) {
     return 0;
 }
 
-/* Gather model.vocab and added_tokens into b: pieces by id, flags, the added list. */
-static int tb_gather(tb_state *b, const cJSON *root, char **err) {
+/* The ids of model.vocab and added_tokens: check each, size b's arrays for the largest
+ * (which must be dense: it bounds what a hostile file can make us allocate). */
+static int tb_size(tb_state *b, const cJSON *vocab, const cJSON *added, char **err) {
     const char *path = b->path;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!cJSON_IsObject(vocab))
-        return plume_fail(err, PLUME_EFORMAT, "%s: no model.vocab object", path);
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
-        return plume_fail(err, PLUME_EFORMAT, "%s: added_tokens is not an array", path);
-    b->merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsArray(b->merges))
-        return plume_fail(err, PLUME_EFORMAT, "%s: no model.merges array", path);
-
     uint32_t max_id = 0, id = 0, n_added = 0;
     const cJSON *j;
     cJSON_ArrayForEach(j, vocab) {
@@ -118,7 +108,7 @@ static int tb_gather(tb_state *b, const cJSON *root, char **err) {
         n_added++;
     }
     uint32_t n_vocab_entries = (uint32_t)cJSON_GetArraySize(vocab);
-    if (max_id >= n_vocab_entries + n_added) /* bounds what a hostile file can make us allocate */
+    if (max_id >= n_vocab_entries + n_added)
         return plume_fail(err, PLUME_EFORMAT, "%s: ids are not dense (largest %u, %u entries)",
                           path, max_id, n_vocab_entries + n_added);
     b->n_vocab = max_id + 1;
@@ -128,20 +118,19 @@ static int tb_gather(tb_state *b, const cJSON *root, char **err) {
     b->added = calloc(n_added + 1, sizeof *b->added);
     if (!b->str || !b->len || !b->flags || !b->added)
         return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
+    return 0;
+}
 
-    cJSON_ArrayForEach(j, vocab) {
-        tb_id(j, &id);
-        if (b->str[id])
-            return plume_fail(err, PLUME_EFORMAT, "%s: vocab has two pieces with id %u", path, id);
-        b->str[id] = j->string;
-        b->len[id] = (uint32_t)strlen(j->string);
-    }
-    /* Added tokens are matched literally (HF: normalized false, no strip, not single-word);
-     * their content is what decoding prints. */
+/* The added tokens into b (ids checked by tb_size): matched literally (HF: normalized false,
+ * no strip, not single-word); their content is what decoding prints. */
+static int tb_take_added(tb_state *b, const cJSON *added, char **err) {
+    static const char *const off_keys[] = {"lstrip", "rstrip", "single_word", "normalized"};
+    const char *path = b->path;
+    uint32_t id = 0;
+    const cJSON *j;
     cJSON_ArrayForEach(j, added) {
         const char *s = cJSON_GetObjectItemCaseSensitive(j, "content")->valuestring;
         tb_id(cJSON_GetObjectItemCaseSensitive(j, "id"), &id);
-        static const char *const off_keys[] = {"lstrip", "rstrip", "single_word", "normalized"};
         for (int k = 0; k < 4; k++)
             if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, off_keys[k])))
                 return plume_fail(err, PLUME_EFORMAT,
@@ -159,6 +148,35 @@ static int tb_gather(tb_state *b, const cJSON *root, char **err) {
             b->flags[id] |= TOK_SPECIAL;
         b->added[b->n_added++] = (tb_added){s, b->len[id], id};
     }
+    return 0;
+}
+
+/* Gather model.vocab and added_tokens into b: pieces by id, flags, the added list, and the
+ * merges (counted; read by tb_fill_merges). */
+static int tb_gather(tb_state *b, const cJSON *root, char **err) {
+    const char *path = b->path;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!cJSON_IsObject(vocab))
+        return plume_fail(err, PLUME_EFORMAT, "%s: no model.vocab object", path);
+    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
+        return plume_fail(err, PLUME_EFORMAT, "%s: added_tokens is not an array", path);
+    b->merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsArray(b->merges))
+        return plume_fail(err, PLUME_EFORMAT, "%s: no model.merges array", path);
+    int rc = tb_size(b, vocab, added, err);
+    if (rc) return rc;
+    uint32_t id = 0;
+    const cJSON *j;
+    cJSON_ArrayForEach(j, vocab) {
+        tb_id(j, &id);
+        if (b->str[id])
+            return plume_fail(err, PLUME_EFORMAT, "%s: vocab has two pieces with id %u", path, id);
+        b->str[id] = j->string;
+        b->len[id] = (uint32_t)strlen(j->string);
+    }
+    if ((rc = tb_take_added(b, added, err))) return rc;
     uint32_t n_merges = 0;
     cJSON_ArrayForEach(j, b->merges) n_merges++;
     if (n_merges >= TOK_MAX_COUNT)
@@ -279,8 +297,12 @@ static uint32_t tb_slots(uint32_t n) {
     return s;
 }
 
-/* Lay out the binary form, fill every section, seal it with the checksum; *bin is malloc'd. */
-static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) {
+/* Where section i of a binary form being built starts (its table is written first). */
+static uint8_t *tb_sec(uint8_t *bin, int i) { return bin + plume_rd_u64le(bin + H_SECTIONS + 16 * i); }
+
+/* Lay out the binary form: the header's counts and each section's offset and size (8-aligned,
+ * after the header). *bin_out is malloc'd and zeroed (the padding between sections). */
+static int tb_header(const tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) {
     uint64_t piece_bytes = 0;
     uint32_t max_piece = 0, n_special = 0, n_added = 0;
     for (uint32_t i = 0; i < b->n_vocab; i++) {
@@ -309,7 +331,7 @@ static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) 
         off[i] = size;
         size = (size + bytes[i] + 7) & ~7ull;
     }
-    uint8_t *bin = calloc(1, (size_t)size); /* zeroed: padding between sections */
+    uint8_t *bin = calloc(1, (size_t)size);
     if (!bin) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
     memcpy(bin + H_MAGIC, TOK_MAGIC, 8);
     wr_u32(bin + H_VERSION, TOK_VERSION);
@@ -320,14 +342,18 @@ static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) 
         plume_wr_u64le(bin + H_SECTIONS + 16 * i, off[i]);
         plume_wr_u64le(bin + H_SECTIONS + 16 * i + 8, bytes[i]);
     }
-    plume_tokenizer t = {0};
-    tok_bind(&t, bin);
-    uint32_t *offsets = (uint32_t *)(void *)(bin + off[SEC_OFFSETS]);
-    uint8_t *pieces = bin + off[SEC_PIECES];
-    uint32_t *piece_ht = (uint32_t *)(void *)(bin + off[SEC_PIECE_HT]);
-    uint32_t *byte_ids = (uint32_t *)(void *)(bin + off[SEC_BYTE_IDS]);
-    uint8_t *flags = bin + off[SEC_FLAGS];
-    memcpy(flags, b->flags, b->n_vocab);
+    *bin_out = bin;
+    *size_out = (size_t)size;
+    return 0;
+}
+
+/* The pieces, their offsets and flags, and the piece table (t: bin bound). Ids go in in order,
+ * so when two ids share a piece the lower one is found. */
+static void tb_fill_pieces(const tb_state *b, uint8_t *bin, const plume_tokenizer *t) {
+    uint32_t *offsets = (uint32_t *)(void *)tb_sec(bin, SEC_OFFSETS);
+    uint8_t *pieces = tb_sec(bin, SEC_PIECES);
+    uint32_t *piece_ht = (uint32_t *)(void *)tb_sec(bin, SEC_PIECE_HT);
+    memcpy(tb_sec(bin, SEC_FLAGS), b->flags, b->n_vocab);
     uint32_t at = 0;
     for (uint32_t i = 0; i < b->n_vocab; i++) {
         offsets[i] = at;
@@ -335,34 +361,35 @@ static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) 
         at += b->len[i];
     }
     offsets[b->n_vocab] = at;
-
-    /* Piece table: ids in order, so when two ids share a piece the lower one is found. */
-    memset(piece_ht, 0xff, 4ull * t.piece_slots);
+    memset(piece_ht, 0xff, 4ull * t->piece_slots);
     for (uint32_t id = 0; id < b->n_vocab; id++) {
-        if (!b->len[id] || tok_piece_find(&t, pieces + offsets[id], b->len[id]) != TOK_NONE)
+        if (!b->len[id] || tok_piece_find(t, pieces + offsets[id], b->len[id]) != TOK_NONE)
             continue;
-        uint32_t i = tok_piece_slot(tok_hash(pieces + offsets[id], b->len[id]), t.piece_shift);
-        while (piece_ht[i] != TOK_NONE) i = (i + 1) & (t.piece_slots - 1);
+        uint32_t i = tok_piece_slot(tok_hash(pieces + offsets[id], b->len[id]), t->piece_shift);
+        while (piece_ht[i] != TOK_NONE) i = (i + 1) & (t->piece_slots - 1);
         piece_ht[i] = id;
     }
-    int rc = 0;
-    for (int c = 0; c < 256 && !rc; c++) {
+}
+
+/* The ids of the 256 byte-fallback pieces <0x00>..<0xFF>, flagged TOK_BYTE; each must exist. */
+static int tb_fill_byte_ids(const tb_state *b, uint8_t *bin, const plume_tokenizer *t, char **err) {
+    uint32_t *byte_ids = (uint32_t *)(void *)tb_sec(bin, SEC_BYTE_IDS);
+    uint8_t *flags = tb_sec(bin, SEC_FLAGS);
+    for (int c = 0; c < 256; c++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", c);
-        byte_ids[c] = tok_piece_find(&t, (const uint8_t *)name, 6);
+        byte_ids[c] = tok_piece_find(t, (const uint8_t *)name, 6);
         if (byte_ids[c] == TOK_NONE)
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: byte-fallback piece %s missing from vocab",
-                            b->path, name);
-        else
-            flags[byte_ids[c]] |= TOK_BYTE;
+            return plume_fail(err, PLUME_EFORMAT, "%s: byte-fallback piece %s missing from vocab", b->path, name);
+        flags[byte_ids[c]] |= TOK_BYTE;
     }
-    uint32_t *merge_ht = (uint32_t *)(void *)(bin + off[SEC_MERGE_HT]);
-    memset(merge_ht, 0xff, 4ull * t.merge_slots);
-    if (!rc)
-        rc = tb_fill_merges(b, &t, (tok_merge *)(void *)(bin + off[SEC_MERGES]), merge_ht, err);
+    return 0;
+}
 
-    tok_node *nodes = (tok_node *)(void *)(bin + off[SEC_NODES]);
-    tok_edge *edges = (tok_edge *)(void *)(bin + off[SEC_EDGES]);
+/* The added-token trie: b's left-child right-sibling nodes as nodes with edge ranges. */
+static void tb_fill_trie(const tb_state *b, uint8_t *bin) {
+    tok_node *nodes = (tok_node *)(void *)tb_sec(bin, SEC_NODES);
+    tok_edge *edges = (tok_edge *)(void *)tb_sec(bin, SEC_EDGES);
     uint32_t ne = 0;
     for (uint32_t i = 0; i < b->n_tnodes; i++) {
         nodes[i] = (tok_node){ne, 0, b->tnodes[i].token};
@@ -371,13 +398,30 @@ static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) 
             nodes[i].n_edges++;
         }
     }
+}
+
+/* Lay out the binary form, fill every section, seal it with the checksum; *bin_out is
+ * malloc'd. */
+static int tb_bin(tb_state *b, uint8_t **bin_out, size_t *size_out, char **err) {
+    uint8_t *bin = NULL;
+    size_t size = 0;
+    int rc = tb_header(b, &bin, &size, err);
+    if (rc) return rc;
+    plume_tokenizer t = {0};
+    tok_bind(&t, bin);
+    tb_fill_pieces(b, bin, &t);
+    rc = tb_fill_byte_ids(b, bin, &t, err);
+    uint32_t *merge_ht = (uint32_t *)(void *)tb_sec(bin, SEC_MERGE_HT);
+    memset(merge_ht, 0xff, 4ull * t.merge_slots);
+    if (!rc) rc = tb_fill_merges(b, &t, (tok_merge *)(void *)tb_sec(bin, SEC_MERGES), merge_ht, err);
+    tb_fill_trie(b, bin);
     if (rc) {
         free(bin);
         return rc;
     }
-    plume_wr_u64le(bin + H_CHECKSUM, plume_tok_checksum(bin + 32, (size_t)size - 32));
+    plume_wr_u64le(bin + H_CHECKSUM, plume_tok_checksum(bin + 32, size - 32));
     *bin_out = bin;
-    *size_out = (size_t)size;
+    *size_out = size;
     return 0;
 }
 
