@@ -84,13 +84,13 @@ typedef struct {
     int32_t n_pending;
 } plume_detok_stream;
 
-void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
                              int32_t skip_special);
 /* Append the text that id completes to out (NUL-terminated, at most cap-1 bytes; cap >= 64
  * is always enough for one id); returns its length, or PLUME_EINVAL for a bad id. */
-int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap);
+int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap);
 /* Flush what is still pending (an incomplete character becomes U+FFFD). */
-int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap);
+int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
 int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);

@@ -255,20 +255,20 @@ static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
     }
-    if (st.st_size > 0) {
-        void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;
-        if (!p) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (sb.st_size > 0) {
+        void *p = dense ? map_dense(fd, (size_t)sb.st_size) : NULL;
+        if (!p) p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)sb.st_size;
     }
     close(fd);
     return 0;
@@ -364,8 +364,8 @@ char *plume_sprintf(const char *fmt, ...) {
 char *plume_path_join(const char *a, const char *b) { return plume_sprintf("%s/%s", a, b); }
 
 int plume_file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 void *plume_alloc(size_t n) {

@@ -31,16 +31,16 @@ plume_session_params plume_session_default_params(void) {
 /* Allocate the caches of chunk ci's layers that own one. */
 static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
     const plume_config *c = &s->m->c;
-    plume_chunk_state *st = &s->chunk[ci];
-    st->first = c->chunk[ci];
-    st->end = c->chunk[ci + 1];
-    for (int32_t l = st->first; l < st->end; l++) st->n_kv += c->kv_src[l] == l;
-    st->kv = calloc((size_t)st->n_kv + 1, sizeof *st->kv);
-    if (!st->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    plume_chunk_state *cs = &s->chunk[ci];
+    cs->first = c->chunk[ci];
+    cs->end = c->chunk[ci + 1];
+    for (int32_t l = cs->first; l < cs->end; l++) cs->n_kv += c->kv_src[l] == l;
+    cs->kv = calloc((size_t)cs->n_kv + 1, sizeof *cs->kv);
+    if (!cs->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int32_t i = 0;
-    for (int32_t l = st->first; l < st->end; l++) {
+    for (int32_t l = cs->first; l < cs->end; l++) {
         if (c->kv_src[l] != l) continue;
-        plume_kv *kv = &st->kv[i++];
+        plume_kv *kv = &cs->kv[i++];
         kv->layer = l;
         kv->ring = !c->is_full[l] && (int64_t)c->W + s->n_rewind < s->n_ctx;
         kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;

@@ -634,14 +634,14 @@ static void sink_end(tok_sink *k) {
     if (k->cap > 0) k->out[k->len < k->cap ? k->len : k->cap - 1] = 0;
 }
 
-/* Emit the complete characters of st's pending bytes, one U+FFFD per maximal invalid
+/* Emit the complete characters of ds's pending bytes, one U+FFFD per maximal invalid
  * subpart; keep a valid unfinished tail unless final, when it too becomes U+FFFD. */
-static void dec_drain(plume_detok_stream *st, tok_sink *k, int final) {
-    int32_t i = 0, n = st->n_pending;
+static void dec_drain(plume_detok_stream *ds, tok_sink *k, int final) {
+    int32_t i = 0, n = ds->n_pending;
     while (i < n) {
-        int r = utf8_step(st->pending + i, (size_t)(n - i));
+        int r = utf8_step(ds->pending + i, (size_t)(n - i));
         if (r > 0) {
-            sink_put(k, st->pending + i, (size_t)r);
+            sink_put(k, ds->pending + i, (size_t)r);
             i += r;
         } else if (r < 0 || final) {
             sink_put(k, "\xef\xbf\xbd", 3);
@@ -650,24 +650,24 @@ static void dec_drain(plume_detok_stream *st, tok_sink *k, int final) {
             break;
         }
     }
-    memmove(st->pending, st->pending + i, (size_t)(n - i));
-    st->n_pending = n - i;
+    memmove(ds->pending, ds->pending + i, (size_t)(n - i));
+    ds->n_pending = n - i;
 }
 
 /* Decode one id (in range) into k: byte tokens join the pending run (ByteFallback + Fuse);
  * any other piece ends the run and is copied with U+2581 -> ' ' (Replace). */
-static void dec_id(plume_detok_stream *st, uint32_t id, tok_sink *k) {
-    const plume_tokenizer *t = st->tok;
+static void dec_id(plume_detok_stream *ds, uint32_t id, tok_sink *k) {
+    const plume_tokenizer *t = ds->tok;
     uint8_t f = t->flags[id];
-    if ((f & TOK_SPECIAL) && st->skip_special) return; /* dropped before decoding: byte runs join */
+    if ((f & TOK_SPECIAL) && ds->skip_special) return; /* dropped before decoding: byte runs join */
     const uint8_t *p = t->pieces + t->offsets[id];
     size_t n = t->offsets[id + 1] - t->offsets[id];
     if (f & TOK_BYTE) {
-        st->pending[st->n_pending++] = (uint8_t)tok_byte_piece(p, n); /* checked at open */
-        dec_drain(st, k, 0);
+        ds->pending[ds->n_pending++] = (uint8_t)tok_byte_piece(p, n); /* checked at open */
+        dec_drain(ds, k, 0);
         return;
     }
-    dec_drain(st, k, 1);
+    dec_drain(ds, k, 1);
     size_t run = 0; /* start of the bytes not yet copied */
     for (size_t i = 0; i + 3 <= n;) {
         if (p[i] == 0xe2 && p[i + 1] == 0x96 && p[i + 2] == 0x81) {
@@ -683,8 +683,8 @@ static void dec_id(plume_detok_stream *st, uint32_t id, tok_sink *k) {
 }
 
 /* Whether a caller's stream state is usable (it lives in caller memory). */
-static int dec_state_ok(const plume_detok_stream *st) {
-    return st && st->tok && st->n_pending >= 0 && st->n_pending <= 3;
+static int dec_state_ok(const plume_detok_stream *ds) {
+    return ds && ds->tok && ds->n_pending >= 0 && ds->n_pending <= 3;
 }
 
 /* Decode ids whole (snprintf-like: at most cap - 1 bytes and a NUL); the full length. */
@@ -693,44 +693,44 @@ int64_t plume_detokenize(const plume_tokenizer *tok, const int32_t *ids, int32_t
     if (!tok || n < 0 || (n > 0 && !ids) || (!out && cap > 0)) return PLUME_EINVAL;
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= tok->n_vocab) return PLUME_EINVAL;
-    plume_detok_stream st;
-    plume_detok_stream_init(&st, tok, skip_special);
+    plume_detok_stream ds;
+    plume_detok_stream_init(&ds, tok, skip_special);
     tok_sink k = {out, cap, 0};
-    for (int32_t i = 0; i < n; i++) dec_id(&st, (uint32_t)ids[i], &k);
-    dec_drain(&st, &k, 1);
+    for (int32_t i = 0; i < n; i++) dec_id(&ds, (uint32_t)ids[i], &k);
+    dec_drain(&ds, &k, 1);
     sink_end(&k);
     return (int64_t)k.len;
 }
 
 /* Start a streaming decode with nothing pending. */
-void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
                              int32_t skip_special) {
-    memset(st, 0, sizeof *st);
-    st->tok = tok;
-    st->skip_special = skip_special;
+    memset(ds, 0, sizeof *ds);
+    ds->tok = tok;
+    ds->skip_special = skip_special;
 }
 
 /* Run one step of the stream into out; when the text does not fit, leave the state as it
  * was and return the length needed, so the caller can retry with a larger buffer. */
-static int32_t dec_stream_step(plume_detok_stream *st, int64_t id, char *out, size_t cap) {
-    if (!dec_state_ok(st) || (!out && cap > 0)) return PLUME_EINVAL;
-    if (id >= 0 && id >= st->tok->n_vocab) return PLUME_EINVAL;
-    plume_detok_stream saved = *st;
+static int32_t dec_stream_step(plume_detok_stream *ds, int64_t id, char *out, size_t cap) {
+    if (!dec_state_ok(ds) || (!out && cap > 0)) return PLUME_EINVAL;
+    if (id >= 0 && id >= ds->tok->n_vocab) return PLUME_EINVAL;
+    plume_detok_stream saved = *ds;
     tok_sink k = {out, cap, 0};
-    if (id >= 0) dec_id(st, (uint32_t)id, &k);
-    else dec_drain(st, &k, 1);
+    if (id >= 0) dec_id(ds, (uint32_t)id, &k);
+    else dec_drain(ds, &k, 1);
     sink_end(&k);
-    if (k.len >= cap) *st = saved;
+    if (k.len >= cap) *ds = saved;
     return (int32_t)k.len;
 }
 
 /* Decode one id; only complete characters come out. */
-int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap) {
+int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap) {
     if (id < 0) return PLUME_EINVAL;
-    return dec_stream_step(st, id, out, cap);
+    return dec_stream_step(ds, id, out, cap);
 }
 
 /* End the stream: a pending unfinished character becomes U+FFFD. */
-int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap) {
-    return dec_stream_step(st, -1, out, cap);
+int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap) {
+    return dec_stream_step(ds, -1, out, cap);
 }

@@ -18,7 +18,7 @@ static const char run_usage[] =
 
 /* Prefill through the prompt cache at path (load it if it is there and belongs to this
  * bundle, reuse the shared prefix, save the state after the prompt), then generate. */
-static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, gen_stats *st) {
+static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, gen_stats *stats) {
     char *err = NULL;
     if (plume_file_exists(path)) {
         plume_session *s;
@@ -38,9 +38,9 @@ static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int3
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
     if (plume_session_save(g->s, path, &err)) return cli_lib_error(err);
     fprintf(stderr, "[cache %s: %d of %d prompt tokens reused]\n", path, reused, n);
-    int rc = gen_run(g, NULL, 0, st);
-    st->n_prompt = n - reused;
-    st->t_prefill = t_prefill;
+    int rc = gen_run(g, NULL, 0, stats);
+    stats->n_prompt = n - reused;
+    stats->t_prefill = t_prefill;
     return rc;
 }
 
@@ -81,12 +81,12 @@ int cmd_run(int argc, char **argv) {
     int32_t *ids = NULL, n = 0;
     if (!rc && !text) rc = cli_error("out of memory");
     if (!rc) rc = gen_tokenize(&g, text, &ids, &n);
-    gen_stats st;
-    if (!rc && o.cache) rc = prefill_cached(&g, o.cache, ids, n, &st);
-    else if (!rc) rc = gen_run(&g, ids, n, &st);
+    gen_stats stats;
+    if (!rc && o.cache) rc = prefill_cached(&g, o.cache, ids, n, &stats);
+    else if (!rc) rc = gen_run(&g, ids, n, &stats);
     if (!rc) {
         if (!o.raw) fputc('\n', stdout);
-        gen_print_stats(&st);
+        gen_print_stats(&stats);
     }
     free(ids);
     free(text);
