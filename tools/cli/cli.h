@@ -10,8 +10,11 @@
 
 /* Print "plume: <message>" on stderr; return 1 (an exit status). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print a library error (and free it); return 1. */
-int cli_lib_error(char *err);
+/* Print a library error message as cli_error does, then free it (err may be NULL: "unknown
+ * error"); return 1. */
+int cli_lib_error_free(char *err);
+/* The old name, for cmd_pull.c and cmd_serve.c until they call cli_lib_error_free. */
+#define cli_lib_error cli_lib_error_free
 
 /* Parse a whole decimal integer in [lo, hi]; 0 on success. */
 int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -22,7 +22,7 @@ int cli_error(const char *fmt, ...) {
     return 1;
 }
 
-int cli_lib_error(char *err) {
+int cli_lib_error_free(char *err) {
     cli_error("%s", err ? err : "unknown error");
     free(err);
     return 1;

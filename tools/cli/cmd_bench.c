@@ -126,7 +126,7 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
     sp.n_ctx = 256;
     if (plume_model_open(&m, model, &mp, &err) || plume_session_new(&s, m, &sp, &err)) {
         plume_model_free(m);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     int32_t V = plume_model_n_vocab(m), ids[64];
     uint64_t rng = 777;
@@ -149,7 +149,7 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
         free(t);
         plume_session_free(s);
         plume_model_free(m);
-        return err ? cli_lib_error(err) : cli_error("bench: out of memory");
+        return err ? cli_lib_error_free(err) : cli_error("bench: out of memory");
     }
     double med[SPEC_T_N];
     for (int k = 0; k < SPEC_T_N; k++) med[k] = summarize(t + k * n, (int)n).med;
@@ -306,9 +306,9 @@ static int bench_rep(const bench_opts *o, int r, bench_figures *f, uint64_t *rng
     sp.n_ctx = (int32_t)(o->n_prompt + o->n_gen + 1);
     sp.kv_bits = (int32_t)o->kv_bits;
     double t0 = plume_now();
-    if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error(err);
+    if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error_free(err);
     if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
-    if (plume_session_new(&s, m, &sp, &err)) { plume_model_free(m); return cli_lib_error(err); }
+    if (plume_session_new(&s, m, &sp, &err)) { plume_model_free(m); return cli_lib_error_free(err); }
     f->load[r] = (plume_now() - t0) * 1e3;
     int32_t V = plume_model_n_vocab(m);
     int32_t *ids = malloc((size_t)o->n_prompt * sizeof *ids);
@@ -348,7 +348,7 @@ static int bench_rep(const bench_opts *o, int r, bench_figures *f, uint64_t *rng
     free(logits);
     plume_session_free(s);
     plume_model_free(m);
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }
 
 /* The --batch and --depth sweeps: one model for all counts (depths), interleaved in every
@@ -360,7 +360,7 @@ static int bench_sweeps(const bench_opts *o, bench_figures *f, uint64_t *rng) {
         char *err = NULL;
         plume_model *m;
         plume_model_params mp = bench_model_params(o->isa, (int32_t)o->threads, o->exact);
-        if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error(err);
+        if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error_free(err);
         for (int r = 0; r < o->reps; r++)
             for (int k = 0; k < n; k++) {
                 double *v = sweep ? &f->depth[k][r] : &f->batch[k][r];

@@ -80,7 +80,7 @@ static int chat_reset(chat_state *c, const char *line) {
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = c->o->n_ctx;
     if (c->o->kv_bits) sp.kv_bits = c->o->kv_bits;
-    if (plume_session_new(&c->g.s, c->g.m, &sp, &err)) return cli_lib_error(err);
+    if (plume_session_new(&c->g.s, c->g.m, &sp, &err)) return cli_lib_error_free(err);
     plume_sampler_reset(c->g.smp);
     c->first = 1;
     fprintf(stderr, "[conversation reset]\n");
@@ -91,7 +91,7 @@ static int chat_reset(chat_state *c, const char *line) {
 static void chat_save(chat_state *c, const char *path) {
     char *err = NULL;
     if (cli_mkdir_parent(path)) return;
-    if (plume_session_save(c->g.s, path, &err)) cli_lib_error(err);
+    if (plume_session_save(c->g.s, path, &err)) cli_lib_error_free(err);
     else fprintf(stderr, "[saved %d tokens to %s]\n", plume_session_n_past(c->g.s), path);
 }
 
@@ -100,7 +100,7 @@ static void chat_load(chat_state *c, const char *path) {
     char *err = NULL;
     plume_session *s;
     if (plume_session_load(&s, c->g.m, path, &err)) {
-        cli_lib_error(err);
+        cli_lib_error_free(err);
         return;
     }
     plume_session_free(c->g.s);
@@ -114,7 +114,7 @@ static void chat_load(chat_state *c, const char *path) {
 static void chat_turn(chat_state *c, const char *msg) {
     char *err = NULL, *text = turn_text(&c->g.o, msg, c->first, &err);
     if (!text) {
-        cli_lib_error(err);
+        cli_lib_error_free(err);
         return;
     }
     int32_t *ids = NULL, k = 0;

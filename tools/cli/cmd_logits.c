@@ -23,7 +23,7 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     plume_map m;
     npy_view v;
     char *err = NULL;
-    if (npy_open(path, &m, &v, &err)) return cli_lib_error(err);
+    if (npy_open(path, &m, &v, &err)) return cli_lib_error_free(err);
     float *f = malloc((size_t)(v.count ? v.count : 1) * sizeof *f);
     *ids = malloc((size_t)(v.count ? v.count : 1) * sizeof **ids);
     int bad = !f || !*ids || v.count < 1 || v.count > INT32_MAX;
@@ -84,7 +84,7 @@ int cmd_logits(int argc, char **argv) {
     mp.isa = isa;
     mp.n_threads = (int32_t)threads;
     mp.exact = !fast;
-    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error(err); }
+    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error_free(err); }
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = (int32_t)ctx;
     if (step > 0) sp.n_batch = (int32_t)step;
@@ -106,5 +106,5 @@ int cmd_logits(int argc, char **argv) {
     free(ids);
     plume_session_free(s);
     plume_model_free(m);
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }

@@ -33,10 +33,10 @@ static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int3
     }
     int32_t reused = 0;
     double t0 = plume_now();
-    if (plume_session_feed_prompt(g->s, ids, n, g->logits, &reused, &err)) return cli_lib_error(err);
+    if (plume_session_feed_prompt(g->s, ids, n, g->logits, &reused, &err)) return cli_lib_error_free(err);
     double t_prefill = plume_now() - t0;
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
-    if (plume_session_save(g->s, path, &err)) return cli_lib_error(err);
+    if (plume_session_save(g->s, path, &err)) return cli_lib_error_free(err);
     fprintf(stderr, "[cache %s: %d of %d prompt tokens reused]\n", path, reused, n);
     int rc = gen_run(g, NULL, 0, stats);
     stats->n_prompt = n - reused;
@@ -76,7 +76,7 @@ int cmd_run(int argc, char **argv) {
     if (o.raw) {
         text = plume_sprintf("<bos>%s", o.prompt);
     } else if (gen_render_first(&o, o.prompt, &text, &err)) {
-        rc = cli_lib_error(err);
+        rc = cli_lib_error_free(err);
     }
     int32_t *ids = NULL, n = 0;
     if (!rc && !text) rc = cli_error("out of memory");

@@ -117,7 +117,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     mp.isa = o->isa;
     mp.n_threads = o->n_threads;
     mp.exact = o->exact;
-    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
+    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error_free(err);
     if (!plume_model_tokenizer(g->m)) {
         gen_close(g);
         return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
@@ -128,13 +128,13 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     if (plume_session_new(&g->s, g->m, &sp, &err) ||
         plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     plume_spec_params dp = plume_spec_default_params();
     dp.draft_max = gen_draft(o);
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     g->logits = malloc((size_t)plume_model_n_vocab(g->m) * sizeof *g->logits);
     if (!g->logits) {
@@ -193,7 +193,7 @@ static int32_t gen_next(gen_ctx *g, gen_queue *q, int32_t pending, int32_t cap) 
     if (q->next == q->n) {
         char *err = NULL;
         int32_t n = plume_spec_step(g->spec, g->s, g->smp, pending, q->id, cap, &err);
-        if (n < 0) return cli_lib_error(err), n;
+        if (n < 0) return cli_lib_error_free(err), n;
         q->n = n;
         q->next = 0;
     }
@@ -208,10 +208,10 @@ static int gen_settle(gen_ctx *g, int32_t n_fed, int32_t last) {
     int32_t have = plume_session_n_past(g->s);
     if (have > n_fed) {
         plume_sampler_rewind(g->smp, have - n_fed);
-        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error(err);
+        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error_free(err);
     } else if (have < n_fed) { /* the last id is pending */
         plume_sampler_accept(g->smp, last);
-        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error(err);
+        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error_free(err);
     }
     return 0;
 }
@@ -227,11 +227,11 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *stats) {
                          plume_session_n_ctx(g->s));
     gen_interrupted = 0;
     double t0 = plume_now();
-    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error(err);
+    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error_free(err);
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
     stats->t_prefill = plume_now() - t0;
     plume_stop_matcher sm;
-    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error(err);
+    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error_free(err);
     plume_detok_stream ds;
     plume_detok_stream_init(&ds, plume_model_tokenizer(g->m), 1);
     char piece[256];
@@ -261,7 +261,7 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *stats) {
         pos++;
         if (g->spec) { pending = id; continue; } /* fed by the next speculative step */
         plume_sampler_accept(g->smp, id);
-        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
+        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error_free(err); break; }
     }
     if (g->spec && !rc) rc = gen_settle(g, pos, pending);
     if (stats->stopped_by != 2) {
