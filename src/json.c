@@ -24,6 +24,13 @@ static int json_fail(const json_obj *o, char **err, const char *fmt, ...) {
     return plume_fail(err, PLUME_EFORMAT, "%s%s%s", o->doc ? o->doc : "", o->doc ? ": " : "", msg);
 }
 
+/* PLUME_EFORMAT "DOC: PATH must be <what>" about member key of o. */
+static int must_be(const json_obj *o, const char *key, const char *what, char **err) {
+    char path[160];
+    key_path(o, key, path, sizeof path);
+    return json_fail(o, err, "%s must be %s", path, what);
+}
+
 /* ---- documents and objects ---------------------------------------------------------------- */
 
 int json_parse(cJSON **root, const char *text, const char *doc, char **err) {
@@ -88,9 +95,9 @@ static int get_int(const json_obj *o, const char *key, int64_t lo, int64_t hi, i
     if (!v) { *out = dflt; return 0; }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
         v->valuedouble > (double)hi) {
-        char path[160];
-        key_path(o, key, path, sizeof path);
-        return json_fail(o, err, "%s must be an integer in [%lld, %lld]", path, (long long)lo, (long long)hi);
+        char range[80];
+        snprintf(range, sizeof range, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+        return must_be(o, key, range, err);
     }
     *out = (int64_t)v->valuedouble;
     return 0;
@@ -123,11 +130,12 @@ static int get_num(const json_obj *o, const char *key, double lo, double hi, int
     int rc = member_or_missing(o, key, required, &v, err);
     if (rc) return rc;
     if (!v) { *out = dflt; return 0; }
-    char path[160];
-    key_path(o, key, path, sizeof path);
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return json_fail(o, err, "%s must be a number", path);
-    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return json_fail(o, err, "%s must be in [%g, %g]", path, lo, hi);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return must_be(o, key, "a number", err);
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi)) {
+        char range[64];
+        snprintf(range, sizeof range, "in [%g, %g]", lo, hi);
+        return must_be(o, key, range, err);
+    }
     *out = v->valuedouble;
     return 0;
 }
@@ -144,25 +152,15 @@ int json_num_or(const json_obj *o, const char *key, double lo, double hi, double
 int json_bool_or(const json_obj *o, const char *key, int32_t dflt, int32_t *out, char **err) {
     const cJSON *v = json_member(o, key);
     if (!v) { *out = dflt; return 0; }
-    if (!cJSON_IsBool(v)) {
-        char path[160];
-        key_path(o, key, path, sizeof path);
-        return json_fail(o, err, "%s must be true or false", path);
-    }
+    if (!cJSON_IsBool(v)) return must_be(o, key, "true or false", err);
     *out = cJSON_IsTrue(v);
     return 0;
 }
 
-int32_t json_true(const json_obj *o, const char *key) { return cJSON_IsTrue(json_member(o, key)); }
-
 int json_str_or(const json_obj *o, const char *key, const char *dflt, const char **out, char **err) {
     const cJSON *v = json_member(o, key);
     if (!v) { *out = dflt; return 0; }
-    if (!cJSON_IsString(v)) {
-        char path[160];
-        key_path(o, key, path, sizeof path);
-        return json_fail(o, err, "%s must be a string", path);
-    }
+    if (!cJSON_IsString(v)) return must_be(o, key, "a string", err);
     *out = v->valuestring;
     return 0;
 }

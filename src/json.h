@@ -61,8 +61,6 @@ int json_num_or(const json_obj *o, const char *key, double lo, double hi, double
                 char **err);
 /* true or false: "DOC: PATH must be true or false". */
 int json_bool_or(const json_obj *o, const char *key, int32_t dflt, int32_t *out, char **err);
-/* Whether member key is JSON true (any other value, or none, is false: a lenient flag). */
-int32_t json_true(const json_obj *o, const char *key);
 /* A string (pointing into the tree): "DOC: PATH must be a string". */
 int json_str_or(const json_obj *o, const char *key, const char *dflt, const char **out, char **err);
 /* One of n names, *out its index: "DOC: key PATH must be a, b or c". */

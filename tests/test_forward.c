@@ -8,6 +8,7 @@
 #include "model.h"
 #include "npy.h"
 #include "t.h"
+#include "t_tiny.h"
 
 /* Acceptance limits of shared/golden/README.md: 25x / 10x above the float32 noise floor,
  * 3-4 orders of magnitude below what a real mistake produces. */
@@ -18,8 +19,8 @@
 #define PLE_MAX_ABS 1e-4
 
 static char *tmp;             /* scratch directory with the converted bundles */
-static char bundle[4][512];   /* f32, bf16, q8, q4 */
-static const char *precs[4] = {"f32", "bf16", "q8", "q4"};
+static char bundle[4][600];   /* f32, bf16, q8, q4 */
+static const char *const *precs = t_tiny_wnames; /* f32, bf16, q8, q4 */
 
 /* Load a golden .npy as floats (malloc'd); count in *n. */
 static float *golden(const char *name, int64_t *n) {
@@ -52,24 +53,8 @@ static int32_t *golden_ids(int32_t *n) {
     return ids;
 }
 
-/* Open a bundle with a given ISA and thread count, exact (float32 activations) or not. */
-static plume_model *open_model_as(const char *dir, const char *isa, int32_t threads, int32_t exact) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.n_threads = threads;
-    p.exact = exact;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) {
-        printf("  open %s: %s\n", dir, err);
-        free(err);
-    }
-    return m;
-}
-
-/* Open a bundle exact: what the golden tolerances are for. */
 static plume_model *open_model(const char *dir, const char *isa, int32_t threads) {
-    return open_model_as(dir, isa, threads, 1);
+    return t_tiny_open(dir, isa, threads, 1);
 }
 
 /* Logits [n, V] of ids fed `step` at a time in a fresh session (malloc'd). */
@@ -102,13 +87,7 @@ static float *run_logits(plume_model *m, const int32_t *ids, int32_t n, int32_t 
 /* Convert tiny-a at every precision through the CLI. */
 static void setup(void) {
     tmp = t_tmpdir("forward");
-    for (int i = 0; i < 4; i++) {
-        char out[4096];
-        snprintf(bundle[i], sizeof bundle[i], "%s/tiny-%s", tmp, precs[i]);
-        int st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
-                      bundle[i], precs[i]);
-        if (st != 0) printf("  convert %s failed: %s\n", precs[i], out);
-    }
+    t_tiny_bundles(tmp, bundle);
 }
 
 /* Compare logits of one bundle with a golden file for every ISA and step size. */
@@ -268,7 +247,7 @@ static void test_int8_activations(void) {
         float *ref = golden(which == 2 ? "logits_w8.npy" : "logits_w4.npy", &gn);
         CHECK(ids && ref, "golden data missing");
         for (int ii = 0; ref && ii < nisa; ii++) {
-            plume_model *m = open_model_as(bundle[which], isas[ii], 2, 0);
+            plume_model *m = t_tiny_open(bundle[which], isas[ii], 2, 0);
             CHECK(m, "open %s", bundle[which]);
             if (!m) continue;
             if (!m->qact_matmul) { /* the scalar table: the float path */
@@ -296,7 +275,7 @@ static void test_int8_activations(void) {
                 free(lg);
             }
             plume_model_free(m);
-            m = open_model_as(bundle[which], isas[ii], 1, 0); /* one thread: rows split otherwise */
+            m = t_tiny_open(bundle[which], isas[ii], 1, 0); /* one thread: rows split otherwise */
             float *lg = m ? run_logits(m, ids, n, 7) : NULL;
             CHECK(lg && first && !memcmp(lg, first, (size_t)gn * sizeof *lg), "%s %s: 1 thread differs from 2",
                   precs[which], isas[ii]);
@@ -334,7 +313,7 @@ static void test_cli_logits(void) {
     plume_map_free(&m);
     /* q8: exact by default (what the golden checks use); --fast takes int8 activations */
     float *w8 = golden("logits_w8.npy", &gn);
-    plume_model *m8 = open_model_as(bundle[2], NULL, 1, 0);
+    plume_model *m8 = t_tiny_open(bundle[2], NULL, 1, 0);
     for (int fast = 0; fast < 2 && w8 && m8; fast++) {
         st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/tiny-a/ids.npy -o %s %s", t_build(), bundle[2],
                   t_data(), npy, fast ? "--fast" : "");
@@ -392,7 +371,7 @@ static void test_rope_e2b(void) {
 
 /* The tables the converter wrote hold the same rows plume computes. */
 static void test_rope_tables_written(void) {
-    char path[600];
+    char path[700];
     plume_config c;
     char *err = NULL;
     snprintf(path, sizeof path, "%s/model_config.json", bundle[0]);
@@ -445,7 +424,7 @@ static void test_layouts_agree(void) {
                           "'s/\"version\":\"2\"/\"version\":\"1\"/' $f && grep -q '\"version\":\"1\"' $f || exit 1; done",
                           rows, v1, v1);
             CHECK(vs == 0, "make a version 1 bundle: %s", out);
-            plume_model *a = vs ? NULL : open_model_as(v1, NULL, 1, 1), *b = open_model_as(rows, NULL, 1, 1);
+            plume_model *a = vs ? NULL : t_tiny_open(v1, NULL, 1, 1), *b = t_tiny_open(rows, NULL, 1, 1);
             float *la = a ? run_logits(a, ids, n, n) : NULL, *lb = b ? run_logits(b, ids, n, n) : NULL;
             CHECK(la && lb && !memcmp(la, lb, (size_t)n * (size_t)plume_model_n_vocab(b) * sizeof *la),
                   "a version 1 chunk opens and gives the version 2 rows bundle's logits");
@@ -454,13 +433,13 @@ static void test_layouts_agree(void) {
             plume_model_free(a);
             plume_model_free(b);
         }
-        plume_model *d = st ? NULL : open_model_as(bundle[which], NULL, 1, 1);
+        plume_model *d = st ? NULL : t_tiny_open(bundle[which], NULL, 1, 1);
         CHECK(d && d->layer[0].gate_proj.layout == (plume_tiles_native() ? PLUME_L_TILES : PLUME_L_ROWS),
               "%s: the default layout is tiles exactly where this CPU's kernels read them", precs[which]);
         plume_model_free(d);
         for (int ii = 0; st == 0 && ii < nisa; ii++)
             for (int exact = 1; exact >= 0; exact--) {
-                plume_model *a = open_model_as(tiles, isas[ii], 2, exact), *b = open_model_as(rows, isas[ii], 2, exact);
+                plume_model *a = t_tiny_open(tiles, isas[ii], 2, exact), *b = t_tiny_open(rows, isas[ii], 2, exact);
                 CHECK(a && b, "open");
                 if (!a || !b) {
                     plume_model_free(a);
@@ -504,7 +483,7 @@ static void test_stream_probe(void) {
     for (int which = 0; which < 4; which += 2)
         for (int32_t th = 1; th <= 3; th += 2)
             for (int p = 0; p < 2; p++) {
-                plume_model *m = open_model_as(bundle[which], NULL, th, 0);
+                plume_model *m = t_tiny_open(bundle[which], NULL, th, 0);
                 CHECK(m, "open %s", bundle[which]);
                 if (!m) continue;
                 uint64_t want = m->proj_map.size + (m->c.head_sidecar ? m->embed_q8.size : 0), read = 0;
