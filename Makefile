@@ -160,7 +160,7 @@ $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
 benches: $(BENCHES)
 
 test: all $(TESTS) $(REPLAYS) vocab
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py
 
 # ---- fuzzing (docs/TESTING.md) --------------------------------------------------------------
 # make fuzz FUZZ_SECONDS=N runs every libFuzzer harness of fuzz/ for N seconds (clang,

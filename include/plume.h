@@ -84,13 +84,13 @@ typedef struct {
     int32_t n_pending;
 } plume_detok_stream;
 
-void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
                              int32_t skip_special);
 /* Append the text that id completes to out (NUL-terminated, at most cap-1 bytes; cap >= 64
  * is always enough for one id); returns its length, or PLUME_EINVAL for a bad id. */
-int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap);
+int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap);
 /* Flush what is still pending (an incomplete character becomes U+FFFD). */
-int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap);
+int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
 int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
@@ -263,6 +263,28 @@ const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "
 uint64_t plume_model_decode_bytes(const plume_model *m);
 /* The tokenizer of the bundle, or NULL if it has none. */
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+/* Whether id ends a model turn, so that generation stops there: one of the config's eos ids
+ * (config.json's eos_token_id, the bundle's eos_token_ids) or the tokenizer's <eos>, <turn|>
+ * or <|tool_response> (a model that made a tool call waits for its answer). */
+int32_t plume_model_ends_turn(const plume_model *m, int32_t id);
+
+/* ---- benchmarks (plume bench): how a model is read, and how fast this machine reads -------
+ * Figures for measuring, not for inference. */
+/* How the q8/q4 layer weights are read: "rows", "tiles" (the kernels in use read the tiles as
+ * they are) or "tiles-unpacked" (they read rows: each group of 16 is unpacked first, slowly;
+ * convert with --layout rows for this CPU). "rows" for f32/bf16 bundles. */
+const char *plume_model_layout(const plume_model *m);
+/* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
+ * tied head) that huge pages map; 0 when none or unknown. */
+double plume_model_huge_share(const plume_model *m);
+/* The model's threads stream the weights a step reads (as mapped) `passes` times, in items of
+ * `piece` bytes (rounded up to 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not
+ * NULL): bytes a pass read. */
+double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+/* n_threads threads (<= 0: physical cores) stream a fresh buffer of `bytes` (rounded down to
+ * 4 MiB; every page written first) `passes` times the same way; the best pass in GB/s, 0 when
+ * the buffer or the threads cannot be had. */
+double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
@@ -312,6 +334,11 @@ int plume_session_save(const plume_session *s, const char *path, char **err);
 /* A new session on m from a file written by plume_session_save(). Refused (PLUME_EMISMATCH)
  * for another bundle; truncated or corrupt files are refused (PLUME_EFORMAT). */
 int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
+/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
+ * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
+ * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
+ * mean nothing, and a rewind into this history does not reproduce it. */
+int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);

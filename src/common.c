@@ -255,20 +255,20 @@ static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
     }
-    if (st.st_size > 0) {
-        void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;
-        if (!p) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (sb.st_size > 0) {
+        void *p = dense ? map_dense(fd, (size_t)sb.st_size) : NULL;
+        if (!p) p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)sb.st_size;
     }
     close(fd);
     return 0;
@@ -286,28 +286,36 @@ void plume_map_free(plume_map *m) {
     }
 }
 
+int plume_read_stream(FILE *f, char **buf, size_t *len) {
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+    do {
+        if (plume_grow(&b, &cap, n + 4096, 1)) {
+            free(b);
+            *buf = NULL;
+            return PLUME_ENOMEM;
+        }
+        n += fread(b + n, 1, cap - n - 1, f);
+    } while (n + 1 == cap);
+    b[n] = 0;
+    if (ferror(f)) {
+        free(b);
+        *buf = NULL;
+        return PLUME_EIO;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (n + 1 < cap) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
+    int rc = plume_read_stream(f, buf, len);
     fclose(f);
-    if (!b) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-    if (bad) { free(b); return plume_fail(err, PLUME_EIO, "%s: read error", path); }
-    b[n] = 0;
-    *buf = b;
-    if (len) *len = n;
+    if (rc == PLUME_ENOMEM) return plume_fail(err, rc, "%s: out of memory", path);
+    if (rc) return plume_fail(err, rc, "%s: read error", path);
     return 0;
 }
 
@@ -356,8 +364,8 @@ char *plume_sprintf(const char *fmt, ...) {
 char *plume_path_join(const char *a, const char *b) { return plume_sprintf("%s/%s", a, b); }
 
 int plume_file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 int plume_mkdir_parent(const char *path, char **err) {

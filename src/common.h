@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "plume.h"
@@ -122,6 +123,9 @@ double plume_map_huge_share(const plume_map *m);
  * so that a dense reader later reads it in huge folios (the converter's outputs). */
 void plume_file_uncache(const char *path);
 
+/* Read what is left of f into a malloc'd NUL-terminated *buf (*len bytes, len may be NULL):
+ * 0, PLUME_ENOMEM or PLUME_EIO (*buf NULL then). */
+int plume_read_stream(FILE *f, char **buf, size_t *len);
 /* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
 int plume_read_file(const char *path, char **buf, size_t *len, char **err);
 /* Write buf to path through path.tmp + fsync + rename. */
@@ -166,8 +170,5 @@ double plume_now(void);
  * Returns a checksum, so that the reads cannot be left out. */
 enum { PLUME_STREAM_SPANS = 4, PLUME_STREAM_SPANS_MAX = 8 };
 uint64_t plume_stream_sum(const void *const *spans, int ns, size_t n);
-
-/* The checksum sealing a tokenizer.bin image (tokenizer.c; docs/TOKENIZER.md) over p[0..n). */
-uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
 
 #endif /* PLUME_COMMON_H */

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "session.h"
+
 #include "forward.h"
+#include "scratch.h"
 
 #define STATE_MAGIC "PLMSTATE"
 #define STATE_VERSION 1u
@@ -28,16 +31,16 @@ plume_session_params plume_session_default_params(void) {
 /* Allocate the caches of chunk ci's layers that own one. */
 static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
     const plume_config *c = &s->m->c;
-    plume_chunk_state *st = &s->chunk[ci];
-    st->first = c->chunk[ci];
-    st->end = c->chunk[ci + 1];
-    for (int32_t l = st->first; l < st->end; l++) st->n_kv += c->kv_src[l] == l;
-    st->kv = calloc((size_t)st->n_kv + 1, sizeof *st->kv);
-    if (!st->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    plume_chunk_state *cs = &s->chunk[ci];
+    cs->first = c->chunk[ci];
+    cs->end = c->chunk[ci + 1];
+    for (int32_t l = cs->first; l < cs->end; l++) cs->n_kv += c->kv_src[l] == l;
+    cs->kv = calloc((size_t)cs->n_kv + 1, sizeof *cs->kv);
+    if (!cs->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int32_t i = 0;
-    for (int32_t l = st->first; l < st->end; l++) {
+    for (int32_t l = cs->first; l < cs->end; l++) {
         if (c->kv_src[l] != l) continue;
-        plume_kv *kv = &st->kv[i++];
+        plume_kv *kv = &cs->kv[i++];
         kv->layer = l;
         kv->ring = !c->is_full[l] && (int64_t)c->W + s->n_rewind < s->n_ctx;
         kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;
@@ -165,12 +168,8 @@ void plume_session_stepped(plume_session *s) {
 
 /* Check that there are ids and that each is in the vocabulary. */
 static int check_ids(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
-    const int32_t V = s->m->c.V;
     if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, V);
-    return 0;
+    return plume_model_check_ids(s->m, ids, n, err);
 }
 
 /* Check ids and room; no state changes. */
@@ -468,80 +467,83 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     return 0;
 }
 
-int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err) {
-    *out = NULL;
-    plume_map map;
-    int rc = plume_map_open(&map, path, err);
-    if (rc) return rc;
-    plume_session *s = NULL;
-    const uint8_t *b = map.data;
-    int32_t f[8];
+/* Check a mapped state file before anything is sized from it: magic, version, bundle
+ * identity, length, checksum, and the shapes its header declares (f: n_ctx n_past n_rewind
+ * snap_every n_snap snap_valid n_batch W; *bits: kv_bits). */
+static int state_check(const plume_model *m, const plume_map *map, const char *path, int32_t f[8], uint32_t *bits,
+                       char **err) {
+    const uint8_t *b = map->data;
     uint64_t id, payload;
-    if (map.size < 72 || memcmp(b, STATE_MAGIC, 8)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
-        goto done;
-    }
-    uint32_t ver, bits;
+    if (map->size < 72 || memcmp(b, STATE_MAGIC, 8))
+        return plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
+    uint32_t ver;
     memcpy(&ver, b + 8, 4);
-    memcpy(&bits, b + 12, 4);
+    memcpy(bits, b + 12, 4);
     memcpy(&id, b + 16, 8);
     memcpy(f, b + 24, 32);
     memcpy(&payload, b + 56, 8);
-    if (ver != STATE_VERSION) { rc = plume_fail(err, PLUME_EFORMAT, "%s: state format version %u, want %u", path, ver, STATE_VERSION); goto done; }
-    if (id != m->identity) {
-        rc = plume_fail(err, PLUME_EMISMATCH, "%s: the state belongs to another bundle (model identity differs)", path);
-        goto done;
-    }
-    if (payload != map.size - 72) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes, the header promises %llu (truncated?)", path, map.size,
-                        (unsigned long long)(payload + 72));
-        goto done;
-    }
+    if (ver != STATE_VERSION)
+        return plume_fail(err, PLUME_EFORMAT, "%s: state format version %u, want %u", path, ver, STATE_VERSION);
+    if (id != m->identity)
+        return plume_fail(err, PLUME_EMISMATCH, "%s: the state belongs to another bundle (model identity differs)", path);
+    if (payload != map->size - 72)
+        return plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes, the header promises %llu (truncated?)", path, map->size,
+                          (unsigned long long)(payload + 72));
     uint64_t h = 1469598103934665603ull, want;
     for (uint64_t i = 0; i < payload; i++) h = (h ^ b[64 + i]) * 1099511628211ull;
     memcpy(&want, b + 64 + payload, 8);
-    if (h != want) { rc = plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path); goto done; }
-    if ((rc = state_check_header(m, f, bits, payload, path, err))) goto done;
-    plume_session_params p = plume_session_default_params();
-    p.n_ctx = f[0];
-    p.n_rewind = f[2];
-    p.snapshot_every = f[3] > 0 ? f[3] : -1;
-    p.n_batch = f[6];
-    p.kv_bits = (int32_t)bits;
-    if ((rc = plume_session_new(&s, m, &p, err))) goto done;
+    if (h != want) return plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path);
+    return state_check_header(m, f, *bits, payload, path, err);
+}
+
+/* Fill a new session s, made with the file's shapes, from the payload at p (payload bytes):
+ * tokens, caches, snapshots, each checked for values no step can have written. */
+static int state_fill(plume_session *s, const uint8_t *p, uint64_t payload, const int32_t f[8], const char *path,
+                      char **err) {
     s->n_past = f[1];
     s->snap_valid = s->snap ? f[5] : 0;
     uint64_t need = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
             need += 2 * cache_bytes(s, &s->chunk[ci].kv[i]);
-    if (need != payload || s->n_snap != f[4]) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
-        goto done;
-    }
-    const uint8_t *p8 = b + 64;
-    memcpy(s->tokens, p8, (size_t)s->n_past * 4);
-    p8 += (size_t)s->n_past * 4;
+    if (need != payload || s->n_snap != f[4])
+        return plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
+    memcpy(s->tokens, p, (size_t)s->n_past * 4);
+    p += (size_t)s->n_past * 4;
     for (int32_t i = 0; i < s->n_past; i++)
-        if (s->tokens[i] < 0 || s->tokens[i] >= m->c.V) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: a token id is outside the vocabulary", path);
-            goto done;
-        }
+        if (s->tokens[i] < 0 || s->tokens[i] >= s->m->c.V)
+            return plume_fail(err, PLUME_EFORMAT, "%s: a token id is outside the vocabulary", path);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
-            p8 += load_cache(s, &s->chunk[ci].kv[i], p8);
-            if (!cache_sane(s, &s->chunk[ci].kv[i])) {
-                rc = plume_fail(err, PLUME_EFORMAT, "%s: the cache of layer %d holds non-finite values", path,
-                                s->chunk[ci].kv[i].layer);
-                goto done;
-            }
+            p += load_cache(s, &s->chunk[ci].kv[i], p);
+            if (!cache_sane(s, &s->chunk[ci].kv[i]))
+                return plume_fail(err, PLUME_EFORMAT, "%s: the cache of layer %d holds non-finite values", path,
+                                  s->chunk[ci].kv[i].layer);
         }
-    if (s->snap_valid) memcpy(s->snap, p8, (size_t)s->snap_valid * s->snap_stride * 4);
-    if (s->snap_valid && !all_finite(s->snap, (size_t)s->snap_valid * s->snap_stride, 0)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: a ring snapshot holds non-finite values", path);
-        goto done;
+    if (s->snap_valid) memcpy(s->snap, p, (size_t)s->snap_valid * s->snap_stride * 4);
+    if (s->snap_valid && !all_finite(s->snap, (size_t)s->snap_valid * s->snap_stride, 0))
+        return plume_fail(err, PLUME_EFORMAT, "%s: a ring snapshot holds non-finite values", path);
+    return 0;
+}
+
+int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err) {
+    *out = NULL;
+    plume_map map;
+    int rc = plume_map_open(&map, path, err);
+    if (rc) return rc;
+    plume_session *s = NULL;
+    int32_t f[8];
+    uint32_t bits = 0;
+    if (!(rc = state_check(m, &map, path, f, &bits, err))) {
+        plume_session_params p = plume_session_default_params();
+        p.n_ctx = f[0];
+        p.n_rewind = f[2];
+        p.snapshot_every = f[3] > 0 ? f[3] : -1;
+        p.n_batch = f[6];
+        p.kv_bits = (int32_t)bits;
+        rc = plume_session_new(&s, m, &p, err);
     }
-done:
+    if (!rc) rc = state_fill(s, map.data + 64, map.size - 72, f, path, err);
     plume_map_free(&map);
     if (rc) {
         plume_session_free(s);

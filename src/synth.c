@@ -121,8 +121,8 @@ static int synth_shape(void *ctx, const char *name, int32_t *ndim, int64_t *shap
 
 /* Element i of a tensor, rounded to bf16 as the checkpoint stores it. */
 static float synth_value(const synth_tensor *t, uint64_t i) {
-    uint64_t st = t->key + i * 0x9e3779b97f4a7c15ull;
-    float u = plume_rng_float(&st);
+    uint64_t rng = t->key + i * 0x9e3779b97f4a7c15ull;
+    float u = plume_rng_float(&rng);
     return plume_bf16_to_f32(plume_f32_to_bf16(t->lo + (t->hi - t->lo) * u));
 }
 

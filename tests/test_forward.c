@@ -8,6 +8,7 @@
 #include "model.h"
 #include "npy.h"
 #include "t.h"
+#include "t_tiny.h"
 
 /* Acceptance limits of shared/golden/README.md: 25x / 10x above the float32 noise floor,
  * 3-4 orders of magnitude below what a real mistake produces. */
@@ -18,8 +19,8 @@
 #define PLE_MAX_ABS 1e-4
 
 static char *tmp;             /* scratch directory with the converted bundles */
-static char bundle[4][512];   /* f32, bf16, q8, q4 */
-static const char *precs[4] = {"f32", "bf16", "q8", "q4"};
+static char bundle[4][600];   /* f32, bf16, q8, q4 */
+static const char *const *precs = t_tiny_wnames; /* f32, bf16, q8, q4 */
 
 /* Load a golden .npy as floats (malloc'd); count in *n. */
 static float *golden(const char *name, int64_t *n) {
@@ -52,24 +53,8 @@ static int32_t *golden_ids(int32_t *n) {
     return ids;
 }
 
-/* Open a bundle with a given ISA and thread count, exact (float32 activations) or not. */
-static plume_model *open_model_as(const char *dir, const char *isa, int32_t threads, int32_t exact) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.n_threads = threads;
-    p.exact = exact;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) {
-        printf("  open %s: %s\n", dir, err);
-        free(err);
-    }
-    return m;
-}
-
-/* Open a bundle exact: what the golden tolerances are for. */
 static plume_model *open_model(const char *dir, const char *isa, int32_t threads) {
-    return open_model_as(dir, isa, threads, 1);
+    return t_tiny_open(dir, isa, threads, 1);
 }
 
 /* Logits [n, V] of ids fed `step` at a time in a fresh session (malloc'd). */
@@ -102,13 +87,7 @@ static float *run_logits(plume_model *m, const int32_t *ids, int32_t n, int32_t 
 /* Convert tiny-a at every precision through the CLI. */
 static void setup(void) {
     tmp = t_tmpdir("forward");
-    for (int i = 0; i < 4; i++) {
-        char out[4096];
-        snprintf(bundle[i], sizeof bundle[i], "%s/tiny-%s", tmp, precs[i]);
-        int st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
-                      bundle[i], precs[i]);
-        if (st != 0) printf("  convert %s failed: %s\n", precs[i], out);
-    }
+    t_tiny_bundles(tmp, bundle);
 }
 
 /* Compare logits of one bundle with a golden file for every ISA and step size. */
@@ -268,7 +247,7 @@ static void test_int8_activations(void) {
         float *ref = golden(which == 2 ? "logits_w8.npy" : "logits_w4.npy", &gn);
         CHECK(ids && ref, "golden data missing");
         for (int ii = 0; ref && ii < nisa; ii++) {
-            plume_model *m = open_model_as(bundle[which], isas[ii], 2, 0);
+            plume_model *m = t_tiny_open(bundle[which], isas[ii], 2, 0);
             CHECK(m, "open %s", bundle[which]);
             if (!m) continue;
             if (!m->qact_matmul) { /* the scalar table: the float path */
@@ -296,7 +275,7 @@ static void test_int8_activations(void) {
                 free(lg);
             }
             plume_model_free(m);
-            m = open_model_as(bundle[which], isas[ii], 1, 0); /* one thread: rows split otherwise */
+            m = t_tiny_open(bundle[which], isas[ii], 1, 0); /* one thread: rows split otherwise */
             float *lg = m ? run_logits(m, ids, n, 7) : NULL;
             CHECK(lg && first && !memcmp(lg, first, (size_t)gn * sizeof *lg), "%s %s: 1 thread differs from 2",
                   precs[which], isas[ii]);
@@ -334,7 +313,7 @@ static void test_cli_logits(void) {
     plume_map_free(&m);
     /* q8: exact by default (what the golden checks use); --fast takes int8 activations */
     float *w8 = golden("logits_w8.npy", &gn);
-    plume_model *m8 = open_model_as(bundle[2], NULL, 1, 0);
+    plume_model *m8 = t_tiny_open(bundle[2], NULL, 1, 0);
     for (int fast = 0; fast < 2 && w8 && m8; fast++) {
         st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/tiny-a/ids.npy -o %s %s", t_build(), bundle[2],
                   t_data(), npy, fast ? "--fast" : "");
@@ -392,7 +371,7 @@ static void test_rope_e2b(void) {
 
 /* The tables the converter wrote hold the same rows plume computes. */
 static void test_rope_tables_written(void) {
-    char path[600];
+    char path[700];
     plume_config c;
     char *err = NULL;
     snprintf(path, sizeof path, "%s/model_config.json", bundle[0]);
@@ -445,7 +424,7 @@ static void test_layouts_agree(void) {
                           "'s/\"version\":\"2\"/\"version\":\"1\"/' $f && grep -q '\"version\":\"1\"' $f || exit 1; done",
                           rows, v1, v1);
             CHECK(vs == 0, "make a version 1 bundle: %s", out);
-            plume_model *a = vs ? NULL : open_model_as(v1, NULL, 1, 1), *b = open_model_as(rows, NULL, 1, 1);
+            plume_model *a = vs ? NULL : t_tiny_open(v1, NULL, 1, 1), *b = t_tiny_open(rows, NULL, 1, 1);
             float *la = a ? run_logits(a, ids, n, n) : NULL, *lb = b ? run_logits(b, ids, n, n) : NULL;
             CHECK(la && lb && !memcmp(la, lb, (size_t)n * (size_t)plume_model_n_vocab(b) * sizeof *la),
                   "a version 1 chunk opens and gives the version 2 rows bundle's logits");
@@ -454,13 +433,13 @@ static void test_layouts_agree(void) {
             plume_model_free(a);
             plume_model_free(b);
         }
-        plume_model *d = st ? NULL : open_model_as(bundle[which], NULL, 1, 1);
+        plume_model *d = st ? NULL : t_tiny_open(bundle[which], NULL, 1, 1);
         CHECK(d && d->layer[0].gate_proj.layout == (plume_tiles_native() ? PLUME_L_TILES : PLUME_L_ROWS),
               "%s: the default layout is tiles exactly where this CPU's kernels read them", precs[which]);
         plume_model_free(d);
         for (int ii = 0; st == 0 && ii < nisa; ii++)
             for (int exact = 1; exact >= 0; exact--) {
-                plume_model *a = open_model_as(tiles, isas[ii], 2, exact), *b = open_model_as(rows, isas[ii], 2, exact);
+                plume_model *a = t_tiny_open(tiles, isas[ii], 2, exact), *b = t_tiny_open(rows, isas[ii], 2, exact);
                 CHECK(a && b, "open");
                 if (!a || !b) {
                     plume_model_free(a);
@@ -475,7 +454,9 @@ static void test_layouts_agree(void) {
                 float *la = run_logits(a, ids, n, 5), *lb = run_logits(b, ids, n, 5);
                 CHECK(la && lb, "feed failed");
                 if (la && lb) {
-                    int native = a->qact_matmul ? plume_qact_reads_tiles(a->qact_matmul) : a->k->reads_tiles;
+                    int native = !strcmp(plume_model_layout(a), "tiles");
+                    CHECK(native || !strcmp(plume_model_layout(a), "tiles-unpacked"), "layout %s", plume_model_layout(a));
+                    CHECK(!strcmp(plume_model_layout(b), "rows"), "rows bundle: layout %s", plume_model_layout(b));
                     double rr = t_rel_rms(la, lb, (size_t)(n * V)), tol = exact ? LOGITS_REL_RMS : INT8_REL_RMS;
                     if (!native)
                         CHECK(!memcmp(la, lb, (size_t)(n * V) * sizeof *la), "%s %s%s: tiles and rows bundles differ in bits",
@@ -502,7 +483,7 @@ static void test_stream_probe(void) {
     for (int which = 0; which < 4; which += 2)
         for (int32_t th = 1; th <= 3; th += 2)
             for (int p = 0; p < 2; p++) {
-                plume_model *m = open_model_as(bundle[which], NULL, th, 0);
+                plume_model *m = t_tiny_open(bundle[which], NULL, th, 0);
                 CHECK(m, "open %s", bundle[which]);
                 if (!m) continue;
                 uint64_t want = m->proj_map.size + (m->c.head_sidecar ? m->embed_q8.size : 0), read = 0;
@@ -512,10 +493,45 @@ static void test_stream_probe(void) {
                       precs[which], th, pieces[p], (unsigned long long)read, (unsigned long long)want, gbs);
                 plume_model_free(m);
             }
+    /* The 1 GiB probe's twin on 8 MiB (and 9 MiB, cut to whole 4 MiB spans); nothing to read
+     * gives 0. */
+    CHECK(plume_memory_bandwidth(2, (size_t)8 << 20, 2) > 0, "8 MiB buffer, 2 threads");
+    CHECK(plume_memory_bandwidth(1, (size_t)9 << 20, 1) > 0, "9 MiB buffer, 1 thread");
+    CHECK(plume_memory_bandwidth(2, 1000, 2) == 0, "a buffer under one span set");
+}
+
+/* The ids that end a turn: the bundle's eos ids and the tokenizer's <eos>, <turn|> and
+ * <|tool_response> (1, 106, 50 in tiny-a's tokenizer, the real ids); an end id that a
+ * fine-tune's config adds ends a turn too, and without a tokenizer only the config's do. */
+static void test_ends_turn(void) {
+    plume_model *m = open_model(bundle[1], NULL, 1);
+    CHECK(m, "open");
+    if (!m) return;
+    CHECK(plume_model_ends_turn(m, 1) && plume_model_ends_turn(m, 106) && plume_model_ends_turn(m, 50),
+          "<eos>, <turn|>, <|tool_response> end a turn");
+    CHECK(!plume_model_ends_turn(m, 2) && !plume_model_ends_turn(m, 105) && !plume_model_ends_turn(m, 7) &&
+              !plume_model_ends_turn(m, -1),
+          "<bos>, <|turn>, 7, -1 do not");
+    plume_model_free(m);
+    char dir[700], out[4096];
+    snprintf(dir, sizeof dir, "%s/ends", tmp);
+    int st = t_sh(out, sizeof out,
+                  "cp -r %s %s && sed -i 's/\\(\"eos_token_ids\":[^\\[]*\\[\\)/\\17, /' %s/model_config.json && "
+                  "rm %s/tokenizer.bin && mv %s/hf_model/tokenizer.json %s/tok.json",
+                  bundle[1], dir, dir, dir, dir, dir);
+    CHECK(st == 0, "edit the copy: %s", out);
+    m = open_model(dir, NULL, 1);
+    CHECK(m, "open the copy");
+    if (!m) return;
+    CHECK(plume_model_ends_turn(m, 7) && plume_model_ends_turn(m, 1) && plume_model_ends_turn(m, 106),
+          "eos_token_ids [7, 1, 106]");
+    CHECK(!plume_model_ends_turn(m, 50), "no tokenizer: <|tool_response> is not known");
+    plume_model_free(m);
 }
 
 int main(void) {
     setup();
+    RUN(test_ends_turn);
     RUN(test_f32_logits_every_step);
     RUN(test_bf16_logits);
     RUN(test_q8_logits);

@@ -9,6 +9,7 @@
 #include "npy.h"
 #include "safetensors.h"
 #include "t.h"
+#include "t_tiny.h"
 
 #define LOGITS_REL_RMS 1e-4 /* shared/golden/README.md */
 #define LOGITS_MAX_ABS 2e-3
@@ -31,15 +32,8 @@ static float *load_npy(const char *path, int64_t *n) {
     return f;
 }
 
-static plume_model *open_isa(const char *dir, const char *isa) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.n_threads = 2;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
-    return m;
-}
+/* A bundle on two threads with kernels isa (NULL: the best). */
+static plume_model *open_isa(const char *dir, const char *isa) { return t_tiny_open(dir, isa, 2, 0); }
 
 static plume_session *new_session(plume_model *m, int32_t n_rewind, int32_t snap_every, int32_t n_batch) {
     plume_session_params p = plume_session_default_params();

@@ -15,9 +15,6 @@ from ._errors import InvalidArgumentError
 from ._lib import byref, lib
 from ._sampler import Sampler
 
-# <eos>, <turn|>, <|tool_response>: the ends of a model turn.
-_STOP_IDS = (1, 106, 50)
-
 # ---- stop strings ------------------------------------------------------------------------
 
 
@@ -102,7 +99,7 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session):
         one = np.zeros(1, np.int32)
         while max_tokens < 0 or n_gen < max_tokens:
             tid = sampler.sample(logits)
-            if tid in _STOP_IDS:
+            if lib.plume_model_ends_turn(model._p(), tid):
                 break
             k = lib.plume_detok_stream_put(byref(ds), tid, piece, len(piece))
             text, hit = matcher.feed(_text(piece, k))

@@ -214,7 +214,7 @@ static int call_parse(const char *s, size_t n, plume_buf *out, size_t *args_off)
 
 /* ---- the parser ----------------------------------------------------------------------------- */
 
-enum { ST_CONTENT, ST_THOUGHT_HEAD, ST_THOUGHT, ST_CALL, ST_DONE };
+enum { IN_CONTENT, IN_THOUGHT_HEAD, IN_THOUGHT, IN_CALL, IN_DONE };
 
 /* One delta as offsets into the arena (pointers are made at the end of a call). */
 typedef struct {
@@ -224,7 +224,7 @@ typedef struct {
 } pdelta;
 
 struct plume_chat_parser {
-    int state;             /* ST_* */
+    int state;             /* IN_*: where the text is */
     plume_buf pend;        /* text not yet parsed: a held tail, then the new piece */
     plume_buf call;        /* the body of the tool call being collected */
     plume_buf arena;       /* the texts of this call's deltas, each NUL-terminated */
@@ -321,25 +321,25 @@ static void emit_call(plume_chat_parser *p, int closed) {
 
 /* Text of the current state: content or reasoning out, a call's body into the call buffer. */
 static void take_text(plume_chat_parser *p, const char *s, size_t n) {
-    if (p->state == ST_CALL) plume_buf_put(&p->call, s, n);
-    else emit_text(p, p->state == ST_CONTENT ? PLUME_CHAT_CONTENT : PLUME_CHAT_REASONING, s, n);
+    if (p->state == IN_CALL) plume_buf_put(&p->call, s, n);
+    else emit_text(p, p->state == IN_CONTENT ? PLUME_CHAT_CONTENT : PLUME_CHAT_REASONING, s, n);
 }
 
 /* Act on one marker found in the current state. */
 static void take_mark(plume_chat_parser *p, const char *m) {
-    if (p->state == ST_CALL) {
+    if (p->state == IN_CALL) {
         if (!strcmp(m, "<tool_call|>")) {
             emit_call(p, 1);
-            p->state = ST_CONTENT;
+            p->state = IN_CONTENT;
             return;
         }
         emit_call(p, 0); /* cut short by a new call or the end */
-        p->state = ST_CONTENT;
+        p->state = IN_CONTENT;
     }
-    if (is_end_mark(m)) p->state = ST_DONE;
-    else if (!strcmp(m, "<|channel>")) p->state = ST_THOUGHT_HEAD;
-    else if (!strcmp(m, "<|tool_call>")) p->state = ST_CALL;
-    else if (p->state == ST_THOUGHT) p->state = ST_CONTENT; /* "\n<channel|>" or "<channel|>" */
+    if (is_end_mark(m)) p->state = IN_DONE;
+    else if (!strcmp(m, "<|channel>")) p->state = IN_THOUGHT_HEAD;
+    else if (!strcmp(m, "<|tool_call>")) p->state = IN_CALL;
+    else if (p->state == IN_THOUGHT) p->state = IN_CONTENT; /* "\n<channel|>" or "<channel|>" */
     /* in content, a stray "<channel|>" or "<tool_call|>" is dropped */
 }
 
@@ -347,18 +347,18 @@ static void take_mark(plume_chat_parser *p, const char *m) {
 static void run(plume_chat_parser *p, int final) {
     const char *s = p->pend.p ? p->pend.p : "";
     size_t n = p->pend.len, pos = 0;
-    while (pos < n && p->state != ST_DONE) {
-        if (p->state == ST_THOUGHT_HEAD) {
+    while (pos < n && p->state != IN_DONE) {
+        if (p->state == IN_THOUGHT_HEAD) {
             static const char head[] = "thought\n";
             size_t k = 0;
             while (k < 8 && pos + k < n && s[pos + k] == head[k]) k++;
             if (k == 8) pos += 8;
             else if (pos + k == n && !final) break; /* may still become "thought\n" */
-            p->state = ST_THOUGHT;
+            p->state = IN_THOUGHT;
             continue;
         }
-        const char *const *marks = p->state == ST_CONTENT ? content_marks
-                                 : p->state == ST_THOUGHT ? thought_marks : call_marks;
+        const char *const *marks = p->state == IN_CONTENT ? content_marks
+                                 : p->state == IN_THOUGHT ? thought_marks : call_marks;
         size_t at;
         const char *m = find_mark(s + pos, n - pos, marks, &at);
         if (m) {
@@ -372,9 +372,9 @@ static void run(plume_chat_parser *p, int final) {
         pos = n - hold;
         break;
     }
-    if (p->state == ST_DONE) pos = n;
-    if (final && p->state == ST_CALL) emit_call(p, 0);
-    if (final && p->state == ST_THOUGHT_HEAD) {
+    if (p->state == IN_DONE) pos = n;
+    if (final && p->state == IN_CALL) emit_call(p, 0);
+    if (final && p->state == IN_THOUGHT_HEAD) {
         take_text(p, s + pos, n - pos); /* "thoug" with nothing after: it is thought text */
         pos = n;
     }
@@ -410,7 +410,7 @@ int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err)
     if (!p) return plume_fail(err, PLUME_EINVAL, "chat parser: p is NULL");
     *p = calloc(1, sizeof **p);
     if (!*p) return plume_fail(err, PLUME_ENOMEM, "chat parser: out of memory");
-    (*p)->state = in_thought ? ST_THOUGHT : ST_CONTENT;
+    (*p)->state = in_thought ? IN_THOUGHT : IN_CONTENT;
     return 0;
 }
 
@@ -432,12 +432,12 @@ int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
     *n_deltas = 0;
     p->n_d = 0;
     p->arena.len = 0;
-    if (p->state != ST_DONE && len) {
+    if (p->state != IN_DONE && len) {
         plume_buf_put(&p->pend, piece, len);
         run(p, 0);
     }
     int rc = publish(p, deltas, n_deltas);
-    return rc ? rc : p->state == ST_DONE;
+    return rc ? rc : p->state == IN_DONE;
 }
 
 /* Parse the rest as final: held tails are text, an unclosed call is content. */

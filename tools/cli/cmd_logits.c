@@ -18,35 +18,12 @@ static const char logits_usage[] =
     "  --fast             q8/q4: int8 activations, as run/chat/serve/bench use by default (the\n"
     "                     logits are exact, float32 activations, unless this is given)\n";
 
-/* Parse "2,17,5" into a malloc'd array. */
-static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
-    int32_t cap = 16, k = 0;
-    int32_t *a = malloc((size_t)cap * sizeof *a);
-    const char *p = s;
-    while (a && *p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) { free(a); return -1; }
-        if (k == cap) {
-            int32_t *na = realloc(a, (size_t)(cap *= 2) * sizeof *a);
-            if (!na) { free(a); return -1; }
-            a = na;
-        }
-        a[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    if (!a || k == 0) { free(a); return -1; }
-    *ids = a;
-    *n = k;
-    return 0;
-}
-
 /* Read ids from an int32 or float .npy. */
 static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     plume_map m;
     npy_view v;
     char *err = NULL;
-    if (npy_open(path, &m, &v, &err)) return cli_lib_error(err);
+    if (npy_open(path, &m, &v, &err)) return cli_lib_error_free(err);
     float *f = malloc((size_t)(v.count ? v.count : 1) * sizeof *f);
     *ids = malloc((size_t)(v.count ? v.count : 1) * sizeof **ids);
     int bad = !f || !*ids || v.count < 1 || v.count > INT32_MAX;
@@ -98,7 +75,8 @@ int cmd_logits(int argc, char **argv) {
     model = cli_model_path(model);
     if (!model) return 1;
     int32_t *ids = NULL, n = 0;
-    if (ids_s && parse_ids(ids_s, &ids, &n)) return cli_error("logits: --ids wants comma-separated integers");
+    if (ids_s && cli_int_list(ids_s, INT32_MIN, INT32_MAX, 0, &ids, &n))
+        return cli_error("logits: --ids wants comma-separated integers");
     if (ids_npy && read_ids_npy(ids_npy, &ids, &n)) return 1;
     char *err = NULL;
     plume_model *m;
@@ -106,7 +84,7 @@ int cmd_logits(int argc, char **argv) {
     mp.isa = isa;
     mp.n_threads = (int32_t)threads;
     mp.exact = !fast;
-    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error(err); }
+    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error_free(err); }
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = (int32_t)ctx;
     if (step > 0) sp.n_batch = (int32_t)step;
@@ -128,5 +106,5 @@ int cmd_logits(int argc, char **argv) {
     free(ids);
     plume_session_free(s);
     plume_model_free(m);
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }

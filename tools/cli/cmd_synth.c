@@ -52,5 +52,5 @@ int cmd_synth(int argc, char **argv) {
         plume_convert_params cp = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2), .layout = layout};
         rc = plume_synth_bundle(&sp, &cp, bundle, &err);
     }
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }

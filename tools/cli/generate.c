@@ -117,7 +117,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     mp.isa = o->isa;
     mp.n_threads = o->n_threads;
     mp.exact = o->exact;
-    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
+    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error_free(err);
     if (!plume_model_tokenizer(g->m)) {
         gen_close(g);
         return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
@@ -128,13 +128,13 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     if (plume_session_new(&g->s, g->m, &sp, &err) ||
         plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     plume_spec_params dp = plume_spec_default_params();
     dp.draft_max = gen_draft(o);
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     g->logits = malloc((size_t)plume_model_n_vocab(g->m) * sizeof *g->logits);
     if (!g->logits) {
@@ -178,12 +178,6 @@ int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> and the config's eos ids. */
-static int is_stop_id(const gen_ctx *g, int32_t id) {
-    (void)g;
-    return id == 1 || id == 106 || id == 50;
-}
-
 /* Ids decided ahead by a speculative step, handed out one at a time. */
 typedef struct {
     int32_t id[PLUME_SAMPLER_UNDO];
@@ -199,7 +193,7 @@ static int32_t gen_next(gen_ctx *g, gen_queue *q, int32_t pending, int32_t cap) 
     if (q->next == q->n) {
         char *err = NULL;
         int32_t n = plume_spec_step(g->spec, g->s, g->smp, pending, q->id, cap, &err);
-        if (n < 0) return cli_lib_error(err), n;
+        if (n < 0) return cli_lib_error_free(err), n;
         q->n = n;
         q->next = 0;
     }
@@ -214,18 +208,18 @@ static int gen_settle(gen_ctx *g, int32_t n_fed, int32_t last) {
     int32_t have = plume_session_n_past(g->s);
     if (have > n_fed) {
         plume_sampler_rewind(g->smp, have - n_fed);
-        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error(err);
+        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error_free(err);
     } else if (have < n_fed) { /* the last id is pending */
         plume_sampler_accept(g->smp, last);
-        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error(err);
+        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error_free(err);
     }
     return 0;
 }
 
-int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
-    memset(st, 0, sizeof *st);
-    st->n_prompt = n;
-    st->last_id = -1;
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->n_prompt = n;
+    stats->last_id = -1;
     char *err = NULL;
     int32_t room = plume_session_n_ctx(g->s) - plume_session_n_past(g->s);
     if (n > room)
@@ -233,11 +227,11 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
                          plume_session_n_ctx(g->s));
     gen_interrupted = 0;
     double t0 = plume_now();
-    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error(err);
+    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error_free(err);
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
-    st->t_prefill = plume_now() - t0;
+    stats->t_prefill = plume_now() - t0;
     plume_stop_matcher sm;
-    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error(err);
+    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error_free(err);
     plume_detok_stream ds;
     plume_detok_stream_init(&ds, plume_model_tokenizer(g->m), 1);
     char piece[256];
@@ -250,27 +244,27 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     gen_queue q = {{0}, 0, 0};
     t0 = plume_now();
     int rc = 0;
-    while (g->o.n_predict < 0 || st->n_gen < g->o.n_predict) {
-        if (gen_interrupted) { st->stopped_by = 3; break; }
-        int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - st->n_gen;
+    while (g->o.n_predict < 0 || stats->n_gen < g->o.n_predict) {
+        if (gen_interrupted) { stats->stopped_by = 3; break; }
+        int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - stats->n_gen;
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
         if (id < 0) { rc = g->spec && pending >= 0 ? 1 : cli_error("sampling failed (no finite logit)"); break; }
-        st->last_id = id;
-        if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
+        stats->last_id = id;
+        if (plume_model_ends_turn(g->m, id)) { stats->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
         int hit = plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
         fwrite(emit, 1, n_emit, stdout);
         fflush(stdout);
-        st->n_gen++;
-        if (hit) { st->stopped_by = 2; break; }
-        if (pos >= n_ctx) { st->stopped_by = 4; break; }
+        stats->n_gen++;
+        if (hit) { stats->stopped_by = 2; break; }
+        if (pos >= n_ctx) { stats->stopped_by = 4; break; }
         pos++;
         if (g->spec) { pending = id; continue; } /* fed by the next speculative step */
         plume_sampler_accept(g->smp, id);
-        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
+        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error_free(err); break; }
     }
     if (g->spec && !rc) rc = gen_settle(g, pos, pending);
-    if (st->stopped_by != 2) {
+    if (stats->stopped_by != 2) {
         int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
         plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
         fwrite(emit, 1, n_emit, stdout);
@@ -278,27 +272,27 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         fwrite(emit, 1, n_emit, stdout);
     }
     fflush(stdout);
-    st->t_decode = plume_now() - t0;
-    plume_spec_stats(g->spec, &st->n_steps, &st->n_drafted, &st->n_accepted);
-    st->n_steps -= s0[0];
-    st->n_drafted -= s0[1];
-    st->n_accepted -= s0[2];
-    st->draft = g->spec ? gen_draft(&g->o) : 0;
+    stats->t_decode = plume_now() - t0;
+    plume_spec_stats(g->spec, &stats->n_steps, &stats->n_drafted, &stats->n_accepted);
+    stats->n_steps -= s0[0];
+    stats->n_drafted -= s0[1];
+    stats->n_accepted -= s0[2];
+    stats->draft = g->spec ? gen_draft(&g->o) : 0;
     plume_stop_matcher_free(&sm);
     return rc;
 }
 
-void gen_print_stats(const gen_stats *st) {
+void gen_print_stats(const gen_stats *stats) {
     static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
     char draft[128] = "";
-    if (st->draft > 0)
-        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", st->draft,
-                 (long long)st->n_accepted, (long long)st->n_drafted,
-                 st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
-                 st->n_steps ? (double)(st->n_steps + st->n_accepted) / (double)st->n_steps : 1.0);
+    if (stats->draft > 0)
+        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", stats->draft,
+                 (long long)stats->n_accepted, (long long)stats->n_drafted,
+                 stats->n_drafted ? 100.0 * (double)stats->n_accepted / (double)stats->n_drafted : 0.0,
+                 stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0);
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s]\n",
-            st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
-            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, draft, why[st->stopped_by]);
+            stats->n_prompt, stats->t_prefill > 0 ? stats->n_prompt / stats->t_prefill : 0.0, stats->n_gen,
+            stats->t_decode > 0 ? stats->n_gen / stats->t_decode : 0.0, draft, why[stats->stopped_by]);
 }
 
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {

@@ -52,9 +52,9 @@ void gen_close(gen_ctx *g);
 /* Tokenize text (no BOS); a malloc'd array. Invalid UTF-8 is an error message. */
 int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n);
 /* Feed the prompt ids, then sample and stream up to n_predict tokens to stdout. */
-int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st);
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *stats);
 /* Print the stats line on stderr. */
-void gen_print_stats(const gen_stats *st);
+void gen_print_stats(const gen_stats *stats);
 /* The chat-template text of a first turn: the optional system turn, the user message and
  * the generation prompt. */
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err);

@@ -230,11 +230,6 @@ static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int 
     slot_release(s, sl);
 }
 
-/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> (as plume run). */
-static int is_end_id(int32_t id) {
-    return id == 1 || id == 106 || id == 50;
-}
-
 /* Deliver the slot's next token id, drawn from logits [V], with n_past tokens before it (in
  * plain decoding, the session's). Returns 1 when that ended the answer (an end id, a stop
  * string, max_tokens or a full context; the slot is released), else 0. */
@@ -244,7 +239,7 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
-    if (is_end_id(id) && !j->req.ignore_eos) {
+    if (plume_model_ends_turn(s->m, id) && !j->req.ignore_eos) {
         slot_finish(s, sl, "stop", 0);
         return 1;
     }
