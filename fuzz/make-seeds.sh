@@ -30,6 +30,7 @@ cp "$B/chunk_1.safetensors" "$C/fuzz_safetensors/chunk_1"
 # configs: HF (mode 0) and bundle (mode 1)
 seed '\000' "$ROOT/tests/data/tiny-a/hf/config.json" "$C/fuzz_config/hf-tiny"
 seed '\000' "$ROOT/tests/data/e2b-config.json" "$C/fuzz_config/hf-e2b"
+seed '\000' "$ROOT/tests/data/tiny-e4b/hf/config.json" "$C/fuzz_config/hf-tiny-e4b"
 seed '\001' "$B/model_config.json" "$C/fuzz_config/bundle-tiny"
 
 # a whole bundle: model_config.json (0) or a chunk header (1-3)

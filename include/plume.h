@@ -481,7 +481,8 @@ int plume_convert_check_config(const char *path, char **err);
  * index), so the checkpoint and the bundle written directly hold the same numbers.
  * ------------------------------------------------------------------------------------- */
 typedef struct {
-    const char *config;    /* "tiny" (the golden tiny-a structure), "e2b", or a config.json path */
+    const char *config;    /* "tiny" (the golden tiny-a structure), "e2b", "e4b", or a
+                              config.json path */
     uint64_t seed;
     int32_t vocab;         /* > 0: the vocabulary size instead of the config's (>= 8) */
     const char *tokenizer; /* a directory whose tokenizer.json (+ tokenizer_config.json) is

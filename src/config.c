@@ -63,10 +63,14 @@ static int derive(plume_config *c, const char *name, char **err) {
 }
 
 void plume_config_default_chunks(plume_config *c) {
-    int32_t b1 = (int32_t)lround(c->L * 8.0 / 35.0), b2 = (int32_t)lround(c->L * 25.0 / 35.0);
+    int32_t own = c->first_shared; /* layers [0, own) hold every cache a later layer reads */
+    for (int32_t l = c->first_shared - 1; l >= 0; l--)
+        if (c->is_full[l]) { own = l + 1; break; }
+    int32_t b1 = (own + 1) / 2, b2 = own + (c->L - own) / 2;
     if (b1 < 1) b1 = 1;
+    if (b1 > c->L - 2) b1 = c->L - 2;
     if (b2 <= b1) b2 = b1 + 1;
-    if (b2 >= c->L) b2 = c->L - 1;
+    if (b2 > c->L - 1) b2 = c->L - 1;
     c->chunk[0] = 0;
     c->chunk[1] = b1;
     c->chunk[2] = b2;
@@ -112,7 +116,7 @@ static int hf_dims(plume_config *c, const json_obj *t, char **err) {
     int32_t vple;
     int rc;
     if ((rc = json_i32(t, "hidden_size", 2, 1 << 16, &c->D, err)) ||
-        (rc = json_i32(t, "num_hidden_layers", 2, PLUME_MAX_LAYERS, &c->L, err)) ||
+        (rc = json_i32(t, "num_hidden_layers", PLUME_N_CHUNKS, PLUME_MAX_LAYERS, &c->L, err)) ||
         (rc = json_i32(t, "num_attention_heads", 1, 256, &c->H, err)) ||
         (rc = json_i32(t, "num_key_value_heads", 1, 256, &c->Hkv, err)) ||
         (rc = json_i32(t, "head_dim", 2, 4096, &c->hd_sliding, err)) ||
@@ -187,9 +191,8 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
     if ((rc = parse_eos(c, eos ? eos : json_member(&t, "eos_token_id"), name, err))) goto done;
     snprintf(c->model_name, sizeof c->model_name, "gemma4");
     c->n_ctx = c->max_pos < 4096 ? c->max_pos : 4096;
-    plume_config_default_chunks(c);
     snprintf(c->weights, sizeof c->weights, "q8");
-    rc = derive(c, name, err);
+    if (!(rc = derive(c, name, err))) plume_config_default_chunks(c);
 done:
     cJSON_Delete(root);
     return rc;

@@ -56,7 +56,10 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
 int plume_config_read_bundle(plume_config *c, const char *path, char **err);
 /* Write model_config.json (Core ML keys plus plume's). */
 int plume_config_write_bundle(const plume_config *c, const char *path, char **err);
-/* Default chunk boundaries: E2B's [0,8) [8,25) [25,35), scaled to L layers. */
+/* Chunk boundaries as the seed (the public Core ML bundle) splits a model, after derive():
+ * own = 1 + the last full-attention layer that has its own K/V (every cache a later layer
+ * reads lies in [0, own)); chunks [0, (own+1)/2) [.., own + (L-own)/2) [.., L), none empty:
+ * E2B [0,8) [8,25) [25,35), E4B [0,12) [12,33) [33,42) (spec gemma4-multimodal.md 4.3). */
 void plume_config_default_chunks(plume_config *c);
 
 /* RoPE inverse frequencies of a layer type: inv[hd/2], zero past the rotated pairs. */

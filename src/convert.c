@@ -557,13 +557,13 @@ int plume_convert_check_config(const char *path, char **err) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : root, "model_type");
     if (!root) rc = plume_fail(err, PLUME_EFORMAT, "%s: not valid JSON", path);
     else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
-        rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B",
+        rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B and E4B",
                         cJSON_IsString(mt) ? mt->valuestring : "missing");
     else {
         plume_config c;
         char *why = NULL;
         if (plume_config_from_hf_text(&c, text, "config.json", &why)) {
-            rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 E2B-shaped model plume can run: %s", why);
+            rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 (E2B or E4B) model plume can run: %s", why);
             free(why);
         }
     }

@@ -22,7 +22,7 @@ typedef struct {
 int source_hf_open(conv_source *src, const char *dir, char **err);
 void source_hf_close(conv_source *src);
 
-/* A source of random weights in the real layout for a config ("tiny", "e2b" or a config.json
+/* A source of random weights in the real layout for a config ("tiny", "e2b", "e4b" or a config.json
  * path), every element a pure function of (seed, tensor name, index); vocab > 0 overrides
  * the config's vocabulary size (synth.c). */
 int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32_t vocab, char **err);

@@ -33,6 +33,8 @@ typedef struct {
 typedef struct {
     plume_config cfg;
     char *config_json;
+    int32_t vision_out, audio_out; /* the towers' widths the embedders project from: vision
+                                      hidden_size, audio output_proj_dims (8 without them) */
     int32_t n;
     synth_tensor t[SYNTH_MAX_TENSORS];
 } synth_ctx;
@@ -94,13 +96,23 @@ static void build_list(synth_ctx *s, uint64_t seed) {
         add(s, seed, NAME("%slayers.%d.post_per_layer_input_norm.weight", p, l), 1, D, 0, 0.5f, 1.5f);
         add(s, seed, NAME("%slayers.%d.layer_scalar", p, l), 1, 1, 0, 0.1f, 0.9f);
     }
-    /* The towers a text-only loader must skip (small stand-ins for the real ones). */
+    /* The towers a text-only loader must skip: small stand-ins for the real ones, but the
+     * embedders project from the config's tower widths to D (E4B: [2560, 768], [2560, 1536]). */
     add(s, seed, "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, 8, 8, -0.1f, 0.1f);
     add(s, seed, "model.vision_tower.patch_embedder.input_proj.weight", 2, 8, 12, -0.1f, 0.1f);
     add(s, seed, "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", 2, 32, 8, -0.1f, 0.1f);
-    add(s, seed, "model.embed_vision.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
-    add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
+    add(s, seed, "model.embed_vision.embedding_projection.weight", 2, c->D, s->vision_out, -0.1f, 0.1f);
+    add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, s->audio_out, -0.1f, 0.1f);
 #undef NAME
+}
+
+/* An integer member of config.json's object `tower` (vision_config, audio_config), or dflt. */
+static int32_t tower_int(const char *config_json, const char *tower, const char *key, int32_t dflt) {
+    cJSON *root = cJSON_Parse(config_json);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, tower), key);
+    int32_t out = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 1 << 16 ? (int32_t)v->valuedouble : dflt;
+    cJSON_Delete(root);
+    return out;
 }
 
 /* The entry of a name, or NULL. */
@@ -160,6 +172,7 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     int rc = 0;
     if (!strcmp(config, "tiny")) s->config_json = strdup(synth_config_tiny);
     else if (!strcmp(config, "e2b")) s->config_json = strdup(synth_config_e2b);
+    else if (!strcmp(config, "e4b")) s->config_json = strdup(synth_config_e4b);
     else rc = plume_read_file(config, &s->config_json, NULL, err);
     if (!rc && !s->config_json) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc && vocab > 0) rc = override_vocab(&s->config_json, vocab, err);
@@ -169,6 +182,8 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
         free(s);
         return rc;
     }
+    s->vision_out = tower_int(s->config_json, "vision_config", "hidden_size", 8);
+    s->audio_out = tower_int(s->config_json, "audio_config", "output_proj_dims", 8);
     build_list(s, seed);
     src->ctx = s;
     src->config_json = s->config_json;

@@ -1,5 +1,8 @@
-/* t_tiny.h -- fixtures of the golden tiny model shared by the tests that step it: its four
- * bundles converted by the CLI, and its golden token ids. */
+/* t_tiny.h -- fixtures of the golden tiny models shared by the tests that step them: their
+ * four bundles converted by the CLI, and their golden token ids. The models are the folders of
+ * tests/data: "tiny-a" (E2B's structure) and "tiny-e4b" (E4B's: 2 KV heads, full attention
+ * every 6th layer, KV shared from layers 4 and 5, no double-wide MLP); both have a vocabulary
+ * of 512, a sliding window of 8 and 48 golden ids. */
 #ifndef PLUME_T_TINY_H
 #define PLUME_T_TINY_H
 
@@ -22,21 +25,21 @@ static plume_model *t_tiny_open(const char *dir, const char *isa, int32_t thread
     return m;
 }
 
-/* Convert tiny-a's checkpoint into dir/f32, dir/bf16, dir/q8 and dir/q4 (paths into out). */
-static void t_tiny_bundles(const char *dir, char out[4][600]) {
+/* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out). */
+static void t_tiny_bundles(const char *model, const char *dir, char out[4][600]) {
     char log[4096];
     for (int w = 0; w < 4; w++) {
-        snprintf(out[w], 600, "%s/%s", dir, t_tiny_wnames[w]);
-        if (t_sh(log, sizeof log, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
+        snprintf(out[w], 600, "%s/%s-%s", dir, model, t_tiny_wnames[w]);
+        if (t_sh(log, sizeof log, "%s/plume convert %s/%s/hf %s --weights %s --quiet", t_build(), t_data(), model,
                  out[w], t_tiny_wnames[w]))
             printf("  setup: %s\n", log);
     }
 }
 
-/* tiny-a's golden ids (ids.npy), at most max of them into ids; how many, or 0. */
-static int64_t t_tiny_ids(int32_t *ids, int64_t max) {
+/* A tiny model's golden ids (ids.npy), at most max of them into ids; how many, or 0. */
+static int64_t t_tiny_ids(const char *model, int32_t *ids, int64_t max) {
     char path[700];
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    snprintf(path, sizeof path, "%s/%s/ids.npy", t_data(), model);
     plume_map mp;
     npy_view v;
     char *err = NULL;

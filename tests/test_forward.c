@@ -1,6 +1,8 @@
 /* test_forward.c -- the forward pass against the golden tiny-a data, through the real path:
  * `plume convert` of the HF checkpoint, then the library (every ISA, every step size) and
- * `plume logits`. */
+ * `plume logits`; then against tiny-e4b's (E4B's structure: 2 KV heads, full attention every
+ * 6th layer, caches shared from layers 4 and 5), whose golden data has no quantized-weight
+ * logits and no layer-by-layer trace with the INT8 embeddings. */
 #include <stdint.h>
 #include <unistd.h>
 
@@ -19,13 +21,14 @@
 #define PLE_MAX_ABS 1e-4
 
 static char *tmp;             /* scratch directory with the converted bundles */
+static const char *model;     /* the golden model: tests/data/MODEL */
 static char bundle[4][600];   /* f32, bf16, q8, q4 */
 static const char *const *precs = t_tiny_wnames; /* f32, bf16, q8, q4 */
 
 /* Load a golden .npy as floats (malloc'd); count in *n. */
 static float *golden(const char *name, int64_t *n) {
     char path[512];
-    snprintf(path, sizeof path, "%s/tiny-a/%s", t_data(), name);
+    snprintf(path, sizeof path, "%s/%s/%s", t_data(), model, name);
     plume_map m;
     npy_view v;
     char *err = NULL;
@@ -84,18 +87,38 @@ static float *run_logits(plume_model *m, const int32_t *ids, int32_t n, int32_t 
     return lg;
 }
 
-/* Convert tiny-a at every precision through the CLI. */
-static void setup(void) {
-    tmp = t_tmpdir("forward");
-    t_tiny_bundles(tmp, bundle);
+/* Convert a golden model at every precision through the CLI. */
+static void setup(const char *name) {
+    model = name;
+    t_tiny_bundles(model, tmp, bundle);
 }
 
-/* Compare logits of one bundle with a golden file for every ISA and step size. */
+/* Logits [n, V] of a q8/q4 bundle with quantized weights but exact float32 activations: the
+ * golden emulation (logits_w8, logits_w4) where the model has one, else the scalar kernels'
+ * (tiny-e4b: the quantized kernels are checked against the golden data on tiny-a, and every
+ * other ISA is checked here against the scalar one). */
+static float *quant_reference(int which, int64_t *gn) {
+    char path[600];
+    const char *name = which == 2 ? "logits_w8.npy" : "logits_w4.npy";
+    snprintf(path, sizeof path, "%s/%s/%s", t_data(), model, name);
+    if (access(path, R_OK) == 0) return golden(name, gn);
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    plume_model *m = ids ? open_model(bundle[which], "scalar", 1) : NULL;
+    float *lg = m ? run_logits(m, ids, n, n) : NULL;
+    *gn = m ? (int64_t)n * plume_model_n_vocab(m) : 0;
+    plume_model_free(m);
+    free(ids);
+    return lg;
+}
+
+/* Compare logits of one bundle with a golden file (NULL: quant_reference) for every ISA and
+ * step size. */
 static void check_bundle(int which, const char *gold, const int32_t *steps, int nsteps) {
     int32_t n;
     int32_t *ids = golden_ids(&n);
     int64_t gn;
-    float *ref = golden(gold, &gn);
+    float *ref = gold ? golden(gold, &gn) : quant_reference(which, &gn);
     CHECK(ids && ref, "golden data missing");
     if (!ids || !ref) return;
     const char *isas[8];
@@ -132,16 +155,16 @@ static void test_bf16_logits(void) {
     check_bundle(1, "logits_q8emb.npy", steps, 3);
 }
 
-/* q8 weights against the emulated golden logits_w8. */
+/* q8 weights against the emulated golden logits_w8 (tiny-e4b: the scalar kernels'). */
 static void test_q8_logits(void) {
     int32_t steps[] = {1, 48};
-    check_bundle(2, "logits_w8.npy", steps, 2);
+    check_bundle(2, NULL, steps, 2);
 }
 
-/* q4 weights against the emulated golden logits_w4. */
+/* q4 weights against the emulated golden logits_w4 (tiny-e4b: the scalar kernels'). */
 static void test_q4_logits(void) {
     int32_t steps[] = {1, 48};
-    check_bundle(3, "logits_w4.npy", steps, 2);
+    check_bundle(3, NULL, steps, 2);
 }
 
 /* The residual stream after every layer and the per-layer inputs, layer by layer. */
@@ -180,12 +203,24 @@ static void test_hidden_and_ple_per_layer(void) {
     free(pref);
 }
 
-/* Greedy decoding, one token at a time on the cached state, equals greedy_q8emb. */
+/* tiny-e4b's golden has no greedy_q8emb, only greedy.npy, the continuation with the exact
+ * embeddings, which plume (reading the INT8 sidecars) cannot run: the INT8 embeddings move the
+ * prompt's logits by 7.7% relative RMS, up to 4.4 (its stats.json), and its path leaves the
+ * exact one at the last of 16 tokens (250 for 186). The first 15 hold, each with a margin of
+ * 0.29 or more over the runner-up: a wrong cache, KV source or head grouping loses them. */
+#define GREEDY_EXACT_PREFIX 15
+
+/* Greedy decoding, one token at a time on the cached state, equals greedy_q8emb (where the
+ * model has none: the first GREEDY_EXACT_PREFIX tokens of greedy, with exact embeddings). */
 static void test_greedy_continuation(void) {
     int32_t n;
     int32_t *ids = golden_ids(&n);
     int64_t gn;
-    float *gref = golden("greedy_q8emb.npy", &gn);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/greedy_q8emb.npy", t_data(), model);
+    int q8emb = access(path, R_OK) == 0;
+    float *gref = golden(q8emb ? "greedy_q8emb.npy" : "greedy.npy", &gn);
+    if (gref && !q8emb && gn > GREEDY_EXACT_PREFIX) gn = GREEDY_EXACT_PREFIX;
     for (int which = 0; which < 2; which++) {
         plume_model *m = open_model(bundle[which], NULL, 2);
         CHECK(m && ids && gref, "setup");
@@ -244,7 +279,7 @@ static void test_int8_activations(void) {
     int nisa = plume_kernels_available(isas, 8), ran = 0;
     for (int which = 2; which < 4; which++) {
         int64_t gn;
-        float *ref = golden(which == 2 ? "logits_w8.npy" : "logits_w4.npy", &gn);
+        float *ref = quant_reference(which, &gn);
         CHECK(ids && ref, "golden data missing");
         for (int ii = 0; ref && ii < nisa; ii++) {
             plume_model *m = t_tiny_open(bundle[which], isas[ii], 2, 0);
@@ -293,8 +328,8 @@ static void test_int8_activations(void) {
 static void test_cli_logits(void) {
     char out[4096], npy[600];
     snprintf(npy, sizeof npy, "%s/cli.npy", tmp);
-    int st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/tiny-a/ids.npy --step 3 -o %s", t_build(),
-                  bundle[0], t_data(), npy);
+    int st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/%s/ids.npy --step 3 -o %s", t_build(),
+                  bundle[0], t_data(), model, npy);
     CHECK(st == 0, "plume logits failed: %s", out);
     plume_map m;
     npy_view v;
@@ -315,8 +350,8 @@ static void test_cli_logits(void) {
     float *w8 = golden("logits_w8.npy", &gn);
     plume_model *m8 = t_tiny_open(bundle[2], NULL, 1, 0);
     for (int fast = 0; fast < 2 && w8 && m8; fast++) {
-        st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/tiny-a/ids.npy -o %s %s", t_build(), bundle[2],
-                  t_data(), npy, fast ? "--fast" : "");
+        st = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s/%s/ids.npy -o %s %s", t_build(), bundle[2],
+                  t_data(), model, npy, fast ? "--fast" : "");
         CHECK(st == 0, "plume logits%s failed: %s", fast ? " --fast" : "", out);
         if (st || npy_open(npy, &m, &v, &err)) break;
         got = malloc((size_t)v.count * 4);
@@ -410,11 +445,11 @@ static void test_layouts_agree(void) {
         char rows[600], tiles[600], out[4096];
         snprintf(rows, sizeof rows, "%s/tiny-%s-rows", tmp, precs[which]);
         snprintf(tiles, sizeof tiles, "%s/tiny-%s-tiles", tmp, precs[which]);
-        int st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --layout rows --quiet", t_build(),
-                      t_data(), rows, precs[which]);
+        int st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights %s --layout rows --quiet", t_build(),
+                      t_data(), model, rows, precs[which]);
         CHECK(st == 0, "convert --layout rows: %s", out);
-        if (!st) st = t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights %s --layout tiles --quiet",
-                           t_build(), t_data(), tiles, precs[which]);
+        if (!st) st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights %s --layout tiles --quiet",
+                           t_build(), t_data(), model, tiles, precs[which]);
         CHECK(st == 0, "convert --layout tiles: %s", out);
         if (which == 2 && !st) { /* a chunk of version 1 (before tiles) is still read: the same model */
             char v1[600];
@@ -530,7 +565,8 @@ static void test_ends_turn(void) {
 }
 
 int main(void) {
-    setup();
+    tmp = t_tmpdir("forward");
+    setup("tiny-a");
     RUN(test_ends_turn);
     RUN(test_f32_logits_every_step);
     RUN(test_bf16_logits);
@@ -544,6 +580,13 @@ int main(void) {
     RUN(test_rope_e2b);
     RUN(test_rope_tables_written);
     RUN(test_stream_probe);
+    setup("tiny-e4b");
+    RUN_ON("tiny-e4b", test_f32_logits_every_step);
+    RUN_ON("tiny-e4b", test_bf16_logits);
+    RUN_ON("tiny-e4b", test_q8_logits);
+    RUN_ON("tiny-e4b", test_q4_logits);
+    RUN_ON("tiny-e4b", test_greedy_continuation);
+    RUN_ON("tiny-e4b", test_int8_activations);
     char out[256];
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

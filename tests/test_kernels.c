@@ -480,10 +480,11 @@ static void attn_case_check(const plume_kernels *kt, const attn_case *a) {
     free(acc), free(acc2), free(p);
 }
 
-/* The scalar table and the current one on head counts that leave chunks of 8, 4 and 1,
- * head sizes with vector tails, runs of float and int8 rows mixed, 1..96 rows each. */
+/* The scalar table and the current one on head counts that leave chunks of 8, 4 and 1 (8 and
+ * 4 are E2B's and E4B's query heads per KV head), head sizes with vector tails, runs of float
+ * and int8 rows mixed, 1..96 rows each. */
 static void test_attn_block(void) {
-    static const int32_t nhs[] = {1, 2, 3, 8, 9, 13}, hds[] = {1, 7, 16, 40, 72, 256, 512};
+    static const int32_t nhs[] = {1, 2, 3, 4, 8, 9, 13}, hds[] = {1, 7, 16, 40, 72, 256, 512};
     uint64_t rng = 7;
     for (size_t a = 0; a < sizeof nhs / sizeof *nhs; a++)
         for (size_t b = 0; b < sizeof hds / sizeof *hds; b++) {

@@ -1,7 +1,8 @@
 /* test_session.c -- stateful sessions: save -> load in a new process -> continue equals the
  * uninterrupted run; rewinds (to 0, inside the window, far before it) and prefix reuse equal
- * fresh prefills; foreign, truncated and corrupt state files are refused. tiny-a has a
- * sliding window of 8, so 48 tokens wrap the rings six times. */
+ * fresh prefills; foreign, truncated and corrupt state files are refused; on tiny-a (E2B's
+ * structure) and most of it again on tiny-e4b (E4B's). Both have a sliding window of 8, so 48
+ * tokens wrap the rings six times. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -451,24 +452,35 @@ static void test_long_context(void) {
     plume_model_free(m);
 }
 
-int main(void) {
-    tmp = t_tmpdir("session");
-    snprintf(f32b, sizeof f32b, "%s/f32", tmp);
-    snprintf(bf16b, sizeof bf16b, "%s/bf16", tmp);
-    snprintf(synb, sizeof synb, "%s/syn", tmp);
+/* Convert a tiny model (f32, bf16, and as the q8 bundle synb: tiny-a's is a synthetic one of
+ * another seed) and load its golden ids and logits_q8emb. */
+static void setup_model(const char *model) {
     char out[4096], path[600];
-    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights f32 --quiet && %s/plume convert %s/tiny-a/hf "
-             "%s --weights bf16 --quiet && %s/plume synth --config tiny --seed 5 --bundle %s --weights q8",
-             t_build(), t_data(), f32b, t_build(), t_data(), bf16b, t_build(), synb))
-        printf("  setup: %s\n", out);
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    snprintf(f32b, sizeof f32b, "%s/%s-f32", tmp, model);
+    snprintf(bf16b, sizeof bf16b, "%s/%s-bf16", tmp, model);
+    snprintf(synb, sizeof synb, "%s/%s-q8", tmp, model);
+    int st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights f32 --quiet && %s/plume convert %s/%s/hf "
+                  "%s --weights bf16 --quiet", t_build(), t_data(), model, f32b, t_build(), t_data(), model, bf16b);
+    if (!st && !strcmp(model, "tiny-a"))
+        st = t_sh(out, sizeof out, "%s/plume synth --config tiny --seed 5 --bundle %s --weights q8", t_build(), synb);
+    else if (!st)
+        st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights q8 --quiet", t_build(), t_data(), model, synb);
+    if (st) printf("  setup: %s\n", out);
+    snprintf(path, sizeof path, "%s/%s/ids.npy", t_data(), model);
     int64_t n;
     float *f = load_npy(path, &n);
     for (int64_t i = 0; f && i < n; i++) ids[i] = (int32_t)f[i];
     n_ids = (int32_t)n;
     free(f);
-    snprintf(path, sizeof path, "%s/tiny-a/logits_q8emb.npy", t_data());
+    free(gold);
+    snprintf(path, sizeof path, "%s/%s/logits_q8emb.npy", t_data(), model);
     gold = load_npy(path, &n);
+}
+
+int main(void) {
+    tmp = t_tmpdir("session");
+    char out[256];
+    setup_model("tiny-a");
     RUN(test_rewind_to_zero);
     RUN(test_rewind_inside_window);
     RUN(test_rewind_far_before_window);
@@ -481,6 +493,17 @@ int main(void) {
     RUN(test_long_context);
     RUN(test_state_values_validated);
     RUN(test_kv8_nonfinite_rows);
+    /* E4B's structure: 2 KV heads, 6 caches in chunks 1 and 2, layers 6-11 read those of 4 and 5 */
+    setup_model("tiny-e4b");
+    RUN_ON("tiny-e4b", test_rewind_to_zero);
+    RUN_ON("tiny-e4b", test_rewind_inside_window);
+    RUN_ON("tiny-e4b", test_rewind_far_before_window);
+    RUN_ON("tiny-e4b", test_prefix_reuse);
+    RUN_ON("tiny-e4b", test_save_load_new_process);
+    RUN_ON("tiny-e4b", test_foreign_truncated_corrupt_refused);
+    RUN_ON("tiny-e4b", test_kv8_error_and_state);
+    RUN_ON("tiny-e4b", test_long_context);
+    RUN_ON("tiny-e4b", test_state_values_validated);
     free(gold);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
