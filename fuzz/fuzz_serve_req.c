@@ -259,10 +259,11 @@ static void answer(serve_request *r, const serve_dialect *d, int32_t *ids, int32
         serve_job_unref(j);
         return;
     }
-    if (j->req.prompt_logprobs >= 0) {
+    if (j->req.prompt_logprobs >= 0 || (j->req.echo && j->req.logprobs)) {
+        j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs ? j->req.prompt_logprobs : j->req.top_logprobs;
         if (!(j->prompt_lps = calloc((size_t)n_ids, sizeof *j->prompt_lps))) abort();
         for (int32_t i = 0; i < n_ids; i++) {
-            j->prompt_lps[i] = logprob_of((const uint8_t *)&ids[i], 4, j->req.prompt_logprobs);
+            j->prompt_lps[i] = logprob_of((const uint8_t *)&ids[i], 4, j->prompt_top);
             j->prompt_lps[i].id = ids[i];
         }
         j->prompt_lps[0].logprob = NAN;

@@ -122,9 +122,10 @@ typedef struct {
     int32_t ignore_eos;         /* end-of-turn ids do not end the answer */
     int32_t logprobs;           /* return the chosen tokens' log-probabilities */
     int32_t top_logprobs;       /* 0..SERVE_MAX_TOP_LOGPROBS alternatives per token */
-    int32_t echo;               /* completion: the answer's text starts with the prompt's */
+    int32_t echo;               /* completion: the answer's text starts with the prompt's (with
+                                   logprobs: the prompt tokens' log-probabilities too) */
     int32_t prompt_logprobs;    /* -1: none; 0..SERVE_MAX_TOP_LOGPROBS: the prompt tokens' log-
-                                   probabilities with that many alternatives (no prompt reuse) */
+                                   probabilities with that many alternatives (vLLM's field) */
 } serve_request;
 
 struct serve_dialect;
@@ -337,6 +338,7 @@ typedef struct serve_job {
     int32_t in_thought;       /* chat: the prompt opened the thought channel */
     serve_logprob *prompt_lps;/* [n_ids] when asked (req.echo && logprobs, or prompt_logprobs): */
                               /*   entry i is ids[i] given ids[<i]; entry 0 has none (NaN) */
+    int32_t prompt_top;       /* alternatives per prompt token */
     char id[48];              /* "<dialect id_prefix>-..." */
     const char *model;        /* the name the model is served as */
     int64_t created;          /* Unix seconds */

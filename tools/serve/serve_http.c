@@ -294,7 +294,8 @@ static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *
     if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, e);
     if (!rc && r.kind != SERVE_LOAD) rc = job_fit(sv, &r, n, e);
     serve_logprob *plp = NULL;
-    if (!rc && r.prompt_logprobs >= 0 && !(plp = calloc((size_t)n, sizeof *plp)))
+    int32_t want_plp = r.prompt_logprobs >= 0 || (r.echo && r.logprobs);
+    if (!rc && want_plp && !(plp = calloc((size_t)n, sizeof *plp)))
         rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     serve_job *j = rc ? NULL : serve_job_new(&r, d);
     if (!rc && !j) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -309,6 +310,8 @@ static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *
     j->n_ids = n;
     j->echo_from = echo_from;
     j->prompt_lps = plp;
+    j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs || !j->req.echo ? j->req.prompt_logprobs : j->req.top_logprobs;
+    if (j->prompt_top < 0) j->prompt_top = 0;
     j->in_thought = in_thought;
     j->tok = sv->tok;
     j->created = (int64_t)time(NULL);

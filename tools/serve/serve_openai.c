@@ -331,7 +331,6 @@ static int parse_completion(serve_request *r, const char *body, size_t len, serv
     if (!rc && lp >= 0) {
         r->logprobs = 1;
         r->top_logprobs = (int32_t)lp;
-        if (r->echo && r->prompt_logprobs < 0) r->prompt_logprobs = (int32_t)lp;
     }
     cJSON_Delete(root);
     return rc;
@@ -578,7 +577,7 @@ static void stream_prompt(chat_buf *out, serve_job *j, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
     openai_state none = {{0}}, *st = j->state ? j->state : &none;
     if (chat && (j->req.prompt_logprobs < 0 || ev->choice)) return;
-    if (!chat && !j->req.echo && j->req.prompt_logprobs < 0) return;
+    if (!chat && !j->req.echo && j->req.prompt_logprobs < 0) return; /* the event means nothing here */
     cJSON *c, *root = chunk_of(j, ev->choice, &c);
     if (chat) {
         cJSON_AddObjectToObject(c, "delta");

@@ -384,7 +384,7 @@ static void score_rows(serve_sched *s, serve_slot *sl) {
         if (p + 1 < j->n_ids) {
             serve_logprob *lp = &j->prompt_lps[p + 1];
             lp->id = j->ids[p + 1];
-            lp->n_top = j->req.prompt_logprobs > 0 ? j->req.prompt_logprobs : 0;
+            lp->n_top = j->prompt_top;
             lp->logprob = logprob_top(row, s->V, lp->id, lp->n_top, lp->top_ids, lp->top_lps);
             lp->rank = 1;
             for (int32_t v = 0; v < s->V; v++) lp->rank += row[v] > row[lp->id];
