@@ -438,8 +438,9 @@ static cJSON *json_error(const serve_error *e) {
     for (size_t i = 0; i < sizeof map / sizeof *map; i++)
         if (e->status == map[i].status) type = map[i].type;
     if (e->status == 405) type = "invalid_request_error";
-    cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
+    cJSON *o = cJSON_CreateObject(), *err;
     cJSON_AddStringToObject(o, "type", "error");
+    err = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(err, "type", type);
     cJSON_AddStringToObject(err, "message", e->message);
     return o;
