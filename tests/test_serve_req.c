@@ -208,18 +208,18 @@ static serve_job *job_head(const serve_dialect *d, serve_kind kind) {
 }
 
 /* The JSON of the one "data: " event in bytes (NULL if none). */
-static cJSON *sse_json(const chat_buf *b) {
+static cJSON *sse_json(const plume_buf *b) {
     const char *p = b->p ? strstr(b->p, "data: ") : NULL;
     return p ? cJSON_Parse(p + 6) : NULL;
 }
 
 static void test_reply_json(void) {
     serve_job *j = job_head(&serve_openai_chat, SERVE_CHAT);
-    chat_buf b = {0};
+    plume_buf b = {0};
     serve_event ev = {.kind = SERVE_EV_START};
     serve_openai_chat.stream(&b, j, &ev);
     ev = (serve_event){.kind = SERVE_EV_TEXT, .text = "hé", .len = 3};
-    chat_buf tb = {0};
+    plume_buf tb = {0};
     serve_openai_chat.stream(&tb, j, &ev);
     cJSON *root = sse_json(&b), *rt = sse_json(&tb);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
@@ -236,7 +236,7 @@ static void test_reply_json(void) {
     free(b.p);
     free(tb.p);
     serve_usage u = {.prompt = 9, .completion = 4, .cached = 3};
-    b = (chat_buf){0};
+    b = (plume_buf){0};
     j->req.include_usage = 1;
     ev = (serve_event){.kind = SERVE_EV_DONE, .usage = &u};
     serve_openai_chat.stream(&b, j, &ev);

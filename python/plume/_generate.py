@@ -23,7 +23,7 @@ _STOP_IDS = (1, 106, 50)
 
 class StopMatcher:
     """Holds back generated text that may be the start of a stop string, as the CLI's
-    plume_stop_matcher (src/chat.h) does; text, not bytes, since the pieces are whole
+    plume_stop_matcher (src/chat/chat.h) does; text, not bytes, since the pieces are whole
     characters."""
 
     def __init__(self, stops):

@@ -3,7 +3,7 @@
  *
  * What it owns: the transport (libmicrohttpd), the routes, the internal request, the
  * scheduler, the answers and the dialects. What it may call: libplume (plume.h and the
- * utility headers chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
+ * utility headers chat/chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
  * serve_run and nothing else) and the Hub.
  *
  * Its files, in the order a request goes through them:
@@ -38,7 +38,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "chat/chat.h"
+#include "common.h"
 #include "plume.h"
 
 #define SERVE_MAX_STOPS 16        /* stop strings a request may give */
@@ -99,7 +100,8 @@ typedef struct {
     serve_kind kind;
     char *model;                /* as given (any name is served by the one model) */
     serve_message *msgs;        /* [n_msgs] chat */
-    int32_t n_msgs, cap_msgs;
+    int32_t n_msgs;
+    size_t cap_msgs;
     int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
@@ -275,7 +277,7 @@ typedef struct serve_dialect {
      * 0, or an HTTP status with e filled. */
     int (*parse)(serve_request *r, const char *body, size_t len, serve_error *e);
     /* The bytes of one event of a streamed answer, appended to out. */
-    void (*stream)(chat_buf *out, struct serve_job *j, const serve_event *ev);
+    void (*stream)(plume_buf *out, struct serve_job *j, const serve_event *ev);
     /* The body of a whole (non-streamed) answer of n choices and their usage, malloc'd (NULL:
      * out of memory). u is NULL for a SERVE_LOAD request. */
     char *(*reply)(const struct serve_job *j, const serve_reply *r, int32_t n, const serve_usage *u);
@@ -319,11 +321,12 @@ int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_
  * Everything above `mu` is written by the connection before submitting and read-only after. */
 /* A choice's whole answer, gathered while it is generated (requests not streamed). */
 typedef struct {
-    chat_buf text, thought;
+    plume_buf text, thought;
     serve_tool_call *calls; /* [n_calls] */
     int32_t n_calls;
     serve_logprob *lps;     /* [n_lps] */
-    int32_t n_lps, cap_lps;
+    int32_t n_lps;
+    size_t cap_lps;
     const char *finish;     /* once ended: "stop", "length", "tool_calls" */
     int32_t stop;           /* the index of the stop string that ended it, or -1 */
 } serve_gathered;
@@ -345,7 +348,7 @@ typedef struct serve_job {
     void *state;              /* the dialect's state of a stream (dialect->state_size bytes) */
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled when bytes arrive or the job ends */
-    chat_buf out;            /* bytes to send: stream events, or the whole reply */
+    plume_buf out;            /* bytes to send: stream events, or the whole reply */
     size_t out_sent;
     int32_t status;           /* HTTP status of a non-streamed reply */
     int32_t done;             /* the scheduler wrote its last byte */

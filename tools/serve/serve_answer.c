@@ -113,7 +113,7 @@ static void job_event(serve_job *j, const serve_event *ev) {
  * its status, and done. */
 static void job_finish(serve_job *j, int32_t status, char *body) {
     pthread_mutex_lock(&j->mu);
-    if (body && !j->done) chat_buf_puts(&j->out, body);
+    if (body && !j->done) plume_buf_puts(&j->out, body);
     job_done_locked(j, status);
     pthread_mutex_unlock(&j->mu);
     free(body);
@@ -142,7 +142,7 @@ void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *
     pthread_mutex_lock(&j->mu);
     if (!j->done) {
         if (j->req.stream) j->dialect->stream(&j->out, j, &ev);
-        else if (body) chat_buf_puts(&j->out, body);
+        else if (body) plume_buf_puts(&j->out, body);
     }
     j->cancelled = 1;
     job_done_locked(j, status);
@@ -158,17 +158,10 @@ static void put_text(serve_answer *a, serve_event_kind kind, const char *text, s
     serve_job *j = a->job;
     if (!j->req.stream) {
         serve_gathered *g = &a->g;
-        chat_buf_put(kind == SERVE_EV_THOUGHT ? &g->thought : &g->text, text, n);
-        if (lp && j->req.logprobs) {
-            if (g->n_lps == g->cap_lps) {
-                int32_t cap = g->cap_lps ? g->cap_lps * 2 : 64;
-                serve_logprob *nl = realloc(g->lps, (size_t)cap * sizeof *nl);
-                if (!nl) return; /* out of memory: the entry is dropped */
-                g->lps = nl;
-                g->cap_lps = cap;
-            }
+        plume_buf_put(kind == SERVE_EV_THOUGHT ? &g->thought : &g->text, text, n);
+        /* out of memory: the entry is dropped */
+        if (lp && j->req.logprobs && !plume_grow(&g->lps, &g->cap_lps, (size_t)g->n_lps + 1, sizeof *g->lps))
             g->lps[g->n_lps++] = *lp;
-        }
         return;
     }
     if (!n && !lp) return;

@@ -27,24 +27,19 @@ static int result_text(const cJSON *c, const char *param, char **out, serve_erro
     if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? 0 : OOM(e);
     if (cJSON_IsString(c)) return (*out = strdup(c->valuestring)) ? 0 : OOM(e);
     if (!cJSON_IsArray(c)) return serve_json_bad(e, param, "a string or a list of text blocks");
-    chat_buf b = {0};
+    plume_buf b = {0};
     const cJSON *blk;
     cJSON_ArrayForEach(blk, c) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            free(b.p);
+            plume_buf_free(&b);
             return serve_json_unsupported(e, param, "holds a block other than text (only text results are supported)");
         }
-        if (b.len) chat_buf_puts(&b, "\n");
-        chat_buf_puts(&b, text->valuestring);
+        if (b.len) plume_buf_puts(&b, "\n");
+        plume_buf_puts(&b, text->valuestring);
     }
-    if (b.oom) {
-        free(b.p);
-        return OOM(e);
-    }
-    *out = b.p ? b.p : strdup("");
-    return *out ? 0 : OOM(e);
+    return (*out = plume_buf_take(&b)) ? 0 : OOM(e);
 }
 
 /* A user message: tool_result blocks become tool messages, then the text blocks one user
@@ -375,15 +370,15 @@ static cJSON *message_head(const serve_job *j) {
 }
 
 /* Append "event: <name>\ndata: <json>\n\n" (o freed). */
-static void sse(chat_buf *out, const char *name, cJSON *o) {
+static void sse(plume_buf *out, const char *name, cJSON *o) {
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (!s) return;
-    chat_buf_puts(out, "event: ");
-    chat_buf_puts(out, name);
-    chat_buf_puts(out, "\ndata: ");
-    chat_buf_puts(out, s);
-    chat_buf_puts(out, "\n\n");
+    plume_buf_puts(out, "event: ");
+    plume_buf_puts(out, name);
+    plume_buf_puts(out, "\ndata: ");
+    plume_buf_puts(out, s);
+    plume_buf_puts(out, "\n\n");
     free(s);
 }
 
@@ -396,14 +391,14 @@ static cJSON *block_event(const char *type, int32_t index) {
 }
 
 /* Close the open block (content_block_stop). */
-static void block_close(chat_buf *out, anthropic_state *st) {
+static void block_close(plume_buf *out, anthropic_state *st) {
     if (st->open == BLOCK_NONE) return;
     sse(out, "content_block_stop", block_event("content_block_stop", st->n_blocks - 1));
     st->open = BLOCK_NONE;
 }
 
 /* Make a block of kind (thinking or text) the open one: content_block_start. */
-static void block_open(chat_buf *out, anthropic_state *st, int32_t kind) {
+static void block_open(plume_buf *out, anthropic_state *st, int32_t kind) {
     if (st->open == kind) return;
     block_close(out, st);
     cJSON *o = block_event("content_block_start", st->n_blocks++), *b = cJSON_AddObjectToObject(o, "content_block");
@@ -418,7 +413,7 @@ static void block_open(chat_buf *out, anthropic_state *st, int32_t kind) {
 }
 
 /* A content_block_delta of the open block. */
-static void block_delta(chat_buf *out, anthropic_state *st, const char *type, const char *key, const char *text,
+static void block_delta(plume_buf *out, anthropic_state *st, const char *type, const char *key, const char *text,
                         size_t len) {
     char *t = strndup(text, len);
     cJSON *o = block_event("content_block_delta", st->n_blocks - 1), *d = cJSON_AddObjectToObject(o, "delta");
@@ -455,7 +450,7 @@ static char *anthropic_error(const serve_error *e) {
 }
 
 /* One event of a streamed answer, as Anthropic's events. */
-static void anthropic_stream(chat_buf *out, serve_job *j, const serve_event *ev) {
+static void anthropic_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
     anthropic_state *st = j->state;
     switch (ev->kind) {
     case SERVE_EV_START: {

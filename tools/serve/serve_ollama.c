@@ -340,9 +340,9 @@ static char *print_line(cJSON *root) {
 }
 
 /* Append a line (freed; nothing when NULL). */
-static void put_line(chat_buf *out, char *line) {
+static void put_line(plume_buf *out, char *line) {
     if (!line) return;
-    chat_buf_puts(out, line);
+    plume_buf_puts(out, line);
     free(line);
 }
 
@@ -356,7 +356,7 @@ static char *ollama_error(const serve_error *e) {
 }
 
 /* One event of a streamed answer: a line per piece, the done line after the last. */
-static void ollama_stream(chat_buf *out, serve_job *j, const serve_event *ev) {
+static void ollama_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
     ollama_state *st = j->state;
     int gen = is_generate(j);
     if (ev->kind == SERVE_EV_ERROR) {

@@ -534,11 +534,11 @@ static char *print_free(cJSON *root) {
 }
 
 /* Append "data: <json>\n\n" (json freed; nothing when NULL). */
-static void sse_data(chat_buf *out, char *json) {
+static void sse_data(plume_buf *out, char *json) {
     if (!json) return;
-    chat_buf_puts(out, "data: ");
-    chat_buf_puts(out, json);
-    chat_buf_puts(out, "\n\n");
+    plume_buf_puts(out, "data: ");
+    plume_buf_puts(out, json);
+    plume_buf_puts(out, "\n\n");
     free(json);
 }
 
@@ -573,7 +573,7 @@ static cJSON *chunk_of(const serve_job *j, int32_t choice, cJSON **c) {
 
 /* A completion's echo of its prompt, streamed: the prompt's text (with the legacy logprobs of
  * its tokens when asked) and vLLM's prompt_logprobs. */
-static void stream_prompt(chat_buf *out, serve_job *j, const serve_event *ev) {
+static void stream_prompt(plume_buf *out, serve_job *j, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
     openai_state none = {{0}}, *st = j->state ? j->state : &none;
     if (chat && (j->req.prompt_logprobs < 0 || ev->choice)) return;
@@ -602,12 +602,12 @@ static void stream_prompt(chat_buf *out, serve_job *j, const serve_event *ev) {
 /* One event of a streamed answer: a chat.completion.chunk or text_completion chunk of its
  * choice; after the last choice, the usage chunk (include_usage) and "data: [DONE]"; an error
  * event, then [DONE]. */
-static void openai_stream(chat_buf *out, serve_job *j, const serve_event *ev) {
+static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
     openai_state none = {{0}}, *st = j->state ? j->state : &none;
     if (ev->kind == SERVE_EV_ERROR) {
         sse_data(out, openai_error(ev->error));
-        chat_buf_puts(out, "data: [DONE]\n\n");
+        plume_buf_puts(out, "data: [DONE]\n\n");
         return;
     }
     if (ev->kind == SERVE_EV_DONE) {
@@ -618,7 +618,7 @@ static void openai_stream(chat_buf *out, serve_job *j, const serve_event *ev) {
             cJSON_AddItemToObject(root, "timings", json_timings(ev->usage));
             sse_data(out, print_free(root));
         }
-        chat_buf_puts(out, "data: [DONE]\n\n");
+        plume_buf_puts(out, "data: [DONE]\n\n");
         return;
     }
     if (ev->kind == SERVE_EV_PROMPT) {

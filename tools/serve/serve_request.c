@@ -200,15 +200,9 @@ serve_message *serve_request_add_message(serve_request *r, const char *role, ser
                         SERVE_MAX_MESSAGES);
         return NULL;
     }
-    if (r->n_msgs == r->cap_msgs) {
-        int32_t cap = r->cap_msgs ? 2 * r->cap_msgs : 8;
-        serve_message *nm = realloc(r->msgs, (size_t)cap * sizeof *nm);
-        if (!nm) {
-            OOM(e);
-            return NULL;
-        }
-        r->msgs = nm;
-        r->cap_msgs = cap;
+    if (plume_grow(&r->msgs, &r->cap_msgs, (size_t)r->n_msgs + 1, sizeof *r->msgs)) {
+        OOM(e);
+        return NULL;
     }
     serve_message *m = &r->msgs[r->n_msgs];
     memset(m, 0, sizeof *m);
@@ -337,16 +331,16 @@ static int continue_final(const serve_request *r, char *out, serve_error *e) {
 }
 
 /* The prompt text of a chat request: the chat template with tools, tool calls and replies,
- * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
+ * content parts and reasoning (plume_chat_render_full). tool_choice "none" renders no tools;
  * a continued last message stays open; *in_thought says whether the prompt opened the thought
  * channel. 0 or an error in e. */
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
-    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    plume_chat_message_full *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
     plume_chat_tool_call **calls = calloc((size_t)r->n_msgs, sizeof *calls);
     int rc = msgs && calls ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
         const serve_message *m = &r->msgs[i];
-        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+        msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
                                           .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
                                           .tool_call_id = m->tool_call_id, .name = m->name};
         if (!m->n_calls) continue;
@@ -363,7 +357,7 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
     if (!rc) {
         plume_chat_options opt = {.add_generation_prompt = !r->continue_final, .enable_thinking = r->enable_thinking,
                                   .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
-        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
+        int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
         if (lrc)
             rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
                                  lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",

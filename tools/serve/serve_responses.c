@@ -52,20 +52,16 @@ static int item_content(const cJSON *c, serve_message *m, const char *param, ser
 static char *reasoning_of(const cJSON *item) {
     const cJSON *enc = cJSON_GetObjectItemCaseSensitive(item, "encrypted_content");
     if (cJSON_IsString(enc) && *enc->valuestring) return strdup(enc->valuestring);
-    chat_buf b = {0};
+    plume_buf b = {0};
     static const char *const lists[] = {"content", "summary"};
     for (int l = 0; l < 2 && !b.len; l++) {
         const cJSON *p;
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(item, lists[l])) {
             const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
-            if (cJSON_IsString(text)) chat_buf_puts(&b, text->valuestring);
+            if (cJSON_IsString(text)) plume_buf_puts(&b, text->valuestring);
         }
     }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p ? b.p : strdup("");
+    return plume_buf_take(&b);
 }
 
 /* The assistant message the next output item joins: the last message when it is the
@@ -497,13 +493,13 @@ typedef struct {
     int32_t open;         /* ITEM_* */
     int32_t n_items;      /* output items added (the next one's output_index) */
     int32_t msg_index, rs_index; /* output_index of the message and reasoning items, or -1 */
-    chat_buf text, thought;
+    plume_buf text, thought;
     serve_tool_call *calls;
     int32_t n_calls;
     serve_logprob *lps;
-    int32_t n_lps, cap_lps;
+    int32_t n_lps;
+    size_t cap_lps;
     const char *finish;
-    int32_t started;
 } resp_state;
 
 /* Free what a stream's state holds. */
@@ -520,17 +516,17 @@ static void resp_state_free(void *p) {
 }
 
 /* Append "event: <type>\ndata: <o with type and sequence_number>\n\n" (o freed). */
-static void emit(chat_buf *out, resp_state *st, const char *type, cJSON *o) {
+static void emit(plume_buf *out, resp_state *st, const char *type, cJSON *o) {
     cJSON_AddStringToObject(o, "type", type);
     cJSON_AddNumberToObject(o, "sequence_number", st->seq++);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) return;
-    chat_buf_puts(out, "event: ");
-    chat_buf_puts(out, type);
-    chat_buf_puts(out, "\ndata: ");
-    chat_buf_puts(out, s);
-    chat_buf_puts(out, "\n\n");
+    plume_buf_puts(out, "event: ");
+    plume_buf_puts(out, type);
+    plume_buf_puts(out, "\ndata: ");
+    plume_buf_puts(out, s);
+    plume_buf_puts(out, "\n\n");
     free(s);
 }
 
@@ -554,7 +550,7 @@ static cJSON *item_event(int32_t index, cJSON *item) {
 }
 
 /* Close the open item: its text's .done, content_part.done, output_item.done. */
-static void item_close(chat_buf *out, serve_job *j, resp_state *st) {
+static void item_close(plume_buf *out, serve_job *j, resp_state *st) {
     if (st->open == ITEM_REASONING) {
         const char *t = st->thought.p ? st->thought.p : "";
         cJSON *o = part_event(j, "rs", st->rs_index);
@@ -579,7 +575,7 @@ static void item_close(chat_buf *out, serve_job *j, resp_state *st) {
 }
 
 /* Open an item of a kind (reasoning or message): output_item.added, content_part.added. */
-static void item_open(chat_buf *out, serve_job *j, resp_state *st, int32_t kind) {
+static void item_open(plume_buf *out, serve_job *j, resp_state *st, int32_t kind) {
     if (st->open == kind) return;
     item_close(out, j, st);
     int32_t index = st->n_items++;
@@ -595,17 +591,11 @@ static void item_open(chat_buf *out, serve_job *j, resp_state *st, int32_t kind)
 }
 
 /* A delta of the open item's text (and the token's log-probabilities, kept for the end). */
-static void item_delta(chat_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
+static void item_delta(plume_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
     int rs = ev->kind == SERVE_EV_THOUGHT;
-    chat_buf_put(rs ? &st->thought : &st->text, ev->text, ev->len);
-    if (!rs && ev->lp && j->req.logprobs && st->n_lps < (1 << 24)) {
-        if (st->n_lps == st->cap_lps) {
-            int32_t cap = st->cap_lps ? 2 * st->cap_lps : 64;
-            serve_logprob *nl = realloc(st->lps, (size_t)cap * sizeof *nl);
-            if (nl) st->lps = nl, st->cap_lps = cap;
-        }
-        if (st->n_lps < st->cap_lps) st->lps[st->n_lps++] = *ev->lp;
-    }
+    plume_buf_put(rs ? &st->thought : &st->text, ev->text, ev->len);
+    if (!rs && ev->lp && j->req.logprobs && !plume_grow(&st->lps, &st->cap_lps, (size_t)st->n_lps + 1, sizeof *st->lps))
+        st->lps[st->n_lps++] = *ev->lp; /* out of memory: the entry is dropped */
     char *t = strndup(ev->text, ev->len);
     cJSON *o = part_event(j, rs ? "rs" : "msg", rs ? st->rs_index : st->msg_index);
     cJSON_AddStringToObject(o, "delta", t ? t : "");
@@ -615,7 +605,7 @@ static void item_delta(chat_buf *out, serve_job *j, resp_state *st, const serve_
 }
 
 /* A tool call: its function_call item added, its arguments, done. */
-static void stream_call(chat_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
+static void stream_call(plume_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
     item_close(out, j, st);
     serve_tool_call *nc = realloc(st->calls, (size_t)(st->n_calls + 1) * sizeof *nc);
     if (nc) {
@@ -651,7 +641,7 @@ static cJSON *response_event(const serve_job *j, const resp_state *st, const cha
 }
 
 /* One event of a streamed answer, as the Responses API's typed events. */
-static void responses_stream(chat_buf *out, serve_job *j, const serve_event *ev) {
+static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
     resp_state *st = j->state;
     switch (ev->kind) {
     case SERVE_EV_START:

@@ -42,7 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "common.h"
 
 /* One slot: a conversation's session and the state of the request it serves. */
