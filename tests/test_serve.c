@@ -503,6 +503,29 @@ static void test_shared_system_prompt(void) {
           p[1], shared);
 }
 
+/* Start three long streamed requests on server A and wait until they all run. */
+static void others_start(pid_t others[3]) {
+    for (int i = 0; i < 3; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "exec curl -s -N -m 60 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
+                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
+                 A.port, i, i);
+        others[i] = spawn_sh(cmd);
+    }
+    CHECK(metric_reaches(&A, "plume_slots_busy", 3, 10000), "the 3 other requests never ran together");
+}
+
+/* Check the three others still ran (what was compared ran amid them), then hang them up. */
+static void others_stop(pid_t others[3]) {
+    double still = metric(&A, "plume_slots_busy");
+    for (int i = 0; i < 3; i++) {
+        kill(others[i], SIGTERM);
+        waitpid(others[i], NULL, 0);
+    }
+    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+}
+
 static void test_deterministic_amid_others(void) {
     char alone[65536], amid[65536], salone[65536], samid[65536];
     const char *greedy = "{\"prompt\": \"The same request\", \"max_tokens\": 48, \"temperature\": 0, \"ignore_eos\": true}";
@@ -510,24 +533,10 @@ static void test_deterministic_amid_others(void) {
     CHECK(post(&A, alone, sizeof alone, "/v1/completions", greedy) == 200, "alone: %s", alone);
     CHECK(post(&A, salone, sizeof salone, "/v1/completions", seeded) == 200, "seeded alone: %s", salone);
     pid_t others[3];
-    for (int i = 0; i < 3; i++) {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "exec curl -s -N -m 30 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
-                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
-                 A.port, i, i);
-        others[i] = spawn_sh(cmd);
-    }
-    int busy = metric_reaches(&A, "plume_slots_busy", 3, 10000);
-    CHECK(busy, "the 3 other requests never ran together");
+    others_start(others);
     CHECK(post(&A, amid, sizeof amid, "/v1/completions", greedy) == 200, "amid: %s", amid);
     CHECK(post(&A, samid, sizeof samid, "/v1/completions", seeded) == 200, "seeded amid: %s", samid);
-    double still = metric(&A, "plume_slots_busy");
-    for (int i = 0; i < 3; i++) {
-        kill(others[i], SIGTERM);
-        waitpid(others[i], NULL, 0);
-    }
-    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+    others_stop(others);
     char *a = completion_text(alone), *b = completion_text(amid), *sa = completion_text(salone), *sb = completion_text(samid);
     CHECK(a && b && !strcmp(a, b), "greedy alone '%s' vs amid '%s'", a ? a : "?", b ? b : "?");
     CHECK(sa && sb && !strcmp(sa, sb), "seeded alone '%s' vs amid '%s'", sa ? sa : "?", sb ? sb : "?");
@@ -712,22 +721,9 @@ static void test_dialects_same_greedy(void) {
     CHECK(*want, "an empty greedy answer: %s", out);
     dialects_agree(want, "alone");
     pid_t others[3];
-    for (int i = 0; i < 3; i++) {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "exec curl -s -N -m 60 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
-                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
-                 A.port, i, i);
-        others[i] = spawn_sh(cmd);
-    }
-    CHECK(metric_reaches(&A, "plume_slots_busy", 3, 10000), "the 3 other requests never ran together");
+    others_start(others);
     dialects_agree(want, "amid 3 others");
-    double still = metric(&A, "plume_slots_busy");
-    for (int i = 0; i < 3; i++) {
-        kill(others[i], SIGTERM);
-        waitpid(others[i], NULL, 0);
-    }
-    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+    others_stop(others);
     CHECK(metric_reaches(&A, "plume_slots_busy", 0, 3000), "slots not freed after the clients hung up");
 }
 

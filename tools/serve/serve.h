@@ -184,6 +184,10 @@ int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_
 int serve_json_bad(serve_error *e, const char *param, const char *what);
 /* A 400 unsupported_value about one field plume cannot honour: "'<param>' <why>". */
 int serve_json_unsupported(serve_error *e, const char *param, const char *why);
+/* A tool_choice mode: whether s is "auto", "none" or "required". */
+int serve_tool_mode(const char *s);
+/* A reasoning effort: 1 (thinking on: low, medium, high), 0 (off: none, minimal), -1 (not one). */
+int32_t serve_effort_thinking(const char *effort);
 
 /* ---- answers: events ------------------------------------------------------------------- */
 
@@ -260,6 +264,17 @@ typedef struct {
     char digest[65];         /* hex SHA-256 of the bundle's manifest (or of its name and size) */
 } serve_info;
 
+/* ---- JSON writers, shared by the dialects ------------------------------------------------- */
+
+/* The text of one token id (special tokens written out) into text[cap] (cap >= 64); its
+ * length. */
+int64_t serve_token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap);
+/* {"token", "logprob", "bytes"} of one id (a log-probability of -inf, a banned token, as
+ * -9999: JSON has no infinity). */
+cJSON *serve_json_token_logprob(const plume_tokenizer *tok, int32_t id, float logprob);
+/* The same for a generated token, with "top_logprobs": [its alternatives, the same shape]. */
+cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp);
+
 /* ---- dialects ------------------------------------------------------------------------- */
 
 struct serve_job;
@@ -296,6 +311,9 @@ typedef char *(*serve_info_fn)(const serve_info *m, const char *body, size_t len
 extern const serve_dialect serve_openai_chat;       /* POST /v1/chat/completions */
 extern const serve_dialect serve_openai_completion; /* POST /v1/completions */
 extern const serve_dialect serve_responses;         /* POST /v1/responses */
+/* The body of an OpenAI error (the Responses API's too): {"error": {"message", "type",
+ * "param", "code"}}, malloc'd. */
+char *serve_openai_error(const serve_error *e);
 extern const serve_dialect serve_anthropic;         /* POST /v1/messages */
 extern const serve_dialect serve_anthropic_count;   /* POST /v1/messages/count_tokens */
 extern const serve_dialect serve_ollama_chat;       /* POST /api/chat */

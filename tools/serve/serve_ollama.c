@@ -72,8 +72,7 @@ static int parse_think(const cJSON *root, serve_request *r, serve_error *e) {
         r->enable_thinking = cJSON_IsTrue(v);
         return 0;
     }
-    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "low") || !strcmp(v->valuestring, "medium") ||
-                              !strcmp(v->valuestring, "high"))) {
+    if (cJSON_IsString(v) && serve_effort_thinking(v->valuestring) == 1) {
         r->enable_thinking = 1;
         return 0;
     }
@@ -289,30 +288,10 @@ static cJSON *json_call(const serve_tool_call *t, int32_t index) {
     return c;
 }
 
-/* {"token", "logprob", "bytes"[, "top_logprobs"]} of one token. */
-static cJSON *json_logprob(const plume_tokenizer *tok, int32_t id, float lp, const serve_logprob *top) {
-    char text[512];
-    int64_t k = plume_detokenize(tok, &id, 1, 0, text, sizeof text);
-    if (k < 0) k = 0;
-    if (k >= (int64_t)sizeof text) k = sizeof text - 1;
-    text[k] = 0;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "token", text);
-    cJSON_AddNumberToObject(o, "logprob", isfinite(lp) ? lp : -9999.0);
-    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
-    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
-    if (top) {
-        cJSON *t = cJSON_AddArrayToObject(o, "top_logprobs");
-        for (int32_t i = 0; t && i < top->n_top; i++)
-            cJSON_AddItemToArray(t, json_logprob(tok, top->top_ids[i], top->top_lps[i], NULL));
-    }
-    return o;
-}
-
 /* Add "logprobs": [entries of lps[0..n)] to o. */
 static void add_logprobs(cJSON *o, const serve_job *j, const serve_logprob *lps, int32_t n) {
     cJSON *a = cJSON_AddArrayToObject(o, "logprobs");
-    for (int32_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, json_logprob(j->tok, lps[i].id, lps[i].logprob, &lps[i]));
+    for (int32_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, serve_json_logprob(j->tok, &lps[i]));
 }
 
 /* The end of an answer: done, done_reason ("stop", "length", "load") and the counts and

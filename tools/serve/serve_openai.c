@@ -190,8 +190,7 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const char *choice = "auto";
     if (cJSON_IsString(c)) {
         choice = c->valuestring;
-        if (strcmp(choice, "auto") && strcmp(choice, "none") && strcmp(choice, "required"))
-            return serve_json_bad(e, "tool_choice", "\"auto\", \"none\", \"required\" or a function");
+        if (!serve_tool_mode(choice)) return serve_json_bad(e, "tool_choice", "\"auto\", \"none\", \"required\" or a function");
     } else if (cJSON_IsObject(c)) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "name");
         if (!cJSON_IsString(name)) return serve_json_bad(e, "tool_choice", "{\"type\": \"function\", \"function\": {\"name\"}}");
@@ -207,13 +206,9 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
 static int parse_thinking(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort");
     if (v && !cJSON_IsNull(v)) {
-        static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
-        int found = 0;
-        for (int i = 0; cJSON_IsString(v) && i < 3; i++)
-            if (!strcmp(v->valuestring, on[i])) r->enable_thinking = 1, found = 1;
-        for (int i = 0; cJSON_IsString(v) && i < 2; i++)
-            if (!strcmp(v->valuestring, off[i])) r->enable_thinking = 0, found = 1;
-        if (!found) return serve_json_bad(e, "reasoning_effort", "none, minimal, low, medium or high");
+        int32_t on = cJSON_IsString(v) ? serve_effort_thinking(v->valuestring) : -1;
+        if (on < 0) return serve_json_bad(e, "reasoning_effort", "none, minimal, low, medium or high");
+        r->enable_thinking = on;
     }
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw)) {
@@ -366,38 +361,9 @@ static cJSON *json_timings(const serve_usage *u) {
     return o;
 }
 
-/* The text of one token id (special tokens written out) into text[cap]; its length. */
-static int64_t token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap) {
-    int64_t k = plume_detokenize(tok, &id, 1, 0, text, cap);
-    if (k < 0) k = 0;
-    if (k >= (int64_t)cap) k = (int64_t)cap - 1;
-    text[k] = 0;
-    return k;
-}
-
 /* A log-probability as JSON: -inf (a banned token) as -9999, as OpenAI does. */
 static double lp_num(float lp) {
     return isfinite(lp) ? lp : -9999.0;
-}
-
-/* {"token", "logprob", "bytes"} of one id (no top_logprobs). */
-static cJSON *logprob_item(const plume_tokenizer *tok, int32_t id, float lp) {
-    char text[512];
-    int64_t k = token_text(tok, id, text, sizeof text);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "token", text);
-    cJSON_AddNumberToObject(o, "logprob", lp_num(lp));
-    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
-    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
-    return o;
-}
-
-/* One logprobs.content entry with its alternatives. */
-static cJSON *json_logprob(const plume_tokenizer *tok, const serve_logprob *lp) {
-    cJSON *o = logprob_item(tok, lp->id, lp->logprob);
-    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
-    for (int32_t i = 0; top && i < lp->n_top; i++) cJSON_AddItemToArray(top, logprob_item(tok, lp->top_ids[i], lp->top_lps[i]));
-    return o;
 }
 
 /* The legacy logprobs of /v1/completions for entries lps[0..n) (prompt entries with a NaN
@@ -410,7 +376,7 @@ static void legacy_add(cJSON *o, const plume_tokenizer *tok, const serve_logprob
     char text[512];
     for (int32_t i = 0; i < n; i++) {
         const serve_logprob *lp = &lps[i];
-        int64_t k = token_text(tok, lp->id, text, sizeof text);
+        int64_t k = serve_token_text(tok, lp->id, text, sizeof text);
         cJSON_AddItemToArray(tokens, cJSON_CreateString(text));
         cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*offset));
         *offset += (size_t)k;
@@ -422,7 +388,7 @@ static void legacy_add(cJSON *o, const plume_tokenizer *tok, const serve_logprob
         cJSON_AddItemToArray(lpl, cJSON_CreateNumber(lp_num(lp->logprob)));
         cJSON *d = cJSON_CreateObject();
         for (int32_t t = 0; t < lp->n_top; t++) {
-            token_text(tok, lp->top_ids[t], text, sizeof text);
+            serve_token_text(tok, lp->top_ids[t], text, sizeof text);
             if (!cJSON_GetObjectItemCaseSensitive(d, text)) cJSON_AddNumberToObject(d, text, lp_num(lp->top_lps[t]));
         }
         cJSON_AddItemToArray(top, d);
@@ -459,7 +425,7 @@ static cJSON *json_prompt_logprobs(const serve_job *j) {
             if (!e) continue;
             cJSON_AddNumberToObject(e, "logprob", lp_num(t < 0 ? lp->logprob : lp->top_lps[t]));
             cJSON_AddNumberToObject(e, "rank", t < 0 ? lp->rank : t + 1);
-            token_text(j->tok, id, text, sizeof text);
+            serve_token_text(j->tok, id, text, sizeof text);
             cJSON_AddStringToObject(e, "decoded_token", text);
         }
         cJSON_AddItemToArray(a, d);
@@ -543,7 +509,7 @@ static void sse_data(plume_buf *out, char *json) {
 }
 
 /* The body of an error: {"error": {"message", "type", "param", "code"}}. */
-static char *openai_error(const serve_error *e) {
+char *serve_openai_error(const serve_error *e) {
     cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
     if (!o) return print_free(root);
     cJSON_AddStringToObject(o, "message", e->message);
@@ -606,7 +572,7 @@ static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
     openai_state none = {{0}}, *st = j->state ? j->state : &none;
     if (ev->kind == SERVE_EV_ERROR) {
-        sse_data(out, openai_error(ev->error));
+        sse_data(out, serve_openai_error(ev->error));
         plume_buf_puts(out, "data: [DONE]\n\n");
         return;
     }
@@ -647,7 +613,7 @@ static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
         }
         if (ev->lp) {
             cJSON *content = cJSON_CreateArray();
-            cJSON_AddItemToArray(content, json_logprob(j->tok, ev->lp));
+            cJSON_AddItemToArray(content, serve_json_logprob(j->tok, ev->lp));
             lp = content_logprobs(content);
         }
     } else {
@@ -681,7 +647,7 @@ static cJSON *chat_choice(const serve_job *j, const serve_reply *a, int32_t i) {
     cJSON *lps = NULL;
     if (j->req.logprobs) {
         cJSON *content = cJSON_CreateArray();
-        for (int32_t k = 0; k < a->n_lps; k++) cJSON_AddItemToArray(content, json_logprob(j->tok, &a->lps[k]));
+        for (int32_t k = 0; k < a->n_lps; k++) cJSON_AddItemToArray(content, serve_json_logprob(j->tok, &a->lps[k]));
         lps = content_logprobs(content);
     }
     add_logprobs(c, lps);
@@ -731,13 +697,13 @@ static char *openai_reply(const serve_job *j, const serve_reply *a, int32_t n, c
 const serve_dialect serve_openai_chat = {
     .name = "openai-chat", .id_prefix = "chatcmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_chat, .stream = openai_stream, .reply = openai_reply,
-    .error = openai_error,
+    .error = serve_openai_error,
 };
 
 const serve_dialect serve_openai_completion = {
     .name = "openai-completion", .id_prefix = "cmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_completion, .stream = openai_stream, .reply = openai_reply,
-    .error = openai_error,
+    .error = serve_openai_error,
 };
 
 /* ---- llama-server's /tokenize and /detokenize ------------------------------------------------ */

@@ -122,6 +122,21 @@ int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e)
     return 0;
 }
 
+/* Whether s is a tool_choice mode. */
+int serve_tool_mode(const char *s) {
+    return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
+}
+
+/* Thinking of a reasoning effort: on, off, or -1 for a word that is none. */
+int32_t serve_effort_thinking(const char *effort) {
+    static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(effort, on[i])) return 1;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(effort, off[i])) return 0;
+    return -1;
+}
+
 /* A seed: an integer a JSON number holds exactly. */
 int serve_json_seed(const cJSON *o, const char *name, serve_request *r, serve_error *e) {
     int64_t seed = 0;
@@ -178,6 +193,38 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
         return NULL;
     }
     return root;
+}
+
+/* ---- JSON writers ------------------------------------------------------------------------ */
+
+/* The text of one token id, NUL-terminated and cut to cap - 1 bytes; its length. */
+int64_t serve_token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap) {
+    int64_t k = plume_detokenize(tok, &id, 1, 0, text, cap);
+    if (k < 0) k = 0;
+    if (k >= (int64_t)cap) k = (int64_t)cap - 1;
+    text[k] = 0;
+    return k;
+}
+
+/* {"token", "logprob", "bytes"} of one id. */
+cJSON *serve_json_token_logprob(const plume_tokenizer *tok, int32_t id, float logprob) {
+    char text[512];
+    int64_t k = serve_token_text(tok, id, text, sizeof text);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", isfinite(logprob) ? logprob : -9999.0);
+    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
+    return o;
+}
+
+/* A generated token's entry with its alternatives. */
+cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp) {
+    cJSON *o = serve_json_token_logprob(tok, lp->id, lp->logprob);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int32_t i = 0; top && i < lp->n_top; i++)
+        cJSON_AddItemToArray(top, serve_json_token_logprob(tok, lp->top_ids[i], lp->top_lps[i]));
+    return o;
 }
 
 /* ---- the request -------------------------------------------------------------------------- */

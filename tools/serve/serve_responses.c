@@ -194,8 +194,7 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const char *choice = "auto";
     if (cJSON_IsString(c)) {
         choice = c->valuestring;
-        if (strcmp(choice, "auto") && strcmp(choice, "none") && strcmp(choice, "required"))
-            return serve_json_bad(e, "tool_choice", "\"auto\", \"none\", \"required\" or a function");
+        if (!serve_tool_mode(choice)) return serve_json_bad(e, "tool_choice", "\"auto\", \"none\", \"required\" or a function");
     } else if (cJSON_IsObject(c)) {
         if (!cJSON_IsString(ctype) || strcmp(ctype->valuestring, "function") || !cJSON_IsString(cname))
             return serve_json_unsupported(e, "tool_choice", "other than a mode or {\"type\": \"function\", \"name\"} is not "
@@ -214,12 +213,10 @@ static int parse_reasoning(const cJSON *root, serve_request *r, serve_error *e) 
     if (!cJSON_IsObject(v)) return serve_json_bad(e, "reasoning", "an object");
     const cJSON *eff = cJSON_GetObjectItemCaseSensitive(v, "effort");
     if (!eff || cJSON_IsNull(eff)) return 0;
-    static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
-    for (int i = 0; cJSON_IsString(eff) && i < 3; i++)
-        if (!strcmp(eff->valuestring, on[i])) return r->enable_thinking = 1, 0;
-    for (int i = 0; cJSON_IsString(eff) && i < 2; i++)
-        if (!strcmp(eff->valuestring, off[i])) return r->enable_thinking = 0, 0;
-    return serve_json_bad(e, "effort", "none, minimal, low, medium or high");
+    int32_t on = cJSON_IsString(eff) ? serve_effort_thinking(eff->valuestring) : -1;
+    if (on < 0) return serve_json_bad(e, "effort", "none, minimal, low, medium or high");
+    r->enable_thinking = on;
+    return 0;
 }
 
 /* "text": {"format": {"type": "text"}, "verbosity": "medium"}; other formats need structured
@@ -311,29 +308,10 @@ static void item_id(const serve_job *j, const char *kind, int32_t index, char ou
     else snprintf(out, 112, "%s_%s_%d", kind, dash ? dash + 1 : j->id, index);
 }
 
-/* {"token", "logprob", "bytes"} of one id. */
-static cJSON *logprob_item(const serve_job *j, int32_t id, float lp) {
-    char text[512];
-    int64_t k = plume_detokenize(j->tok, &id, 1, 0, text, sizeof text);
-    k = k < 0 ? 0 : k >= (int64_t)sizeof text ? (int64_t)sizeof text - 1 : k;
-    text[k] = 0;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "token", text);
-    cJSON_AddNumberToObject(o, "logprob", isfinite(lp) ? lp : -9999.0);
-    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
-    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
-    return o;
-}
-
 /* The logprobs of an output_text: [{"token", "logprob", "bytes", "top_logprobs"}]. */
 static cJSON *json_logprobs(const serve_job *j, const serve_logprob *lps, int32_t n) {
     cJSON *a = cJSON_CreateArray();
-    for (int32_t i = 0; i < n; i++) {
-        cJSON *o = logprob_item(j, lps[i].id, lps[i].logprob), *top = cJSON_AddArrayToObject(o, "top_logprobs");
-        for (int32_t t = 0; top && t < lps[i].n_top; t++)
-            cJSON_AddItemToArray(top, logprob_item(j, lps[i].top_ids[t], lps[i].top_lps[t]));
-        cJSON_AddItemToArray(a, o);
-    }
+    for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(a, serve_json_logprob(j->tok, &lps[i]));
     return a;
 }
 
@@ -436,7 +414,7 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
     }
     cJSON_AddBoolToObject(o, "parallel_tool_calls", 1);
     const char *tc = j->req.tool_choice ? j->req.tool_choice : "auto";
-    if (!strcmp(tc, "auto") || !strcmp(tc, "none") || !strcmp(tc, "required")) {
+    if (serve_tool_mode(tc)) {
         cJSON_AddStringToObject(o, "tool_choice", tc);
     } else {
         cJSON *c = cJSON_AddObjectToObject(o, "tool_choice");
@@ -455,20 +433,6 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
     if (u) cJSON_AddItemToObject(o, "usage", json_usage(u));
     else cJSON_AddNullToObject(o, "usage");
     return o;
-}
-
-/* The body of an error: OpenAI's shape. */
-static char *responses_error(const serve_error *e) {
-    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(o, "message", e->message);
-    cJSON_AddStringToObject(o, "type", e->type);
-    if (*e->param) cJSON_AddStringToObject(o, "param", e->param);
-    else cJSON_AddNullToObject(o, "param");
-    if (*e->code) cJSON_AddStringToObject(o, "code", e->code);
-    else cJSON_AddNullToObject(o, "code");
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return s;
 }
 
 /* The whole Response of a non-streamed request. */
@@ -682,5 +646,5 @@ static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev
 const serve_dialect serve_responses = {
     .name = "openai-responses", .id_prefix = "resp", .stream_type = "text/event-stream",
     .state_size = sizeof(resp_state), .parse = parse_responses, .stream = responses_stream, .reply = responses_reply,
-    .error = responses_error, .state_free = resp_state_free,
+    .error = serve_openai_error, .state_free = resp_state_free,
 };
