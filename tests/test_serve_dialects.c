@@ -133,6 +133,10 @@ static void test_ollama_requests(void) {
                                        "\"content\": \"Sure,\"}], \"stream\": false, \"options\": {\"num_predict\": -1}}", &e);
     CHECK(st == 0 && r.continue_final && !r.stream && r.max_tokens < 0, "a trailing assistant message is continued");
     if (!st) serve_request_free(&r);
+    st = parse(&r, &serve_ollama_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                                       "\"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}", &e);
+    CHECK(st == 0 && !r.continue_final && r.msgs[1].n_calls == 1, "a trailing assistant message of tool calls is not continued");
+    if (!st) serve_request_free(&r);
     st = parse(&r, &serve_ollama_chat, "{\"model\": \"m\"}", &e);
     CHECK(st == 0 && r.kind == SERVE_LOAD, "no messages: a load");
     if (!st) serve_request_free(&r);

@@ -188,7 +188,7 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
     if (!rc && cJSON_IsArray(v)) cJSON_ArrayForEach(m, v) if (!rc) rc = parse_message(m, i++, r, e);
     if (!rc) rc = parse_tools(root, r, e);
     if (!rc && !r->n_msgs) r->kind = SERVE_LOAD;
-    else if (!rc) r->continue_final = !strcmp(r->msgs[r->n_msgs - 1].role, "assistant");
+    else if (!rc) r->continue_final = !strcmp(r->msgs[r->n_msgs - 1].role, "assistant") && !r->msgs[r->n_msgs - 1].n_calls;
     cJSON_Delete(root);
     return rc;
 }
