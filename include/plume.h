@@ -209,6 +209,13 @@ void plume_sampler_accept(plume_sampler *s, int32_t id);
 void plume_sampler_reset(plume_sampler *s);
 /* Draw the next id from logits [n_vocab] (not modified). */
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
+/* A logit bias (OpenAI's logit_bias): bias[i] is added to the logit of ids[i] before the
+ * chain (then penalties, top-k, temperature, ...), for every later draw; an id given twice
+ * gets the sum; -INFINITY bans an id; n = 0 clears the map. Costs a binary search per biased
+ * id per draw, nothing else. 0, or PLUME_EINVAL (an id outside [0, n_vocab), a NaN or +inf
+ * bias: nothing changed) or PLUME_ENOMEM. */
+int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bias, int32_t n,
+                           char **err);
 
 /* Ids plume_sampler_rewind() can take back beyond the penalties' window. */
 #define PLUME_SAMPLER_UNDO 64
@@ -339,6 +346,12 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
  * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
  * mean nothing, and a rewind into this history does not reproduce it. */
 int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
+/* Fork a conversation: make dst hold exactly what src holds (tokens, caches, ring
+ * snapshots), so both give bit-identical logits from here on (the server's n choices of one
+ * prompt prefill once). Both of one model and made with the same n_ctx, n_rewind, kv_bits and
+ * snapshot_every (dst's own tokens are dropped). Costs a copy of src's caches. 0, or
+ * PLUME_EINVAL (nothing changed). */
+int plume_session_copy(plume_session *dst, const plume_session *src, char **err);
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);

@@ -552,3 +552,38 @@ int plume_session_load(plume_session **out, plume_model *m, const char *path, ch
     *out = s;
     return 0;
 }
+
+/* ---- copy ------------------------------------------------------------------------------ */
+
+/* Copy the first rows of one cache (K, V and, for int8 caches, their scales). */
+static void copy_cache(plume_kv *d, const plume_kv *s, size_t rows, size_t hkv) {
+    size_t q = rows * (size_t)s->width;
+    if (s->k8) {
+        memcpy(d->k8, s->k8, q);
+        memcpy(d->v8, s->v8, q);
+        memcpy(d->ks, s->ks, rows * hkv * 4);
+        memcpy(d->vs, s->vs, rows * hkv * 4);
+    } else {
+        memcpy(d->k, s->k, q * 4);
+        memcpy(d->v, s->v, q * 4);
+    }
+}
+
+int plume_session_copy(plume_session *dst, const plume_session *src, char **err) {
+    if (!dst || !src) return plume_fail(err, PLUME_EINVAL, "session copy: NULL session");
+    if (dst == src) return 0;
+    if (dst->m != src->m || dst->n_ctx != src->n_ctx || dst->n_rewind != src->n_rewind ||
+        dst->kv_bits != src->kv_bits || dst->snap_every != src->snap_every || dst->n_snap != src->n_snap)
+        return plume_fail(err, PLUME_EINVAL,
+                          "session copy: the sessions differ (model, context, n_rewind, kv_bits or snapshots)");
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < src->chunk[ci].n_kv; i++) {
+            const plume_kv *kv = &src->chunk[ci].kv[i];
+            copy_cache(&dst->chunk[ci].kv[i], kv, (size_t)cache_rows(src, kv), (size_t)src->m->c.Hkv);
+        }
+    memcpy(dst->tokens, src->tokens, (size_t)src->n_past * sizeof *src->tokens);
+    if (src->snap_valid) memcpy(dst->snap, src->snap, (size_t)src->snap_valid * src->snap_stride * 4);
+    dst->n_past = src->n_past;
+    dst->snap_valid = src->snap_valid;
+    return 0;
+}

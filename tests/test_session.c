@@ -452,6 +452,51 @@ static void test_long_context(void) {
     plume_model_free(m);
 }
 
+/* A copy forks the conversation: both sessions continue bit-identically, the copy's
+ * snapshots work for a deep rewind, an int8-cache session copies too, and sessions made
+ * with other parameters are refused. */
+static void test_copy_forks(void) {
+    plume_model *m = open_isa(f32b, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    for (int kv8 = 0; kv8 < 2; kv8++) {
+        plume_session_params p = plume_session_default_params();
+        p.n_rewind = 8;
+        p.snapshot_every = 16;
+        p.n_batch = 5;
+        p.kv_bits = kv8 ? 8 : 32;
+        plume_session *s = NULL, *t = NULL;
+        char *err = NULL;
+        CHECK(plume_session_new(&s, m, &p, &err) == 0 && plume_session_new(&t, m, &p, &err) == 0, "sessions");
+        float *a = malloc(48 * 512 * 4), *b = malloc(48 * 512 * 4);
+        CHECK(plume_session_feed(t, ids + 5, 9, NULL, 0, &err) == 0, "the copy's own tokens");
+        CHECK(plume_session_feed(s, ids, 35, NULL, 0, &err) == 0, "feed");
+        CHECK(plume_session_copy(t, s, &err) == 0, "copy: %s", err ? err : "");
+        CHECK(plume_session_n_past(t) == 35 && !memcmp(plume_session_tokens(t), ids, 35 * 4), "the copy's tokens");
+        CHECK(plume_session_feed(s, ids + 35, n_ids - 35, a, 1, &err) == 0, "feed the original");
+        CHECK(plume_session_feed(t, ids + 35, n_ids - 35, b, 1, &err) == 0, "feed the copy");
+        CHECK(!memcmp(a, b, (size_t)(n_ids - 35) * 512 * 4), "kv_bits %d: the copy's logits differ", p.kv_bits);
+        if (!kv8) {
+            check_rows(b, 35, n_ids, "after a copy");
+            /* 48 -> 17: past the ring, from the snapshot at 16 the copy received */
+            CHECK(plume_session_rewind(t, 17, &err) == 0, "rewind the copy");
+            CHECK(plume_session_feed(t, ids + 17, n_ids - 17, b, 1, &err) == 0, "refeed the copy");
+            check_rows(b, 17, n_ids, "a deep rewind of a copy");
+        }
+        plume_session_free(t);
+        t = NULL;
+        p.snapshot_every = 8;
+        CHECK(plume_session_new(&t, m, &p, &err) == 0, "other session");
+        CHECK(plume_session_copy(t, s, &err) == PLUME_EINVAL && err, "a session of other parameters was copied into");
+        CHECK(plume_session_n_past(t) == 0, "a refused copy changed the session");
+        free(err);
+        free(a);
+        free(b);
+        plume_session_free(s);
+        plume_session_free(t);
+    }
+    plume_model_free(m);
+}
+
 /* Convert a tiny model (f32, bf16, and as the q8 bundle synb: tiny-a's is a synthetic one of
  * another seed) and load its golden ids and logits_q8emb. */
 static void setup_model(const char *model) {
@@ -493,6 +538,7 @@ int main(void) {
     RUN(test_long_context);
     RUN(test_state_values_validated);
     RUN(test_kv8_nonfinite_rows);
+    RUN(test_copy_forks);
     /* E4B's structure: 2 KV heads, 6 caches in chunks 1 and 2, layers 6-11 read those of 4 and 5 */
     setup_model("tiny-e4b");
     RUN_ON("tiny-e4b", test_rewind_to_zero);
@@ -504,6 +550,7 @@ int main(void) {
     RUN_ON("tiny-e4b", test_kv8_error_and_state);
     RUN_ON("tiny-e4b", test_long_context);
     RUN_ON("tiny-e4b", test_state_values_validated);
+    RUN_ON("tiny-e4b", test_copy_forks);
     free(gold);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
