@@ -365,6 +365,20 @@ static void softcap_avx2(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* y = a * sigmoid(g), 8 at a time in plume_sigmoid_mul_ref's form, the tail in scalar. */
+static void sigmoid_mul_avx2(float *y, const float *a, const float *g, int64_t n) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 t = exp_neg256(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* exp(-|x|) */
+        __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, t));
+        __m256 s = _mm256_blendv_ps(_mm256_mul_ps(t, r), r, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), s));
+    }
+    plume_sigmoid_mul_ref(y + i, a + i, g + i, n - i);
+}
+
 /* plume_rmsnorm_ref's bits: its 8 partial sums are the double lanes of two accumulators. */
 static void rmsnorm_avx2(float *y, const float *x, const float *w, int32_t n, float eps) {
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
@@ -531,6 +545,7 @@ const plume_kernels plume_kernels_avx2 = {
     .axpy = axpy_avx2,
     .gelu_mul = gelu_mul_avx2,
     .softcap = softcap_avx2,
+    .sigmoid_mul = sigmoid_mul_avx2,
     .rmsnorm = rmsnorm_avx2,
     .attn_block = attn_block_avx2,
 };

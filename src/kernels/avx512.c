@@ -574,6 +574,21 @@ static void softcap_avx512(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* y = a * sigmoid(g), 16 at a time in plume_sigmoid_mul_ref's form, the tail in scalar. */
+static void sigmoid_mul_avx512(float *y, const float *a, const float *g, int64_t n) {
+    int64_t i = 0;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 t = exp_neg512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+        __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, t));
+        __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        __m512 s = _mm512_mask_mul_ps(r, neg, t, r);
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(a + i), s));
+    }
+    plume_sigmoid_mul_ref(y + i, a + i, g + i, n - i);
+}
+
 /* plume_rmsnorm_ref's bits: its 8 partial sums are the 8 double lanes of one accumulator. */
 static void rmsnorm_avx512(float *y, const float *x, const float *w, int32_t n, float eps) {
     __m512d s = _mm512_setzero_pd();
@@ -789,6 +804,7 @@ const plume_kernels plume_kernels_avx512 = {
     .axpy = axpy_avx512,
     .gelu_mul = gelu_mul_avx512,
     .softcap = softcap_avx512,
+    .sigmoid_mul = sigmoid_mul_avx512,
     .rmsnorm = rmsnorm_avx512,
     .attn_block = attn_block_avx512,
 };
