@@ -40,12 +40,14 @@ int npy_parse(const uint8_t *buf, size_t len, const char *name, npy_view *v, cha
     const char *sh = dict_find(h, hlen, "shape");
     if (!d || !fo || !sh) return plume_fail(err, PLUME_EFORMAT, "%s: .npy header lacks a key", name);
     const char *hend = h + hlen;
-    if (hend - d < 5 || d[0] != '\'' || (d[1] != '<' && d[1] != '|') || (d[2] != 'f' && d[2] != 'i') ||
-        d[3] < '1' || d[3] > '8' || d[4] != '\'')
-        return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype (want little-endian f2/f4/f8/i4)", name);
+    if (hend - d < 5 || d[0] != '\'' || (d[1] != '<' && d[1] != '|') || !d[2] || !strchr("fibu", d[2]) || d[3] < '1' ||
+        d[3] > '8' || d[4] != '\'')
+        return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype (want little-endian f2/f4/f8/i4, b1 or u1)", name);
     v->kind = d[2];
     v->itemsize = d[3] - '0';
-    if (!(v->itemsize == 2 || v->itemsize == 4 || v->itemsize == 8) || (v->kind == 'i' && v->itemsize != 4))
+    if (v->kind == 'b' || v->kind == 'u' ? v->itemsize != 1
+                                         : !(v->itemsize == 2 || v->itemsize == 4 || v->itemsize == 8) ||
+                                               (v->kind == 'i' && v->itemsize != 4))
         return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype", name);
     if (hend - fo < 5 || memcmp(fo, "False", 5))
         return plume_fail(err, PLUME_EFORMAT, "%s: Fortran-order .npy is not supported", name);
@@ -88,7 +90,9 @@ int npy_open(const char *path, plume_map *m, npy_view *v, char **err) {
 void npy_to_f32(const npy_view *v, float *out) {
     for (int64_t i = 0; i < v->count; i++) {
         const uint8_t *b = v->data + i * v->itemsize;
-        if (v->kind == 'i') {
+        if (v->itemsize == 1) { /* b1 (0 or 1) and u1 */
+            out[i] = (float)b[0];
+        } else if (v->kind == 'i') {
             int32_t x;
             memcpy(&x, b, 4);
             out[i] = (float)x;
