@@ -1,0 +1,263 @@
+/* test_encoders.c -- the encoders room (src/encoders/): the audio tower of tiny-mm-a loaded from
+ * its checkpoint's tensors (BF16, HF names: tests/data/tiny-mm-a/audio_tower.safetensors) and
+ * run on the golden log-mel features; its soft tokens and embed_audio rows against the oracle's,
+ * on every kernel table this CPU has and with and without threads; the whole chain from the WAV
+ * file; configs and files it must refuse. */
+#include <cjson/cJSON.h>
+
+#include "encoders/encoders.h"
+#include "media/media.h"
+#include "npy.h"
+#include "t.h"
+
+/* The golden README's acceptance for a float32 engine against the float64 oracle (whose own
+ * float32 run is 7e-7 off): relative RMS and max |d| of the tower outputs and embeddings. */
+static const double REL_RMS_TOL = 1e-4, MAX_ABS_TOL = 1e-3;
+
+/* The tiny tower, opened once for the tests that run it. */
+static enc_audio tower;
+static int tower_ok;
+
+/* tests/data/<rel>, malloc'd. */
+static char *data_path(const char *rel) { return plume_path_join(t_data(), rel); }
+
+/* An .npy of tests/data as floats (malloc'd), its shape in shape[2]; NULL on failure. */
+static float *npy_floats(const char *rel, int64_t *shape) {
+    char *p = data_path(rel), *err = NULL;
+    plume_map m;
+    npy_view v;
+    float *out = NULL;
+    if (npy_open(p, &m, &v, &err)) {
+        printf("  %s\n", err);
+    } else {
+        out = malloc((size_t)v.count * sizeof(float));
+        npy_to_f32(&v, out);
+        shape[0] = v.shape[0];
+        shape[1] = v.ndim > 1 ? v.shape[1] : 1;
+        plume_map_free(&m);
+    }
+    free(p), free(err);
+    return out;
+}
+
+/* ---- config and loading -------------------------------------------------------------------- */
+
+static void test_config_and_open(void) {
+    char *cp = data_path("tiny-mm-a/config.json"), *wp = data_path("tiny-mm-a/audio_tower.safetensors"), *err = NULL;
+    enc_audio_config c;
+    int rc = enc_audio_config_load(&c, cp, &err);
+    CHECK(rc == 0, "config: %s", err ? err : "");
+    CHECK(c.D == 32 && c.L == 2 && c.H == 2 && c.hd == 16 && c.C0 == 128 && c.C1 == 8 && c.K == 5 && c.left == 13 &&
+              c.n_rel == 13 && c.out_dims == 48 && c.clipped && c.cap == 50.0f && c.residual == 0.5f,
+          "tiny audio_config read as D %d L %d H %d C %d/%d out %d", c.D, c.L, c.H, c.C0, c.C1, c.out_dims);
+    if (!rc) rc = enc_audio_open(&tower, &c, wp, &err);
+    CHECK(rc == 0, "open: %s", err ? err : "");
+    tower_ok = rc == 0;
+    CHECK(!rc && tower.D_text == 64 && tower.F0 == 64 && tower.F1 == 32, "D_text %d, F0 %d, F1 %d", tower.D_text, tower.F0,
+          tower.F1);
+    /* the checkpoint's bounds came through: layer 0's linear_start clips (stats.json: 16%) */
+    CHECK(!rc && isfinite(tower.layer[0].conv_start.in_lo) && isfinite(tower.layer[0].conv_start.out_hi),
+          "clip bounds not loaded");
+    free(cp), free(wp), free(err);
+}
+
+/* enc_audio_tokens is HF's _compute_audio_num_tokens after the frames (stats.json: 229 -> 58,
+ * 39 -> 10; 30 s = 2999 frames -> 750, the model card's cap). */
+static void test_token_counts(void) {
+    CHECK(enc_audio_tokens(229) == 58 && enc_audio_tokens(39) == 10 && enc_audio_tokens(2999) == 750 &&
+              enc_audio_tokens(1) == 1 && enc_audio_tokens(0) == 0,
+          "tokens(229/39/2999/1/0) = %d/%d/%d/%d/%d", enc_audio_tokens(229), enc_audio_tokens(39), enc_audio_tokens(2999),
+          enc_audio_tokens(1), enc_audio_tokens(0));
+    for (int32_t n = 1; n < 400; n++) { /* (t + 2 - 3) // 2 + 1 twice, as HF's processor */
+        int32_t t = (n - 1) / 2 + 1;
+        t = (t - 1) / 2 + 1;
+        CHECK(enc_audio_tokens(n) == t, "tokens(%d) = %d, want %d", n, enc_audio_tokens(n), t);
+    }
+}
+
+/* ---- the tower against the golden ----------------------------------------------------------- */
+
+/* Clip j's golden features through the tower and the embedder on one table and pool; compares
+ * with the golden soft tokens and embeddings, returns the embeddings (malloc'd) for the
+ * table-against-table checks. */
+static float *golden_case(int j, const plume_kernels *k, plume_pool *pool, int quiet) {
+    char rel[96];
+    int64_t fs[2], ms[2], ss[2], es[2];
+    snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_features.npy", j);
+    float *feat = npy_floats(rel, fs);
+    snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_mask.npy", j);
+    float *mask = npy_floats(rel, ms);
+    snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_audio_soft.npy", j);
+    float *gsoft = npy_floats(rel, ss);
+    snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_audio_emb.npy", j);
+    float *gemb = npy_floats(rel, es);
+    float *soft = NULL, *emb = NULL;
+    char *err = NULL;
+    if (!feat || !mask || !gsoft || !gemb) {
+        CHECK(0, "clip %d: golden files missing", j);
+        goto done;
+    }
+    int32_t n_valid = 0;
+    while (n_valid < ms[0] && mask[n_valid] != 0.0f) n_valid++;
+    const int32_t n = enc_audio_tokens(n_valid);
+    CHECK(n == ss[0] && ss[1] == 48 && es[0] == n && es[1] == 64, "clip %d: %d tokens, golden [%lld, %lld]", j, n,
+          (long long)ss[0], (long long)ss[1]);
+    if (n != ss[0] || es[0] != n) goto done;
+    soft = malloc((size_t)n * 48 * sizeof(float));
+    emb = malloc((size_t)n * 64 * sizeof(float));
+    enc_run r = {k, pool};
+    int rc = enc_audio_tower(&tower, &r, feat, n_valid, soft, &err);
+    if (!rc) rc = enc_audio_embed(&tower, &r, soft, n, emb, &err);
+    CHECK(rc == 0, "clip %d: %s", j, err ? err : "");
+    double sr = t_rel_rms(soft, gsoft, (size_t)n * 48), sm = t_max_abs(soft, gsoft, (size_t)n * 48);
+    double er = t_rel_rms(emb, gemb, (size_t)n * 64), em = t_max_abs(emb, gemb, (size_t)n * 64);
+    if (!quiet)
+        printf("  clip %d (%d tokens, %s, %d threads): soft rel-RMS %.3g max %.3g; emb rel-RMS %.3g max %.3g\n", j, n,
+               k->name, pool ? plume_pool_size(pool) : 1, sr, sm, er, em);
+    CHECK(sr <= REL_RMS_TOL && sm <= MAX_ABS_TOL, "clip %d %s: soft rel-RMS %.3g max %.3g", j, k->name, sr, sm);
+    CHECK(er <= REL_RMS_TOL && em <= MAX_ABS_TOL, "clip %d %s: emb rel-RMS %.3g max %.3g", j, k->name, er, em);
+done:
+    free(feat), free(mask), free(gsoft), free(gemb), free(soft), free(err);
+    return emb;
+}
+
+/* Every table this CPU runs, alone and on 2 threads: each within the golden's tolerance, and
+ * the SIMD tables' embeddings within float rounding of the scalar reference's. */
+static void test_tower_golden(void) {
+    if (!tower_ok) {
+        CHECK(0, "the tower did not open");
+        return;
+    }
+    const char *names[8];
+    int nt = plume_kernels_available(names, 8);
+    plume_pool *pool = plume_pool_new(2);
+    for (int j = 0; j < 2; j++) {
+        float *ref = golden_case(j, &plume_kernels_scalar, NULL, 0);
+        const int32_t n = j ? 10 : 58;
+        for (int i = 0; i < nt; i++) {
+            const plume_kernels *k = plume_kernels_get(names[i]);
+            float *alone = golden_case(j, k, NULL, 1), *threads = golden_case(j, k, pool, i != nt - 1);
+            if (ref && alone && threads) {
+                double d = t_rel_rms(alone, ref, (size_t)n * 64);
+                CHECK(d <= 1e-5, "clip %d: %s against scalar: rel-RMS %.3g", j, names[i], d);
+                CHECK(!memcmp(alone, threads, (size_t)n * 64 * sizeof(float)), "clip %d %s: 2 threads change the bits", j,
+                      names[i]);
+            }
+            free(alone), free(threads);
+        }
+        free(ref);
+    }
+    plume_pool_free(pool);
+}
+
+/* The whole chain: the WAV file decoded, its features, the tower and the embedder. */
+static void test_wav_to_rows(void) {
+    if (!tower_ok) return;
+    char *wp = data_path("tiny-mm-a/speechlike.wav"), *err = NULL;
+    int64_t es[2];
+    float *gemb = npy_floats("tiny-mm-a/audio0_audio_emb.npy", es);
+    media_audio a;
+    media_mel m = {0};
+    float *soft = NULL, *emb = NULL;
+    int rc = media_audio_load(&a, wp, &err);
+    if (!rc) rc = media_mel_compute(&m, a.pcm, a.n, &err);
+    CHECK(rc == 0 && gemb, "%s", err ? err : "decode");
+    if (!rc && gemb) {
+        const int32_t n = enc_audio_tokens(m.n_valid);
+        soft = malloc((size_t)n * 48 * sizeof(float));
+        emb = malloc((size_t)n * 64 * sizeof(float));
+        enc_run r = {plume_kernels_get(NULL), NULL};
+        rc = enc_audio_tower(&tower, &r, m.feat, m.n_valid, soft, &err);
+        if (!rc) rc = enc_audio_embed(&tower, &r, soft, n, emb, &err);
+        CHECK(rc == 0 && n == es[0], "%s (%d tokens)", err ? err : "", n);
+        if (!rc && n == es[0])
+            CHECK(t_rel_rms(emb, gemb, (size_t)n * 64) <= REL_RMS_TOL, "wav -> rows: rel-RMS %.3g",
+                  t_rel_rms(emb, gemb, (size_t)n * 64));
+    }
+    media_audio_free(&a);
+    media_mel_free(&m);
+    free(wp), free(err), free(gemb), free(soft), free(emb);
+}
+
+/* A clip of 0 frames or over 30 s is refused before anything runs. */
+static void test_tower_bad_lengths(void) {
+    if (!tower_ok) return;
+    float mel[128] = {0}, soft[48];
+    char *err = NULL;
+    enc_run r = {&plume_kernels_scalar, NULL};
+    CHECK(enc_audio_tower(&tower, &r, mel, 0, soft, &err) == PLUME_EINVAL && err, "0 frames accepted");
+    free(err), err = NULL;
+    CHECK(enc_audio_tower(&tower, &r, mel, 3001, soft, &err) == PLUME_EINVAL && err, "3001 frames accepted");
+    free(err);
+}
+
+/* ---- refusals --------------------------------------------------------------------------------- */
+
+/* enc_audio_config_read of JSON text must fail naming `want`. */
+static void config_refused(const char *json, const char *want) {
+    cJSON *o = cJSON_Parse(json);
+    enc_audio_config c;
+    char *err = NULL;
+    int rc = enc_audio_config_read(&c, o, "cfg", &err);
+    CHECK(rc == PLUME_EFORMAT && err && strstr(err, want), "%s: rc %d, '%s' lacks '%s'", json, rc, err ? err : "", want);
+    free(err);
+    cJSON_Delete(o);
+}
+
+static void test_config_refused(void) {
+    config_refused("[1]", "not an object");
+    config_refused("{\"hidden_act\": \"gelu\"}", "hidden_act");
+    config_refused("{\"attention_context_right\": 2}", "not supported");
+    config_refused("{\"attention_chunk_size\": 16}", "not supported");
+    config_refused("{\"subsampling_conv_channels\": [128]}", "subsampling_conv_channels");
+    config_refused("{\"subsampling_conv_channels\": [128, -3]}", "subsampling_conv_channels");
+    config_refused("{\"hidden_size\": 1000, \"num_attention_heads\": 7}", "multiple of the heads");
+    config_refused("{\"num_hidden_layers\": 1e9}", "num_hidden_layers");
+    config_refused("{\"rms_norm_eps\": \"small\"}", "rms_norm_eps");
+    config_refused("{\"use_clipped_linears\": 1}", "use_clipped_linears");
+    cJSON *o = cJSON_Parse("{}"); /* HF's defaults: the E2B tower */
+    enc_audio_config c;
+    CHECK(enc_audio_config_read(&c, o, "e2b", NULL) == 0 && c.D == 1024 && c.L == 12 && c.H == 8 && c.C1 == 32 &&
+              c.out_dims == 1536,
+          "defaults are not E2B's tower");
+    cJSON_Delete(o);
+    char *err = NULL, *tp = data_path("e2b-config.json"); /* text_config only */
+    CHECK(enc_audio_config_load(&c, tp, &err) == PLUME_EFORMAT && err && strstr(err, "no audio_config"),
+          "a text-only config: %s", err ? err : "");
+    free(err), free(tp);
+}
+
+/* Files without the tower, or with other shapes than the config says. */
+static void test_open_refused(void) {
+    char *cp = data_path("tiny-mm-a/config.json"), *wp = data_path("tiny-mm-a/audio_tower.safetensors");
+    char *tp = data_path("tiny-a/hf/model-00001-of-00002.safetensors"), *err = NULL;
+    enc_audio_config c;
+    enc_audio a;
+    if (enc_audio_config_load(&c, cp, &err)) {
+        CHECK(0, "%s", err);
+    } else {
+        CHECK(enc_audio_open(&a, &c, tp, &err) == PLUME_EFORMAT && err && strstr(err, "is missing"),
+              "a text checkpoint as a tower: %s", err ? err : "");
+        free(err), err = NULL;
+        c.D = 64, c.hd = 32; /* the file's tower is 32 wide */
+        CHECK(enc_audio_open(&a, &c, wp, &err) == PLUME_EFORMAT && err && strstr(err, "has shape"),
+              "a wider config: %s", err ? err : "");
+        free(err), err = NULL;
+        CHECK(enc_audio_open(&a, &c, "/nonexistent/audio.safetensors", &err) == PLUME_EIO, "a missing file: %s",
+              err ? err : "");
+    }
+    enc_audio_free(NULL);
+    free(cp), free(wp), free(tp), free(err);
+}
+
+int main(void) {
+    RUN(test_config_and_open);
+    RUN(test_token_counts);
+    RUN(test_tower_golden);
+    RUN(test_wav_to_rows);
+    RUN(test_tower_bad_lengths);
+    RUN(test_config_refused);
+    RUN(test_open_refused);
+    enc_audio_free(&tower);
+    return t_total_failed ? 1 : 0;
+}
