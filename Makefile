@@ -131,7 +131,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 
 # The server's unit tests (test_serve_req, test_serve_out) link its request parser and answer
 # writer directly (no sockets, no model).
-SERVE_UNIT := tools/serve/serve_req.c tools/serve/serve_out.c
+SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_openai.c tools/serve/serve_answer.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"

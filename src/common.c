@@ -296,6 +296,25 @@ int plume_file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+int plume_mkdir_parent(const char *path, char **err) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return plume_fail(err, PLUME_EIO, "%s: path too long", path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p) return 0;
+    *slash = 0;
+    for (char *s = p + 1;; s++) {
+        int end = !*s;
+        if (*s && *s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", p, strerror(errno));
+        if (end) break;
+        *s = '/';
+    }
+    return 0;
+}
+
 void *plume_alloc(size_t n) {
     if (n == 0) n = PLUME_ALIGN;
     if (n > SIZE_MAX - PLUME_ALIGN) return NULL;

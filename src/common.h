@@ -104,6 +104,9 @@ char *plume_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);
+/* mkdir -p the directory that will hold path (an output file or directory: "out/" names the
+ * directory out); 0, or PLUME_EIO naming the directory that could not be made. */
+int plume_mkdir_parent(const char *path, char **err);
 
 /* Allocate n bytes aligned to PLUME_ALIGN, contents undefined (never read before written);
  * NULL on failure or overflow. */
