@@ -438,6 +438,7 @@ const plume_kernels plume_kernels_neon = {
     .axpy = axpy_neon,
     .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
     .softcap = plume_softcap_ref,
+    .softmax = plume_softmax_ref, /* libm exp, as gelu_mul */
     .rmsnorm = rmsnorm_neon,
     .attn_block = attn_block_neon,
 };
