@@ -14,9 +14,9 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
-# libsndfile decodes audio files (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr resamples them
-# to 16 kHz (src/media/).
-LDLIBS  := -lcjson -lsndfile -lsoxr -lm -lpthread
+# libpng, libjpeg(-turbo), libwebp + libwebpdemux: the image decoders of src/media/;
+# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio.
+LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lm -lpthread
 # libcurl: the Hub client of plume pull (tools/hub/); libmicrohttpd: the HTTP server of
 # plume serve. Both linked into the CLI only, never libplume.
 CLI_LIBS := -lcurl -lmicrohttpd
@@ -50,7 +50,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c src/media/*.c src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c) $(wildcard src/media/*.c) $(wildcard src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -90,12 +90,12 @@ all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 # The CLI includes its rooms' headers by room: "serve/serve.h", "hub/hub.h".
 $(TOOL_OBJ): $(wildcard tools/*/*.h)
 $(TOOL_OBJ): CPPFLAGS += -Itools
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/media/*.h src/encoders/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/media/*.h src/encoders/*.h)
+$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 

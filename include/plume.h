@@ -264,6 +264,84 @@ uint64_t plume_model_decode_bytes(const plume_model *m);
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
 
 /* ---------------------------------------------------------------------------------------
+ * Images in (docs/MEDIA.md)
+ *
+ * An image is decoded once (PNG, JPEG or WebP, sniffed from the bytes; EXIF orientation
+ * applied; 8-bit RGB as Hugging Face's processor sees it: alpha dropped), then encoded by the
+ * bundle's vision tower into soft tokens: a plume_embd of N rows of the decoder's width. A
+ * prompt carries, where the image goes, <|image> then N image placeholders (the model's
+ * image_token_id) then <image|>; plume_prompt_expand() writes those runs from one
+ * placeholder per image, and plume_session_feed_media() feeds the prompt with the runs filled
+ * by the images' rows, in order.
+ *
+ *     plume_image *img; plume_embd *e;
+ *     plume_image_load(&img, "cat.jpg", &err);
+ *     plume_image_encode(&e, m, img, NULL, &err);           // the tower: N = 256 for a square
+ *     ... render the chat with one placeholder where the image goes, tokenize it ...
+ *     n = plume_prompt_expand(m, ids, n, &e, 1, big, cap, &err);
+ *     plume_session_feed_media(s, big, n, &e, 1, logits, 0, &err);
+ *
+ * A session remembers which image filled which positions (a 64-bit key of its resized
+ * pixels), so plume_session_feed_prompt_media() reuses the cache of a conversation re-sent
+ * with the same images, a rewind into an image recomputes it, and a saved session keeps them.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_image plume_image; /* decoded pixels */
+typedef struct plume_embd plume_embd;   /* soft tokens of one image (or, later, one audio clip) */
+
+/* Decode an image file / bytes. PLUME_EFORMAT for anything that is not a whole PNG, JPEG or
+ * WebP (truncated, corrupt, zero-sized, more than 64 M pixels or 65535 a side: checked before
+ * the pixels are allocated); PLUME_EIO when the file cannot be read. */
+int plume_image_load(plume_image **out, const char *path, char **err);
+int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
+/* An image from RGB pixels [height, width, 3] (copied). */
+int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
+void plume_image_free(plume_image *img);
+int32_t plume_image_width(const plume_image *img);
+int32_t plume_image_height(const plume_image *img);
+const uint8_t *plume_image_rgb(const plume_image *img); /* [height, width, 3] */
+
+typedef struct {
+    int32_t max_tokens; /* the budget of soft tokens: 70, 140, 280, 560 or 1120; 0: 280 (the
+                           model's default_output_length) */
+} plume_image_params;
+
+plume_image_params plume_image_default_params(void);
+/* Whether the bundle carries a vision tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_vision(const plume_model *m);
+/* The model's media token ids: "image" (the placeholder), "boi", "eoi", "audio", "boa",
+ * "eoa", "video"; -1 for an unknown name or an id the checkpoint did not give. */
+int32_t plume_model_media_token(const plume_model *m, const char *name);
+/* How many soft tokens img gives at a budget (p may be NULL), and its key (the hash of its
+ * resized pixels, what plume_embd_key() of its encoding will be; key may be NULL): the
+ * resize without the tower, for a caller that wants to lay out a prompt or look up a cache
+ * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
+int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p, int32_t *n_tokens,
+                       uint64_t *key, char **err);
+/* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
+ * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
+ * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
+int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                       char **err);
+/* Soft tokens given by the caller ([n, dim] copied): a tower plume does not run, a test.
+ * placeholder: the token id whose positions they fill; key: their identity in a session's
+ * history (0: a hash of the rows). */
+int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t dim, int32_t placeholder,
+                         uint64_t key, char **err);
+void plume_embd_free(plume_embd *e);
+int32_t plume_embd_n_tokens(const plume_embd *e);
+int32_t plume_embd_dim(const plume_embd *e);
+const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
+int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
+uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
+
+/* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
+ * replaced by its run: for an image <|image> + N x <|image|> + <image|>. Writes at most cap
+ * ids to out and returns how many the expansion needs (call again with more room if > cap),
+ * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
+int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                            int32_t n_media, int32_t *out, int32_t cap, char **err);
+
+/* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
  * ------------------------------------------------------------------------------------- */
 typedef struct plume_session plume_session;

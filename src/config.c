@@ -134,6 +134,71 @@ static int parse_eos(plume_config *c, const cJSON *e, const char *name, char **e
     return 0;
 }
 
+const char *const plume_media_id_keys[PLUME_MEDIA_NIDS] = {"image_token_id", "boi_token_id", "eoi_token_id",
+                                                           "audio_token_id", "boa_token_id", "eoa_token_id",
+                                                           "video_token_id"};
+
+/* The pad id and the media token ids of a config object (config.json's top level or
+ * model_config.json): an id that is missing, not an integer or outside [0, V) is -1 (a
+ * text-only config may name the real ids with a small vocabulary); pad defaults to 0. */
+static void parse_media_ids(plume_config *c, const cJSON *o, const cJSON *alt) {
+    for (int i = 0; i < PLUME_MEDIA_NIDS; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, plume_media_id_keys[i]);
+        if (!v && i == PLUME_MEDIA_EOA) v = cJSON_GetObjectItemCaseSensitive(o, "eoa_token_index");
+        int ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < (double)c->V &&
+                 v->valuedouble == floor(v->valuedouble);
+        c->media_id[i] = ok ? (int32_t)v->valuedouble : -1;
+    }
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(o, "pad_token_id");
+    if (!cJSON_IsNumber(pad) && alt) pad = cJSON_GetObjectItemCaseSensitive(alt, "pad_token_id");
+    c->pad_id = cJSON_IsNumber(pad) && pad->valuedouble >= 0 && pad->valuedouble < (double)c->V &&
+                        pad->valuedouble == floor(pad->valuedouble) ? (int32_t)pad->valuedouble : 0;
+}
+
+/* Check and fill the vision config from object v (config.json's vision_config or
+ * model_config.json's vision); the shape keys are required. */
+static int parse_vision(plume_config *c, const cJSON *v, const char *name, char **err) {
+    plume_vision_config *x = &c->vis;
+    if (!cJSON_IsObject(v)) return plume_fail(err, PLUME_EFORMAT, "%s: vision_config is not an object", name);
+    double theta = 100.0, eps = 1e-6;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(v, "rope_parameters");
+    int rc;
+    if ((rc = get_int(v, "hidden_size", 2, 1 << 16, 0, 0, &x->D, name, err)) ||
+        (rc = get_int(v, "num_hidden_layers", 1, 256, 0, 0, &x->L, name, err)) ||
+        (rc = get_int(v, "num_attention_heads", 1, 256, 0, 0, &x->H, name, err)) ||
+        (rc = get_int(v, "num_key_value_heads", 1, 256, 1, x->H, &x->Hkv, name, err)) ||
+        (rc = get_int(v, "head_dim", 4, 4096, 0, 0, &x->hd, name, err)) ||
+        (rc = get_int(v, "intermediate_size", 1, 1 << 20, 0, 0, &x->I, name, err)) ||
+        (rc = get_int(v, "patch_size", 1, 256, 0, 0, &x->patch, name, err)) ||
+        (rc = get_int(v, "pooling_kernel_size", 1, 16, 0, 0, &x->pool, name, err)) ||
+        (rc = get_int(v, "position_embedding_size", 1, 1 << 20, 0, 0, &x->n_pos, name, err)) ||
+        (rc = get_int(v, "default_output_length", 1, 1 << 20, 1, 280, &x->default_tokens, name, err)) ||
+        (rc = get_num(v, "rms_norm_eps", 1, 1e-6, &eps, name, err)) ||
+        (rc = get_num(cJSON_IsObject(rp) ? rp : v, "rope_theta", 1, 100.0, &theta, name, err)))
+        return rc;
+    if (x->H != x->Hkv) return plume_fail(err, PLUME_EFORMAT, "%s: vision num_key_value_heads must equal num_attention_heads", name);
+    if (x->hd % 4) return plume_fail(err, PLUME_EFORMAT, "%s: vision head_dim must be a multiple of 4 (2-D RoPE)", name);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "standardize")))
+        return plume_fail(err, PLUME_EFORMAT, "%s: vision_config.standardize (the 26B/31B tower) is not supported", name);
+    if (theta <= 0 || eps <= 0) return plume_fail(err, PLUME_EFORMAT, "%s: vision rope_theta and rms_norm_eps must be > 0", name);
+    x->clipped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "use_clipped_linears"));
+    x->theta = (float)theta;
+    x->eps = (float)eps;
+    for (int i = PLUME_MEDIA_IMAGE; i <= PLUME_MEDIA_EOI; i++)
+        if (c->media_id[i] < 0)
+            return plume_fail(err, PLUME_EFORMAT, "%s: a vision model needs %s inside the vocabulary", name, plume_media_id_keys[i]);
+    c->has_vision = 1;
+    return 0;
+}
+
+int plume_config_vision_from_hf(plume_config *c, const char *json, const char *name, char **err) {
+    cJSON *root = cJSON_Parse(json);
+    int rc = root ? parse_vision(c, cJSON_GetObjectItemCaseSensitive(root, "vision_config"), name, err)
+                  : plume_fail(err, PLUME_EFORMAT, "%s: invalid JSON", name);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int plume_config_from_hf_text(plume_config *c, const char *json, const char *name, char **err) {
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
@@ -193,6 +258,7 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
         goto done;
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if ((rc = parse_eos(c, eos ? eos : cJSON_GetObjectItemCaseSensitive(t, "eos_token_id"), name, err))) goto done;
+    parse_media_ids(c, root, t);
     snprintf(c->model_name, sizeof c->model_name, "gemma4");
     c->n_ctx = c->max_pos < 4096 ? c->max_pos : 4096;
     plume_config_default_chunks(c);
@@ -257,6 +323,28 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
     for (int32_t i = 0; i < c->n_eos; i++) cJSON_AddItemToArray(eos, cJSON_CreateNumber(c->eos_ids[i]));
     cJSON_AddStringToObject(o, "weights", c->weights);
     cJSON_AddStringToObject(o, "head", c->head_sidecar ? "embed_tokens_q8" : "chunk");
+    cJSON_AddNumberToObject(o, "pad_token_id", c->pad_id);
+    for (int i = 0; i < PLUME_MEDIA_NIDS; i++)
+        if (c->media_id[i] >= 0) cJSON_AddNumberToObject(o, plume_media_id_keys[i], c->media_id[i]);
+    if (c->has_vision) { /* the tower of vision.safetensors */
+        const plume_vision_config *x = &c->vis;
+        cJSON *v = cJSON_AddObjectToObject(o, "vision");
+        cJSON_AddStringToObject(v, "file", "vision.safetensors");
+        cJSON_AddStringToObject(v, "weights", "f32");
+        cJSON_AddNumberToObject(v, "hidden_size", x->D);
+        cJSON_AddNumberToObject(v, "num_hidden_layers", x->L);
+        cJSON_AddNumberToObject(v, "num_attention_heads", x->H);
+        cJSON_AddNumberToObject(v, "num_key_value_heads", x->Hkv);
+        cJSON_AddNumberToObject(v, "head_dim", x->hd);
+        cJSON_AddNumberToObject(v, "intermediate_size", x->I);
+        cJSON_AddNumberToObject(v, "patch_size", x->patch);
+        cJSON_AddNumberToObject(v, "pooling_kernel_size", x->pool);
+        cJSON_AddNumberToObject(v, "position_embedding_size", x->n_pos);
+        cJSON_AddNumberToObject(v, "default_output_length", x->default_tokens);
+        cJSON_AddBoolToObject(v, "use_clipped_linears", x->clipped);
+        cJSON_AddNumberToObject(v, "rope_theta", x->theta);
+        cJSON_AddNumberToObject(v, "rms_norm_eps", x->eps);
+    }
     cJSON *ch = cJSON_AddArrayToObject(o, "chunks");
     for (int32_t i = 0; i < PLUME_N_CHUNKS; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -361,6 +449,9 @@ int plume_config_read_bundle(plume_config *c, const char *path, char **err) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: the chunks do not cover all %d layers", path, c->L);
         goto done;
     }
+    parse_media_ids(c, o, NULL);
+    const cJSON *vis = cJSON_GetObjectItemCaseSensitive(o, "vision");
+    if (vis && (rc = parse_vision(c, vis, path, err))) goto done;
     rc = derive(c, path, err);
 done:
     cJSON_Delete(o);

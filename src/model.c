@@ -217,6 +217,12 @@ static int identity(plume_model *m, char **err) {
             h = fnv(h, maps[i]->data, (size_t)(8 + (hl < maps[i]->size - 8 ? hl : 0)));
         }
     }
+    if (m->vision) { /* the tower file's header (text-only bundles keep their identity) */
+        const plume_map *v = &m->vision->map;
+        uint64_t hl = plume_rd_u64le(v->data);
+        h = fnv(h, &v->size, sizeof v->size);
+        h = fnv(h, v->data, (size_t)(8 + (hl < v->size - 8 ? hl : 0)));
+    }
     m->identity = h;
     return 0;
 }
@@ -299,6 +305,11 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
     free(mc);
     if (!rc) rc = load_sidecars(m, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
+    if (!rc && m->c.has_vision) { /* encoders/vision.c maps and checks the tower */
+        char *vp = plume_path_join(dir, "vision.safetensors");
+        rc = vp ? plume_vision_open(&m->vision, vp, &m->c.vis, m->c.D, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        free(vp);
+    }
     if (!rc) rc = identity(m, err);
     if (!rc) {
         m->decode_bytes += weight_bytes(&m->ple_proj) + weight_bytes(&m->head);
@@ -344,6 +355,7 @@ void plume_model_free(plume_model *m) {
     plume_pool_free(m->pool);
     plume_dealloc(m->untile);
     plume_tokenizer_free(m->tok);
+    plume_vision_free(m->vision);
     plume_map_free(&m->embed_q8);
     plume_map_free(&m->embed_scales);
     plume_map_free(&m->ple_q8);
@@ -431,3 +443,11 @@ double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece
 
 uint64_t plume_model_decode_bytes(const plume_model *m) { return m->decode_bytes; }
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }
+int32_t plume_model_has_vision(const plume_model *m) { return m->vision != NULL; }
+
+int32_t plume_model_media_token(const plume_model *m, const char *name) {
+    static const char *const names[PLUME_MEDIA_NIDS] = {"image", "boi", "eoi", "audio", "boa", "eoa", "video"};
+    for (int i = 0; name && i < PLUME_MEDIA_NIDS; i++)
+        if (!strcmp(name, names[i])) return m->c.media_id[i];
+    return -1;
+}

@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "encoders/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/qact.h"
 #include "pool.h"
@@ -54,6 +55,7 @@ struct plume_model {
     uint8_t *untile;                   /* [threads, untile_bytes]: a tiled group unpacked for */
     size_t untile_bytes;               /* a kernel that reads rows (forward.c) */
     plume_tokenizer *tok;
+    plume_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
     pthread_t prefault;                /* maps the weights' page tables in the background, */

@@ -124,7 +124,7 @@ int npy_write(const char *path, const char *descr, const int64_t *shape, int32_t
     size_t total = 10 + (size_t)n + 1;
     size_t pad = (64 - total % 64) % 64;
     size_t hlen = (size_t)n + pad + 1;
-    size_t item = descr[2] == '2' ? 2 : 4;
+    size_t item = (size_t)(descr[2] - '0'); /* "<f4" -> 4, "|u1" -> 1 */
     size_t bytes = 10 + hlen + (size_t)count * item;
     uint8_t *buf = malloc(bytes);
     if (!buf) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);

@@ -20,7 +20,7 @@ int npy_parse(const uint8_t *buf, size_t len, const char *name, npy_view *v, cha
 int npy_open(const char *path, plume_map *m, npy_view *v, char **err);
 /* Copy a view's elements into floats (f2, f4, f8, i4, b1, u1 sources); out holds v->count. */
 void npy_to_f32(const npy_view *v, float *out);
-/* Write an array; descr is "<f4", "<f2" or "<i4"; crash-safe. */
+/* Write an array; descr is "<f4", "<f2", "<i4" or "|u1"; crash-safe. */
 int npy_write(const char *path, const char *descr, const int64_t *shape, int32_t ndim,
               const void *data, char **err);
 

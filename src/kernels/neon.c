@@ -471,6 +471,7 @@ const plume_kernels plume_kernels_neon = {
     .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
     .softcap = plume_softcap_ref,
     .sigmoid_mul = sigmoid_mul_neon,
+    .softmax = plume_softmax_ref, /* libm exp, as gelu_mul */
     .rmsnorm = rmsnorm_neon,
     .attn_block = attn_block_neon,
 };
