@@ -191,6 +191,80 @@ static int parse_vision(plume_config *c, const cJSON *v, const char *name, char 
     return 0;
 }
 
+/* The audio tower's limits: the widest attention window row_attn keeps on its stack. */
+enum { AUDIO_MAX_LAYERS = 64, AUDIO_MAX_LEFT = 256, AUDIO_MEL_BINS = 128 };
+
+/* Check and fill the audio config from object a (config.json's audio_config or
+ * model_config.json's audio): HF's keys, their defaults (E2B's tower) when missing. */
+static int parse_audio(plume_config *c, const cJSON *a, const char *name, char **err) {
+    plume_audio_config *x = &c->aud;
+    if (!cJSON_IsObject(a)) return plume_fail(err, PLUME_EFORMAT, "%s: audio_config is not an object", name);
+    int32_t right = 0;
+    double cap = 50.0, residual = 0.5, eps = 1e-6;
+    int rc;
+    if ((rc = get_int(a, "hidden_size", 2, 1 << 16, 1, 1024, &x->D, name, err)) ||
+        (rc = get_int(a, "num_hidden_layers", 1, AUDIO_MAX_LAYERS, 1, 12, &x->L, name, err)) ||
+        (rc = get_int(a, "num_attention_heads", 1, 1024, 1, 8, &x->H, name, err)) ||
+        (rc = get_int(a, "conv_kernel_size", 1, 64, 1, 5, &x->K, name, err)) ||
+        (rc = get_int(a, "attention_chunk_size", 1, 4096, 1, 12, &x->chunk, name, err)) ||
+        (rc = get_int(a, "attention_context_left", 2, AUDIO_MAX_LEFT, 1, 13, &x->left, name, err)) ||
+        (rc = get_int(a, "attention_context_right", 0, 4096, 1, 0, &right, name, err)) ||
+        (rc = get_int(a, "output_proj_dims", 1, 1 << 16, 1, 1536, &x->out_dims, name, err)) ||
+        (rc = get_num(a, "attention_logit_cap", 1, 50.0, &cap, name, err)) ||
+        (rc = get_num(a, "residual_weight", 1, 0.5, &residual, name, err)) ||
+        (rc = get_num(a, "rms_norm_eps", 1, 1e-6, &eps, name, err)))
+        return rc;
+    if (!(cap > 0 && cap < 1e30) || !(eps >= 0 && eps < 1) || !(fabs(residual) < 1e30))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio attention_logit_cap, residual_weight or rms_norm_eps is out of range",
+                          name);
+    x->C0 = 128, x->C1 = 32;
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(a, "subsampling_conv_channels");
+    if (ch && !cJSON_IsNull(ch)) {
+        const cJSON *c0 = cJSON_GetArrayItem(ch, 0), *c1 = cJSON_GetArrayItem(ch, 1);
+        if (!cJSON_IsArray(ch) || cJSON_GetArraySize(ch) != 2 || !cJSON_IsNumber(c0) || !cJSON_IsNumber(c1) ||
+            !(c0->valuedouble >= 1 && c0->valuedouble <= 4096) || !(c1->valuedouble >= 1 && c1->valuedouble <= 4096) ||
+            c0->valuedouble != floor(c0->valuedouble) || c1->valuedouble != floor(c1->valuedouble))
+            return plume_fail(err, PLUME_EFORMAT, "%s: audio subsampling_conv_channels must be two integers in [1, 4096]", name);
+        x->C0 = (int32_t)c0->valuedouble, x->C1 = (int32_t)c1->valuedouble;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(a, "hidden_act");
+    if (act && !cJSON_IsNull(act) && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio hidden_act must be \"silu\"", name);
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(a, "use_clipped_linears");
+    if (clip && !cJSON_IsNull(clip) && !cJSON_IsBool(clip))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio use_clipped_linears must be true or false", name);
+    x->clipped = !clip || cJSON_IsNull(clip) || cJSON_IsTrue(clip);
+    if (x->D % x->H || x->D % 2)
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio hidden_size must be even and a multiple of the heads", name);
+    x->hd = x->D / x->H;
+    x->F = AUDIO_MEL_BINS;
+    x->n_rel = (x->chunk + x->left - 1) / 2 + 1;
+    x->cap = (float)cap, x->residual = (float)residual, x->eps = (float)eps;
+    /* HF's rel_shift gives query t and key t - d the table row of position d only when the
+     * table reaches back exactly left - 1 (chunk 12, left 13); other shapes, and keys ahead
+     * (right context), are not implemented */
+    if (right != 0 || x->n_rel - 1 != x->left - 1)
+        return plume_fail(err, PLUME_EFORMAT,
+                          "%s: audio attention with chunk %d, context left %d, right %d is not supported (chunk = left - 1 "
+                          "and right = 0 are)",
+                          name, x->chunk, x->left, right);
+    for (int i = PLUME_MEDIA_AUDIO; i <= PLUME_MEDIA_EOA; i++)
+        if (c->media_id[i] < 0)
+            return plume_fail(err, PLUME_EFORMAT, "%s: an audio model needs %s inside the vocabulary", name, plume_media_id_keys[i]);
+    c->has_audio = 1;
+    return 0;
+}
+
+int plume_config_audio_from_hf(plume_config *c, const char *json, const char *name, char **err) {
+    cJSON *root = cJSON_Parse(json);
+    const cJSON *a = root ? cJSON_GetObjectItemCaseSensitive(root, "audio_config") : NULL;
+    int rc = !root ? plume_fail(err, PLUME_EFORMAT, "%s: invalid JSON", name)
+             : !a || cJSON_IsNull(a) ? plume_fail(err, PLUME_EFORMAT, "%s: no audio_config (a model without an audio tower)", name)
+                                     : parse_audio(c, a, name, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int plume_config_vision_from_hf(plume_config *c, const char *json, const char *name, char **err) {
     cJSON *root = cJSON_Parse(json);
     int rc = root ? parse_vision(c, cJSON_GetObjectItemCaseSensitive(root, "vision_config"), name, err)
@@ -345,6 +419,27 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
         cJSON_AddNumberToObject(v, "rope_theta", x->theta);
         cJSON_AddNumberToObject(v, "rms_norm_eps", x->eps);
     }
+    if (c->has_audio) { /* the tower of audio.safetensors, under HF's audio_config keys */
+        const plume_audio_config *x = &c->aud;
+        cJSON *a = cJSON_AddObjectToObject(o, "audio");
+        cJSON_AddStringToObject(a, "file", "audio.safetensors");
+        cJSON_AddStringToObject(a, "weights", "f32");
+        cJSON_AddNumberToObject(a, "hidden_size", x->D);
+        cJSON_AddNumberToObject(a, "num_hidden_layers", x->L);
+        cJSON_AddNumberToObject(a, "num_attention_heads", x->H);
+        const int ch[2] = {x->C0, x->C1};
+        cJSON_AddItemToObject(a, "subsampling_conv_channels", cJSON_CreateIntArray(ch, 2));
+        cJSON_AddNumberToObject(a, "conv_kernel_size", x->K);
+        cJSON_AddNumberToObject(a, "attention_chunk_size", x->chunk);
+        cJSON_AddNumberToObject(a, "attention_context_left", x->left);
+        cJSON_AddNumberToObject(a, "attention_context_right", 0);
+        cJSON_AddNumberToObject(a, "attention_logit_cap", x->cap);
+        cJSON_AddNumberToObject(a, "residual_weight", x->residual);
+        cJSON_AddStringToObject(a, "hidden_act", "silu");
+        cJSON_AddBoolToObject(a, "use_clipped_linears", x->clipped);
+        cJSON_AddNumberToObject(a, "rms_norm_eps", x->eps);
+        cJSON_AddNumberToObject(a, "output_proj_dims", x->out_dims);
+    }
     cJSON *ch = cJSON_AddArrayToObject(o, "chunks");
     for (int32_t i = 0; i < PLUME_N_CHUNKS; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -452,6 +547,8 @@ int plume_config_read_bundle(plume_config *c, const char *path, char **err) {
     parse_media_ids(c, o, NULL);
     const cJSON *vis = cJSON_GetObjectItemCaseSensitive(o, "vision");
     if (vis && (rc = parse_vision(c, vis, path, err))) goto done;
+    const cJSON *aud = cJSON_GetObjectItemCaseSensitive(o, "audio");
+    if (aud && (rc = parse_audio(c, aud, path, err))) goto done;
     rc = derive(c, path, err);
 done:
     cJSON_Delete(o);

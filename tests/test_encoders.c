@@ -3,8 +3,6 @@
  * run on the golden log-mel features; its soft tokens and embed_audio rows against the oracle's,
  * on every kernel table this CPU has and with and without threads; the whole chain from the WAV
  * file; configs and files it must refuse. */
-#include <cjson/cJSON.h>
-
 #include "encoders/encoders.h"
 #include "media/media.h"
 #include "npy.h"
@@ -42,15 +40,28 @@ static float *npy_floats(const char *rel, int64_t *shape) {
 
 /* ---- config and loading -------------------------------------------------------------------- */
 
+/* The text config of tiny-mm-a (its media ids) with its audio_config; 0 or the error. */
+static int tiny_config(plume_config *c, char **err) {
+    char *cp = data_path("tiny-mm-a/config.json"), *json = NULL;
+    int rc = plume_read_file(cp, &json, NULL, err);
+    if (!rc) rc = plume_config_from_hf_text(c, json, cp, err);
+    if (!rc) rc = plume_config_audio_from_hf(c, json, cp, err);
+    free(cp), free(json);
+    return rc;
+}
+
 static void test_config_and_open(void) {
-    char *cp = data_path("tiny-mm-a/config.json"), *wp = data_path("tiny-mm-a/audio_tower.safetensors"), *err = NULL;
-    enc_audio_config c;
-    int rc = enc_audio_config_load(&c, cp, &err);
-    CHECK(rc == 0, "config: %s", err ? err : "");
-    CHECK(c.D == 32 && c.L == 2 && c.H == 2 && c.hd == 16 && c.C0 == 128 && c.C1 == 8 && c.K == 5 && c.left == 13 &&
-              c.n_rel == 13 && c.out_dims == 48 && c.clipped && c.cap == 50.0f && c.residual == 0.5f,
-          "tiny audio_config read as D %d L %d H %d C %d/%d out %d", c.D, c.L, c.H, c.C0, c.C1, c.out_dims);
-    if (!rc) rc = enc_audio_open(&tower, &c, wp, &err);
+    char *wp = data_path("tiny-mm-a/audio_tower.safetensors"), *err = NULL;
+    plume_config cfg;
+    int rc = tiny_config(&cfg, &err);
+    const plume_audio_config *c = &cfg.aud;
+    CHECK(rc == 0 && cfg.has_audio, "config: %s", err ? err : "");
+    CHECK(c->D == 32 && c->L == 2 && c->H == 2 && c->hd == 16 && c->C0 == 128 && c->C1 == 8 && c->K == 5 &&
+              c->left == 13 && c->n_rel == 13 && c->out_dims == 48 && c->clipped && c->cap == 50.0f && c->residual == 0.5f,
+          "tiny audio_config read as D %d L %d H %d C %d/%d out %d", c->D, c->L, c->H, c->C0, c->C1, c->out_dims);
+    CHECK(cfg.media_id[PLUME_MEDIA_AUDIO] == 13 && cfg.media_id[PLUME_MEDIA_BOA] == 11 && cfg.media_id[PLUME_MEDIA_EOA] == 15,
+          "media ids %d %d %d", cfg.media_id[PLUME_MEDIA_AUDIO], cfg.media_id[PLUME_MEDIA_BOA], cfg.media_id[PLUME_MEDIA_EOA]);
+    if (!rc) rc = enc_audio_open(&tower, c, cfg.D, wp, &err);
     CHECK(rc == 0, "open: %s", err ? err : "");
     tower_ok = rc == 0;
     CHECK(!rc && tower.D_text == 64 && tower.F0 == 64 && tower.F1 == 32, "D_text %d, F0 %d, F1 %d", tower.D_text, tower.F0,
@@ -58,7 +69,34 @@ static void test_config_and_open(void) {
     /* the checkpoint's bounds came through: layer 0's linear_start clips (stats.json: 16%) */
     CHECK(!rc && isfinite(tower.layer[0].conv_start.in_lo) && isfinite(tower.layer[0].conv_start.out_hi),
           "clip bounds not loaded");
-    free(cp), free(wp), free(err);
+    free(wp), free(err);
+}
+
+/* The tensor list names exactly the checkpoint's audio tensors (the golden's 132, HF's names
+ * and shapes), and E2B's tower has 752. */
+static void test_tensor_list(void) {
+    plume_config cfg;
+    char *err = NULL, *wp = data_path("tiny-mm-a/audio_tower.safetensors");
+    st_file f = {0};
+    if (tiny_config(&cfg, &err) || st_open(&f, wp, &err)) {
+        CHECK(0, "%s", err);
+        free(err), free(wp);
+        return;
+    }
+    int32_t n = enc_audio_tensor_list(&cfg.aud, cfg.D, NULL, 0);
+    enc_tensor_spec *list = malloc((size_t)n * sizeof *list);
+    CHECK(enc_audio_tensor_list(&cfg.aud, cfg.D, list, n) == n && n == f.n, "list %d, file %d", n, f.n);
+    for (int32_t i = 0; i < n; i++) {
+        const st_tensor *t = st_find(&f, list[i].name);
+        int same = t && (list[i].ndim ? t->ndim == list[i].ndim : t->count == 1);
+        for (int32_t k = 0; same && k < list[i].ndim; k++) same = t->shape[k] == list[i].shape[k];
+        CHECK(same, "%s: not in the checkpoint with that shape", list[i].name);
+    }
+    plume_audio_config e2b = cfg.aud;
+    e2b.D = 1024, e2b.L = 12, e2b.H = 8, e2b.hd = 128, e2b.C0 = 128, e2b.C1 = 32, e2b.out_dims = 1536;
+    CHECK(enc_audio_tensor_list(&e2b, 1536, NULL, 0) == 752, "E2B: %d tensors", enc_audio_tensor_list(&e2b, 1536, NULL, 0));
+    free(list), free(err), free(wp);
+    st_close(&f);
 }
 
 /* enc_audio_tokens is HF's _compute_audio_num_tokens after the frames (stats.json: 229 -> 58,
@@ -193,15 +231,16 @@ static void test_tower_bad_lengths(void) {
 
 /* ---- refusals --------------------------------------------------------------------------------- */
 
-/* enc_audio_config_read of JSON text must fail naming `want`. */
-static void config_refused(const char *json, const char *want) {
-    cJSON *o = cJSON_Parse(json);
-    enc_audio_config c;
-    char *err = NULL;
-    int rc = enc_audio_config_read(&c, o, "cfg", &err);
-    CHECK(rc == PLUME_EFORMAT && err && strstr(err, want), "%s: rc %d, '%s' lacks '%s'", json, rc, err ? err : "", want);
+/* plume_config_audio_from_hf of {"audio_config": obj} on tiny-mm-a's config must fail naming
+ * `want`. */
+static void config_refused(const char *obj, const char *want) {
+    plume_config c;
+    char json[512], *err = NULL;
+    snprintf(json, sizeof json, "{\"audio_config\": %s}", obj);
+    int rc = tiny_config(&c, NULL);
+    if (!rc) rc = plume_config_audio_from_hf(&c, json, "cfg", &err);
+    CHECK(rc == PLUME_EFORMAT && err && strstr(err, want), "%s: rc %d, '%s' lacks '%s'", obj, rc, err ? err : "", want);
     free(err);
-    cJSON_Delete(o);
 }
 
 static void test_config_refused(void) {
@@ -215,43 +254,53 @@ static void test_config_refused(void) {
     config_refused("{\"num_hidden_layers\": 1e9}", "num_hidden_layers");
     config_refused("{\"rms_norm_eps\": \"small\"}", "rms_norm_eps");
     config_refused("{\"use_clipped_linears\": 1}", "use_clipped_linears");
-    cJSON *o = cJSON_Parse("{}"); /* HF's defaults: the E2B tower */
-    enc_audio_config c;
-    CHECK(enc_audio_config_read(&c, o, "e2b", NULL) == 0 && c.D == 1024 && c.L == 12 && c.H == 8 && c.C1 == 32 &&
-              c.out_dims == 1536,
-          "defaults are not E2B's tower");
-    cJSON_Delete(o);
-    char *err = NULL, *tp = data_path("e2b-config.json"); /* text_config only */
-    CHECK(enc_audio_config_load(&c, tp, &err) == PLUME_EFORMAT && err && strstr(err, "no audio_config"),
+    config_refused("{\"attention_logit_cap\": -1}", "out of range");
+    plume_config c;
+    char *err = NULL;
+    CHECK(!tiny_config(&c, NULL) && plume_config_audio_from_hf(&c, "{\"audio_config\": {}}", "e2b", &err) == 0 &&
+              c.aud.D == 1024 && c.aud.L == 12 && c.aud.H == 8 && c.aud.C1 == 32 && c.aud.out_dims == 1536,
+          "{} does not give E2B's tower (HF's defaults): %s", err ? err : "");
+    free(err), err = NULL;
+    CHECK(plume_config_audio_from_hf(&c, "{\"text_config\": {}}", "text.json", &err) == PLUME_EFORMAT && err &&
+              strstr(err, "no audio_config"),
           "a text-only config: %s", err ? err : "");
-    free(err), free(tp);
+    free(err), err = NULL;
+    c.media_id[PLUME_MEDIA_BOA] = -1; /* a vocabulary without <|audio> */
+    CHECK(plume_config_audio_from_hf(&c, "{\"audio_config\": {}}", "novocab", &err) == PLUME_EFORMAT && err &&
+              strstr(err, "boa_token_id"),
+          "no BOA id: %s", err ? err : "");
+    free(err);
 }
 
 /* Files without the tower, or with other shapes than the config says. */
 static void test_open_refused(void) {
-    char *cp = data_path("tiny-mm-a/config.json"), *wp = data_path("tiny-mm-a/audio_tower.safetensors");
+    char *wp = data_path("tiny-mm-a/audio_tower.safetensors");
     char *tp = data_path("tiny-a/hf/model-00001-of-00002.safetensors"), *err = NULL;
-    enc_audio_config c;
+    plume_config cfg;
     enc_audio a;
-    if (enc_audio_config_load(&c, cp, &err)) {
+    if (tiny_config(&cfg, &err)) {
         CHECK(0, "%s", err);
     } else {
-        CHECK(enc_audio_open(&a, &c, tp, &err) == PLUME_EFORMAT && err && strstr(err, "is missing"),
+        CHECK(enc_audio_open(&a, &cfg.aud, 64, tp, &err) == PLUME_EFORMAT && err && strstr(err, "is missing"),
               "a text checkpoint as a tower: %s", err ? err : "");
         free(err), err = NULL;
-        c.D = 64, c.hd = 32; /* the file's tower is 32 wide */
-        CHECK(enc_audio_open(&a, &c, wp, &err) == PLUME_EFORMAT && err && strstr(err, "has shape"),
+        CHECK(enc_audio_open(&a, &cfg.aud, 96, wp, &err) == PLUME_EFORMAT && err && strstr(err, "embed_audio"),
+              "another decoder width: %s", err ? err : "");
+        free(err), err = NULL;
+        cfg.aud.D = 64, cfg.aud.hd = 32; /* the file's tower is 32 wide */
+        CHECK(enc_audio_open(&a, &cfg.aud, 64, wp, &err) == PLUME_EFORMAT && err && strstr(err, "has shape"),
               "a wider config: %s", err ? err : "");
         free(err), err = NULL;
-        CHECK(enc_audio_open(&a, &c, "/nonexistent/audio.safetensors", &err) == PLUME_EIO, "a missing file: %s",
+        CHECK(enc_audio_open(&a, &cfg.aud, 64, "/nonexistent/audio.safetensors", &err) == PLUME_EIO, "a missing file: %s",
               err ? err : "");
     }
     enc_audio_free(NULL);
-    free(cp), free(wp), free(tp), free(err);
+    free(wp), free(tp), free(err);
 }
 
 int main(void) {
     RUN(test_config_and_open);
+    RUN(test_tensor_list);
     RUN(test_token_counts);
     RUN(test_tower_golden);
     RUN(test_wav_to_rows);

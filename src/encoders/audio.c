@@ -20,8 +20,8 @@
  * sliding window over keys t-11..t with the relative table indexed by distance (§3.4); HF's
  * clamps to +-1e10 are left out (no finite float32 tower reaches them).
  * Files and the decoder are not known here: frames come in, rows go out. */
-#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -36,117 +36,135 @@ enum {
 };
 #define K_SCALE 1.8946361239720115 /* ln(1 + e) / ln 2: the keys' fixed scale */
 
-/* ---- config ------------------------------------------------------------------------------- */
+/* ---- the tensor list ------------------------------------------------------------------------ */
 
-/* An integer key in [lo, hi], or dflt when missing. */
-static int cfg_int(const cJSON *o, const char *key, int32_t dflt, int32_t lo, int32_t hi, int32_t *out, const char *name,
-                   char **err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = dflt;
-        return 0;
+static const char *const ff_names[2] = {"feed_forward1", "feed_forward2"};
+static const char *const bound_names[4] = {"input_min", "input_max", "output_min", "output_max"};
+
+/* A list being written: out[cap] (out NULL: only counted), n so far. */
+typedef struct {
+    enc_tensor_spec *out;
+    int32_t cap, n;
+} spec_list;
+
+/* Append a tensor of shape d[0..ndim) named like printf. */
+static void spec_add(spec_list *s, int32_t ndim, const int64_t *d, int32_t optional, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void spec_add(spec_list *s, int32_t ndim, const int64_t *d, int32_t optional, const char *fmt, ...) {
+    if (s->out && s->n < s->cap) {
+        enc_tensor_spec *t = &s->out[s->n];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->name, sizeof t->name, fmt, ap);
+        va_end(ap);
+        t->ndim = ndim;
+        for (int32_t k = 0; k < 4; k++) t->shape[k] = k < ndim ? d[k] : 0;
+        t->optional = optional;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
-        return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.%s must be an integer in [%d, %d]", name, key, lo, hi);
-    *out = (int32_t)v->valuedouble;
-    return 0;
+    s->n++;
 }
 
-/* A number key in (lo, hi], or dflt when missing. */
-static int cfg_num(const cJSON *o, const char *key, double dflt, double lo, double hi, float *out, const char *name,
-                   char **err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    double x = dflt;
-    if (v && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v)) return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.%s must be a number", name, key);
-        x = v->valuedouble;
+/* A vector [n] of layer l: PREFIX layers.l.<what>. */
+static void spec_vec(spec_list *s, int64_t n, int32_t l, const char *what) {
+    spec_add(s, 1, &n, 0, PREFIX "layers.%d.%s", l, what);
+}
+
+/* A clippable linear of layer l: <what>.linear.weight [out, in], then its four bounds
+ * (optional) when the tower clips. */
+static void spec_clippable(spec_list *s, const plume_audio_config *c, int64_t out, int64_t in, int32_t l, const char *what) {
+    const int64_t d[2] = {out, in};
+    spec_add(s, 2, d, 0, PREFIX "layers.%d.%s.linear.weight", l, what);
+    for (int b = 0; c->clipped && b < 4; b++) spec_add(s, 0, NULL, 1, PREFIX "layers.%d.%s.%s", l, what, bound_names[b]);
+}
+
+int32_t enc_audio_tensor_list(const plume_audio_config *c, int32_t D_text, enc_tensor_spec *out, int32_t cap) {
+    spec_list s = {out, cap, 0};
+    const int64_t D = c->D, F1 = ((c->F - 1) / 2) / 2 + 1; /* bins after two stride-2 convolutions */
+    const int64_t conv0[4] = {c->C0, 1, 3, 3}, conv1[4] = {c->C1, c->C0, 3, 3}, in_proj[2] = {D, F1 * c->C1};
+    const int64_t c0 = c->C0, c1 = c->C1, rel[2] = {D, D}, dw[3] = {D, 1, c->K}, hd = c->hd;
+    spec_add(&s, 4, conv0, 0, PREFIX "subsample_conv_projection.layer0.conv.weight");
+    spec_add(&s, 1, &c0, 0, PREFIX "subsample_conv_projection.layer0.norm.weight");
+    spec_add(&s, 4, conv1, 0, PREFIX "subsample_conv_projection.layer1.conv.weight");
+    spec_add(&s, 1, &c1, 0, PREFIX "subsample_conv_projection.layer1.norm.weight");
+    spec_add(&s, 2, in_proj, 0, PREFIX "subsample_conv_projection.input_proj_linear.weight");
+    char what[64];
+    for (int32_t l = 0; l < c->L; l++) {
+        for (int f = 0; f < 2; f++) {
+            snprintf(what, sizeof what, "%s.pre_layer_norm.weight", ff_names[f]);
+            spec_vec(&s, D, l, what);
+            snprintf(what, sizeof what, "%s.post_layer_norm.weight", ff_names[f]);
+            spec_vec(&s, D, l, what);
+            snprintf(what, sizeof what, "%s.ffw_layer_1", ff_names[f]);
+            spec_clippable(&s, c, 4 * D, D, l, what);
+            snprintf(what, sizeof what, "%s.ffw_layer_2", ff_names[f]);
+            spec_clippable(&s, c, D, 4 * D, l, what);
+        }
+        spec_vec(&s, D, l, "norm_pre_attn.weight");
+        spec_vec(&s, D, l, "norm_post_attn.weight");
+        spec_vec(&s, D, l, "norm_out.weight");
+        spec_clippable(&s, c, D, D, l, "self_attn.q_proj");
+        spec_clippable(&s, c, D, D, l, "self_attn.k_proj");
+        spec_clippable(&s, c, D, D, l, "self_attn.v_proj");
+        spec_clippable(&s, c, D, D, l, "self_attn.post");
+        spec_add(&s, 2, rel, 0, PREFIX "layers.%d.self_attn.relative_k_proj.weight", l);
+        spec_add(&s, 1, &hd, 0, PREFIX "layers.%d.self_attn.per_dim_scale", l);
+        spec_vec(&s, D, l, "lconv1d.pre_layer_norm.weight");
+        spec_vec(&s, D, l, "lconv1d.conv_norm.weight");
+        spec_clippable(&s, c, 2 * D, D, l, "lconv1d.linear_start");
+        spec_clippable(&s, c, D, D, l, "lconv1d.linear_end");
+        spec_add(&s, 3, dw, 0, PREFIX "layers.%d.lconv1d.depthwise_conv1d.weight", l);
     }
-    if (!(x > lo && x <= hi)) return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.%s = %g is out of range", name, key, x);
-    *out = (float)x;
-    return 0;
+    const int64_t out_proj[2] = {c->out_dims, D}, bias = c->out_dims, embed[2] = {D_text, c->out_dims};
+    spec_add(&s, 2, out_proj, 0, PREFIX "output_proj.weight");
+    spec_add(&s, 1, &bias, 0, PREFIX "output_proj.bias");
+    spec_add(&s, 2, embed, 0, "model.embed_audio.embedding_projection.weight");
+    return s.n;
 }
 
-int enc_audio_config_read(enc_audio_config *c, const cJSON *o, const char *name, char **err) {
-    memset(c, 0, sizeof *c);
-    if (!cJSON_IsObject(o)) return plume_fail(err, PLUME_EFORMAT, "%s: audio_config is not an object", name);
-    int32_t right = 0;
-    int rc = cfg_int(o, "hidden_size", 1024, 2, 65536, &c->D, name, err);
-    if (!rc) rc = cfg_int(o, "num_hidden_layers", 12, 1, ENC_AUDIO_MAX_LAYERS, &c->L, name, err);
-    if (!rc) rc = cfg_int(o, "num_attention_heads", 8, 1, 1024, &c->H, name, err);
-    if (!rc) rc = cfg_int(o, "conv_kernel_size", 5, 1, 64, &c->K, name, err);
-    if (!rc) rc = cfg_int(o, "attention_chunk_size", 12, 1, 4096, &c->chunk, name, err);
-    if (!rc) rc = cfg_int(o, "attention_context_left", 13, 2, MAX_LEFT, &c->left, name, err);
-    if (!rc) rc = cfg_int(o, "attention_context_right", 0, 0, 4096, &right, name, err);
-    if (!rc) rc = cfg_int(o, "output_proj_dims", 1536, 1, 65536, &c->out_dims, name, err);
-    if (!rc) rc = cfg_num(o, "attention_logit_cap", 50.0, 0.0, 1e30, &c->cap, name, err);
-    if (!rc) rc = cfg_num(o, "residual_weight", 0.5, -1e30, 1e30, &c->residual, name, err);
-    if (!rc) rc = cfg_num(o, "rms_norm_eps", 1e-6, -1e-30, 1.0, &c->eps, name, err);
-    if (rc) return rc;
-    c->C0 = 128, c->C1 = 32;
-    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(o, "subsampling_conv_channels");
-    if (ch && !cJSON_IsNull(ch)) {
-        const cJSON *a = cJSON_GetArrayItem(ch, 0), *b = cJSON_GetArrayItem(ch, 1);
-        if (!cJSON_IsArray(ch) || cJSON_GetArraySize(ch) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
-            a->valuedouble < 1 || a->valuedouble > 4096 || b->valuedouble < 1 || b->valuedouble > 4096 ||
-            a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
-            return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.subsampling_conv_channels must be two integers in [1, 4096]",
-                              name);
-        c->C0 = (int32_t)a->valuedouble, c->C1 = (int32_t)b->valuedouble;
+/* ---- loading: the list in its order ---------------------------------------------------------- */
+
+/* A walk over the tensor list, taking each tensor's float32 view from the file. */
+typedef struct {
+    enc_audio *a;
+    const enc_tensor_spec *list;
+    int32_t n, i;
+    int rc;
+    char **err;
+} binder;
+
+/* The next tensor's values; NULL for an optional one the file lacks, or after an error (rc). */
+static const float *take(binder *b) {
+    if (b->rc || b->i >= b->n) {
+        if (!b->rc) b->rc = plume_fail(b->err, PLUME_EFORMAT, "audio tower: the tensor list ran out");
+        return NULL;
     }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
-    if (act && !cJSON_IsNull(act) && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
-        return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.hidden_act must be \"silu\"", name);
-    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "use_clipped_linears");
-    if (clip && !cJSON_IsNull(clip) && !cJSON_IsBool(clip))
-        return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.use_clipped_linears must be true or false", name);
-    c->clipped = !clip || cJSON_IsNull(clip) || cJSON_IsTrue(clip);
-    if (c->D % c->H || c->D % 2)
-        return plume_fail(err, PLUME_EFORMAT, "%s: audio_config.hidden_size must be even and a multiple of the heads", name);
-    c->hd = c->D / c->H;
-    c->F = MEL_BINS;
-    c->n_rel = (c->chunk + c->left - 1) / 2 + 1;
-    /* HF's rel_shift gives query t and key t - d the table row at position d only when the
-     * table reaches back exactly left - 1 (12 for chunk 12, left 13); other shapes, and keys
-     * ahead (right context), are not implemented */
-    if (right != 0 || c->n_rel - 1 != c->left - 1)
-        return plume_fail(err, PLUME_EFORMAT,
-                          "%s: audio attention with chunk %d, context left %d, right %d is not supported (chunk = left - 1, "
-                          "right = 0 are)",
-                          name, c->chunk, c->left, right);
-    return 0;
+    const enc_tensor_spec *t = &b->list[b->i++];
+    if (t->optional && !st_find(&b->a->ts.st, t->name)) return NULL;
+    const float *p = NULL;
+    b->rc = enc_tensors_get(&b->a->ts, t->name, t->ndim, t->shape, &p, b->err);
+    return p;
 }
 
-int enc_audio_config_load(enc_audio_config *c, const char *path, char **err) {
-    char *buf = NULL;
-    int rc = plume_read_file(path, &buf, NULL, err);
-    if (rc) return rc;
-    cJSON *root = cJSON_Parse(buf);
-    free(buf);
-    if (!root) return plume_fail(err, PLUME_EFORMAT, "%s: not valid JSON", path);
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "audio_config");
-    rc = o && !cJSON_IsNull(o) ? enc_audio_config_read(c, o, path, err)
-                               : plume_fail(err, PLUME_EFORMAT, "%s: no audio_config (a model without an audio tower)", path);
-    cJSON_Delete(root);
-    return rc;
+/* The next linear [out, in] (its shape checked by the list), then its bias, then its four clip
+ * bounds when clippable (+-inf for those the file lacks). */
+static void take_linear(binder *b, enc_linear *lin, int32_t out, int32_t in, int clippable, int bias) {
+    memset(lin, 0, sizeof *lin);
+    lin->in_lo = lin->out_lo = -INFINITY;
+    lin->in_hi = lin->out_hi = INFINITY;
+    const float *w = take(b);
+    lin->w = (plume_weight){PLUME_W_F32, out, in, w, NULL, PLUME_L_ROWS};
+    if (bias) lin->bias = take(b);
+    float *v[4] = {&lin->in_lo, &lin->in_hi, &lin->out_lo, &lin->out_hi};
+    for (int k = 0; clippable && b->a->c.clipped && k < 4; k++) {
+        const char *name = b->i < b->n ? b->list[b->i].name : "";
+        const float *p = take(b);
+        if (p && isnan(*p) && !b->rc)
+            b->rc = plume_fail(b->err, PLUME_EFORMAT, "%s: clip bound %s is not a number", b->a->ts.st.path, name);
+        if (p) *v[k] = *p;
+    }
 }
 
-/* ---- loading ------------------------------------------------------------------------------ */
-
-/* A [D] (or any 1-D) weight under the tower's prefix, formatted like printf. */
-static int get_vec(enc_audio *a, const float **out, int64_t n, char **err, const char *fmt, int32_t l, const char *what) {
-    char key[256];
-    snprintf(key, sizeof key, fmt, l, what);
-    return enc_tensors_get(&a->ts, key, 1, &n, out, err);
-}
-
-/* A clipped linear of layer l: PREFIX layers.l.<what>. */
-static int get_lin(enc_audio *a, enc_linear *lin, int32_t l, const char *what, int32_t out, int32_t in, char **err) {
-    char key[256];
-    snprintf(key, sizeof key, PREFIX "layers.%d.%s", l, what);
-    return enc_linear_load(&a->ts, lin, key, out, in, a->c.clipped, 0, err);
-}
-
-/* A float buffer of n owned by the store (freed with it). */
+/* A float buffer of n owned by the store (freed with it); NULL when out of memory. */
 static float *owned(enc_audio *a, int64_t n) {
     float *p = malloc((size_t)(n ? n : 1) * sizeof(float));
     if (!p) return NULL;
@@ -176,17 +194,10 @@ static void rel_sinusoid(double *s, int32_t D, int32_t p) {
     }
 }
 
-/* Layer l's attention constants: q scale from per_dim_scale, the relative keys at distances
- * 0 .. left - 2 (relative_k_proj of the sinusoid, in double). */
-static int load_attn_consts(enc_audio *a, enc_audio_layer *ly, int32_t l, char **err) {
-    const enc_audio_config *c = &a->c;
-    const float *pds = NULL, *wrel = NULL;
-    char key[256];
-    const int64_t sq[2] = {c->D, c->D};
-    int rc = get_vec(a, &pds, c->hd, err, PREFIX "layers.%d.%s", l, "self_attn.per_dim_scale");
-    snprintf(key, sizeof key, PREFIX "layers.%d.self_attn.relative_k_proj.weight", l);
-    if (!rc) rc = enc_tensors_get(&a->ts, key, 2, sq, &wrel, err);
-    if (rc) return rc;
+/* Layer ly's attention constants: the q scale from per_dim_scale, and the relative keys at
+ * distances 0 .. left - 2 (relative_k_proj wrel [D, D] of the sinusoid, in double). */
+static int attn_consts(enc_audio *a, enc_audio_layer *ly, const float *wrel, const float *pds, char **err) {
+    const plume_audio_config *c = &a->c;
     double *s = malloc((size_t)c->D * sizeof(double));
     ly->q_scale = owned(a, c->hd);
     ly->rel = owned(a, (int64_t)(c->left - 1) * c->D);
@@ -210,65 +221,51 @@ static int load_attn_consts(enc_audio *a, enc_audio_layer *ly, int32_t l, char *
     return 0;
 }
 
-/* One conformer block's weights. */
-static int load_layer(enc_audio *a, int32_t l, char **err) {
-    const enc_audio_config *c = &a->c;
-    enc_audio_layer *ly = &a->layer[l];
-    const int32_t D = c->D;
-    const char *const L = PREFIX "layers.%d.%s";
+/* One conformer block, in the list's order. */
+static int bind_layer(binder *b, enc_audio_layer *ly) {
+    enc_audio *a = b->a;
+    const int32_t D = a->c.D, K = a->c.K;
     enc_audio_ff *ff[2] = {&ly->ff1, &ly->ff2};
-    static const char *const ffn[2][4] = {
-        {"feed_forward1.pre_layer_norm.weight", "feed_forward1.post_layer_norm.weight", "feed_forward1.ffw_layer_1",
-         "feed_forward1.ffw_layer_2"},
-        {"feed_forward2.pre_layer_norm.weight", "feed_forward2.post_layer_norm.weight", "feed_forward2.ffw_layer_1",
-         "feed_forward2.ffw_layer_2"}};
-    int rc = 0;
-    for (int i = 0; i < 2 && !rc; i++) {
-        rc = get_vec(a, &ff[i]->pre_norm, D, err, L, l, ffn[i][0]);
-        if (!rc) rc = get_vec(a, &ff[i]->post_norm, D, err, L, l, ffn[i][1]);
-        if (!rc) rc = get_lin(a, &ff[i]->up, l, ffn[i][2], 4 * D, D, err);
-        if (!rc) rc = get_lin(a, &ff[i]->down, l, ffn[i][3], D, 4 * D, err);
+    for (int f = 0; f < 2; f++) {
+        ff[f]->pre_norm = take(b);
+        ff[f]->post_norm = take(b);
+        take_linear(b, &ff[f]->up, 4 * D, D, 1, 0);
+        take_linear(b, &ff[f]->down, D, 4 * D, 1, 0);
     }
-    if (!rc) rc = get_vec(a, &ly->norm_pre_attn, D, err, L, l, "norm_pre_attn.weight");
-    if (!rc) rc = get_vec(a, &ly->norm_post_attn, D, err, L, l, "norm_post_attn.weight");
-    if (!rc) rc = get_vec(a, &ly->norm_out, D, err, L, l, "norm_out.weight");
-    if (!rc) rc = get_lin(a, &ly->q, l, "self_attn.q_proj", D, D, err);
-    if (!rc) rc = get_lin(a, &ly->k, l, "self_attn.k_proj", D, D, err);
-    if (!rc) rc = get_lin(a, &ly->v, l, "self_attn.v_proj", D, D, err);
-    if (!rc) rc = get_lin(a, &ly->post, l, "self_attn.post", D, D, err);
-    if (!rc) rc = load_attn_consts(a, ly, l, err);
-    if (!rc) rc = get_vec(a, &ly->conv_pre_norm, D, err, L, l, "lconv1d.pre_layer_norm.weight");
-    if (!rc) rc = get_vec(a, &ly->conv_norm, D, err, L, l, "lconv1d.conv_norm.weight");
-    if (!rc) rc = get_lin(a, &ly->conv_start, l, "lconv1d.linear_start", 2 * D, D, err);
-    if (!rc) rc = get_lin(a, &ly->conv_end, l, "lconv1d.linear_end", D, D, err);
-    if (rc) return rc;
-    const float *dw = NULL;
-    char key[256];
-    const int64_t shape[3] = {D, 1, c->K};
-    snprintf(key, sizeof key, PREFIX "layers.%d.lconv1d.depthwise_conv1d.weight", l);
-    if ((rc = enc_tensors_get(&a->ts, key, 3, shape, &dw, err))) return rc;
-    if (!(ly->dw = owned(a, (int64_t)c->K * D))) return plume_fail(err, PLUME_ENOMEM, "audio tower: out of memory");
+    ly->norm_pre_attn = take(b);
+    ly->norm_post_attn = take(b);
+    ly->norm_out = take(b);
+    take_linear(b, &ly->q, D, D, 1, 0);
+    take_linear(b, &ly->k, D, D, 1, 0);
+    take_linear(b, &ly->v, D, D, 1, 0);
+    take_linear(b, &ly->post, D, D, 1, 0);
+    const float *wrel = take(b), *pds = take(b);
+    ly->conv_pre_norm = take(b);
+    ly->conv_norm = take(b);
+    take_linear(b, &ly->conv_start, 2 * D, D, 1, 0);
+    take_linear(b, &ly->conv_end, D, D, 1, 0);
+    const float *dw = take(b);
+    if (b->rc) return b->rc;
+    if ((b->rc = attn_consts(a, ly, wrel, pds, b->err))) return b->rc;
+    if (!(ly->dw = owned(a, (int64_t)K * D))) return b->rc = plume_fail(b->err, PLUME_ENOMEM, "audio tower: out of memory");
     for (int32_t ch = 0; ch < D; ch++) /* [D, 1, K] -> [K, D]: a tap's weights side by side */
-        for (int32_t k = 0; k < c->K; k++) ly->dw[(int64_t)k * D + ch] = dw[(int64_t)ch * c->K + k];
+        for (int32_t k = 0; k < K; k++) ly->dw[(int64_t)k * D + ch] = dw[(int64_t)ch * K + k];
     return 0;
 }
 
-/* The subsampling convolutions, their norms and the input projection. */
-static int load_subsampling(enc_audio *a, char **err) {
-    const enc_audio_config *c = &a->c;
-    const float *w0 = NULL, *w1 = NULL;
-    const int64_t s0[4] = {c->C0, 1, 3, 3}, s1[4] = {c->C1, c->C0, 3, 3}, n0 = c->C0, n1 = c->C1;
-    int rc = enc_tensors_get(&a->ts, PREFIX "subsample_conv_projection.layer0.conv.weight", 4, s0, &w0, err);
-    if (!rc) rc = enc_tensors_get(&a->ts, PREFIX "subsample_conv_projection.layer0.norm.weight", 1, &n0, &a->norm0, err);
-    if (!rc) rc = enc_tensors_get(&a->ts, PREFIX "subsample_conv_projection.layer1.conv.weight", 4, s1, &w1, err);
-    if (!rc) rc = enc_tensors_get(&a->ts, PREFIX "subsample_conv_projection.layer1.norm.weight", 1, &n1, &a->norm1, err);
-    if (!rc)
-        rc = enc_linear_load(&a->ts, &a->in_proj, PREFIX "subsample_conv_projection.input_proj_linear", c->D,
-                             a->F1 * c->C1, 0, 0, err);
-    if (rc) return rc;
+/* The subsampling convolutions (reordered for im2col), their norms, the input projection. */
+static int bind_subsampling(binder *b) {
+    enc_audio *a = b->a;
+    const plume_audio_config *c = &a->c;
+    const float *w0 = take(b);
+    a->norm0 = take(b);
+    const float *w1 = take(b);
+    a->norm1 = take(b);
+    take_linear(b, &a->in_proj, c->D, a->F1 * c->C1, 0, 0);
+    if (b->rc) return b->rc;
     a->conv0 = owned(a, (int64_t)c->C0 * 9);
     a->conv1 = owned(a, (int64_t)c->C1 * 9 * c->C0);
-    if (!a->conv0 || !a->conv1) return plume_fail(err, PLUME_ENOMEM, "audio tower: out of memory");
+    if (!a->conv0 || !a->conv1) return b->rc = plume_fail(b->err, PLUME_ENOMEM, "audio tower: out of memory");
     memcpy(a->conv0, w0, (size_t)c->C0 * 9 * sizeof(float)); /* [C0, 1, 3, 3] is already [C0, 9] */
     for (int32_t o = 0; o < c->C1; o++) /* [C1, C0, kt, kf] -> [C1, (kt * 3 + kf) * C0 + c] */
         for (int32_t ci = 0; ci < c->C0; ci++)
@@ -277,24 +274,27 @@ static int load_subsampling(enc_audio *a, char **err) {
     return 0;
 }
 
-int enc_audio_open(enc_audio *a, const enc_audio_config *c, const char *path, char **err) {
+int enc_audio_open(enc_audio *a, const plume_audio_config *c, int32_t D_text, const char *path, char **err) {
     memset(a, 0, sizeof *a);
+    if (c->L < 1 || c->L > ENC_AUDIO_MAX_LAYERS || c->left > MAX_LEFT || c->F != MEL_BINS || D_text < 1)
+        return plume_fail(err, PLUME_EINVAL, "%s: an audio config plume does not run", path);
     a->c = *c;
+    a->D_text = D_text;
     a->F0 = (c->F - 1) / 2 + 1;
     a->F1 = (a->F0 - 1) / 2 + 1;
-    int rc = enc_tensors_open(&a->ts, path, err);
-    if (rc) return rc;
-    rc = load_subsampling(a, err);
-    for (int32_t l = 0; l < c->L && !rc; l++) rc = load_layer(a, l, err);
-    if (!rc) rc = enc_linear_load(&a->ts, &a->out_proj, PREFIX "output_proj", c->out_dims, c->D, 0, 1, err);
-    const st_tensor *e = st_find(&a->ts.st, "model.embed_audio.embedding_projection.weight");
-    if (!rc && (!e || e->ndim != 2 || e->shape[0] < 1 || e->shape[0] > 65536))
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: model.embed_audio.embedding_projection.weight is missing or not [D, %d]",
-                        path, c->out_dims);
+    const int32_t n = enc_audio_tensor_list(c, D_text, NULL, 0);
+    enc_tensor_spec *list = malloc((size_t)n * sizeof *list);
+    int rc = list ? enc_tensors_open(&a->ts, path, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc) {
-        a->D_text = (int32_t)e->shape[0];
-        rc = enc_linear_load(&a->ts, &a->embed, "model.embed_audio.embedding_projection", a->D_text, c->out_dims, 0, 0, err);
+        enc_audio_tensor_list(c, D_text, list, n);
+        binder b = {a, list, n, 0, 0, err};
+        rc = bind_subsampling(&b);
+        for (int32_t l = 0; l < c->L && !rc; l++) rc = bind_layer(&b, &a->layer[l]);
+        if (!rc) take_linear(&b, &a->out_proj, c->out_dims, c->D, 0, 1);
+        if (!rc) take_linear(&b, &a->embed, D_text, c->out_dims, 0, 0);
+        rc = b.rc;
     }
+    free(list);
     if (rc) enc_audio_free(a);
     return rc;
 }
@@ -467,7 +467,7 @@ static void feed_forward(fwd *f, const enc_audio_ff *ff) {
 /* Row t: q scaled per head dimension, k by K_SCALE. */
 static void row_qk_scale(void *ctx, int32_t t) {
     const fwd *f = ctx;
-    const enc_audio_config *c = &f->a->c;
+    const plume_audio_config *c = &f->a->c;
     float *q = f->q + (int64_t)t * c->D, *k = f->k + (int64_t)t * c->D;
     for (int32_t i = 0; i < c->D; i++) {
         q[i] *= f->ly->q_scale[i % c->hd];
@@ -480,7 +480,7 @@ static void row_qk_scale(void *ctx, int32_t t) {
  * float over the window, then the weighted values. */
 static void row_attn(void *ctx, int32_t t) {
     const fwd *f = ctx;
-    const enc_audio_config *c = &f->a->c;
+    const plume_audio_config *c = &f->a->c;
     const plume_kernels *k = f->r->k;
     const int32_t D = c->D, hd = c->hd, s0 = t - (c->left - 2) > 0 ? t - (c->left - 2) : 0;
     float p[MAX_LEFT];
@@ -538,7 +538,7 @@ static void row_glu(void *ctx, int32_t t) {
  * rms(conv_norm) and silu: att[t] = silu(rms(sum_k dw[k] * q[t - K + 1 + k])). */
 static void row_dwconv(void *ctx, int32_t t) {
     const fwd *f = ctx;
-    const enc_audio_config *c = &f->a->c;
+    const plume_audio_config *c = &f->a->c;
     const int32_t D = c->D;
     float *o = f->att + (int64_t)t * D;
     memset(o, 0, (size_t)D * sizeof(float));
@@ -564,7 +564,7 @@ static void light_conv(fwd *f) {
 }
 
 int enc_audio_tower(const enc_audio *a, const enc_run *r, const float *mel, int32_t n_valid, float *soft, char **err) {
-    const enc_audio_config *c = &a->c;
+    const plume_audio_config *c = &a->c;
     if (n_valid < 1 || n_valid > MAX_FRAMES)
         return plume_fail(err, PLUME_EINVAL, "audio tower: %d valid frames; a clip has 1 to %d", n_valid, MAX_FRAMES);
     const int32_t T = enc_audio_tokens(n_valid);

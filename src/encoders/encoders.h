@@ -3,25 +3,25 @@
  *
  * Owns: the towers' weights (a safetensors file per tower, HF tensor names, read as float32
  * views), their forward passes, and the multimodal embedders (embed_audio, embed_vision).
- * May call: common.h, safetensors.h, kernels/ (the matmuls and elementwise tables), pool.h,
- * cJSON (a tower's config section).
+ * May call: common.h, config.h (the towers' configs), safetensors.h, kernels/ (the matmuls and
+ * elementwise tables), pool.h.
  * Must not know: files of media (src/media/ decodes them), the decoder, sessions, the
  * tokenizer or the prompt: an encoder returns rows, forward.c places them.
  *
  * Files, in calling order:
  *   tensors.c   a tower's safetensors file -> float32 views by name and shape
- *   ops.c       what the towers share: parallel matmuls, clipped linears, rows on the pool
+ *   ops.c       what the audio tower runs on: parallel matmuls, clipped linears, rows on the pool
  *   audio.c     the audio tower (conformer, gemma4-multimodal.md §3.3-3.4) and embed_audio
+ *   vision.c    the vision tower and embed_vision (vision.h)
  */
 #ifndef PLUME_ENCODERS_H
 #define PLUME_ENCODERS_H
 
 #include "common.h"
+#include "config.h"
 #include "kernels/kernels.h"
 #include "pool.h"
 #include "safetensors.h"
-
-struct cJSON;
 
 /* ---- a tower's weights file (tensors.c) ------------------------------------------------- */
 
@@ -68,41 +68,26 @@ int32_t enc_threads(const enc_run *r);
 void enc_matmul(const enc_run *r, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w);
 /* y[T, out] = lin(x[T, in]) (rows packed): x is clamped in place when lin has input bounds. */
 void enc_linear_apply(const enc_run *r, const enc_linear *lin, float *y, float *x, int32_t T);
-/* Load lin from `<name>.linear.weight` [out, in] and its four clip scalars `<name>.input_min`,
- * ... (clipped != 0; absent ones are +-inf), or from `<name>.weight` (+ `<name>.bias` when
- * bias != 0) with no clip. */
-int enc_linear_load(enc_tensors *ts, enc_linear *lin, const char *name, int32_t out, int32_t in, int clipped, int bias,
-                    char **err);
 /* fn(ctx, t) for every row t < T on the pool. */
 typedef void (*enc_row_fn)(void *ctx, int32_t t);
 void enc_rows(const enc_run *r, int32_t T, enc_row_fn fn, void *ctx);
 
 /* ---- the audio tower (audio.c) ----------------------------------------------------------- */
 
-/* The conformer's hyper-parameters: Hugging Face's audio_config (E2B/E4B values after each). */
+/* One tensor of a tower file: its checkpoint name, shape (ndim 0: a scalar) and whether it may
+ * be missing (the clip bounds: +-inf then). */
 typedef struct {
-    int32_t D;         /* hidden_size: 1024 */
-    int32_t L;         /* num_hidden_layers: 12 */
-    int32_t H, hd;     /* num_attention_heads 8; head_dim D / H = 128 */
-    int32_t C0, C1;    /* subsampling_conv_channels: 128, 32 */
-    int32_t F;         /* mel bins in (the feature extractor's feature_size): 128 */
-    int32_t K;         /* conv_kernel_size: 5 (causal depthwise) */
-    int32_t left;      /* attention_context_left: 13; a query sees itself and left - 2 keys back */
-    int32_t chunk;     /* attention_chunk_size: 12 */
-    int32_t n_rel;     /* relative positions of the table: (chunk + left - 1) / 2 + 1 = 13 */
-    float cap;         /* attention_logit_cap: 50 */
-    float residual;    /* residual_weight: 0.5 (the half-step feed-forwards) */
-    float eps;         /* rms_norm_eps: 1e-6 (every norm, the subsampling LayerNorms too) */
-    int32_t clipped;   /* use_clipped_linears */
-    int32_t out_dims;  /* output_proj_dims: 1536 */
-} enc_audio_config;
+    char name[112];
+    int32_t ndim;
+    int64_t shape[4];
+    int32_t optional;
+} enc_tensor_spec;
 
-/* Read an audio_config object (HF keys; missing keys take HF's defaults, the E2B values) and
- * check that plume runs it (silu, no right context, the relative table HF's rel_shift
- * indexes by distance). name is for messages. */
-int enc_audio_config_read(enc_audio_config *c, const struct cJSON *o, const char *name, char **err);
-/* The same from a config.json holding an "audio_config" object. */
-int enc_audio_config_load(enc_audio_config *c, const char *path, char **err);
+/* The tensors of the audio tower of config c and of embed_audio for a decoder of width D_text,
+ * in the order enc_audio_open reads them: writes up to cap into out, returns how many there
+ * are (E2B: 752 with their clip bounds). The converter checks a checkpoint with it, synth
+ * makes one. */
+int32_t enc_audio_tensor_list(const plume_audio_config *c, int32_t D_text, enc_tensor_spec *out, int32_t cap);
 
 /* A half-step feed-forward: x += residual * rms(down(silu(up(rms(x, pre)))), post). */
 typedef struct {
@@ -125,11 +110,11 @@ typedef struct {
     float *dw;                  /* [K, D] depthwise_conv1d, transposed from [D, 1, K], owned */
 } enc_audio_layer;
 
-#define ENC_AUDIO_MAX_LAYERS 64
+#define ENC_AUDIO_MAX_LAYERS 64 /* config.c's limit on num_hidden_layers */
 
 /* The audio tower and its embedder, views into one weights file. */
 typedef struct {
-    enc_audio_config c;
+    plume_audio_config c;
     enc_tensors ts;
     int32_t D_text;         /* embed_audio's output width: the decoder's D */
     int32_t F0, F1;         /* mel bins after the first and second stride-2 convolution: 64, 32 */
@@ -143,10 +128,11 @@ typedef struct {
     enc_linear embed;       /* [D_text, out_dims] embed_audio.embedding_projection */
 } enc_audio;
 
-/* Load the tower of config c from a safetensors file holding `model.audio_tower.*` and
- * `model.embed_audio.*` under their HF names (a tower file or a whole checkpoint; F32, BF16 or
- * F16). PLUME_EFORMAT names a missing tensor or a wrong shape. */
-int enc_audio_open(enc_audio *a, const enc_audio_config *c, const char *path, char **err);
+/* Load the tower of config c for a decoder of width D_text from a safetensors file holding
+ * `model.audio_tower.*` and `model.embed_audio.*` under their HF names (a bundle's
+ * audio.safetensors, or a checkpoint; F32, BF16 or F16): every tensor of
+ * enc_audio_tensor_list. PLUME_EFORMAT names a missing tensor or a wrong shape. */
+int enc_audio_open(enc_audio *a, const plume_audio_config *c, int32_t D_text, const char *path, char **err);
 void enc_audio_free(enc_audio *a);
 
 /* Soft tokens of a clip with n_valid valid mel frames: two stride-2 convolutions. */

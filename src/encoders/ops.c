@@ -71,32 +71,6 @@ void enc_linear_apply(const enc_run *r, const enc_linear *lin, float *y, float *
     if (lin->bias || lin->out_lo != -INFINITY || lin->out_hi != INFINITY) enc_rows(r, T, lin_out, &l);
 }
 
-int enc_linear_load(enc_tensors *ts, enc_linear *lin, const char *name, int32_t out, int32_t in, int clipped, int bias,
-                    char **err) {
-    static const char *const bound[4] = {"input_min", "input_max", "output_min", "output_max"};
-    char key[256];
-    const int64_t shape[2] = {out, in};
-    const float *w = NULL;
-    memset(lin, 0, sizeof *lin);
-    lin->in_lo = lin->out_lo = -INFINITY;
-    lin->in_hi = lin->out_hi = INFINITY;
-    snprintf(key, sizeof key, clipped ? "%s.linear.weight" : "%s.weight", name);
-    int rc = enc_tensors_get(ts, key, 2, shape, &w, err);
-    if (rc) return rc;
-    lin->w = (plume_weight){PLUME_W_F32, out, in, w, NULL, PLUME_L_ROWS};
-    if (bias) {
-        snprintf(key, sizeof key, "%s.bias", name);
-        if ((rc = enc_tensors_get(ts, key, 1, shape, &lin->bias, err))) return rc;
-    }
-    float *v[4] = {&lin->in_lo, &lin->in_hi, &lin->out_lo, &lin->out_hi};
-    for (int i = 0; clipped && i < 4; i++) {
-        snprintf(key, sizeof key, "%s.%s", name, bound[i]);
-        if ((rc = enc_tensors_scalar(ts, key, v[i], err))) return rc;
-        if (isnan(*v[i])) return plume_fail(err, PLUME_EFORMAT, "%s: clip bound %s is not a number", ts->st.path, key);
-    }
-    return 0;
-}
-
 /* ---- rows ---------------------------------------------------------------------------------- */
 
 typedef struct {
