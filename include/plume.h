@@ -374,6 +374,21 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
  * NULL) receives the number of tokens kept. The logits equal those of a fresh prefill. */
 int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
                               int32_t *n_reused, char **err);
+/* Feed n rows at the session's position: ids, whose placeholder positions (the model's image
+ * id, its audio id, or a media's own placeholder) are filled, in order, by the rows of the
+ * media with that placeholder, in order (Hugging Face's masked_scatter): an image row enters
+ * unscaled and its per-layer input uses the pad row, as in HF. Every placeholder must get a
+ * row and every row a placeholder (PLUME_EINVAL otherwise, nothing fed). The session keeps a
+ * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
+ * plume_session_feed(). n_media 0 is plume_session_feed() (a placeholder id is then refused). */
+int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                             int32_t n_media, float *logits, int32_t all, char **err);
+/* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
+ * and media keys (which image filled a position, and which of its rows) both agree, so a
+ * conversation re-sent with the same images reuses their cache and a different image does
+ * not. */
+int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                                    int32_t n_media, float *logits, int32_t *n_reused, char **err);
 /* Forget every token from position n_keep on (0 <= n_keep <= n_past). Exact for any n_keep:
  * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
  * are recomputed when the ring alone no longer holds the window. */

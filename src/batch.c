@@ -174,7 +174,7 @@ int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, in
         if (ids[i] < 0 || ids[i] >= s->m->c.V)
             return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
                               s->m->c.V);
-    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all};
+    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all, NULL, NULL};
     b->T += take;
     return take;
 }

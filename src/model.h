@@ -114,6 +114,13 @@ typedef struct {
     int32_t *row_head;/* [B] rows the head runs on */
 } plume_scratch;
 
+/* Rows of media a session was fed: positions [pos, pos + n) took these rows (a copy), so a
+ * rewind into them can recompute and a saved session carries them. */
+typedef struct {
+    int32_t pos, n;
+    float *rows;     /* [n, D] */
+} plume_media_span;
+
 struct plume_session {
     plume_model *m;
     int32_t n_ctx, n_batch;
@@ -127,6 +134,10 @@ struct plume_session {
     float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
     size_t snap_stride;      /* floats per snapshot */
     int32_t *tokens;                      /* [n_ctx] */
+    uint64_t *keys;                       /* [n_ctx] each position's key (embd.h; 0: a token), or
+                                             NULL while the session has seen no media */
+    plume_media_span *spans;              /* [n_spans] the media rows fed, by position */
+    int32_t n_spans, cap_spans;
     plume_chunk_state chunk[PLUME_N_CHUNKS];
     plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
     plume_scratch x;                      /* [n_batch] rows, span n_ctx + n_batch */

@@ -18,6 +18,8 @@ static const char chat_usage[] =
     "    /system TEXT     set the system prompt (and start over)\n"
     "    /save FILE       save the conversation (the session state) to FILE\n"
     "    /load FILE       continue a conversation saved with /save\n"
+    "    /image FILE      an image for your next message (repeatable; the bundle needs a vision\n"
+    "                     tower): it goes where the message says <|image|>, else first\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
@@ -79,6 +81,9 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL, *sys = NULL;
     size_t cap = 0;
     int first = 1;
+    plume_embd *media[GEN_MAX_IMAGES]; /* /image files for the next message, encoded */
+    int32_t n_media = 0;
+    if (o.n_images && gen_encode_images(&g, o.images, o.n_images, media) == 0) n_media = o.n_images;
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",
             plume_model_weights(g.m), plume_model_isa(g.m), plume_model_n_threads(g.m), plume_session_n_ctx(g.s));
     for (;;) {
@@ -105,7 +110,14 @@ int cmd_chat(int argc, char **argv) {
             if (plume_session_new(&g.s, g.m, &sp, &err)) { cli_lib_error(err); break; }
             plume_sampler_reset(g.smp);
             first = 1;
+            while (n_media > 0) plume_embd_free(media[--n_media]);
             fprintf(stderr, "[conversation reset]\n");
+            continue;
+        }
+        if (!strncmp(line, "/image ", 7)) {
+            const char *path = line + 7;
+            if (n_media == GEN_MAX_IMAGES) cli_error("chat: at most %d images a message", GEN_MAX_IMAGES);
+            else if (gen_encode_images(&g, &path, 1, &media[n_media]) == 0) n_media++;
             continue;
         }
         if (!strncmp(line, "/save ", 6)) {
@@ -127,18 +139,25 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         if (line[0] == '/') { cli_error("chat: unknown command '%s' (/help lists them)", line); continue; }
-        char *err = NULL, *text = turn_text(&g.o, line, first, &err);
+        char *err = NULL, *msg = n_media ? gen_image_message(&g, line, n_media) : NULL;
+        if (n_media && !msg) continue;
+        char *text = turn_text(&g.o, msg ? msg : line, first, &err);
+        free(msg);
         if (!text) { cli_lib_error(err); continue; }
         int32_t *ids = NULL, k = 0;
         gen_stats st;
-        if (gen_tokenize(&g, text, &ids, &k) == 0 && gen_run(&g, ids, k, &st) == 0) {
+        const plume_embd *const *cm = (const plume_embd *const *)media;
+        if (gen_tokenize(&g, text, &ids, &k) == 0 && (!n_media || gen_expand(&g, &ids, &k, cm, n_media) == 0) &&
+            gen_run(&g, ids, k, cm, n_media, &st) == 0) {
             fputc('\n', stdout);
             gen_print_stats(&st);
             first = 0;
+            while (n_media > 0) plume_embd_free(media[--n_media]); /* the session keeps its copy */
         }
         free(ids);
         free(text);
     }
+    while (n_media > 0) plume_embd_free(media[--n_media]);
     fputc('\n', stdout);
     free(line);
     free(sys);
