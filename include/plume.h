@@ -286,7 +286,7 @@ const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
  * with the same images, a rewind into an image recomputes it, and a saved session keeps them.
  * ------------------------------------------------------------------------------------- */
 typedef struct plume_image plume_image; /* decoded pixels */
-typedef struct plume_embd plume_embd;   /* soft tokens of one image (or, later, one audio clip) */
+typedef struct plume_embd plume_embd;   /* soft tokens of one image or one audio */
 
 /* Decode an image file / bytes. PLUME_EFORMAT for anything that is not a whole PNG, JPEG or
  * WebP (truncated, corrupt, zero-sized, more than 64 M pixels or 65535 a side: checked before
@@ -335,11 +335,61 @@ int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills 
 uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
 
 /* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
- * replaced by its run: for an image <|image> + N x <|image|> + <image|>. Writes at most cap
+ * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
+ * N x <|audio|> + <audio|>. Writes at most cap
  * ids to out and returns how many the expansion needs (call again with more room if > cap),
  * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
 int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,
                             int32_t n_media, int32_t *out, int32_t cap, char **err);
+
+/* ---------------------------------------------------------------------------------------
+ * Audio in (docs/MEDIA.md)
+ *
+ * An audio file is decoded once (WAV, FLAC, Ogg Vorbis, Ogg Opus or MP3; channels averaged;
+ * resampled to the 16 kHz the model hears), then encoded by the bundle's audio tower (log-mel
+ * features, conformer, embed_audio) into soft tokens: a plume_embd of N rows, about 25 a
+ * second (750 for 30 s). A prompt carries <|audio> + N audio placeholders + <audio|> where
+ * the audio goes; plume_prompt_expand() writes that run from one placeholder (the model's
+ * audio_token_id), and the session functions above feed it as they feed images: images fill
+ * the image runs in order, audio the audio runs in order.
+ *
+ *     plume_audio *a; plume_embd *e;
+ *     plume_audio_load(&a, "question.mp3", &err);
+ *     plume_audio_encode(&e, m, a, &err);                    // N = 250 for 10 s
+ *     ... a prompt with one <|audio|> where it goes, tokenized, then plume_prompt_expand ...
+ *
+ * The model hears clips of at most 30 s (Hugging Face's processor cuts the rest off). plume
+ * keeps all of it: longer audio is cut into consecutive 30 s clips, each encoded alone, their
+ * tokens one after the other in the one run (as llama.cpp does); up to 10 minutes.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
+
+/* Decode an audio file / bytes. PLUME_EFORMAT for anything that is not whole audio
+ * libsndfile reads (not audio, truncated, no samples, NaN samples, a rate outside
+ * 1-768 kHz, longer than 600 s: checked on the header before decoding); PLUME_EIO when the
+ * file cannot be read. */
+int plume_audio_load(plume_audio **out, const char *path, char **err);
+int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+/* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
+ * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
+ * a sample that is not finite. */
+int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err);
+void plume_audio_free(plume_audio *a);
+int64_t plume_audio_n_samples(const plume_audio *a);  /* at 16 kHz */
+double plume_audio_seconds(const plume_audio *a);
+const float *plume_audio_samples(const plume_audio *a); /* [n_samples], mono, 16 kHz */
+
+/* Whether the bundle carries an audio tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_audio(const plume_model *m);
+/* How many soft tokens a gives (the sum over its 30 s clips) and its key (a hash of its
+ * samples; key may be NULL), without running the tower. PLUME_EINVAL without an audio tower
+ * or for audio too short to give a token (under 10 ms). */
+int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_tokens, uint64_t *key, char **err);
+/* Encode a with the audio tower: log-mel features, the conformer and embed_audio of each 30 s
+ * clip, exactly as Hugging Face's model computes them (float32), on the model's threads; N rows
+ * of the decoder's width whose placeholder is the model's audio id. PLUME_EINVAL when the bundle
+ * has no audio tower or a is too short. */
+int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "encoders/encoders.h"
 #include "encoders/vision.h"
 #include "kernels/qact.h"
 #include "manifest.h"
@@ -266,6 +267,7 @@ typedef struct {
 
 static const conv_tower conv_towers[] = {
     {"vision", "vision.safetensors", {"model.vision_tower.", "model.embed_vision.", NULL}},
+    {"audio", "audio.safetensors", {"model.audio_tower.", "model.embed_audio.", NULL}},
 };
 
 /* Whether a tensor name falls under one of the tower's prefixes. */
@@ -364,6 +366,36 @@ static int check_vision(conv *cv, char **err) {
         int same = nd == t->ndim;
         for (int32_t d = 0; same && d < nd; d++) same = sh[d] == t->shape[d], count *= sh[d];
         if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than vision_config's", t->name);
+        cv->total += (uint64_t)count;
+    }
+    free(list);
+    return rc;
+}
+
+/* Whether the checkpoint carries an audio tower, and if so that it is whole: audio_config
+ * parses and every tensor of the tower's list (encoders.h) is there with its shape (clip bounds
+ * may be missing: +-inf). A checkpoint without the subsampling convolution (text-only, or
+ * tiny-a's one stand-in tensor) converts without one. Counts the tower into the progress total. */
+static int check_audio(conv *cv, char **err) {
+    plume_config *c = &cv->cfg;
+    int32_t nd;
+    int64_t sh[8];
+    if (cv->src->shape(cv->src->ctx, "model.audio_tower.subsample_conv_projection.layer0.conv.weight", &nd, sh)) return 0;
+    int rc = plume_config_audio_from_hf(c, cv->src->config_json, "config.json", err);
+    int32_t n = rc ? 0 : enc_audio_tensor_list(&c->aud, c->D, NULL, 0);
+    enc_tensor_spec *list = rc ? NULL : malloc(sizeof *list * (size_t)n);
+    if (!rc && !list) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc) enc_audio_tensor_list(&c->aud, c->D, list, n);
+    for (int32_t i = 0; !rc && i < n; i++) {
+        const enc_tensor_spec *t = &list[i];
+        int64_t count = 1;
+        if (cv->src->shape(cv->src->ctx, t->name, &nd, sh)) {
+            if (!t->optional) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", t->name);
+            continue;
+        }
+        int same = nd == t->ndim || (t->ndim == 0 && nd == 1 && sh[0] == 1);
+        for (int32_t d = 0; same && d < t->ndim; d++) same = sh[d] == t->shape[d], count *= sh[d];
+        if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than audio_config's", t->name);
         cv->total += (uint64_t)count;
     }
     free(list);
@@ -597,7 +629,8 @@ static void remove_tmp(const char *dir) {
         "cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy", "tokenizer.bin",
         "chunk_1.safetensors", "chunk_2.safetensors", "chunk_3.safetensors", "chunk_1.safetensors.tmp",
         "chunk_2.safetensors.tmp", "chunk_3.safetensors.tmp", "hf_model/config.json", "hf_model/tokenizer.json",
-        "hf_model/tokenizer_config.json", "vision.safetensors", "vision.safetensors.tmp", "hf_model"};
+        "hf_model/tokenizer_config.json", "vision.safetensors", "vision.safetensors.tmp",
+        "audio.safetensors", "audio.safetensors.tmp", "hf_model"};
     char p[4096];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -633,7 +666,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     int64_t sh[8];
     cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
                                                                                              : "model.";
-    if ((rc = check_tensors(&cv, err)) || (rc = check_vision(&cv, err))) return rc;
+    if ((rc = check_tensors(&cv, err)) || (rc = check_vision(&cv, err)) || (rc = check_audio(&cv, err))) return rc;
     if (plume_file_exists(out)) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
     if (!(cv.dir = plume_sprintf("%s.tmp-%d", out, (int)getpid()))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     cv.rows = malloc(BLOCK_BYTES);
@@ -654,6 +687,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (!rc) rc = write_rope(&cv, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = write_chunk(&cv, ci, err);
     if (!rc && c->has_vision) rc = write_tower(&cv, &conv_towers[0], err);
+    if (!rc && c->has_audio) rc = write_tower(&cv, &conv_towers[1], err);
     char mc[4096];
     snprintf(mc, sizeof mc, "%s/model_config.json", cv.dir);
     if (!rc) rc = plume_config_write_bundle(c, mc, err);

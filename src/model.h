@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "encoders/encoders.h"
 #include "encoders/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/qact.h"
@@ -56,6 +57,7 @@ struct plume_model {
     size_t untile_bytes;               /* a kernel that reads rows (forward.c) */
     plume_tokenizer *tok;
     plume_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
+    enc_audio *audio;                  /* the audio tower (audio.safetensors), or NULL */
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
     pthread_t prefault;                /* maps the weights' page tables in the background, */

@@ -15,6 +15,7 @@
 
 #include "common.h"
 #include "convert.h"
+#include "encoders/encoders.h"
 #include "encoders/vision.h"
 #include "plume.h"
 #include "safetensors.h"
@@ -25,8 +26,8 @@
 /* One tensor of the synthetic checkpoint. */
 typedef struct {
     char name[160];
-    int32_t ndim;      /* 0 (a scalar) .. 3 */
-    int64_t shape[3];
+    int32_t ndim;      /* 0 (a scalar) .. 4 */
+    int64_t shape[4];
     float lo, hi;   /* uniform range of its values */
     uint64_t key;   /* hash of (seed, name) */
 } synth_tensor;
@@ -45,13 +46,13 @@ static uint64_t name_key(const char *s, uint64_t seed) {
     return h;
 }
 
-/* Add a tensor of up to 3 dimensions with a uniform value range. */
+/* Add a tensor of up to 4 dimensions with a uniform value range. */
 static void add3(synth_ctx *s, uint64_t seed, const char *name, int32_t ndim, const int64_t *shape, float lo, float hi) {
     if (s->n >= SYNTH_MAX_TENSORS) return;
     synth_tensor *t = &s->t[s->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
-    for (int32_t i = 0; i < 3; i++) t->shape[i] = i < ndim ? shape[i] : 0;
+    for (int32_t i = 0; i < 4; i++) t->shape[i] = i < ndim ? shape[i] : 0;
     t->lo = lo;
     t->hi = hi;
     t->key = name_key(name, seed);
@@ -97,6 +98,35 @@ static void add_vision(synth_ctx *s, uint64_t seed) {
     free(list);
 }
 
+/* A real audio tower for the config's audio_config (the list of encoders.h): weights with
+ * standard deviation 1/sqrt(fan-in) (a convolution's fan-in is its taps times its input
+ * channels), norms around 1, per_dim_scale near 0 (softplus 0.6-0.8, as initialized), the
+ * output bias small, clip bounds +-8..12 (loose enough that little clips). */
+static void add_audio(synth_ctx *s, uint64_t seed) {
+    const int32_t n = enc_audio_tensor_list(&s->cfg.aud, s->cfg.D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
+    if (!list) return;
+    enc_audio_tensor_list(&s->cfg.aud, s->cfg.D, list, n);
+    for (int32_t i = 0; i < n; i++) {
+        const enc_tensor_spec *t = &list[i];
+        float lo = 0.5f, hi = 1.5f;
+        int64_t fan_in = 1;
+        for (int32_t d = 1; d < t->ndim; d++) fan_in *= t->shape[d];
+        if (t->ndim == 0) { /* input_min, input_max, output_min, output_max */
+            lo = 8.0f, hi = 12.0f;
+            if (strstr(strrchr(t->name, '.'), "min")) lo = -12.0f, hi = -8.0f;
+        } else if (t->ndim >= 2) {
+            hi = sqrtf(3.0f / (float)fan_in), lo = -hi;
+        } else if (strstr(t->name, "per_dim_scale")) {
+            lo = -0.2f, hi = 0.2f;
+        } else if (strstr(t->name, "output_proj.bias")) {
+            lo = -0.1f, hi = 0.1f;
+        }
+        add3(s, seed, t->name, t->ndim, t->shape, lo, hi);
+    }
+    free(list);
+}
+
 /* A linear weight [out, in], uniform with standard deviation 1/sqrt(in). */
 static void add_linear(synth_ctx *s, uint64_t seed, const char *name, int64_t out, int64_t in) {
     float a = sqrtf(3.0f / (float)in);
@@ -134,16 +164,17 @@ static void build_list(synth_ctx *s, uint64_t seed) {
         add(s, seed, NAME("%slayers.%d.post_per_layer_input_norm.weight", p, l), 1, D, 0, 0.5f, 1.5f);
         add(s, seed, NAME("%slayers.%d.layer_scalar", p, l), 1, 1, 0, 0.1f, 0.9f);
     }
-    /* A config with a whole vision_config (e2b) gets a real tower; others small stand-ins that
-     * a text-only loader must skip (as the golden tiny-a carries). */
+    /* A config with a whole vision_config or audio_config (e2b) gets a real tower; others small
+     * stand-ins that a text-only loader must skip (as the golden tiny-a carries). */
     if (s->cfg.has_vision) add_vision(s, seed);
     else {
         add(s, seed, "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, 8, 8, -0.1f, 0.1f);
         add(s, seed, "model.vision_tower.patch_embedder.input_proj.weight", 2, 8, 12, -0.1f, 0.1f);
     }
-    add(s, seed, "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", 2, 32, 8, -0.1f, 0.1f);
+    if (s->cfg.has_audio) add_audio(s, seed);
+    else add(s, seed, "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", 2, 32, 8, -0.1f, 0.1f);
     if (!s->cfg.has_vision) add(s, seed, "model.embed_vision.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
-    add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
+    if (!s->cfg.has_audio) add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
 #undef NAME
 }
 
@@ -216,6 +247,9 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     const cJSON *vc = root ? cJSON_GetObjectItemCaseSensitive(root, "vision_config") : NULL;
     if (cJSON_GetObjectItemCaseSensitive(vc, "position_embedding_size")) /* whole, not a stub */
         rc = plume_config_vision_from_hf(&s->cfg, s->config_json, config, err);
+    const cJSON *ac = root ? cJSON_GetObjectItemCaseSensitive(root, "audio_config") : NULL;
+    if (!rc && cJSON_GetObjectItemCaseSensitive(ac, "subsampling_conv_channels")) /* whole, not a stub */
+        rc = plume_config_audio_from_hf(&s->cfg, s->config_json, config, err);
     cJSON_Delete(root);
     if (rc) {
         free(s->config_json);

@@ -283,6 +283,45 @@ int media_audio_load(media_audio *a, const char *path, char **err) {
     return rc;
 }
 
+int media_audio_from_pcm(media_audio *a, const float *x, int64_t n, int32_t rate, char **err) {
+    memset(a, 0, sizeof *a);
+    if (rate < MEDIA_AUDIO_MIN_RATE || rate > MEDIA_AUDIO_MAX_RATE)
+        return plume_fail(err, PLUME_EINVAL, "audio: sample rate %d Hz; plume takes %d to %d Hz", rate, MEDIA_AUDIO_MIN_RATE,
+                          MEDIA_AUDIO_MAX_RATE);
+    if (!x || n < 1) return plume_fail(err, PLUME_EINVAL, "audio: no samples");
+    if ((double)n / rate > MEDIA_AUDIO_MAX_SECONDS)
+        return plume_fail(err, PLUME_EINVAL, "audio: %.1f s long; plume takes at most %d s", (double)n / rate,
+                          MEDIA_AUDIO_MAX_SECONDS);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return plume_fail(err, PLUME_EINVAL, "audio: sample %lld is not a finite number", (long long)i);
+    pcm_buf b = {0};
+    soxr_t rs = NULL;
+    int rc = 0;
+    if (rate != MEDIA_AUDIO_RATE) {
+        soxr_error_t e = NULL;
+        soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
+        soxr_runtime_spec_t r = soxr_runtime_spec(1);
+        rs = soxr_create(rate, MEDIA_AUDIO_RATE, 1, &e, NULL, &q, &r);
+        if (!rs || e) rc = plume_fail(err, PLUME_ENOMEM, "audio: cannot resample %d Hz (libsoxr: %s)", rate, e ? e : "?");
+    }
+    const double ratio = (double)MEDIA_AUDIO_RATE / rate;
+    for (int64_t i = 0; !rc && i < n; i += BLOCK_FRAMES) /* in blocks, as a file decodes */
+        rc = pcm_push(&b, rs, ratio, x + i, (size_t)(n - i < BLOCK_FRAMES ? n - i : BLOCK_FRAMES), "audio", err);
+    if (!rc && rs) rc = pcm_push(&b, rs, ratio, NULL, 0, "audio", err);
+    soxr_delete(rs);
+    if (!rc && b.n == 0) rc = plume_fail(err, PLUME_EINVAL, "audio: no samples after resampling");
+    if (rc) {
+        free(b.pcm);
+        return rc;
+    }
+    a->pcm = b.pcm;
+    a->n = b.n;
+    a->src_rate = rate;
+    a->src_channels = 1;
+    snprintf(a->format, sizeof a->format, "float samples");
+    return 0;
+}
+
 void media_audio_free(media_audio *a) {
     if (!a) return;
     free(a->pcm);

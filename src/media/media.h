@@ -109,15 +109,17 @@ enum {
     MEDIA_AUDIO_MAX_RATE = 768000
 };
 
-/* Decoded audio: mono samples at MEDIA_AUDIO_RATE, as libsndfile normalizes them (integer PCM
- * divided by 2^(bits-1): int16 / 32768 exactly; float files as stored). */
-typedef struct {
+/* Decoded audio (plume.h's plume_audio): mono samples at MEDIA_AUDIO_RATE, as libsndfile
+ * normalizes them (integer PCM divided by 2^(bits-1): int16 / 32768 exactly; float files as
+ * stored). */
+struct plume_audio {
     float *pcm;           /* [n] */
     int64_t n;            /* samples, >= 1 */
     int32_t src_rate;     /* the file's sample rate and channels (for messages and docs) */
     int32_t src_channels;
     char format[48];      /* the container and codec: "WAV Signed 16 bit PCM", "Ogg Opus", "MP3" */
-} media_audio;
+};
+typedef struct plume_audio media_audio;
 
 /* Decode a whole audio file held in data[len] (name is for messages): any container and codec
  * libsndfile reads, channels averaged, any rate from MEDIA_AUDIO_MIN_RATE to
@@ -127,6 +129,11 @@ typedef struct {
 int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const char *name, char **err);
 /* media_audio_decode of a file (mapped, read once); PLUME_EIO if it cannot be read. */
 int media_audio_load(media_audio *a, const char *path, char **err);
+/* Audio from n mono float samples at rate Hz (copied; resampled to 16 kHz with libsoxr unless
+ * rate is 16000). PLUME_EINVAL for a rate outside MEDIA_AUDIO_MIN_RATE..MAX_RATE, no samples,
+ * more than MEDIA_AUDIO_MAX_SECONDS or a sample that is not finite; PLUME_ENOMEM. */
+int media_audio_from_pcm(media_audio *a, const float *x, int64_t n, int32_t rate, char **err);
+/* Free a's samples (a itself is the caller's). */
 void media_audio_free(media_audio *a);
 
 /* The 30 s clips of n samples: clip c covers samples [c * MEDIA_AUDIO_CLIP, min(n, (c + 1) *
