@@ -363,6 +363,8 @@ int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n,
  * tokens one after the other in the one run (as llama.cpp does); up to 10 minutes.
  * ------------------------------------------------------------------------------------- */
 typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
+#define PLUME_AUDIO_RATE 16000           /* samples per second the audio tower hears */
+#define PLUME_AUDIO_CLIP_SAMPLES 480000  /* the most one clip holds: 30 s */
 
 /* Decode an audio file / bytes. PLUME_EFORMAT for anything that is not whole audio
  * libsndfile reads (not audio, truncated, no samples, NaN samples, a rate outside

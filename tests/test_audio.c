@@ -374,9 +374,10 @@ static void test_cli(void) {
     rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s --image %s --audio %s --audio %s -o %s 2>&1", t_build(),
               bundle, ids, png, wav, wav, npy);
     CHECK(rc != 0 && strstr(out, "placeholder"), "two clips for one run: %s", out);
-    rc = t_sh(out, sizeof out, "%s/plume transcribe -m %s %s -n 4 --seed 1 2>/dev/null", t_build(), bundle, wav);
+    rc = t_sh(out, sizeof out, "(%s/plume transcribe -m %s %s -n 4 --seed 1 2>/dev/null)", t_build(), bundle, wav);
     CHECK(rc == 0 && out[0], "transcribe: rc %d, '%s'", rc, out);
-    rc = t_sh(out, sizeof out, "%s/plume transcribe -m %s %s -n 4 --translate French 2>&1 >/dev/null", t_build(), bundle, wav);
+    rc = t_sh(out, sizeof out, "(%s/plume transcribe -m %s %s -n 4 --translate French 2>&1 >/dev/null)", t_build(), bundle,
+              wav);
     CHECK(rc == 0 && strstr(out, "1 clip"), "transcribe --translate: %s", out);
     snprintf(rel, sizeof rel, "%s/x.wav", tmp);
     rc = t_sh(out, sizeof out, "printf 'not a wav' > %s && %s/plume transcribe -m %s %s 2>&1", rel, t_build(), bundle, rel);
@@ -386,6 +387,18 @@ static void test_cli(void) {
     CHECK(rc == 0 && strstr(out, "58 soft tokens"), "run --audio: %s", out);
     rc = t_sh(out, sizeof out, "%s/plume run -m %s --audio %s -p 'x' -n 3 2>&1", t_build(), text_bundle, wav);
     CHECK(rc != 0 && strstr(out, "no audio tower"), "run --audio on a text-only bundle: %s", out);
+    /* chat: /audio then a message, the run placed where the message says <|audio|> (here the
+     * tokenizer's text for the tiny model's audio id 13) */
+    rc = t_sh(out, sizeof out, "printf '/audio %s\\nwhat is <unused7> about?\\n/audio /nonexistent.wav\\n' | "
+              "%s/plume chat -m %s -n 2 --seed 1", wav, t_build(), bundle);
+    CHECK(rc == 0 && strstr(out, "58 soft tokens") && strstr(out, "nonexistent.wav"), "chat /audio: %s", out);
+    rc = t_sh(out, sizeof out, "%s/plume run -m %s --audio %s --audio %s -p '<unused7> and' -n 2 --seed 1", t_build(), bundle,
+              wav, wav);
+    CHECK(rc != 0 && strstr(out, "2 audio clips were given"), "one <|audio|> for two clips: %s", out);
+    rc = t_sh(out, sizeof out, "%s/plume bench -m %s --audio 2 -r 1", t_build(), bundle);
+    CHECK(rc == 0 && strstr(out, "2.0 s clip (50 tokens)") && strstr(out, "real-time factor"), "bench --audio: %s", out);
+    rc = t_sh(out, sizeof out, "%s/plume bench -m %s --audio 0", t_build(), bundle);
+    CHECK(rc != 0 && strstr(out, "--audio wants seconds"), "bench --audio 0: %s", out);
     free(wav), free(png), free(ids);
 }
 

@@ -15,7 +15,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8]\n"
+    "                   [--kv-bits 8] [--audio SECONDS]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -26,7 +26,9 @@ static const char bench_usage[] =
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
-    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
+    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
+    "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
+    "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n";
 
 /* ---- memory bandwidth ------------------------------------------------------------------ */
 
@@ -250,11 +252,66 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
 
 /* ---- plume bench ----------------------------------------------------------------------- */
 
+/* ---- audio encode ---------------------------------------------------------------------- */
+
+/* plume bench --audio: the audio tower (features, conformer, embed_audio) on secs of a tone
+ * and noise (the time does not depend on the sound): one cold run (the tower's pages mapped
+ * on first use), then reps runs; the median and range, and their real-time factor. */
+static int audio_bench(const char *model, const char *isa, int32_t threads, double secs, int64_t reps, int json) {
+    char *err = NULL;
+    plume_model *m;
+    plume_model_params mp = bench_model_params(isa, threads, 1);
+    if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
+    if (!plume_model_has_audio(m)) {
+        plume_model_free(m);
+        return cli_error("bench: this bundle has no audio tower (plume synth --config e2b makes one)");
+    }
+    const int64_t n = (int64_t)(secs * PLUME_AUDIO_RATE);
+    float *x = malloc((size_t)n * sizeof *x);
+    uint64_t rng = 7;
+    for (int64_t i = 0; x && i < n; i++) x[i] = 0.3f * sinf(0.05f * (float)(i % 1000)) + 0.05f * (plume_rng_float(&rng) - 0.5f);
+    plume_audio *a = NULL;
+    plume_embd *e = NULL;
+    double t[101];
+    int rc = x ? plume_audio_from_pcm(&a, x, n, PLUME_AUDIO_RATE, &err) : plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    int32_t tokens = 0;
+    for (int64_t r = 0; !rc && r <= reps; r++) { /* run 0: cold */
+        double t0 = plume_now();
+        rc = plume_audio_encode(&e, m, a, &err);
+        t[r] = plume_now() - t0;
+        if (!rc) tokens = plume_embd_n_tokens(e);
+        plume_embd_free(e);
+        e = NULL;
+    }
+    if (!rc) {
+        stat3 T = summarize(t + 1, (int)reps);
+        if (json)
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"audio_seconds\": %.2f, \"tokens\": %d, "
+                   "\"encode_s\": %.3f, \"encode_s_min\": %.3f, \"encode_s_max\": %.3f, \"encode_s_cold\": %.3f, "
+                   "\"real_time_factor\": %.4f}\n",
+                   model, plume_model_isa(m), plume_model_n_threads(m), secs, tokens, T.med, T.lo, T.hi, t[0], T.med / secs);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model, plume_model_isa(m),
+                   plume_model_n_threads(m), (long long)reps);
+            printf("| audio encode, %.1f s clip (%d tokens), s | %.3f | %.3f .. %.3f |\n", secs, tokens, T.med, T.lo, T.hi);
+            printf("| ... the first (cold) encode, s | %.3f | |\n", t[0]);
+            printf("| ... real-time factor (encode time / audio time) | %.4f | %.4f .. %.4f |\n", T.med / secs, T.lo / secs,
+                   T.hi / secs);
+            printf("| ... soft tokens per second | %.0f | |\n", tokens / T.med);
+        }
+    }
+    plume_audio_free(a);
+    plume_model_free(m);
+    free(x);
+    return rc ? cli_lib_error(err) : 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
     int json = 0, exact = 0, spec = 0;
     int64_t history = 0, batch[8], depth[8], kv_bits = 32;
+    float audio_secs = 0;
     int n_batch = 0, n_depth = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -290,10 +347,15 @@ int cmd_bench(int argc, char **argv) {
                 return cli_error("bench: --kv-bits wants 8 or 32");
         }
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
+        else if (!strcmp(a, "--audio") && more) {
+            if (cli_float(argv[++i], &audio_secs) || !(audio_secs >= 0.1f && audio_secs <= 600.0f))
+                return cli_error("bench: --audio wants seconds in 0.1..600");
+        }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
     }
     model = cli_model_path(model);
     if (!model) return 1;
+    if (audio_secs > 0) return audio_bench(model, isa, (int32_t)threads, audio_secs, reps, json);
     double load[100], pre[100], dec[100], ttft[100], stream[100], share[100];
     double anon = 0, huge = 0, decode_bytes = 0, follow_short[100], follow_long[100];
     const char *layout = "rows"; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */

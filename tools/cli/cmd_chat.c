@@ -20,6 +20,8 @@ static const char chat_usage[] =
     "    /load FILE       continue a conversation saved with /save\n"
     "    /image FILE      an image for your next message (repeatable; the bundle needs a vision\n"
     "                     tower): it goes where the message says <|image|>, else first\n"
+    "    /audio FILE      an audio clip (WAV, FLAC, Ogg, MP3) for your next message, as /image\n"
+    "                     (the bundle needs an audio tower; <|audio|> places it)\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
@@ -81,9 +83,10 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL, *sys = NULL;
     size_t cap = 0;
     int first = 1;
-    plume_embd *media[GEN_MAX_IMAGES]; /* /image files for the next message, encoded */
+    plume_embd *media[GEN_MAX_MEDIA]; /* /image and /audio files for the next message, encoded */
     int32_t n_media = 0;
     if (o.n_images && gen_encode_images(&g, o.images, o.n_images, media) == 0) n_media = o.n_images;
+    if (o.n_audios && gen_encode_audio(&g, o.audios, o.n_audios, media + n_media) == 0) n_media += o.n_audios;
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",
             plume_model_weights(g.m), plume_model_isa(g.m), plume_model_n_threads(g.m), plume_session_n_ctx(g.s));
     for (;;) {
@@ -114,10 +117,10 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "[conversation reset]\n");
             continue;
         }
-        if (!strncmp(line, "/image ", 7)) {
+        if (!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7)) {
             const char *path = line + 7;
-            if (n_media == GEN_MAX_IMAGES) cli_error("chat: at most %d images a message", GEN_MAX_IMAGES);
-            else if (gen_encode_images(&g, &path, 1, &media[n_media]) == 0) n_media++;
+            if (n_media == GEN_MAX_MEDIA) cli_error("chat: at most %d images and audio clips a message", GEN_MAX_MEDIA);
+            else if ((line[1] == 'i' ? gen_encode_images : gen_encode_audio)(&g, &path, 1, &media[n_media]) == 0) n_media++;
             continue;
         }
         if (!strncmp(line, "/save ", 6)) {
@@ -139,7 +142,7 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         if (line[0] == '/') { cli_error("chat: unknown command '%s' (/help lists them)", line); continue; }
-        char *err = NULL, *msg = n_media ? gen_image_message(&g, line, n_media) : NULL;
+        char *err = NULL, *msg = n_media ? gen_media_message(&g, line, media, n_media) : NULL;
         if (n_media && !msg) continue;
         char *text = turn_text(&g.o, msg ? msg : line, first, &err);
         free(msg);

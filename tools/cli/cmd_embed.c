@@ -1,4 +1,5 @@
-/* cmd_embed.c -- `plume embed`: an image through the vision tower, its soft tokens as .npy. */
+/* cmd_embed.c -- `plume embed`: an image through the vision tower, or an audio file through the
+ * audio tower; its soft tokens as .npy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,14 +8,16 @@
 #include "npy.h"
 
 static const char embed_usage[] =
-    "usage: plume embed -m BUNDLE --image FILE -o OUT.npy [--image-tokens N]\n"
+    "usage: plume embed -m BUNDLE (--image FILE [--image-tokens N] | --audio FILE) -o OUT.npy\n"
     "                   [--isa scalar|avx2|avx512|neon] [-t THREADS]\n"
-    "  Decode the image, resize it for the token budget, run the vision tower and embed_vision,\n"
-    "  and write the embeddings that replace its placeholders in a prompt: float32 [N, hidden].\n"
+    "  Decode the image, resize it for the token budget, run the vision tower and embed_vision;\n"
+    "  or decode the audio (16 kHz mono), take its log-mel features, run the audio tower and\n"
+    "  embed_audio (30 s clips one after the other); and write the embeddings that replace its\n"
+    "  placeholders in a prompt: float32 [N, hidden].\n"
     "  --image-tokens N   the budget: 70, 140, 280 (default: the model's), 560 or 1120\n";
 
 int cmd_embed(int argc, char **argv) {
-    const char *model = NULL, *image = NULL, *outp = NULL, *isa = NULL;
+    const char *model = NULL, *image = NULL, *audio = NULL, *outp = NULL, *isa = NULL;
     int64_t threads = 0, tokens = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -22,6 +25,7 @@ int cmd_embed(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(embed_usage, stdout); return 0; }
         else if (!strcmp(a, "-m") && more) model = argv[++i];
         else if (!strcmp(a, "--image") && more) image = argv[++i];
+        else if (!strcmp(a, "--audio") && more) audio = argv[++i];
         else if (!strcmp(a, "-o") && more) outp = argv[++i];
         else if (!strcmp(a, "--isa") && more) isa = argv[++i];
         else if (!strcmp(a, "-t") && more) {
@@ -30,13 +34,14 @@ int cmd_embed(int argc, char **argv) {
             if (cli_int(argv[++i], 1, 1120, &tokens)) return cli_error("embed: --image-tokens wants 70..1120");
         } else return cli_error("embed: unknown option '%s' (see plume embed --help)", a);
     }
-    if (!image || !outp) { fputs(embed_usage, stderr); return 2; }
+    if (!image == !audio || !outp) { fputs(embed_usage, stderr); return 2; }
     if (cli_mkdir_parent(outp)) return 1;
     model = cli_model_path(model);
     if (!model) return 1;
     char *err = NULL;
     plume_model *m = NULL;
     plume_image *img = NULL;
+    plume_audio *snd = NULL;
     plume_embd *e = NULL;
     plume_model_params mp = plume_model_default_params();
     mp.isa = isa;
@@ -44,14 +49,17 @@ int cmd_embed(int argc, char **argv) {
     plume_image_params ip = plume_image_default_params();
     ip.max_tokens = (int32_t)tokens;
     int rc = plume_model_open(&m, model, &mp, &err);
-    if (!rc) rc = plume_image_load(&img, image, &err);
-    if (!rc) rc = plume_image_encode(&e, m, img, &ip, &err);
+    if (!rc && image) rc = plume_image_load(&img, image, &err);
+    if (!rc && image) rc = plume_image_encode(&e, m, img, &ip, &err);
+    if (!rc && audio) rc = plume_audio_load(&snd, audio, &err);
+    if (!rc && audio) rc = plume_audio_encode(&e, m, snd, &err);
     if (!rc) {
         int64_t shape[2] = {plume_embd_n_tokens(e), plume_embd_dim(e)};
         rc = npy_write(outp, "<f4", shape, 2, plume_embd_data(e), &err);
     }
     plume_embd_free(e);
     plume_image_free(img);
+    plume_audio_free(snd);
     plume_model_free(m);
     return rc ? cli_lib_error(err) : 0;
 }

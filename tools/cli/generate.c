@@ -36,7 +36,10 @@ const char gen_options_help[] =
     "                       is identical, else off; with sampling the distribution is unchanged)\n"
     "  --image FILE         a PNG, JPEG or WebP image for the prompt (repeatable, in order; the bundle\n"
     "                       needs a vision tower); it goes where the prompt says <|image|>, else first\n"
-    "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n";
+    "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
+    "  --audio FILE         a WAV, FLAC, Ogg (Vorbis, Opus) or MP3 clip for the prompt (repeatable,\n"
+    "                       in order; the bundle needs an audio tower); it goes where the prompt\n"
+    "                       says <|audio|>, else first; over 30 s it is heard as 30 s clips\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -60,7 +63,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--system", "--isa", "--kv-bits", "--draft", "--image",
-                                             "--image-tokens"};
+                                             "--image-tokens", "--audio"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
@@ -92,6 +95,10 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--image")) {
         if (o->n_images == GEN_MAX_IMAGES) return cli_error("%s: at most %d --image files", cmd, GEN_MAX_IMAGES), -1;
         o->images[o->n_images++] = v;
+    }
+    else if (FLAG("--audio")) {
+        if (o->n_audios == GEN_MAX_AUDIO) return cli_error("%s: at most %d --audio files", cmd, GEN_MAX_AUDIO), -1;
+        o->audios[o->n_audios++] = v;
     }
     else if (FLAG("--image-tokens")) {
         if (cli_int(v, 1, 1120, &n) || (n != 70 && n != 140 && n != 280 && n != 560 && n != 1120))
@@ -256,26 +263,72 @@ int gen_encode_images(gen_ctx *g, const char *const *paths, int32_t n, plume_emb
     return 0;
 }
 
-/* The text of the model's image placeholder (<|image|>), from the tokenizer; "" if none. */
-static void image_placeholder(gen_ctx *g, char *buf, size_t cap) {
-    int32_t id = plume_model_media_token(g->m, "image");
+int gen_encode_audio(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out) {
+    char *err = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        plume_audio *a = NULL;
+        double t0 = plume_now();
+        int rc = plume_audio_load(&a, paths[i], &err);
+        if (!rc) rc = plume_audio_encode(&out[i], g->m, a, &err);
+        if (!rc) {
+            double sec = plume_audio_seconds(a);
+            fprintf(stderr, "[audio %s: %.1f s, %d soft tokens, encoded in %.2f s", paths[i], sec, plume_embd_n_tokens(out[i]),
+                    plume_now() - t0);
+            if (sec > 30.0) fprintf(stderr, "; longer than the 30 s the model hears: %d clips of 30 s", (int)((sec + 29.999) / 30));
+            fputs("]\n", stderr);
+        }
+        plume_audio_free(a);
+        if (rc) {
+            while (i-- > 0) plume_embd_free(out[i]);
+            return cli_lib_error(err);
+        }
+    }
+    return 0;
+}
+
+/* The text of the model's media token `name` ("image": <|image|>, "audio": <|audio|>), from the
+ * tokenizer; "" if none. */
+static void media_placeholder(gen_ctx *g, const char *name, char *buf, size_t cap) {
+    int32_t id = plume_model_media_token(g->m, name);
     buf[0] = 0;
     if (id >= 0 && plume_detokenize(plume_model_tokenizer(g->m), &id, 1, 0, buf, cap) < 0) buf[0] = 0;
 }
 
-char *gen_image_message(gen_ctx *g, const char *msg, int32_t n_images) {
-    char ph[64];
-    image_placeholder(g, ph, sizeof ph);
-    if (!ph[0]) return cli_error("the model has no image placeholder token"), NULL;
-    int32_t have = 0;
-    for (const char *p = strstr(msg, ph); p; p = strstr(p + strlen(ph), ph)) have++;
-    if (have == n_images) return strdup(msg);
-    if (have) return cli_error("the prompt holds %d %s but %d images were given", have, ph, n_images), NULL;
-    size_t len = strlen(ph) * (size_t)n_images + strlen(msg) + 1;
+char *gen_media_message(gen_ctx *g, const char *msg, plume_embd **media, int32_t n) {
+    static const char *const kinds[2] = {"image", "audio"};
+    char ph[2][64];
+    int32_t want[2] = {0, 0}, have[2] = {0, 0}, id[2];
+    if (n > GEN_MAX_MEDIA) return cli_error("at most %d images and audio clips a message", GEN_MAX_MEDIA), NULL;
+    for (int k = 0; k < 2; k++) {
+        media_placeholder(g, kinds[k], ph[k], sizeof ph[k]);
+        id[k] = plume_model_media_token(g->m, kinds[k]);
+        for (int32_t i = 0; i < n; i++) want[k] += plume_embd_placeholder(media[i]) == id[k];
+        if (want[k] && !ph[k][0]) return cli_error("the model has no %s placeholder token", kinds[k]), NULL;
+        for (const char *p = ph[k][0] ? strstr(msg, ph[k]) : NULL; p; p = strstr(p + strlen(ph[k]), ph[k])) have[k]++;
+    }
+    if (have[0] == want[0] && have[1] == want[1]) { /* where the user put them: media in that order */
+        plume_embd *order[GEN_MAX_MEDIA];
+        int32_t next[2] = {0, 0}, k = 0;
+        for (const char *p = msg; k < n; k++) {
+            const char *a = have[0] ? strstr(p, ph[0]) : NULL, *b = have[1] ? strstr(p, ph[1]) : NULL;
+            int kind = !a || (b && b < a);
+            while (plume_embd_placeholder(media[next[kind]]) != id[kind]) next[kind]++;
+            order[k] = media[next[kind]++];
+            p = (kind ? b : a) + strlen(ph[kind]);
+        }
+        memcpy(media, order, (size_t)n * sizeof *media);
+        return strdup(msg);
+    }
+    if (have[0] || have[1])
+        return cli_error("the prompt holds %d %s and %d %s, but %d images and %d audio clips were given", have[0], ph[0],
+                         have[1], ph[1], want[0], want[1]),
+               NULL;
+    size_t len = strlen(msg) + 1;
+    for (int32_t i = 0; i < n; i++) len += strlen(ph[plume_embd_placeholder(media[i]) == id[1]]);
     char *out = malloc(len);
     if (!out) return cli_error("out of memory"), NULL;
     out[0] = 0;
-    for (int32_t i = 0; i < n_images; i++) strcat(out, ph);
+    for (int32_t i = 0; i < n; i++) strcat(out, ph[plume_embd_placeholder(media[i]) == id[1]]);
     strcat(out, msg);
     return out;
 }
