@@ -24,7 +24,8 @@ SO      := so
 SOFLAGS := -shared
 
 ifeq ($(UNAME_S),Darwin)
-# macOS: the system clang, a .dylib with an install name, cJSON from Homebrew (brew install cjson)
+# macOS: the system clang, a .dylib with an install name, the libraries from Homebrew (brew install
+# cjson libpng jpeg-turbo webp libsndfile libsoxr)
 BREW     := $(shell brew --prefix 2>/dev/null)
 ARCH     := $(shell uname -m)
 CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)
