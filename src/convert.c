@@ -342,6 +342,28 @@ static int write_tower(conv *cv, const conv_tower *t, char **err) {
     return rc;
 }
 
+/* A tower's tensor list against the checkpoint: each tensor there with its shape (a scalar may
+ * be [] or [1]; an optional one may be missing), counted into the progress total; kind names
+ * the config in messages. Frees list. */
+static int check_tower_list(conv *cv, enc_tensor_spec *list, int32_t n, const char *kind, char **err) {
+    int rc = list ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    for (int32_t i = 0; !rc && i < n; i++) {
+        const enc_tensor_spec *t = &list[i];
+        int32_t nd;
+        int64_t sh[8], count = 1;
+        if (cv->src->shape(cv->src->ctx, t->name, &nd, sh)) {
+            if (!t->optional) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", t->name);
+            continue;
+        }
+        int same = nd == t->ndim || (t->ndim == 0 && nd == 1 && sh[0] == 1);
+        for (int32_t d = 0; same && d < t->ndim; d++) same = sh[d] == t->shape[d], count *= sh[d];
+        if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than %s's", t->name, kind);
+        cv->total += (uint64_t)count;
+    }
+    free(list);
+    return rc;
+}
+
 /* Whether the checkpoint carries a vision tower, and if so that it is whole: its config
  * parses and every tensor the tower reads is there with its shape (the clip bounds may be
  * missing: +-inf). A text-only checkpoint (no position table; tiny-a's dummy tower tensors)
@@ -352,54 +374,26 @@ static int check_vision(conv *cv, char **err) {
     int64_t sh[8];
     if (cv->src->shape(cv->src->ctx, "model.vision_tower.patch_embedder.position_embedding_table", &nd, sh)) return 0;
     int rc = plume_config_vision_from_hf(c, cv->src->config_json, "config.json", err);
-    int32_t n = rc ? 0 : vision_tensor_list(&c->vis, c->D, NULL, 0);
-    vision_tensor *list = rc ? NULL : malloc(sizeof *list * (size_t)n);
-    if (!rc && !list) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!rc) vision_tensor_list(&c->vis, c->D, list, n);
-    for (int32_t i = 0; !rc && i < n; i++) {
-        const vision_tensor *t = &list[i];
-        int64_t count = 1;
-        if (cv->src->shape(cv->src->ctx, t->name, &nd, sh)) {
-            if (!t->optional) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", t->name);
-            continue;
-        }
-        int same = nd == t->ndim;
-        for (int32_t d = 0; same && d < nd; d++) same = sh[d] == t->shape[d], count *= sh[d];
-        if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than vision_config's", t->name);
-        cv->total += (uint64_t)count;
-    }
-    free(list);
-    return rc;
+    if (rc) return rc;
+    const int32_t n = vision_tensor_list(&c->vis, c->D, NULL, 0);
+    vision_tensor *list = malloc(sizeof *list * (size_t)n);
+    if (list) vision_tensor_list(&c->vis, c->D, list, n);
+    return check_tower_list(cv, list, n, "vision_config", err);
 }
 
-/* Whether the checkpoint carries an audio tower, and if so that it is whole: audio_config
- * parses and every tensor of the tower's list (encoders.h) is there with its shape (clip bounds
- * may be missing: +-inf). A checkpoint without the subsampling convolution (text-only, or
- * tiny-a's one stand-in tensor) converts without one. Counts the tower into the progress total. */
+/* The same for the audio tower, which the first subsampling convolution tells: a checkpoint
+ * without it (text-only, or tiny-a's one stand-in tensor) converts without one. */
 static int check_audio(conv *cv, char **err) {
     plume_config *c = &cv->cfg;
     int32_t nd;
     int64_t sh[8];
     if (cv->src->shape(cv->src->ctx, "model.audio_tower.subsample_conv_projection.layer0.conv.weight", &nd, sh)) return 0;
     int rc = plume_config_audio_from_hf(c, cv->src->config_json, "config.json", err);
-    int32_t n = rc ? 0 : enc_audio_tensor_list(&c->aud, c->D, NULL, 0);
-    enc_tensor_spec *list = rc ? NULL : malloc(sizeof *list * (size_t)n);
-    if (!rc && !list) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!rc) enc_audio_tensor_list(&c->aud, c->D, list, n);
-    for (int32_t i = 0; !rc && i < n; i++) {
-        const enc_tensor_spec *t = &list[i];
-        int64_t count = 1;
-        if (cv->src->shape(cv->src->ctx, t->name, &nd, sh)) {
-            if (!t->optional) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", t->name);
-            continue;
-        }
-        int same = nd == t->ndim || (t->ndim == 0 && nd == 1 && sh[0] == 1);
-        for (int32_t d = 0; same && d < t->ndim; d++) same = sh[d] == t->shape[d], count *= sh[d];
-        if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than audio_config's", t->name);
-        cv->total += (uint64_t)count;
-    }
-    free(list);
-    return rc;
+    if (rc) return rc;
+    const int32_t n = enc_audio_tensor_list(&c->aud, c->D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
+    if (list) enc_audio_tensor_list(&c->aud, c->D, list, n);
+    return check_tower_list(cv, list, n, "audio_config", err);
 }
 
 /* ---- chunks ---------------------------------------------------------------------------- */

@@ -27,24 +27,6 @@ static plume_model *model;
 /* tests/data/<rel>, malloc'd. */
 static char *data_path(const char *rel) { return plume_path_join(t_data(), rel); }
 
-/* An .npy of tests/data as floats (malloc'd) and its element count; NULL (printed) on failure. */
-static float *npy_floats(const char *rel, int64_t *count) {
-    char *p = data_path(rel), *err = NULL;
-    plume_map m;
-    npy_view v;
-    float *out = NULL;
-    if (npy_open(p, &m, &v, &err)) {
-        printf("  %s\n", err);
-    } else {
-        out = malloc((size_t)v.count * sizeof(float));
-        npy_to_f32(&v, out);
-        *count = v.count;
-        plume_map_free(&m);
-    }
-    free(p), free(err);
-    return out;
-}
-
 /* In dir, the golden tiny-mm-a checkpoint put together: config.json of tiny-mm-a, tiny-a's text
  * shards and tokenizer (linked), the tower files, and an index naming each tensor's file (tiny-a's
  * shards carry stand-in tower tensors of the same names, which the index leaves aside). */
@@ -171,7 +153,7 @@ static void test_encode_golden(void) {
         char rel[64], *err = NULL;
         snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_audio_emb.npy", j);
         int64_t n = 0;
-        float *gold = npy_floats(rel, &n);
+        float *gold = t_npy_floats(rel, &n, NULL);
         plume_audio *a = golden_audio(wav[j]);
         plume_embd *e = NULL;
         int32_t tokens = 0;
@@ -221,8 +203,9 @@ static int golden_media(plume_embd **media) {
 static void test_mixed_prompt(void) {
     if (!model) return;
     int64_t n_ids = 0, n_tail = 0, n_greedy = 0;
-    float *fids = npy_floats("tiny-mm-a/ids.npy", &n_ids), *tail = npy_floats("tiny-mm-a/logits_q8emb_tail.npy", &n_tail);
-    float *fgreedy = npy_floats("tiny-mm-a/greedy_q8emb.npy", &n_greedy);
+    float *fids = t_npy_floats("tiny-mm-a/ids.npy", &n_ids, NULL);
+    float *tail = t_npy_floats("tiny-mm-a/logits_q8emb_tail.npy", &n_tail, NULL);
+    float *fgreedy = t_npy_floats("tiny-mm-a/greedy_q8emb.npy", &n_greedy, NULL);
     plume_embd *media[2];
     plume_session *s = NULL;
     char *err = NULL;
@@ -347,7 +330,7 @@ static void test_cli(void) {
     npy_view v;
     char *err = NULL;
     int64_t n = 0;
-    float *gold = npy_floats("tiny-mm-a/audio0_audio_emb.npy", &n);
+    float *gold = t_npy_floats("tiny-mm-a/audio0_audio_emb.npy", &n, NULL);
     if (!rc && gold && npy_open(npy, &m, &v, &err) == 0) {
         CHECK(v.ndim == 2 && v.shape[0] == 58 && v.shape[1] == D, "embed --audio: [%lld, %lld]", (long long)v.shape[0],
               (long long)v.shape[1]);
@@ -359,7 +342,7 @@ static void test_cli(void) {
     rc = t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s --image %s --audio %s -o %s 2>&1", t_build(), bundle, ids,
               png, wav, npy);
     CHECK(rc == 0, "logits --image --audio: %s", out);
-    float *tail = npy_floats("tiny-mm-a/logits_q8emb_tail.npy", &n);
+    float *tail = t_npy_floats("tiny-mm-a/logits_q8emb_tail.npy", &n, NULL);
     if (!rc && tail && npy_open(npy, &m, &v, &err) == 0) {
         CHECK(v.count == (int64_t)T_IDS * V, "logits: %lld values", (long long)v.count);
         if (v.count == (int64_t)T_IDS * V) {

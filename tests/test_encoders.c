@@ -7,6 +7,7 @@
 #include "media/media.h"
 #include "npy.h"
 #include "t.h"
+#include "t_tiny.h"
 
 /* The golden README's acceptance for a float32 engine against the float64 oracle (whose own
  * float32 run is 7e-7 off): relative RMS and max |d| of the tower outputs and embeddings. */
@@ -18,25 +19,6 @@ static int tower_ok;
 
 /* tests/data/<rel>, malloc'd. */
 static char *data_path(const char *rel) { return plume_path_join(t_data(), rel); }
-
-/* An .npy of tests/data as floats (malloc'd), its shape in shape[2]; NULL on failure. */
-static float *npy_floats(const char *rel, int64_t *shape) {
-    char *p = data_path(rel), *err = NULL;
-    plume_map m;
-    npy_view v;
-    float *out = NULL;
-    if (npy_open(p, &m, &v, &err)) {
-        printf("  %s\n", err);
-    } else {
-        out = malloc((size_t)v.count * sizeof(float));
-        npy_to_f32(&v, out);
-        shape[0] = v.shape[0];
-        shape[1] = v.ndim > 1 ? v.shape[1] : 1;
-        plume_map_free(&m);
-    }
-    free(p), free(err);
-    return out;
-}
 
 /* ---- config and loading -------------------------------------------------------------------- */
 
@@ -119,7 +101,7 @@ static void test_token_counts(void) {
  * plume computes from the WAV for the other (test_media checks the front end bit for bit
  * against the short one's, and here the tower's outputs check these). */
 static float *clip_features(int j, int64_t *shape) {
-    if (j == 1) return npy_floats("tiny-mm-a/audio1_features.npy", shape);
+    if (j == 1) return t_npy_floats("tiny-mm-a/audio1_features.npy", NULL, shape);
     char *wp = data_path("tiny-mm-a/speechlike.wav"), *err = NULL;
     media_audio a;
     media_mel m = {0};
@@ -145,11 +127,11 @@ static float *golden_case(int j, const plume_kernels *k, plume_pool *pool, int q
     int64_t fs[2], ms[2], ss[2], es[2];
     float *feat = clip_features(j, fs);
     snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_mask.npy", j);
-    float *mask = npy_floats(rel, ms);
+    float *mask = t_npy_floats(rel, NULL, ms);
     snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_audio_soft.npy", j);
-    float *gsoft = npy_floats(rel, ss);
+    float *gsoft = t_npy_floats(rel, NULL, ss);
     snprintf(rel, sizeof rel, "tiny-mm-a/audio%d_audio_emb.npy", j);
-    float *gemb = npy_floats(rel, es);
+    float *gemb = t_npy_floats(rel, NULL, es);
     float *soft = NULL, *emb = NULL;
     char *err = NULL;
     if (!feat || !mask || !gsoft || !gemb) {
@@ -214,7 +196,7 @@ static void test_wav_to_rows(void) {
     if (!tower_ok) return;
     char *wp = data_path("tiny-mm-a/speechlike.wav"), *err = NULL;
     int64_t es[2];
-    float *gemb = npy_floats("tiny-mm-a/audio0_audio_emb.npy", es);
+    float *gemb = t_npy_floats("tiny-mm-a/audio0_audio_emb.npy", NULL, es);
     media_audio a;
     media_mel m = {0};
     float *soft = NULL, *emb = NULL;

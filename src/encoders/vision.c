@@ -45,6 +45,7 @@ static void vt_add(vision_tensor *out, int32_t cap, int32_t *n, const char *name
         t->shape[0] = a;
         t->shape[1] = b;
         t->shape[2] = c;
+        t->shape[3] = 0;
         t->optional = optional;
     }
     (*n)++;

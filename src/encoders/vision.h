@@ -15,6 +15,7 @@
 #define PLUME_ENCODERS_VISION_H
 
 #include "config.h"
+#include "encoders/encoders.h"
 #include "kernels/kernels.h"
 #include "pool.h"
 
@@ -45,14 +46,10 @@ typedef struct {
     float inv_freq[64];            /* [hd/4] RoPE frequencies of each axis' half of a head */
 } plume_vision;
 
-/* One tensor a tower holds: its checkpoint name, shape (ndim 0: a scalar), and whether it may
- * be missing (the clip bounds: missing means +-inf). */
-typedef struct {
-    char name[112];
-    int32_t ndim;
-    int64_t shape[3];
-    int32_t optional;
-} vision_tensor;
+/* One tensor a tower holds (encoders.h's enc_tensor_spec, which the audio tower's list shares:
+ * the converter checks both the same way): its checkpoint name, shape (ndim 0: a scalar), and
+ * whether it may be missing (the clip bounds: missing means +-inf). */
+typedef enc_tensor_spec vision_tensor;
 
 /* The tensors of a tower of config c for a decoder of width D_text: writes up to cap into out
  * and returns how many there are (E2B: 659). The converter checks a checkpoint with it, the

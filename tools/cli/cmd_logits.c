@@ -79,34 +79,19 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
 
 enum { LOGITS_MAX_IMAGES = 64, LOGITS_MAX_AUDIO = 64 };
 
-/* Encode the images of paths into media (the model's tower, budget tokens; 0: default). */
-static int encode_images(plume_model *m, const char *const *paths, int32_t n, int32_t tokens, plume_embd **media,
-                         char **err) {
+/* Encode the files of paths into media with the model's tower: images (budget tokens; 0: the
+ * default) or audio. 0, or the error (media freed). */
+static int encode_media(plume_model *m, const char *const *paths, int32_t n, int audio, int32_t tokens, plume_embd **media,
+                        char **err) {
     plume_image_params ip = plume_image_default_params();
     ip.max_tokens = tokens;
     for (int32_t i = 0; i < n; i++) {
         plume_image *img = NULL;
-        char *why = NULL;
-        int rc = plume_image_load(&img, paths[i], &why);
-        if (!rc) rc = plume_image_encode(&media[i], m, img, &ip, &why);
-        plume_image_free(img);
-        if (rc) {
-            plume_fail(err, rc, "%s", why);
-            free(why);
-            while (i-- > 0) plume_embd_free(media[i]);
-            return rc;
-        }
-    }
-    return 0;
-}
-
-/* Encode the audio files of paths into media; 0 or the error (media freed). */
-static int encode_audio(plume_model *m, const char *const *paths, int32_t n, plume_embd **media, char **err) {
-    for (int32_t i = 0; i < n; i++) {
         plume_audio *a = NULL;
         char *why = NULL;
-        int rc = plume_audio_load(&a, paths[i], &why);
-        if (!rc) rc = plume_audio_encode(&media[i], m, a, &why);
+        int rc = audio ? plume_audio_load(&a, paths[i], &why) : plume_image_load(&img, paths[i], &why);
+        if (!rc) rc = audio ? plume_audio_encode(&media[i], m, a, &why) : plume_image_encode(&media[i], m, img, &ip, &why);
+        plume_image_free(img);
         plume_audio_free(a);
         if (rc) {
             plume_fail(err, rc, "%s", why);
@@ -178,8 +163,8 @@ int cmd_logits(int argc, char **argv) {
     if (!rc && !logits) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory for %d x %lld logits", n, (long long)V);
     plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO]; /* the images, then the audio */
     const int32_t n_media = n_images + n_audios;
-    if (!rc && n_images) rc = encode_images(m, images, n_images, (int32_t)image_tokens, media, &err);
-    if (!rc && n_audios && (rc = encode_audio(m, audios, n_audios, media + n_images, &err)))
+    if (!rc && n_images) rc = encode_media(m, images, n_images, 0, (int32_t)image_tokens, media, &err);
+    if (!rc && n_audios && (rc = encode_media(m, audios, n_audios, 1, 0, media + n_images, &err)))
         for (int32_t i = 0; i < n_images; i++) plume_embd_free(media[i]);
     if (!rc && n_media) { /* one feed: the session steps --step rows at a time through the media */
         rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)media, n_media, logits, 1, &err);
