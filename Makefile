@@ -14,7 +14,9 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
-LDLIBS  := -lcjson -lm -lpthread
+# libpng, libjpeg(-turbo), libwebp + libwebpdemux: the image decoders of src/media/;
+# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio.
+LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lm -lpthread
 # libcurl: the Hub client of plume pull (tools/hub/); libmicrohttpd: the HTTP server of
 # plume serve. Both linked into the CLI only, never libplume.
 CLI_LIBS := -lcurl -lmicrohttpd
@@ -22,7 +24,8 @@ SO      := so
 SOFLAGS := -shared
 
 ifeq ($(UNAME_S),Darwin)
-# macOS: the system clang, a .dylib with an install name, cJSON from Homebrew (brew install cjson)
+# macOS: the system clang, a .dylib with an install name, the libraries from Homebrew (brew install
+# cjson libpng jpeg-turbo webp libsndfile libsoxr)
 BREW     := $(shell brew --prefix 2>/dev/null)
 ARCH     := $(shell uname -m)
 CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)
@@ -48,7 +51,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c src/chat/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c

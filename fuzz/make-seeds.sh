@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -152,4 +152,8 @@ small = {"sha": "0123456789abcdef0123456789abcdef01234567", "siblings": [
 seed("small", 6, small, b"HTTP/1.1 200 OK\nX-Linked-Size: 7\nX-Repo-Commit: 0123456789abcdef0123456789abcdef01234567")
 seed("bad-hash", 2, {"sha": "0" * 40, "siblings": [{"rfilename": "x", "blobId": "../../x" + "0" * 33}]})
 PY
+# audio: the golden's short WAV and a tone in every format (tests/data/audio/README.md)
+cp "$ROOT/tests/data/tiny-mm-a/short.wav" "$C/fuzz_audio/short.wav"
+for f in "$ROOT"/tests/data/audio/tone*; do cp "$f" "$C/fuzz_audio/$(basename "$f")"; done
+
 echo "seeds: $(find "$C" -type f | wc -l) files, $(du -sk "$C" | cut -f1) KB"

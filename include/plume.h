@@ -294,6 +294,136 @@ double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece
 double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
 
 /* ---------------------------------------------------------------------------------------
+ * Images in (docs/MEDIA.md)
+ *
+ * An image is decoded once (PNG, JPEG or WebP, sniffed from the bytes; EXIF orientation
+ * applied; 8-bit RGB as Hugging Face's processor sees it: alpha dropped), then encoded by the
+ * bundle's vision tower into soft tokens: a plume_embd of N rows of the decoder's width. A
+ * prompt carries, where the image goes, <|image> then N image placeholders (the model's
+ * image_token_id) then <image|>; plume_prompt_expand() writes those runs from one
+ * placeholder per image, and plume_session_feed_media() feeds the prompt with the runs filled
+ * by the images' rows, in order.
+ *
+ *     plume_image *img; plume_embd *e;
+ *     plume_image_load(&img, "cat.jpg", &err);
+ *     plume_image_encode(&e, m, img, NULL, &err);           // the tower: N = 256 for a square
+ *     ... render the chat with one placeholder where the image goes, tokenize it ...
+ *     n = plume_prompt_expand(m, ids, n, &e, 1, big, cap, &err);
+ *     plume_session_feed_media(s, big, n, &e, 1, logits, 0, &err);
+ *
+ * A session remembers which image filled which positions (a 64-bit key of its resized
+ * pixels), so plume_session_feed_prompt_media() reuses the cache of a conversation re-sent
+ * with the same images, a rewind into an image recomputes it, and a saved session keeps them.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_image plume_image; /* decoded pixels */
+typedef struct plume_embd plume_embd;   /* soft tokens of one image or one audio */
+
+/* Decode an image file / bytes. PLUME_EFORMAT for anything that is not a whole PNG, JPEG or
+ * WebP (truncated, corrupt, zero-sized, more than 64 M pixels or 65535 a side: checked before
+ * the pixels are allocated); PLUME_EIO when the file cannot be read. */
+int plume_image_load(plume_image **out, const char *path, char **err);
+int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
+/* An image from RGB pixels [height, width, 3] (copied). */
+int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
+void plume_image_free(plume_image *img);
+int32_t plume_image_width(const plume_image *img);
+int32_t plume_image_height(const plume_image *img);
+const uint8_t *plume_image_rgb(const plume_image *img); /* [height, width, 3] */
+
+typedef struct {
+    int32_t max_tokens; /* the budget of soft tokens: 70, 140, 280, 560 or 1120; 0: 280 (the
+                           model's default_output_length) */
+} plume_image_params;
+
+plume_image_params plume_image_default_params(void);
+/* Whether the bundle carries a vision tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_vision(const plume_model *m);
+/* The model's media token ids: "image" (the placeholder), "boi", "eoi", "audio", "boa",
+ * "eoa", "video"; -1 for an unknown name or an id the checkpoint did not give. */
+int32_t plume_model_media_token(const plume_model *m, const char *name);
+/* How many soft tokens img gives at a budget (p may be NULL), and its key (the hash of its
+ * resized pixels, what plume_embd_key() of its encoding will be; key may be NULL): the
+ * resize without the tower, for a caller that wants to lay out a prompt or look up a cache
+ * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
+int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p, int32_t *n_tokens,
+                       uint64_t *key, char **err);
+/* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
+ * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
+ * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
+int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                       char **err);
+/* Soft tokens given by the caller ([n, dim] copied): a tower plume does not run, a test.
+ * placeholder: the token id whose positions they fill; key: their identity in a session's
+ * history (0: a hash of the rows). */
+int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t dim, int32_t placeholder,
+                         uint64_t key, char **err);
+void plume_embd_free(plume_embd *e);
+int32_t plume_embd_n_tokens(const plume_embd *e);
+int32_t plume_embd_dim(const plume_embd *e);
+const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
+int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
+uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
+
+/* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
+ * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
+ * N x <|audio|> + <audio|>. Writes at most cap
+ * ids to out and returns how many the expansion needs (call again with more room if > cap),
+ * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
+int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                            int32_t n_media, int32_t *out, int32_t cap, char **err);
+
+/* ---------------------------------------------------------------------------------------
+ * Audio in (docs/MEDIA.md)
+ *
+ * An audio file is decoded once (WAV, FLAC, Ogg Vorbis, Ogg Opus or MP3; channels averaged;
+ * resampled to the 16 kHz the model hears), then encoded by the bundle's audio tower (log-mel
+ * features, conformer, embed_audio) into soft tokens: a plume_embd of N rows, about 25 a
+ * second (750 for 30 s). A prompt carries <|audio> + N audio placeholders + <audio|> where
+ * the audio goes; plume_prompt_expand() writes that run from one placeholder (the model's
+ * audio_token_id), and the session functions above feed it as they feed images: images fill
+ * the image runs in order, audio the audio runs in order.
+ *
+ *     plume_audio *a; plume_embd *e;
+ *     plume_audio_load(&a, "question.mp3", &err);
+ *     plume_audio_encode(&e, m, a, &err);                    // N = 250 for 10 s
+ *     ... a prompt with one <|audio|> where it goes, tokenized, then plume_prompt_expand ...
+ *
+ * The model hears clips of at most 30 s (Hugging Face's processor cuts the rest off). plume
+ * keeps all of it: longer audio is cut into consecutive 30 s clips, each encoded alone, their
+ * tokens one after the other in the one run (as llama.cpp does); up to 10 minutes.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
+#define PLUME_AUDIO_RATE 16000           /* samples per second the audio tower hears */
+#define PLUME_AUDIO_CLIP_SAMPLES 480000  /* the most one clip holds: 30 s */
+
+/* Decode an audio file / bytes. PLUME_EFORMAT for anything that is not whole audio
+ * libsndfile reads (not audio, truncated, no samples, NaN samples, a rate outside
+ * 1-768 kHz, longer than 600 s: checked on the header before decoding); PLUME_EIO when the
+ * file cannot be read. */
+int plume_audio_load(plume_audio **out, const char *path, char **err);
+int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+/* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
+ * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
+ * a sample that is not finite. */
+int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err);
+void plume_audio_free(plume_audio *a);
+int64_t plume_audio_n_samples(const plume_audio *a);  /* at 16 kHz */
+double plume_audio_seconds(const plume_audio *a);
+const float *plume_audio_samples(const plume_audio *a); /* [n_samples], mono, 16 kHz */
+
+/* Whether the bundle carries an audio tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_audio(const plume_model *m);
+/* How many soft tokens a gives (the sum over its 30 s clips) and its key (a hash of its
+ * samples; key may be NULL), without running the tower. PLUME_EINVAL without an audio tower
+ * or for audio too short to give a token (under 10 ms). */
+int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_tokens, uint64_t *key, char **err);
+/* Encode a with the audio tower: log-mel features, the conformer and embed_audio of each 30 s
+ * clip, exactly as Hugging Face's model computes them (float32), on the model's threads; N rows
+ * of the decoder's width whose placeholder is the model's audio id. PLUME_EINVAL when the bundle
+ * has no audio tower or a is too short. */
+int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
+
+/* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
  * ------------------------------------------------------------------------------------- */
 typedef struct plume_session plume_session;
@@ -326,6 +456,21 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
  * NULL) receives the number of tokens kept. The logits equal those of a fresh prefill. */
 int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
                               int32_t *n_reused, char **err);
+/* Feed n rows at the session's position: ids, whose placeholder positions (the model's image
+ * id, its audio id, or a media's own placeholder) are filled, in order, by the rows of the
+ * media with that placeholder, in order (Hugging Face's masked_scatter): an image row enters
+ * unscaled and its per-layer input uses the pad row, as in HF. Every placeholder must get a
+ * row and every row a placeholder (PLUME_EINVAL otherwise, nothing fed). The session keeps a
+ * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
+ * plume_session_feed(). n_media 0 is plume_session_feed() (a placeholder id is then refused). */
+int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                             int32_t n_media, float *logits, int32_t all, char **err);
+/* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
+ * and media keys (which image filled a position, and which of its rows) both agree, so a
+ * conversation re-sent with the same images reuses their cache and a different image does
+ * not. */
+int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                                    int32_t n_media, float *logits, int32_t *n_reused, char **err);
 /* Forget every token from position n_keep on (0 <= n_keep <= n_past). Exact for any n_keep:
  * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
  * are recomputed when the ring alone no longer holds the window. */

@@ -74,7 +74,7 @@ int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, in
     }
     int rc = plume_model_check_ids(s->m, ids, take, err);
     if (rc) return rc;
-    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all};
+    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all, NULL, NULL};
     b->T += take;
     return take;
 }

@@ -108,6 +108,163 @@ static int parse_eos(plume_config *c, const cJSON *e, const char *name, char **e
     return 0;
 }
 
+/* ---- media ids and towers -------------------------------------------------------------- */
+
+const char *const plume_media_id_keys[PLUME_MEDIA_NIDS] = {"image_token_id", "boi_token_id", "eoi_token_id",
+                                                           "audio_token_id", "boa_token_id", "eoa_token_id",
+                                                           "video_token_id"};
+
+/* Member key of o as an id inside [0, V), or -1 (missing, not an integer, outside). */
+static int32_t vocab_id(const plume_config *c, const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    int ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < (double)c->V &&
+             v->valuedouble == floor(v->valuedouble);
+    return ok ? (int32_t)v->valuedouble : -1;
+}
+
+/* The pad id and the media token ids of a config object (config.json's top level or
+ * model_config.json): an id that is missing, not an integer or outside [0, V) is -1 (a
+ * text-only config may name the real ids with a small vocabulary); pad defaults to 0. */
+static void parse_media_ids(plume_config *c, const cJSON *o, const cJSON *alt) {
+    for (int i = 0; i < PLUME_MEDIA_NIDS; i++) {
+        c->media_id[i] = vocab_id(c, o, plume_media_id_keys[i]);
+        if (c->media_id[i] < 0 && i == PLUME_MEDIA_EOA && !cJSON_GetObjectItemCaseSensitive(o, plume_media_id_keys[i]))
+            c->media_id[i] = vocab_id(c, o, "eoa_token_index");
+    }
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(o, "pad_token_id");
+    int32_t id = vocab_id(c, cJSON_IsNumber(pad) || !alt ? o : alt, "pad_token_id");
+    c->pad_id = id >= 0 ? id : 0;
+}
+
+/* Check and fill the vision config from object v (config.json's vision_config or
+ * model_config.json's vision); the shape keys are required. */
+static int parse_vision(plume_config *c, const json_obj *v, char **err) {
+    plume_vision_config *x = &c->vis;
+    const char *name = v->doc;
+    if (!cJSON_IsObject(v->obj)) return plume_fail(err, PLUME_EFORMAT, "%s: vision_config is not an object", name);
+    double theta = 100.0, eps = 1e-6;
+    json_obj rp;
+    int rc;
+    if ((rc = json_i32(v, "hidden_size", 2, 1 << 16, &x->D, err)) ||
+        (rc = json_i32(v, "num_hidden_layers", 1, 256, &x->L, err)) ||
+        (rc = json_i32(v, "num_attention_heads", 1, 256, &x->H, err)) ||
+        (rc = json_i32_or(v, "num_key_value_heads", 1, 256, x->H, &x->Hkv, err)) ||
+        (rc = json_i32(v, "head_dim", 4, 4096, &x->hd, err)) ||
+        (rc = json_i32(v, "intermediate_size", 1, 1 << 20, &x->I, err)) ||
+        (rc = json_i32(v, "patch_size", 1, 256, &x->patch, err)) ||
+        (rc = json_i32(v, "pooling_kernel_size", 1, 16, &x->pool, err)) ||
+        (rc = json_i32(v, "position_embedding_size", 1, 1 << 20, &x->n_pos, err)) ||
+        (rc = json_i32_or(v, "default_output_length", 1, 1 << 20, 280, &x->default_tokens, err)) ||
+        (rc = json_num_or(v, "rms_norm_eps", -INFINITY, INFINITY, 1e-6, &eps, err)) ||
+        (rc = json_child(v, "rope_parameters", &rp, err)) ||
+        (rc = json_num_or(cJSON_IsObject(rp.obj) ? &rp : v, "rope_theta", -INFINITY, INFINITY, 100.0, &theta, err)))
+        return rc;
+    if (x->H != x->Hkv) return plume_fail(err, PLUME_EFORMAT, "%s: vision num_key_value_heads must equal num_attention_heads", name);
+    if (x->hd % 4) return plume_fail(err, PLUME_EFORMAT, "%s: vision head_dim must be a multiple of 4 (2-D RoPE)", name);
+    if (cJSON_IsTrue(json_member(v, "standardize")))
+        return plume_fail(err, PLUME_EFORMAT, "%s: vision_config.standardize (the 26B/31B tower) is not supported", name);
+    if (theta <= 0 || eps <= 0) return plume_fail(err, PLUME_EFORMAT, "%s: vision rope_theta and rms_norm_eps must be > 0", name);
+    x->clipped = cJSON_IsTrue(json_member(v, "use_clipped_linears"));
+    x->theta = (float)theta;
+    x->eps = (float)eps;
+    for (int i = PLUME_MEDIA_IMAGE; i <= PLUME_MEDIA_EOI; i++)
+        if (c->media_id[i] < 0)
+            return plume_fail(err, PLUME_EFORMAT, "%s: a vision model needs %s inside the vocabulary", name, plume_media_id_keys[i]);
+    c->has_vision = 1;
+    return 0;
+}
+
+/* The audio tower's limits: the widest attention window row_attn keeps on its stack. */
+enum { AUDIO_MAX_LAYERS = 64, AUDIO_MAX_LEFT = 256, AUDIO_MEL_BINS = 128 };
+
+/* Check and fill the audio config from object a (config.json's audio_config or
+ * model_config.json's audio): HF's keys, their defaults (E2B's tower) when missing. */
+static int parse_audio(plume_config *c, const json_obj *a, char **err) {
+    plume_audio_config *x = &c->aud;
+    const char *name = a->doc;
+    if (!cJSON_IsObject(a->obj)) return plume_fail(err, PLUME_EFORMAT, "%s: audio_config is not an object", name);
+    int32_t right = 0;
+    double cap = 50.0, residual = 0.5, eps = 1e-6;
+    int rc;
+    if ((rc = json_i32_or(a, "hidden_size", 2, 1 << 16, 1024, &x->D, err)) ||
+        (rc = json_i32_or(a, "num_hidden_layers", 1, AUDIO_MAX_LAYERS, 12, &x->L, err)) ||
+        (rc = json_i32_or(a, "num_attention_heads", 1, 1024, 8, &x->H, err)) ||
+        (rc = json_i32_or(a, "conv_kernel_size", 1, 64, 5, &x->K, err)) ||
+        (rc = json_i32_or(a, "attention_chunk_size", 1, 4096, 12, &x->chunk, err)) ||
+        (rc = json_i32_or(a, "attention_context_left", 2, AUDIO_MAX_LEFT, 13, &x->left, err)) ||
+        (rc = json_i32_or(a, "attention_context_right", 0, 4096, 0, &right, err)) ||
+        (rc = json_i32_or(a, "output_proj_dims", 1, 1 << 16, 1536, &x->out_dims, err)) ||
+        (rc = json_num_or(a, "attention_logit_cap", -INFINITY, INFINITY, 50.0, &cap, err)) ||
+        (rc = json_num_or(a, "residual_weight", -INFINITY, INFINITY, 0.5, &residual, err)) ||
+        (rc = json_num_or(a, "rms_norm_eps", -INFINITY, INFINITY, 1e-6, &eps, err)))
+        return rc;
+    if (!(cap > 0 && cap < 1e30) || !(eps >= 0 && eps < 1) || !(fabs(residual) < 1e30))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio attention_logit_cap, residual_weight or rms_norm_eps is out of range",
+                          name);
+    x->C0 = 128, x->C1 = 32;
+    const cJSON *ch = json_member(a, "subsampling_conv_channels");
+    if (ch) {
+        const cJSON *c0 = cJSON_GetArrayItem(ch, 0), *c1 = cJSON_GetArrayItem(ch, 1);
+        if (!cJSON_IsArray(ch) || cJSON_GetArraySize(ch) != 2 || !cJSON_IsNumber(c0) || !cJSON_IsNumber(c1) ||
+            !(c0->valuedouble >= 1 && c0->valuedouble <= 4096) || !(c1->valuedouble >= 1 && c1->valuedouble <= 4096) ||
+            c0->valuedouble != floor(c0->valuedouble) || c1->valuedouble != floor(c1->valuedouble))
+            return plume_fail(err, PLUME_EFORMAT, "%s: audio subsampling_conv_channels must be two integers in [1, 4096]", name);
+        x->C0 = (int32_t)c0->valuedouble, x->C1 = (int32_t)c1->valuedouble;
+    }
+    const cJSON *act = json_member(a, "hidden_act");
+    if (act && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu")))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio hidden_act must be \"silu\"", name);
+    const cJSON *clip = json_member(a, "use_clipped_linears");
+    if (clip && !cJSON_IsBool(clip))
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio use_clipped_linears must be true or false", name);
+    x->clipped = !clip || cJSON_IsTrue(clip);
+    if (x->D % x->H || x->D % 2)
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio hidden_size must be even and a multiple of the heads", name);
+    x->hd = x->D / x->H;
+    x->F = AUDIO_MEL_BINS;
+    x->n_rel = (x->chunk + x->left - 1) / 2 + 1;
+    x->cap = (float)cap, x->residual = (float)residual, x->eps = (float)eps;
+    /* HF's rel_shift gives query t and key t - d the table row of position d only when the
+     * table reaches back exactly left - 1 (chunk 12, left 13); other shapes, and keys ahead
+     * (right context), are not implemented */
+    if (right != 0 || x->n_rel - 1 != x->left - 1)
+        return plume_fail(err, PLUME_EFORMAT,
+                          "%s: audio attention with chunk %d, context left %d, right %d is not supported (chunk = left - 1 "
+                          "and right = 0 are)",
+                          name, x->chunk, x->left, right);
+    for (int i = PLUME_MEDIA_AUDIO; i <= PLUME_MEDIA_EOA; i++)
+        if (c->media_id[i] < 0)
+            return plume_fail(err, PLUME_EFORMAT, "%s: an audio model needs %s inside the vocabulary", name, plume_media_id_keys[i]);
+    c->has_audio = 1;
+    return 0;
+}
+
+/* Parse config.json text and run parse on its member key (a tower's config); absent or null:
+ * the message of missing (NULL: key's object is checked as it is). */
+static int tower_from_hf(plume_config *c, const char *json, const char *name, const char *key, const char *missing,
+                         int (*parse)(plume_config *, const json_obj *, char **), char **err) {
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return plume_fail(err, PLUME_EFORMAT, "%s: invalid JSON", name);
+    json_obj r = json_root(root, name), t;
+    int rc = json_child(&r, key, &t, err);
+    if (!rc && missing && !t.obj) rc = plume_fail(err, PLUME_EFORMAT, "%s: %s", name, missing);
+    if (!rc) {
+        t.doc = name; /* the messages name the file, as before */
+        rc = parse(c, &t, err);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int plume_config_audio_from_hf(plume_config *c, const char *json, const char *name, char **err) {
+    return tower_from_hf(c, json, name, "audio_config", "no audio_config (a model without an audio tower)", parse_audio,
+                         err);
+}
+
+int plume_config_vision_from_hf(plume_config *c, const char *json, const char *name, char **err) {
+    return tower_from_hf(c, json, name, "vision_config", NULL, parse_vision, err);
+}
+
 /* ---- config.json ----------------------------------------------------------------------- */
 
 /* The text decoder's sizes and scalars from a config.json's text config t. */
@@ -189,6 +346,7 @@ int plume_config_from_hf_text(plume_config *c, const char *json, const char *nam
         goto done;
     const cJSON *eos = json_member(&r, "eos_token_id"); /* the model's, else the text config's */
     if ((rc = parse_eos(c, eos ? eos : json_member(&t, "eos_token_id"), name, err))) goto done;
+    parse_media_ids(c, r.obj, t.obj);
     snprintf(c->model_name, sizeof c->model_name, "gemma4");
     c->n_ctx = c->max_pos < 4096 ? c->max_pos : 4096;
     snprintf(c->weights, sizeof c->weights, "q8");
@@ -252,6 +410,49 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
     for (int32_t i = 0; i < c->n_eos; i++) cJSON_AddItemToArray(eos, cJSON_CreateNumber(c->eos_ids[i]));
     cJSON_AddStringToObject(o, "weights", c->weights);
     cJSON_AddStringToObject(o, "head", c->head_sidecar ? "embed_tokens_q8" : "chunk");
+    cJSON_AddNumberToObject(o, "pad_token_id", c->pad_id);
+    for (int i = 0; i < PLUME_MEDIA_NIDS; i++)
+        if (c->media_id[i] >= 0) cJSON_AddNumberToObject(o, plume_media_id_keys[i], c->media_id[i]);
+    if (c->has_vision) { /* the tower of vision.safetensors */
+        const plume_vision_config *x = &c->vis;
+        cJSON *v = cJSON_AddObjectToObject(o, "vision");
+        cJSON_AddStringToObject(v, "file", "vision.safetensors");
+        cJSON_AddStringToObject(v, "weights", "f32");
+        cJSON_AddNumberToObject(v, "hidden_size", x->D);
+        cJSON_AddNumberToObject(v, "num_hidden_layers", x->L);
+        cJSON_AddNumberToObject(v, "num_attention_heads", x->H);
+        cJSON_AddNumberToObject(v, "num_key_value_heads", x->Hkv);
+        cJSON_AddNumberToObject(v, "head_dim", x->hd);
+        cJSON_AddNumberToObject(v, "intermediate_size", x->I);
+        cJSON_AddNumberToObject(v, "patch_size", x->patch);
+        cJSON_AddNumberToObject(v, "pooling_kernel_size", x->pool);
+        cJSON_AddNumberToObject(v, "position_embedding_size", x->n_pos);
+        cJSON_AddNumberToObject(v, "default_output_length", x->default_tokens);
+        cJSON_AddBoolToObject(v, "use_clipped_linears", x->clipped);
+        cJSON_AddNumberToObject(v, "rope_theta", x->theta);
+        cJSON_AddNumberToObject(v, "rms_norm_eps", x->eps);
+    }
+    if (c->has_audio) { /* the tower of audio.safetensors, under HF's audio_config keys */
+        const plume_audio_config *x = &c->aud;
+        cJSON *a = cJSON_AddObjectToObject(o, "audio");
+        cJSON_AddStringToObject(a, "file", "audio.safetensors");
+        cJSON_AddStringToObject(a, "weights", "f32");
+        cJSON_AddNumberToObject(a, "hidden_size", x->D);
+        cJSON_AddNumberToObject(a, "num_hidden_layers", x->L);
+        cJSON_AddNumberToObject(a, "num_attention_heads", x->H);
+        const int ch[2] = {x->C0, x->C1};
+        cJSON_AddItemToObject(a, "subsampling_conv_channels", cJSON_CreateIntArray(ch, 2));
+        cJSON_AddNumberToObject(a, "conv_kernel_size", x->K);
+        cJSON_AddNumberToObject(a, "attention_chunk_size", x->chunk);
+        cJSON_AddNumberToObject(a, "attention_context_left", x->left);
+        cJSON_AddNumberToObject(a, "attention_context_right", 0);
+        cJSON_AddNumberToObject(a, "attention_logit_cap", x->cap);
+        cJSON_AddNumberToObject(a, "residual_weight", x->residual);
+        cJSON_AddStringToObject(a, "hidden_act", "silu");
+        cJSON_AddBoolToObject(a, "use_clipped_linears", x->clipped);
+        cJSON_AddNumberToObject(a, "rms_norm_eps", x->eps);
+        cJSON_AddNumberToObject(a, "output_proj_dims", x->out_dims);
+    }
     cJSON *ch = cJSON_AddArrayToObject(o, "chunks");
     for (int32_t i = 0; i < PLUME_N_CHUNKS; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -358,6 +559,12 @@ int plume_config_read_bundle(plume_config *c, const char *path, char **err) {
         goto done;
     }
     if ((rc = bundle_dims(c, &o, err)) || (rc = bundle_kind(c, &o, err)) || (rc = bundle_chunks(c, &o, err))) goto done;
+    parse_media_ids(c, o.obj, NULL);
+    json_obj tower;
+    if (json_member(&o, "vision") && ((rc = json_child(&o, "vision", &tower, err)) || (rc = parse_vision(c, &tower, err))))
+        goto done;
+    if (json_member(&o, "audio") && ((rc = json_child(&o, "audio", &tower, err)) || (rc = parse_audio(c, &tower, err))))
+        goto done;
     rc = derive(c, path, err);
 done:
     cJSON_Delete(root);

@@ -554,7 +554,15 @@ static int32_t row_id(const step_ctx *step, int32_t t) {
     return e->ids[t - e->row0];
 }
 
-/* h = E[ids] * sqrt(D); ple = (norm(h Wplmp^T / sqrt(D)) + Eple[ids] * sqrt(Dp)) / sqrt(2). */
+/* The given embedding of row t, or NULL (a token). */
+static const float *row_emb(const step_ctx *step, int32_t t) {
+    const plume_step_entry *e = &step->e[step->x->row_ent[t]];
+    return e->emb ? e->emb[t - e->row0] : NULL;
+}
+
+/* h = E[ids] * sqrt(D), or a given embedding as it is; ple = (norm(h Wplmp^T / sqrt(D)) +
+ * Eple[id] * sqrt(Dp)) / sqrt(2), where a given embedding's id is the pad id (HF sets
+ * llm_input_ids to pad_token_id at multimodal positions). */
 static void embed(const step_ctx *step) {
     const plume_model *m = step->m;
     const plume_config *c = &m->c;
@@ -563,12 +571,14 @@ static void embed(const step_ctx *step) {
     int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
     const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
     for (int32_t t = 0; t < T; t++) {
-        int32_t id = row_id(step, t);
-        deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
+        const int32_t id = row_id(step, t);
+        const float *given = row_emb(step, t);
+        if (given) memcpy(x->h + t * D, given, (size_t)D * sizeof(float));
+        else deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
     }
     matmul(step, x->ple, LDp, x->h, D, T, &m->ple_proj);
     for (int32_t t = 0; t < T; t++) {
-        int32_t id = row_id(step, t);
+        const int32_t id = row_emb(step, t) ? c->pad_id : row_id(step, t);
         float *row = x->ple + t * LDp;
         const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)id * LDp;
         float f = plume_f16_to_f32(ps[id]) / 127.0f, es2 = (float)c->ple_embed_scale;
@@ -680,12 +690,16 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         }
     }
     for (int32_t i = 0; i < n; i++) {
-        memcpy(e[i].s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);
-        e[i].s->n_past = e[i].P + e[i].T;
+        plume_session *s = e[i].s;
+        memcpy(s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);
+        if (s->keys) /* a session that has seen media keeps every position's key */
+            for (int32_t t = 0; t < e[i].T; t++) s->keys[e[i].P + t] = e[i].keys ? e[i].keys[t] : 0;
+        s->n_past = e[i].P + e[i].T;
     }
 }
 
-void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {
-    plume_step_entry e = {s, ids, T, s->n_past, 0, logits, all};
+void plume_forward_step(plume_session *s, const int32_t *ids, const float *const *emb, const uint64_t *keys, int32_t T,
+                        float *logits, int32_t all) {
+    plume_step_entry e = {s, ids, T, s->n_past, 0, logits, all, emb, keys};
     plume_forward(s->m, &s->x, &e, 1, NULL);
 }

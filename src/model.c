@@ -217,6 +217,14 @@ static int identity(plume_model *m, char **err) {
             h = fnv(h, maps[i]->data, (size_t)(8 + (hl < maps[i]->size - 8 ? hl : 0)));
         }
     }
+    const plume_map *towers[2] = {m->vision ? &m->vision->map : NULL, m->audio ? &m->audio->ts.map : NULL};
+    for (int i = 0; i < 2; i++) { /* a tower file's header (text-only bundles keep their identity) */
+        const plume_map *v = towers[i];
+        if (!v) continue;
+        uint64_t hl = plume_rd_u64le(v->data);
+        h = fnv(h, &v->size, sizeof v->size);
+        h = fnv(h, v->data, (size_t)(8 + (hl < v->size - 8 ? hl : 0)));
+    }
     m->identity = h;
     return 0;
 }
@@ -320,6 +328,17 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
     free(mc);
     if (!rc) rc = load_sidecars(m, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
+    if (!rc && m->c.has_vision) { /* encoders/vision.c maps and checks the tower */
+        char *vp = plume_path_join(dir, "vision.safetensors");
+        rc = vp ? plume_vision_open(&m->vision, vp, &m->c.vis, m->c.D, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        free(vp);
+    }
+    if (!rc && m->c.has_audio) { /* encoders/audio.c maps and checks the tower */
+        char *ap = plume_path_join(dir, "audio.safetensors");
+        if (!ap || !(m->audio = malloc(sizeof *m->audio))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        else if ((rc = enc_audio_open(m->audio, &m->c.aud, m->c.D, ap, err))) free(m->audio), m->audio = NULL;
+        free(ap);
+    }
     if (!rc) rc = identity(m, err);
     if (!rc) {
         m->decode_bytes += weight_bytes(&m->ple_proj) + weight_bytes(&m->head);
@@ -366,6 +385,9 @@ void plume_model_free(plume_model *m) {
     plume_pool_free(m->pool);
     plume_dealloc(m->untile);
     plume_tokenizer_free(m->tok);
+    plume_vision_free(m->vision);
+    enc_audio_free(m->audio);
+    free(m->audio);
     plume_map_free(&m->embed_q8);
     plume_map_free(&m->embed_scales);
     plume_map_free(&m->ple_q8);
@@ -404,3 +426,12 @@ const char *plume_model_layout(const plume_model *m) {
 }
 uint64_t plume_model_decode_bytes(const plume_model *m) { return m->decode_bytes; }
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }
+int32_t plume_model_has_vision(const plume_model *m) { return m->vision != NULL; }
+int32_t plume_model_has_audio(const plume_model *m) { return m->audio != NULL; }
+
+int32_t plume_model_media_token(const plume_model *m, const char *name) {
+    static const char *const names[PLUME_MEDIA_NIDS] = {"image", "boi", "eoi", "audio", "boa", "eoa", "video"};
+    for (int i = 0; name && i < PLUME_MEDIA_NIDS; i++)
+        if (!strcmp(name, names[i])) return m->c.media_id[i];
+    return -1;
+}

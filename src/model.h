@@ -8,6 +8,8 @@
 
 #include "common.h"
 #include "config.h"
+#include "encoders/encoders.h"
+#include "encoders/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/qact.h"
 #include "pool.h"
@@ -56,6 +58,8 @@ struct plume_model {
     plume_tokenizer *tok;
     int32_t end_ids[16];               /* [n_end] ids that end a model turn (plume_model_ends_turn) */
     int32_t n_end;
+    plume_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
+    enc_audio *audio;                  /* the audio tower (audio.safetensors), or NULL */
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
     pthread_t prefault;                /* maps the weights' page tables in the background, */
@@ -114,6 +118,13 @@ typedef struct {
     int32_t *row_head;/* [B] rows the head runs on */
 } plume_scratch;
 
+/* Rows of media a session was fed: positions [pos, pos + n) took these rows (a copy), so a
+ * rewind into them can recompute and a saved session carries them. */
+typedef struct {
+    int32_t pos, n;
+    float *rows;     /* [n, D] */
+} plume_media_span;
+
 struct plume_session {
     plume_model *m;
     int32_t n_ctx, n_batch;
@@ -127,6 +138,10 @@ struct plume_session {
     float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
     size_t snap_stride;      /* floats per snapshot */
     int32_t *tokens;                      /* [n_ctx] */
+    uint64_t *keys;                       /* [n_ctx] each position's key (embd.h; 0: a token), or
+                                             NULL while the session has seen no media */
+    plume_media_span *spans;              /* [n_spans] the media rows fed, by position */
+    int32_t n_spans, cap_spans;
     plume_chunk_state chunk[PLUME_N_CHUNKS];
     plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
     plume_scratch x;                      /* [n_batch] rows, span n_ctx + n_batch */

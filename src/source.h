@@ -14,8 +14,11 @@ typedef struct {
     const char *dir;         /* a checkpoint folder with tokenizer files, or NULL */
     /* The shape of a tensor: 0, or 1 if there is no such tensor. */
     int (*shape)(void *ctx, const char *name, int32_t *ndim, int64_t *shape);
-    /* Rows [r0, r0 + n) of a tensor seen as [rows, cols] (1-D: one row) as float32. */
+    /* Rows [r0, r0 + n) of a tensor seen as [rows, cols] (cols: the last dimension; 1-D and
+     * scalars: one row) as float32. */
     int (*read)(void *ctx, const char *name, int64_t r0, int64_t n, float *out, char **err);
+    /* The name of tensor i (0, 1, ...), or NULL past the last: what convert_copy_tower lists. */
+    const char *(*name_at)(void *ctx, int32_t i);
 } conv_source;
 
 /* A source over a Hugging Face checkpoint directory (model.safetensors or an index). */

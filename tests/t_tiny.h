@@ -2,7 +2,7 @@
  * four bundles converted by the CLI, and their golden token ids. The models are the folders of
  * tests/data: "tiny-a" (E2B's structure) and "tiny-e4b" (E4B's: 2 KV heads, full attention
  * every 6th layer, KV shared from layers 4 and 5, no double-wide MLP); both have a vocabulary
- * of 512, a sliding window of 8 and 48 golden ids. */
+ * of 512, a sliding window of 8 and 48 golden ids; and .npy fixtures as floats. */
 #ifndef PLUME_T_TINY_H
 #define PLUME_T_TINY_H
 
@@ -53,6 +53,26 @@ static int64_t t_tiny_ids(const char *model, int32_t *ids, int64_t max) {
     }
     free(err);
     return n;
+}
+
+/* An .npy of tests/data (rel) as floats (malloc'd), with its element count and its first two
+ * dimensions (1 for a missing one); either may be NULL. NULL (printed) on failure. */
+static float *t_npy_floats(const char *rel, int64_t *count, int64_t *shape) {
+    char *p = plume_path_join(t_data(), rel), *err = NULL;
+    plume_map m;
+    npy_view v;
+    float *out = NULL;
+    if (!p || npy_open(p, &m, &v, &err)) {
+        printf("  %s\n", err ? err : "out of memory");
+    } else {
+        out = malloc((size_t)(v.count ? v.count : 1) * sizeof(float));
+        if (out) npy_to_f32(&v, out);
+        if (count) *count = v.count;
+        if (shape) shape[0] = v.ndim > 0 ? v.shape[0] : 1, shape[1] = v.ndim > 1 ? v.shape[1] : 1;
+        plume_map_free(&m);
+    }
+    free(p), free(err);
+    return out;
 }
 
 #endif

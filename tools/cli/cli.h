@@ -34,6 +34,8 @@ int cli_mkdir_parent(const char *path);
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);

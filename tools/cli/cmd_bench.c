@@ -13,7 +13,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8]\n"
+    "                   [--kv-bits 8] [--audio SECONDS]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -24,7 +24,9 @@ static const char bench_usage[] =
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
-    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
+    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
+    "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
+    "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n";
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -209,6 +211,60 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
 
 /* ---- plume bench ----------------------------------------------------------------------- */
 
+/* ---- audio encode ---------------------------------------------------------------------- */
+
+/* plume bench --audio: the audio tower (features, conformer, embed_audio) on secs of a tone
+ * and noise (the time does not depend on the sound): one cold run (the tower's pages mapped
+ * on first use), then reps runs; the median and range, and their real-time factor. */
+static int audio_bench(const char *model, const char *isa, int32_t threads, double secs, int64_t reps, int json) {
+    char *err = NULL;
+    plume_model *m;
+    plume_model_params mp = bench_model_params(isa, threads, 1);
+    if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error_free(err);
+    if (!plume_model_has_audio(m)) {
+        plume_model_free(m);
+        return cli_error("bench: this bundle has no audio tower (plume synth --config e2b makes one)");
+    }
+    const int64_t n = (int64_t)(secs * PLUME_AUDIO_RATE);
+    float *x = malloc((size_t)n * sizeof *x);
+    uint64_t rng = 7;
+    for (int64_t i = 0; x && i < n; i++) x[i] = 0.3f * sinf(0.05f * (float)(i % 1000)) + 0.05f * (plume_rng_float(&rng) - 0.5f);
+    plume_audio *a = NULL;
+    plume_embd *e = NULL;
+    double t[101];
+    int rc = x ? plume_audio_from_pcm(&a, x, n, PLUME_AUDIO_RATE, &err) : plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    int32_t tokens = 0;
+    for (int64_t r = 0; !rc && r <= reps; r++) { /* run 0: cold */
+        double t0 = plume_now();
+        rc = plume_audio_encode(&e, m, a, &err);
+        t[r] = plume_now() - t0;
+        if (!rc) tokens = plume_embd_n_tokens(e);
+        plume_embd_free(e);
+        e = NULL;
+    }
+    if (!rc) {
+        stat3 T = summarize(t + 1, (int)reps);
+        if (json)
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"audio_seconds\": %.2f, \"tokens\": %d, "
+                   "\"encode_s\": %.3f, \"encode_s_min\": %.3f, \"encode_s_max\": %.3f, \"encode_s_cold\": %.3f, "
+                   "\"real_time_factor\": %.4f}\n",
+                   model, plume_model_isa(m), plume_model_n_threads(m), secs, tokens, T.med, T.lo, T.hi, t[0], T.med / secs);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model, plume_model_isa(m),
+                   plume_model_n_threads(m), (long long)reps);
+            printf("| audio encode, %.1f s clip (%d tokens), s | %.3f | %.3f .. %.3f |\n", secs, tokens, T.med, T.lo, T.hi);
+            printf("| ... the first (cold) encode, s | %.3f | |\n", t[0]);
+            printf("| ... real-time factor (encode time / audio time) | %.4f | %.4f .. %.4f |\n", T.med / secs, T.lo / secs,
+                   T.hi / secs);
+            printf("| ... soft tokens per second | %.0f | |\n", tokens / T.med);
+        }
+    }
+    plume_audio_free(a);
+    plume_model_free(m);
+    free(x);
+    return rc ? cli_lib_error_free(err) : 0;
+}
+
 #define BENCH_MAX_REPS 100 /* -r */
 #define BENCH_MAX_LIST 8   /* counts of --batch, depths of --depth */
 
@@ -217,6 +273,7 @@ typedef struct {
     const char *model, *isa;
     int64_t n_prompt, n_gen, threads, reps, history, kv_bits;
     int json, exact, spec;
+    float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
     int32_t *batch, n_batch; /* --batch: sessions per step */
     int32_t *depth, n_depth; /* --depth: history positions before a decode */
 } bench_opts;
@@ -262,6 +319,10 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--kv-bits") && more) {
             if (cli_int(argv[++i], 8, 32, &o->kv_bits) || (o->kv_bits != 8 && o->kv_bits != 32))
                 return cli_error("bench: --kv-bits wants 8 or 32");
+        }
+        else if (!strcmp(a, "--audio") && more) {
+            if (cli_float(argv[++i], &o->audio_secs) || !(o->audio_secs >= 0.1f && o->audio_secs <= 600.0f))
+                return cli_error("bench: --audio wants seconds in 0.1..600");
         }
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, BENCH_MAX_REPS, &o->reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
@@ -475,6 +536,7 @@ int cmd_bench(int argc, char **argv) {
     bench_figures *f = rc < 0 ? calloc(1, sizeof *f) : NULL;
     if (rc < 0 && !f) rc = cli_error("bench: out of memory");
     if (rc < 0 && !(o.model = cli_model_path(o.model))) rc = 1;
+    if (rc < 0 && o.audio_secs > 0) rc = audio_bench(o.model, o.isa, (int32_t)o.threads, o.audio_secs, o.reps, o.json);
     uint64_t rng = 12345;
     for (int r = 0; rc < 0 && r < o.reps; r++)
         if (bench_rep(&o, r, f, &rng)) rc = 1;

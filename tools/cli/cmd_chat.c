@@ -18,6 +18,10 @@ static const char chat_usage[] =
     "    /system TEXT     set the system prompt (and start over)\n"
     "    /save FILE       save the conversation (the session state) to FILE\n"
     "    /load FILE       continue a conversation saved with /save\n"
+    "    /image FILE      an image for your next message (repeatable; the bundle needs a vision\n"
+    "                     tower): it goes where the message says <|image|>, else first\n"
+    "    /audio FILE      an audio clip (WAV, FLAC, Ogg, MP3) for your next message, as /image\n"
+    "                     (the bundle needs an audio tower; <|audio|> places it)\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
@@ -59,13 +63,29 @@ static char *turn_text(const gen_options *o, const char *msg, int first, char **
 }
 
 /* A conversation between lines: the model, session and sampler, the options, the system
- * prompt /system set, and whether the next message opens the conversation. */
+ * prompt /system set, whether the next message opens the conversation, and the images and
+ * audio clips (/image, /audio) encoded for the next message. */
 typedef struct {
     gen_ctx g;
     const gen_options *o;
     char *sys;
     int first;
+    plume_embd *media[GEN_MAX_MEDIA]; /* [n_media] */
+    int32_t n_media;
 } chat_state;
+
+/* Forget the media waiting for the next message. */
+static void chat_drop_media(chat_state *c) {
+    while (c->n_media > 0) plume_embd_free(c->media[--c->n_media]);
+}
+
+/* /image FILE or /audio FILE (line): encode it for the next message. */
+static void chat_media(chat_state *c, const char *line) {
+    const char *path = line + 7;
+    if (c->n_media == GEN_MAX_MEDIA) cli_error("chat: at most %d images and audio clips a message", GEN_MAX_MEDIA);
+    else if ((line[1] == 'i' ? gen_encode_images : gen_encode_audio)(&c->g, &path, 1, &c->media[c->n_media]) == 0)
+        c->n_media++;
+}
 
 /* /reset, or /system TEXT (line): a new session, the sampler reset. 0, or 1 when no session
  * could be made (the chat ends). */
@@ -83,6 +103,7 @@ static int chat_reset(chat_state *c, const char *line) {
     if (plume_session_new(&c->g.s, c->g.m, &sp, &err)) return cli_lib_error_free(err);
     plume_sampler_reset(c->g.smp);
     c->first = 1;
+    chat_drop_media(c);
     fprintf(stderr, "[conversation reset]\n");
     return 0;
 }
@@ -110,19 +131,26 @@ static void chat_load(chat_state *c, const char *path) {
     fprintf(stderr, "[loaded %d tokens from %s]\n", plume_session_n_past(s), path);
 }
 
-/* One message of the user: its turn after the conversation so far, then the answer. */
-static void chat_turn(chat_state *c, const char *msg) {
-    char *err = NULL, *text = turn_text(&c->g.o, msg, c->first, &err);
+/* One message of the user (with the media waiting, placed where it says): its turn after
+ * the conversation so far, then the answer. */
+static void chat_turn(chat_state *c, const char *line) {
+    char *err = NULL, *msg = c->n_media ? gen_media_message(&c->g, line, c->media, c->n_media) : NULL;
+    if (c->n_media && !msg) return;
+    char *text = turn_text(&c->g.o, msg ? msg : line, c->first, &err);
+    free(msg);
     if (!text) {
         cli_lib_error_free(err);
         return;
     }
     int32_t *ids = NULL, k = 0;
     gen_stats stats;
-    if (gen_tokenize(&c->g, text, &ids, &k) == 0 && gen_run(&c->g, ids, k, &stats) == 0) {
+    const plume_embd *const *cm = (const plume_embd *const *)c->media;
+    if (gen_tokenize(&c->g, text, &ids, &k) == 0 && (!c->n_media || gen_expand(&c->g, &ids, &k, cm, c->n_media) == 0) &&
+        gen_run(&c->g, ids, k, cm, c->n_media, &stats) == 0) {
         fputc('\n', stdout);
         gen_print_stats(&stats);
         c->first = 0;
+        chat_drop_media(c); /* the session keeps its copy */
     }
     free(ids);
     free(text);
@@ -135,6 +163,7 @@ static int chat_line(chat_state *c, const char *line) {
     else if (!strcmp(line, "/reset") || !strncmp(line, "/system ", 8)) return chat_reset(c, line);
     else if (!strncmp(line, "/save ", 6)) chat_save(c, line + 6);
     else if (!strncmp(line, "/load ", 6)) chat_load(c, line + 6);
+    else if (!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7)) chat_media(c, line);
     else if (line[0] == '/') cli_error("chat: unknown command '%s' (/help lists them)", line);
     else chat_turn(c, line);
     return 0;
@@ -154,6 +183,8 @@ int cmd_chat(int argc, char **argv) {
     }
     chat_state c = {.o = &o, .first = 1};
     if (gen_open(&c.g, &o)) return 1;
+    if (o.n_images && gen_encode_images(&c.g, o.images, o.n_images, c.media) == 0) c.n_media = o.n_images;
+    if (o.n_audios && gen_encode_audio(&c.g, o.audios, o.n_audios, c.media + c.n_media) == 0) c.n_media += o.n_audios;
     plume_buf line = {0};
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",
             plume_model_weights(c.g.m), plume_model_isa(c.g.m), plume_model_n_threads(c.g.m), plume_session_n_ctx(c.g.s));
@@ -166,6 +197,7 @@ int cmd_chat(int argc, char **argv) {
         if (n == -2) { fputc('\n', stdout); continue; }
         if (n > 0 && chat_line(&c, line.p)) break;
     }
+    chat_drop_media(&c);
     fputc('\n', stdout);
     plume_buf_free(&line);
     free(c.sys);
