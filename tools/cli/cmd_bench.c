@@ -15,7 +15,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8]\n"
+    "                   [--kv-bits 8] [--image [--image-tokens 280]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -26,7 +26,11 @@ static const char bench_usage[] =
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
-    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
+    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
+    "  --image       instead: the vision tower (the bundle needs one): the encode time of a\n"
+    "                640x480 image at --image-tokens (default 280: 266 soft tokens), its resize\n"
+    "                alone, and the time to first token of a chat prompt holding it (encode +\n"
+    "                prefill of the prompt), -r repetitions\n";
 
 /* ---- memory bandwidth ------------------------------------------------------------------ */
 
@@ -216,6 +220,102 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
     return 0;
 }
 
+/* ---- images: the vision tower ---------------------------------------------------------- */
+
+/* A deterministic 640 x 480 test card: gradients, a grid and noise (the tower's cost does not
+ * depend on the content, only on the patch count). */
+static plume_image *bench_image(char **err) {
+    enum { W = 640, H = 480 };
+    uint8_t *px = malloc((size_t)W * H * 3);
+    uint64_t rng = 7;
+    for (int32_t y = 0; px && y < H; y++)
+        for (int32_t x = 0; x < W; x++) {
+            uint8_t *p = px + ((size_t)y * W + (size_t)x) * 3, noise = (uint8_t)(plume_rng_next(&rng) & 31);
+            p[0] = (uint8_t)(x * 255 / W) ^ noise;
+            p[1] = (uint8_t)(y * 255 / H);
+            p[2] = (uint8_t)((x / 40 + y / 40) % 2 ? 200 : 40) + noise;
+        }
+    plume_image *img = NULL;
+    if (!px) plume_fail(err, PLUME_ENOMEM, "out of memory");
+    else plume_image_from_rgb(&img, px, W, H, err);
+    free(px);
+    return img;
+}
+
+/* The tower's encode time, the resize alone (plume_image_tokens), and the TTFT of a prompt
+ * "<bos><|turn>user\n" + the image's run + 16 text ids + "<turn|>\n<|turn>model\n" in a
+ * fresh session (encode + prefill); medians and ranges over reps. 0, or 1 (printed). */
+static int image_costs(const char *model, const char *isa, int32_t threads, int exact, int64_t reps, int32_t budget,
+                       int json) {
+    char *err = NULL;
+    plume_model *m = NULL;
+    plume_model_params mp = bench_model_params(isa, threads, exact);
+    plume_image *img = NULL;
+    if (plume_model_open(&m, model, &mp, &err) || !(img = bench_image(&err))) {
+        plume_model_free(m);
+        return cli_lib_error(err);
+    }
+    plume_image_params ip = plume_image_default_params();
+    ip.max_tokens = budget;
+    double enc[16], rsz[16], ttft[16], pre[16];
+    int32_t n_tok = 0, n = 0;
+    int rc = plume_image_tokens(m, img, &ip, &n_tok, NULL, &err);
+    const int32_t V = plume_model_n_vocab(m);
+    int32_t *ids = rc ? NULL : malloc((size_t)(n_tok + 32) * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!rc && (!ids || !logits)) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    if (!rc) { /* the prompt: ids 2 105 and 107 are <bos> <|turn> and "\n" in Gemma's vocabulary */
+        uint64_t r = 11;
+        const int32_t img_id = plume_model_media_token(m, "image");
+        ids[n++] = 2, ids[n++] = 105 % V, ids[n++] = 107 % V, ids[n++] = plume_model_media_token(m, "boi");
+        for (int32_t i = 0; i < n_tok; i++) ids[n++] = img_id;
+        ids[n++] = plume_model_media_token(m, "eoi");
+        for (int32_t i = 0; i < 16; i++) ids[n++] = (int32_t)(300 + plume_rng_next(&r) % 1000) % V;
+        ids[n++] = 106 % V, ids[n++] = 107 % V, ids[n++] = 105 % V;
+    }
+    for (int64_t k = 0; !rc && k < reps; k++) {
+        plume_embd *e = NULL;
+        plume_session *s = NULL;
+        plume_session_params sp = plume_session_default_params();
+        sp.n_ctx = n + 16;
+        sp.n_batch = 512;
+        double t0 = plume_now();
+        rc = plume_image_tokens(m, img, &ip, NULL, NULL, &err);
+        rsz[k] = plume_now() - t0;
+        t0 = plume_now();
+        if (!rc) rc = plume_image_encode(&e, m, img, &ip, &err);
+        enc[k] = plume_now() - t0;
+        double t1 = plume_now();
+        if (!rc) rc = plume_session_new(&s, m, &sp, &err);
+        if (!rc) rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)&e, 1, logits, 0, &err);
+        pre[k] = plume_now() - t1;
+        ttft[k] = plume_now() - t0;
+        plume_session_free(s);
+        plume_embd_free(e);
+    }
+    if (!rc) {
+        stat3 E = summarize(enc, (int)reps), Z = summarize(rsz, (int)reps), T = summarize(ttft, (int)reps),
+              P = summarize(pre, (int)reps);
+        if (json)
+            printf("{\"image_tokens\": %d, \"prompt_tokens\": %d, \"encode_ms\": %.1f, \"resize_ms\": %.1f, "
+                   "\"prefill_ms\": %.1f, \"ttft_ms\": %.1f}\n",
+                   n_tok, n, E.med * 1e3, Z.med * 1e3, P.med * 1e3, T.med * 1e3);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps, 640x480 image, %d soft tokens | median | min .. max |\n"
+                   "|---|---|---|\n", model, plume_model_isa(m), plume_model_n_threads(m), (long long)reps, n_tok);
+            printf("| image encode (resize + tower + embed_vision), ms | %.1f | %.1f .. %.1f |\n", E.med * 1e3, E.lo * 1e3, E.hi * 1e3);
+            printf("| of which resize alone, ms | %.1f | %.1f .. %.1f |\n", Z.med * 1e3, Z.lo * 1e3, Z.hi * 1e3);
+            printf("| prefill of the %d-token prompt holding it, ms | %.1f | %.1f .. %.1f |\n", n, P.med * 1e3, P.lo * 1e3, P.hi * 1e3);
+            printf("| time to first token (encode + prefill), ms | %.1f | %.1f .. %.1f |\n", T.med * 1e3, T.lo * 1e3, T.hi * 1e3);
+        }
+    }
+    free(ids);
+    free(logits);
+    plume_image_free(img);
+    plume_model_free(m);
+    return rc ? cli_lib_error(err) : 0;
+}
+
 /* ---- decode at depth ------------------------------------------------------------------- */
 
 /* Decode tok/s of n_gen tokens after depth positions of history: the caches are filled with
@@ -253,8 +353,8 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
-    int json = 0, exact = 0, spec = 0;
-    int64_t history = 0, batch[8], depth[8], kv_bits = 32;
+    int json = 0, exact = 0, spec = 0, image = 0;
+    int64_t history = 0, batch[8], depth[8], kv_bits = 32, image_tokens = 0;
     int n_batch = 0, n_depth = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -265,6 +365,10 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--spec")) spec = 1;
+        else if (!strcmp(a, "--image")) image = 1;
+        else if (!strcmp(a, "--image-tokens") && more) {
+            if (cli_int(argv[++i], 1, 1120, &image_tokens)) return cli_error("bench: --image-tokens wants 70..1120");
+        }
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -294,6 +398,10 @@ int cmd_bench(int argc, char **argv) {
     }
     model = cli_model_path(model);
     if (!model) return 1;
+    if (image) {
+        if (reps > 16) return cli_error("bench: --image takes -r up to 16");
+        return image_costs(model, isa, (int32_t)threads, exact, reps, (int32_t)image_tokens, json);
+    }
     double load[100], pre[100], dec[100], ttft[100], stream[100], share[100];
     double anon = 0, huge = 0, decode_bytes = 0, follow_short[100], follow_long[100];
     const char *layout = "rows"; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */
