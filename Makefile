@@ -49,7 +49,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) $(wildcard src/media/*.c) $(wildcard src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -130,7 +130,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 
 # The server's unit tests (test_serve_req, test_serve_out) link its request parser and answer
 # writer directly (no sockets, no model).
-SERVE_UNIT := tools/serve/serve_req.c tools/serve/serve_out.c
+SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_openai.c tools/serve/serve_answer.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"

@@ -1,4 +1,5 @@
-/* fuzz_serve_req.c -- the bytes side of `plume serve` (tools/serve_req.c, serve_out.c): a
+/* fuzz_serve_req.c -- the bytes side of `plume serve` (tools/serve/: serve_request.c, the
+ * OpenAI dialect serve_openai.c, serve_answer.c): a
  * request body of /v1/chat/completions, /v1/completions, /tokenize or /detokenize through its
  * parser; an accepted chat request rendered to its prompt and tokenized with the tiny
  * tokenizer ($PLUME_FUZZ_TOKENIZER); then, for a generation request, "generated" text fed to
@@ -33,8 +34,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 /* A refusal must be a 4xx whose body is {"error": {"message": non-empty, "type": string, ...}}. */
 static void check_error(int rc, const serve_error *e) {
-    if (rc < 400 || rc > 499 || e->status != rc || !e->body) abort();
-    cJSON *root = cJSON_Parse(e->body);
+    if (rc < 400 || rc > 499 || e->status != rc || !*e->message) abort();
+    char *body = serve_openai_chat.error(e);
+    cJSON *root = cJSON_Parse(body);
+    free(body);
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
     if (!cJSON_IsString(msg) || !*msg->valuestring || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "type")) ||
@@ -54,7 +57,9 @@ static void check_request(const serve_request *r, serve_kind kind) {
             int known = 0;
             for (int k = 0; m->role && k < 5; k++) known |= !strcmp(m->role, roles[k]);
             if (!known || (m->content && m->parts) || m->n_parts < 0 || (m->n_parts && !m->parts)) abort();
-            if (!m->content && !m->parts && !(m->tool_calls && !strcmp(m->role, "assistant"))) abort();
+            if (!m->content && !m->parts && !(m->n_calls && !strcmp(m->role, "assistant"))) abort();
+            for (int32_t c = 0; c < m->n_calls; c++)
+                if (!m->calls || !m->calls[c].name) abort();
             for (int32_t p = 0; p < m->n_parts; p++)
                 if (!m->parts[p]) abort();
         }
@@ -105,29 +110,31 @@ static void gather_content(const cJSON *reply, int stream, char **acc, size_t *l
 /* The reply of a finished job: one JSON object, or "data: {json}\n\n" events ending with
  * "data: [DONE]\n\n"; its content must hold no complete stop string. */
 static void check_reply(const serve_job *j) {
-    if (!j->done || !j->out) abort();
+    if (!j->done || !j->out.p) abort();
+    const char *out = j->out.p;
+    size_t out_len = j->out.len;
     char *acc = NULL;
     size_t len = 0;
     if (!j->req.stream) {
-        cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
+        cJSON *root = cJSON_ParseWithLength(out, out_len);
         if (!cJSON_IsObject(root) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "choices"))) abort();
         gather_content(root, 0, &acc, &len);
         cJSON_Delete(root);
     } else {
         static const char done[] = "data: [DONE]\n\n";
         size_t at = 0, nd = sizeof done - 1;
-        if (j->out_len < nd || memcmp(j->out + j->out_len - nd, done, nd)) abort();
-        while (at < j->out_len - nd) {
-            if (j->out_len - at < 6 || memcmp(j->out + at, "data: ", 6)) abort();
+        if (out_len < nd || memcmp(out + out_len - nd, done, nd)) abort();
+        while (at < out_len - nd) {
+            if (out_len - at < 6 || memcmp(out + at, "data: ", 6)) abort();
             const char *end = NULL; /* the blank line ending the event (memmem is a GNU extension) */
-            for (size_t k = at + 6; !end && k + 1 < j->out_len; k++)
-                if (j->out[k] == '\n' && j->out[k + 1] == '\n') end = j->out + k;
+            for (size_t k = at + 6; !end && k + 1 < out_len; k++)
+                if (out[k] == '\n' && out[k + 1] == '\n') end = out + k;
             if (!end) abort();
-            cJSON *ev = cJSON_ParseWithLength(j->out + at + 6, (size_t)(end - j->out - at - 6));
+            cJSON *ev = cJSON_ParseWithLength(out + at + 6, (size_t)(end - out - at - 6));
             if (!cJSON_IsObject(ev)) abort();
             gather_content(ev, 1, &acc, &len);
             cJSON_Delete(ev);
-            at = (size_t)(end - j->out) + 2;
+            at = (size_t)(end - out) + 2;
         }
     }
     for (int32_t i = 0; acc && i < j->req.n_stops; i++)
@@ -135,34 +142,35 @@ static void check_reply(const serve_job *j) {
     free(acc);
 }
 
-/* A logprobs entry for the k-th piece, alternatives drawn from the piece's bytes. */
-static cJSON *logprob_of(const uint8_t *piece, size_t n, int32_t n_top) {
-    int32_t nv = plume_tokenizer_n_vocab(tok), ids[SERVE_MAX_TOP_LOGPROBS];
-    float lps[SERVE_MAX_TOP_LOGPROBS];
+/* The log-probabilities of the k-th piece, alternatives drawn from the piece's bytes. */
+static serve_logprob logprob_of(const uint8_t *piece, size_t n, int32_t n_top) {
+    int32_t nv = plume_tokenizer_n_vocab(tok);
+    serve_logprob lp = {.id = n ? piece[0] % nv : 0, .logprob = -0.5f, .n_top = n_top};
     for (int32_t i = 0; i < n_top; i++) {
-        ids[i] = (int32_t)((n ? piece[i % n] : 0) * 7 + i) % nv;
-        lps[i] = i == 3 ? -INFINITY : -0.25f * (float)i;
+        lp.top_ids[i] = (int32_t)((n ? piece[i % n] : 0) * 7 + i) % nv;
+        lp.top_lps[i] = i == 3 ? -INFINITY : -0.25f * (float)i;
     }
-    return serve_json_logprob(tok, n ? piece[0] % nv : 0, -0.5f, ids, lps, n_top);
+    return lp;
 }
 
 /* Write an answer of the accepted request r (taken over) from text: pieces of 1..16 bytes. */
 static void answer(serve_request *r, const char *prompt, const uint8_t *text, size_t n) {
-    serve_job *j = serve_job_new(r);
+    const serve_dialect *d = r->kind == SERVE_CHAT ? &serve_openai_chat : &serve_openai_completion;
+    serve_job *j = serve_job_new(r, d);
     if (!j) abort();
-    j->head.kind = j->req.kind;
-    j->head.created = 1700000000;
-    j->head.model = j->req.model;
-    snprintf(j->head.id, sizeof j->head.id, "%s-1", j->req.kind == SERVE_CHAT ? "chatcmpl" : "cmpl");
+    j->tok = tok;
+    j->created = 1700000000;
+    j->model = j->req.model;
+    snprintf(j->id, sizeof j->id, "%s-1", d->id_prefix);
     static const char thought[] = "<|channel>thought\n";
     size_t pl = prompt ? strlen(prompt) : 0;
     j->in_thought = pl >= sizeof thought - 1 && !strcmp(prompt + pl - (sizeof thought - 1), thought);
     size_t step = n ? 1 + text[0] % 16 : 1;
     if (n) text++, n--;
-    serve_out o;
+    serve_answer o;
     char *err = NULL;
     int32_t parse = j->req.kind == SERVE_CHAT;
-    if (serve_out_init(&o, j, parse, &err)) {
+    if (serve_answer_init(&o, j, parse, &err)) {
         if (!err) abort(); /* the stops were checked by the parser: only memory can fail */
         fuzz_note(err);
         free(err);
@@ -173,15 +181,15 @@ static void answer(serve_request *r, const char *prompt, const uint8_t *text, si
     const char *reason = "length";
     for (size_t at = 0; at < n; at += step, pieces++) {
         size_t k = n - at < step ? n - at : step;
-        cJSON *lp = j->req.logprobs ? logprob_of(text + at, k, j->req.top_logprobs) : NULL;
-        int rc = serve_out_put(&o, (const char *)text + at, k, lp);
-        if (rc < 0 || rc > SERVE_OUT_END) abort();
+        serve_logprob lp = logprob_of(text + at, k, j->req.top_logprobs);
+        int rc = serve_answer_put(&o, (const char *)text + at, k, j->req.logprobs ? &lp : NULL);
+        if (rc < 0 || rc > SERVE_ANSWER_END) abort();
         if (rc) { reason = "stop"; break; }
     }
     serve_usage u = {.prompt = 9, .completion = pieces, .cached = 2, .prompt_ms = 1.5, .predicted_ms = pieces * 0.5};
-    serve_out_finish(&o, reason, &u);
+    serve_answer_finish(&o, reason, &u);
     check_reply(j);
-    serve_out_free(&o);
+    serve_answer_free(&o);
     serve_job_unref(j);
 }
 
@@ -222,7 +230,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         serve_kind kind = mode == 0 ? SERVE_CHAT : SERVE_COMPLETION;
         serve_request r;
-        rc = serve_request_parse(&r, kind, copy, blen, &e);
+        rc = serve_request_parse(&r, kind == SERVE_CHAT ? &serve_openai_chat : &serve_openai_completion, copy, blen, &e);
         if (rc) {
             check_error(rc, &e);
         } else {
@@ -239,7 +247,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!rc) {
                 int32_t n = tokenize(prompt);
                 int32_t n_ctx = 1 + (int32_t)(blen % 4096);
-                serve_error_free(&e);
                 int b = serve_check_budget(n, r.max_tokens, n_ctx, &e);
                 if (b) check_error(b, &e);
                 else if (n >= n_ctx || (r.max_tokens > 0 && n + r.max_tokens > n_ctx)) abort();
@@ -250,8 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(prompt);
         }
     }
-    fuzz_note(e.body);
-    serve_error_free(&e);
+    fuzz_note(e.message);
     free(copy);
     return 0;
 }

@@ -111,7 +111,8 @@ typedef struct {
     const char *content; /* UTF-8, or NULL */
 } plume_chat_message;
 
-/* One message with everything the template renders. role and content come first, as in
+/* One message with everything the template renders (plume_chat_render_full, the full
+ * renderer; plume_chat_message is the plain subset). role and content come first, as in
  * plume_chat_message; the other fields are optional (zero: unused), so designated
  * initializers need name only what they use. (A separate type, so that {role, content}
  * initializers of plume_chat_message stay complete under -Wmissing-field-initializers.) */
@@ -125,7 +126,7 @@ typedef struct {
     int32_t n_tool_calls;
     const char *tool_call_id; /* role "tool": the id of the call answered, or NULL */
     const char *name;         /* role "tool": the function's name, used when no call matches */
-} plume_chat_message_ex;
+} plume_chat_message_full;
 
 /* Rendering options; zero-initialized is the template's defaults. */
 typedef struct {
@@ -141,8 +142,8 @@ int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_gen
 /* The same with tools, tool calls and responses, content parts and reasoning (opt may be
  * NULL: the defaults). 0, PLUME_EINVAL (a bad role, bad tools_json or arguments JSON, ...: the
  * message names the message or tool and the JSON offset) or PLUME_ENOMEM. */
-int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
-                         const plume_chat_options *opt, char **out, char **err);
+int plume_chat_render_full(const plume_chat_message_full *msgs, int32_t n,
+                           const plume_chat_options *opt, char **out, char **err);
 
 /* Streaming parse of generated text (decoded with special tokens kept) into typed deltas:
  * answer text, thought text, complete tool calls with JSON arguments. Never fails on what

@@ -1,5 +1,5 @@
-/* common.h -- small pieces every part of libplume uses: errors, half floats, mapped files,
- * a bounded read cursor, a deterministic random generator. Knows nothing of the model. */
+/* common.h -- small pieces every part of libplume uses: errors, growable buffers, half floats,
+ * mapped files, a deterministic random generator. Knows nothing of the model. */
 #ifndef PLUME_COMMON_H
 #define PLUME_COMMON_H
 
@@ -16,6 +16,34 @@
 /* Set *err (when err is not NULL and *err is NULL) to a malloc'd message; return code. */
 int plume_fail(char **err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- growable buffers ------------------------------------------------------------------ */
+
+/* Make the array *pp of *cap items of `size` bytes hold at least need items: the capacity
+ * doubles (from 16 items) until it does. 0, or PLUME_ENOMEM with *pp and *cap unchanged.
+ * pp is the address of the array pointer (T **), so every typed array grows one way. */
+int plume_grow(void *pp, size_t *cap, size_t need, size_t size);
+
+/* Bytes under construction, e.g. a prompt or a line of JSON. Zero-initialized is empty; an
+ * append grows it (plume_grow) and keeps p NUL-terminated. oom latches the first allocation
+ * failure and makes later appends no-ops, so a writer checks once, at the end. */
+typedef struct {
+    char *p;         /* [len] bytes and a NUL; NULL until the first append */
+    size_t len, cap; /* bytes in use (NUL not counted), bytes allocated */
+    int oom;         /* an append failed for want of memory */
+} plume_buf;
+
+/* Append n bytes of s (s may be NULL when n is 0). */
+void plume_buf_put(plume_buf *b, const void *s, size_t n);
+/* Append a NUL-terminated string. */
+void plume_buf_puts(plume_buf *b, const char *s);
+/* Append printf-formatted text. */
+void plume_buf_printf(plume_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The bytes, malloc'd and NUL-terminated ("" when nothing was appended), for the caller to
+ * free; the buffer is left empty. NULL (the bytes freed) when an append ran out of memory. */
+char *plume_buf_take(plume_buf *b);
+/* Free the bytes; the buffer is empty again (and may be reused). */
+void plume_buf_free(plume_buf *b);
 
 /* ---- half floats ----------------------------------------------------------------------- */
 
@@ -104,6 +132,9 @@ char *plume_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);
+/* mkdir -p the directory that will hold path (an output file or directory: "out/" names the
+ * directory out); 0, or PLUME_EIO naming the directory that could not be made. */
+int plume_mkdir_parent(const char *path, char **err);
 
 /* Allocate n bytes aligned to PLUME_ALIGN, contents undefined (never read before written);
  * NULL on failure or overflow. */

@@ -19,27 +19,12 @@ int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_float(const char *s, float *out);
 
 /* The bundle to use: the -m value (a directory, or ORG/NAME[@REV] of the Hub: pulled and
- * converted on first use, docs/PULL.md), else cli_default_model(). Returns NULL (having printed
- * why, or how to make one) when there is none. */
+ * converted on first use, docs/PULL.md), else the default bundle (tools/hub/store.h). Returns
+ * NULL (having printed why, or how to make one) when there is none. */
 const char *cli_model_path(const char *flag);
-/* The bundle used without -m: $PLUME_MODEL, else ~/.cache/plume/gemma-4-e2b, else the bundle
- * `plume pull` makes by default; NULL when none of them exists (no message). */
-const char *cli_default_model(void);
-/* Where bundles live: ~/.cache/plume. */
-const char *cli_plume_dir(void);
 /* mkdir -p the directory that will hold path (an output file or directory); 0, or 1 having
  * printed the error. */
 int cli_mkdir_parent(const char *path);
-
-/* The model `plume pull` fetches when given none. */
-#define CLI_DEFAULT_REPO "google/gemma-4-E2B-it"
-#define CLI_PULL_QUIET 1 /* no progress */
-#define CLI_PULL_REUSE 2 /* an existing bundle is used as is (no network) */
-/* Pull ORG/NAME[@REV] and convert it (tools/cmd_pull.c); *bundle (malloc'd) is where it went.
- * 0, or 1 having printed the error. */
-int cli_pull(const char *spec, const char *weights, int flags, char **bundle);
-/* Whether s reads as ORG/NAME[@REV]. */
-int cli_is_repo_spec(const char *s);
 
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

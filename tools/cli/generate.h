@@ -6,7 +6,7 @@
 
 #include <signal.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "cli.h"
 
 #define GEN_MAX_STOPS 16

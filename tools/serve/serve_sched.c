@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "common.h"
 
 /* One slot: a conversation's session and the state of the request it serves. */
@@ -42,7 +42,7 @@ typedef struct {
     serve_job *job;        /* NULL when idle (written under sched->mu) */
     int32_t fresh;         /* admitted, not yet set up */
     plume_sampler *smp;
-    serve_out out;         /* the answer being written */
+    serve_answer out;      /* the answer being written */
     plume_detok_stream ds;
     float *logits;         /* [V] of the slot's last fed token */
     int32_t pos;           /* prompt tokens in the session (prefill until pos == n_ids) */
@@ -143,7 +143,7 @@ static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
 static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
     sl->smp = NULL;
-    serve_out_free(&sl->out);
+    serve_answer_free(&sl->out);
     serve_job *j = sl->job;
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
@@ -166,7 +166,7 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
      * for every token as text */
     int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
-    if (!rc) rc = serve_out_init(&sl->out, j, parse, err);
+    if (!rc) rc = serve_answer_init(&sl->out, j, parse, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
@@ -220,13 +220,13 @@ static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int 
     if (!stopped) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        if (k > 0 && serve_out_put(&sl->out, piece, (size_t)k, NULL) == SERVE_OUT_STOP) reason = "stop";
+        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = "stop";
     }
     double now = plume_now();
     serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached,
                      .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
                      .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
-    serve_out_finish(&sl->out, reason, &u);
+    serve_answer_finish(&sl->out, reason, &u);
     slot_release(s, sl);
 }
 
@@ -248,18 +248,13 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
         slot_finish(s, sl, "stop", 0);
         return 1;
     }
-    cJSON *lp = NULL;
-    if (j->req.logprobs) {
-        int32_t top_ids[SERVE_MAX_TOP_LOGPROBS];
-        float top_lps[SERVE_MAX_TOP_LOGPROBS];
-        float l = logprob_top(logits, s->V, id, j->req.top_logprobs, top_ids, top_lps);
-        lp = serve_json_logprob(s->tok, id, l, top_ids, top_lps, j->req.top_logprobs);
-    }
+    serve_logprob lp = {.id = id, .n_top = j->req.top_logprobs};
+    if (j->req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
     char piece[256];
     int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
     if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
-    int r = serve_out_put(&sl->out, piece, (size_t)k, lp);
-    if (r) slot_finish(s, sl, "stop", r == SERVE_OUT_STOP);
+    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->req.logprobs ? &lp : NULL);
+    if (r) slot_finish(s, sl, "stop", r == SERVE_ANSWER_STOP);
     else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, "length", 0);
     else {
@@ -320,7 +315,7 @@ static void admit_locked(serve_sched *s) {
         *at = j->next;
         if (s->tail == j) s->tail = prev;
         s->n_queued--;
-        serve_job_finish(j, 499, NULL);
+        serve_job_abandon(j, 499);
         serve_job_unref(j);
     }
     while (s->head) {
@@ -344,7 +339,7 @@ static void step(serve_sched *s) {
         sl->taken = 0;
         if (!sl->job) continue;
         if (serve_job_cancelled(sl->job)) { /* the client is gone: free the slot now */
-            serve_job_finish(sl->job, 499, NULL);
+            serve_job_abandon(sl->job, 499);
             slot_release(s, sl);
             continue;
         }
