@@ -126,7 +126,14 @@ typedef struct {
     int32_t n_tool_calls;
     const char *tool_call_id; /* role "tool": the id of the call answered, or NULL */
     const char *name;         /* role "tool": the function's name, used when no call matches */
+    const int32_t *part_types;/* [n_parts] PLUME_CHAT_PART_*, or NULL: all text. A media part
+                                 renders the template's placeholder where it is (<|image|>,
+                                 <|audio|>, <|video|>; its parts[] entry is ignored, may be NULL),
+                                 which plume_prompt_expand() then turns into the medium's run */
 } plume_chat_message_full;
+
+/* The kinds of content parts (OpenAI's {type: "text" | "image_url" | "input_audio", ...}). */
+enum { PLUME_CHAT_PART_TEXT = 0, PLUME_CHAT_PART_IMAGE = 1, PLUME_CHAT_PART_AUDIO = 2, PLUME_CHAT_PART_VIDEO = 3 };
 
 /* Rendering options; zero-initialized is the template's defaults. */
 typedef struct {
