@@ -388,7 +388,8 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
  * unscaled and its per-layer input uses the pad row, as in HF. Every placeholder must get a
  * row and every row a placeholder (PLUME_EINVAL otherwise, nothing fed). The session keeps a
  * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
- * plume_session_feed(). n_media 0 is plume_session_feed() (a placeholder id is then refused). */
+ * plume_session_feed(). With n_media 0 a prompt without placeholders feeds as with
+ * plume_session_feed(); one with placeholders is refused. */
 int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
                              int32_t n_media, float *logits, int32_t all, char **err);
 /* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
