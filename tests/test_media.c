@@ -6,21 +6,13 @@
 #include "media/media.h"
 #include "npy.h"
 #include "t.h"
+#include "t_mm.h"
 
 /* Decoders that are the same libraries as Pillow's give its bits; lossy formats may differ by
  * a rounding where a decoder version does (JPEG's IDCT and upsampling, WebP's filters). */
 #define LOSSY_TOL 2
 
 static char *tdir;
-
-/* Path of a fixture. */
-static const char *fx(const char *name) {
-    static char p[4][700];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/tiny-mm-a/%s", t_data(), name);
-    return p[k];
-}
 
 /* Decode a file; NULL (printed) on error. */
 static plume_image *load(const char *path) {

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "npy.h"
 #include "t.h"
+#include "t_mm.h"
 
 /* tiny-mm-a's f32-vs-f64 floor is 5.6e-7 (embeddings) and 3.9e-6 (logits); the README's
  * acceptance is 1e-4 relative RMS (max 1e-3 / 2e-3), 25x above it. */
@@ -25,15 +26,6 @@ static char *tmp;
 static char bundle[700];          /* the f32 bundle of tiny-mm-a */
 static plume_model *m;
 static plume_embd *emb_a, *emb_c; /* A.png (image0) and C.png (image2) at the default budget */
-
-/* Path of a fixture. */
-static const char *fx(const char *name) {
-    static char p[4][700];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/tiny-mm-a/%s", t_data(), name);
-    return p[k];
-}
 
 /* An .npy as floats (malloc'd), its element count and first dimension. */
 static float *npy_floats(const char *path, int64_t *count, int64_t *rows) {
