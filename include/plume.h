@@ -511,6 +511,17 @@ void plume_batch_free(plume_batch *b);
  * [taken, V] (all != 0); written by plume_batch_run. */
 int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
                         float *logits, int32_t all, char **err);
+/* plume_batch_add() of rows of a prompt with media (plume_session_feed_media's pairing): ids
+ * are the prompt's rows from the session's position on; the placeholder rows among them are
+ * filled by media[0..n_media) (in the order they appear in the prompt), of which `skip`
+ * placeholder rows were already fed by earlier steps (0 at the prompt's start; then the number
+ * of placeholder rows the earlier steps took). As many rows are taken as fit, as
+ * plume_batch_add(); the rows of a medium may span steps. The media must stay alive until
+ * plume_batch_run() (the session copies the rows it is fed). PLUME_EINVAL when the rows'
+ * placeholders outnumber the media's rows left. */
+int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                              const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits, int32_t all,
+                              char **err);
 /* Tokens queued for the next step. */
 int32_t plume_batch_n_tokens(const plume_batch *b);
 /* Run the queued step: every session advances by the tokens it gave and its logits are

@@ -236,6 +236,46 @@ static void test_prompt_expand(void) {
           "media ids from config.json");
 }
 
+/* The two-image prompt through plume_batch_add_media in steps of at most 39 rows, beside a
+ * text-only session in the same steps: its logits equal the session's own feed, bit for bit,
+ * and the batch's session rewinds through its images afterwards (the batch kept its rows). */
+static void test_batch_with_images(void) {
+    int32_t n;
+    int32_t *ids = npy_ids(fx("ids_2img.npy"), &n);
+    plume_session *s = session(1024, 64, 0, 64), *t = session(1024, 64, -2, 0), *f = session(1024, 64, -2, 0);
+    plume_batch *b = NULL;
+    const int32_t V = plume_model_n_vocab(m), img = plume_model_media_token(m, "image");
+    float *a = malloc((size_t)V * 4), *want = malloc((size_t)V * 4), *tl = malloc((size_t)V * 4);
+    const plume_embd *ac[2] = {emb_a, emb_c};
+    char *err = NULL;
+    CHECK(plume_batch_new(&b, m, 40, &err) == 0 && plume_session_feed_media(f, ids, n, ac, 2, want, 0, &err) == 0,
+          "setup: %s", err ? err : "");
+    int32_t fed = 0, skip = 0, txt = 7;
+    while (b && fed < n) {
+        CHECK(plume_batch_add(b, t, &txt, 1, tl, 0, &err) == 1, "text beside it");
+        int32_t k = plume_batch_add_media(b, s, ids + fed, n - fed, ac, 2, skip, a, 0, &err);
+        CHECK(k > 0, "add_media at %d: %s", fed, err ? err : "");
+        if (k <= 0) break;
+        CHECK(plume_batch_run(b, &err) == 0, "run: %s", err ? err : "");
+        for (int32_t i = fed; i < fed + k; i++) skip += ids[i] == img;
+        fed += k;
+    }
+    CHECK(fed == n && !memcmp(a, want, (size_t)V * 4), "the batched prompt's logits differ from the session's own");
+    int32_t reused = -1;
+    CHECK(plume_session_rewind(s, 250, &err) == 0 && plume_session_feed_prompt_media(s, ids, n, ac, 2, a, &reused, &err) == 0 &&
+              reused == 250 && !memcmp(a, want, (size_t)V * 4),
+          "rewind after the batch: %s", err ? err : "");
+    /* from inside A's run (its rows 269.. left) into C's run with A alone given: refused, nothing queued */
+    CHECK(b && plume_batch_add_media(b, s, ids + 275, n - 275, ac, 1, 269, a, 0, &err) == PLUME_EINVAL &&
+              plume_batch_n_tokens(b) == 0,
+          "rows past the media given were queued");
+    free(err), free(a), free(want), free(tl), free(ids);
+    plume_batch_free(b);
+    plume_session_free(s);
+    plume_session_free(t);
+    plume_session_free(f);
+}
+
 /* ---- sessions -------------------------------------------------------------------------- */
 
 /* Prefix reuse: the same two-image prompt again reuses all but its last row; the prompt with
@@ -461,6 +501,7 @@ int main(void) {
     RUN(test_two_images_logits_and_greedy);
     RUN(test_one_image_logits);
     RUN(test_prompt_expand);
+    RUN(test_batch_with_images);
     RUN(test_prefix_reuse_tells_images_apart);
     RUN(test_rewind_recomputes_through_images);
     RUN(test_save_load_with_an_image);
