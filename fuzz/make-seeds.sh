@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -36,6 +36,13 @@ seed '\001' "$B/model_config.json" "$C/fuzz_config/bundle-tiny"
 # a whole bundle: model_config.json (0) or a chunk header (1-3)
 seed '\000' "$B/model_config.json" "$C/fuzz_bundle/model_config"
 for i in 1 2 3; do header "$B/chunk_$i.safetensors" > "$T/h$i"; seed "\\00$i" "$T/h$i" "$C/fuzz_bundle/chunk_$i"; done
+
+# images: the small decode variants of tests/data/tiny-mm-a (PNG modes, Adam7, JPEG gray/CMYK,
+# EXIF in JPEG, PNG and WebP; made by scripts/make-mm-fixtures.py)
+for f in rgb.png interlaced.png palette_trns.png gray16.png gray2.png gray_alpha.png rgba16.png exif6.jpg exif8.png \
+         exif5.webp gray.jpg cmyk.jpg lossy.webp alpha.webp; do
+    cp "$ROOT/tests/data/tiny-mm-a/decode/$f" "$C/fuzz_image/$f"
+done
 
 # .npy
 cp "$ROOT/tests/data/tiny-a/ids.npy" "$C/fuzz_npy/ids"

@@ -126,7 +126,14 @@ typedef struct {
     int32_t n_tool_calls;
     const char *tool_call_id; /* role "tool": the id of the call answered, or NULL */
     const char *name;         /* role "tool": the function's name, used when no call matches */
+    const int32_t *part_types;/* [n_parts] PLUME_CHAT_PART_*, or NULL: all text. A media part
+                                 renders the template's placeholder where it is (<|image|>,
+                                 <|audio|>, <|video|>; its parts[] entry is ignored, may be NULL),
+                                 which plume_prompt_expand() then turns into the medium's run */
 } plume_chat_message_full;
+
+/* The kinds of content parts (OpenAI's {type: "text" | "image_url" | "input_audio", ...}). */
+enum { PLUME_CHAT_PART_TEXT = 0, PLUME_CHAT_PART_IMAGE = 1, PLUME_CHAT_PART_AUDIO = 2, PLUME_CHAT_PART_VIDEO = 3 };
 
 /* Rendering options; zero-initialized is the template's defaults. */
 typedef struct {
@@ -462,7 +469,8 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
  * unscaled and its per-layer input uses the pad row, as in HF. Every placeholder must get a
  * row and every row a placeholder (PLUME_EINVAL otherwise, nothing fed). The session keeps a
  * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
- * plume_session_feed(). n_media 0 is plume_session_feed() (a placeholder id is then refused). */
+ * plume_session_feed(). With n_media 0 a prompt without placeholders feeds as with
+ * plume_session_feed(); one with placeholders is refused. */
 int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
                              int32_t n_media, float *logits, int32_t all, char **err);
 /* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
@@ -595,6 +603,17 @@ void plume_batch_free(plume_batch *b);
  * [taken, V] (all != 0); written by plume_batch_run. */
 int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
                         float *logits, int32_t all, char **err);
+/* plume_batch_add() of rows of a prompt with media (plume_session_feed_media's pairing): ids
+ * are the prompt's rows from the session's position on; the placeholder rows among them are
+ * filled by media[0..n_media) (in the order they appear in the prompt), of which `skip`
+ * placeholder rows were already fed by earlier steps (0 at the prompt's start; then the number
+ * of placeholder rows the earlier steps took). As many rows are taken as fit, as
+ * plume_batch_add(); the rows of a medium may span steps. The media must stay alive until
+ * plume_batch_run() (the session copies the rows it is fed). PLUME_EINVAL when the rows'
+ * placeholders outnumber the media's rows left. */
+int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                              const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits, int32_t all,
+                              char **err);
 /* Tokens queued for the next step. */
 int32_t plume_batch_n_tokens(const plume_batch *b);
 /* Run the queued step: every session advances by the tokens it gave and its logits are

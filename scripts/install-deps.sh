@@ -7,7 +7,7 @@
 #   libcjson-dev            JSON (configs, safetensors headers, tokenizer.json)
 #   libcurl4-openssl-dev    HTTPS for `plume pull` (the CLI only)
 #   libmicrohttpd-dev       the HTTP server of `plume serve` (the CLI only)
-#   libpng-dev libjpeg-dev libwebp-dev   image input (src/media/)
+#   libpng-dev libjpeg62-turbo-dev libwebp-dev   image input (src/media/)
 #   libsndfile1-dev         audio input: WAV, FLAC, Ogg Vorbis/Opus, MP3 (src/media/)
 #   libsoxr-dev             audio input: resampling to 16 kHz (src/media/)
 #   curl                    the server tests send their requests with it
@@ -28,7 +28,7 @@ has_header cjson/cJSON.h || missing="$missing libcjson-dev"
 has_header curl/curl.h || missing="$missing libcurl4-openssl-dev"
 has_header microhttpd.h || missing="$missing libmicrohttpd-dev"
 has_header png.h || missing="$missing libpng-dev"
-has_header jpeglib.h || missing="$missing libjpeg-dev"
+has_header jpeglib.h || missing="$missing libjpeg62-turbo-dev"
 has_header webp/demux.h || missing="$missing libwebp-dev"
 has_header sndfile.h || missing="$missing libsndfile1-dev"
 has_header soxr.h || missing="$missing libsoxr-dev"

@@ -83,18 +83,25 @@ static int is_placeholder(const plume_config *c, int32_t id, const plume_embd *c
     return 0;
 }
 
-int embd_place(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
-               const float **rows, uint64_t *keys, char **err) {
-    if (n_media < 0 || (n_media && !media)) return plume_fail(err, PLUME_EINVAL, "media: a bad list");
+/* embd_place's work: skip placeholder rows are taken first (strict == 0 for a piece); strict:
+ * every row must be placed. */
+static int place(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
+                 int32_t skip, int strict, const float **rows, uint64_t *keys, char **err) {
+    if (n_media < 0 || (n_media && !media) || skip < 0) return plume_fail(err, PLUME_EINVAL, "media: a bad list");
     for (int32_t j = 0; j < n_media; j++) {
         if (!media[j]) return plume_fail(err, PLUME_EINVAL, "media %d is NULL", j);
         if (media[j]->dim != c->D)
             return plume_fail(err, PLUME_EINVAL, "media %d: rows of %d, the model's width is %d", j, media[j]->dim, c->D);
     }
-    int32_t cur = 0, used = 0; /* per placeholder id, the media in use is the first of its kind not yet used up */
+    int32_t cur = 0; /* per placeholder id, the media in use is the first of its kind not yet used up */
     int32_t *taken = calloc((size_t)n_media + 1, sizeof *taken);
     if (!taken) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int rc = 0;
+    for (int32_t j = 0; j < n_media && skip > 0; j++) { /* rows placed by earlier pieces, media in order */
+        taken[j] = skip < media[j]->n ? skip : media[j]->n;
+        skip -= taken[j];
+    }
+    if (skip > 0) rc = plume_fail(err, PLUME_EINVAL, "media: more rows skipped than the media hold");
     for (int32_t i = 0; i < n && !rc; i++) {
         rows[i] = NULL;
         keys[i] = 0;
@@ -102,21 +109,34 @@ int embd_place(const plume_config *c, const int32_t *ids, int32_t n, const plume
         for (cur = 0; cur < n_media; cur++)
             if (media[cur]->placeholder == ids[i] && taken[cur] < media[cur]->n) break;
         if (cur == n_media) {
-            rc = plume_fail(err, PLUME_EINVAL, "the prompt has more placeholders (id %d, at %d) than the media given fill", ids[i], i);
+            int32_t given = 0, want = 0;
+            for (int32_t j = 0; j < n_media; j++) given += media[j]->placeholder == ids[i] ? media[j]->n : 0;
+            for (int32_t k = 0; k < n; k++) want += ids[k] == ids[i];
+            rc = plume_fail(err, PLUME_EINVAL,
+                            "the prompt has %d placeholders of id %d but the media given fill %d of them (the first "
+                            "left over at position %d)", want, ids[i], given, i);
             break;
         }
         rows[i] = media[cur]->rows + (size_t)taken[cur] * (size_t)c->D;
         keys[i] = embd_row_key(media[cur]->key, taken[cur]);
         taken[cur]++;
-        used++;
     }
-    for (int32_t j = 0; j < n_media && !rc; j++)
+    for (int32_t j = 0; j < n_media && !rc && strict; j++)
         if (taken[j] != media[j]->n)
             rc = plume_fail(err, PLUME_EINVAL, "media %d has %d rows but the prompt has %d placeholders (id %d) for it", j,
                             media[j]->n, taken[j], media[j]->placeholder);
     free(taken);
-    (void)used;
     return rc;
+}
+
+int embd_place(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
+               const float **rows, uint64_t *keys, char **err) {
+    return place(c, ids, n, media, n_media, 0, 1, rows, keys, err);
+}
+
+int embd_place_from(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                    int32_t n_media, int32_t skip, const float **rows, uint64_t *keys, char **err) {
+    return place(c, ids, n, media, n_media, skip, 0, rows, keys, err);
 }
 
 int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,

@@ -35,5 +35,9 @@ uint64_t embd_row_key(uint64_t k, int32_t j);
  * each media's width must be D. */
 int embd_place(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
                const float **rows, uint64_t *keys, char **err);
+/* embd_place for a piece of a prompt: `skip` placeholder rows of these media were placed
+ * before ids[0] (in the same order), and rows may be left for later pieces. */
+int embd_place_from(const plume_config *c, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                    int32_t n_media, int32_t skip, const float **rows, uint64_t *keys, char **err);
 
 #endif

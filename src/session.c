@@ -253,6 +253,12 @@ oom:
     return plume_fail(err, PLUME_ENOMEM, "out of memory for the media rows of a session");
 }
 
+int plume_session_keep_media(plume_session *s, int32_t P, const float *const *emb, int32_t n, char **err) {
+    return spans_add(s, P, emb, n, err);
+}
+
+void plume_session_drop_media(plume_session *s, int32_t from) { spans_trim(s, from); }
+
 /* The media rows of positions [from, from + n) as row pointers (NULL for tokens), from the
  * spans: what a rewind recomputes. */
 static void spans_rows(const plume_session *s, int32_t from, int32_t n, const float **emb) {

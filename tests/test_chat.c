@@ -457,6 +457,39 @@ static void test_parts_and_orphan_tool(void) {
         "<bos><|turn>system\na b <turn|>\n<|turn>user\nuv<turn|>\n<|turn>model\nAB<turn|>\n");
 }
 
+/* Media parts (lines 200-203, 296-311, 330-345): a system message's media part is an empty
+ * text plus its space; in a turn each renders its placeholder where it is; a tool response's
+ * text parts form the body and its media placeholders follow the block. The expected strings
+ * are the template's own output (Jinja2, the shared template, these messages). */
+static void test_media_parts(void) {
+    const char *sys[2] = {" a ", NULL}, *user[4] = {NULL, " Describe ", NULL, NULL}, *tool[4] = {"r1", NULL, " r2", NULL};
+    const char *ok[1] = {"ok"};
+    const int32_t sys_t[2] = {PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE};
+    const int32_t user_t[4] = {PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_AUDIO};
+    const int32_t tool_t[4] = {PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_VIDEO};
+    plume_chat_tool_call call = {.id = "c1", .name = "f", .arguments = "{\"x\":1}"};
+    plume_chat_message_full m[4] = {
+        {.role = "system", .parts = sys, .n_parts = 2, .part_types = sys_t},
+        {.role = "user", .parts = user, .n_parts = 4, .part_types = user_t},
+        {.role = "assistant", .parts = ok, .n_parts = 1, .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .tool_call_id = "c1", .parts = tool, .n_parts = 4, .part_types = tool_t},
+    };
+    plume_chat_options o = {.add_generation_prompt = 1};
+    expect_render("media parts", m, 4, &o,
+        "<bos><|turn>system\na  <turn|>\n<|turn>user\n<|image|>Describe<|image|><|audio|><turn|>\n<|turn>model\n"
+        "<|tool_call>call:f{x:1}<tool_call|><|tool_response>response:f{value:<|\"|>r1 r2<|\"|>}<tool_response|>"
+        "<|image|><|video|>ok<turn|>\n");
+    plume_chat_message_full only[1] = {{.role = "user", .parts = user, .n_parts = 1, .part_types = user_t}};
+    expect_render("an image alone", only, 1, &o, "<bos><|turn>user\n<|image|><turn|>\n<|turn>model\n");
+    const int32_t bad_t[1] = {7};
+    plume_chat_message_full bad[1] = {{.role = "user", .parts = user, .n_parts = 1, .part_types = bad_t}};
+    char *out = NULL, *err = NULL;
+    CHECK(plume_chat_render_full(bad, 1, &o, &out, &err) == PLUME_EINVAL && err && strstr(err, "unknown type"),
+          "a part of type 7: %s", err ? err : "accepted");
+    free(out);
+    free(err);
+}
+
 /* Numbers print as Python prints what json.loads makes of them (format_argument's else
  * branch, line 153): integers as written (-0 is 0, big ones kept), floats as repr(): shortest
  * round-trip digits, fixed for exponents -4..15, else d.de+XX. A repeated key keeps its first
@@ -791,6 +824,7 @@ int main(void) {
     RUN(test_render_ex_errors);
     RUN(test_render_ex_truncated);
     RUN(test_stop_split);
+    RUN(test_media_parts);
     RUN(test_stop_false_start);
     RUN(test_stop_overlap_and_many);
     RUN(test_stop_utf8_and_none);

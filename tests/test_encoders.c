@@ -98,7 +98,7 @@ static void test_token_counts(void) {
 /* ---- the tower against the golden ----------------------------------------------------------- */
 
 /* Clip j's log-mel features [shape[0], 128]: the golden's for the short clip (audio1), those
- * plume computes from the WAV for the other (test_media checks the front end bit for bit
+ * plume computes from the WAV for the other (test_media_audio checks the front end bit for bit
  * against the short one's, and here the tower's outputs check these). */
 static float *clip_features(int j, int64_t *shape) {
     if (j == 1) return t_npy_floats("tiny-mm-a/audio1_features.npy", NULL, shape);

@@ -84,5 +84,9 @@ void chat_put_tools(chat_render *r, const char *tools_json, int32_t *n_tools);
 void chat_put_tool_call(chat_render *r, const plume_chat_tool_call *tc, int32_t i, int32_t c);
 /* Append the tool response of one role "tool" message, named name. */
 void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_full *m);
+/* Whether part p of m is text (no part_types: all are); a media part's placeholder
+ * (<|image|>, <|audio|>, <|video|>; "" for text). chat_macros.c. */
+int chat_part_text(const plume_chat_message_full *m, int32_t p);
+const char *chat_part_placeholder(const plume_chat_message_full *m, int32_t p);
 
 #endif /* PLUME_CHAT_INT_H */

@@ -321,15 +321,30 @@ void chat_put_tool_call(chat_render *r, const plume_chat_tool_call *tc, int32_t 
     chat_jv_free(&args);
 }
 
+int chat_part_text(const plume_chat_message_full *m, int32_t p) {
+    return !m->part_types || m->part_types[p] == PLUME_CHAT_PART_TEXT;
+}
+
+const char *chat_part_placeholder(const plume_chat_message_full *m, int32_t p) {
+    switch (m->part_types ? m->part_types[p] : PLUME_CHAT_PART_TEXT) {
+    case PLUME_CHAT_PART_IMAGE: return "<|image|>";
+    case PLUME_CHAT_PART_AUDIO: return "<|audio|>";
+    case PLUME_CHAT_PART_VIDEO: return "<|video|>";
+    default: return "";
+    }
+}
+
 /* <|tool_response>response:NAME{value:BODY}<tool_response|> for one role "tool" message: the
- * body is its content or its text parts joined (not trimmed) as a <|"|> string, or null. */
+ * body is its content or its text parts joined (not trimmed) as a <|"|> string, or null; its
+ * media parts' placeholders follow the block (template lines 296-311). */
 void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_message_full *m) {
     plume_buf_puts(&r->b, "<|tool_response>response:");
     plume_buf_puts(&r->b, name);
     plume_buf_puts(&r->b, "{value:");
     if (m->n_parts > 0) {
         plume_buf_puts(&r->b, "<|\"|>");
-        for (int32_t p = 0; p < m->n_parts; p++) plume_buf_puts(&r->b, m->parts[p]);
+        for (int32_t p = 0; p < m->n_parts; p++)
+            if (chat_part_text(m, p)) plume_buf_puts(&r->b, m->parts[p]);
         plume_buf_puts(&r->b, "<|\"|>");
     } else if (m->content) {
         buf_put_quoted(&r->b, m->content, strlen(m->content));
@@ -337,4 +352,5 @@ void chat_put_tool_response(chat_render *r, const char *name, const plume_chat_m
         plume_buf_puts(&r->b, "null");
     }
     plume_buf_puts(&r->b, "}<tool_response|>");
+    for (int32_t p = 0; p < m->n_parts; p++) plume_buf_puts(&r->b, chat_part_placeholder(m, p));
 }

@@ -34,9 +34,13 @@ static int chat_check(const plume_chat_message_full *msgs, int32_t n, char **err
         if (m->n_parts > 0 && m->content)
             return plume_fail(err, PLUME_EINVAL,
                               "chat: message %d: both content and parts are set", i);
-        for (int32_t p = 0; p < m->n_parts; p++)
-            if (!m->parts[p])
+        for (int32_t p = 0; p < m->n_parts; p++) {
+            const int32_t t = m->part_types ? m->part_types[p] : PLUME_CHAT_PART_TEXT;
+            if (t < PLUME_CHAT_PART_TEXT || t > PLUME_CHAT_PART_VIDEO)
+                return plume_fail(err, PLUME_EINVAL, "chat: message %d: part %d has an unknown type %d", i, p, t);
+            if (t == PLUME_CHAT_PART_TEXT && !m->parts[p])
                 return plume_fail(err, PLUME_EINVAL, "chat: message %d: part %d is NULL", i, p);
+        }
         if (m->n_tool_calls < 0 || (m->n_tool_calls > 0 && !m->tool_calls))
             return plume_fail(err, PLUME_EINVAL, "chat: message %d: bad tool calls (%d)", i,
                               m->n_tool_calls);
@@ -49,11 +53,12 @@ static int chat_check(const plume_chat_message_full *msgs, int32_t n, char **err
 }
 
 /* The first message when it is a system or developer one: its content trimmed, or its parts
- * each trimmed and followed by a space (the template's system-turn loop). */
+ * each trimmed and followed by a space (the template's system-turn loop; a media part has no
+ * text there: just the space). */
 static void put_system_content(plume_buf *b, const plume_chat_message_full *m) {
     if (m->n_parts > 0) {
         for (int32_t p = 0; p < m->n_parts; p++) {
-            chat_put_trimmed(b, m->parts[p], strlen(m->parts[p]));
+            if (chat_part_text(m, p)) chat_put_trimmed(b, m->parts[p], strlen(m->parts[p]));
             plume_buf_put(b, " ", 1);
         }
     } else if (m->content) {
@@ -62,12 +67,16 @@ static void put_system_content(plume_buf *b, const plume_chat_message_full *m) {
 }
 
 /* A message's content in the loop (the template's captured_content): model text has its
- * thought spans stripped and is trimmed, other text is trimmed; parts each so, joined.
- * Returns whether anything but whitespace was written. */
+ * thought spans stripped and is trimmed, other text is trimmed; parts each so, joined, a media
+ * part as its placeholder. Returns whether anything but whitespace was written. */
 static int put_content(plume_buf *b, const plume_chat_message_full *m, int is_model) {
     size_t at = b->len;
     int32_t n = m->n_parts > 0 ? m->n_parts : m->content ? 1 : 0;
     for (int32_t p = 0; p < n; p++) {
+        if (m->n_parts > 0 && !chat_part_text(m, p)) {
+            plume_buf_puts(b, chat_part_placeholder(m, p));
+            continue;
+        }
         const char *c = m->n_parts > 0 ? m->parts[p] : m->content;
         if (is_model) chat_put_model_content(b, c);
         else chat_put_trimmed(b, c, strlen(c));

@@ -13,7 +13,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8] [--audio SECONDS]\n"
+    "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -26,7 +26,11 @@ static const char bench_usage[] =
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
     "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
-    "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n";
+    "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n"
+    "  --image       only this: the vision tower (the bundle needs one): the encode time of a\n"
+    "                640x480 image at --image-tokens (default 280: 266 soft tokens), its resize\n"
+    "                alone, and the time to first token of a chat prompt holding it (encode +\n"
+    "                prefill of the prompt), -r repetitions\n";
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -177,6 +181,102 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
     return 0;
 }
 
+/* ---- images: the vision tower ---------------------------------------------------------- */
+
+/* A deterministic 640 x 480 test card: gradients, a grid and noise (the tower's cost does not
+ * depend on the content, only on the patch count). */
+static plume_image *bench_image(char **err) {
+    enum { W = 640, H = 480 };
+    uint8_t *px = malloc((size_t)W * H * 3);
+    uint64_t rng = 7;
+    for (int32_t y = 0; px && y < H; y++)
+        for (int32_t x = 0; x < W; x++) {
+            uint8_t *p = px + ((size_t)y * W + (size_t)x) * 3, noise = (uint8_t)(plume_rng_next(&rng) & 31);
+            p[0] = (uint8_t)(x * 255 / W) ^ noise;
+            p[1] = (uint8_t)(y * 255 / H);
+            p[2] = (uint8_t)((x / 40 + y / 40) % 2 ? 200 : 40) + noise;
+        }
+    plume_image *img = NULL;
+    if (!px) plume_fail(err, PLUME_ENOMEM, "out of memory");
+    else plume_image_from_rgb(&img, px, W, H, err);
+    free(px);
+    return img;
+}
+
+/* The tower's encode time, the resize alone (plume_image_tokens), and the TTFT of a prompt
+ * "<bos><|turn>user\n" + the image's run + 16 text ids + "<turn|>\n<|turn>model\n" in a
+ * fresh session (encode + prefill); medians and ranges over reps. 0, or 1 (printed). */
+static int image_costs(const char *model, const char *isa, int32_t threads, int exact, int64_t reps, int32_t budget,
+                       int json) {
+    char *err = NULL;
+    plume_model *m = NULL;
+    plume_model_params mp = bench_model_params(isa, threads, exact);
+    plume_image *img = NULL;
+    if (plume_model_open(&m, model, &mp, &err) || !(img = bench_image(&err))) {
+        plume_model_free(m);
+        return cli_lib_error_free(err);
+    }
+    plume_image_params ip = plume_image_default_params();
+    ip.max_tokens = budget;
+    double enc[16], rsz[16], ttft[16], pre[16];
+    int32_t n_tok = 0, n = 0;
+    int rc = plume_image_tokens(m, img, &ip, &n_tok, NULL, &err);
+    const int32_t V = plume_model_n_vocab(m);
+    int32_t *ids = rc ? NULL : malloc((size_t)(n_tok + 32) * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!rc && (!ids || !logits)) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    if (!rc) { /* the prompt: ids 2 105 and 107 are <bos> <|turn> and "\n" in Gemma's vocabulary */
+        uint64_t r = 11;
+        const int32_t img_id = plume_model_media_token(m, "image");
+        ids[n++] = 2, ids[n++] = 105 % V, ids[n++] = 107 % V, ids[n++] = plume_model_media_token(m, "boi");
+        for (int32_t i = 0; i < n_tok; i++) ids[n++] = img_id;
+        ids[n++] = plume_model_media_token(m, "eoi");
+        for (int32_t i = 0; i < 16; i++) ids[n++] = (int32_t)(300 + plume_rng_next(&r) % 1000) % V;
+        ids[n++] = 106 % V, ids[n++] = 107 % V, ids[n++] = 105 % V;
+    }
+    for (int64_t k = 0; !rc && k < reps; k++) {
+        plume_embd *e = NULL;
+        plume_session *s = NULL;
+        plume_session_params sp = plume_session_default_params();
+        sp.n_ctx = n + 16;
+        sp.n_batch = 512;
+        double t0 = plume_now();
+        rc = plume_image_tokens(m, img, &ip, NULL, NULL, &err);
+        rsz[k] = plume_now() - t0;
+        t0 = plume_now();
+        if (!rc) rc = plume_image_encode(&e, m, img, &ip, &err);
+        enc[k] = plume_now() - t0;
+        double t1 = plume_now();
+        if (!rc) rc = plume_session_new(&s, m, &sp, &err);
+        if (!rc) rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)&e, 1, logits, 0, &err);
+        pre[k] = plume_now() - t1;
+        ttft[k] = plume_now() - t0;
+        plume_session_free(s);
+        plume_embd_free(e);
+    }
+    if (!rc) {
+        stat3 E = summarize(enc, (int)reps), Z = summarize(rsz, (int)reps), T = summarize(ttft, (int)reps),
+              P = summarize(pre, (int)reps);
+        if (json)
+            printf("{\"image_tokens\": %d, \"prompt_tokens\": %d, \"encode_ms\": %.1f, \"resize_ms\": %.1f, "
+                   "\"prefill_ms\": %.1f, \"ttft_ms\": %.1f}\n",
+                   n_tok, n, E.med * 1e3, Z.med * 1e3, P.med * 1e3, T.med * 1e3);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps, 640x480 image, %d soft tokens | median | min .. max |\n"
+                   "|---|---|---|\n", model, plume_model_isa(m), plume_model_n_threads(m), (long long)reps, n_tok);
+            printf("| image encode (resize + tower + embed_vision), ms | %.1f | %.1f .. %.1f |\n", E.med * 1e3, E.lo * 1e3, E.hi * 1e3);
+            printf("| of which resize alone, ms | %.1f | %.1f .. %.1f |\n", Z.med * 1e3, Z.lo * 1e3, Z.hi * 1e3);
+            printf("| prefill of the %d-token prompt holding it, ms | %.1f | %.1f .. %.1f |\n", n, P.med * 1e3, P.lo * 1e3, P.hi * 1e3);
+            printf("| time to first token (encode + prefill), ms | %.1f | %.1f .. %.1f |\n", T.med * 1e3, T.lo * 1e3, T.hi * 1e3);
+        }
+    }
+    free(ids);
+    free(logits);
+    plume_image_free(img);
+    plume_model_free(m);
+    return rc ? cli_lib_error_free(err) : 0;
+}
+
 /* ---- decode at depth ------------------------------------------------------------------- */
 
 /* Decode tok/s of n_gen tokens after depth positions of history: the caches are filled with
@@ -274,6 +374,8 @@ typedef struct {
     int64_t n_prompt, n_gen, threads, reps, history, kv_bits;
     int json, exact, spec;
     float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
+    int image;               /* --image: only the vision tower's costs */
+    int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
     int32_t *batch, n_batch; /* --batch: sessions per step */
     int32_t *depth, n_depth; /* --depth: history positions before a decode */
 } bench_opts;
@@ -302,6 +404,10 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--exact")) o->exact = 1;
         else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--image")) o->image = 1;
+        else if (!strcmp(a, "--image-tokens") && more) {
+            if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("bench: --image-tokens wants 70..1120");
+        }
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &o->n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &o->n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &o->threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -537,6 +643,9 @@ int cmd_bench(int argc, char **argv) {
     if (rc < 0 && !f) rc = cli_error("bench: out of memory");
     if (rc < 0 && !(o.model = cli_model_path(o.model))) rc = 1;
     if (rc < 0 && o.audio_secs > 0) rc = audio_bench(o.model, o.isa, (int32_t)o.threads, o.audio_secs, o.reps, o.json);
+    if (rc < 0 && o.image && o.reps > 16) rc = cli_error("bench: --image takes -r up to 16");
+    if (rc < 0 && o.image)
+        rc = image_costs(o.model, o.isa, (int32_t)o.threads, o.exact, o.reps, (int32_t)o.image_tokens, o.json);
     uint64_t rng = 12345;
     for (int r = 0; rc < 0 && r < o.reps; r++)
         if (bench_rep(&o, r, f, &rng)) rc = 1;

@@ -1,4 +1,4 @@
-/* test_media.c -- the media room's audio half (src/media/): decoding every format plume takes
+/* test_media_audio.c -- the media room's audio half (src/media/): decoding every format plume takes
  * (test files written here with libsndfile, so no tool is needed at run time), mixing down,
  * resampling to 16 kHz, bad audio refused with a message, the FFT against a plain DFT, and the
  * log-mel features and mask against the golden ones of tiny-mm-a (HF's feature extractor). */
