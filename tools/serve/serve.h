@@ -258,6 +258,7 @@ typedef struct {
     const char *weights;     /* "f32", "bf16", "q8", "q4" */
     int32_t n_ctx;           /* context of each slot */
     int32_t n_vocab, n_layers;
+    int32_t vision, audio;   /* the bundle has a vision / an audio tower */
     int32_t n_slots, busy;   /* slots, and slots serving a request now */
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */

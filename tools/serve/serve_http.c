@@ -791,6 +791,8 @@ static void info_init(serve_server *sv) {
     i->n_ctx = sv->n_ctx;
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
+    i->vision = plume_model_has_vision(sv->m);
+    i->audio = plume_model_has_audio(sv->m);
     i->n_slots = sv->o.parallel;
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
     sha256_ctx h;
