@@ -1003,6 +1003,10 @@ static void test_model_endpoints(void) {
     CHECK(st == 400 && strstr(out, "{\"error\":\""), "show without a model: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/embed", "{\"model\": \"tiny\", \"input\": \"a\"}");
     CHECK(st == 400 && strstr(out, "embedding"), "embed: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/pull", "{\"model\": \"other\"}"); /* unknown: in Ollama's words */
+    CHECK(st == 404 && strstr(out, "{\"error\":\"no such endpoint") && strstr(out, "pull"), "pull: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/messages/batches", "{}");
+    CHECK(st == 404 && strstr(out, "\"type\":\"error\"") && strstr(out, "not_found_error"), "batches: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
     CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "

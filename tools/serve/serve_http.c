@@ -618,7 +618,12 @@ static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, con
 static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
                                 serve_conn *cn) {
     const route *r = route_of(url);
-    if (!r) return reply_error(sv, c, NULL, 404, "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
+    if (!r && !strncmp(url, "/api/", 5)) /* Ollama's clients read its words */
+        return reply_error(sv, c, &serve_ollama_chat, 404, "invalid_request_error", "not_found",
+                           "no such endpoint: plume serves its one model and manages no models through the API "
+                           "(no pull, create, copy, push or delete: see docs/SERVER.md)");
+    if (!r) return reply_error(sv, c, !strncmp(url, "/v1/messages", 12) ? &serve_anthropic : NULL, 404,
+                               "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
     const serve_dialect *d = r->dialect;
     if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");

@@ -11,6 +11,8 @@
  * field plume cannot honour is a 400 naming it. */
 #include "serve.h"
 
+#include <inttypes.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -712,7 +714,9 @@ static char *openai_reply(const serve_job *j, const serve_reply *a, int32_t n, c
         cJSON_AddItemToObject(root, "usage", json_usage(u));
         cJSON_AddItemToObject(root, "timings", json_timings(u));
     }
-    cJSON_AddNumberToObject(root, "seed", (double)(int64_t)j->req.sp.seed);
+    char seed[32]; /* written as an integer: cJSON prints 15 significant digits, and a drawn seed has 16 */
+    snprintf(seed, sizeof seed, "%" PRId64, (int64_t)j->req.sp.seed);
+    cJSON_AddRawToObject(root, "seed", seed);
     return print_free(root);
 }
 
