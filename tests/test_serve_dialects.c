@@ -217,6 +217,34 @@ static void test_ollama_show(void) {
     free(s);
 }
 
+/* A client loading the model (no messages, no prompt) is told "load"; one unloading it
+ * (keep_alive 0, "0", "0s") "unload" (the one model stays loaded). */
+static void test_ollama_load_unload(void) {
+    static const char *const cases[][2] = {
+        {"{\"model\": \"m\"}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": \"5m\"}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": -1}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": 0}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0\"}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0s\", \"messages\": []}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0m\", \"prompt\": \"\"}", "unload"},
+    };
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            serve_job *j = job_of(k ? &serve_ollama_generate : &serve_ollama_chat, cases[i][0]);
+            if (!j) continue;
+            serve_job_load(j);
+            char *out = bytes_of(j);
+            cJSON *root = cJSON_Parse(out);
+            CHECK(j->status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "done")) &&
+                      !strcmp(str_at(root, "done_reason", NULL), cases[i][1]),
+                  "%s: %s", cases[i][0], out);
+            cJSON_Delete(root);
+            free(out);
+            serve_job_unref(j);
+        }
+}
+
 static void test_ollama_replies(void) {
     serve_job *j = job_of(&serve_ollama_chat, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}");
     if (!j) return;
@@ -596,6 +624,7 @@ static void test_truncated_and_corrupt(void) {
 int main(void) {
     RUN(test_ollama_requests);
     RUN(test_ollama_show);
+    RUN(test_ollama_load_unload);
     RUN(test_ollama_replies);
     RUN(test_responses_requests);
     RUN(test_responses_stream);

@@ -99,6 +99,10 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "keep_alive"); /* the model is always loaded */
     if (k && !cJSON_IsNull(k) && !cJSON_IsString(k) && !cJSON_IsNumber(k))
         return serve_json_bad(e, "keep_alive", "a duration (\"5m\") or a number of seconds");
+    char *end = NULL; /* 0, "0", "0s", "0m": the client unloads the model (told "unload"; it stays) */
+    r->unload = cJSON_IsNumber(k) ? k->valuedouble == 0
+                                  : cJSON_IsString(k) && *k->valuestring && strtod(k->valuestring, &end) == 0 &&
+                                        end != k->valuestring && strspn(end, "smhun") == strlen(end);
     return 0;
 }
 
@@ -391,7 +395,7 @@ static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, c
             for (int32_t i = 0; i < a->n_calls; i++) cJSON_AddItemToArray(calls, json_call(&a->calls[i], i));
         }
     }
-    add_done(o, a->finish, u);
+    add_done(o, j->req.unload && !strcmp(a->finish, "load") ? "unload" : a->finish, u);
     if (j->req.logprobs) add_logprobs(o, j, a->lps, a->n_lps);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
