@@ -119,12 +119,14 @@ static void test_anthropic_plain(void) { script_case("anthropic.mjs", "plain"); 
 static void test_anthropic_stream(void) { script_case("anthropic.mjs", "stream"); }
 static void test_anthropic_tools(void) { script_case("anthropic.mjs", "tools"); }
 static void test_anthropic_prefill(void) { script_case("anthropic.mjs", "prefill"); }
+static void test_anthropic_thinking(void) { script_case("anthropic.mjs", "thinking"); }
 static void test_anthropic_errors(void) { script_case("anthropic.mjs", "errors"); }
 static void test_ollama_probe(void) { script_case("ollama.mjs", "probe"); }
 static void test_ollama_chat(void) { script_case("ollama.mjs", "chat"); }
 static void test_ollama_generate(void) { script_case("ollama.mjs", "generate"); }
 static void test_ollama_tools(void) { script_case("ollama.mjs", "tools"); }
 static void test_ollama_seeds(void) { script_case("ollama.mjs", "seeds"); }
+static void test_ollama_options(void) { script_case("ollama.mjs", "options"); }
 static void test_ollama_errors(void) { script_case("ollama.mjs", "errors"); }
 
 static void test_webui_in_chromium(void) {
@@ -207,12 +209,14 @@ int main(void) {
     RUN(test_anthropic_stream);
     RUN(test_anthropic_tools);
     RUN(test_anthropic_prefill);
+    RUN(test_anthropic_thinking);
     RUN(test_anthropic_errors);
     RUN(test_ollama_probe);
     RUN(test_ollama_chat);
     RUN(test_ollama_generate);
     RUN(test_ollama_tools);
     RUN(test_ollama_seeds);
+    RUN(test_ollama_options);
     RUN(test_ollama_errors);
     const char *chromium = getenv("CHROMIUM");
     if (access(chromium && *chromium ? chromium : "/usr/bin/chromium", X_OK))

@@ -1003,6 +1003,15 @@ static void test_model_endpoints(void) {
     CHECK(st == 400 && strstr(out, "{\"error\":\""), "show without a model: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/embed", "{\"model\": \"tiny\", \"input\": \"a\"}");
     CHECK(st == 400 && strstr(out, "embedding"), "embed: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": false, "
+                                                "\"options\": {\"num_ctx\": 8192}}");
+    CHECK(st == 400 && strstr(out, "{\"error\":\"'num_ctx' 8192 is more than the server's context of 4096"), "num_ctx: %d %s", st,
+          out);
+    st = post(&A, out, sizeof out, "/api/generate", "{\"prompt\": \"x\", \"raw\": true, \"stream\": false, \"options\": "
+                                                    "{\"num_ctx\": 6, \"num_predict\": -1, \"temperature\": 0}}");
+    CHECK(st == 200 && strstr(out, "\"prompt_eval_count\":2,") && strstr(out, "\"eval_count\":4,") &&
+              strstr(out, "\"done_reason\":\"length\""),
+          "num_ctx 6 leaves 4 tokens after a prompt of 2: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/pull", "{\"model\": \"other\"}"); /* unknown: in Ollama's words */
     CHECK(st == 404 && strstr(out, "{\"error\":\"no such endpoint") && strstr(out, "pull"), "pull: %d %s", st, out);
     st = post(&A, out, sizeof out, "/v1/messages/batches", "{}");

@@ -277,7 +277,11 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
         if (r->bias_ids[i] >= nv)
             return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
                                    "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
-    int32_t ctx = r->ctx_limit > 0 && r->ctx_limit < sv->n_ctx ? r->ctx_limit : sv->n_ctx;
+    if (r->ctx_limit > sv->n_ctx)
+        return serve_error_set(e, 400, "invalid_request_error", "num_ctx", "invalid_value",
+                               "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
+                               "--context)", r->ctx_limit, sv->n_ctx);
+    int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
     int rc = serve_check_budget(n, r->max_tokens, ctx, e);
     if (rc) return rc;
     if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
