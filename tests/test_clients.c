@@ -114,6 +114,7 @@ static void test_responses_plain(void) { script_case("responses.mjs", "plain"); 
 static void test_responses_stream(void) { script_case("responses.mjs", "stream"); }
 static void test_responses_tools(void) { script_case("responses.mjs", "tools"); }
 static void test_responses_reasoning(void) { script_case("responses.mjs", "reasoning"); }
+static void test_responses_fields(void) { script_case("responses.mjs", "fields"); }
 static void test_responses_errors(void) { script_case("responses.mjs", "errors"); }
 static void test_anthropic_plain(void) { script_case("anthropic.mjs", "plain"); }
 static void test_anthropic_stream(void) { script_case("anthropic.mjs", "stream"); }
@@ -204,6 +205,7 @@ int main(void) {
     RUN(test_responses_stream);
     RUN(test_responses_tools);
     RUN(test_responses_reasoning);
+    RUN(test_responses_fields);
     RUN(test_responses_errors);
     RUN(test_anthropic_plain);
     RUN(test_anthropic_stream);
