@@ -102,6 +102,7 @@ static void test_openai_fields(void) { openai_case("fields"); }
 static void test_openai_abort_frees_slot(void) { openai_case("abort"); }
 static void test_openai_abort_while_queued(void) { openai_case("abort_queued"); }
 static void test_openai_completions(void) { openai_case("completions"); }
+static void test_openai_details(void) { openai_case("details"); }
 static void test_openai_errors(void) { openai_case("errors"); }
 
 /* A script's case: a failure prints the script's output. */
@@ -200,6 +201,7 @@ int main(void) {
     RUN(test_openai_abort_frees_slot);
     RUN(test_openai_abort_while_queued);
     RUN(test_openai_completions);
+    RUN(test_openai_details);
     RUN(test_openai_errors);
     RUN(test_responses_plain);
     RUN(test_responses_stream);
