@@ -903,6 +903,7 @@ static void test_n_choices(void) {
     cJSON_Delete(r3);
     CHECK(post(&A, out, sizeof out, "/v1/chat/completions",
                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 6, \"n\": 2, \"stream\": true, "
+               "\"ignore_eos\": true, "
                "\"stream_options\": {\"include_usage\": true}}") == 200,
           "streamed n = 2: %s", out);
     CHECK(strstr(out, "\"index\":0,\"delta\":{\"role\"") && strstr(out, "\"index\":1,\"delta\":{\"role\"") &&
@@ -957,7 +958,7 @@ static void test_continue_final(void) {
     CHECK(st == 400 && strstr(out, "continue_final_message"), "continuing a user message: %d %s", st, out);
 }
 
-/* --cors http://a.example (server A): a preflight from it is answered, every response to it
+/* --cors http://z.example,http://a.example (server A): a preflight from the second is answered, every response to it
  * carries Access-Control-Allow-Origin (streams too); another origin gets nothing. */
 static void test_cors(void) {
     char out[65536], v[256];
@@ -1002,6 +1003,19 @@ static void test_model_endpoints(void) {
     CHECK(st == 400 && strstr(out, "{\"error\":\""), "show without a model: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/embed", "{\"model\": \"tiny\", \"input\": \"a\"}");
     CHECK(st == 400 && strstr(out, "embedding"), "embed: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": false, "
+                                                "\"options\": {\"num_ctx\": 8192}}");
+    CHECK(st == 400 && strstr(out, "{\"error\":\"'num_ctx' 8192 is more than the server's context of 4096"), "num_ctx: %d %s", st,
+          out);
+    st = post(&A, out, sizeof out, "/api/generate", "{\"prompt\": \"x\", \"raw\": true, \"stream\": false, \"options\": "
+                                                    "{\"num_ctx\": 6, \"num_predict\": -1, \"temperature\": 0}}");
+    CHECK(st == 200 && strstr(out, "\"prompt_eval_count\":2,") && strstr(out, "\"eval_count\":4,") &&
+              strstr(out, "\"done_reason\":\"length\""),
+          "num_ctx 6 leaves 4 tokens after a prompt of 2: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/pull", "{\"model\": \"other\"}"); /* unknown: in Ollama's words */
+    CHECK(st == 404 && strstr(out, "{\"error\":\"no such endpoint") && strstr(out, "pull"), "pull: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/messages/batches", "{}");
+    CHECK(st == 404 && strstr(out, "\"type\":\"error\"") && strstr(out, "not_found_error"), "batches: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
     CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
@@ -1028,9 +1042,34 @@ static void test_model_endpoints(void) {
     cJSON_Delete(root);
 }
 
+/* A bundle with a vision tower (tiny-a's text weights, tiny-mm-a's tower): Ollama's /api/show
+ * lists "vision" (and no "audio"); images sent to /api/chat are still a 400 naming them. */
+static void test_show_vision(void) {
+    char out[65536], mm[700];
+    snprintf(mm, sizeof mm, "%s/mm", tmp);
+    CHECK(t_sh(out, sizeof out,
+               "mkdir -p %s/hf && for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors tokenizer.json "
+               "tokenizer_config.json; do ln -s \"$(cd %s/tiny-a/hf && pwd)/$f\" %s/hf/$f; done && cp %s/tiny-mm-a/hf/* %s/hf/ && "
+               "%s/plume convert %s/hf %s/b --weights q8 --quiet",
+               mm, t_data(), mm, t_data(), mm, t_build(), mm, mm) == 0,
+          "the vision bundle: %s", out);
+    server V;
+    char flags[800];
+    snprintf(flags, sizeof flags, "-m %s/b --parallel 1", mm);
+    CHECK(server_start(&V, "v", flags) == 0, "server V did not start");
+    if (!V.port) return;
+    CHECK(post(&V, out, sizeof out, "/api/show", "{\"model\": \"b\"}") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\",\"vision\"]"),
+          "show: %s", out);
+    int st = post(&V, out, sizeof out, "/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\", \"images\": [\"aGk=\"]}]}");
+    CHECK(st == 400 && strstr(out, "messages[0].images"), "images: %d %s", st, out);
+    double secs;
+    CHECK(server_stop(&V, &secs) == 0, "server V's exit");
+}
+
 static void test_auth_and_limits(void) {
     server B;
-    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1") == 0, "server B did not start");
+    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1 --cors '*'") == 0, "server B did not start");
     if (!B.port) return;
     char out[65536];
     const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}";
@@ -1045,6 +1084,17 @@ static void test_auth_and_limits(void) {
     CHECK(st == 200 && strstr(out, "\"type\":\"message\""), "x-api-key: %d %s", st, out);
     st = http(&B, out, sizeof out, "/v1/messages", "-H 'x-api-key: wrong' -d '{\"messages\": [], \"max_tokens\": 2}'");
     CHECK(st == 401 && strstr(out, "authentication_error"), "wrong x-api-key, Anthropic's error: %d %s", st, out);
+    /* --cors '*': a preflight from any origin needs no key; a 401 carries the header too, so
+     * a page reads the error */
+    char v[256];
+    st = http(&B, out, sizeof out, "/v1/messages", "-X OPTIONS -H 'Origin: https://any.example' "
+              "-H 'Access-Control-Request-Method: POST' -H 'Access-Control-Request-Headers: x-api-key, anthropic-version'");
+    CHECK(st == 204 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "*") &&
+              header_value("Vary", v, sizeof v) && !header_value("Access-Control-Allow-Headers", v, sizeof v) &&
+              strstr(v, "anthropic-version"),
+          "preflight under --cors '*': %d", st);
+    st = http(&B, out, sizeof out, "/api/tags", "-H 'Origin: https://other.example'");
+    CHECK(st == 401 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "*"), "a 401 to a page: %d", st);
     CHECK(http(&B, out, sizeof out, "/health", "%s", "") == 200, "health needs no key");
     CHECK(http(&B, out, sizeof out, "/", "%s", "") == 200, "the page needs no key");
     /* headers past the connection's memory: refused, the server goes on */
@@ -1164,7 +1214,7 @@ int main(void) {
     char out[4096];
     if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), bundle))
         printf("  setup: %s\n", out);
-    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64 --cors http://a.example")) {
+    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64 --cors http://z.example,http://a.example")) {
         printf("FAIL test_serve: the server did not start (log: %s)\n", A.log);
         return 1;
     }
@@ -1191,6 +1241,7 @@ int main(void) {
     double secs = 0;
     int st = server_stop(&A, &secs);
     if (st != 0) printf("  server A exit status %d\n", st);
+    RUN(test_show_vision);
     RUN(test_auth_and_limits);
     RUN(test_sigterm_and_slot_save);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);

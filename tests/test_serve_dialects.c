@@ -160,7 +160,9 @@ static void test_ollama_requests(void) {
     expect_400(&serve_ollama_chat, "{" OM ", \"options\": 5}", "options");
     expect_400(&serve_ollama_chat, "{" OM ", \"think\": \"extreme\"}", "think");
     expect_400(&serve_ollama_chat, "{" OM ", \"keep_alive\": []}", "keep_alive");
-    expect_400(&serve_ollama_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\", \"images\": [\"aGk=\"]}]}", "images");
+    expect_400(&serve_ollama_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\", \"images\": [\"aGk=\"]}]}",
+               "messages[0].images");
+    expect_400(&serve_ollama_generate, "{\"prompt\": \"q\", \"images\": [\"aGk=\"]}", "images");
     expect_400(&serve_ollama_chat, "{\"messages\": [{\"role\": \"robot\", \"content\": \"q\"}]}", "messages[0].role");
     expect_400(&serve_ollama_chat, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]}",
                "messages[0].tool_calls");
@@ -168,6 +170,79 @@ static void test_ollama_requests(void) {
     expect_400(&serve_ollama_generate, "{\"prompt\": \"q\", \"context\": [1, 2]}", "context");
     expect_400(&serve_ollama_generate, "{\"prompt\": \"q\", \"suffix\": \"end\"}", "suffix");
 #undef OM
+}
+
+/* The capabilities /api/show lists of a bundle, as one comma-joined string in out[cap]. */
+static void show_caps(const serve_info *m, char *out, size_t cap) {
+    serve_error e;
+    memset(&e, 0, sizeof e);
+    char *s = serve_ollama_show(m, "{\"model\": \"m\"}", strlen("{\"model\": \"m\"}"), &e);
+    cJSON *root = s ? cJSON_Parse(s) : NULL, *c;
+    out[0] = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "capabilities"))
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", *out ? "," : "", cJSON_IsString(c) ? c->valuestring : "?");
+    cJSON_Delete(root);
+    free(s);
+}
+
+/* /api/show: vision and audio among the capabilities exactly when the bundle has the tower;
+ * the model's name and context length in model_info; a body without a model is a 400. */
+static void test_ollama_show(void) {
+    serve_info m = {.model = "gemma", .weights = "q4", .n_ctx = 4096, .n_vocab = 262144, .n_layers = 35, .modified = 1700000000};
+    char caps[256];
+    show_caps(&m, caps, sizeof caps);
+    CHECK(!strcmp(caps, "completion,tools,thinking"), "text only: %s", caps);
+    m.vision = 1;
+    show_caps(&m, caps, sizeof caps);
+    CHECK(!strcmp(caps, "completion,tools,thinking,vision"), "vision tower: %s", caps);
+    m.audio = 1;
+    show_caps(&m, caps, sizeof caps);
+    CHECK(!strcmp(caps, "completion,tools,thinking,vision,audio"), "both towers: %s", caps);
+    m.vision = 0;
+    show_caps(&m, caps, sizeof caps);
+    CHECK(!strcmp(caps, "completion,tools,thinking,audio"), "audio tower: %s", caps);
+    serve_error e;
+    memset(&e, 0, sizeof e);
+    char *s = serve_ollama_show(&m, "{\"model\": \"gemma\"}", strlen("{\"model\": \"gemma\"}"), &e);
+    cJSON *root = s ? cJSON_Parse(s) : NULL;
+    const cJSON *info = cJSON_GetObjectItemCaseSensitive(root, "model_info");
+    CHECK(num_at(info, "gemma4.context_length", NULL) == 4096 && num_at(info, "gemma4.block_count", NULL) == 35 &&
+              !strcmp(str_at(root, "details", "quantization_level"), "Q4_0"),
+          "show: %s", s ? s : e.message);
+    cJSON_Delete(root);
+    free(s);
+    memset(&e, 0, sizeof e);
+    s = serve_ollama_show(&m, "{}", 2, &e);
+    CHECK(!s && e.status == 400 && !strcmp(e.param, "model"), "show without a model: %d %s", e.status, e.message);
+    free(s);
+}
+
+/* A client loading the model (no messages, no prompt) is told "load"; one unloading it
+ * (keep_alive 0, "0", "0s") "unload" (the one model stays loaded). */
+static void test_ollama_load_unload(void) {
+    static const char *const cases[][2] = {
+        {"{\"model\": \"m\"}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": \"5m\"}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": -1}", "load"},
+        {"{\"model\": \"m\", \"keep_alive\": 0}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0\"}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0s\", \"messages\": []}", "unload"},
+        {"{\"model\": \"m\", \"keep_alive\": \"0m\", \"prompt\": \"\"}", "unload"},
+    };
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            serve_job *j = job_of(k ? &serve_ollama_generate : &serve_ollama_chat, cases[i][0]);
+            if (!j) continue;
+            serve_job_load(j);
+            char *out = bytes_of(j);
+            cJSON *root = cJSON_Parse(out);
+            CHECK(j->status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "done")) &&
+                      !strcmp(str_at(root, "done_reason", NULL), cases[i][1]),
+                  "%s: %s", cases[i][0], out);
+            cJSON_Delete(root);
+            free(out);
+            serve_job_unref(j);
+        }
 }
 
 static void test_ollama_replies(void) {
@@ -548,6 +623,8 @@ static void test_truncated_and_corrupt(void) {
 
 int main(void) {
     RUN(test_ollama_requests);
+    RUN(test_ollama_show);
+    RUN(test_ollama_load_unload);
     RUN(test_ollama_replies);
     RUN(test_responses_requests);
     RUN(test_responses_stream);

@@ -77,6 +77,24 @@ static void test_content(void) {
     cJSON_Delete(root);
 }
 
+/* The seed of a whole reply is the integer sent (or drawn), every digit of it: the largest
+ * seed a request may give, 2^53 - 1, comes back as written (cJSON's number printer keeps 15
+ * digits, so a drawn seed above ~4.5e15 came back rounded and did not replay). */
+static void test_seed_every_digit(void) {
+    const char *pieces[] = {"ok", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"seed\": 9007199254740991}", 1, 0, pieces, "stop", &put, NULL);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
+    char *txt = root ? cJSON_PrintUnformatted(seed) : NULL;
+    CHECK(cJSON_IsNumber(seed) && seed->valuedouble == 9007199254740991.0, "seed %s", txt ? txt : "-");
+    cJSON_Delete(root);
+    free(txt);
+    root = answer(SERVE_COMPLETION, "{\"prompt\": \"a\", \"seed\": -6888072206463179}", 0, 0, pieces, "stop", &put, NULL);
+    seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
+    CHECK(cJSON_IsNumber(seed) && seed->valuedouble == -6888072206463179.0, "a negative seed");
+    cJSON_Delete(root);
+}
+
 static void test_thought_is_reasoning(void) {
     const char *pieces[] = {"<|channel>", "thought\n", "let me see", "\n<chan", "nel|>", "It is 4.", "<turn|>", "ignored", NULL};
     int put;
@@ -245,6 +263,7 @@ static void test_fail(void) {
 
 int main(void) {
     RUN(test_content);
+    RUN(test_seed_every_digit);
     RUN(test_thought_is_reasoning);
     RUN(test_tool_call);
     RUN(test_tool_call_streamed);

@@ -61,7 +61,8 @@ static void test_chat_fields(void) {
         " \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 5, \"min_p\": 0.1, \"presence_penalty\": 0.5,"
         " \"frequency_penalty\": -0.5, \"seed\": 42, \"stop\": [\"x\", \"yz\"], \"logprobs\": true, \"top_logprobs\": 3,"
         " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
-        " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\"}";
+        " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\", \"modalities\": [\"text\"],"
+        " \"audio\": null, \"functions\": null}";
     int st = parse(&r, SERVE_CHAT, body, &e);
     CHECK(st == 0, "parse: %s", body_of(&e));
     if (st) return;
@@ -130,6 +131,12 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"chat_template_kwargs\": {\"enable_thinking\": \"yes\"}}", "enable_thinking");
     expect_400("{" MSG ", \"response_format\": {\"type\": \"json_object\"}}", "response_format");
     expect_400("{" MSG ", \"model\": 7}", "model");
+    expect_400("{" MSG ", \"modalities\": [\"text\", \"audio\"]}", "modalities");
+    expect_400("{" MSG ", \"modalities\": \"text\"}", "modalities");
+    expect_400("{" MSG ", \"audio\": {\"voice\": \"alloy\", \"format\": \"wav\"}}", "audio");
+    expect_400("{" MSG ", \"functions\": [{\"name\": \"f\"}]}", "functions");
+    expect_400("{" MSG ", \"function_call\": \"auto\"}", "function_call");
+    expect_400("{" MSG ", \"web_search_options\": {}}", "web_search_options");
     serve_request r;
     serve_error e = {0};
     const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";

@@ -103,6 +103,7 @@ typedef struct {
     int32_t n_msgs;
     size_t cap_msgs;
     int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
+    int32_t unload;             /* SERVE_LOAD: Ollama's keep_alive 0 (answered "unload"; the model stays) */
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
@@ -258,6 +259,7 @@ typedef struct {
     const char *weights;     /* "f32", "bf16", "q8", "q4" */
     int32_t n_ctx;           /* context of each slot */
     int32_t n_vocab, n_layers;
+    int32_t vision, audio;   /* the bundle has a vision / an audio tower */
     int32_t n_slots, busy;   /* slots, and slots serving a request now */
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */

@@ -277,7 +277,11 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
         if (r->bias_ids[i] >= nv)
             return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
                                    "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
-    int32_t ctx = r->ctx_limit > 0 && r->ctx_limit < sv->n_ctx ? r->ctx_limit : sv->n_ctx;
+    if (r->ctx_limit > sv->n_ctx)
+        return serve_error_set(e, 400, "invalid_request_error", "num_ctx", "invalid_value",
+                               "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
+                               "--context)", r->ctx_limit, sv->n_ctx);
+    int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
     int rc = serve_check_budget(n, r->max_tokens, ctx, e);
     if (rc) return rc;
     if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
@@ -618,7 +622,12 @@ static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, con
 static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
                                 serve_conn *cn) {
     const route *r = route_of(url);
-    if (!r) return reply_error(sv, c, NULL, 404, "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
+    if (!r && !strncmp(url, "/api/", 5)) /* Ollama's clients read its words */
+        return reply_error(sv, c, &serve_ollama_chat, 404, "invalid_request_error", "not_found",
+                           "no such endpoint: plume serves its one model and manages no models through the API "
+                           "(no pull, create, copy, push or delete: see docs/SERVER.md)");
+    if (!r) return reply_error(sv, c, !strncmp(url, "/v1/messages", 12) ? &serve_anthropic : NULL, 404,
+                               "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
     const serve_dialect *d = r->dialect;
     if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
@@ -791,6 +800,8 @@ static void info_init(serve_server *sv) {
     i->n_ctx = sv->n_ctx;
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
+    i->vision = plume_model_has_vision(sv->m);
+    i->audio = plume_model_has_audio(sv->m);
     i->n_slots = sv->o.parallel;
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
     sha256_ctx h;

@@ -289,6 +289,14 @@ static int parse_responses(serve_request *r, const char *body, size_t len, serve
     return rc;
 }
 
+/* A float sampling parameter as the request wrote it: 0.95f is 0.949999988079071 as a double,
+ * so it goes through its shortest decimal form (7 significant digits). */
+static double float_value(float f) {
+    char s[32];
+    snprintf(s, sizeof s, "%.7g", (double)f);
+    return strtod(s, NULL);
+}
+
 /* ---- the Response object -------------------------------------------------------------------- */
 
 /* An answer as the Response object lists it (what a stream has gathered, or the whole one). */
@@ -422,8 +430,8 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
         cJSON_AddStringToObject(c, "name", tc);
     }
     cJSON_AddArrayToObject(o, "tools");
-    cJSON_AddNumberToObject(o, "temperature", j->req.sp.temperature);
-    cJSON_AddNumberToObject(o, "top_p", j->req.sp.top_p);
+    cJSON_AddNumberToObject(o, "temperature", float_value(j->req.sp.temperature));
+    cJSON_AddNumberToObject(o, "top_p", float_value(j->req.sp.top_p));
     if (j->req.max_tokens > 0) cJSON_AddNumberToObject(o, "max_output_tokens", j->req.max_tokens);
     else cJSON_AddNullToObject(o, "max_output_tokens");
     cJSON_AddBoolToObject(o, "store", 0);
