@@ -557,7 +557,7 @@ void plume_tokenizer_free(plume_tokenizer *tok) {
 /* Write the image as tokenizer.bin (temporary file + rename). */
 int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err) {
     if (!tok || !tok->img) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
-    return plume_write_file_atomic(path, tok->img, tok->img_size, err);
+    return plume_write_file(path, tok->img, tok->img_size, 0, err);
 }
 
 /* Number of ids (0 for NULL). */

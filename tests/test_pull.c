@@ -280,14 +280,23 @@ static void test_hostile_listing(void) {
     CHECK(st != 0 && strstr(out, "unsafe file name '../evil'"), "../evil: %d %s", st, out);
     t_sh(out, sizeof out, "find %s -name evil | wc -l", tmp);
     CHECK(atoi(out) == 0, "a file named evil was written");
-    /* a snapshot entry that links out of the cache is refused, not read */
+    /* a snapshot entry that links out of the cache is never read: it is replaced by a link
+     * into blobs/ (the file outside is left alone) */
     char commit[41];
     commit_of("test/tiny-link", commit);
-    st = t_sh(out, sizeof out, "d=%s/hf/models--test--tiny-link/snapshots/%s && mkdir -p $d %s/outside && "
-              "cp %s/tiny-a/hf/config.json %s/outside/ && ln -s %s/outside/config.json $d/config.json && "
-              "%s %s/plume pull test/tiny-link",
-              tmp, commit, tmp, t_data(), tmp, tmp, env, t_build());
-    CHECK(st != 0 && strstr(out, "leads out of the cache"), "link out of the cache: %d %s", st, out);
+    st = t_sh(out, sizeof out, "(d=%s/hf/models--test--tiny-link/snapshots/%s && mkdir -p $d %s/outside && "
+              "echo mine > %s/outside/config.json && ln -s %s/outside/config.json $d/config.json && "
+              "%s %s/plume pull test/tiny-link && readlink $d/config.json && cat %s/outside/config.json)",
+              tmp, commit, tmp, tmp, tmp, env, t_build(), tmp);
+    CHECK(st == 0 && strstr(out, "../../blobs/") && strstr(out, "mine"), "link out of the cache: %d %s", st, out);
+    /* a snapshot directory that is a link out of the cache is refused, nothing written there */
+    commit_of("test/tiny-dirlink", commit);
+    st = t_sh(out, sizeof out, "mkdir -p %s/hf/models--test--tiny-dirlink/snapshots %s/outdir && "
+              "ln -s %s/outdir %s/hf/models--test--tiny-dirlink/snapshots/%s && %s %s/plume pull test/tiny-dirlink",
+              tmp, tmp, tmp, tmp, commit, env, t_build());
+    CHECK(st != 0 && strstr(out, "leads out of the cache"), "snapshot dir out of the cache: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/outdir | wc -l", tmp);
+    CHECK(atoi(out) == 0, "something was written out of the cache: %s", out);
 }
 
 static void test_not_gemma(void) {

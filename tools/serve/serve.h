@@ -328,8 +328,9 @@ void serve_sched_stats(serve_sched *s, serve_stats *st);
 /* Refuse new jobs, end every queued and running one (with a "shutting down" error), and
  * join the thread. Idempotent. */
 void serve_sched_stop(serve_sched *s);
-/* Save idle slots to the slot directory (if any), free everything. */
-void serve_sched_free(serve_sched *s);
+/* Save idle slots to the slot directory (if any), free everything. 0, or -1 when a slot
+ * could not be saved (said on stderr): the server then exits 1. */
+int serve_sched_free(serve_sched *s);
 
 /* ---- the server ---------------------------------------------------------------------------- */
 

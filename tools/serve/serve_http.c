@@ -630,7 +630,7 @@ int serve_run(const serve_config *c) {
         MHD_stop_daemon(sv->d);
         if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     }
-    serve_sched_free(sv->sched);
+    if (serve_sched_free(sv->sched)) rc = 1; /* a slot of --slot-save was lost */
     plume_model_free(sv->m);
     free(sv);
     return rc;
