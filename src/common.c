@@ -166,7 +166,7 @@ double plume_map_huge_share(const plume_map *m) {
 }
 
 void plume_file_uncache(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return;
     fdatasync(fd);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -190,12 +190,12 @@ void plume_file_uncache(const char *path) { (void)path; }
 static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = plume_open_regular(path, err); /* a FIFO would block the open */
+    if (fd < 0) return PLUME_EIO;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
+        return plume_fail(err, PLUME_EIO, "%s: cannot stat: %s", path, strerror(errno));
     }
     if (st.st_size > 0) {
         void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;

@@ -30,8 +30,8 @@ static int dtype_of(const char *s) {
 }
 
 int st_pread(const char *path, uint64_t off, void *buf, size_t n, char **err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = plume_open_regular(path, err);
+    if (fd < 0) return PLUME_EIO;
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = pread(fd, p, n, (off_t)off);

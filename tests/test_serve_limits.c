@@ -4,7 +4,8 @@
  * ones leave /health answered; the memory budget of requests in flight refuses a body too
  * costly to parse (413) and one that does not fit beside others (429) and keeps the peak
  * memory down; JSON with trailing bytes, raw control characters or \u0000 is refused; a
- * client that half-closes gets its answer and one that hangs up a whole reply frees its slot;
+ * client that half-closes gets its answer (whole or streamed) and one that hangs up a whole
+ * reply frees its slot;
  * 405 names the route's method; the bearer scheme is case-insensitive; malformed heads and
  * bodies get JSON errors, not libmicrohttpd's HTML; --slot-save must be a directory and a lost
  * slot makes the exit status 1. Short --timeout values keep it fast. */
@@ -217,6 +218,11 @@ static void test_half_close(void) {
     st = raw_request(&L, req, n, 1, out, sizeof out, 20000);
     raw_reply(out, &b);
     CHECK(st == 200 && strstr(b, "\"text_completion\"") && !strstr(out, " 100 "), "HTTP/1.0, half-closed: %d %s", st, out);
+    /* a stream: a comment line tells the server it is still read, then the events */
+    body = "{\"prompt\": \"hi\", \"max_tokens\": 3, \"stream\": true}";
+    n = req_text(req, sizeof req, "POST", "/v1/completions", "Authorization: Bearer k\r\n", body, strlen(body));
+    st = raw_request(&L, req, n, 1, out, sizeof out, 20000);
+    CHECK(st == 200 && strstr(out, "data: [DONE]"), "a stream, half-closed: %d %s", st, out);
 }
 
 /* A client that hangs up on a long whole (non-streamed) answer: its generation stops and the

@@ -227,6 +227,10 @@ typedef struct serve_dialect {
     char *(*reply)(const struct serve_job *j, const serve_reply *r);
     /* The body of an error reply, malloc'd (NULL: out of memory). */
     char *(*error)(const serve_error *e);
+    /* Bytes a client of a stream skips (an SSE comment line), sent once when the client's
+     * input ends: a client that only half-closed reads them, a gone one resets. NULL: the end
+     * of its input ends the stream. */
+    const char *idle;
 } serve_dialect;
 
 extern const serve_dialect serve_openai_chat;       /* POST /v1/chat/completions */

@@ -179,25 +179,33 @@ static int budget_parse(serve_server *sv, serve_conn *cn, size_t per_byte, size_
 
 /* ---- waiting on a job --------------------------------------------------------------------- */
 
-/* Whether the client is gone: the socket was reset or failed. At the end of its input, an
- * HTTP/1.1 client of a whole reply is sent an interim "HTTP/1.1 100 Continue" once (every
- * HTTP/1.1 client must accept 1xx replies before the final one): a client still there reads
- * and ignores it, a closed socket resets and the next look says gone. A stream needs no
- * probe: its own bytes do it. */
-static int client_gone(peer *pe, int whole) {
+enum { PEER_HERE, PEER_GONE, PEER_PROBE };
+
+/* What the socket says of the client: here, gone (reset, or an error), or, the first time its
+ * input is seen to end, PEER_PROBE: send it something now (a reset will answer if it is gone). */
+static int peer_check(peer *pe) {
     char ch;
     ssize_t r = recv(pe->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return 0;
-    if (r < 0) return 1; /* reset, or an error */
+    if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return PEER_HERE;
+    if (r < 0) return PEER_GONE;
     /* the end of its input: from there on a read says so whatever comes, and a reset that came
      * later (the answer to the probe) shows only as the socket's error */
     int e = 0;
     socklen_t el = sizeof e;
-    if (getsockopt(pe->fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e) return 1;
-    if (!whole || pe->probed || !pe->http11) return 0;
+    if (getsockopt(pe->fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e) return PEER_GONE;
+    if (pe->probed) return PEER_HERE;
     pe->probed = 1;
+    return PEER_PROBE;
+}
+
+/* Whether the client of a whole reply is gone. The probe is an interim "HTTP/1.1 100
+ * Continue" (every HTTP/1.1 client must take 1xx replies before the final one); an HTTP/1.0
+ * client may not be sent one, so its end of input is taken as a half-close. */
+static int client_gone(peer *pe) {
+    int st = peer_check(pe);
+    if (st != PEER_PROBE) return st == PEER_GONE;
     static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    return send(pe->fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
+    return pe->http11 && send(pe->fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
 }
 
 /* Wait up to SERVE_WAIT_MS on the job's condition. Called with j->mu held. */
@@ -229,7 +237,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         job_wait_locked(j);
         if (j->out_sent == j->out.len && !j->done) {
             pthread_mutex_unlock(&j->mu);
-            if (client_gone(&st->pe, 0)) {
+            int said = peer_check(&st->pe);
+            const char *idle = j->dialect->idle; /* a stream's probe: bytes its client skips */
+            if (said == PEER_PROBE && idle && strlen(idle) <= max) {
+                memcpy(buf, idle, strlen(idle));
+                return (ssize_t)strlen(idle);
+            }
+            if (said != PEER_HERE) {
                 serve_job_cancel(j);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
@@ -265,7 +279,7 @@ static int job_wait_done(serve_job *j, peer *pe) {
         job_wait_locked(j);
         if (j->done) break;
         pthread_mutex_unlock(&j->mu);
-        if (client_gone(pe, 1)) {
+        if (client_gone(pe)) {
             serve_job_cancel(j);
             return -1;
         }

@@ -498,12 +498,12 @@ static char *openai_reply(const serve_job *j, const serve_reply *a) {
 
 const serve_dialect serve_openai_chat = {
     .name = "openai-chat", .id_prefix = "chatcmpl", .stream_type = "text/event-stream",
-    .parse = parse_chat, .stream = openai_stream, .reply = openai_reply, .error = openai_error,
+    .parse = parse_chat, .stream = openai_stream, .reply = openai_reply, .error = openai_error, .idle = ":\n\n",
 };
 
 const serve_dialect serve_openai_completion = {
     .name = "openai-completion", .id_prefix = "cmpl", .stream_type = "text/event-stream",
-    .parse = parse_completion, .stream = openai_stream, .reply = openai_reply, .error = openai_error,
+    .parse = parse_completion, .stream = openai_stream, .reply = openai_reply, .error = openai_error, .idle = ":\n\n",
 };
 
 /* ---- llama-server's /tokenize and /detokenize ------------------------------------------------ */

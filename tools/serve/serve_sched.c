@@ -557,6 +557,8 @@ int serve_sched_free(serve_sched *s) {
         serve_slot *sl = &s->slots[i];
         if (s->p.slot_dir && sl->s && plume_session_n_past(sl->s) > 0) {
             char *path = slot_path(s, i), *err = NULL;
+            struct stat st; /* slot-N.state is plume's name: a link or FIFO there is replaced, not followed */
+            if (path && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) unlink(path);
             if (!path || plume_session_save(sl->s, path, &err)) {
                 fprintf(stderr, "plume: serve: slot %d not saved: %s\n", i, err ? err : "out of memory");
                 failed = -1;
