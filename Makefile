@@ -239,9 +239,14 @@ check:
 # The CLI's real paths (run, run --exact, chat, serve) under clang's ASan + UBSan, once per
 # kernel table this CPU has (scripts/cli-san.sh): the unit tests call the kernels one by one,
 # and a NULL + 0 in the AVX attention kernels that only clang's UBSan reports went unseen
-# through every gcc run (issue 28). Its own build, build-clang-san/.
+# through every gcc run (issue 28). Its own build, build-clang-san/, at -O0: clang spends
+# minutes of CPU on each AVX-512 kernel file with UBSan at -O1 (its optimizer on the inlined,
+# instrumented loops; avx512.c: over 9 minutes unfinished) and 6 s at -O0, where every check
+# stays in; the runs use a tiny model, so the slower code costs seconds.
+CLI_SAN_CFLAGS := -O0 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
+                  -fno-sanitize-recover=undefined,float-cast-overflow
 test-cli-san:
-	@$(MAKE) --no-print-directory CC=clang SAN=1 BUILD=build-clang-san build-clang-san/plume
+	@$(MAKE) --no-print-directory CC=clang SAN=1 BUILD=build-clang-san CFLAGS="$(CLI_SAN_CFLAGS)" build-clang-san/plume
 	@sh scripts/cli-san.sh build-clang-san/plume
 
 # The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
