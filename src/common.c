@@ -1,4 +1,5 @@
-/* common.c -- errors, half-float conversion, mapped files, safe writes, aligned memory, printable text. */
+/* common.c -- errors, growable buffers, half-float conversion, mapped files, safe writes,
+ * aligned memory, printable text. */
 #include "common.h"
 
 #include <errno.h>
@@ -32,6 +33,69 @@ int plume_fail(char **err, int code, const char *fmt, ...) {
     va_end(ap2);
     va_end(ap);
     return code;
+}
+
+/* ---- growable buffers ------------------------------------------------------------------ */
+
+/* Double *cap (from 16) until it holds need items of size bytes, then realloc *pp. */
+int plume_grow(void *pp, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n = n > SIZE_MAX / 2 ? need : n * 2;
+    if (size && n > SIZE_MAX / size) return PLUME_ENOMEM;
+    void *p;
+    memcpy(&p, pp, sizeof p);
+    p = realloc(p, n * size);
+    if (!p) return PLUME_ENOMEM;
+    memcpy(pp, &p, sizeof p);
+    *cap = n;
+    return 0;
+}
+
+/* Room for n more bytes and the NUL; latches oom on failure. */
+static int buf_reserve(plume_buf *b, size_t n) {
+    if (b->oom) return -1;
+    if (n > SIZE_MAX - b->len - 1 || plume_grow(&b->p, &b->cap, b->len + n + 1, 1)) {
+        b->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+void plume_buf_put(plume_buf *b, const void *s, size_t n) {
+    if (buf_reserve(b, n)) return;
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void plume_buf_puts(plume_buf *b, const char *s) { plume_buf_put(b, s, strlen(s)); }
+
+void plume_buf_printf(plume_buf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n < 0) b->oom = 1;
+    else if (!buf_reserve(b, (size_t)n)) {
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+    va_end(ap);
+}
+
+char *plume_buf_take(plume_buf *b) {
+    if (!b->oom && !b->p) plume_buf_put(b, "", 0);
+    char *p = b->oom ? NULL : b->p;
+    if (!p) free(b->p);
+    memset(b, 0, sizeof *b);
+    return p;
+}
+
+void plume_buf_free(plume_buf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
 }
 
 /* ---- half floats ----------------------------------------------------------------------- */
@@ -192,20 +256,20 @@ static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->size = 0;
     int fd = plume_open_regular(path, err); /* a FIFO would block the open */
     if (fd < 0) return PLUME_EIO;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
         close(fd);
         return plume_fail(err, PLUME_EIO, "%s: cannot stat: %s", path, strerror(errno));
     }
-    if (st.st_size > 0) {
-        void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;
-        if (!p) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (sb.st_size > 0) {
+        void *p = dense ? map_dense(fd, (size_t)sb.st_size) : NULL;
+        if (!p) p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)sb.st_size;
     }
     close(fd);
     return 0;
@@ -223,6 +287,28 @@ void plume_map_free(plume_map *m) {
     }
 }
 
+int plume_read_stream(FILE *f, char **buf, size_t *len) {
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+    do {
+        if (plume_grow(&b, &cap, n + 4096, 1)) {
+            free(b);
+            *buf = NULL;
+            return PLUME_ENOMEM;
+        }
+        n += fread(b + n, 1, cap - n - 1, f);
+    } while (n + 1 == cap);
+    b[n] = 0;
+    if (ferror(f)) {
+        free(b);
+        *buf = NULL;
+        return PLUME_EIO;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
 int plume_open_regular(const char *path, char **err) {
     /* O_NONBLOCK: opening a FIFO for reading waits for a writer otherwise */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -230,9 +316,9 @@ int plume_open_regular(const char *path, char **err) {
         plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int dir = S_ISDIR(st.st_mode);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int dir = S_ISDIR(sb.st_mode);
         close(fd);
         plume_fail(err, PLUME_EIO, "%s: %s", path, dir ? "is a directory" : "not a regular file (a FIFO, device or socket)");
         return -1;
@@ -244,29 +330,17 @@ int plume_open_regular(const char *path, char **err) {
 
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
-    int fd = plume_open_regular(path, err);
+    int fd = plume_open_regular(path, err); /* a FIFO would block a plain open */
     if (fd < 0) return PLUME_EIO;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    int bad = 0;
-    while (b) {
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { bad = errno; break; }
-        if (r == 0) break;
-        n += (size_t)r;
-        if (n + 1 < cap) continue;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
     }
-    close(fd);
-    if (!b) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-    if (bad) { free(b); return plume_fail(err, PLUME_EIO, "%s: read error: %s", path, strerror(bad)); }
-    b[n] = 0;
-    *buf = b;
-    if (len) *len = n;
+    int rc = plume_read_stream(f, buf, len);
+    fclose(f);
+    if (rc == PLUME_ENOMEM) return plume_fail(err, rc, "%s: out of memory", path);
+    if (rc) return plume_fail(err, rc, "%s: read error", path);
     return 0;
 }
 
@@ -280,9 +354,9 @@ static char *tmp_name(const char *path) {
     static atomic_uint_fast64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t st = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-                  (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
-    uint64_t r = plume_rng_next(&st);
+    uint64_t rng = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                   (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    uint64_t r = plume_rng_next(&rng);
     static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
     char sfx[7];
     for (int i = 0; i < 6; i++, r /= 36) sfx[i] = al[r % 36];
@@ -298,9 +372,9 @@ static int open_through(plume_wfile *w, const char *path, char **err) {
     if (fd < 0)
         return plume_fail(err, PLUME_EIO, "%s: cannot write: %s", path,
                           errno == ENXIO ? "a FIFO (or socket) that no process reads" : strerror(errno));
-    struct stat st;
+    struct stat sb;
     int fl = fcntl(fd, F_GETFL);
-    if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) ||
+    if (fstat(fd, &sb) != 0 || (S_ISREG(sb.st_mode) && ftruncate(fd, 0) != 0) ||
         (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
         int rc = plume_fail(err, PLUME_EIO, "%s: cannot write: %s", path, strerror(errno));
         close(fd);
@@ -313,14 +387,14 @@ static int open_through(plume_wfile *w, const char *path, char **err) {
 int plume_wfile_open(plume_wfile *w, const char *path, int flags, char **err) {
     memset(w, 0, sizeof *w);
     w->fd = -1;
-    struct stat st;
-    int there = lstat(path, &st) == 0;
-    if (there && S_ISDIR(st.st_mode)) return plume_fail(err, PLUME_EIO, "%s: is a directory", path);
+    struct stat sb;
+    int there = lstat(path, &sb) == 0;
+    if (there && S_ISDIR(sb.st_mode)) return plume_fail(err, PLUME_EIO, "%s: is a directory", path);
     if (!(w->path = strdup(path)) || !(w->buf = malloc(PLUME_WFILE_BUF))) {
         plume_wfile_abort(w);
         return plume_fail(err, PLUME_ENOMEM, "out of memory");
     }
-    if (there && !S_ISREG(st.st_mode) && !(flags & PLUME_WRITE_REPLACE)) {
+    if (there && !S_ISREG(sb.st_mode) && !(flags & PLUME_WRITE_REPLACE)) {
         int rc = open_through(w, path, err);
         if (rc) plume_wfile_abort(w);
         return rc;
@@ -447,8 +521,8 @@ char *plume_sprintf(const char *fmt, ...) {
 char *plume_path_join(const char *a, const char *b) { return plume_sprintf("%s/%s", a, b); }
 
 int plume_file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 int plume_mkdir_parent(const char *path, char **err) {

@@ -38,7 +38,7 @@ static cJSON *answer(serve_kind kind, const char *body, int32_t parse, int32_t i
     if (!j) return NULL;
     serve_answer o;
     char *err = NULL;
-    CHECK(serve_answer_init(&o, j, parse, &err) == 0, "init: %s", err);
+    CHECK(serve_answer_init(&o, j, 0, parse, &err) == 0, "init: %s", err);
     *put = feed(&o, pieces);
     serve_usage u = {.prompt = 10, .completion = 5, .cached = 2};
     serve_answer_finish(&o, reason, &u);
@@ -181,7 +181,7 @@ static void test_nul_byte(void) {
         if (!j) return;
         serve_answer o;
         char *err = NULL;
-        CHECK(serve_answer_init(&o, j, 0, &err) == 0, "init: %s", err);
+        CHECK(serve_answer_init(&o, j, 0, 0, &err) == 0, "init: %s", err);
         for (int i = 0; i < 2; i++) CHECK(serve_answer_put(&o, texts[i], lens[i], NULL) == 0, "put");
         serve_usage u = {.prompt = 1, .completion = 2};
         serve_answer_finish(&o, "length", &u);
@@ -203,7 +203,7 @@ static void test_logprobs_follow_text(void) {
     CHECK(plume_tokenizer_open_json(&tok, path, &err) == 0, "tokenizer: %s", err);
     j->tok = tok;
     serve_answer o;
-    CHECK(serve_answer_init(&o, j, 1, &err) == 0, "init");
+    CHECK(serve_answer_init(&o, j, 0, 1, &err) == 0, "init");
     for (int i = 0; i < 3; i++) {
         serve_logprob lp = {.id = 100 + i, .logprob = -1.0f * (float)i, .n_top = 1, .top_ids = {7}, .top_lps = {-0.5f}};
         serve_answer_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, &lp); /* the middle one gives no text yet */

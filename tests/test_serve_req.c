@@ -84,7 +84,7 @@ static void test_chat_fields(void) {
     st = parse(&r, SERVE_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": \"\\n\","
                " \"chat_template_kwargs\": {\"enable_thinking\": true}}", &e);
     CHECK(st == 0 && r.n_stops == 1 && !strcmp(r.stops[0], "\n") && r.enable_thinking, "stop string, kwargs");
-    CHECK(st == 0 && r.max_tokens < 0 && r.sp.seed == SERVE_DEFAULT_SEED && !r.stream, "defaults");
+    CHECK(st == 0 && r.max_tokens < 0 && !r.seed_given && r.n == 1 && r.prompt_logprobs < 0 && !r.continue_final && !r.stream, "defaults");
     CHECK(st == 0 && r.sp.temperature == 1.0f && r.sp.top_k == 64, "the model's sampling defaults");
     serve_request_free(&r);
 }
@@ -114,7 +114,8 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"max_completion_tokens\": -3}", "max_completion_tokens");
     expect_400("{" MSG ", \"stream\": \"yes\"}", "stream");
     expect_400("{" MSG ", \"stream_options\": {\"include_usage\": 1}}", "include_usage");
-    expect_400("{" MSG ", \"n\": 2}", "n");
+    expect_400("{" MSG ", \"n\": 9}", "n");
+    expect_400("{" MSG ", \"n\": 0}", "n");
     expect_400("{" MSG ", \"seed\": 1.5}", "seed");
     expect_400("{" MSG ", \"stop\": 5}", "stop");
     expect_400("{" MSG ", \"stop\": [\"\"]}", "stop");
@@ -146,9 +147,14 @@ static void test_completion_fields(void) {
     CHECK(st == 0 && !strcmp(r.prompt, "one") && r.max_tokens == 3, "a list of one prompt: %s", body_of(&e));
     if (!st) serve_request_free(&r);
     const char *bad[][2] = {{"{}", "prompt"}, {"{\"prompt\": [\"a\", \"b\"]}", "prompt"}, {"{\"prompt\": 5}", "prompt"},
-                            {"{\"prompt\": \"a\", \"echo\": true}", "echo"}, {"{\"prompt\": \"a\", \"logprobs\": 2}", "logprobs"},
-                            {"{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix"}};
-    for (int i = 0; i < 6; i++) {
+                            {"{\"prompt\": \"a\", \"echo\": 1}", "echo"}, {"{\"prompt\": \"a\", \"logprobs\": 21}", "logprobs"},
+                            {"{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix"}, {"{\"prompt\": \"a\", \"best_of\": 2}", "best_of"},
+                            {"{\"prompt\": \"a\", \"max_tokens\": 0}", "max_tokens"}, {"{\"prompt\": [[1, 2], [3]]}", "prompt"},
+                            {"{\"prompt\": [1, -2]}", "prompt"}, {"{\"prompt\": []}", "prompt"},
+                            {"{\"prompt\": \"a\", \"logit_bias\": {\"x\": 1}}", "logit_bias"},
+                            {"{\"prompt\": \"a\", \"logit_bias\": {\"5\": 101}}", "logit_bias"},
+                            {"{\"prompt\": \"a\", \"prompt_logprobs\": 21}", "prompt_logprobs"}};
+    for (int i = 0; i < (int)(sizeof bad / sizeof *bad); i++) {
         st = parse(&r, SERVE_COMPLETION, bad[i][0], &e);
         CHECK(st == 400 && is_400(&e, bad[i][1]), "%s: %d %s", bad[i][0], st, body_of(&e));
     }
@@ -202,18 +208,18 @@ static serve_job *job_head(const serve_dialect *d, serve_kind kind) {
 }
 
 /* The JSON of the one "data: " event in bytes (NULL if none). */
-static cJSON *sse_json(const chat_buf *b) {
+static cJSON *sse_json(const plume_buf *b) {
     const char *p = b->p ? strstr(b->p, "data: ") : NULL;
     return p ? cJSON_Parse(p + 6) : NULL;
 }
 
 static void test_reply_json(void) {
     serve_job *j = job_head(&serve_openai_chat, SERVE_CHAT);
-    chat_buf b = {0};
+    plume_buf b = {0};
     serve_event ev = {.kind = SERVE_EV_START};
     serve_openai_chat.stream(&b, j, &ev);
     ev = (serve_event){.kind = SERVE_EV_TEXT, .text = "hé", .len = 3};
-    chat_buf tb = {0};
+    plume_buf tb = {0};
     serve_openai_chat.stream(&tb, j, &ev);
     cJSON *root = sse_json(&b), *rt = sse_json(&tb);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
@@ -230,8 +236,9 @@ static void test_reply_json(void) {
     free(b.p);
     free(tb.p);
     serve_usage u = {.prompt = 9, .completion = 4, .cached = 3};
-    b = (chat_buf){0};
-    ev = (serve_event){.kind = SERVE_EV_USAGE, .usage = &u};
+    b = (plume_buf){0};
+    j->req.include_usage = 1;
+    ev = (serve_event){.kind = SERVE_EV_DONE, .usage = &u};
     serve_openai_chat.stream(&b, j, &ev);
     root = sse_json(&b);
     const cJSON *usage = cJSON_GetObjectItem(root, "usage");
@@ -243,8 +250,8 @@ static void test_reply_json(void) {
     cJSON_Delete(root);
     free(b.p);
     j->req.logprobs = 1;
-    serve_reply a = {.text = "ok", .thought = "think", .finish = "length", .usage = &u};
-    char *s = serve_openai_chat.reply(j, &a);
+    serve_reply a = {.text = "ok", .thought = "think", .finish = "length"};
+    char *s = serve_openai_chat.reply(j, &a, 1, &u);
     root = cJSON_Parse(s);
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
     const cJSON *msg = cJSON_GetObjectItem(c0, "message");
@@ -259,7 +266,7 @@ static void test_reply_json(void) {
     serve_job_unref(j);
     j = job_head(&serve_openai_completion, SERVE_COMPLETION);
     serve_reply t = {.text = "abc", .finish = "stop"};
-    s = serve_openai_completion.reply(j, &t);
+    s = serve_openai_completion.reply(j, &t, 1, &u);
     CHECK(s && strstr(s, "\"object\":\"text_completion\"") && strstr(s, "\"text\":\"abc\""), "completion: %s", s);
     free(s);
     serve_job_unref(j);

@@ -10,11 +10,16 @@
 
 /* Print "plume: <message>" on stderr; return 1 (an exit status). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print a library error (and free it); return 1. */
-int cli_lib_error(char *err);
+/* Print a library error message as cli_error does, then free it (err may be NULL: "unknown
+ * error"); return 1. */
+int cli_lib_error_free(char *err);
 
 /* Parse a whole decimal integer in [lo, hi]; 0 on success. */
 int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Parse "a,b,c": whole decimal integers, each in [lo, hi] (within int32), separated by single
+ * commas, at most max of them (0: any number), into *out (malloc'd) and *n. 0, or -1 with
+ * nothing allocated (an empty item, a bad or out-of-range number, too many). */
+int cli_int_list(const char *s, int64_t lo, int64_t hi, int32_t max, int32_t **out, int32_t *n);
 /* Parse a finite float; 0 on success. */
 int cli_float(const char *s, float *out);
 
@@ -29,6 +34,8 @@ int cli_mkdir_parent(const char *path);
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);

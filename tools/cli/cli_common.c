@@ -46,7 +46,7 @@ int cli_error(const char *fmt, ...) {
     return 1;
 }
 
-int cli_lib_error(char *err) {
+int cli_lib_error_free(char *err) {
     cli_error("%s", err ? err : "unknown error");
     free(err);
     return 1;
@@ -58,6 +58,29 @@ int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_int_list(const char *s, int64_t lo, int64_t hi, int32_t max, int32_t **out, int32_t *n) {
+    *out = NULL;
+    *n = 0;
+    int32_t *v = NULL;
+    size_t cap = 0;
+    for (const char *p = s ? s : ""; ; p++) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',') || x < lo || x > hi || (max > 0 && *n == max) ||
+            plume_grow(&v, &cap, (size_t)*n + 1, sizeof *v)) {
+            free(v);
+            *n = 0;
+            return -1;
+        }
+        v[(*n)++] = (int32_t)x;
+        p = end;
+        if (!*p) break;
+    }
     *out = v;
     return 0;
 }
@@ -76,7 +99,7 @@ int cli_float(const char *s, float *out) {
 
 int cli_mkdir_parent(const char *path) {
     char *err = NULL;
-    return plume_mkdir_parent(path, &err) ? cli_lib_error(err) : 0;
+    return plume_mkdir_parent(path, &err) ? cli_lib_error_free(err) : 0;
 }
 
 /* ---- finding the model ----------------------------------------------------------------- */
@@ -88,7 +111,7 @@ const char *cli_model_path(const char *flag) {
     if (flag) { /* ORG/NAME[@REV]: pulled on first use, then the bundle as it is */
         char *b, *err = NULL;
         if (store_pull(flag, "q8", STORE_PULL_REUSE, &b, &err)) {
-            cli_lib_error(err);
+            cli_lib_error_free(err);
             return NULL;
         }
         snprintf(pulled, sizeof pulled, "%s", b);

@@ -40,7 +40,7 @@ int cmd_pull(int argc, char **argv) {
         return cli_error("pull: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
     char *bundle, *err = NULL;
     if (store_pull(spec ? spec : STORE_DEFAULT_REPO, weights, quiet ? STORE_PULL_QUIET : 0, &bundle, &err))
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     printf("%s\n", bundle);
     free(bundle);
     return 0;
@@ -140,7 +140,7 @@ static int rm_repo(const char *spec) {
         return cli_error("rm: %s: the download of a repo is removed whole; give ORG/NAME without @REVISION", spec);
     hub h;
     char *err = NULL;
-    if (hub_open(&h, repo, "main", &err)) return cli_lib_error(err);
+    if (hub_open(&h, repo, "main", &err)) return cli_lib_error_free(err);
     int rc = 0, n = 0;
     const char *dir = store_dir();
     DIR *d = opendir(dir);

@@ -8,15 +8,20 @@
 
 static const char serve_help[] =
     "usage: plume serve [-m BUNDLE] [options]\n"
-    "  An OpenAI-compatible HTTP server (docs/SERVER.md): /v1/chat/completions, /v1/completions,\n"
-    "  /v1/models, /health, /metrics, /tokenize, /detokenize, and a chat page at /.\n"
+    "  An HTTP server (docs/SERVER.md) speaking OpenAI's API (/v1/chat/completions,\n"
+    "  /v1/completions, /v1/responses, /v1/models), Anthropic's (/v1/messages) and Ollama's\n"
+    "  (/api/chat, /api/generate, /api/tags, ...), with /health, /metrics, /tokenize,\n"
+    "  /detokenize, and a chat page at / (for browsers; other clients get Ollama's banner).\n"
     "  -m BUNDLE            the model (default: $PLUME_MODEL, then ~/.cache/plume/gemma-4-e2b)\n"
     "  --host ADDR          address to bind (default 127.0.0.1; IPv6 addresses too)\n"
     "  --port N             port (default 8080; 0: any free port, printed on stderr)\n"
     "  --parallel N         slots: requests generated at once, batched (default 4)\n"
     "  --context N          context of each slot in tokens (default: the bundle's, at most 8192)\n"
     "  --queue N            requests waiting for a slot before 429 (default 64)\n"
-    "  --api-key KEY        require 'Authorization: Bearer KEY' (all but / and /health)\n"
+    "  --api-key KEY        require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (all but /\n"
+    "                       and /health)\n"
+    "  --cors ORIGINS       let pages of these origins call the server from a browser:\n"
+    "                       'https://a.example,http://localhost:3000', or '*' for any\n"
     "  --slot-save DIR      save idle slots there at exit and load them at start\n"
     "  --max-body BYTES     largest request body (default 8388608)\n"
     "  --max-request-memory MB  memory for the requests in flight: their bodies and what\n"
@@ -50,7 +55,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
-                                            "--snapshot-every", "--draft", "--max-request-memory"};
+                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -63,6 +68,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         else if (!strcmp(a, "--api-key")) bad = !*(o->api_key = v);
         else if (!strcmp(a, "--slot-save")) bad = !*(o->slot_dir = v);
         else if (!strcmp(a, "--isa")) o->isa = v;
+        else if (!strcmp(a, "--cors")) bad = !*(o->cors = v) || strchr(v, ' ') != NULL;
         else if (!strcmp(a, "--port")) { bad = cli_int(v, 0, 65535, &n); o->port = (int32_t)n; }
         else if (!strcmp(a, "--parallel")) { bad = cli_int(v, 1, 256, &n); o->parallel = (int32_t)n; }
         else if (!strcmp(a, "--context")) { bad = cli_int(v, 16, 1 << 24, &n); o->n_ctx = (int32_t)n; }

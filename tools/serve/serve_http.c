@@ -1,6 +1,6 @@
 /* serve_http.c -- the transport of `plume serve`: libmicrohttpd, the routes, the API key,
- * limits, signals, waiting on a job and sending its bytes, /health, /metrics, /v1/models and
- * the web page (docs/SERVER.md).
+ * CORS, limits, signals, waiting on a job and sending its bytes, /health, /metrics,
+ * /v1/models and the web page (docs/SERVER.md).
  *
  * Connections come from the door (serve_door.c) once their request head is whole; the
  * server admits them (admit: /health and /metrics even when every connection is taken) and
@@ -15,8 +15,10 @@
  * sending side still gets its answer). This file names no JSON field of a generation request:
  * the dialects do. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -27,10 +29,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "digest.h"
 #include "serve.h"
 #include "webui.h"
 
@@ -43,6 +47,7 @@ typedef struct {
     struct MHD_Daemon *d;
     char model_name[256];
     int32_t n_ctx;
+    serve_info info;       /* what the dialects' model endpoints tell (busy: read when asked) */
     atomic_int_fast64_t http_requests;
     atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
     atomic_int_fast64_t id_counter;
@@ -84,6 +89,32 @@ typedef struct {
 
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
 
+/* ---- CORS --------------------------------------------------------------------------------- */
+
+/* The request's Origin when --cors allows it (or "*" for --cors '*'), else NULL. */
+static const char *cors_origin(const serve_server *sv, struct MHD_Connection *c) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!sv->o.cors || !origin) return NULL;
+    if (!strcmp(sv->o.cors, "*")) return "*";
+    size_t n = strlen(origin);
+    for (const char *p = sv->o.cors; *p;) {
+        const char *end = strchr(p, ',');
+        size_t k = end ? (size_t)(end - p) : strlen(p);
+        if (k == n && !strncmp(p, origin, n)) return origin;
+        p += k + (end != NULL);
+    }
+    return NULL;
+}
+
+/* Add the CORS headers of an allowed origin to a response (nothing when none is allowed). */
+static void cors_headers(const serve_server *sv, struct MHD_Connection *c, struct MHD_Response *r) {
+    const char *origin = cors_origin(sv, c);
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    if (strcmp(origin, "*")) MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Plume-Seed, Retry-After");
+}
+
 /* ---- replies ------------------------------------------------------------------------------ */
 
 /* The methods a route takes, for a 405's Allow header (set by dispatch). */
@@ -96,6 +127,7 @@ static enum MHD_Result reply(serve_server *sv, struct MHD_Connection *c, unsigne
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* one request per connection */
+    cors_headers(sv, c, r);
     if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405 && allow_methods) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow_methods);
@@ -306,32 +338,86 @@ static int tokenize(const plume_tokenizer *tok, const char *text, int32_t **ids,
     return 0;
 }
 
+/* The prompt given as token ids: each in the vocabulary; <bos> put first unless it is there.
+ * *ids malloc'd, *echo_from the first of them the client gave. 0 or 400. */
+static int prompt_of_ids(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+                         serve_error *e) {
+    int32_t nv = plume_tokenizer_n_vocab(sv->tok), bos = r->prompt_ids[0] != 2;
+    for (int32_t i = 0; i < r->n_prompt_ids; i++)
+        if (r->prompt_ids[i] >= nv)
+            return serve_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                                   "token id %d of the prompt is outside the vocabulary of %d", r->prompt_ids[i], nv);
+    if (!(*ids = malloc(((size_t)r->n_prompt_ids + 1) * sizeof **ids)))
+        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    (*ids)[0] = 2;
+    memcpy(*ids + bos, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof **ids);
+    *n = r->n_prompt_ids + bos;
+    *echo_from = bos;
+    return 0;
+}
+
+/* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
+static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+                         int32_t *in_thought, serve_error *e) {
+    char *text = NULL;
+    int rc = 0;
+    *echo_from = 0;
+    if (r->kind == SERVE_COMPLETION && r->prompt_ids) return prompt_of_ids(sv, r, ids, n, echo_from, e);
+    if (r->kind == SERVE_CHAT) {
+        rc = serve_chat_render(r, &text, in_thought, e);
+    } else if (!(text = plume_sprintf("<bos>%s", r->prompt))) {
+        rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (!rc) rc = tokenize(sv->tok, text, ids, n, e);
+    if (!rc && r->kind == SERVE_COMPLETION) *echo_from = 1;
+    free(text);
+    return rc;
+}
+
+/* What the prompt decides: the bias ids in the vocabulary, the context budget (the request's
+ * own limit shortening max_tokens), a seed when none was given, the place of the prompt's
+ * log-probabilities. 0 or an error in e. */
+static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e) {
+    int32_t nv = plume_tokenizer_n_vocab(sv->tok);
+    for (int32_t i = 0; i < r->n_bias; i++)
+        if (r->bias_ids[i] >= nv)
+            return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                   "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
+    int32_t ctx = r->ctx_limit > 0 && r->ctx_limit < sv->n_ctx ? r->ctx_limit : sv->n_ctx;
+    int rc = serve_check_budget(n, r->max_tokens, ctx, e);
+    if (rc) return rc;
+    if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
+    if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
+    return 0;
+}
+
 /* Parse, render, tokenize and check a generation request of a dialect into a job. 0 or an
  * error in e. */
 static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *cn, serve_job **out, serve_error *e) {
     serve_request r;
     int rc = serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, e);
-    char *text = NULL;
-    int32_t in_thought = 0;
-    if (rc) {
-    } else if (r.kind == SERVE_CHAT) {
-        rc = serve_chat_render(&r, &text, &in_thought, e);
-    } else if (!(text = plume_sprintf("<bos>%s", r.prompt))) {
+    int32_t in_thought = 0, *ids = NULL, n = 0, echo_from = 0;
+    if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, e);
+    if (!rc && r.kind != SERVE_LOAD) rc = job_fit(sv, &r, n, e);
+    serve_logprob *plp = NULL;
+    int32_t want_plp = r.prompt_logprobs >= 0 || (r.echo && r.logprobs);
+    if (!rc && want_plp && !(plp = calloc((size_t)n, sizeof *plp)))
         rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    int32_t *ids = NULL, n = 0;
-    if (!rc) rc = tokenize(sv->tok, text, &ids, &n, e);
-    free(text);
-    if (!rc) rc = serve_check_budget(n, r.max_tokens, sv->n_ctx, e);
     serve_job *j = rc ? NULL : serve_job_new(&r, d);
     if (!rc && !j) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     if (rc) {
         serve_request_free(&r);
         free(ids);
+        free(plp);
         return rc;
     }
+    if (plp) plp[0] = (serve_logprob){.id = ids[0], .logprob = NAN};
     j->ids = ids;
     j->n_ids = n;
+    j->echo_from = echo_from;
+    j->prompt_lps = plp;
+    j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs || !j->req.echo ? j->req.prompt_logprobs : j->req.top_logprobs;
+    if (j->prompt_top < 0) j->prompt_top = 0;
     j->in_thought = in_thought;
     j->tok = sv->tok;
     j->created = (int64_t)time(NULL);
@@ -342,6 +428,13 @@ static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *
     return 0;
 }
 
+/* The X-Plume-Seed header: the seed a request was sampled with, so it can be replayed. */
+static void seed_header(struct MHD_Response *r, const serve_job *j) {
+    char seed[32];
+    snprintf(seed, sizeof seed, "%lld", (long long)(int64_t)j->req.sp.seed);
+    MHD_add_response_header(r, "X-Plume-Seed", seed);
+}
+
 /* A generation endpoint: the request in a dialect, its answer streamed or whole. */
 static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
@@ -350,9 +443,22 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     int bad = budget_parse(sv, cn, 6, &took, &e) || make_job(sv, d, cn, &j, &e);
     budget_give(sv, cn, took);
     if (bad) return reply_serve_error(sv, c, d, &e);
+    if (j->req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
+        serve_job_load(j);
+        enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out.p ? j->out.p : "", j->out.len);
+        serve_job_unref(j);
+        return q;
+    }
     int rc = serve_sched_submit(sv->sched, j);
     if (rc) {
+        int32_t n = j->req.n;
         serve_job_unref(j);
+        if (rc == SERVE_ESLOTS) {
+            serve_error_set(&e, 400, "invalid_request_error", "n", "invalid_value",
+                            "%d choices asked, but the server has %d slots (--parallel): at most that many", n,
+                            sv->o.parallel);
+            return reply_serve_error(sv, c, d, &e);
+        }
         return rc == SERVE_EFULL ? reply_error(sv, c, d, 429, "rate_limit_error", "queue_full",
                                                "every slot is busy and the queue is full; retry later")
                                  : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
@@ -375,6 +481,8 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        seed_header(r, j);
+        cors_headers(sv, c, r);
         enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         atomic_fetch_add(&sv->http_status[2], 1);
@@ -385,10 +493,47 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
         atomic_fetch_sub(&sv->in_flight, 1);
         return MHD_NO; /* the client is gone: close */
     }
-    enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out.p ? j->out.p : "", j->out.len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result q = MHD_NO;
+    if (r) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        seed_header(r, j);
+        cors_headers(sv, c, r);
+        q = MHD_queue_response(c, (unsigned)j->status, r);
+        MHD_destroy_response(r);
+        if (j->status / 100 < 6) atomic_fetch_add(&sv->http_status[j->status / 100], 1);
+    }
     serve_job_unref(j);
     atomic_fetch_sub(&sv->in_flight, 1);
     return q;
+}
+
+/* A dialect's token count of a request (Anthropic's count_tokens): parsed, rendered,
+ * tokenized, counted. */
+static enum MHD_Result handle_count(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
+    serve_error e;
+    serve_request r;
+    int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
+    if (serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) return reply_serve_error(sv, c, d, &e);
+    int rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, &e);
+    serve_request_free(&r);
+    free(ids);
+    if (rc) return reply_serve_error(sv, c, d, &e);
+    return reply_json(sv, c, 200, d->count(n));
+}
+
+/* An endpoint of a dialect that generates nothing: the route's function answers about the
+ * model. */
+static enum MHD_Result handle_info(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d,
+                                   serve_info_fn fn) {
+    serve_error e = {0};
+    serve_stats st;
+    serve_sched_stats(sv->sched, &st);
+    serve_info info = sv->info;
+    info.busy = st.busy;
+    char *body = fn(&info, cn->body ? cn->body : "", cn->len, &e);
+    if (!body && e.status) return reply_serve_error(sv, c, d, &e);
+    return reply_json(sv, c, 200, body);
 }
 
 /* ---- the other endpoints ------------------------------------------------------------------- */
@@ -518,30 +663,44 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE } route_kind;
+typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
 
-/* One route: a path, the method it takes, what answers it and, for a generation endpoint,
- * the dialect its bodies are written in. */
+/* One route: a path, the method it takes (HEAD goes with GET), what answers it and, for a
+ * dialect's endpoint, the dialect its bodies and errors are written in and, for one that
+ * generates nothing, the function that answers it. */
 typedef struct {
     const char *path;
     route_kind kind;
     int post;
     const serve_dialect *dialect;
+    serve_info_fn info;
 } route;
 
 static const route routes[] = {
-    {"/", R_PAGE, 0, NULL},
-    {"/health", R_HEALTH, 0, NULL},
-    {"/v1/health", R_HEALTH, 0, NULL},
-    {"/v1/models", R_MODELS, 0, NULL},
-    {"/models", R_MODELS, 0, NULL},
-    {"/metrics", R_METRICS, 0, NULL},
-    {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat},
-    {"/chat/completions", R_GENERATE, 1, &serve_openai_chat},
-    {"/v1/completions", R_GENERATE, 1, &serve_openai_completion},
-    {"/completions", R_GENERATE, 1, &serve_openai_completion},
-    {"/tokenize", R_TOKENIZE, 1, NULL},
-    {"/detokenize", R_DETOKENIZE, 1, NULL},
+    {"/", R_PAGE, 0, NULL, NULL},
+    {"/health", R_HEALTH, 0, NULL, NULL},
+    {"/v1/health", R_HEALTH, 0, NULL, NULL},
+    {"/v1/models", R_MODELS, 0, NULL, NULL},
+    {"/models", R_MODELS, 0, NULL, NULL},
+    {"/metrics", R_METRICS, 0, NULL, NULL},
+    {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
+    {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
+    {"/v1/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
+    {"/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
+    {"/v1/responses", R_GENERATE, 1, &serve_responses, NULL},
+    {"/responses", R_GENERATE, 1, &serve_responses, NULL},
+    {"/v1/messages", R_GENERATE, 1, &serve_anthropic, NULL},
+    {"/v1/messages/count_tokens", R_COUNT, 1, &serve_anthropic_count, NULL},
+    {"/api/chat", R_GENERATE, 1, &serve_ollama_chat, NULL},
+    {"/api/generate", R_GENERATE, 1, &serve_ollama_generate, NULL},
+    {"/api/version", R_INFO, 0, &serve_ollama_chat, serve_ollama_version},
+    {"/api/tags", R_INFO, 0, &serve_ollama_chat, serve_ollama_tags},
+    {"/api/ps", R_INFO, 0, &serve_ollama_chat, serve_ollama_ps},
+    {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show},
+    {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/tokenize", R_TOKENIZE, 1, NULL, NULL},
+    {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
 };
 
 /* The route of a path, or NULL. */
@@ -551,19 +710,50 @@ static const route *route_of(const char *url) {
     return NULL;
 }
 
-/* Whether the request carries the API key (or none is required). The scheme is
- * case-insensitive ("bearer" too, RFC 9110 section 11.1), then one or more spaces. Constant
- * time in the key. */
+/* Whether s equals key, in constant time in key's length. */
+static int same_key(const char *s, const char *key) {
+    size_t lg = strlen(s), lk = strlen(key);
+    unsigned diff = lg != lk;
+    for (size_t i = 0; i < lk; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < lg ? s[i] : 0);
+    return diff == 0;
+}
+
+/* Whether the request carries the API key (or none is required): "Authorization: Bearer KEY"
+ * (the scheme in any case, "bearer" too, RFC 9110 section 11.1, then one or more spaces), or
+ * Anthropic's "x-api-key: KEY". */
 static int authorized(const serve_server *sv, struct MHD_Connection *c) {
     if (!sv->o.api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    const char *given = h + 7, *key = sv->o.api_key;
-    while (*given == ' ') given++;
-    size_t lg = strlen(given), lk = strlen(key);
-    unsigned diff = lg != lk;
-    for (size_t i = 0; i < lk; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < lg ? given[i] : 0);
-    return diff == 0;
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    const char *given = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
+    while (given && *given == ' ') given++;
+    return (given && same_key(given, sv->o.api_key)) || (x && same_key(x, sv->o.api_key));
+}
+
+/* Whether a GET / comes from a browser (it accepts HTML): the page; other clients (Ollama's
+ * probe) get the banner. */
+static int wants_html(struct MHD_Connection *c) {
+    const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strstr(accept, "text/html");
+}
+
+/* A CORS preflight (OPTIONS from an allowed origin): the methods and the headers asked for. */
+static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, const route *r) {
+    if (!cors_origin(sv, c))
+        return reply_error(sv, c, NULL, 403, "invalid_request_error", "cors_origin",
+                           "this origin may not call the server (see --cors)");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    cors_headers(sv, c, resp);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", r->post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            asked && *asked ? asked : "Authorization, Content-Type, x-api-key");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    enum MHD_Result q = MHD_queue_response(c, 204, resp);
+    MHD_destroy_response(resp);
+    atomic_fetch_add(&sv->http_status[2], 1);
+    return q;
 }
 
 /* Answer a complete request. */
@@ -572,6 +762,7 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     const route *r = route_of(url);
     if (!r) return reply_error(sv, c, NULL, 404, "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
     const serve_dialect *d = r->dialect;
+    if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get)) {
         allow_methods = r->post ? "POST" : "GET, HEAD"; /* the route's own, in the Allow header */
@@ -582,7 +773,7 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     }
     if (r->kind != R_PAGE && r->kind != R_HEALTH && !authorized(sv, c))
         return reply_error(sv, c, d, 401, "invalid_request_error", "invalid_api_key",
-                           "missing or wrong API key: send 'Authorization: Bearer KEY'");
+                           "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
     if (cn->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", sv->o.max_body);
@@ -592,13 +783,17 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
         return reply_error(sv, c, d, 429, "rate_limit_error", "server_busy",
                            "the server is busy with other large requests; retry later");
     switch (r->kind) {
-    case R_PAGE: return reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len);
+    case R_PAGE:
+        return wants_html(c) ? reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len)
+                             : reply(sv, c, 200, "text/plain; charset=utf-8", serve_ollama_banner, strlen(serve_ollama_banner));
     case R_HEALTH:
         return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
                                           : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
     case R_MODELS: return handle_models(sv, c);
     case R_METRICS: return handle_metrics(sv, c);
     case R_GENERATE: return handle_generate(sv, c, cn, d);
+    case R_COUNT: return handle_count(sv, c, cn, d);
+    case R_INFO: return handle_info(sv, c, cn, d, r->info);
     case R_TOKENIZE: return handle_tokenize(sv, c, cn);
     case R_DETOKENIZE: return handle_detokenize(sv, c, cn);
     default: return MHD_NO;
@@ -846,6 +1041,54 @@ static int fail_lib(char *err) {
     return 1;
 }
 
+/* Add the sizes of the regular files under dir (depth <= 3) to *bytes, their newest mtime
+ * to *newest. */
+static void dir_size(const char *dir, int depth, uint64_t *bytes, int64_t *newest) {
+    DIR *d = depth <= 3 ? opendir(dir) : NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char *path = plume_sprintf("%s/%s", dir, de->d_name);
+        struct stat st;
+        if (path && !stat(path, &st)) {
+            if (S_ISDIR(st.st_mode)) dir_size(path, depth + 1, bytes, newest);
+            else if (S_ISREG(st.st_mode)) {
+                *bytes += (uint64_t)st.st_size;
+                if ((int64_t)st.st_mtime > *newest) *newest = (int64_t)st.st_mtime;
+            }
+        }
+        free(path);
+    }
+    if (d) closedir(d);
+}
+
+/* What the dialects' model endpoints tell: the bundle's size, date and digest (of its
+ * manifest.sha256, which names every file's hash; else of its name and size). */
+static void info_init(serve_server *sv) {
+    serve_info *i = &sv->info;
+    i->model = sv->model_name;
+    i->weights = plume_model_weights(sv->m);
+    i->n_ctx = sv->n_ctx;
+    i->n_vocab = plume_model_n_vocab(sv->m);
+    i->n_layers = plume_model_n_layers(sv->m);
+    i->n_slots = sv->o.parallel;
+    dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
+    sha256_ctx h;
+    sha256_init(&h);
+    char *path = plume_sprintf("%s/manifest.sha256", sv->o.bundle), buf[4096];
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    size_t k;
+    if (f) {
+        while ((k = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, k);
+        fclose(f);
+    } else {
+        snprintf(buf, sizeof buf, "%s %llu", sv->model_name, (unsigned long long)i->bytes);
+        sha256_update(&h, buf, strlen(buf));
+    }
+    free(path);
+    sha256_final_hex(&h, i->digest);
+}
+
 /* Open the model and the scheduler. 0 or 1 (message printed). */
 static int open_model(serve_server *sv) {
     const char *path = sv->o.bundle;
@@ -874,6 +1117,7 @@ static int open_model(serve_server *sv) {
                              .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
                              .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
+    info_init(sv);
     return 0;
 }
 

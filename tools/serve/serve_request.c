@@ -8,10 +8,17 @@
 #include "serve.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -32,6 +39,11 @@ int serve_error_set(serve_error *e, int32_t status, const char *type, const char
 /* A 400 invalid_request_error about one field. */
 int serve_json_bad(serve_error *e, const char *param, const char *what) {
     return serve_error_set(e, 400, "invalid_request_error", param, "invalid_value", "'%s' must be %s", param, what);
+}
+
+/* A 400 about a field plume cannot honour. */
+int serve_json_unsupported(serve_error *e, const char *param, const char *why) {
+    return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value", "'%s' %s", param, why);
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
@@ -136,6 +148,57 @@ int serve_json_check(const char *body, size_t len, size_t *nodes, serve_error *e
     return 0;
 }
 
+/* Whether s is a tool_choice mode. */
+int serve_tool_mode(const char *s) {
+    return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
+}
+
+/* Thinking of a reasoning effort: on, off, or -1 for a word that is none. */
+int32_t serve_effort_thinking(const char *effort) {
+    static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(effort, on[i])) return 1;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(effort, off[i])) return 0;
+    return -1;
+}
+
+/* A seed: an integer a JSON number holds exactly. */
+int serve_json_seed(const cJSON *o, const char *name, serve_request *r, serve_error *e) {
+    int64_t seed = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    int rc = serve_json_int(o, name, -SERVE_SEED_MAX, SERVE_SEED_MAX, &seed, e);
+    if (rc) return rc;
+    r->sp.seed = (uint64_t)seed;
+    r->seed_given = 1;
+    return 0;
+}
+
+/* Stop strings: a string or a list of strings, each non-empty and at most SERVE_MAX_STOP_LEN
+ * bytes, SERVE_MAX_STOPS in all. */
+int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_request *r, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if ((list_only || !cJSON_IsString(v)) && !cJSON_IsArray(v))
+        return serve_json_bad(e, name, list_only ? "a list of strings" : "a string or a list of strings");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > SERVE_MAX_STOPS - r->n_stops)
+        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value", "'%s' holds at most %d strings",
+                               name, SERVE_MAX_STOPS);
+    int one = cJSON_IsString(v);
+    for (const cJSON *s = one ? v : v->child; s; s = one ? NULL : s->next) {
+        if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > SERVE_MAX_STOP_LEN)
+            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                                   "'%s' strings must be non-empty and at most %d bytes", name, SERVE_MAX_STOP_LEN);
+        if (r->n_stops == SERVE_MAX_STOPS)
+            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                                   "at most %d stop strings", SERVE_MAX_STOPS);
+        if (!(r->stops[r->n_stops] = strdup(s->valuestring))) return OOM(e);
+        r->n_stops++;
+    }
+    return 0;
+}
+
 /* Parse the body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     if (!serve_utf8_valid(body, len)) {
@@ -168,15 +231,117 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     return root;
 }
 
+/* ---- JSON writers ------------------------------------------------------------------------ */
+
+/* The text of one token id, NUL-terminated and cut to cap - 1 bytes; its length. */
+int64_t serve_token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap) {
+    int64_t k = plume_detokenize(tok, &id, 1, 0, text, cap);
+    if (k < 0) k = 0;
+    if (k >= (int64_t)cap) k = (int64_t)cap - 1;
+    text[k] = 0;
+    return k;
+}
+
+/* {"token", "logprob", "bytes"} of one id. */
+cJSON *serve_json_token_logprob(const plume_tokenizer *tok, int32_t id, float logprob) {
+    char text[512];
+    int64_t k = serve_token_text(tok, id, text, sizeof text);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", isfinite(logprob) ? logprob : -9999.0);
+    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
+    return o;
+}
+
+/* A generated token's entry with its alternatives. */
+cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp) {
+    cJSON *o = serve_json_token_logprob(tok, lp->id, lp->logprob);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int32_t i = 0; top && i < lp->n_top; i++)
+        cJSON_AddItemToArray(top, serve_json_token_logprob(tok, lp->top_ids[i], lp->top_lps[i]));
+    return o;
+}
+
 /* ---- the request -------------------------------------------------------------------------- */
 
-/* An empty request of a kind: the sampler's defaults, the default seed, no max_tokens. */
+/* An empty request of a kind: the sampler's defaults, no seed yet, one choice, no
+ * max_tokens, no prompt log-probabilities. */
 void serve_request_init(serve_request *r, serve_kind kind) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sp = plume_sampler_default_params();
-    r->sp.seed = SERVE_DEFAULT_SEED;
     r->max_tokens = -1;
+    r->n = 1;
+    r->prompt_logprobs = -1;
+}
+
+/* Append an empty message with a copy of role. */
+serve_message *serve_request_add_message(serve_request *r, const char *role, serve_error *e) {
+    if (r->n_msgs == SERVE_MAX_MESSAGES) {
+        serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value", "at most %d messages",
+                        SERVE_MAX_MESSAGES);
+        return NULL;
+    }
+    if (plume_grow(&r->msgs, &r->cap_msgs, (size_t)r->n_msgs + 1, sizeof *r->msgs)) {
+        OOM(e);
+        return NULL;
+    }
+    serve_message *m = &r->msgs[r->n_msgs];
+    memset(m, 0, sizeof *m);
+    if (!(m->role = strdup(role))) {
+        OOM(e);
+        return NULL;
+    }
+    r->n_msgs++;
+    return m;
+}
+
+/* Append a tool call (strings copied). */
+int serve_message_add_call(serve_message *m, const char *id, const char *name, const char *arguments, serve_error *e) {
+    serve_tool_call *nc = realloc(m->calls, (size_t)(m->n_calls + 1) * sizeof *nc);
+    if (!nc) return OOM(e);
+    m->calls = nc;
+    serve_tool_call *t = &m->calls[m->n_calls++];
+    memset(t, 0, sizeof *t);
+    if ((id && !(t->id = strdup(id))) || !(t->name = strdup(name ? name : "")) ||
+        (arguments && !(t->arguments = strdup(arguments))))
+        return OOM(e);
+    return 0;
+}
+
+/* Append a text part; a content string already there becomes the first part. */
+int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
+    char **np = realloc(m->parts, (size_t)(m->n_parts + 2) * sizeof *np);
+    if (!np) return OOM(e);
+    m->parts = np;
+    if (m->content) {
+        m->parts[m->n_parts++] = m->content;
+        m->content = NULL;
+    }
+    if (!(m->parts[m->n_parts] = strdup(text))) return OOM(e);
+    m->n_parts++;
+    return 0;
+}
+
+/* ---- seeds ------------------------------------------------------------------------------- */
+
+static pthread_mutex_t seed_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t seed_state; /* splitmix64, started from the clock and the process at first use */
+static int seed_started;
+
+/* A fresh seed in [0, SERVE_SEED_MAX). */
+int64_t serve_seed_draw(void) {
+    pthread_mutex_lock(&seed_mu);
+    if (!seed_started) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed_state = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32;
+        seed_started = 1;
+    }
+    uint64_t x = plume_rng_next(&seed_state);
+    pthread_mutex_unlock(&seed_mu);
+    return (int64_t)(x % (uint64_t)SERVE_SEED_MAX);
 }
 
 /* Parse a body in a dialect; r is freed again on error. */
@@ -209,6 +374,9 @@ void serve_request_free(serve_request *r) {
     for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->model);
     free(r->prompt);
+    free(r->prompt_ids);
+    free(r->bias_ids);
+    free(r->bias_vals);
     free(r->tools);
     free(r->tool_choice);
     memset(r, 0, sizeof *r);
@@ -231,16 +399,31 @@ int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serv
 
 /* ---- the prompt ------------------------------------------------------------------------------- */
 
+/* A continued last message: the template closed it with "<turn|>\n"; cut that, so the model
+ * goes on writing it (vLLM's continue_final_message, Anthropic's and Ollama's prefill). 0 or
+ * 400 when the last message is not an assistant's text. */
+static int continue_final(const serve_request *r, char *out, serve_error *e) {
+    static const char close[] = "<turn|>\n";
+    size_t n = strlen(out), k = sizeof close - 1;
+    const serve_message *last = &r->msgs[r->n_msgs - 1];
+    if (strcmp(last->role, "assistant") || last->n_calls || n < k || memcmp(out + n - k, close, k))
+        return serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+                               "only a last assistant message of text can be continued");
+    out[n - k] = 0;
+    return 0;
+}
+
 /* The prompt text of a chat request: the chat template with tools, tool calls and replies,
- * content parts and reasoning (plume_chat_render_ex). tool_choice "none" renders no tools;
- * *in_thought says whether the prompt opened the thought channel. 0 or an error in e. */
+ * content parts and reasoning (plume_chat_render_full). tool_choice "none" renders no tools;
+ * a continued last message stays open; *in_thought says whether the prompt opened the thought
+ * channel. 0 or an error in e. */
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
-    plume_chat_message_ex *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    plume_chat_message_full *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
     plume_chat_tool_call **calls = calloc((size_t)r->n_msgs, sizeof *calls);
     int rc = msgs && calls ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
         const serve_message *m = &r->msgs[i];
-        msgs[i] = (plume_chat_message_ex){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+        msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
                                           .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
                                           .tool_call_id = m->tool_call_id, .name = m->name};
         if (!m->n_calls) continue;
@@ -255,15 +438,19 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
     }
     char *err = NULL;
     if (!rc) {
-        plume_chat_options opt = {.add_generation_prompt = 1, .enable_thinking = r->enable_thinking,
+        plume_chat_options opt = {.add_generation_prompt = !r->continue_final, .enable_thinking = r->enable_thinking,
                                   .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
-        int lrc = plume_chat_render_ex(msgs, r->n_msgs, &opt, out, &err);
+        int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
         if (lrc)
             rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
                                  lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
                                  err ? err : "cannot render the messages");
     }
     free(err);
+    if (!rc && r->continue_final && (rc = continue_final(r, *out, e))) {
+        free(*out);
+        *out = NULL;
+    }
     if (!rc) {
         static const char thought[] = "<|channel>thought\n";
         size_t n = strlen(*out), k = sizeof thought - 1;

@@ -16,14 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
 #include "common.h"
 #include "plume.h"
-
-/* ---- a growing byte buffer ---------------------------------------------------------------- */
-
-/* Bytes under construction; oom latches the first allocation failure. */
-
 
 /* ---- tool call arguments: the template's format -> JSON ------------------------------------ */
 
@@ -49,34 +43,34 @@ static int cc_at_quote(const ccur *c) {
 }
 
 /* Append s[0, n) as the inside of a JSON string: ", \ and control characters escaped. */
-static void json_put_escaped(chat_buf *b, const char *s, size_t n) {
+static void json_put_escaped(plume_buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         char esc[8];
-        if (ch == '"' || ch == '\\') { esc[0] = '\\'; esc[1] = (char)ch; chat_buf_put(b, esc, 2); }
-        else if (ch == '\n') chat_buf_puts(b, "\\n");
-        else if (ch == '\r') chat_buf_puts(b, "\\r");
-        else if (ch == '\t') chat_buf_puts(b, "\\t");
+        if (ch == '"' || ch == '\\') { esc[0] = '\\'; esc[1] = (char)ch; plume_buf_put(b, esc, 2); }
+        else if (ch == '\n') plume_buf_puts(b, "\\n");
+        else if (ch == '\r') plume_buf_puts(b, "\\r");
+        else if (ch == '\t') plume_buf_puts(b, "\\t");
         else if (ch < 0x20) {
             static const char hex[] = "0123456789abcdef";
             memcpy(esc, "\\u00", 4);
             esc[4] = hex[ch >> 4];
             esc[5] = hex[ch & 15];
-            chat_buf_put(b, esc, 6);
-        } else chat_buf_put(b, s + i, 1);
+            plume_buf_put(b, esc, 6);
+        } else plume_buf_put(b, s + i, 1);
     }
 }
 
 /* A <|"|>...<|"|> string at the cursor -> a JSON string (the text between is taken as is:
  * the template does not escape it). */
-static int cc_string(ccur *c, chat_buf *out) {
+static int cc_string(ccur *c, plume_buf *out) {
     if (!cc_at_quote(c)) return -1;
     c->p += QUOTE_LEN;
     for (const char *q = c->p; (size_t)(c->end - q) >= QUOTE_LEN; q++)
         if (!memcmp(q, QUOTE, QUOTE_LEN)) {
-            chat_buf_put(out, "\"", 1);
+            plume_buf_put(out, "\"", 1);
             json_put_escaped(out, c->p, (size_t)(q - c->p));
-            chat_buf_put(out, "\"", 1);
+            plume_buf_put(out, "\"", 1);
             c->p = q + QUOTE_LEN;
             return 0;
         }
@@ -105,7 +99,7 @@ static int is_json_number(const char *s, size_t n) {
 
 /* A bare scalar at the cursor (up to , } ] or the end): a JSON number, true, false or null,
  * copied as is. */
-static int cc_scalar(ccur *c, chat_buf *out) {
+static int cc_scalar(ccur *c, plume_buf *out) {
     const char *s = c->p;
     while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ']') c->p++;
     const char *e = c->p;
@@ -114,15 +108,15 @@ static int cc_scalar(ccur *c, chat_buf *out) {
     if (!(n == 4 && !memcmp(s, "true", 4)) && !(n == 5 && !memcmp(s, "false", 5)) &&
         !(n == 4 && !memcmp(s, "null", 4)) && !is_json_number(s, n))
         return -1;
-    chat_buf_put(out, s, n);
+    plume_buf_put(out, s, n);
     return 0;
 }
 
-static int cc_value(ccur *c, chat_buf *out, int depth);
+static int cc_value(ccur *c, plume_buf *out, int depth);
 
 /* A key at the cursor: <|"|>key<|"|> or bare bytes up to ':' (trimmed, not empty, none of
  * , { } [ ]) -> a JSON string; the ':' is consumed. */
-static int cc_key(ccur *c, chat_buf *out) {
+static int cc_key(ccur *c, plume_buf *out) {
     cc_ws(c);
     if (cc_at_quote(c)) {
         if (cc_string(c, out)) return -1;
@@ -135,49 +129,49 @@ static int cc_key(ccur *c, chat_buf *out) {
         const char *e = c->p;
         while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) e--;
         if (e == s) return -1;
-        chat_buf_put(out, "\"", 1);
+        plume_buf_put(out, "\"", 1);
         json_put_escaped(out, s, (size_t)(e - s));
-        chat_buf_put(out, "\"", 1);
+        plume_buf_put(out, "\"", 1);
     }
     cc_ws(c);
     if (c->p == c->end || *c->p != ':') return -1;
     c->p++;
-    chat_buf_put(out, ":", 1);
+    plume_buf_put(out, ":", 1);
     return 0;
 }
 
 /* {key:value,...} at the cursor -> a JSON object. */
-static int cc_object(ccur *c, chat_buf *out, int depth) {
+static int cc_object(ccur *c, plume_buf *out, int depth) {
     if (depth > CALL_MAX_DEPTH || c->p == c->end || *c->p != '{') return -1;
     c->p++;
-    chat_buf_put(out, "{", 1);
+    plume_buf_put(out, "{", 1);
     cc_ws(c);
-    if (c->p < c->end && *c->p == '}') { c->p++; chat_buf_put(out, "}", 1); return 0; }
+    if (c->p < c->end && *c->p == '}') { c->p++; plume_buf_put(out, "}", 1); return 0; }
     for (;;) {
         if (cc_key(c, out) || cc_value(c, out, depth + 1)) return -1;
-        if (c->p < c->end && *c->p == ',') { c->p++; chat_buf_put(out, ",", 1); continue; }
-        if (c->p < c->end && *c->p == '}') { c->p++; chat_buf_put(out, "}", 1); return 0; }
+        if (c->p < c->end && *c->p == ',') { c->p++; plume_buf_put(out, ",", 1); continue; }
+        if (c->p < c->end && *c->p == '}') { c->p++; plume_buf_put(out, "}", 1); return 0; }
         return -1;
     }
 }
 
 /* [value,...] at the cursor -> a JSON array. */
-static int cc_array(ccur *c, chat_buf *out, int depth) {
+static int cc_array(ccur *c, plume_buf *out, int depth) {
     if (depth > CALL_MAX_DEPTH) return -1;
     c->p++;
-    chat_buf_put(out, "[", 1);
+    plume_buf_put(out, "[", 1);
     cc_ws(c);
-    if (c->p < c->end && *c->p == ']') { c->p++; chat_buf_put(out, "]", 1); return 0; }
+    if (c->p < c->end && *c->p == ']') { c->p++; plume_buf_put(out, "]", 1); return 0; }
     for (;;) {
         if (cc_value(c, out, depth + 1)) return -1;
-        if (c->p < c->end && *c->p == ',') { c->p++; chat_buf_put(out, ",", 1); continue; }
-        if (c->p < c->end && *c->p == ']') { c->p++; chat_buf_put(out, "]", 1); return 0; }
+        if (c->p < c->end && *c->p == ',') { c->p++; plume_buf_put(out, ",", 1); continue; }
+        if (c->p < c->end && *c->p == ']') { c->p++; plume_buf_put(out, "]", 1); return 0; }
         return -1;
     }
 }
 
 /* Any value at the cursor, with the whitespace around it. */
-static int cc_value(ccur *c, chat_buf *out, int depth) {
+static int cc_value(ccur *c, plume_buf *out, int depth) {
     cc_ws(c);
     int rc;
     if (cc_at_quote(c)) rc = cc_string(c, out);
@@ -191,7 +185,7 @@ static int cc_value(ccur *c, chat_buf *out, int depth) {
 /* The text between <|tool_call> and <tool_call|>, "call:NAME{args}", -> name and JSON
  * arguments appended to out as two NUL-terminated strings; *args_off is where the second
  * starts. 0, or -1 if the text is not a call (out is then restored). */
-static int call_parse(const char *s, size_t n, chat_buf *out, size_t *args_off) {
+static int call_parse(const char *s, size_t n, plume_buf *out, size_t *args_off) {
     size_t at = out->len;
     ccur c = {s, s + n};
     cc_ws(&c);
@@ -204,13 +198,13 @@ static int call_parse(const char *s, size_t n, chat_buf *out, size_t *args_off) 
         c.p++;
     }
     if (c.p == name || c.p == c.end) return -1;
-    chat_buf_put(out, name, (size_t)(c.p - name));
-    chat_buf_put(out, "", 1);
+    plume_buf_put(out, name, (size_t)(c.p - name));
+    plume_buf_put(out, "", 1);
     *args_off = out->len;
     if (cc_object(&c, out, 0) == 0) {
         cc_ws(&c);
         if (c.p == c.end) {
-            chat_buf_put(out, "", 1);
+            plume_buf_put(out, "", 1);
             return 0;
         }
     }
@@ -220,7 +214,7 @@ static int call_parse(const char *s, size_t n, chat_buf *out, size_t *args_off) 
 
 /* ---- the parser ----------------------------------------------------------------------------- */
 
-enum { ST_CONTENT, ST_THOUGHT_HEAD, ST_THOUGHT, ST_CALL, ST_DONE };
+enum { IN_CONTENT, IN_THOUGHT_HEAD, IN_THOUGHT, IN_CALL, IN_DONE };
 
 /* One delta as offsets into the arena (pointers are made at the end of a call). */
 typedef struct {
@@ -230,13 +224,15 @@ typedef struct {
 } pdelta;
 
 struct plume_chat_parser {
-    int state;           /* ST_* */
-    chat_buf pend;           /* text not yet parsed: a held tail, then the new piece */
-    chat_buf call;           /* the body of the tool call being collected */
-    chat_buf arena;          /* the texts of this call's deltas, each NUL-terminated */
-    pdelta *d;           /* [n_d] this call's deltas */
-    int32_t n_d, cap_d;
-    plume_chat_delta *pub; /* [cap_d] what the caller sees */
+    int state;             /* IN_*: where the text is */
+    plume_buf pend;        /* text not yet parsed: a held tail, then the new piece */
+    plume_buf call;        /* the body of the tool call being collected */
+    plume_buf arena;       /* the texts of this call's deltas, each NUL-terminated */
+    pdelta *d;             /* [n_d] this call's deltas (room for cap_d) */
+    int32_t n_d;
+    size_t cap_d;
+    plume_chat_delta *pub; /* [n_d] what the caller sees (room for cap_pub) */
+    size_t cap_pub;
 };
 
 /* The markers each state acts on. */
@@ -280,16 +276,11 @@ static size_t held_tail(const char *s, size_t n, const char *const *marks) {
 
 /* Room for one more delta. 0 or -1 (out of memory). */
 static int delta_grow(plume_chat_parser *p) {
-    if (p->n_d < p->cap_d) return 0;
-    int32_t cap = p->cap_d ? p->cap_d * 2 : 8;
-    pdelta *d = realloc(p->d, (size_t)cap * sizeof *d);
-    if (!d) return -1;
-    p->d = d;
-    plume_chat_delta *pub = realloc(p->pub, (size_t)cap * sizeof *pub);
-    if (!pub) return -1;
-    p->pub = pub;
-    p->cap_d = cap;
-    return 0;
+    size_t need = (size_t)p->n_d + 1;
+    return plume_grow(&p->d, &p->cap_d, need, sizeof *p->d) ||
+                   plume_grow(&p->pub, &p->cap_pub, need, sizeof *p->pub)
+               ? -1
+               : 0;
 }
 
 /* Add text of a type (content or reasoning), merged into the last delta if it has the same
@@ -299,8 +290,8 @@ static void emit_text(plume_chat_parser *p, int32_t type, const char *s, size_t 
     pdelta *last = p->n_d ? &p->d[p->n_d - 1] : NULL;
     if (last && last->type == type && last->text + last->len + 1 == p->arena.len) {
         p->arena.len--; /* over the NUL */
-        chat_buf_put(&p->arena, s, n);
-        chat_buf_put(&p->arena, "", 1);
+        plume_buf_put(&p->arena, s, n);
+        plume_buf_put(&p->arena, "", 1);
         last->len += n;
         return;
     }
@@ -310,8 +301,8 @@ static void emit_text(plume_chat_parser *p, int32_t type, const char *s, size_t 
     d->text = p->arena.len;
     d->len = n;
     d->name = d->args = 0;
-    chat_buf_put(&p->arena, s, n);
-    chat_buf_put(&p->arena, "", 1);
+    plume_buf_put(&p->arena, s, n);
+    plume_buf_put(&p->arena, "", 1);
 }
 
 /* A collected call body: a tool-call delta if it parses, else the raw text as content. */
@@ -330,25 +321,25 @@ static void emit_call(plume_chat_parser *p, int closed) {
 
 /* Text of the current state: content or reasoning out, a call's body into the call buffer. */
 static void take_text(plume_chat_parser *p, const char *s, size_t n) {
-    if (p->state == ST_CALL) chat_buf_put(&p->call, s, n);
-    else emit_text(p, p->state == ST_CONTENT ? PLUME_CHAT_CONTENT : PLUME_CHAT_REASONING, s, n);
+    if (p->state == IN_CALL) plume_buf_put(&p->call, s, n);
+    else emit_text(p, p->state == IN_CONTENT ? PLUME_CHAT_CONTENT : PLUME_CHAT_REASONING, s, n);
 }
 
 /* Act on one marker found in the current state. */
 static void take_mark(plume_chat_parser *p, const char *m) {
-    if (p->state == ST_CALL) {
+    if (p->state == IN_CALL) {
         if (!strcmp(m, "<tool_call|>")) {
             emit_call(p, 1);
-            p->state = ST_CONTENT;
+            p->state = IN_CONTENT;
             return;
         }
         emit_call(p, 0); /* cut short by a new call or the end */
-        p->state = ST_CONTENT;
+        p->state = IN_CONTENT;
     }
-    if (is_end_mark(m)) p->state = ST_DONE;
-    else if (!strcmp(m, "<|channel>")) p->state = ST_THOUGHT_HEAD;
-    else if (!strcmp(m, "<|tool_call>")) p->state = ST_CALL;
-    else if (p->state == ST_THOUGHT) p->state = ST_CONTENT; /* "\n<channel|>" or "<channel|>" */
+    if (is_end_mark(m)) p->state = IN_DONE;
+    else if (!strcmp(m, "<|channel>")) p->state = IN_THOUGHT_HEAD;
+    else if (!strcmp(m, "<|tool_call>")) p->state = IN_CALL;
+    else if (p->state == IN_THOUGHT) p->state = IN_CONTENT; /* "\n<channel|>" or "<channel|>" */
     /* in content, a stray "<channel|>" or "<tool_call|>" is dropped */
 }
 
@@ -356,18 +347,18 @@ static void take_mark(plume_chat_parser *p, const char *m) {
 static void run(plume_chat_parser *p, int final) {
     const char *s = p->pend.p ? p->pend.p : "";
     size_t n = p->pend.len, pos = 0;
-    while (pos < n && p->state != ST_DONE) {
-        if (p->state == ST_THOUGHT_HEAD) {
+    while (pos < n && p->state != IN_DONE) {
+        if (p->state == IN_THOUGHT_HEAD) {
             static const char head[] = "thought\n";
             size_t k = 0;
             while (k < 8 && pos + k < n && s[pos + k] == head[k]) k++;
             if (k == 8) pos += 8;
             else if (pos + k == n && !final) break; /* may still become "thought\n" */
-            p->state = ST_THOUGHT;
+            p->state = IN_THOUGHT;
             continue;
         }
-        const char *const *marks = p->state == ST_CONTENT ? content_marks
-                                 : p->state == ST_THOUGHT ? thought_marks : call_marks;
+        const char *const *marks = p->state == IN_CONTENT ? content_marks
+                                 : p->state == IN_THOUGHT ? thought_marks : call_marks;
         size_t at;
         const char *m = find_mark(s + pos, n - pos, marks, &at);
         if (m) {
@@ -381,9 +372,9 @@ static void run(plume_chat_parser *p, int final) {
         pos = n - hold;
         break;
     }
-    if (p->state == ST_DONE) pos = n;
-    if (final && p->state == ST_CALL) emit_call(p, 0);
-    if (final && p->state == ST_THOUGHT_HEAD) {
+    if (p->state == IN_DONE) pos = n;
+    if (final && p->state == IN_CALL) emit_call(p, 0);
+    if (final && p->state == IN_THOUGHT_HEAD) {
         take_text(p, s + pos, n - pos); /* "thoug" with nothing after: it is thought text */
         pos = n;
     }
@@ -419,7 +410,7 @@ int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err)
     if (!p) return plume_fail(err, PLUME_EINVAL, "chat parser: p is NULL");
     *p = calloc(1, sizeof **p);
     if (!*p) return plume_fail(err, PLUME_ENOMEM, "chat parser: out of memory");
-    (*p)->state = in_thought ? ST_THOUGHT : ST_CONTENT;
+    (*p)->state = in_thought ? IN_THOUGHT : IN_CONTENT;
     return 0;
 }
 
@@ -441,12 +432,12 @@ int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
     *n_deltas = 0;
     p->n_d = 0;
     p->arena.len = 0;
-    if (p->state != ST_DONE && len) {
-        chat_buf_put(&p->pend, piece, len);
+    if (p->state != IN_DONE && len) {
+        plume_buf_put(&p->pend, piece, len);
         run(p, 0);
     }
     int rc = publish(p, deltas, n_deltas);
-    return rc ? rc : p->state == ST_DONE;
+    return rc ? rc : p->state == IN_DONE;
 }
 
 /* Parse the rest as final: held tails are text, an unclosed call is content. */

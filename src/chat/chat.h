@@ -1,8 +1,26 @@
-/* chat.h -- internal pieces of the chat layer (docs/CHAT.md): the stop-string matcher that
- * generation uses so that a user stop string is never printed, not even in part.
+/* chat.h -- the chat room (src/chat/, docs/CHAT.md): messages -> the prompt text Gemma 4 E2B
+ * was trained on, and generated text -> typed deltas, both without a Jinja engine or the
+ * model. Owns the E2B chat template written out in C and what generation needs around text:
+ * the stop-string matcher. May call common.h (plume_buf, plume_fail) and nothing else of
+ * plume (no cJSON either: the template needs Python's view of JSON, chat_pyjson.c); knows
+ * nothing of tokens, sessions or the model. Its files, in calling order:
  *
- * Generation feeds every decoded piece of text to the matcher and prints only what the matcher
- * releases. The matcher holds back the longest tail that could still grow into a stop string,
+ *   chat_render.c  the public plume_chat_render*: checks the messages, walks them as the
+ *                  template's loop does (system turn, turns, thoughts, continuation rules)
+ *   chat_macros.c  the template's macros: tool declarations (format_function_declaration,
+ *                  format_parameters), format_argument, tool calls and tool responses
+ *   chat_pystr.c   Python's str() and repr() of values, which is what {{ x }} prints
+ *   chat_pyjson.c  JSON text (tools, arguments) -> the Python objects json.loads() makes
+ *   chat_trim.c    Jinja's trim (Python str.strip()) and the template's strip_thinking
+ *   chat_parse.c   the way back: the public plume_chat_parser* (generated text -> content,
+ *                  thought and tool-call deltas, streaming)
+ *   chat_stop.c    the stop-string matcher below
+ *
+ * chat_int.h is what those files share; this header is what the rest of plume may use.
+ *
+ * The stop matcher. Generation feeds every decoded piece of text to the matcher and prints
+ * only what the matcher releases, so that a user stop string is never printed, not even in
+ * part. The matcher holds back the longest tail that could still grow into a stop string,
  * and reports a complete stop string as soon as one appears (the text before it is released,
  * the stop string and anything after it are dropped). "First" means first to complete, as if
  * the text arrived one byte at a time (among stop strings completing at the same byte, the
@@ -65,17 +83,5 @@ int plume_stop_matcher_feed(plume_stop_matcher *m, const char *piece, size_t len
 /* End of generation without a stop string: release the held tail (its length is returned,
  * *emit points at it). Returns 0 after a match. */
 size_t plume_stop_matcher_flush(plume_stop_matcher *m, const char **emit);
-
-/* Output under construction; oom latches the first allocation failure. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} chat_buf;
-
-/* Append n bytes to b (no-op after an allocation failure); keeps b->p NUL-terminated. */
-void chat_buf_put(chat_buf *b, const char *s, size_t n);
-/* Append a NUL-terminated string. */
-void chat_buf_puts(chat_buf *b, const char *s);
 
 #endif /* PLUME_CHAT_H */
