@@ -310,9 +310,9 @@ typedef struct serve_dialect {
     char *(*reply)(const struct serve_job *j, const serve_reply *r, int32_t n, const serve_usage *u);
     /* The body of an error reply, malloc'd (NULL: out of memory). */
     char *(*error)(const serve_error *e);
-    /* Bytes a client of a stream skips (an SSE comment line), sent once when the client's
-     * input ends: a client that only half-closed reads them, a gone one resets. NULL: the end
-     * of its input ends the stream. */
+    /* Bytes a client of a stream skips (an SSE comment line ":"; a space before the next of
+     * JSON lines), sent once when the client's input ends: a client that only half-closed
+     * reads them, a gone one resets. NULL: the end of its input ends the stream. */
     const char *idle;
     /* The body answering a token count of a parsed request, malloc'd, or NULL (none). */
     char *(*count)(int32_t n_tokens);

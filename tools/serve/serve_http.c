@@ -514,10 +514,15 @@ static enum MHD_Result handle_count(serve_server *sv, struct MHD_Connection *c, 
     serve_error e;
     serve_request r;
     int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
-    if (serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) return reply_serve_error(sv, c, d, &e);
+    size_t took = 0; /* the parse, the prompt and its ids, as for a generation */
+    if (budget_parse(sv, cn, 6, &took, &e) || serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) {
+        budget_give(sv, cn, took);
+        return reply_serve_error(sv, c, d, &e);
+    }
     int rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, &e);
     serve_request_free(&r);
     free(ids);
+    budget_give(sv, cn, took);
     if (rc) return reply_serve_error(sv, c, d, &e);
     return reply_json(sv, c, 200, d->count(n));
 }
@@ -531,7 +536,10 @@ static enum MHD_Result handle_info(serve_server *sv, struct MHD_Connection *c, s
     serve_sched_stats(sv->sched, &st);
     serve_info info = sv->info;
     info.busy = st.busy;
+    size_t took = 0; /* a body's parse (POST /api/show, /api/embed) */
+    if (cn->len && budget_parse(sv, cn, 2, &took, &e)) return reply_serve_error(sv, c, d, &e);
     char *body = fn(&info, cn->body ? cn->body : "", cn->len, &e);
+    budget_give(sv, cn, took);
     if (!body && e.status) return reply_serve_error(sv, c, d, &e);
     return reply_json(sv, c, 200, body);
 }
@@ -765,7 +773,8 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get)) {
-        allow_methods = r->post ? "POST" : "GET, HEAD"; /* the route's own, in the Allow header */
+        /* the route's own, in the Allow header (and OPTIONS where --cors answers preflights) */
+        allow_methods = r->post ? (sv->o.cors ? "POST, OPTIONS" : "POST") : (sv->o.cors ? "GET, HEAD, OPTIONS" : "GET, HEAD");
         enum MHD_Result q = reply_error(sv, c, d, 405, "invalid_request_error", "method_not_allowed",
                                         r->post ? "this endpoint takes POST" : "this endpoint takes GET");
         allow_methods = NULL;
@@ -1076,7 +1085,9 @@ static void info_init(serve_server *sv) {
     sha256_ctx h;
     sha256_init(&h);
     char *path = plume_sprintf("%s/manifest.sha256", sv->o.bundle), buf[4096];
-    FILE *f = path ? fopen(path, "rb") : NULL;
+    int fd = path ? plume_open_regular(path, NULL) : -1; /* a FIFO there must not hang the start */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) close(fd);
     size_t k;
     if (f) {
         while ((k = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, k);
