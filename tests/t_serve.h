@@ -153,17 +153,24 @@ static int metric_reaches(const server *sv, const char *name, double want, int m
     return 0;
 }
 
-/* A TCP connection to the server's port, or -1. */
-static int raw_connect(const server *sv) {
+/* A TCP connection to the server's port from the loopback address 127.0.0.from (another
+ * client to the server, on Linux's 127/8), or -1. */
+static int raw_connect_from(const server *sv, int from) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sv->port)};
+    struct sockaddr_in src = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    src.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)from);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (fd >= 0 && ((from != 1 && bind(fd, (struct sockaddr *)&src, sizeof src) != 0) ||
+                    connect(fd, (struct sockaddr *)&a, sizeof a) != 0)) {
         close(fd);
         fd = -1;
     }
     return fd;
 }
+
+/* A TCP connection to the server's port, or -1. */
+static int raw_connect(const server *sv) { return raw_connect_from(sv, 1); }
 
 /* Send n bytes (0, or -1 when the server closed or reset the connection). */
 static int raw_send(int fd, const void *p, size_t n) {

@@ -94,15 +94,16 @@ static void test_idle_flood(void) {
     for (int i = 0; i < n; i++) close(fds[i]);
 }
 
-/* Every connection of the daemon taken (heads whole, bodies awaited): a POST past the limit
- * is a 503 from the door, /health still gets one of the connections kept for it. */
+/* Every connection of the daemon taken (heads whole, bodies awaited) by five clients: a POST
+ * past the limit is a 503 from the door, /health still gets one of the connections kept for
+ * it. */
 static void test_health_when_full(void) {
-    enum { N = 1 + 1 + 64 + 12 }; /* M: --parallel 1 --queue 1, so 66 connections, then 503 */
-    int fds[N], n = 0;
+    enum { ADDRS = 5, EACH = 16 }; /* M: --parallel 1 --queue 1, so 66 connections, then 503; 18 an address */
+    int fds[ADDRS * EACH], n = 0;
     char req[512], out[65536];
     size_t len = req_text(req, sizeof req, "POST", "/tokenize", NULL, NULL, 10);
-    for (int i = 0; i < N; i++)
-        if ((fds[n] = raw_connect(&M)) >= 0) raw_send(fds[n++], req, len);
+    for (int i = 0; i < ADDRS * EACH; i++)
+        if ((fds[n] = raw_connect_from(&M, 10 + i % ADDRS)) >= 0) raw_send(fds[n++], req, len);
     nap(300);
     int st = http(&M, out, sizeof out, "/health", "%s", "-m 5");
     CHECK(st == 200, "/health with every connection taken: %d %s", st, out);
@@ -115,7 +116,50 @@ static void test_health_when_full(void) {
         }
         close(fds[i]);
     }
-    CHECK(refused >= 1 && json == refused, "connections past the limit: %d refused, %d with a JSON 503", refused, json);
+    CHECK(n == ADDRS * EACH && refused >= 1 && json == refused, "%d connections past the limit: %d refused, %d with a JSON 503",
+          n, refused, json);
+}
+
+/* One client address holds at most --parallel + --queue + 16 connections (18 on M): past
+ * them a 429 for it, while another address is served and its own /health answered. */
+static void test_per_address(void) {
+    enum { N = 24 };
+    int fds[N], n = 0, refused = 0, json = 0;
+    char req[512], out[65536];
+    size_t len = req_text(req, sizeof req, "POST", "/tokenize", NULL, NULL, 10);
+    for (int i = 0; i < N; i++)
+        if ((fds[n] = raw_connect_from(&M, 2)) >= 0) raw_send(fds[n++], req, len);
+    nap(300);
+    for (int i = 0; i < n; i++) {
+        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+        if (poll(&pf, 1, 0) > 0 && raw_read_all(fds[i], out, sizeof out, 500) > 0 && raw_reply(out, NULL) == 429) {
+            refused++;
+            json += raw_is_error(out, "too_many_connections") && strstr(out, "Retry-After: 1") != NULL;
+        }
+    }
+    CHECK(n == N && refused == N - 18 && json == refused, "%d connections of one address: %d refused (429 JSON: %d)", n,
+          refused, json);
+    const char *body = "{\"content\": \"hi\"}";
+    size_t k = req_text(req, sizeof req, "POST", "/tokenize", NULL, body, strlen(body));
+    int fd = raw_connect_from(&M, 3);
+    raw_send(fd, req, k);
+    raw_read_all(fd, out, sizeof out, 5000);
+    close(fd);
+    CHECK(raw_reply(out, NULL) == 200, "another address meanwhile: %s", out);
+    k = (size_t)snprintf(req, sizeof req, "GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+    fd = raw_connect_from(&M, 2);
+    raw_send(fd, req, k);
+    raw_read_all(fd, out, sizeof out, 5000);
+    close(fd);
+    CHECK(raw_reply(out, NULL) == 200, "/health from the full address: %s", out);
+    for (int i = 0; i < n; i++) close(fds[i]);
+    nap(300); /* the daemon sees them close */
+    fd = raw_connect_from(&M, 2);
+    k = req_text(req, sizeof req, "POST", "/tokenize", NULL, body, strlen(body));
+    raw_send(fd, req, k);
+    raw_read_all(fd, out, sizeof out, 5000);
+    close(fd);
+    CHECK(raw_reply(out, NULL) == 200, "the address's places came back: %s", out);
 }
 
 /* ---- greedy clients: the memory budget -------------------------------------------------- */
@@ -372,6 +416,7 @@ int main(void) {
     RUN(test_405_and_bearer);
     RUN(test_errors_are_json);
     RUN(test_health_when_full);
+    RUN(test_per_address);
     RUN(test_memory_budget);
     int st = server_stop(&L, NULL), st2 = server_stop(&M, NULL);
     if (st || st2) printf("  server exit status %d %d\n", st, st2);

@@ -38,6 +38,12 @@
 #include "serve.h"
 #include "webui.h"
 
+/* A client address (its family and IP, not its port) and its connections in the daemon. */
+typedef struct {
+    uint8_t key[17];
+    int32_t n;
+} serve_addr_count;
+
 /* The server: the model, the scheduler, the HTTP daemon and the counters of /metrics. */
 typedef struct {
     serve_config o;
@@ -55,6 +61,10 @@ typedef struct {
     atomic_int in_flight; /* connections holding a job (waiting or streaming) */
     serve_door *door;
     atomic_int conns;       /* connections handed to the daemon and not yet closed */
+    pthread_mutex_t addr_mu; /* guards addrs: the door adds, the daemon's threads remove */
+    serve_addr_count *addrs; /* [n_addrs] client addresses with connections in the daemon */
+    int32_t n_addrs;
+    size_t cap_addrs;
     atomic_size_t mem_used; /* bytes of the memory budget taken by requests in flight */
 } serve_server;
 
@@ -936,6 +946,7 @@ serve_config serve_config_default(void) {
 /* ---- admission: the door hands connections over --------------------------------------------- */
 
 #define SERVE_LIGHT_RESERVE 16   /* connections kept beyond the limit for /health, /metrics, ... */
+#define SERVE_ADDR_SHORT 16      /* connections of one address beyond its slots and queue places */
 #define SERVE_DOOR_PER_ADDR 32   /* heads awaited from one client address */
 #define SERVE_DOOR_PENDING 512   /* heads awaited in all */
 
@@ -943,9 +954,48 @@ serve_config serve_config_default(void) {
  * and 64 for the short requests (/tokenize, refusals) beside them. */
 static unsigned conn_limit(const serve_server *sv) { return (unsigned)(sv->o.parallel + sv->o.queue + 64); }
 
+/* Connections one client address may hold in the daemon: every slot and queue place and
+ * SERVE_ADDR_SHORT short requests beside them. conn_limit has 64 beyond the slots and queue,
+ * so one client (slow bodies, a flood) always leaves the others 64 - SERVE_ADDR_SHORT. */
+static int32_t addr_limit(const serve_server *sv) { return sv->o.parallel + sv->o.queue + SERVE_ADDR_SHORT; }
+
+/* The key of a client address: its family and IP (a port is not a client). */
+static void addr_key(const struct sockaddr *a, uint8_t key[17]) {
+    memset(key, 0, 17);
+    if (!a) return;
+    key[0] = (uint8_t)a->sa_family;
+    if (a->sa_family == AF_INET) memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
+    else if (a->sa_family == AF_INET6) memcpy(key + 1, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+}
+
+/* Count a connection of address a in (delta 1) or out (-1); with delta 1 and limit > 0, take
+ * nothing and return -1 when a holds limit already. */
+static int addr_count(serve_server *sv, const struct sockaddr *a, int32_t delta, int32_t limit) {
+    uint8_t key[17];
+    addr_key(a, key);
+    int rc = 0;
+    pthread_mutex_lock(&sv->addr_mu);
+    int32_t i = 0;
+    while (i < sv->n_addrs && memcmp(sv->addrs[i].key, key, 17)) i++;
+    if (i == sv->n_addrs && delta > 0) {
+        if (plume_grow(&sv->addrs, &sv->cap_addrs, i + 1, sizeof *sv->addrs) == 0) {
+            memcpy(sv->addrs[i].key, key, 17);
+            sv->addrs[i].n = 0;
+            sv->n_addrs++;
+        }
+    }
+    if (i < sv->n_addrs) {
+        if (delta > 0 && limit > 0 && sv->addrs[i].n >= limit) rc = -1;
+        else if ((sv->addrs[i].n += delta) <= 0) sv->addrs[i] = sv->addrs[--sv->n_addrs];
+    }
+    pthread_mutex_unlock(&sv->addr_mu);
+    return rc;
+}
+
 /* The door's admit: a whole head came; the daemon takes the connection unless it serves
  * conn_limit already (a GET of a page that answers at once, /health or /metrics, still gets
- * one of the reserve: a probe is answered while every generation connection is busy). */
+ * one of the reserve: a probe is answered while every generation connection is busy) or the
+ * client's address holds addr_limit of them (a 429: the others keep their places). */
 static int door_admit(void *ctx, int fd, const struct sockaddr *addr, socklen_t alen, const serve_head *h, serve_error *e) {
     serve_server *sv = ctx;
     const route *r = route_of(h->path);
@@ -953,18 +1003,28 @@ static int door_admit(void *ctx, int fd, const struct sockaddr *addr, socklen_t 
     if ((unsigned)atomic_load(&sv->conns) >= conn_limit(sv) + (light ? SERVE_LIGHT_RESERVE : 0))
         return serve_error_set(e, 503, "server_error", NULL, "too_many_connections",
                                "every connection of the server is taken; retry later");
+    if (addr_count(sv, addr, 1, light ? 0 : addr_limit(sv)))
+        return serve_error_set(e, 429, "rate_limit_error", NULL, "too_many_connections",
+                               "this client address holds %d connections, the most the server gives one; retry later",
+                               addr_limit(sv));
     /* counted here, not when the daemon's thread gets to it (it takes them in asynchronously:
      * a burst would pass the limit), and uncounted when it closes (on_connection) */
     atomic_fetch_add(&sv->conns, 1);
-    if (MHD_add_connection(sv->d, fd, addr, alen) != MHD_YES) atomic_fetch_sub(&sv->conns, 1); /* it closed the socket */
+    if (MHD_add_connection(sv->d, fd, addr, alen) != MHD_YES) { /* it closed the socket */
+        atomic_fetch_sub(&sv->conns, 1);
+        addr_count(sv, addr, -1, 0);
+    }
     return 0;
 }
 
 /* libmicrohttpd's connection notices: a connection it served is closed. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe) {
-    (void)c;
     (void)socket_context;
-    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&((serve_server *)cls)->conns, 1);
+    serve_server *sv = cls;
+    if (toe != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    addr_count(sv, ci ? ci->client_addr : NULL, -1, 0);
+    atomic_fetch_sub(&sv->conns, 1);
 }
 
 /* The door's error bodies: in the dialect of the path's route (OpenAI's for others). */
@@ -1140,6 +1200,7 @@ int serve_run(const serve_config *c) {
         return 1;
     }
     sv->o = *c;
+    pthread_mutex_init(&sv->addr_mu, NULL);
     /* Signals go to this thread only (sigwait below); the threads made from here inherit the mask. */
     sigset_t stop;
     sigemptyset(&stop);
@@ -1169,6 +1230,8 @@ int serve_run(const serve_config *c) {
     if (rc && sv->d) MHD_stop_daemon(sv->d);
     if (serve_sched_free(sv->sched)) rc = 1; /* a slot of --slot-save was lost */
     plume_model_free(sv->m);
+    pthread_mutex_destroy(&sv->addr_mu);
+    free(sv->addrs);
     free(sv);
     return rc;
 }
