@@ -32,6 +32,57 @@ static int raw_is_error(const char *text, const char *code) {
     return is_error(body, code);
 }
 
+/* A metric of sv (L's key sent), or -1. */
+static double metric_k(const server *sv, const char *name) {
+    char out[8192], key[128];
+    if (http(sv, out, sizeof out, "/metrics", "%s", "-H 'Authorization: Bearer k'") != 200) return -1;
+    snprintf(key, sizeof key, "\n%s ", name);
+    char *p = strstr(out, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+/* Wait up to ms for a metric of sv to be within [lo, hi]; whether it got there. The tests wait
+ * on the server's own figures, not on naps: the machine may be loaded. */
+static int metric_within(const server *sv, const char *name, double lo, double hi, int ms) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        double v = metric_k(sv, name);
+        if (v >= lo && v <= hi) return 1;
+        nap(20);
+    } while (since(&t0) * 1000 < ms);
+    return 0;
+}
+
+/* Read the replies of status the server sends on fds[0..n) (each read once) until want of
+ * them came or ms passed, then 100 ms more for any beyond; how many came, *json of them the
+ * JSON error with that code and Retry-After. */
+static int replies(const int *fds, int n, int status, const char *code, int want, int ms, int *json) {
+    char out[8192], *seen = calloc((size_t)n, 1);
+    int got = 0, more = -1;
+    *json = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (seen && since(&t0) * 1000 < ms + (more >= 0 ? 100 : 0)) {
+        for (int i = 0; i < n; i++) {
+            struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+            if (seen[i] || poll(&pf, 1, 0) <= 0) continue;
+            seen[i] = 1;
+            if (raw_read_all(fds[i], out, sizeof out, 500) > 0 && raw_reply(out, NULL) == status) {
+                got++;
+                *json += raw_is_error(out, code) && strstr(out, "Retry-After: 1") != NULL;
+            }
+        }
+        if (got >= want && more < 0) { /* then a little longer for any beyond */
+            more = got;
+            ms = (int)(since(&t0) * 1000);
+        }
+        nap(20);
+    }
+    free(seen);
+    return got;
+}
+
 /* ---- slow clients ----------------------------------------------------------------------- */
 
 /* A head sent one header line every 150 ms never completes: --timeout 1 ends it with a 408. */
@@ -98,46 +149,35 @@ static void test_idle_flood(void) {
  * past the limit is a 503 from the door, /health still gets one of the connections kept for
  * it. */
 static void test_health_when_full(void) {
-    enum { ADDRS = 5, EACH = 16 }; /* M: --parallel 1 --queue 1, so 66 connections, then 503; 18 an address */
-    int fds[ADDRS * EACH], n = 0;
+    enum { ADDRS = 5, EACH = 16, LIMIT = 1 + 1 + 64 }; /* M: --parallel 1 --queue 1; 18 an address */
+    int fds[ADDRS * EACH], n = 0, json = 0;
     char req[512], out[65536];
+    CHECK(metric_within(&M, "plume_http_connections", 1, 1, 10000), "M's connections before: %.0f",
+          metric(&M, "plume_http_connections"));
     size_t len = req_text(req, sizeof req, "POST", "/tokenize", NULL, NULL, 10);
     for (int i = 0; i < ADDRS * EACH; i++)
         if ((fds[n] = raw_connect_from(&M, 10 + i % ADDRS)) >= 0) raw_send(fds[n++], req, len);
-    nap(300);
+    int refused = replies(fds, n, 503, "too_many_connections", n - LIMIT, 10000, &json);
     int st = http(&M, out, sizeof out, "/health", "%s", "-m 5");
     CHECK(st == 200, "/health with every connection taken: %d %s", st, out);
-    int refused = 0, json = 0;
-    for (int i = 0; i < n; i++) {
-        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
-        if (poll(&pf, 1, 0) > 0 && raw_read_all(fds[i], out, sizeof out, 500) > 0 && raw_reply(out, NULL) == 503) {
-            refused++;
-            json += raw_is_error(out, "too_many_connections") && strstr(out, "Retry-After: 1") != NULL;
-        }
-        close(fds[i]);
-    }
-    CHECK(n == ADDRS * EACH && refused >= 1 && json == refused, "%d connections past the limit: %d refused, %d with a JSON 503",
-          n, refused, json);
+    CHECK(n == ADDRS * EACH && refused == n - LIMIT && json == refused,
+          "%d connections, %d past the limit: %d refused, %d with a JSON 503", n, n - LIMIT, refused, json);
+    for (int i = 0; i < n; i++) close(fds[i]);
 }
 
 /* One client address holds at most --parallel + --queue + 16 connections (18 on M): past
  * them a 429 for it, while another address is served and its own /health answered. */
 static void test_per_address(void) {
-    enum { N = 24 };
-    int fds[N], n = 0, refused = 0, json = 0;
+    enum { N = 24, LIMIT = 18 };
+    int fds[N], n = 0, json = 0;
     char req[512], out[65536];
+    CHECK(metric_within(&M, "plume_http_connections", 1, 1, 10000), "M's connections before: %.0f",
+          metric(&M, "plume_http_connections"));
     size_t len = req_text(req, sizeof req, "POST", "/tokenize", NULL, NULL, 10);
     for (int i = 0; i < N; i++)
         if ((fds[n] = raw_connect_from(&M, 2)) >= 0) raw_send(fds[n++], req, len);
-    nap(300);
-    for (int i = 0; i < n; i++) {
-        struct pollfd pf = {.fd = fds[i], .events = POLLIN};
-        if (poll(&pf, 1, 0) > 0 && raw_read_all(fds[i], out, sizeof out, 500) > 0 && raw_reply(out, NULL) == 429) {
-            refused++;
-            json += raw_is_error(out, "too_many_connections") && strstr(out, "Retry-After: 1") != NULL;
-        }
-    }
-    CHECK(n == N && refused == N - 18 && json == refused, "%d connections of one address: %d refused (429 JSON: %d)", n,
+    int refused = replies(fds, n, 429, "too_many_connections", N - LIMIT, 10000, &json);
+    CHECK(n == N && refused == N - LIMIT && json == refused, "%d connections of one address: %d refused (429 JSON: %d)", n,
           refused, json);
     const char *body = "{\"content\": \"hi\"}";
     size_t k = req_text(req, sizeof req, "POST", "/tokenize", NULL, body, strlen(body));
@@ -153,7 +193,8 @@ static void test_per_address(void) {
     close(fd);
     CHECK(raw_reply(out, NULL) == 200, "/health from the full address: %s", out);
     for (int i = 0; i < n; i++) close(fds[i]);
-    nap(300); /* the daemon sees them close */
+    CHECK(metric_within(&M, "plume_http_connections", 1, 1, 10000), "M's connections after: %.0f",
+          metric(&M, "plume_http_connections"));
     fd = raw_connect_from(&M, 2);
     k = req_text(req, sizeof req, "POST", "/tokenize", NULL, body, strlen(body));
     raw_send(fd, req, k);
@@ -205,11 +246,13 @@ static void test_memory_budget(void) {
         raw_send(fds[i], req, len);
         raw_send(fds[i], "{\"content\": \"", 13);
     }
-    nap(300);
+    CHECK(metric_within(&M, "plume_request_memory_bytes", 4 * 1900000, 8 << 20, 10000), "the four bodies' share: %.0f",
+          metric(&M, "plume_request_memory_bytes"));
     st = raw_request(&M, req, len, 0, out, sizeof out, 5000);
     CHECK(st == 429 && raw_is_error(out, "server_busy") && strstr(out, "Retry-After: 1"), "a fifth body: %d %s", st, out);
     for (int i = 0; i < 4; i++) close(fds[i]);
-    nap(300);
+    CHECK(metric_within(&M, "plume_request_memory_bytes", 0, 0, 10000), "the budget after: %.0f",
+          metric(&M, "plume_request_memory_bytes"));
     st = post(&M, out, sizeof out, "/tokenize", "{\"content\": \"hello\"}");
     CHECK(st == 200, "the budget came back: %d %s", st, out);
     /* six costly bodies at once */
@@ -253,21 +296,22 @@ static void test_json_edges(void) {
     CHECK(st == 400 && is_error(out, "invalid_json"), "chat with a second object: %d %s", st, out);
 }
 
-/* Take L's one slot for about a second (a long completion whose client hangs up), so that a
+/* Take L's one slot for a while (a long completion whose client hangs up), so that a
  * request sent next waits in the queue and its client's end of input is seen meanwhile. */
 static pid_t blocker(void) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "exec curl -s -m 1 -o /dev/null -H 'Authorization: Bearer k' http://127.0.0.1:%d/v1/completions "
+    snprintf(cmd, sizeof cmd, "exec curl -s -m 1.5 -o /dev/null -H 'Authorization: Bearer k' http://127.0.0.1:%d/v1/completions "
              "-d '{\"prompt\": \"block\", \"max_tokens\": 4000, \"ignore_eos\": true}'", L.port);
     pid_t pid = spawn_sh(cmd);
-    nap(300); /* running by then (L's /metrics wants the key: metric_reaches cannot tell) */
+    metric_within(&L, "plume_slots_busy", 1, 1, 1500);
     return pid;
 }
 
-/* A half-closed request sent behind a blocker: its status, the whole text in out. */
-static int half_closed(const char *req, size_t n, char *out, size_t cap) {
+/* A request sent behind a blocker (its sending side closed when half): its status, the whole
+ * text in out. */
+static int behind(const char *req, size_t n, int half, char *out, size_t cap) {
     pid_t b = blocker();
-    int st = raw_request(&L, req, n, 1, out, cap, 20000);
+    int st = raw_request(&L, req, n, half, out, cap, 20000);
     waitpid(b, NULL, 0);
     return st;
 }
@@ -281,12 +325,12 @@ static void test_half_close(void) {
     char req[512], out[65536];
     size_t n = req_text(req, sizeof req, "POST", "/v1/completions", "Authorization: Bearer k\r\n", body, strlen(body));
     const char *b;
-    int st = half_closed(req, n, out, sizeof out);
+    int st = behind(req, n, 1, out, sizeof out);
     raw_reply(out, &b);
     CHECK(st == 200 && strstr(b, "\"text_completion\"") && strstr(out, " 100 Continue"), "HTTP/1.1, half-closed: %d %s", st, out);
     n = (size_t)snprintf(req, sizeof req, "POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer k\r\nContent-Length: %zu\r\n\r\n%s",
                          strlen(body), body);
-    st = half_closed(req, n, out, sizeof out);
+    st = behind(req, n, 1, out, sizeof out);
     raw_reply(out, &b);
     CHECK(st == 200 && strstr(b, "\"text_completion\"") && !strstr(out, " 100 "), "HTTP/1.0, half-closed: %d %s", st, out);
     /* every dialect's stream: SSE comment lines (OpenAI, Responses, Anthropic), a space before
@@ -303,9 +347,20 @@ static void test_half_close(void) {
     for (size_t i = 0; i < sizeof streams / sizeof *streams; i++) {
         n = req_text(req, sizeof req, "POST", streams[i].path, "Authorization: Bearer k\r\n", streams[i].body,
                      strlen(streams[i].body));
-        st = half_closed(req, n, out, sizeof out);
+        st = behind(req, n, 1, out, sizeof out);
         CHECK(st == 200 && strstr(out, streams[i].end), "%s streamed, half-closed: %d %s", streams[i].path, st, out);
     }
+}
+
+/* A stream that waits longer than --timeout (in the queue behind another) gets its answer:
+ * libmicrohttpd ends a connection that sent nothing for --timeout even while the reader waits,
+ * so the reader sends the dialect's idle bytes meanwhile (it ended empty). */
+static void test_stream_waits(void) {
+    const char *body = "{\"prompt\": \"hi\", \"max_tokens\": 3, \"stream\": true}";
+    char req[512], out[65536];
+    size_t n = req_text(req, sizeof req, "POST", "/v1/completions", "Authorization: Bearer k\r\n", body, strlen(body));
+    int st = behind(req, n, 0, out, sizeof out);
+    CHECK(st == 200 && strstr(out, "data: [DONE]") && strstr(out, "\r\n:\n\n"), "a stream queued past --timeout: %d %s", st, out);
 }
 
 /* A client that hangs up on a long whole (non-streamed) answer: its generation stops and the
@@ -393,6 +448,25 @@ static void test_slot_save(void) {
     st = server_stop(&S, NULL);
     t_sh(out, sizeof out, "cat %s", S.log);
     CHECK(st == 1 && strstr(out, "not saved"), "a slot lost at exit: status %d, %s", st, out);
+    /* planted at the slots' names: a FIFO (not waited on at start) and a link to a file (not
+     * written through at exit): both replaced by the slots' own files */
+    t_sh(out, sizeof out, "rm -rf %s/slots %s/victim && mkdir %s/slots && mkfifo %s/slots/slot-0.state && "
+         "echo victim > %s/victim && ln -s %s/victim %s/slots/slot-1.state", tmp, tmp, tmp, tmp, tmp, tmp, tmp);
+    snprintf(flags, sizeof flags, "--parallel 2 --slot-save %s/slots", tmp);
+    CHECK(server_start(&S, "s2", flags) == 0, "server S2 did not start (a FIFO slot file)");
+    if (!S.port) return;
+    pid_t others[2];
+    for (int i = 0; i < 2; i++) { /* both slots used */
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "exec curl -s -m 20 -o /dev/null http://127.0.0.1:%d/v1/completions -d "
+                 "'{\"prompt\": \"slot %d\", \"max_tokens\": 200, \"ignore_eos\": true}'", S.port, i);
+        others[i] = spawn_sh(cmd);
+    }
+    for (int i = 0; i < 2; i++) waitpid(others[i], NULL, 0);
+    st = server_stop(&S, NULL);
+    t_sh(out, sizeof out, "cat %s/victim; for f in %s/slots/slot-0.state %s/slots/slot-1.state; do "
+         "test -f $f -a ! -L $f && echo regular; done", tmp, tmp, tmp);
+    CHECK(st == 0 && !strcmp(out, "victim\nregular\nregular\n"), "slot files planted as a FIFO and a link: %d %s", st, out);
 }
 
 int main(void) {
@@ -412,6 +486,7 @@ int main(void) {
     RUN(test_idle_flood);
     RUN(test_json_edges);
     RUN(test_half_close);
+    RUN(test_stream_waits);
     RUN(test_hangup_whole_reply);
     RUN(test_405_and_bearer);
     RUN(test_errors_are_json);

@@ -90,11 +90,13 @@ typedef struct {
     int probed;  /* the end of input was seen and the probe sent */
 } peer;
 
-/* A streamed reply: the job, the client to watch, the server's in-flight count. */
+/* A streamed reply: the job, the client to watch, the server's in-flight count, how long the
+ * reader may wait without sending anything. */
 typedef struct {
     serve_job *job;
     peer pe;
     atomic_int *in_flight;
+    double keepalive;
 } serve_stream;
 
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
@@ -269,11 +271,15 @@ static int conn_fd(struct MHD_Connection *c) {
 }
 
 /* The content reader of a streamed reply: block until the scheduler has written more bytes,
- * copy them; end of stream when the job is done; an error when the client has gone. */
+ * copy them; end of stream when the job is done; an error when the client has gone. A reader
+ * that waits (in the queue, a long prefill) sends the dialect's idle bytes every keepalive
+ * seconds: libmicrohttpd closes a connection that sent nothing for --timeout, even while its
+ * reader blocks, and the stream ended empty. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     serve_stream *st = cls;
     serve_job *j = st->job;
+    double t0 = plume_now();
     pthread_mutex_lock(&j->mu);
     while (j->out_sent == j->out.len && !j->done) {
         job_wait_locked(j);
@@ -281,7 +287,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             pthread_mutex_unlock(&j->mu);
             int said = peer_check(&st->pe);
             const char *idle = j->dialect->idle; /* a stream's probe: bytes its client skips */
-            if (said == PEER_PROBE && idle && strlen(idle) <= max) {
+            if ((said == PEER_PROBE || (said == PEER_HERE && plume_now() - t0 >= st->keepalive)) && idle &&
+                strlen(idle) <= max) {
                 memcpy(buf, idle, strlen(idle));
                 return (ssize_t)strlen(idle);
             }
@@ -488,6 +495,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
         st->job = j; /* the connection's reference now belongs to the stream */
         st->pe = pe;
         st->in_flight = &sv->in_flight;
+        st->keepalive = sv->o.timeout / 2.0 > 0.2 ? sv->o.timeout / 2.0 : 0.2;
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -670,12 +678,17 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
         "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
         "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
-        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n",
+        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n"
+        "# HELP plume_http_connections Connections the HTTP daemon holds (this one included).\n"
+        "# TYPE plume_http_connections gauge\nplume_http_connections %d\n"
+        "# HELP plume_request_memory_bytes Bytes of --max-request-memory held by requests in flight.\n"
+        "# TYPE plume_request_memory_bytes gauge\nplume_request_memory_bytes %zu\n",
         (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted);
+        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
+        (size_t)atomic_load(&sv->mem_used));
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
 }
 
