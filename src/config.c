@@ -470,7 +470,7 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
     char *js = cJSON_Print(o);
     cJSON_Delete(o);
     if (!js) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    int rc = plume_write_file_atomic(path, js, strlen(js), err);
+    int rc = plume_write_file(path, js, strlen(js), PLUME_WRITE_REPLACE, err);
     free(js);
     return rc;
 }

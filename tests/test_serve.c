@@ -8,152 +8,11 @@
  * the prompt's log-probabilities, continued assistant messages, CORS, Ollama's model
  * endpoints, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
  * --slot-save keeps the slots across a restart. Every curl has a time limit. */
-#include "t.h"
+#include "t_serve.h"
 
-#include <cjson/cJSON.h>
-#include <signal.h>
-#include <spawn.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
-
-extern char **environ;
-
-static char *tmp;
-static char bundle[600];
-
-/* A server started in the background. */
-typedef struct {
-    pid_t pid;
-    int port;
-    char log[700];
-} server;
 
 static server A; /* --parallel 4, the default limits */
-
-/* Start `sh -c cmd` in the background; its pid (the shell execs the last command). */
-static pid_t spawn_sh(const char *cmd) {
-    pid_t pid;
-    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
-    return posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ? -1 : pid;
-}
-
-/* Sleep ms milliseconds. */
-static void nap(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Start plume serve with flags on a free port; 0 when it listens (port parsed from its log). */
-static int server_start(server *sv, const char *tag, const char *flags) {
-    char cmd[2048];
-    snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
-    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
-    sv->port = 0;
-    if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
-    for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
-        nap(50);
-        FILE *f = fopen(sv->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "listening on http://127.0.0.1:");
-            if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        }
-        if (f) fclose(f);
-        int st;
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return -1;
-    }
-    return sv->port ? 0 : -1;
-}
-
-/* SIGTERM the server and wait up to 10 s; its exit status (-1: still running, killed, or
- * not a normal exit). *secs receives the time it took. */
-static int server_stop(server *sv, double *secs) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    kill(sv->pid, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            if (secs) *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        nap(50);
-    }
-    kill(sv->pid, SIGKILL);
-    waitpid(sv->pid, &st, 0);
-    return -1;
-}
-
-/* curl the server with extra arguments (fmt); the HTTP status (0: no answer), the body in
- * out, the response headers in tmp/headers. */
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...) {
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "curl -s -m 60 -D %s/headers -w '\\n%%{http_code}' %s http://127.0.0.1:%d%s", tmp, args,
-             sv->port, path);
-    t_sh(out, cap, "%s", cmd);
-    char *nl = strrchr(out, '\n');
-    if (!nl) return 0;
-    int status = atoi(nl + 1);
-    *nl = 0;
-    return status;
-}
-
-/* POST a JSON body (no single quotes in it) to path; the status. */
-static int post(const server *sv, char *out, size_t cap, const char *path, const char *json) {
-    return http(sv, out, cap, path, "-H 'Content-Type: application/json' -d '%s'", json);
-}
-
-/* Whether the response headers (tmp/headers) contain s. */
-static int header_has(const char *s) {
-    char path[800], buf[4096] = {0};
-    snprintf(path, sizeof path, "%s/headers", tmp);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return strstr(buf, s) != NULL;
-}
-
-/* Whether body is an OpenAI error {"error": {"message", "type", "param", "code"}} whose code
- * (when want_code is given) is want_code. */
-static int is_error(const char *body, const char *want_code) {
-    cJSON *root = cJSON_Parse(body);
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message"), *code = cJSON_GetObjectItemCaseSensitive(e, "code");
-    int ok = cJSON_IsString(msg) && *msg->valuestring && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "type")) &&
-             cJSON_GetObjectItemCaseSensitive(e, "param") && code &&
-             (!want_code || (cJSON_IsString(code) && !strcmp(code->valuestring, want_code)));
-    cJSON_Delete(root);
-    return ok;
-}
-
-/* The value of a metric line "name value" in the /metrics text, or -1. */
-static double metric(const server *sv, const char *name) {
-    char out[8192];
-    if (http(sv, out, sizeof out, "/metrics", "%s", "") != 200) return -1;
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    char *p = strstr(out, key);
-    return p ? atof(p + strlen(key)) : -1;
-}
-
-/* Poll /metrics until name == want (up to ms); whether it got there. */
-static int metric_reaches(const server *sv, const char *name, double want, int ms) {
-    for (int t = 0; t < ms; t += 20) {
-        if (metric(sv, name) == want) return 1;
-        nap(20);
-    }
-    return 0;
-}
 
 /* A string at a path of keys/indices in a JSON text: e.g. get_str(j, "choices", 0, "text"). */
 static cJSON *dig(cJSON *root, const char *k1, int i, const char *k2) {
@@ -782,9 +641,14 @@ static void test_seeds(void) {
 
 /* The id /tokenize gives a one-token text, or -1. */
 static int token_id(const char *text) {
-    char body[256], out[4096];
-    snprintf(body, sizeof body, "{\"content\": \"%s\"}", text);
-    if (post(&A, out, sizeof out, "/tokenize", body) != 200) return -1;
+    char out[4096];
+    cJSON *req = cJSON_CreateObject(); /* escaped: a token may be a control character */
+    cJSON_AddStringToObject(req, "content", text);
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    int st = body ? post(&A, out, sizeof out, "/tokenize", body) : -1;
+    free(body);
+    if (st != 200) return -1;
     cJSON *root = cJSON_Parse(out), *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     int id = cJSON_GetArraySize(t) == 1 ? cJSON_GetArrayItem(t, 0)->valueint : -1;
     cJSON_Delete(root);

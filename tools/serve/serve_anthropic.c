@@ -551,7 +551,7 @@ static char *anthropic_count(int32_t n_tokens) {
 const serve_dialect serve_anthropic = {
     .name = "anthropic", .id_prefix = "msg", .stream_type = "text/event-stream",
     .state_size = sizeof(anthropic_state), .parse = parse_messages_body, .stream = anthropic_stream,
-    .reply = anthropic_reply, .error = anthropic_error, .count = anthropic_count,
+    .reply = anthropic_reply, .error = anthropic_error, .count = anthropic_count, .idle = ":\n\n",
 };
 
 const serve_dialect serve_anthropic_count = {

@@ -405,13 +405,13 @@ static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, c
 const serve_dialect serve_ollama_chat = {
     .name = "ollama-chat", .id_prefix = "ollama", .stream_type = "application/x-ndjson",
     .state_size = sizeof(ollama_state), .parse = parse_chat, .stream = ollama_stream, .reply = ollama_reply,
-    .error = ollama_error,
+    .error = ollama_error, .idle = " ", /* JSON lines have no comment: a space before the next line */
 };
 
 const serve_dialect serve_ollama_generate = {
     .name = "ollama-generate", .id_prefix = "ollama", .stream_type = "application/x-ndjson",
     .state_size = sizeof(ollama_state), .parse = parse_generate, .stream = ollama_stream, .reply = ollama_reply,
-    .error = ollama_error,
+    .error = ollama_error, .idle = " ", /* JSON lines have no comment: a space before the next line */
 };
 
 /* ---- the model endpoints --------------------------------------------------------------------- */

@@ -723,13 +723,13 @@ static char *openai_reply(const serve_job *j, const serve_reply *a, int32_t n, c
 const serve_dialect serve_openai_chat = {
     .name = "openai-chat", .id_prefix = "chatcmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_chat, .stream = openai_stream, .reply = openai_reply,
-    .error = serve_openai_error,
+    .error = serve_openai_error, .idle = ":\n\n",
 };
 
 const serve_dialect serve_openai_completion = {
     .name = "openai-completion", .id_prefix = "cmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_completion, .stream = openai_stream, .reply = openai_reply,
-    .error = serve_openai_error,
+    .error = serve_openai_error, .idle = ":\n\n",
 };
 
 /* ---- llama-server's /tokenize and /detokenize ------------------------------------------------ */

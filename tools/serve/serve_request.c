@@ -122,6 +122,32 @@ int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e)
     return 0;
 }
 
+int serve_json_check(const char *body, size_t len, size_t *nodes, serve_error *e) {
+    size_t n = 1; /* the root */
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)body[i];
+        if (!in_str) {
+            n += c == ',' || c == '[' || c == '{'; /* each element after the first, and each container's first */
+            in_str = c == '"';
+            continue;
+        }
+        if (c < 0x20)
+            return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                                   "the request body is not valid JSON: a raw control character (0x%02x) inside a string "
+                                   "at byte %zu (write it escaped, as \\u%04x)", c, i, c);
+        if (c == '"') in_str = 0;
+        else if (c == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && len - i >= 6 && !memcmp(body + i + 2, "0000", 4))
+                return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_value",
+                                       "a string holds \\u0000 (at byte %zu): NUL characters are not supported", i);
+            i++; /* the escaped character */
+        }
+    }
+    if (nodes) *nodes = n;
+    return 0;
+}
+
 /* Whether s is a tool_choice mode. */
 int serve_tool_mode(const char *s) {
     return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
@@ -179,7 +205,17 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
         serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the request body is not valid UTF-8");
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (serve_json_check(body, len, NULL, e)) return NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    size_t tail = root && end >= body && end <= body + len ? (size_t)(end - body) : len;
+    while (root && tail < len && body[tail] && strchr(" \t\r\n", body[tail])) tail++;
+    if (root && tail < len) { /* one JSON text per body: "{...} x" and "{...}{...}" are not requests */
+        cJSON_Delete(root);
+        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body is not valid JSON: bytes follow the object (at byte %zu)", tail);
+        return NULL;
+    }
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;

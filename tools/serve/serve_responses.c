@@ -654,5 +654,5 @@ static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev
 const serve_dialect serve_responses = {
     .name = "openai-responses", .id_prefix = "resp", .stream_type = "text/event-stream",
     .state_size = sizeof(resp_state), .parse = parse_responses, .stream = responses_stream, .reply = responses_reply,
-    .error = serve_openai_error, .state_free = resp_state_free,
+    .error = serve_openai_error, .state_free = resp_state_free, .idle = ":\n\n",
 };
