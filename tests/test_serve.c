@@ -1012,6 +1012,12 @@ static void test_model_endpoints(void) {
     CHECK(st == 200 && strstr(out, "\"prompt_eval_count\":2,") && strstr(out, "\"eval_count\":4,") &&
               strstr(out, "\"done_reason\":\"length\""),
           "num_ctx 6 leaves 4 tokens after a prompt of 2: %d %s", st, out);
+    CHECK(http(&A, out, sizeof out, "/v1/models/tiny", "%s", "") == 200 && strstr(out, "{\"id\":\"tiny\",\"object\":\"model\""),
+          "a model: %s", out);
+    CHECK(http(&A, out, sizeof out, "/models/gpt-4o", "%s", "") == 200 && strstr(out, "{\"id\":\"gpt-4o\",\"object\":\"model\""),
+          "any name: %s", out);
+    st = http(&A, out, sizeof out, "/v1/models/a/b", "%s", "");
+    CHECK(st == 404, "a path under a model: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/pull", "{\"model\": \"other\"}"); /* unknown: in Ollama's words */
     CHECK(st == 404 && strstr(out, "{\"error\":\"no such endpoint") && strstr(out, "pull"), "pull: %d %s", st, out);
     st = post(&A, out, sizeof out, "/v1/messages/batches", "{}");
