@@ -575,6 +575,42 @@ static void test_choices(void) {
 
 /* Every prefix of a valid body of each dialect, and bodies with one byte changed, give 0 or a
  * 400 (under ASan: no overread, no leak). */
+/* At most one tool call, in each dialect's words: parallel_tool_calls false (Responses, which
+ * echoes it), Anthropic's tool_choice.disable_parallel_tool_use; a non-boolean is a 400. */
+static void test_one_call_fields(void) {
+    static const struct { const serve_dialect *d; const char *body; int32_t one; } cases[] = {
+        {&serve_responses, "{\"input\": \"q\"}", 0},
+        {&serve_responses, "{\"input\": \"q\", \"parallel_tool_calls\": true}", 0},
+        {&serve_responses, "{\"input\": \"q\", \"parallel_tool_calls\": false}", 1},
+        {&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}", 0},
+        {&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                           "\"tool_choice\": {\"type\": \"auto\", \"disable_parallel_tool_use\": true}}", 1},
+        {&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                           "\"tool_choice\": {\"type\": \"any\", \"disable_parallel_tool_use\": false}}", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        serve_request r;
+        serve_error e;
+        int st = parse(&r, cases[i].d, cases[i].body, &e);
+        CHECK(st == 0 && r.one_call == cases[i].one, "%s: status %d, one_call %d (%s)", cases[i].body, st, st ? -1 : r.one_call,
+              e.message);
+        if (!st) serve_request_free(&r);
+    }
+    serve_job *j = job_of(&serve_responses, "{\"input\": \"q\", \"parallel_tool_calls\": false}");
+    if (j) {
+        const char *pieces[] = {"ok", NULL};
+        run_choice(j, 0, pieces, "stop");
+        char *out = bytes_of(j);
+        CHECK(strstr(out, "\"parallel_tool_calls\":false"), "echoed: %s", out);
+        free(out);
+        serve_job_unref(j);
+    }
+    expect_400(&serve_responses, "{\"input\": \"q\", \"parallel_tool_calls\": \"no\"}", "parallel_tool_calls");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                                 "\"tool_choice\": {\"type\": \"auto\", \"disable_parallel_tool_use\": 1}}",
+               "disable_parallel_tool_use");
+}
+
 static void test_truncated_and_corrupt(void) {
     const struct { const serve_dialect *d; const char *body; } cases[] = {
         {&serve_ollama_chat, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\","
@@ -631,6 +667,7 @@ int main(void) {
     RUN(test_anthropic_requests);
     RUN(test_anthropic_stream);
     RUN(test_choices);
+    RUN(test_one_call_fields);
     RUN(test_truncated_and_corrupt);
     return t_total_failed != 0;
 }

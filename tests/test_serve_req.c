@@ -137,6 +137,7 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"functions\": [{\"name\": \"f\"}]}", "functions");
     expect_400("{" MSG ", \"function_call\": \"auto\"}", "function_call");
     expect_400("{" MSG ", \"web_search_options\": {}}", "web_search_options");
+    expect_400("{" MSG ", \"parallel_tool_calls\": 0}", "parallel_tool_calls");
     serve_request r;
     serve_error e = {0};
     const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";

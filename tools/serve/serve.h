@@ -104,6 +104,8 @@ typedef struct {
     size_t cap_msgs;
     int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
     int32_t unload;             /* SERVE_LOAD: Ollama's keep_alive 0 (answered "unload"; the model stays) */
+    int32_t one_call;           /* at most one tool call: the answer ends after the first (parallel_tool_calls
+                                 * false, Anthropic's disable_parallel_tool_use) */
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
