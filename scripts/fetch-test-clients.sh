@@ -6,7 +6,7 @@
 # Runs `npm ci --ignore-scripts` in tests/clients (package.json + package-lock.json: the
 # official `openai`, `ollama` and `@anthropic-ai/sdk` libraries, and `playwright-core`, which
 # drives Debian's /usr/bin/chromium and downloads no browser of its own). Idempotent: nothing is fetched when node_modules already
-# matches the lock file. Exits non-zero with the reason on stderr when node or npm is missing
+# matches the lock file; runs at the same time wait for each other. Exits non-zero with the reason on stderr when node or npm is missing
 # or the install fails; tests/test_clients.c then skips, printing that reason.
 set -eu
 
@@ -16,6 +16,12 @@ DIR=$(cd "$(dirname "$0")/../tests/clients" && pwd)
 STAMP=$DIR/node_modules/.plume-lock-cksum
 WANT=$(cksum < "$DIR/package-lock.json" | cut -d' ' -f1)
 command -v node >/dev/null 2>&1 || die "node not found (Debian: apt-get install -y nodejs npm)"
+# Tests that run at the same time (test_clients, test_serve_dialects) take turns: one installs,
+# the next finds the install done (flock on the lock file, held until this script exits).
+if command -v flock >/dev/null 2>&1; then
+    exec 9<"$DIR/package-lock.json"
+    flock 9
+fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && [ -f "$DIR/node_modules/openai/package.json" ] && [ -f "$DIR/node_modules/playwright-core/package.json" ] \
