@@ -6,7 +6,7 @@
 # Runs `npm ci --ignore-scripts` in tests/clients (package.json + package-lock.json: the
 # official `openai`, `ollama` and `@anthropic-ai/sdk` libraries, and `playwright-core`, which
 # drives Debian's /usr/bin/chromium and downloads no browser of its own). Idempotent: nothing is fetched when node_modules already
-# matches the lock file; runs at the same time wait for each other. Exits non-zero with the reason on stderr when node or npm is missing
+# matches the lock file. Exits non-zero with the reason on stderr when node or npm is missing
 # or the install fails; tests/test_clients.c then skips, printing that reason.
 set -eu
 
