@@ -282,7 +282,7 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
                                "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
                                "--context)", r->ctx_limit, sv->n_ctx);
     int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
-    int rc = serve_check_budget(n, r->max_tokens, ctx, e);
+    int rc = serve_check_request_budget(r, n, ctx, e);
     if (rc) return rc;
     if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
     if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();

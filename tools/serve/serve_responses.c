@@ -284,6 +284,8 @@ static int parse_responses(serve_request *r, const char *body, size_t len, serve
         rc = parse_tools(root, r, e);
     r->max_tokens = (int32_t)max_tokens;
     r->one_call = !parallel;
+    r->prompt_name = "input";
+    r->length_name = "max_output_tokens";
     r->top_logprobs = r->logprobs ? (int32_t)top : 0;
     r->sp.top_k = (int32_t)k;
     if (r->sp.top_p <= 0) r->sp.temperature = 0;
