@@ -122,6 +122,7 @@ static void test_anthropic_stream(void) { script_case("anthropic.mjs", "stream")
 static void test_anthropic_tools(void) { script_case("anthropic.mjs", "tools"); }
 static void test_anthropic_prefill(void) { script_case("anthropic.mjs", "prefill"); }
 static void test_anthropic_thinking(void) { script_case("anthropic.mjs", "thinking"); }
+static void test_anthropic_sampling(void) { script_case("anthropic.mjs", "sampling"); }
 static void test_anthropic_errors(void) { script_case("anthropic.mjs", "errors"); }
 static void test_ollama_probe(void) { script_case("ollama.mjs", "probe"); }
 static void test_ollama_chat(void) { script_case("ollama.mjs", "chat"); }
@@ -214,6 +215,7 @@ int main(void) {
     RUN(test_anthropic_tools);
     RUN(test_anthropic_prefill);
     RUN(test_anthropic_thinking);
+    RUN(test_anthropic_sampling);
     RUN(test_anthropic_errors);
     RUN(test_ollama_probe);
     RUN(test_ollama_chat);

@@ -151,6 +151,30 @@ static void test_tool_call_streamed(void) {
     free(sse);
 }
 
+/* Two calls in a row: both come back; with parallel_tool_calls false the answer ends with
+ * the first (put says it stopped there), whole and streamed. */
+static void test_one_call(void) {
+    const char *pieces[] = {"<|tool_call>call:a{x:1}<tool_call|>", "<|tool_call>call:b{y:2}<tool_call|>", " after", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "stop", &put, NULL);
+    CHECK(put == 0 && cJSON_GetArraySize(msg_field(root, "tool_calls")) == 2, "two calls");
+    cJSON_Delete(root);
+    root = answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *calls = msg_field(root, "tool_calls");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, 0), "function"),
+                                                         "name");
+    CHECK(put == SERVE_ANSWER_STOP && cJSON_GetArraySize(calls) == 1 && cJSON_IsString(name) && !strcmp(name->valuestring, "a") &&
+              !strcmp(finish_of(root), "tool_calls") && cJSON_IsNull(msg_field(root, "content")),
+          "one call: put %d, finish %s", put, finish_of(root));
+    cJSON_Delete(root);
+    char *sse = NULL;
+    answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false, \"stream\": true}", 1, 0, pieces, "stop", &put, &sse);
+    CHECK(sse && strstr(sse, "\"name\":\"a\"") && !strstr(sse, "\"name\":\"b\"") && !strstr(sse, "after") &&
+              strstr(sse, "\"finish_reason\":\"tool_calls\""),
+          "streamed: %s", sse ? sse : "-");
+    free(sse);
+}
+
 static void test_unparseable_call_is_text(void) {
     const char *pieces[] = {"ok ", "<|tool_call>", "call:f{broken", NULL};
     int put;
@@ -267,6 +291,7 @@ int main(void) {
     RUN(test_thought_is_reasoning);
     RUN(test_tool_call);
     RUN(test_tool_call_streamed);
+    RUN(test_one_call);
     RUN(test_unparseable_call_is_text);
     RUN(test_stop_strings);
     RUN(test_nul_byte);

@@ -137,6 +137,7 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"functions\": [{\"name\": \"f\"}]}", "functions");
     expect_400("{" MSG ", \"function_call\": \"auto\"}", "function_call");
     expect_400("{" MSG ", \"web_search_options\": {}}", "web_search_options");
+    expect_400("{" MSG ", \"parallel_tool_calls\": 0}", "parallel_tool_calls");
     serve_request r;
     serve_error e = {0};
     const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";
@@ -175,6 +176,33 @@ static void test_budget(void) {
           "max_tokens past the context: %s", e.message);
     CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.message, "16 tokens"),
           "prompt fills the context: %s", e.message);
+    /* a request's check names its dialect's fields */
+    static const struct { const serve_dialect *d; const char *body, *prompt, *length; } named[] = {
+        {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 7}", "messages",
+         "max_tokens"},
+        {&serve_openai_completion, "{\"prompt\": \"q\", \"max_tokens\": 7}", "prompt", "max_tokens"},
+        {&serve_responses, "{\"input\": \"q\", \"max_output_tokens\": 7}", "input", "max_output_tokens"},
+        {&serve_anthropic, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 7}", "messages",
+         "max_tokens"},
+        {&serve_ollama_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"options\": {\"num_predict\": 7}}",
+         "messages", "num_predict"},
+        {&serve_ollama_generate, "{\"prompt\": \"q\", \"options\": {\"num_predict\": 7}}", "prompt", "num_predict"},
+        {&serve_ollama_generate, "{\"prompt\": \"q\", \"raw\": true, \"options\": {\"num_predict\": 7}}", "prompt",
+         "num_predict"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
+        serve_request r;
+        int st = serve_request_parse(&r, named[i].d, named[i].body, strlen(named[i].body), &e);
+        CHECK(st == 0, "%s: %s", named[i].body, e.message);
+        if (st) continue;
+        char want[64];
+        snprintf(want, sizeof want, "lower %s", named[i].length);
+        CHECK(serve_check_request_budget(&r, 10, 16, &e) == 400 && is_400(&e, named[i].length) && strstr(e.message, want),
+              "%s: %s %s", named[i].d->name, e.param, e.message);
+        CHECK(serve_check_request_budget(&r, 16, 16, &e) == 400 && is_400(&e, named[i].prompt), "%s: %s", named[i].d->name,
+              e.param);
+        serve_request_free(&r);
+    }
 }
 
 static void test_tokenize_bodies(void) {

@@ -75,6 +75,22 @@ const cases = {
     assert(text(m) === want, `prefill ${show(text(m))} != ${show(want)}`);
   },
 
+  async sampling() {
+    // Two sampled messages (temperature 1, top_k, top_p) differ (each request draws its own
+    // seed); a stop sequence taken from the greedy answer ends it there, named in the reply.
+    const ask = () => client.messages.create({ model: "tiny", max_tokens: 16, messages: [{ role: "user", content: "Sample" }],
+      temperature: 1, top_k: 50, top_p: 0.95 });
+    const [a, b] = [await ask(), await ask()];
+    assert(text(a) !== text(b), `two sampled messages are equal: ${show(text(a))}`);
+    const want = await reference();
+    const cut = [...want].slice(2, 4).join("");
+    assert(cut.length > 0, `the greedy answer is too short to cut: ${show(want)}`);
+    const m = await client.messages.create({ model: "tiny", max_tokens: MAX, system, messages: [{ role: "user", content: user }],
+      temperature: 0, stop_sequences: ["zq-never-zq", cut] });
+    assert(m.stop_reason === "stop_sequence" && m.stop_sequence === cut && text(m) === want.slice(0, want.indexOf(cut)),
+      `stop at ${show(cut)}: ${show(m)} (greedy ${show(want)})`);
+  },
+
   async thinking() {
     // Thinking on (a budget below max_tokens, as Anthropic checks) and a past turn's thinking
     // block (its signature ignored) sent back: accepted; the template drops an earlier turn's

@@ -60,6 +60,8 @@ const cases = {
     assert(Array.isArray(page.data) && page.data.length >= 1, `data: ${show(page.data)}`);
     for (const m of page.data) assert(typeof m.id === "string" && m.id && m.object === "model", `model: ${show(m)}`);
     model = page.data[0].id;
+    const one = await client.models.retrieve(model);
+    assert(one.id === model && one.object === "model", `retrieve: ${show(one)}`);
   },
 
   async chat() {

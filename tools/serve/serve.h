@@ -108,6 +108,10 @@ typedef struct {
     size_t cap_msgs;
     int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
     int32_t unload;             /* SERVE_LOAD: Ollama's keep_alive 0 (answered "unload"; the model stays) */
+    int32_t one_call;           /* at most one tool call: the answer ends after the first (parallel_tool_calls
+                                 * false, Anthropic's disable_parallel_tool_use) */
+    const char *prompt_name;    /* the dialect's names of the prompt and of max_tokens, for errors: */
+    const char *length_name;    /* "messages", "input", "prompt"; "max_tokens", "num_predict", ... */
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
@@ -166,6 +170,8 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
 /* Check that a prompt of n_prompt tokens and max_tokens (< 0: none) fit a context of n_ctx;
  * 0 or 400 with e filled. */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
+/* The same for a request's max_tokens, its error naming the fields in the request's dialect. */
+int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e);
 
 /* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 int serve_utf8_valid(const char *s, size_t n);

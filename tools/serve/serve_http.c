@@ -405,7 +405,7 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
                                "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
                                "--context)", r->ctx_limit, sv->n_ctx);
     int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
-    int rc = serve_check_budget(n, r->max_tokens, ctx, e);
+    int rc = serve_check_request_budget(r, n, ctx, e);
     if (rc) return rc;
     if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
     if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
@@ -636,13 +636,16 @@ static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection
     return q;
 }
 
-/* GET /v1/models. */
-static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
-    cJSON_AddStringToObject(m, "id", sv->model_name);
+/* GET /v1/models: the list of the one model; GET /v1/models/NAME (one not NULL): that model
+ * (any name is served by the one model, as in a request's "model"). */
+static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c, const char *one) {
+    cJSON *root = cJSON_CreateObject(), *m = root;
+    if (!one) {
+        cJSON_AddStringToObject(root, "object", "list");
+        cJSON *data = cJSON_AddArrayToObject(root, "data");
+        cJSON_AddItemToArray(data, m = cJSON_CreateObject());
+    }
+    cJSON_AddStringToObject(m, "id", one ? one : sv->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "plume");
@@ -698,7 +701,7 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
+typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
 
 /* One route: a path, the method it takes (HEAD goes with GET), what answers it and, for a
  * dialect's endpoint, the dialect its bodies and errors are written in and, for one that
@@ -717,6 +720,8 @@ static const route routes[] = {
     {"/v1/health", R_HEALTH, 0, NULL, NULL},
     {"/v1/models", R_MODELS, 0, NULL, NULL},
     {"/models", R_MODELS, 0, NULL, NULL},
+    {"/v1/models/", R_MODEL, 0, NULL, NULL}, /* a path ending in '/': NAME follows (no '/' in it) */
+    {"/models/", R_MODEL, 0, NULL, NULL},
     {"/metrics", R_METRICS, 0, NULL, NULL},
     {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
     {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
@@ -738,10 +743,16 @@ static const route routes[] = {
     {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
 };
 
-/* The route of a path, or NULL. */
+/* The route of a path, or NULL: the path itself, else a route (other than "/") ending in '/'
+ * and one more non-empty component. */
 static const route *route_of(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(url, routes[i].path)) return &routes[i];
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        size_t k = strlen(routes[i].path);
+        if (k > 1 && routes[i].path[k - 1] == '/' && !strncmp(url, routes[i].path, k) && url[k] && !strchr(url + k, '/'))
+            return &routes[i];
+    }
     return NULL;
 }
 
@@ -830,7 +841,8 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     case R_HEALTH:
         return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
                                           : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
-    case R_MODELS: return handle_models(sv, c);
+    case R_MODELS: return handle_models(sv, c, NULL);
+    case R_MODEL: return handle_models(sv, c, url + strlen(r->path));
     case R_METRICS: return handle_metrics(sv, c);
     case R_GENERATE: return handle_generate(sv, c, cn, d);
     case R_COUNT: return handle_count(sv, c, cn, d);

@@ -48,6 +48,7 @@ static int parse_options(const cJSON *root, serve_request *r, serve_error *e) {
     p->repeat_last_n = (int32_t)last_n;
     if (p->top_p <= 0) p->temperature = 0;
     r->max_tokens = n_predict > 0 ? (int32_t)n_predict : -1; /* -1, -2: until the context is full */
+    r->length_name = "num_predict";
     r->ctx_limit = (int32_t)n_ctx;
     /* Sampling plume does not do: refused unless they ask for nothing. */
     static const struct { const char *name; double off; const char *why; } no[] = {
@@ -223,9 +224,11 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
         r->kind = SERVE_LOAD;
     } else if (!rc && raw) {
         r->kind = SERVE_COMPLETION;
+        r->prompt_name = "prompt";
         r->prompt = prompt;
         prompt = NULL;
     } else if (!rc) {
+        r->prompt_name = "prompt";
         serve_message *m = system ? serve_request_add_message(r, "system", e) : NULL;
         if (system && !m) rc = e->status;
         else if (m) m->content = system, system = NULL;

@@ -269,6 +269,14 @@ static int parse_continue(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
+/* "parallel_tool_calls": false asks for at most one call (the answer ends after it). */
+static int parse_parallel(const cJSON *root, serve_request *r, serve_error *e) {
+    int32_t parallel = 1;
+    int rc = serve_json_bool(root, "parallel_tool_calls", &parallel, e);
+    r->one_call = !parallel;
+    return rc;
+}
+
 /* Chat fields plume cannot honour, refused rather than ignored: output modalities other than
  * text, output audio, the legacy function calling (functions, function_call), hosted web
  * search. */
@@ -300,7 +308,7 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
     if (!(rc = refuse_chat_fields(root, e)) && !(rc = parse_common(root, r, e)) && !(rc = parse_messages(root, r, e)) &&
         !(rc = parse_tools(root, r, e)) &&
         !(rc = parse_thinking(root, r, e)) && !(rc = parse_continue(root, r, e)) &&
-        !(rc = serve_json_bool(root, "logprobs", &r->logprobs, e)) &&
+        !(rc = serve_json_bool(root, "logprobs", &r->logprobs, e)) && !(rc = parse_parallel(root, r, e)) &&
         !(rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e))) {
         r->top_logprobs = (int32_t)top;
         if (top > 0 && !r->logprobs)

@@ -274,6 +274,8 @@ void serve_request_init(serve_request *r, serve_kind kind) {
     r->max_tokens = -1;
     r->n = 1;
     r->prompt_logprobs = -1;
+    r->prompt_name = kind == SERVE_COMPLETION ? "prompt" : "messages";
+    r->length_name = "max_tokens";
 }
 
 /* Append an empty message with a copy of role. */
@@ -383,18 +385,31 @@ void serve_request_free(serve_request *r) {
 }
 
 /* Refuse a prompt that fills the context, or max_tokens that would pass it. */
-int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
+/* The budget check with the names of the prompt's and the length's fields. */
+static int check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, const char *prompt_name,
+                        const char *length_name, serve_error *e) {
     if (n_prompt >= n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", "messages", "context_length_exceeded",
+        return serve_error_set(e, 400, "invalid_request_error", prompt_name, "context_length_exceeded",
                                "the prompt has %d tokens, but the context holds %d (and at least one token must "
                                "be left to answer); shorten it or start the server with a larger --context",
                                n_prompt, n_ctx);
     if (max_tokens > 0 && (int64_t)n_prompt + max_tokens > n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+        return serve_error_set(e, 400, "invalid_request_error", length_name, "context_length_exceeded",
                                "the context holds %d tokens, but %d were requested (%d in the prompt, %d to "
-                               "generate); lower max_tokens",
-                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens);
+                               "generate); lower %s",
+                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens, length_name);
     return 0;
+}
+
+/* Whether a prompt and max_tokens fit the context (OpenAI's chat names). */
+int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
+    return check_budget(n_prompt, max_tokens, n_ctx, "messages", "max_tokens", e);
+}
+
+/* Whether a request's prompt and max_tokens fit the context (its dialect's names). */
+int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e) {
+    return check_budget(n_prompt, r->max_tokens, n_ctx, r->prompt_name ? r->prompt_name : "messages",
+                        r->length_name ? r->length_name : "max_tokens", e);
 }
 
 /* ---- the prompt ------------------------------------------------------------------------------- */
