@@ -62,6 +62,7 @@ typedef struct {
     atomic_int *in_flight;
 } serve_stream;
 
+#define SERVE_FETCH_SECONDS 10 /* a remote image URL (--allow-remote-media): the whole fetch */
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
 
 /* ---- CORS --------------------------------------------------------------------------------- */
@@ -251,7 +252,7 @@ static int prompt_of_ids(serve_server *sv, const serve_request *r, int32_t **ids
 }
 
 /* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
-static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+static int prompt_tokens(serve_server *sv, serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
                          int32_t *in_thought, serve_error *e) {
     char *text = NULL;
     int rc = 0;
@@ -262,7 +263,12 @@ static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids
     } else if (!(text = plume_sprintf("<bos>%s", r->prompt))) {
         rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
-    if (!rc) rc = tokenize(sv->tok, text, ids, n, e);
+    if (!rc && r->media) { /* images and audio: their runs and keys (serve_media.c) */
+        serve_media_opts mo = {sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS};
+        rc = serve_media_prompt(sv->m, r, &mo, text, ids, n, e);
+    } else if (!rc) {
+        rc = tokenize(sv->tok, text, ids, n, e);
+    }
     if (!rc && r->kind == SERVE_COMPLETION) *echo_from = 1;
     free(text);
     return rc;
@@ -386,7 +392,8 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
     enum MHD_Result q = MHD_NO;
     if (r) {
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        const char *type = d->content_type && j->status == 200 ? d->content_type(j) : NULL;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type ? type : "application/json");
         seed_header(r, j);
         cors_headers(sv, c, r);
         q = MHD_queue_response(c, (unsigned)j->status, r);
@@ -478,6 +485,7 @@ static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c)
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "plume");
     cJSON_AddNumberToObject(m, "context_length", sv->n_ctx);
+    serve_media_modalities(sv->m, m);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return reply_json(sv, c, 200, s);
@@ -560,6 +568,8 @@ static const route routes[] = {
     {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show},
     {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
     {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/v1/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
+    {"/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
     {"/tokenize", R_TOKENIZE, 1, NULL, NULL},
     {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
 };
