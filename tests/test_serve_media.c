@@ -610,7 +610,7 @@ int main(void) {
     RUN(test_remote_urls);
     RUN(test_transcriptions);
     RUN(test_openai_library);
-    if (getenv("PLUME_WEBUI_MEDIA")) RUN(test_webui_media_in_chromium);
+    RUN(test_webui_media_in_chromium);
     int st = server_stop(&M) | server_stop(&T) | server_stop(&P);
     CHECK(st == 0, "a server did not exit 0 on SIGTERM");
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
