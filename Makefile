@@ -134,7 +134,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 # writer directly (no sockets, no model).
 SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
               tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c \
-              tools/serve/serve_media.c
+              tools/serve/serve_media.c tools/serve/serve_transcribe.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"

@@ -24,7 +24,8 @@
  *                    never JSON), and the prompt's log-probabilities when asked.
  *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
  *                    URLs, the prompt of a request with media (runs and keys), their encoding
- *                    on the scheduler's thread, and /v1/audio/transcriptions.
+ *                    on the scheduler's thread.
+ *   serve_transcribe.c  /v1/audio/transcriptions: a multipart form -> a chat request of a clip.
  *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
  *                    tool call, end, done, error), each turned into bytes by the job's
@@ -437,7 +438,40 @@ void serve_answer_free(serve_answer *a);
  * thread decodes and counts them while it makes the prompt, the scheduler encodes them when a
  * slot must compute their rows. */
 
-typedef struct serve_media serve_media;
+/* One image or audio clip of a request. */
+typedef struct {
+    int32_t kind;       /* PLUME_CHAT_PART_IMAGE or PLUME_CHAT_PART_AUDIO */
+    char param[80];     /* the part, as the client wrote it: "messages[0].content[1]", "file" */
+    uint8_t *bytes;     /* the file's bytes (a data URL's, an input_audio's, a fetched URL's) */
+    size_t len;
+    char *url;          /* a remote image, fetched when the prompt is made; or NULL */
+    plume_image *img;   /* decoded, when the prompt is made */
+    plume_audio *aud;
+    int32_t n_tokens;   /* soft tokens (the run's placeholders) */
+    uint64_t key;       /* its identity (pixels / samples hash) */
+    int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
+    plume_embd *emb;    /* encoded by the scheduler, when its rows must be computed */
+} serve_medium;
+
+typedef struct serve_media {
+    serve_medium *items; /* [n] in the prompt's order */
+    int32_t n;
+    size_t cap;
+    uint64_t *keys;      /* [n_keys] each prompt position's key (0: a token) */
+    int32_t n_keys;
+    const plume_embd **list; /* [n] scratch of serve_media_at */
+    /* POST /v1/audio/transcriptions */
+    int32_t transcribe;  /* 1: a transcription (the dialect's reply reads the fields below) */
+    char format[16];     /* response_format: json, text, srt, vtt, verbose_json */
+    char *language;      /* as given, or NULL */
+    double seconds;      /* the clip's length */
+} serve_media;
+
+/* The request's media, made on first use; NULL (500 in e) when out of memory. */
+serve_media *serve_media_of(serve_request *r, serve_error *e);
+/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO) to r, and its part to m (NULL:
+ * none); param names it in refusals. NULL with e filled (400 past SERVE_MAX_MEDIA, 500). */
+serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e);
 
 /* How remote image URLs are fetched. */
 typedef struct {

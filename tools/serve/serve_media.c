@@ -2,7 +2,7 @@
  * OpenAI's content parts {"type": "image_url"} and {"type": "input_audio"}, remote image URLs
  * (--allow-remote-media), the prompt of a request with media (placeholders -> runs, and the key
  * of every position for prefix reuse), the encoding on the scheduler's thread, and
- * POST /v1/audio/transcriptions (OpenAI's multipart form, Whisper's answer shapes).
+ * (serve_transcribe.c makes requests of audio files with the same media).
  *
  * A medium goes through three hands: the dialect's parser keeps its bytes (a data URL decoded,
  * or the URL of a remote image); the connection thread fetches, decodes, checks and counts it
@@ -27,64 +27,18 @@
 #define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 #define BAD_MEDIA(e, param, ...) serve_error_set(e, 400, "invalid_request_error", param, "invalid_media", __VA_ARGS__)
 
-/* One image or audio clip of a request. */
-typedef struct {
-    int32_t kind;       /* PLUME_CHAT_PART_IMAGE or PLUME_CHAT_PART_AUDIO */
-    char param[80];     /* the part, as the client wrote it: "messages[0].content[1]", "file" */
-    uint8_t *bytes;     /* the file's bytes (a data URL's, an input_audio's, a fetched URL's) */
-    size_t len;
-    char *url;          /* a remote image, fetched when the prompt is made; or NULL */
-    plume_image *img;   /* decoded, when the prompt is made */
-    plume_audio *aud;
-    int32_t n_tokens;   /* soft tokens (the run's placeholders) */
-    uint64_t key;       /* its identity (pixels / samples hash) */
-    int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
-    plume_embd *emb;    /* encoded by the scheduler, when its rows must be computed */
-} serve_medium;
-
-struct serve_media {
-    serve_medium *items; /* [n] in the prompt's order */
-    int32_t n;
-    size_t cap;
-    uint64_t *keys;      /* [n_keys] each prompt position's key (0: a token) */
-    int32_t n_keys;
-    const plume_embd **list; /* [n] scratch of serve_media_at */
-    /* POST /v1/audio/transcriptions */
-    int32_t transcribe;  /* 1: a transcription (the dialect's reply reads the fields below) */
-    char format[16];     /* response_format: json, text, srt, vtt, verbose_json */
-    char *language;      /* as given, or NULL */
-    double seconds;      /* the clip's length */
-};
-
 /* ---- the request's media ------------------------------------------------------------------ */
 
 /* The request's media list, made on first use; NULL (500 in e) when out of memory. */
-static serve_media *media_of(serve_request *r, serve_error *e) {
+serve_media *serve_media_of(serve_request *r, serve_error *e) {
     if (!r->media && !(r->media = calloc(1, sizeof *r->media))) OOM(e);
     return r->media;
 }
 
-/* Free a request's media. */
-void serve_media_free(serve_media *md) {
-    if (!md) return;
-    for (int32_t i = 0; i < md->n; i++) {
-        serve_medium *it = &md->items[i];
-        free(it->bytes);
-        free(it->url);
-        plume_image_free(it->img);
-        plume_audio_free(it->aud);
-        plume_embd_free(it->emb);
-    }
-    free(md->items);
-    free(md->keys);
-    free(md->list);
-    free(md->language);
-    free(md);
-}
-
-/* Append a media part to m: its placeholder in the message (part_types) and a medium in r. */
-static serve_medium *add_medium(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e) {
-    serve_media *md = media_of(r, e);
+/* Append a media part to m (NULL: none, the medium only): its placeholder in the message
+ * (part_types) and a medium in r. */
+serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e) {
+    serve_media *md = serve_media_of(r, e);
     if (!md) return NULL;
     if (md->n == SERVE_MAX_MEDIA) {
         serve_error_set(e, 400, "invalid_request_error", param, "invalid_value", "at most %d images and audio clips a request",
@@ -211,7 +165,7 @@ int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, cons
         return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
                                "'%s': content parts of type '%.64s' are not supported (text, image_url, input_audio)",
                                param, cJSON_IsString(type) ? type->valuestring : "?");
-    serve_medium *it = add_medium(r, m, image ? PLUME_CHAT_PART_IMAGE : PLUME_CHAT_PART_AUDIO, param, e);
+    serve_medium *it = serve_media_add(r, m, image ? PLUME_CHAT_PART_IMAGE : PLUME_CHAT_PART_AUDIO, param, e);
     if (!it) return e->status;
     return image ? part_image(it, part, e) : part_audio(it, part, e);
 }
@@ -506,233 +460,3 @@ void serve_media_modalities(const plume_model *m, cJSON *model) {
     if (plume_model_has_audio(m)) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
 }
 
-/* ---- multipart/form-data ------------------------------------------------------------------- */
-
-/* The value of a parameter (name="...") in a Content-Disposition line [h, end); "" if absent. */
-static void disposition_param(const char *h, const char *end, const char *key, char *out, size_t cap) {
-    out[0] = 0;
-    size_t kl = strlen(key);
-    for (const char *p = h; p + kl + 2 <= end; p++) {
-        if (strncasecmp(p, key, kl) || p[kl] != '=' || (p > h && p[-1] != ' ' && p[-1] != ';')) continue;
-        const char *v = p + kl + 1;
-        int quoted = *v == '"';
-        v += quoted;
-        size_t k = 0;
-        while (v < end && (quoted ? *v != '"' : *v != ';' && *v != ' ' && *v != '\r') && k + 1 < cap) out[k++] = *v++;
-        out[k] = 0;
-        return;
-    }
-}
-
-/* Split a multipart/form-data body into fields (at most cap). The boundary is the body's first
- * line ("--BOUNDARY"), as every client writes it. Returns how many, or -1 for a body that is
- * not a whole multipart form. */
-int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap) {
-    const char *end = body + len;
-    if (len < 4 || body[0] != '-' || body[1] != '-') return -1;
-    const char *eol = memmem(body, len, "\r\n", 2);
-    if (!eol || eol - body > 200 || eol - body < 3) return -1;
-    char delim[256];
-    int dl = snprintf(delim, sizeof delim, "\r\n%.*s", (int)(eol - body), body);
-    const char *p = eol + 2;
-    int n = 0;
-    for (;;) {
-        const char *hend = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
-        if (!hend) return -1;
-        const char *data = hend + 4;
-        const char *next = memmem(data, (size_t)(end - data), delim, (size_t)dl);
-        if (!next) return -1;
-        if (n < cap) {
-            serve_form_field *ff = &f[n];
-            memset(ff, 0, sizeof *ff);
-            for (const char *h = p; h < hend;) { /* the part's header lines */
-                const char *le = memmem(h, (size_t)(hend - h), "\r\n", 2);
-                if (!le) le = hend;
-                if ((size_t)(le - h) > 20 && !strncasecmp(h, "Content-Disposition:", 20)) {
-                    disposition_param(h + 20, le, "name", ff->name, sizeof ff->name);
-                    disposition_param(h + 20, le, "filename", ff->filename, sizeof ff->filename);
-                }
-                h = le + 2;
-            }
-            ff->data = data;
-            ff->len = (size_t)(next - data);
-            n++;
-        }
-        p = next + dl;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-') return n; /* the closing delimiter */
-        if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return -1;
-        p += 2;
-    }
-}
-
-/* ---- POST /v1/audio/transcriptions ------------------------------------------------------------ */
-
-#define FORM_MAX 32
-
-/* A form field's text as a malloc'd string (NUL-terminated). */
-static char *field_text(const serve_form_field *f) {
-    char *s = malloc(f->len + 1);
-    if (s) {
-        memcpy(s, f->data, f->len);
-        s[f->len] = 0;
-    }
-    return s;
-}
-
-/* The instruction after the clip: plume transcribe's, with the language and the prompt. */
-static char *transcribe_instruction(const char *language, const char *prompt) {
-    return plume_sprintf("Transcribe this audio clip word for word, in the language it is spoken in%s%s%s. Reply with "
-                         "the transcription only.%s%s%s",
-                         language ? " (" : "", language ? language : "", language ? ")" : "",
-                         prompt ? " The text before it, and the spelling of its names: \"" : "", prompt ? prompt : "",
-                         prompt ? "\"" : "");
-}
-
-/* Parse the transcription form into a chat request: one user turn of the clip and the
- * instruction, greedy unless temperature says otherwise. */
-static int parse_transcription(serve_request *r, const char *body, size_t len, serve_error *e) {
-    serve_form_field f[FORM_MAX];
-    int n = serve_multipart_parse(body, len, f, FORM_MAX);
-    if (n < 0)
-        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_value",
-                               "the body must be multipart/form-data (fields file, model, language, prompt, "
-                               "response_format, temperature)");
-    serve_media *md = media_of(r, e);
-    if (!md) return e->status;
-    md->transcribe = 1;
-    snprintf(md->format, sizeof md->format, "json");
-    r->sp.temperature = 0.0f;
-    const serve_form_field *file = NULL;
-    char *prompt = NULL;
-    int rc = 0;
-    for (int i = 0; i < n && !rc && i < FORM_MAX; i++) {
-        const serve_form_field *ff = &f[i];
-        char *v = strcmp(ff->name, "file") ? field_text(ff) : NULL;
-        if (strcmp(ff->name, "file") && !v) rc = OOM(e);
-        else if (!strcmp(ff->name, "file")) file = ff;
-        else if (!serve_utf8_valid(v, ff->len) || strlen(v) != ff->len)
-            rc = serve_json_bad(e, ff->name, "UTF-8 text");
-        else if (!strcmp(ff->name, "model")) {
-            free(r->model);
-            r->model = v, v = NULL;
-        } else if (!strcmp(ff->name, "language")) {
-            free(md->language);
-            md->language = *v ? v : NULL;
-            if (*v) v = NULL;
-        } else if (!strcmp(ff->name, "prompt")) {
-            free(prompt);
-            prompt = *v ? v : NULL;
-            if (*v) v = NULL;
-        } else if (!strcmp(ff->name, "response_format")) {
-            static const char *const fmts[] = {"json", "text", "srt", "vtt", "verbose_json"};
-            int ok = 0;
-            for (size_t k = 0; k < 5; k++) ok |= !strcmp(v, fmts[k]);
-            if (!ok) rc = serve_json_bad(e, "response_format", "one of json, text, srt, vtt, verbose_json");
-            else snprintf(md->format, sizeof md->format, "%s", v);
-        } else if (!strcmp(ff->name, "temperature")) {
-            char *endp;
-            double t = strtod(v, &endp);
-            if (!*v || *endp || !(t >= 0 && t <= 2)) rc = serve_json_bad(e, "temperature", "a number between 0 and 1");
-            else r->sp.temperature = (float)t;
-        } else if (!strcmp(ff->name, "stream") && !strcmp(v, "true")) {
-            rc = serve_json_unsupported(e, "stream", "is not supported for transcriptions: the answer comes whole");
-        }
-        free(v);
-    }
-    if (!rc && !file)
-        rc = serve_error_set(e, 400, "invalid_request_error", "file", "missing_field", "'file' is required (the audio)");
-    if (!rc && !file->len) rc = BAD_MEDIA(e, "file", "'file' is empty (zero bytes)");
-    serve_message *m = rc ? NULL : serve_request_add_message(r, "user", e);
-    if (!rc && !m) rc = e->status;
-    serve_medium *it = rc ? NULL : add_medium(r, m, PLUME_CHAT_PART_AUDIO, "file", e);
-    if (!rc && !it) rc = e->status;
-    if (!rc && !(it->bytes = malloc(file->len))) rc = OOM(e);
-    if (!rc) {
-        memcpy(it->bytes, file->data, file->len);
-        it->len = file->len;
-        char *ask = transcribe_instruction(md->language, prompt);
-        rc = ask ? serve_message_add_part(m, ask, e) : OOM(e);
-        free(ask);
-    }
-    free(prompt);
-    return rc;
-}
-
-/* A time as SRT (00:00:01,500) or WebVTT (00:00:01.500) write it. */
-static void cue_time(char *out, size_t cap, double t, char sep) {
-    unsigned long ms = t > 0 && t < 360000 ? (unsigned long)lround(t * 1000) : 0;
-    snprintf(out, cap, "%02lu:%02lu:%02lu%c%03lu", ms / 3600000, ms / 60000 % 60, ms / 1000 % 60, sep, ms % 1000);
-}
-
-/* The text of a transcription, trimmed of the blank around it. */
-static char *trimmed(const char *s) {
-    while (*s && isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1])) n--;
-    return plume_sprintf("%.*s", (int)n, s);
-}
-
-/* The transcription in the asked format: json {"text"}, text, srt and vtt (one cue over the
- * clip), verbose_json (task, language, duration, text, one segment). */
-static char *transcription_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
-    (void)n;
-    const serve_media *md = j->req.media;
-    char *text = trimmed(a[0].text ? a[0].text : ""), *out = NULL;
-    if (!text) return NULL;
-    char t0[32], t1[32];
-    if (!strcmp(md->format, "text")) {
-        out = plume_sprintf("%s\n", text);
-    } else if (!strcmp(md->format, "srt") || !strcmp(md->format, "vtt")) {
-        int srt = md->format[0] == 's';
-        cue_time(t0, sizeof t0, 0, srt ? ',' : '.');
-        cue_time(t1, sizeof t1, md->seconds, srt ? ',' : '.');
-        out = plume_sprintf("%s%s --> %s\n%s\n\n", srt ? "1\n" : "WEBVTT\n\n", t0, t1, text);
-    } else {
-        cJSON *root = cJSON_CreateObject();
-        int verbose = !strcmp(md->format, "verbose_json");
-        if (verbose) {
-            cJSON_AddStringToObject(root, "task", "transcribe");
-            cJSON_AddStringToObject(root, "language", md->language ? md->language : "");
-            cJSON_AddNumberToObject(root, "duration", md->seconds);
-        }
-        cJSON_AddStringToObject(root, "text", text);
-        if (verbose) {
-            cJSON *segs = cJSON_AddArrayToObject(root, "segments"), *s = cJSON_CreateObject();
-            cJSON_AddItemToArray(segs, s);
-            cJSON_AddNumberToObject(s, "id", 0);
-            cJSON_AddNumberToObject(s, "start", 0);
-            cJSON_AddNumberToObject(s, "end", md->seconds);
-            cJSON_AddStringToObject(s, "text", text);
-        }
-        cJSON *usage = cJSON_AddObjectToObject(root, "usage");
-        if (usage && u) {
-            cJSON_AddStringToObject(usage, "type", "tokens");
-            cJSON_AddNumberToObject(usage, "input_tokens", u->prompt);
-            cJSON_AddNumberToObject(usage, "output_tokens", u->completion);
-            cJSON_AddNumberToObject(usage, "total_tokens", (double)u->prompt + u->completion);
-        }
-        out = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
-    }
-    free(text);
-    return out;
-}
-
-/* The Content-Type of a transcription: JSON, or plain text (text, srt), or text/vtt. */
-static const char *transcription_type(const serve_job *j) {
-    const char *f = j->req.media->format;
-    return !strcmp(f, "text") || !strcmp(f, "srt") ? "text/plain; charset=utf-8"
-           : !strcmp(f, "vtt")                     ? "text/vtt; charset=utf-8"
-                                                   : "application/json";
-}
-
-/* A stream is refused at parse: nothing to write. */
-static void transcription_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
-    (void)out, (void)j, (void)ev;
-}
-
-const serve_dialect serve_transcription = {
-    .name = "openai-transcription", .id_prefix = "tr", .stream_type = "text/event-stream",
-    .parse = parse_transcription, .stream = transcription_stream, .reply = transcription_reply,
-    .error = serve_openai_error, .content_type = transcription_type,
-};

@@ -307,6 +307,24 @@ int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
 /* Append a media part: the template writes its placeholder there. */
 int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e) { return add_part(m, kind, "", e); }
 
+/* Free a request's media (serve_media.c fills them). */
+void serve_media_free(serve_media *md) {
+    if (!md) return;
+    for (int32_t i = 0; i < md->n; i++) {
+        serve_medium *it = &md->items[i];
+        free(it->bytes);
+        free(it->url);
+        plume_image_free(it->img);
+        plume_audio_free(it->aud);
+        plume_embd_free(it->emb);
+    }
+    free(md->items);
+    free(md->keys);
+    free(md->list);
+    free(md->language);
+    free(md);
+}
+
 /* ---- seeds ------------------------------------------------------------------------------- */
 
 static pthread_mutex_t seed_mu = PTHREAD_MUTEX_INITIALIZER;
