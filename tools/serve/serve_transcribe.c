@@ -99,6 +99,51 @@ static char *transcribe_instruction(const char *language, const char *prompt) {
                          prompt ? "\"" : "");
 }
 
+/* One text field of the form (v, malloc'd: taken when kept) into r: model, language, prompt
+ * (*prompt), response_format, temperature, stream; others are ignored, as OpenAI's SDKs send
+ * fields a server may not know. 0 or 400 naming it. */
+static int form_field(serve_request *r, serve_media *md, const char *name, char **v, char **prompt, serve_error *e) {
+    char **keep = !strcmp(name, "model") ? &r->model : !strcmp(name, "language") ? &md->language
+                  : !strcmp(name, "prompt")                                    ? prompt
+                                                                               : NULL;
+    if (keep) {
+        free(*keep);
+        *keep = **v ? *v : NULL;
+        if (**v) *v = NULL;
+    } else if (!strcmp(name, "response_format")) {
+        static const char *const fmts[] = {"json", "text", "srt", "vtt", "verbose_json"};
+        int ok = 0;
+        for (size_t k = 0; k < sizeof fmts / sizeof *fmts; k++) ok |= !strcmp(*v, fmts[k]);
+        if (!ok) return serve_json_bad(e, "response_format", "one of json, text, srt, vtt, verbose_json");
+        snprintf(md->format, sizeof md->format, "%s", *v);
+    } else if (!strcmp(name, "temperature")) {
+        char *endp;
+        double t = strtod(*v, &endp);
+        if (!**v || *endp || !(t >= 0 && t <= 2)) return serve_json_bad(e, "temperature", "a number between 0 and 2");
+        r->sp.temperature = (float)t;
+    } else if (!strcmp(name, "stream") && !strcmp(*v, "true")) {
+        return serve_json_unsupported(e, "stream", "is not supported for transcriptions: the answer comes whole");
+    }
+    return 0;
+}
+
+/* The user turn of a transcription: the clip (file's bytes), then the instruction. */
+static int transcription_turn(serve_request *r, const serve_form_field *file, const char *prompt, serve_error *e) {
+    if (!file)
+        return serve_error_set(e, 400, "invalid_request_error", "file", "missing_field", "'file' is required (the audio)");
+    if (!file->len) return BAD_MEDIA(e, "file", "'file' is empty (zero bytes)");
+    serve_message *m = serve_request_add_message(r, "user", e);
+    serve_medium *it = m ? serve_media_add(r, m, PLUME_CHAT_PART_AUDIO, "file", e) : NULL;
+    if (!it) return e->status;
+    if (!(it->bytes = malloc(file->len))) return OOM(e);
+    memcpy(it->bytes, file->data, file->len);
+    it->len = file->len;
+    char *ask = transcribe_instruction(r->media->language, prompt);
+    int rc = ask ? serve_message_add_part(m, ask, e) : OOM(e);
+    free(ask);
+    return rc;
+}
+
 /* Parse the transcription form into a chat request: one user turn of the clip and the
  * instruction, greedy unless temperature says otherwise. */
 static int parse_transcription(serve_request *r, const char *body, size_t len, serve_error *e) {
@@ -116,55 +161,18 @@ static int parse_transcription(serve_request *r, const char *body, size_t len, s
     const serve_form_field *file = NULL;
     char *prompt = NULL;
     int rc = 0;
-    for (int i = 0; i < n && !rc && i < FORM_MAX; i++) {
-        const serve_form_field *ff = &f[i];
-        char *v = strcmp(ff->name, "file") ? field_text(ff) : NULL;
-        if (strcmp(ff->name, "file") && !v) rc = OOM(e);
-        else if (!strcmp(ff->name, "file")) file = ff;
-        else if (!serve_utf8_valid(v, ff->len) || strlen(v) != ff->len)
-            rc = serve_json_bad(e, ff->name, "UTF-8 text");
-        else if (!strcmp(ff->name, "model")) {
-            free(r->model);
-            r->model = v, v = NULL;
-        } else if (!strcmp(ff->name, "language")) {
-            free(md->language);
-            md->language = *v ? v : NULL;
-            if (*v) v = NULL;
-        } else if (!strcmp(ff->name, "prompt")) {
-            free(prompt);
-            prompt = *v ? v : NULL;
-            if (*v) v = NULL;
-        } else if (!strcmp(ff->name, "response_format")) {
-            static const char *const fmts[] = {"json", "text", "srt", "vtt", "verbose_json"};
-            int ok = 0;
-            for (size_t k = 0; k < 5; k++) ok |= !strcmp(v, fmts[k]);
-            if (!ok) rc = serve_json_bad(e, "response_format", "one of json, text, srt, vtt, verbose_json");
-            else snprintf(md->format, sizeof md->format, "%s", v);
-        } else if (!strcmp(ff->name, "temperature")) {
-            char *endp;
-            double t = strtod(v, &endp);
-            if (!*v || *endp || !(t >= 0 && t <= 2)) rc = serve_json_bad(e, "temperature", "a number between 0 and 1");
-            else r->sp.temperature = (float)t;
-        } else if (!strcmp(ff->name, "stream") && !strcmp(v, "true")) {
-            rc = serve_json_unsupported(e, "stream", "is not supported for transcriptions: the answer comes whole");
+    for (int i = 0; i < n && i < FORM_MAX && !rc; i++) {
+        if (!strcmp(f[i].name, "file")) {
+            file = &f[i];
+            continue;
         }
+        char *v = field_text(&f[i]);
+        if (!v) rc = OOM(e);
+        else if (!serve_utf8_valid(v, f[i].len) || strlen(v) != f[i].len) rc = serve_json_bad(e, f[i].name, "UTF-8 text");
+        else rc = form_field(r, md, f[i].name, &v, &prompt, e);
         free(v);
     }
-    if (!rc && !file)
-        rc = serve_error_set(e, 400, "invalid_request_error", "file", "missing_field", "'file' is required (the audio)");
-    if (!rc && !file->len) rc = BAD_MEDIA(e, "file", "'file' is empty (zero bytes)");
-    serve_message *m = rc ? NULL : serve_request_add_message(r, "user", e);
-    if (!rc && !m) rc = e->status;
-    serve_medium *it = rc ? NULL : serve_media_add(r, m, PLUME_CHAT_PART_AUDIO, "file", e);
-    if (!rc && !it) rc = e->status;
-    if (!rc && !(it->bytes = malloc(file->len))) rc = OOM(e);
-    if (!rc) {
-        memcpy(it->bytes, file->data, file->len);
-        it->len = file->len;
-        char *ask = transcribe_instruction(md->language, prompt);
-        rc = ask ? serve_message_add_part(m, ask, e) : OOM(e);
-        free(ask);
-    }
+    if (!rc) rc = transcription_turn(r, file, prompt, e);
     free(prompt);
     return rc;
 }
