@@ -290,6 +290,31 @@ static void test_image_and_audio_answer_as_run(void) {
     free(got), free(want), free(parts), free(img), free(aud);
 }
 
+/* Ollama's /api/chat "images": the same answer as OpenAI's image part before the text; a bad
+ * one is a 400 naming it. */
+static void test_ollama_images(void) {
+    char *b = b64_file(fx("A.png")), *img = image_part(fx("A.png"), "image/png");
+    char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is this?\"}]", img);
+    chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+    char *want = reply_of(big_out, 0, NULL, NULL);
+    size_t n = strlen(b ? b : "") + 512;
+    char *body = malloc(n);
+    snprintf(body, n, "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"What is this?\",\"images\":[\"%s\"]}]}", b ? b : "");
+    int st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' --data-binary @%s",
+                  write_tmp("body.json", body));
+    cJSON *root = cJSON_Parse(big_out);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "message"), "content");
+    CHECK(st == 200 && cJSON_IsString(c) && want && !strcmp(c->valuestring, want), "ollama images: HTTP %d %.300s (want '%s')",
+          st, big_out, want ? want : "");
+    cJSON_Delete(root);
+    st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' -d '%s'",
+              "{\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"images\":[\"aGVsbG8=\"]}]}");
+    CHECK(st == 400 && strstr(big_out, "messages[0].images[0]") && strstr(big_out, "not a PNG"), "ollama bad image: %d %s", st,
+          big_out);
+    free(b), free(img), free(parts), free(want), free(body);
+}
+
 /* A conversation re-sent with the same image reuses its rows (cached_tokens: all but the last
  * prompt token); the same conversation with another image of the same size (the same ids) is
  * reused only up to that image, and answers as a fresh request for it does. */
@@ -604,6 +629,7 @@ int main(void) {
     }
     RUN(test_models_lists_modalities);
     RUN(test_image_and_audio_answer_as_run);
+    RUN(test_ollama_images);
     RUN(test_resent_image_is_cached);
     RUN(test_several_media_and_choices);
     RUN(test_refusals_name_the_part);

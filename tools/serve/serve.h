@@ -495,6 +495,9 @@ int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e)
  * its bytes kept (a data URL or base64 decoded; a remote URL noted). 0, or a 400 naming the part
  * (param, e.g. "messages[0].content[1]"). */
 int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e);
+/* Ollama's "images" (a list of base64 strings) of message m: image parts before its text. 0,
+ * or a 400 naming the image (param: the list, e.g. "messages[1].images"). */
+int serve_media_images(serve_request *r, serve_message *m, const cJSON *list, const char *param, serve_error *e);
 /* The tokens of a chat request with media whose rendered prompt is text: remote images fetched,
  * every medium decoded, checked and counted (no tower run), placeholders expanded into runs, each
  * position's key noted. *ids malloc'd. 0, or a 400 naming the part (500 out of memory). */

@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,28 @@ int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, cons
     return image ? part_image(it, part, e) : part_audio(it, part, e);
 }
 
+/* Ollama's "images" of a message: a list of base64 images (param names the list), put before
+ * the message's text (Ollama's templates put them first). 0, or 400 naming the image. */
+int serve_media_images(serve_request *r, serve_message *m, const cJSON *list, const char *param, serve_error *e) {
+    if (!list || cJSON_IsNull(list) || (cJSON_IsArray(list) && !cJSON_GetArraySize(list))) return 0;
+    if (!cJSON_IsArray(list)) return serve_json_bad(e, param, "a list of base64 images");
+    char *text = m->content; /* the text goes after the images */
+    m->content = NULL;
+    int rc = 0, k = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, list) {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k++);
+        serve_medium *it = cJSON_IsString(v) ? serve_media_add(r, m, PLUME_CHAT_PART_IMAGE, pp, e) : NULL;
+        rc = !cJSON_IsString(v) ? serve_json_bad(e, pp, "a base64 image") : !it ? e->status
+             : part_base64(it, v->valuestring, strlen(v->valuestring), e);
+        if (rc) break;
+    }
+    if (!rc && text && *text) rc = serve_message_add_part(m, text, e);
+    free(text);
+    return rc;
+}
+
 /* ---- remote images ------------------------------------------------------------------------ */
 
 /* Whether an address is one a server must not be made to reach for a client: loopback,
@@ -232,6 +255,11 @@ static size_t fetch_write(char *p, size_t size, size_t n, void *user) {
     return f->body.oom ? 0 : n;
 }
 
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+/* libcurl's global set-up, once (connection threads fetch at the same time). */
+static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
 /* Fetch a remote image into it->bytes: http(s) only, at most 3 redirects (each to http(s)),
  * o->media_max_bytes, o->media_timeout seconds, no proxy, and no private address unless the
  * server allows them. 0 or a 400 naming the part. */
@@ -240,6 +268,7 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
         return BAD_MEDIA(e, it->param,
                          "'%s': remote image URLs are off on this server (start it with --allow-remote-media); send "
                          "the image as a data URL (data:image/png;base64,...)", it->param);
+    pthread_once(&curl_once, curl_init);
     CURL *c = curl_easy_init();
     if (!c) return OOM(e);
     fetch_state f = {.max = o->max_bytes, .allow_private = o->allow_remote > 1};

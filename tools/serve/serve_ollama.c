@@ -148,7 +148,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content)) return serve_json_bad(e, param, "a string");
     if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return OOM(e);
     snprintf(param, sizeof param, "messages[%d].images", i);
-    int rc = refuse_list(m, "images", "are not supported (no vision yet)", e);
+    int rc = serve_media_images(r, out, cJSON_GetObjectItemCaseSensitive(m, "images"), param, e);
     if (rc) return rc;
     if (!strcmp(out->role, "assistant")) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
