@@ -272,7 +272,7 @@ static void test_responses_requests(void) {
     expect_400(&serve_responses, "{\"input\": \"hi\", \"reasoning\": {\"effort\": \"max\"}}", "effort");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"max_output_tokens\": 0}", "max_output_tokens");
     expect_400(&serve_responses, "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\", \"image_url\": \"x\"}]}]}",
-               "input[0].content");
+               "input[0].content[0]"); /* not a data: or http(s) URL */
     expect_400(&serve_responses, "{\"input\": [{\"type\": \"item_reference\", \"id\": \"msg_1\"}]}", "input[0]");
     expect_400(&serve_responses, "{\"input\": [{\"type\": \"web_search_call\"}]}", "input[0]");
     expect_400(&serve_responses, "{\"input\": [{\"type\": \"function_call\", \"name\": \"f\"}]}", "input[0]");

@@ -290,9 +290,9 @@ static void test_image_and_audio_answer_as_run(void) {
     free(got), free(want), free(parts), free(img), free(aud);
 }
 
-/* Ollama's /api/chat "images": the same answer as OpenAI's image part before the text; a bad
- * one is a 400 naming it. */
-static void test_ollama_images(void) {
+/* Ollama's /api/chat "images" and the Responses API's input_image: the same answer as OpenAI's
+ * image part before the text; a bad one is a 400 naming it. */
+static void test_other_dialects_images(void) {
     char *b = b64_file(fx("A.png")), *img = image_part(fx("A.png"), "image/png");
     char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is this?\"}]", img);
     chat(&M, big_out, sizeof big_out, parts, 8, NULL);
@@ -312,6 +312,19 @@ static void test_ollama_images(void) {
               "{\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"images\":[\"aGVsbG8=\"]}]}");
     CHECK(st == 400 && strstr(big_out, "messages[0].images[0]") && strstr(big_out, "not a PNG"), "ollama bad image: %d %s", st,
           big_out);
+    /* the Responses API's input_image */
+    char *url = plume_sprintf("data:image/png;base64,%s", b ? b : "");
+    snprintf(body, n, "{\"model\":\"m\",\"temperature\":0,\"max_output_tokens\":8,\"input\":[{\"role\":\"user\",\"content\":["
+             "{\"type\":\"input_image\",\"image_url\":\"%s\"},{\"type\":\"input_text\",\"text\":\"What is this?\"}]}]}", url);
+    st = http(&M, big_out, sizeof big_out, "/v1/responses", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    cJSON *msg = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "output"), 0);
+    cJSON *ot = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(msg, "content"), 0), "text");
+    CHECK(st == 200 && cJSON_IsString(ot) && want && !strcmp(ot->valuestring, want), "responses input_image: HTTP %d %.300s",
+          st, big_out);
+    cJSON_Delete(root);
+    free(url);
     free(b), free(img), free(parts), free(want), free(body);
 }
 
@@ -629,7 +642,7 @@ int main(void) {
     }
     RUN(test_models_lists_modalities);
     RUN(test_image_and_audio_answer_as_run);
-    RUN(test_ollama_images);
+    RUN(test_other_dialects_images);
     RUN(test_resent_image_is_cached);
     RUN(test_several_media_and_choices);
     RUN(test_refusals_name_the_part);

@@ -156,11 +156,11 @@ static int part_audio(serve_medium *it, const cJSON *part, serve_error *e) {
     return part_base64(it, data->valuestring, strlen(data->valuestring), e);
 }
 
-/* A media content part of a chat message (OpenAI's image_url and input_audio), appended to m
- * and to r's media. 0, or 400 naming the part (param). A part of another type is refused. */
+/* A media content part of a chat message (OpenAI's image_url and input_audio; the Responses
+ * API's input_image, whose image_url is the URL string), appended to m and to r's media. 0, or 400 naming the part (param). A part of another type is refused. */
 int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-    int image = cJSON_IsString(type) && !strcmp(type->valuestring, "image_url");
+    int image = cJSON_IsString(type) && (!strcmp(type->valuestring, "image_url") || !strcmp(type->valuestring, "input_image"));
     int audio = cJSON_IsString(type) && !strcmp(type->valuestring, "input_audio");
     if (!image && !audio)
         return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
