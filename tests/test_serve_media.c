@@ -264,6 +264,12 @@ static void test_models_lists_modalities(void) {
           "tiny-mm-a: %s", out);
     CHECK(http(&T, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"input_modalities\":[\"text\"]"),
           "text only: %s", out);
+    CHECK(http(&M, out, sizeof out, "/api/show", "-d '{\"model\":\"m\"}'") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\",\"vision\",\"audio\"]"),
+          "ollama show: %.600s", out);
+    CHECK(http(&T, out, sizeof out, "/api/show", "-d '{\"model\":\"m\"}'") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\"]"),
+          "ollama show, text only: %.600s", out);
 }
 
 /* An image and an audio part answer as plume run does with --image / --audio (the media first,

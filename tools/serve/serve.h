@@ -269,6 +269,7 @@ typedef struct {
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */
     char digest[65];         /* hex SHA-256 of the bundle's manifest (or of its name and size) */
+    int32_t vision, audio;   /* the bundle's towers: images in, audio in */
 } serve_info;
 
 /* ---- JSON writers, shared by the dialects ------------------------------------------------- */

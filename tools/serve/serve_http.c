@@ -802,6 +802,8 @@ static void info_init(serve_server *sv) {
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
     i->n_slots = sv->o.parallel;
+    i->vision = plume_model_has_vision(sv->m);
+    i->audio = plume_model_has_audio(sv->m);
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
     sha256_ctx h;
     sha256_init(&h);

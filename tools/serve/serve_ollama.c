@@ -520,6 +520,8 @@ char *serve_ollama_show(const serve_info *m, const char *body, size_t len, serve
     if ((caps = cJSON_AddArrayToObject(o, "capabilities"))) {
         static const char *const can[] = {"completion", "tools", "thinking"};
         for (int i = 0; i < 3; i++) cJSON_AddItemToArray(caps, cJSON_CreateString(can[i]));
+        if (m->vision) cJSON_AddItemToArray(caps, cJSON_CreateString("vision"));
+        if (m->audio) cJSON_AddItemToArray(caps, cJSON_CreateString("audio"));
     }
     cJSON_AddStringToObject(o, "modified_at", date);
     return print_info(o, e);
