@@ -296,8 +296,8 @@ static void test_image_and_audio_answer_as_run(void) {
     free(got), free(want), free(parts), free(img), free(aud);
 }
 
-/* Ollama's /api/chat "images" and the Responses API's input_image: the same answer as OpenAI's
- * image part before the text; a bad one is a 400 naming it. */
+/* Ollama's /api/chat "images", the Responses API's input_image, Anthropic's image block: the
+ * same answer as OpenAI's image part before the text; a bad one is a 400 naming it. */
 static void test_other_dialects_images(void) {
     char *b = b64_file(fx("A.png")), *img = image_part(fx("A.png"), "image/png");
     char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is this?\"}]", img);
@@ -330,6 +330,22 @@ static void test_other_dialects_images(void) {
     CHECK(st == 200 && cJSON_IsString(ot) && want && !strcmp(ot->valuestring, want), "responses input_image: HTTP %d %.300s",
           st, big_out);
     cJSON_Delete(root);
+    /* Anthropic's image block */
+    snprintf(body, n, "{\"model\":\"m\",\"temperature\":0,\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":["
+             "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"%s\"}},"
+             "{\"type\":\"text\",\"text\":\"What is this?\"}]}]}", b ? b : "");
+    st = http(&M, big_out, sizeof big_out, "/v1/messages", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    ot = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "content"), 0), "text");
+    CHECK(st == 200 && cJSON_IsString(ot) && want && !strcmp(ot->valuestring, want), "anthropic image: HTTP %d %.300s", st,
+          big_out);
+    cJSON_Delete(root);
+    st = http(&M, big_out, sizeof big_out, "/v1/messages", "-H 'Content-Type: application/json' -d '%s'",
+              "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":"
+              "{\"type\":\"base64\",\"data\":\"aGVsbG8=\"}}]}]}");
+    CHECK(st == 400 && strstr(big_out, "messages[0].content[0]") && strstr(big_out, "not a PNG"), "anthropic bad image: %d %s",
+          st, big_out);
     free(url);
     free(b), free(img), free(parts), free(want), free(body);
 }

@@ -499,6 +499,9 @@ int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, cons
 /* Ollama's "images" (a list of base64 strings) of message m: image parts before its text. 0,
  * or a 400 naming the image (param: the list, e.g. "messages[1].images"). */
 int serve_media_images(serve_request *r, serve_message *m, const cJSON *list, const char *param, serve_error *e);
+/* An Anthropic image block ({"type": "image", "source": {"type": "base64", "data"} or {"type":
+ * "url", "url"}}) of user message m. 0, or a 400 naming the block (param). */
+int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk, const char *param, serve_error *e);
 /* The tokens of a chat request with media whose rendered prompt is text: remote images fetched,
  * every medium decoded, checked and counted (no tower run), placeholders expanded into runs, each
  * position's key noted. *ids malloc'd. 0, or a 400 naming the part (500 out of memory). */

@@ -193,6 +193,23 @@ int serve_media_images(serve_request *r, serve_message *m, const cJSON *list, co
     return rc;
 }
 
+/* An Anthropic image block of a user message: {"type": "image", "source": {"type": "base64",
+ * "media_type", "data"} | {"type": "url", "url"}}. 0, or 400 naming the block. */
+int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk, const char *param, serve_error *e) {
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(blk, "source");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(src, "type");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(src, "data"), *url = cJSON_GetObjectItemCaseSensitive(src, "url");
+    int b64 = cJSON_IsString(type) && !strcmp(type->valuestring, "base64") && cJSON_IsString(data);
+    int remote = cJSON_IsString(type) && !strcmp(type->valuestring, "url") && cJSON_IsString(url) &&
+                 (!strncmp(url->valuestring, "http://", 7) || !strncmp(url->valuestring, "https://", 8));
+    if (!b64 && !remote)
+        return serve_json_bad(e, param, "an image block with a source {\"type\": \"base64\", \"data\"} or {\"type\": \"url\", \"url\"}");
+    serve_medium *it = serve_media_add(r, m, PLUME_CHAT_PART_IMAGE, param, e);
+    if (!it) return e->status;
+    if (b64) return part_base64(it, data->valuestring, strlen(data->valuestring), e);
+    return (it->url = strdup(url->valuestring)) ? 0 : OOM(e);
+}
+
 /* ---- remote images ------------------------------------------------------------------------ */
 
 /* Whether an address is one a server must not be made to reach for a client: loopback,
