@@ -314,6 +314,15 @@ static void test_other_dialects_images(void) {
     CHECK(st == 200 && cJSON_IsString(c) && want && !strcmp(c->valuestring, want), "ollama images: HTTP %d %.300s (want '%s')",
           st, big_out, want ? want : "");
     cJSON_Delete(root);
+    snprintf(body, n, "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
+             "\"prompt\":\"What is this?\",\"images\":[\"%s\"]}", b ? b : "");
+    st = http(&M, big_out, sizeof big_out, "/api/generate", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    c = cJSON_GetObjectItemCaseSensitive(root, "response");
+    CHECK(st == 200 && cJSON_IsString(c) && want && !strcmp(c->valuestring, want), "ollama generate images: HTTP %d %.300s",
+          st, big_out);
+    cJSON_Delete(root);
     st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' -d '%s'",
               "{\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"images\":[\"aGVsbG8=\"]}]}");
     CHECK(st == 400 && strstr(big_out, "messages[0].images[0]") && strstr(big_out, "not a PNG"), "ollama bad image: %d %s", st,

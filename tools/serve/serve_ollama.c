@@ -101,7 +101,7 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
-/* A list that must be empty when present: images (no vision yet), generate's context. */
+/* A list that must be empty when present: raw generate's images, generate's context. */
 static int refuse_list(const cJSON *o, const char *name, const char *why, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!v || cJSON_IsNull(v) || (cJSON_IsArray(v) && !cJSON_GetArraySize(v))) return 0;
@@ -205,7 +205,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
     if (!rc) rc = serve_json_str(root, "prompt", &prompt, e);
     if (!rc) rc = serve_json_str(root, "system", &system, e);
     if (!rc) rc = serve_json_bool(root, "raw", &raw, e);
-    if (!rc) rc = refuse_list(root, "images", "are not supported (no vision yet)", e);
+    if (!rc && raw) rc = refuse_list(root, "images", "are not supported with raw (no template to place them)", e);
     if (!rc) rc = refuse_list(root, "context", "is not supported (send the conversation to /api/chat)", e);
     static const char *const empty_only[] = {"suffix", "template"};
     for (int k = 0; !rc && k < 2; k++) {
@@ -225,6 +225,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
         else if (m) m->content = system, system = NULL;
         if (!rc && !(m = serve_request_add_message(r, "user", e))) rc = e->status;
         if (!rc) m->content = prompt, prompt = NULL;
+        if (!rc) rc = serve_media_images(r, m, cJSON_GetObjectItemCaseSensitive(root, "images"), "images", e);
         if (!rc && !(r->tool_choice = strdup("auto"))) rc = OOM(e);
     }
     free(prompt);
