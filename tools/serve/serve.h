@@ -509,8 +509,8 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
                        int32_t **ids, int32_t *n, serve_error *e);
 /* Each prompt position's media key (0: a token), or NULL when the request has no media. */
 const uint64_t *serve_media_keys(const serve_media *md);
-/* Encode (the towers) every medium whose rows a prefill from position `from` needs. Scheduler
- * thread only. 0 or a PLUME_E* with *err. */
+/* Encode (the towers) every medium whose rows a prefill from position `from` needs, then free
+ * the pixels and samples. Scheduler thread only, once per request. 0 or a PLUME_E* with *err. */
 int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err);
 /* The media of a prefill from position pos, for plume_batch_add_media: *list (valid until the
  * next call), how many of the first one's rows lie before pos (*skip); returns the count. */

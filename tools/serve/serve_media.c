@@ -469,7 +469,8 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
 const uint64_t *serve_media_keys(const serve_media *md) { return md && md->n ? md->keys : NULL; }
 
 /* Encode, with the towers, every medium whose rows start at or after `from`, or run past it
- * (the ones a prefill from `from` needs), unless already encoded. On the scheduler's thread. */
+ * (the ones a prefill from `from` needs), unless already encoded; then free every medium's
+ * pixels and samples (a request's slot is set up once). On the scheduler's thread. */
 int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err) {
     for (int32_t i = 0; md && i < md->n; i++) {
         serve_medium *it = &md->items[i];
@@ -477,6 +478,12 @@ int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err
         int rc = it->kind == PLUME_CHAT_PART_IMAGE ? plume_image_encode(&it->emb, m, it->img, NULL, err)
                                                    : plume_audio_encode(&it->emb, m, it->aud, err);
         if (rc) return rc;
+    }
+    for (int32_t i = 0; md && i < md->n; i++) { /* pixels and samples are not needed again */
+        plume_image_free(md->items[i].img);
+        plume_audio_free(md->items[i].aud);
+        md->items[i].img = NULL;
+        md->items[i].aud = NULL;
     }
     return 0;
 }
