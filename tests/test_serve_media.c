@@ -420,6 +420,43 @@ static void test_several_media_and_choices(void) {
     free(r0), free(r1), free(parts), free(a), free(c), free(w);
 }
 
+/* Two requests with different images at once (two slots, one batch step) answer as each does
+ * alone: the rows of each image stay with their own slot. */
+static void test_concurrent_images(void) {
+    const char *names[2] = {"A.png", "C.png"};
+    char *want[2], paths[2][800], out[4096];
+    for (int k = 0; k < 2; k++) {
+        char *img = image_part(fx(names[k]), "image/png");
+        char *body = plume_sprintf("{\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+                                   "[%s,{\"type\":\"text\",\"text\":\"Tell me about it, at length.\"}]}]}", img);
+        snprintf(paths[k], sizeof paths[k], "%s/conc%d.json", tmp, k);
+        FILE *f = fopen(paths[k], "w");
+        if (f) {
+            fputs(body, f);
+            fclose(f);
+        }
+        http(&M, big_out, sizeof big_out, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s",
+             paths[k]);
+        want[k] = reply_of(big_out, 0, NULL, NULL);
+        free(img), free(body);
+    }
+    /* now both at once, each to its own file */
+    t_sh(out, sizeof out,
+         "for k in 0 1; do curl -s -m 60 -H 'Content-Type: application/json' --data-binary @%s/conc$k.json "
+         "http://127.0.0.1:%d/v1/chat/completions > %s/conc$k.out & done; wait",
+         tmp, M.port, tmp);
+    for (int k = 0; k < 2; k++) {
+        char p[800], *text = NULL;
+        snprintf(p, sizeof p, "%s/conc%d.out", tmp, k);
+        size_t len = 0;
+        char *err = NULL;
+        char *got = plume_read_file(p, &text, &len, &err) ? NULL : reply_of(text, 0, NULL, NULL);
+        CHECK(got && want[k] && !strcmp(got, want[k]), "%s at once: '%s' alone: '%s'", names[k], got ? got : "",
+              want[k] ? want[k] : "");
+        free(got), free(text), free(err), free(want[k]);
+    }
+}
+
 /* A WAV of n samples of silence at rate (malloc'd path in tmp), or a FLAC when flac != 0. */
 static const char *silence(const char *name, int64_t n, int rate, int flac) {
     static char path[800];
@@ -676,6 +713,7 @@ int main(void) {
     RUN(test_other_dialects_images);
     RUN(test_resent_image_is_cached);
     RUN(test_several_media_and_choices);
+    RUN(test_concurrent_images);
     RUN(test_refusals_name_the_part);
     RUN(test_remote_urls);
     RUN(test_transcriptions);
