@@ -134,11 +134,11 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 # writer, dialects and door (the head parser) directly (no HTTP daemon, no model).
 SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
               tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c \
-              tools/serve/serve_door.c
+              tools/serve/serve_door.c tools/serve/serve_media.c tools/serve/serve_transcribe.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< $(SERVE_UNIT) $(BUILD)/libplume.a $(LDLIBS)
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< $(SERVE_UNIT) $(BUILD)/libplume.a $(LDLIBS) -lcurl
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
@@ -150,6 +150,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 # Harnesses of the CLI's parsers link the tools/ sources they test (FUZZ_SRC_name, and the
 # libraries those need, FUZZ_LIBS_name), compiled into the harness with its flags.
 FUZZ_SRC_fuzz_serve_req  := $(SERVE_UNIT)
+FUZZ_LIBS_fuzz_serve_req := -lcurl
 FUZZ_SRC_fuzz_hub        := tools/hub/hub.c
 FUZZ_LIBS_fuzz_hub       := -lcurl
 $(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve/serve.h

@@ -370,6 +370,11 @@ int32_t plume_embd_dim(const plume_embd *e);
 const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
 int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
 uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
+/* The key a session holds at the position that row `row` of a medium of key `key` filled
+ * (never 0; a text position holds 0): what plume_session_keys() reports, so a caller that
+ * schedules prompts itself (a server picking the slot that shares the longest prefix) can
+ * compare a prompt with media against a session's history before encoding anything. */
+uint64_t plume_embd_row_key(uint64_t key, int32_t row);
 
 /* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
  * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
@@ -508,6 +513,10 @@ int plume_session_copy(plume_session *dst, const plume_session *src, char **err)
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);
+/* The media key of each of the session's n_past positions (0: a token; else
+ * plume_embd_row_key() of the medium and row that filled it), or NULL while the session has
+ * never been fed media (every key 0). Valid until the session is next changed. */
+const uint64_t *plume_session_keys(const plume_session *s);
 
 /* ---------------------------------------------------------------------------------------
  * Speculative decoding with a prompt-lookup drafter (docs/SPECULATIVE.md)

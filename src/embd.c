@@ -70,6 +70,7 @@ int32_t plume_embd_dim(const plume_embd *e) { return e->dim; }
 const float *plume_embd_data(const plume_embd *e) { return e->rows; }
 int32_t plume_embd_placeholder(const plume_embd *e) { return e->placeholder; }
 uint64_t plume_embd_key(const plume_embd *e) { return e->key; }
+uint64_t plume_embd_row_key(uint64_t key, int32_t row) { return embd_row_key(key, row); }
 
 /* ---- placement ------------------------------------------------------------------------ */
 

@@ -435,6 +435,7 @@ int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, c
 int32_t plume_session_n_past(const plume_session *s) { return s->n_past; }
 int32_t plume_session_n_ctx(const plume_session *s) { return s->n_ctx; }
 const int32_t *plume_session_tokens(const plume_session *s) { return s->tokens; }
+const uint64_t *plume_session_keys(const plume_session *s) { return s->keys; }
 
 /* ---- save / load ----------------------------------------------------------------------- */
 /*

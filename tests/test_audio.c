@@ -11,6 +11,7 @@
 #include "plume.h"
 #include "safetensors.h"
 #include "t.h"
+#include "t_mm.h"
 #include "t_tiny.h"
 
 /* Logits against the float64 oracle (golden README: relative RMS 1e-4, max |d| 2e-3; its own
@@ -27,53 +28,6 @@ static plume_model *model;
 /* tests/data/<rel>, malloc'd. */
 static char *data_path(const char *rel) { return plume_path_join(t_data(), rel); }
 
-/* In dir, the golden tiny-mm-a checkpoint put together: config.json of tiny-mm-a, tiny-a's text
- * shards and tokenizer (linked), the tower files, and an index naming each tensor's file (tiny-a's
- * shards carry stand-in tower tensors of the same names, which the index leaves aside). */
-static int make_checkpoint(const char *dir) {
-    static const char *const links[][2] = {
-        {"tiny-a/hf/model-00001-of-00002.safetensors", "model-00001-of-00002.safetensors"},
-        {"tiny-a/hf/model-00002-of-00002.safetensors", "model-00002-of-00002.safetensors"},
-        {"tiny-a/hf/tokenizer.json", "tokenizer.json"},
-        {"tiny-a/hf/tokenizer_config.json", "tokenizer_config.json"},
-        {"tiny-mm-a/config.json", "config.json"},
-        {"tiny-mm-a/audio_tower.safetensors", "audio_tower.safetensors"},
-        {"tiny-mm-a/vision_tower.safetensors", "vision_tower.safetensors"}};
-    char out[1024];
-    if (t_sh(out, sizeof out, "mkdir -p '%s'", dir)) return -1;
-    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
-        char *from = data_path(links[i][0]), *abs = realpath(from, NULL);
-        int rc = abs ? t_sh(out, sizeof out, "ln -s '%s' '%s/%s'", abs, dir, links[i][1]) : -1;
-        free(from), free(abs);
-        if (rc) return -1;
-    }
-    char *ip = data_path("tiny-a/hf/model.safetensors.index.json"), *text = NULL, *err = NULL;
-    int rc = plume_read_file(ip, &text, NULL, &err);
-    cJSON *index = rc ? NULL : cJSON_Parse(text);
-    cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
-    for (int k = 0; map && k < 2; k++) {
-        const char *file = k ? "vision_tower.safetensors" : "audio_tower.safetensors";
-        char *tp = plume_path_join(dir, file);
-        st_file f;
-        if (st_open(&f, tp, &err) == 0) {
-            for (int32_t i = 0; i < f.n; i++) {
-                cJSON_DeleteItemFromObjectCaseSensitive(map, f.t[i].name);
-                cJSON_AddStringToObject(map, f.t[i].name, file);
-            }
-            st_close(&f);
-        } else {
-            map = NULL;
-        }
-        free(tp);
-    }
-    char *json = map ? cJSON_Print(index) : NULL, *op = plume_path_join(dir, "model.safetensors.index.json");
-    rc = json ? plume_write_file(op, json, strlen(json), 0, &err) : -1;
-    if (err) printf("  %s\n", err);
-    cJSON_Delete(index);
-    free(json), free(op), free(ip), free(text), free(err);
-    return rc;
-}
-
 /* Convert the checkpoint and tiny-a's into f32 bundles; open the first. */
 static void setup(void) {
     char ck[700], log[4096];
@@ -81,7 +35,7 @@ static void setup(void) {
     snprintf(ck, sizeof ck, "%s/hf", tmp);
     snprintf(bundle, sizeof bundle, "%s/mm", tmp);
     snprintf(text_bundle, sizeof text_bundle, "%s/text", tmp);
-    if (!tmp || make_checkpoint(ck)) {
+    if (!tmp || t_mm_checkpoint(ck)) {
         printf("  setup: cannot build the checkpoint\n");
         return;
     }

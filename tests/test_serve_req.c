@@ -103,7 +103,7 @@ static void test_chat_errors(void) {
     expect_400("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\"}]}", "messages[1].content");
     expect_400("{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "messages[0].content");
     expect_400("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}",
-               "messages[0].content");
+               "messages[0].content[0]");
     expect_400("{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": 1}]}]}", "messages[0].tool_calls");
 #define MSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
     expect_400("{" MSG ", \"temperature\": \"hot\"}", "temperature");

@@ -22,6 +22,7 @@ can serve several threads, each with its own session.
 #   _tokenizer  Tokenizer (text <-> ids) and render_chat (the chat template)
 #   _sampler    Sampler (logits -> id)
 #   _session    Session (one conversation's caches: feed, rewind, save)
+#   _media      images and audio: decoded, encoded by the towers, their placeholders expanded
 #   _generate   the generation loop behind Model.generate (prefill, sample, stop strings)
 #   _convert    convert (HF checkpoint -> bundle)
 #   _model      Model (a bundle opened): sessions, its tokenizer, generate

@@ -3,13 +3,14 @@ is prefilled into a session (the prefix it shares with the session's tokens reus
 each step samples an id, turns it into text (whole UTF-8 characters), holds back what may
 be the start of a stop string, and feeds the id back.
 
-May use _lib, _errors, _common and _sampler. It meets the model only through the object it
+May use _lib, _errors, _common, _sampler and _media (images and audio: encoded when generate
+is called, their placeholders expanded into runs, fed with the prompt). It meets the model only through the object it
 is handed (model.session(), model.n_vocab, the bundle's tokenizer), never imports _model
 (which imports this file).
 """
 import numpy as np
 
-from . import _lib
+from . import _lib, _media
 from ._common import ids_array
 from ._errors import InvalidArgumentError
 from ._lib import byref, lib
@@ -54,26 +55,43 @@ class StopMatcher:
 # ---- the loop ----------------------------------------------------------------------------
 
 
-def generate(model, prompt, max_tokens, sampling, stop, session):
-    """Model.generate: check the arguments now (tokenize the prompt, make the sampler and
-    the stop matcher) and return the generator of text pieces. sampling: the Sampler's
-    keyword arguments."""
-    ids = model._tokenizer_required().encode(prompt) if isinstance(prompt, str) else prompt
-    ids = ids_array(ids)
+def generate(model, prompt, max_tokens, sampling, stop, session, images=None, audio=None):
+    """Model.generate: check the arguments now (tokenize the prompt, encode the images and
+    audio, make the sampler and the stop matcher) and return the generator of text pieces.
+    sampling: the Sampler's keyword arguments."""
+    media = None
+    if images or audio:
+        if not isinstance(prompt, str):
+            raise InvalidArgumentError("generate: images and audio need a text prompt (its <|image|> and "
+                                       "<|audio|> say where they go)", _lib.EINVAL)
+        ims, auds = _media.encode_all(model, images, audio)
+        try:
+            ids, media = _media.prompt_ids(model, prompt, ims, auds)
+        except BaseException:
+            for e in ims + auds:
+                e.close()
+            raise
+    else:
+        ids = model._tokenizer_required().encode(prompt) if isinstance(prompt, str) else prompt
+        ids = ids_array(ids)
     sampler = Sampler(model.n_vocab, **sampling)
     matcher = StopMatcher(stop)
-    return _pieces(model, ids, int(max_tokens), sampler, matcher, session)
+    return _pieces(model, ids, int(max_tokens), sampler, matcher, session, media)
 
 
-def _prefill(s, ids, sampler):
-    """Feed the prompt ids into session s (keeping the prefix they share with its tokens),
-    record them in the sampler's history, and return the logits of the last one."""
+def _prefill(s, ids, sampler, media=None):
+    """Feed the prompt ids into session s (keeping the prefix they share with its tokens,
+    and with media: their keys too), record them in the sampler's history, and return the
+    logits of the last one."""
     if not len(ids):
         if s.n_past == 0:
             raise InvalidArgumentError("generate: an empty prompt", _lib.EINVAL)
         raise InvalidArgumentError("generate: an empty prompt; feed the session first",
                                    _lib.EINVAL)
-    logits = s.feed(ids) if s.n_past == 0 else s.feed_prompt(ids)[0]
+    if media is not None:
+        logits = s._feed_prompt_media(ids, media, None)[0]
+    else:
+        logits = s.feed(ids) if s.n_past == 0 else s.feed_prompt(ids)[0]
     for t in ids.tolist():
         sampler.accept(t)
     return logits
@@ -84,14 +102,18 @@ def _text(buf, k):
     return buf.raw[:max(k, 0)].decode("utf-8", "replace")
 
 
-def _pieces(model, ids, max_tokens, sampler, matcher, session):
+def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None):
     """Yield the text generated after ids on session (None: a fresh one, closed at the end),
     step by step, until an end-of-turn token, a stop string, max_tokens (< 0: no limit) or
     a full context. Closes the sampler."""
     own = session is None
     s = model.session() if own else session
     try:
-        logits = _prefill(s, ids, sampler)
+        try:
+            logits = _prefill(s, ids, sampler, media)
+        finally:  # the session keeps its own copy of the rows
+            for e in media or ():
+                e.close()
         ds = _lib.DetokStream()
         lib.plume_detok_stream_init(byref(ds), model._tokenizer_required()._p(), 1)
         piece = _lib.ctypes.create_string_buffer(256)

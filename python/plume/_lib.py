@@ -44,6 +44,10 @@ class ChatMessage(Structure):
     _fields_ = [("role", c_char_p), ("content", c_char_p)]
 
 
+class ImageParams(Structure):
+    _fields_ = [("max_tokens", c_int32)]
+
+
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p)]
 
@@ -51,7 +55,8 @@ class ConvertParams(Structure):
 # Every struct mirrored here, by its C name (for the ABI test).
 STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelParams,
            "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
-           "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams}
+           "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams,
+           "plume_image_params": ImageParams}
 
 _ERR = POINTER(c_void_p)  # char **err
 _I32P = POINTER(c_int32)
@@ -98,6 +103,29 @@ _FUNCS = {
     "plume_session_n_past": (c_int32, [c_void_p]),
     "plume_session_n_ctx": (c_int32, [c_void_p]),
     "plume_session_tokens": (_I32P, [c_void_p]),
+    "plume_session_feed_prompt_media": (c_int, [c_void_p, _I32P, c_int32, POINTER(c_void_p), c_int32, _F32P,
+                                                _I32P, _ERR]),
+    "plume_model_has_vision": (c_int32, [c_void_p]),
+    "plume_model_has_audio": (c_int32, [c_void_p]),
+    "plume_model_media_token": (c_int32, [c_void_p, c_char_p]),
+    "plume_image_load": (c_int, [POINTER(c_void_p), c_char_p, _ERR]),
+    "plume_image_decode": (c_int, [POINTER(c_void_p), c_char_p, c_size_t, _ERR]),
+    "plume_image_from_rgb": (c_int, [POINTER(c_void_p), POINTER(c_uint8), c_int32, c_int32, _ERR]),
+    "plume_image_free": (None, [c_void_p]),
+    "plume_image_default_params": (ImageParams, []),
+    "plume_image_encode": (c_int, [POINTER(c_void_p), c_void_p, c_void_p, POINTER(ImageParams), _ERR]),
+    "plume_audio_load": (c_int, [POINTER(c_void_p), c_char_p, _ERR]),
+    "plume_audio_decode": (c_int, [POINTER(c_void_p), c_char_p, c_size_t, _ERR]),
+    "plume_audio_from_pcm": (c_int, [POINTER(c_void_p), _F32P, c_int64, c_int32, _ERR]),
+    "plume_audio_free": (None, [c_void_p]),
+    "plume_audio_n_samples": (c_int64, [c_void_p]),
+    "plume_audio_samples": (_F32P, [c_void_p]),
+    "plume_audio_encode": (c_int, [POINTER(c_void_p), c_void_p, c_void_p, _ERR]),
+    "plume_embd_free": (None, [c_void_p]),
+    "plume_embd_n_tokens": (c_int32, [c_void_p]),
+    "plume_embd_dim": (c_int32, [c_void_p]),
+    "plume_embd_data": (_F32P, [c_void_p]),
+    "plume_prompt_expand": (c_int32, [c_void_p, _I32P, c_int32, POINTER(c_void_p), c_int32, _I32P, c_int32, _ERR]),
     "plume_convert_default_params": (ConvertParams, []),
     "plume_convert": (c_int, [c_char_p, c_char_p, POINTER(ConvertParams), _ERR]),
 }
@@ -155,4 +183,4 @@ def f32_ptr(arr):
 
 
 __all__ = ["lib", "take_string", "i32_ptr", "f32_ptr", "byref", "c_void_p", "c_int32",
-           "c_char", "STRUCTS"]
+           "c_char", "c_uint8", "POINTER", "STRUCTS"]

@@ -7,11 +7,14 @@ _generate, _common, _errors, _lib); none of them imports this one.
 import os
 import weakref
 
-from . import _generate, _lib
+import numpy as np
+
+from . import _generate, _lib, _media
 from ._common import Closing, c_path
 from ._errors import Error, InvalidArgumentError, check
 from ._lib import byref, c_void_p, lib
 from ._session import Session
+from . import _tokenizer
 from ._tokenizer import Tokenizer
 
 
@@ -104,7 +107,7 @@ class Model(Closing):
 
     def generate(self, prompt, max_tokens=512, *, temperature=None, top_k=None, top_p=None,
                  min_p=None, repeat_penalty=None, repeat_last_n=None, presence_penalty=None,
-                 frequency_penalty=None, seed=None, stop=(), session=None):
+                 frequency_penalty=None, seed=None, stop=(), session=None, images=None, audio=None):
         """Generate text after prompt, yielding it in pieces (whole UTF-8 characters) as it
         comes: the loop of `plume run`, which it equals for the same seed and sampling flags.
 
@@ -114,12 +117,72 @@ class Model(Closing):
         one. stop: strings that end the generation (not yielded). It also ends at an
         end-of-turn token. session: continue this session (the prompt's prefix shared with
         its tokens is reused, e.g. the earlier turns of a chat; afterwards it holds the
-        prompt and the answer); None uses a fresh one."""
+        prompt and the answer); None uses a fresh one.
+
+        images: a list of images (a path, encoded bytes, or a uint8 numpy array [h, w, 3] RGB);
+        audio: a list of clips (a path, encoded bytes, or float32 samples at 16 kHz, 1-D). Each
+        goes where the text prompt says <|image|> / <|audio|> (each kind in order); a prompt
+        without any gets them first (at the start of the last user turn of chat text). The
+        bundle needs the towers (InvalidArgumentError otherwise). A session re-fed the same
+        image reuses its cache (media are keyed by their pixels and samples)."""
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                         repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                         presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                         seed=seed)
-        return _generate.generate(self, prompt, max_tokens, sampling, stop, session)
+        return _generate.generate(self, prompt, max_tokens, sampling, stop, session, images, audio)
+
+    # ---- images and audio ------------------------------------------------------------------
+
+    @property
+    def has_vision(self):
+        """Whether the bundle carries a vision tower (images in)."""
+        return bool(lib.plume_model_has_vision(self._p()))
+
+    @property
+    def has_audio(self):
+        """Whether the bundle carries an audio tower (audio in)."""
+        return bool(lib.plume_model_has_audio(self._p()))
+
+    def embed_image(self, image, max_tokens=0):
+        """The soft tokens that replace an image's placeholders: float32 [N, hidden] (what
+        `plume embed --image` writes). image: a path, encoded bytes (PNG, JPEG, WebP) or a
+        uint8 numpy array [h, w, 3] (RGB). max_tokens: the budget (70, 140, 280, 560, 1120;
+        0: the model's 280)."""
+        with _media.encode_image(self, image, max_tokens) as e:
+            return e.rows()
+
+    def embed_audio(self, audio):
+        """The soft tokens of a clip: float32 [N, hidden], about 25 a second (what
+        `plume embed --audio` writes). audio: a path, encoded bytes or float32 samples at
+        16 kHz."""
+        with _media.encode_audio(self, audio) as e:
+            return e.rows()
+
+    def transcribe(self, audio, *, translate=None, max_tokens=256):
+        """What is said in audio (a path, encoded bytes or float32 samples at 16 kHz), as
+        `plume transcribe` writes it: each 30 s clip its own one-turn conversation, answered
+        greedily, the clips' texts one per line. translate: a language to translate into
+        instead. max_tokens: per clip."""
+        a = _media.load_audio(audio)
+        try:
+            n = lib.plume_audio_n_samples(a)
+            pcm = np.ctypeslib.as_array(lib.plume_audio_samples(a), (n,)).copy() if n else np.zeros(0, np.float32)
+        finally:
+            lib.plume_audio_free(a)
+        if translate:
+            ask = "Translate the speech in this audio clip into %s. Reply with the translation only." % translate
+        else:
+            ask = ("Transcribe this audio clip word for word, in the language it is spoken in. Reply with "
+                   "the transcription only.")
+        prompt = _tokenizer.render_chat([{"role": "user", "content": _media.AUDIO_TEXT + ask}],
+                                        add_generation_prompt=True)
+        clip, lines = 30 * _media.AUDIO_RATE, []
+        for at in range(0, max(n, 1), clip):
+            piece = pcm[at:at + clip]
+            if len(piece) < 161 and at:  # a tail under 10 ms gives no token
+                break
+            lines.append("".join(self.generate(prompt, max_tokens, temperature=0.0, audio=[piece])))
+        return "\n".join(lines)
 
     def close(self):
         """Free the model now, and every session still open on it (also done on garbage

@@ -103,6 +103,20 @@ class Session(Closing):
         check(rc, err, "feed_prompt")
         return res, reused.value
 
+    def _feed_prompt_media(self, ids, media, out):
+        """feed_prompt of a prompt whose placeholder runs the media (Embd, in the prompt's
+        order) fill: the prefix kept is the one whose ids and media keys agree, so a
+        conversation re-sent with the same image reuses its cache. (logits, reused)."""
+        a = ids_array(ids)
+        res = self._out(out, (self._model.n_vocab,))
+        handles = (c_void_p * max(len(media), 1))(*[e.ptr for e in media])
+        reused, err = c_int32(0), c_void_p()
+        with self._lock:
+            rc = lib.plume_session_feed_prompt_media(self._p(), i32_ptr(a), len(a), handles, len(media),
+                                                     f32_ptr(res), byref(reused), byref(err))
+        check(rc, err, "feed")
+        return res, reused.value
+
     # ---- going back, keeping -------------------------------------------------------------
 
     def rewind(self, n_keep):

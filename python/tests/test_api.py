@@ -83,7 +83,7 @@ def code_params(obj):
 
 # The package's modules, each importing only those before it (nothing imports upward, no
 # cycles); a new module takes its place here.
-LAYERS = ["_lib", "_errors", "_common", "_tokenizer", "_sampler", "_session", "_generate",
+LAYERS = ["_lib", "_errors", "_common", "_tokenizer", "_sampler", "_session", "_media", "_generate",
           "_convert", "_model"]
 
 

@@ -37,7 +37,10 @@ static const char serve_help[] =
     "                       tokens guessed from the context, verified in one step; the answer\n"
     "                       is the same (default 3; 0: off)\n"
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
-    "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n";
+    "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n"
+    "  --allow-remote-media fetch http(s) image URLs of chat requests (else only data: URLs): at most\n"
+    "                       --max-body bytes, 10 s, 3 redirects, public addresses only\n"
+    "  --allow-remote-media=private   the same, private and loopback addresses too (an intranet)\n";
 
 /* Parse the flags into c (c->bundle holds -m as given); 0, or 2 after printing an error (1:
  * --help printed). */
@@ -51,6 +54,10 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         if (!strcmp(a, "--exact")) {
             o->exact = 1;
+            continue;
+        }
+        if (!strcmp(a, "--allow-remote-media") || !strcmp(a, "--allow-remote-media=private")) {
+            o->allow_remote_media = a[20] ? 2 : 1;
             continue;
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",

@@ -25,6 +25,10 @@
  *                    and prefills once (the session is copied); it hands each generated
  *                    token to its choice's answer as text and log-probabilities (numbers,
  *                    never JSON), and the prompt's log-probabilities when asked.
+ *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
+ *                    URLs, the prompt of a request with media (runs and keys), their encoding
+ *                    on the scheduler's thread.
+ *   serve_transcribe.c  /v1/audio/transcriptions: a multipart form -> a chat request of a clip.
  *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
  *                    tool call, end, done, error), each turned into bytes by the job's
@@ -56,6 +60,7 @@
 #define SERVE_MAX_CHOICES 8       /* n: choices of one request (each takes a slot) */
 #define SERVE_MAX_BIAS 1024       /* logit_bias entries */
 #define SERVE_SEED_MAX ((int64_t)1 << 53) /* drawn seeds are below: exact as a JSON number */
+#define SERVE_MAX_MEDIA 32        /* images and audio clips of one request */
 
 /* ---- errors -----------------------------------------------------------------------------
  * What went wrong, in no dialect's words: each dialect spells it (serve_dialect.error). */
@@ -91,6 +96,7 @@ typedef struct {
     char *content;           /* a string content; NULL for parts or an assistant's tool calls */
     char **parts;            /* [n_parts] content given as a list of text parts */
     int32_t n_parts;
+    int32_t *part_types;     /* [n_parts] PLUME_CHAT_PART_* when media parts are among them, else NULL */
     char *reasoning_content; /* assistant: its thought */
     serve_tool_call *calls;  /* [n_calls] assistant: its tool calls */
     int32_t n_calls;
@@ -137,6 +143,7 @@ typedef struct {
                                    logprobs: the prompt tokens' log-probabilities too) */
     int32_t prompt_logprobs;    /* -1: none; 0..SERVE_MAX_TOP_LOGPROBS: the prompt tokens' log-
                                    probabilities with that many alternatives (vLLM's field) */
+    struct serve_media *media;  /* the images and audio of the messages (serve_media.c), or NULL */
 } serve_request;
 
 struct serve_dialect;
@@ -326,6 +333,11 @@ typedef struct serve_dialect {
     char *(*count)(int32_t n_tokens);
     /* Free what the dialect keeps in a stream's state (may be NULL). */
     void (*state_free)(void *state);
+    /* The Content-Type of a whole reply (NULL, or the function NULL: application/json). */
+    const char *(*content_type)(const struct serve_job *j);
+    /* The request body is not JSON (a multipart form): the transport budgets it by its bytes
+     * alone, without the JSON check and count of values. */
+    int form_body;
 } serve_dialect;
 
 /* An endpoint of a dialect that generates nothing: the reply body (malloc'd) to a request body
@@ -448,6 +460,102 @@ void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage 
 /* Free the answer's state (not the job). */
 void serve_answer_free(serve_answer *a);
 
+/* ---- media (serve_media.c) -----------------------------------------------------------------
+ * A request's images and audio: the dialect's parser keeps each part's bytes, the connection
+ * thread decodes and counts them while it makes the prompt, the scheduler encodes them when a
+ * slot must compute their rows. */
+
+/* One image or audio clip of a request. */
+typedef struct {
+    int32_t kind;       /* PLUME_CHAT_PART_IMAGE or PLUME_CHAT_PART_AUDIO */
+    char param[80];     /* the part, as the client wrote it: "messages[0].content[1]", "file" */
+    uint8_t *bytes;     /* the file's bytes (a data URL's, an input_audio's, a fetched URL's) */
+    size_t len;
+    char *url;          /* a remote image, fetched when the prompt is made; or NULL */
+    plume_image *img;   /* decoded, when the prompt is made */
+    plume_audio *aud;
+    int32_t n_tokens;   /* soft tokens (the run's placeholders) */
+    uint64_t key;       /* its identity (pixels / samples hash) */
+    int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
+    plume_embd *emb;    /* encoded by the scheduler, when its rows must be computed */
+} serve_medium;
+
+typedef struct serve_media {
+    serve_medium *items; /* [n] in the prompt's order */
+    int32_t n;
+    size_t cap;
+    uint64_t *keys;      /* [n_keys] each prompt position's key (0: a token) */
+    int32_t n_keys;
+    const plume_embd **list; /* [n] scratch of serve_media_at */
+    /* POST /v1/audio/transcriptions */
+    int32_t transcribe;  /* 1: a transcription (the dialect's reply reads the fields below) */
+    char format[16];     /* response_format: json, text, srt, vtt, verbose_json */
+    char *language;      /* as given, or NULL */
+    double seconds;      /* the clip's length */
+} serve_media;
+
+/* The request's media, made on first use; NULL (500 in e) when out of memory. */
+serve_media *serve_media_of(serve_request *r, serve_error *e);
+/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO) to r, and its part to m (NULL:
+ * none); param names it in refusals. NULL with e filled (400 past SERVE_MAX_MEDIA, 500). */
+serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e);
+
+/* How remote image URLs are fetched. */
+typedef struct {
+    int32_t allow_remote; /* 0: refused (400), 1: public addresses only, 2: private ones too */
+    size_t max_bytes;     /* the largest image fetched */
+    int32_t timeout;      /* seconds a fetch may take, redirects included */
+} serve_media_opts;
+
+/* One field of a multipart/form-data body. */
+typedef struct {
+    char name[64];
+    char filename[256];
+    const char *data; /* into the body */
+    size_t len;
+} serve_form_field;
+
+/* Append a media part (PLUME_CHAT_PART_IMAGE, _AUDIO) to m: the chat template writes its
+ * placeholder there. 0 or 500. */
+int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e);
+/* An OpenAI media content part ({"type": "image_url" | "input_audio", ...}) of message m of r:
+ * its bytes kept (a data URL or base64 decoded; a remote URL noted). 0, or a 400 naming the part
+ * (param, e.g. "messages[0].content[1]"). */
+int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e);
+/* Ollama's "images" (a list of base64 strings) of message m: image parts before its text. 0,
+ * or a 400 naming the image (param: the list, e.g. "messages[1].images"). */
+int serve_media_images(serve_request *r, serve_message *m, const cJSON *list, const char *param, serve_error *e);
+/* An Anthropic image block ({"type": "image", "source": {"type": "base64", "data"} or {"type":
+ * "url", "url"}}) of user message m. 0, or a 400 naming the block (param). */
+int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk, const char *param, serve_error *e);
+/* The tokens of a chat request with media whose rendered prompt is text: remote images fetched,
+ * every medium decoded, checked and counted (no tower run), placeholders expanded into runs, each
+ * position's key noted. *ids malloc'd. 0, or a 400 naming the part (500 out of memory). */
+int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media_opts *o, const char *text,
+                       int32_t **ids, int32_t *n, serve_error *e);
+/* Each prompt position's media key (0: a token), or NULL when the request has no media. */
+const uint64_t *serve_media_keys(const serve_media *md);
+/* Encode (the towers) every medium whose rows a prefill from position `from` needs, then free
+ * the pixels and samples. Scheduler thread only, once per request. 0 or a PLUME_E* with *err. */
+int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err);
+/* The media of a prefill from position pos, for plume_batch_add_media: *list (valid until the
+ * next call), how many of the first one's rows lie before pos (*skip); returns the count. */
+int32_t serve_media_at(serve_media *md, int32_t pos, const plume_embd *const **list, int32_t *skip);
+void serve_media_free(serve_media *md);
+/* /v1/models: "input_modalities": ["text", "image"?, "audio"?] added to a model object. */
+void serve_media_modalities(const plume_model *m, cJSON *model);
+/* Decode base64 (standard or URL-safe, whitespace skipped, padding optional) into *out
+ * (malloc'd). 0, -1 (not base64), -2 (out of memory). */
+int serve_base64_decode(const char *s, size_t n, uint8_t **out, size_t *len);
+/* Whether a socket address is loopback, private, link-local, multicast or otherwise not public. */
+struct sockaddr;
+int serve_addr_private(const struct sockaddr *sa);
+/* The fields of a multipart/form-data body (boundary from its first line), at most cap; their
+ * count, or -1 when the body is not a whole form. */
+int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap);
+
+extern const serve_dialect serve_transcription; /* POST /v1/audio/transcriptions */
+
 /* ---- the scheduler ---------------------------------------------------------------------- */
 
 /* Scheduler settings. */
@@ -540,6 +648,7 @@ typedef struct {
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
     size_t max_body;
     size_t max_request_memory; /* bytes for the requests in flight: bodies and what parsing them takes */
+    int32_t allow_remote_media; /* image URLs: 0 refused, 1 fetched from public addresses, 2 private too */
 } serve_config;
 
 /* The defaults of every field but bundle. */

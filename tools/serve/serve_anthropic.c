@@ -75,19 +75,25 @@ static int user_message(const cJSON *content, int32_t i, serve_request *r, serve
             const cJSON *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
             if (!cJSON_IsString(text)) return serve_json_bad(e, param, "a text block with a 'text' string");
             n_text++;
+        } else if (!strcmp(type->valuestring, "image")) { /* serve_media.c reads it below */
+            n_text++;
         } else {
             return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
-                                   "content blocks of type '%.64s' are not supported in a user message (text and "
-                                   "tool_result only)", type->valuestring);
+                                   "content blocks of type '%.64s' are not supported in a user message (text, image "
+                                   "and tool_result only)", type->valuestring);
         }
         if (rc) return rc;
     }
     if (!n_text) return 0;
     if (!(user = serve_request_add_message(r, "user", e))) return e->status;
+    k = 0;
     cJSON_ArrayForEach(blk, content) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
-        if (strcmp(type->valuestring, "text")) continue;
-        int rc = serve_message_add_part(user, cJSON_GetObjectItemCaseSensitive(blk, "text")->valuestring, e);
+        snprintf(param, sizeof param, "messages[%d].content[%d]", i, k++);
+        int rc = !strcmp(type->valuestring, "image") ? serve_media_image_block(r, user, blk, param, e)
+                 : !strcmp(type->valuestring, "text")
+                     ? serve_message_add_part(user, cJSON_GetObjectItemCaseSensitive(blk, "text")->valuestring, e)
+                     : 0;
         if (rc) return rc;
     }
     return 0;

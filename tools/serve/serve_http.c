@@ -76,6 +76,7 @@ typedef struct {
     int32_t busy;      /* the body did not fit the memory budget: the rest is dropped, then 429 */
     int32_t http11;    /* the request is HTTP/1.1 (it may be sent an interim 100) */
     size_t reserved;   /* bytes of the memory budget this request holds (its body, its parse) */
+    int form;          /* the body is a multipart form, not JSON (serve_dialect.form_body) */
     double t_head;     /* when its head was read: the body must come within --timeout */
     serve_job *job;
 } serve_conn;
@@ -99,6 +100,7 @@ typedef struct {
     double keepalive;
 } serve_stream;
 
+#define SERVE_FETCH_SECONDS 10 /* a remote image URL (--allow-remote-media): the whole fetch */
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
 
 /* ---- CORS --------------------------------------------------------------------------------- */
@@ -205,7 +207,7 @@ static void budget_give(serve_server *sv, serve_conn *cn, size_t n) {
 static int budget_parse(serve_server *sv, serve_conn *cn, size_t per_byte, size_t *took, serve_error *e) {
     size_t nodes = 0;
     *took = 0;
-    int rc = serve_json_check(cn->body ? cn->body : "", cn->len, &nodes, e);
+    int rc = cn->form ? 0 : serve_json_check(cn->body ? cn->body : "", cn->len, &nodes, e);
     if (rc) return rc;
     size_t need = nodes > SIZE_MAX / SERVE_JSON_NODE_BYTES / 2 || cn->len > SIZE_MAX / 64 ? SIZE_MAX
                                                                                            : nodes * SERVE_JSON_NODE_BYTES + cn->len * per_byte;
@@ -374,7 +376,7 @@ static int prompt_of_ids(serve_server *sv, const serve_request *r, int32_t **ids
 }
 
 /* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
-static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+static int prompt_tokens(serve_server *sv, serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
                          int32_t *in_thought, serve_error *e) {
     char *text = NULL;
     int rc = 0;
@@ -385,7 +387,12 @@ static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids
     } else if (!(text = plume_sprintf("<bos>%s", r->prompt))) {
         rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
-    if (!rc) rc = tokenize(sv->tok, text, ids, n, e);
+    if (!rc && r->media) { /* images and audio: their runs and keys (serve_media.c) */
+        serve_media_opts mo = {sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS};
+        rc = serve_media_prompt(sv->m, r, &mo, text, ids, n, e);
+    } else if (!rc) {
+        rc = tokenize(sv->tok, text, ids, n, e);
+    }
     if (!rc && r->kind == SERVE_COMPLETION) *echo_from = 1;
     free(text);
     return rc;
@@ -461,6 +468,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     serve_error e;
     serve_job *j = NULL;
     size_t took = 0; /* the parse: its strings' copies, the prompt, its ids (4 bytes each) */
+    cn->form = d->form_body;
     int bad = budget_parse(sv, cn, 6, &took, &e) || make_job(sv, d, cn, &j, &e);
     budget_give(sv, cn, took);
     if (bad) return reply_serve_error(sv, c, d, &e);
@@ -518,7 +526,8 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
     enum MHD_Result q = MHD_NO;
     if (r) {
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        const char *type = d->content_type && j->status == 200 ? d->content_type(j) : NULL;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type ? type : "application/json");
         seed_header(r, j);
         cors_headers(sv, c, r);
         q = MHD_queue_response(c, (unsigned)j->status, r);
@@ -650,6 +659,7 @@ static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c,
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "plume");
     cJSON_AddNumberToObject(m, "context_length", sv->n_ctx);
+    serve_media_modalities(sv->m, m);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return reply_json(sv, c, 200, s);
@@ -739,6 +749,8 @@ static const route routes[] = {
     {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show},
     {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
     {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/v1/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
+    {"/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
     {"/tokenize", R_TOKENIZE, 1, NULL, NULL},
     {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
 };

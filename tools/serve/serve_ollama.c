@@ -20,7 +20,6 @@
 
 #define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 #define OLLAMA_VERSION "0.12.0" /* the API level plume speaks (tools, thinking, logprobs) */
-#define IMAGES_WHY "are not supported yet: the server takes no images (plume run/chat --image do)"
 
 const char serve_ollama_banner[] = "Ollama is running";
 
@@ -107,8 +106,8 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
-/* A list that must be empty when present (param: its name in the error): images (the server
- * takes no media yet), generate's context. */
+/* A list that must be empty when present (param: its name in the error): raw generate's
+ * images, generate's context. */
 static int refuse_list(const cJSON *o, const char *name, const char *param, const char *why, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!v || cJSON_IsNull(v) || (cJSON_IsArray(v) && !cJSON_GetArraySize(v))) return 0;
@@ -155,7 +154,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content)) return serve_json_bad(e, param, "a string");
     if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return OOM(e);
     snprintf(param, sizeof param, "messages[%d].images", i);
-    int rc = refuse_list(m, "images", param, IMAGES_WHY, e);
+    int rc = serve_media_images(r, out, cJSON_GetObjectItemCaseSensitive(m, "images"), param, e);
     if (rc) return rc;
     if (!strcmp(out->role, "assistant")) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
@@ -212,7 +211,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
     if (!rc) rc = serve_json_str(root, "prompt", &prompt, e);
     if (!rc) rc = serve_json_str(root, "system", &system, e);
     if (!rc) rc = serve_json_bool(root, "raw", &raw, e);
-    if (!rc) rc = refuse_list(root, "images", "images", IMAGES_WHY, e);
+    if (!rc && raw) rc = refuse_list(root, "images", "images", "are not supported with raw (no template to place them)", e);
     if (!rc) rc = refuse_list(root, "context", "context", "is not supported (send the conversation to /api/chat)", e);
     static const char *const empty_only[] = {"suffix", "template"};
     for (int k = 0; !rc && k < 2; k++) {
@@ -234,6 +233,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
         else if (m) m->content = system, system = NULL;
         if (!rc && !(m = serve_request_add_message(r, "user", e))) rc = e->status;
         if (!rc) m->content = prompt, prompt = NULL;
+        if (!rc) rc = serve_media_images(r, m, cJSON_GetObjectItemCaseSensitive(root, "images"), "images", e);
         if (!rc && !(r->tool_choice = strdup("auto"))) rc = OOM(e);
     }
     free(prompt);

@@ -24,26 +24,30 @@
 
 /* ---- chat messages ------------------------------------------------------------------------ */
 
-/* A message's content: a string (m->content), or a list of text parts (m->parts); null stays
- * NULL. */
-static int message_content(const cJSON *v, serve_message *m, const char *param, serve_error *e) {
+/* A message's content: a string (m->content), or a list of parts (m->parts): text, and
+ * images and audio (serve_media.c keeps their bytes; m->part_types says where they go); null
+ * stays NULL. */
+static int message_content(const cJSON *v, serve_request *r, serve_message *m, const char *param, serve_error *e) {
     if (!v || cJSON_IsNull(v)) return 0;
     if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : OOM(e);
     if (!cJSON_IsArray(v)) return serve_json_bad(e, param, "a string or a list of content parts");
+    if (!cJSON_GetArraySize(v)) return (m->parts = calloc(1, sizeof *m->parts)) ? 0 : OOM(e);
     const cJSON *part;
     cJSON_ArrayForEach(part, v) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsObject(part) || !cJSON_IsString(type)) return serve_json_bad(e, param, "a list of objects with a 'type'");
-        if (strcmp(type->valuestring, "text"))
-            return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
-                                   "content parts of type '%.64s' are not supported (text only)", type->valuestring);
-        if (!cJSON_IsString(text)) return serve_json_bad(e, param, "a list of text parts with a 'text' string");
+        if (!strcmp(type->valuestring, "text") && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(part, "text")))
+            return serve_json_bad(e, param, "a list of text parts with a 'text' string");
     }
-    if (!(m->parts = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *m->parts))) return OOM(e);
+    int32_t k = 0;
     cJSON_ArrayForEach(part, v) {
-        if (!(m->parts[m->n_parts] = strdup(cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring))) return OOM(e);
-        m->n_parts++;
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k++);
+        int rc = !strcmp(type->valuestring, "text")
+                     ? serve_message_add_part(m, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring, e)
+                     : serve_media_part(r, m, part, pp, e);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -90,7 +94,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     if (!out) return e->status;
     int rc;
     snprintf(param, sizeof param, "messages[%d].content", i);
-    if ((rc = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), out, param, e))) return rc;
+    if ((rc = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), r, out, param, e))) return rc;
     int assistant = !strcmp(out->role, "assistant");
     if (assistant) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);

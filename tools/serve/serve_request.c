@@ -312,18 +312,55 @@ int serve_message_add_call(serve_message *m, const char *id, const char *name, c
     return 0;
 }
 
-/* Append a text part; a content string already there becomes the first part. */
-int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
+/* Append a part of a kind (text: a copy of text; media: "" where its placeholder goes); a
+ * content string already there becomes the first part. part_types is kept once a media part
+ * has come. */
+static int add_part(serve_message *m, int32_t kind, const char *text, serve_error *e) {
     char **np = realloc(m->parts, (size_t)(m->n_parts + 2) * sizeof *np);
     if (!np) return OOM(e);
     m->parts = np;
+    if (kind != PLUME_CHAT_PART_TEXT || m->part_types) {
+        int32_t *nt = realloc(m->part_types, (size_t)(m->n_parts + 2) * sizeof *nt);
+        if (!nt) return OOM(e);
+        if (!m->part_types)
+            for (int32_t i = 0; i < m->n_parts + 2; i++) nt[i] = PLUME_CHAT_PART_TEXT;
+        m->part_types = nt;
+    }
     if (m->content) {
+        if (m->part_types) m->part_types[m->n_parts] = PLUME_CHAT_PART_TEXT;
         m->parts[m->n_parts++] = m->content;
         m->content = NULL;
     }
     if (!(m->parts[m->n_parts] = strdup(text))) return OOM(e);
+    if (m->part_types) m->part_types[m->n_parts] = kind;
     m->n_parts++;
     return 0;
+}
+
+/* Append a text part. */
+int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
+    return add_part(m, PLUME_CHAT_PART_TEXT, text, e);
+}
+
+/* Append a media part: the template writes its placeholder there. */
+int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e) { return add_part(m, kind, "", e); }
+
+/* Free a request's media (serve_media.c fills them). */
+void serve_media_free(serve_media *md) {
+    if (!md) return;
+    for (int32_t i = 0; i < md->n; i++) {
+        serve_medium *it = &md->items[i];
+        free(it->bytes);
+        free(it->url);
+        plume_image_free(it->img);
+        plume_audio_free(it->aud);
+        plume_embd_free(it->emb);
+    }
+    free(md->items);
+    free(md->keys);
+    free(md->list);
+    free(md->language);
+    free(md);
 }
 
 /* ---- seeds ------------------------------------------------------------------------------- */
@@ -362,6 +399,7 @@ void serve_request_free(serve_request *r) {
         free(m->content);
         for (int32_t p = 0; p < m->n_parts; p++) free(m->parts[p]);
         free(m->parts);
+        free(m->part_types);
         free(m->reasoning_content);
         for (int32_t c = 0; c < m->n_calls; c++) {
             free(m->calls[c].id);
@@ -381,6 +419,7 @@ void serve_request_free(serve_request *r) {
     free(r->bias_vals);
     free(r->tools);
     free(r->tool_choice);
+    serve_media_free(r->media);
     memset(r, 0, sizeof *r);
 }
 
@@ -440,7 +479,7 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
         const serve_message *m = &r->msgs[i];
         msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
                                           .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
-                                          .tool_call_id = m->tool_call_id, .name = m->name};
+                                          .tool_call_id = m->tool_call_id, .name = m->name, .part_types = m->part_types};
         if (!m->n_calls) continue;
         if (!(calls[i] = calloc((size_t)m->n_calls, sizeof **calls))) {
             rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");

@@ -24,16 +24,25 @@
 /* ---- requests ----------------------------------------------------------------------------- */
 
 /* The text of a message item's content: a string, or its input_text/output_text parts, each
- * appended to m. */
-static int item_content(const cJSON *c, serve_message *m, const char *param, serve_error *e) {
+ * appended to m, and its input_image parts (serve_media.c). */
+static int item_content(const cJSON *c, serve_request *r, serve_message *m, const char *param, serve_error *e) {
     if (cJSON_IsString(c)) return (m->content = strdup(c->valuestring)) ? 0 : OOM(e);
     if (!cJSON_IsArray(c)) return serve_json_bad(e, param, "a string or a list of content parts");
     const cJSON *part;
+    int32_t k = 0;
     cJSON_ArrayForEach(part, c) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const char *key = "text";
+        k++;
         if (!cJSON_IsString(type)) return serve_json_bad(e, param, "a list of parts with a 'type'");
         const char *t = type->valuestring;
+        if (!strcmp(t, "input_image")) {
+            char pp[96];
+            snprintf(pp, sizeof pp, "%s[%d]", param, k - 1);
+            int rc = serve_media_part(r, m, part, pp, e);
+            if (rc) return rc;
+            continue;
+        }
         if (!strcmp(t, "refusal")) key = "refusal";
         else if (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "text"))
             return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
@@ -97,7 +106,7 @@ static int parse_item(const cJSON *it, int32_t i, serve_request *r, char **thoug
             if (!(m = serve_request_add_message(r, "assistant", e))) return e->status;
         }
         snprintf(param, sizeof param, "input[%d].content", i);
-        return item_content(cJSON_GetObjectItemCaseSensitive(it, "content"), m, param, e);
+        return item_content(cJSON_GetObjectItemCaseSensitive(it, "content"), r, m, param, e);
     }
     if (!strcmp(t, "function_call")) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "call_id"), *name = cJSON_GetObjectItemCaseSensitive(it, "name");
@@ -115,7 +124,7 @@ static int parse_item(const cJSON *it, int32_t i, serve_request *r, char **thoug
         if (!m) return e->status;
         if (!(m->tool_call_id = strdup(id->valuestring))) return OOM(e);
         snprintf(param, sizeof param, "input[%d].output", i);
-        return item_content(out, m, param, e);
+        return item_content(out, r, m, param, e);
     }
     if (!strcmp(t, "reasoning")) {
         free(*thought);

@@ -138,10 +138,13 @@ static int slot_open(serve_sched *s, int32_t i, char **err) {
     return plume_session_new(&s->slots[i].s, s->m, &sp, err);
 }
 
-/* How many leading tokens a and b share. */
-static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
-    int32_t n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
+/* How many leading positions a session's history and a job's prompt share: the same ids and,
+ * where images or audio sit, the same media keys (the same pixels or samples, the same row). */
+static int32_t common_prefix(const plume_session *ss, const serve_job *j) {
+    const int32_t *a = plume_session_tokens(ss);
+    const uint64_t *ka = plume_session_keys(ss), *kb = serve_media_keys(j->req.media);
+    int32_t na = plume_session_n_past(ss), n = na < j->n_ids ? na : j->n_ids, i = 0;
+    while (i < n && a[i] == j->ids[i] && (ka ? ka[i] : 0) == (kb ? kb[i] : 0)) i++;
     return i;
 }
 
@@ -151,13 +154,13 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
  * prompt sharing only "<bos>" and a few template tokens does not evict a conversation while a
  * colder slot is idle (a shared system prompt of a chunk or more still counts). -1 when none
  * is idle. Called with s->mu held. */
-static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
+static int32_t slot_pick(serve_sched *s, const serve_job *j) {
     int32_t best = -1, best_common = -1;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
         if (sl->job) continue;
         int32_t n_past = plume_session_n_past(sl->s);
-        int32_t c = plume_session_rewind_free(sl->s, common_prefix(plume_session_tokens(sl->s), n_past, ids, n));
+        int32_t c = plume_session_rewind_free(sl->s, common_prefix(sl->s, j));
         if (c < SERVE_PREFILL_CHUNK && (int64_t)c * 2 < n_past) c = 0;
         if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
             best = i;
@@ -196,13 +199,16 @@ static void slot_release(serve_sched *s, serve_slot *sl) {
  * waits for the leader's prompt. */
 static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     serve_job *j = sl->job;
-    int32_t keep = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), j->ids, j->n_ids);
+    int32_t keep = common_prefix(sl->s, j);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
     if (j->prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
     /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
      * other stream waiting, is fed again as prefill chunks between decode steps */
     keep = plume_session_rewind_free(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
+    /* the images and audio whose rows the prefill computes, through their towers (once: the
+     * other choices copy the leader's session) */
+    if (!rc && sl->choice == 0) rc = serve_media_encode(j->req.media, s->m, keep, err);
     plume_sampler_params sp = j->req.sp;
     sp.seed += (uint64_t)sl->choice;
     if (!rc) rc = plume_sampler_new(&sl->smp, &sp, s->V, err);
@@ -370,7 +376,7 @@ static void admit_locked(serve_sched *s) {
         if (!s->head) s->tail = NULL;
         s->n_queued--;
         for (int32_t k = 0; k < j->req.n; k++) {
-            int32_t i = k == 0 ? slot_pick(s, j->ids, j->n_ids) : slot_pick_lru(s);
+            int32_t i = k == 0 ? slot_pick(s, j) : slot_pick_lru(s);
             if (k > 0) { /* each choice holds a reference, released with its slot */
                 pthread_mutex_lock(&j->mu);
                 j->refs++;
@@ -471,7 +477,14 @@ static void step(serve_sched *s) {
         }
         int rows = spec || (prefill && sl->rows);
         float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
-        int32_t taken = n < 0 ? n : plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
+        int32_t taken = n;
+        if (n >= 0 && prefill && j->req.media) { /* rows of images and audio among the prompt's */
+            const plume_embd *const *media;
+            int32_t skip, n_media = serve_media_at(j->req.media, sl->pos, &media, &skip);
+            taken = plume_batch_add_media(s->batch, sl->s, ids, n, media, n_media, skip, out, rows, &err);
+        } else if (n >= 0) {
+            taken = plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
+        }
         if (taken < 0) {
             serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
             free(err);

@@ -1,0 +1,727 @@
+/* test_serve_media.c -- images and audio through `plume serve` (tools/serve/serve_media.c),
+ * driven with curl on 127.0.0.1, on the tiny-mm-a bundle (tiny-a's text weights, the golden
+ * vision and audio towers): an image_url data URL and an input_audio part answer token for
+ * token as `plume run --image / --audio` does; a re-sent conversation reports its image as
+ * cached, a different image of the same size is not reused; two images and a clip in one
+ * request, n choices; every refusal is a 400 naming the part (truncated, not an image,
+ * 20000 x 20000, zero bytes, bad base64, 0 samples, 2 hours, junk audio, an unknown format, a
+ * media part to a text-only bundle, a system message's image, placeholder text, remote URLs
+ * off, private addresses, too big, HTTP errors); remote URLs with --allow-remote-media=private
+ * (a redirect followed); POST /v1/audio/transcriptions in its five formats with the text of
+ * `plume transcribe`; /v1/models' input_modalities. Then the official OpenAI library
+ * (tests/clients/media.mjs) and the web page in headless Chromium (tests/clients/webui_media.mjs)
+ * on the same server, skipped with the reason when node, the npm packages or chromium are
+ * missing. Every curl has a time limit. */
+#include "serve/serve.h"
+#include "t.h"
+#include "t_mm.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sndfile.h>
+#include <spawn.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char *tmp;
+static char mm[600], text_bundle[600];
+static char big_out[1 << 20];
+
+/* A server started in the background. */
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[700];
+} server;
+
+static server M; /* the tiny-mm-a bundle, --allow-remote-media=private */
+static server T; /* tiny-a (text only), remote media off */
+static server P; /* tiny-mm-a, --allow-remote-media (public addresses only) */
+
+/* Start `sh -c cmd` in the background; its pid (the shell execs the last command). */
+static pid_t spawn_sh(const char *cmd) {
+    pid_t pid;
+    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
+    return posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ? -1 : pid;
+}
+
+/* Sleep ms milliseconds. */
+static void nap(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Start plume serve on a bundle with flags on a free port; 0 when it listens. */
+static int server_start(server *sv, const char *tag, const char *bundle, const char *flags) {
+    char cmd[2048];
+    snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
+    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 -t 1 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
+    sv->port = 0;
+    if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
+    for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
+        nap(50);
+        FILE *f = fopen(sv->log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            char *p = strstr(line, "listening on http://127.0.0.1:");
+            if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+        }
+        if (f) fclose(f);
+        int st;
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return -1;
+    }
+    return sv->port ? 0 : -1;
+}
+
+/* SIGTERM the server and wait up to 10 s; its exit status (-1: not a normal exit). */
+static int server_stop(server *sv) {
+    if (sv->pid <= 0) return -1;
+    kill(sv->pid, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        nap(50);
+    }
+    kill(sv->pid, SIGKILL);
+    waitpid(sv->pid, &st, 0);
+    return -1;
+}
+
+/* curl the server with extra arguments; the HTTP status (0: no answer), the body in out, the
+ * response headers in tmp/headers. */
+static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "curl -s -m 60 -D %s/headers -w '\\n%%{http_code}' %s http://127.0.0.1:%d%s", tmp, args,
+             sv->port, path);
+    t_sh(out, cap, "%s", cmd);
+    char *nl = strrchr(out, '\n');
+    if (!nl) return 0;
+    int status = atoi(nl + 1);
+    *nl = 0;
+    return status;
+}
+
+/* Whether the response headers (tmp/headers) contain s. */
+static int header_has(const char *s) {
+    char path[800], buf[4096] = {0};
+    snprintf(path, sizeof path, "%s/headers", tmp);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, s) != NULL;
+}
+
+/* Write text to tmp/name; the path (static, one at a time). */
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[800];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+/* The base64 of a file (malloc'd), via base64(1). */
+static char *b64_file(const char *path) {
+    char *out = malloc(1 << 22);
+    if (out && t_sh(out, 1 << 22, "base64 -w0 '%s'", path)) out[0] = 0;
+    return out;
+}
+
+/* A chat request of one user message of parts (JSON text of the parts list), greedy, n
+ * tokens, posted to sv from a file; the status, the body in out. */
+static int chat(const server *sv, char *out, size_t cap, const char *parts, int max_tokens, const char *extra) {
+    size_t n = strlen(parts) + 512;
+    char *body = malloc(n);
+    snprintf(body, n, "{\"model\":\"m\",\"max_tokens\":%d,\"temperature\":0%s,\"messages\":[{\"role\":\"user\",\"content\":%s}]}",
+             max_tokens, extra ? extra : "", parts);
+    const char *p = write_tmp("body.json", body);
+    free(body);
+    return http(sv, out, cap, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s", p);
+}
+
+/* An image_url part of a file as a data URL (malloc'd JSON). */
+static char *image_part(const char *path, const char *mime) {
+    char *b = b64_file(path);
+    char *s = plume_sprintf("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:%s;base64,%s\"}}", mime, b ? b : "");
+    free(b);
+    return s;
+}
+
+/* An input_audio part of a file (malloc'd JSON). */
+static char *audio_part(const char *path, const char *format) {
+    char *b = b64_file(path);
+    char *s = plume_sprintf("{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"%s\",\"format\":\"%s\"}}", b ? b : "", format);
+    free(b);
+    return s;
+}
+
+/* The content of choice i of a reply (malloc'd) and its usage; NULL when not there. */
+static char *reply_of(const char *body, int i, int *prompt, int *cached) {
+    cJSON *root = cJSON_Parse(body);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), i);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "message"), "content");
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"), "cached_tokens");
+    char *s = cJSON_IsString(c) ? strdup(c->valuestring) : NULL;
+    if (prompt) *prompt = cJSON_IsNumber(p) ? p->valueint : -1;
+    if (cached) *cached = cJSON_IsNumber(k) ? k->valueint : -1;
+    cJSON_Delete(root);
+    return s;
+}
+
+/* Whether body is an OpenAI error 400 whose param is `param` and whose message holds `what`. */
+static int refused(const char *body, const char *param, const char *what) {
+    cJSON *root = cJSON_Parse(body);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message"), *p = cJSON_GetObjectItemCaseSensitive(e, "param");
+    int ok = cJSON_IsString(m) && cJSON_IsString(p) && !strcmp(p->valuestring, param) && strstr(m->valuestring, what);
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* What `plume run` answers greedily to a prompt with media flags, n tokens (malloc'd; its last
+ * newline cut). */
+static char *cli_answer(const char *bundle, const char *media_flags, const char *prompt, int n) {
+    if (t_sh(big_out, sizeof big_out, "( %s/plume run -m %s %s -p '%s' -n %d --temp 0 2>/dev/null )", t_build(), bundle,
+             media_flags, prompt, n))
+        return NULL;
+    size_t k = strlen(big_out);
+    if (k && big_out[k - 1] == '\n') big_out[k - 1] = 0;
+    return strdup(big_out);
+}
+
+/* ---- the parsers, alone -------------------------------------------------------------------------- */
+
+/* base64 (standard, URL-safe, padded or not, whitespace), refused junk; multipart forms as curl
+ * and the openai library write them, refused truncations; private addresses. */
+static void test_parsers(void) {
+    static const char *const good[][2] = {{"aGVsbG8=", "hello"}, {"aGVsbG8", "hello"}, {"aGVs\nbG8=", "hello"},
+                                          {"", ""}, {"_-8=", "\xff\xef"}, {"/+8=", "\xff\xef"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        uint8_t *out = NULL;
+        size_t n = 0;
+        int rc = serve_base64_decode(good[i][0], strlen(good[i][0]), &out, &n);
+        CHECK(rc == 0 && n == strlen(good[i][1]) && !memcmp(out, good[i][1], n), "base64 '%s': rc %d, %zu bytes", good[i][0],
+              rc, n);
+        free(out);
+    }
+    static const char *const bad[] = {"a", "aGVsbG8=x", "a*bc", "aGVsbG8==="};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint8_t *out = NULL;
+        size_t n = 0;
+        CHECK(serve_base64_decode(bad[i], strlen(bad[i]), &out, &n) == -1 && !out, "base64 '%s' accepted", bad[i]);
+    }
+    static const char form[] = "--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
+                               "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a b.wav\"\r\n"
+                               "Content-Type: audio/wav\r\n\r\nRIFF\r\n--X\0z\r\n--XyZ--\r\n";
+    serve_form_field f[4];
+    int n = serve_multipart_parse(form, sizeof form - 1, f, 4);
+    CHECK(n == 2 && !strcmp(f[0].name, "model") && f[0].len == 9 && !memcmp(f[0].data, "whisper-1", 9) &&
+              !strcmp(f[1].name, "file") && !strcmp(f[1].filename, "a b.wav") && f[1].len == 11,
+          "multipart: %d fields", n);
+    for (size_t cut = 0; cut + 4 < sizeof form - 1; cut += 7)
+        CHECK(serve_multipart_parse(form, cut, f, 4) == -1, "multipart cut at %zu accepted", cut);
+    CHECK(serve_multipart_parse("{\"file\": 1}", 11, f, 4) == -1, "JSON as multipart");
+    static const char *const priv[] = {"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0",
+                                       "100.64.0.1", "224.0.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "::"};
+    static const char *const pub[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"};
+    for (int k = 0; k < 2; k++) {
+        const char *const *list = k ? pub : priv;
+        size_t cnt = k ? sizeof pub / sizeof *pub : sizeof priv / sizeof *priv;
+        for (size_t i = 0; i < cnt; i++) {
+            struct sockaddr_in a4 = {.sin_family = AF_INET};
+            struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+            const struct sockaddr *sa = inet_pton(AF_INET, list[i], &a4.sin_addr) == 1 ? (const struct sockaddr *)&a4
+                                        : inet_pton(AF_INET6, list[i], &a6.sin6_addr) == 1 ? (const struct sockaddr *)&a6
+                                                                                            : NULL;
+            CHECK(sa && serve_addr_private(sa) == !k, "%s: private %d", list[i], sa ? serve_addr_private(sa) : -1);
+        }
+    }
+}
+
+/* ---- tests ------------------------------------------------------------------------------------ */
+
+static void test_models_lists_modalities(void) {
+    char out[4096];
+    CHECK(http(&M, out, sizeof out, "/v1/models", "%s", "") == 200 &&
+              strstr(out, "\"input_modalities\":[\"text\",\"image\",\"audio\"]"),
+          "tiny-mm-a: %s", out);
+    CHECK(http(&T, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"input_modalities\":[\"text\"]"),
+          "text only: %s", out);
+    CHECK(http(&M, out, sizeof out, "/api/show", "-d '{\"model\":\"m\"}'") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\",\"vision\",\"audio\"]"),
+          "ollama show: %.600s", out);
+    CHECK(http(&T, out, sizeof out, "/api/show", "-d '{\"model\":\"m\"}'") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\"]"),
+          "ollama show, text only: %.600s", out);
+}
+
+/* An image and an audio part answer as plume run does with --image / --audio (the media first,
+ * then the text: where the CLI puts them). */
+static void test_image_and_audio_answer_as_run(void) {
+    char *img = image_part(fx("A.png"), "image/png"), *aud = audio_part(fx("speechlike.wav"), "wav");
+    char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is this?\"}]", img);
+    int prompt = 0, st = chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+    char *got = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL;
+    CHECK(got, "image: HTTP %d %.300s", st, big_out);
+    char flags[800];
+    snprintf(flags, sizeof flags, "--image %s", fx("A.png"));
+    char *want = cli_answer(mm, flags, "What is this?", 8);
+    CHECK(got && want && !strcmp(got, want), "image: serve '%s' vs run '%s'", got ? got : "", want ? want : "");
+    CHECK(prompt > 256, "image: %d prompt tokens (the image's run is missing)", prompt);
+    free(got), free(want), free(parts);
+    parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is said?\"}]", aud);
+    st = chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+    got = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL;
+    CHECK(got, "audio: HTTP %d %.300s", st, big_out);
+    snprintf(flags, sizeof flags, "--audio %s", fx("speechlike.wav"));
+    want = cli_answer(mm, flags, "What is said?", 8);
+    CHECK(got && want && !strcmp(got, want), "audio: serve '%s' vs run '%s'", got ? got : "", want ? want : "");
+    free(got), free(want), free(parts), free(img), free(aud);
+}
+
+/* Ollama's /api/chat "images", the Responses API's input_image, Anthropic's image block: the
+ * same answer as OpenAI's image part before the text; a bad one is a 400 naming it. */
+static void test_other_dialects_images(void) {
+    char *b = b64_file(fx("A.png")), *img = image_part(fx("A.png"), "image/png");
+    char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"What is this?\"}]", img);
+    chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+    char *want = reply_of(big_out, 0, NULL, NULL);
+    size_t n = strlen(b ? b : "") + 512;
+    char *body = malloc(n);
+    snprintf(body, n, "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"What is this?\",\"images\":[\"%s\"]}]}", b ? b : "");
+    int st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' --data-binary @%s",
+                  write_tmp("body.json", body));
+    cJSON *root = cJSON_Parse(big_out);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "message"), "content");
+    CHECK(st == 200 && cJSON_IsString(c) && want && !strcmp(c->valuestring, want), "ollama images: HTTP %d %.300s (want '%s')",
+          st, big_out, want ? want : "");
+    cJSON_Delete(root);
+    snprintf(body, n, "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
+             "\"prompt\":\"What is this?\",\"images\":[\"%s\"]}", b ? b : "");
+    st = http(&M, big_out, sizeof big_out, "/api/generate", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    c = cJSON_GetObjectItemCaseSensitive(root, "response");
+    CHECK(st == 200 && cJSON_IsString(c) && want && !strcmp(c->valuestring, want), "ollama generate images: HTTP %d %.300s",
+          st, big_out);
+    cJSON_Delete(root);
+    st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' -d '%s'",
+              "{\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"images\":[\"aGVsbG8=\"]}]}");
+    CHECK(st == 400 && strstr(big_out, "messages[0].images[0]") && strstr(big_out, "not a PNG"), "ollama bad image: %d %s", st,
+          big_out);
+    /* the Responses API's input_image */
+    char *url = plume_sprintf("data:image/png;base64,%s", b ? b : "");
+    snprintf(body, n, "{\"model\":\"m\",\"temperature\":0,\"max_output_tokens\":8,\"input\":[{\"role\":\"user\",\"content\":["
+             "{\"type\":\"input_image\",\"image_url\":\"%s\"},{\"type\":\"input_text\",\"text\":\"What is this?\"}]}]}", url);
+    st = http(&M, big_out, sizeof big_out, "/v1/responses", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    cJSON *msg = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "output"), 0);
+    cJSON *ot = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(msg, "content"), 0), "text");
+    CHECK(st == 200 && cJSON_IsString(ot) && want && !strcmp(ot->valuestring, want), "responses input_image: HTTP %d %.300s",
+          st, big_out);
+    cJSON_Delete(root);
+    /* Anthropic's image block */
+    snprintf(body, n, "{\"model\":\"m\",\"temperature\":0,\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":["
+             "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"%s\"}},"
+             "{\"type\":\"text\",\"text\":\"What is this?\"}]}]}", b ? b : "");
+    st = http(&M, big_out, sizeof big_out, "/v1/messages", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    root = cJSON_Parse(big_out);
+    ot = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "content"), 0), "text");
+    CHECK(st == 200 && cJSON_IsString(ot) && want && !strcmp(ot->valuestring, want), "anthropic image: HTTP %d %.300s", st,
+          big_out);
+    cJSON_Delete(root);
+    st = http(&M, big_out, sizeof big_out, "/v1/messages", "-H 'Content-Type: application/json' -d '%s'",
+              "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":"
+              "{\"type\":\"base64\",\"data\":\"aGVsbG8=\"}}]}]}");
+    CHECK(st == 400 && strstr(big_out, "messages[0].content[0]") && strstr(big_out, "not a PNG"), "anthropic bad image: %d %s",
+          st, big_out);
+    free(url);
+    free(b), free(img), free(parts), free(want), free(body);
+}
+
+/* A conversation re-sent with the same image reuses its rows (cached_tokens: all but the last
+ * prompt token); the same conversation with another image of the same size (the same ids) is
+ * reused only up to that image, and answers as a fresh request for it does. */
+static void test_resent_image_is_cached(void) {
+    char a[800], b[800], out[4096];
+    snprintf(a, sizeof a, "%s/same_a.png", tmp);
+    snprintf(b, sizeof b, "%s/same_b.png", tmp);
+    int rc = t_sh(out, sizeof out,
+                  "python3 -c 'import struct,zlib,sys\n"
+                  "def png(path, v):\n"
+                  "    raw = b\"\".join(b\"\\0\" + bytes((x * v + y) %% 256 for x in range(96 * 3)) for y in range(80))\n"
+                  "    c = lambda t, d: struct.pack(\">I\", len(d)) + t + d + struct.pack(\">I\", zlib.crc32(t + d))\n"
+                  "    open(path, \"wb\").write(b\"\\x89PNG\\r\\n\\x1a\\n\" + c(b\"IHDR\", struct.pack(\">IIBBBBB\", 96, 80, 8, 2, 0, 0, 0)) + c(b\"IDAT\", zlib.compress(raw)) + c(b\"IEND\", b\"\"))\n"
+                  "png(sys.argv[1], 3); png(sys.argv[2], 7)' %s %s", a, b);
+    CHECK(rc == 0, "python3 could not write the PNGs: %s", out);
+    if (rc) return;
+    char *pa = image_part(a, "image/png"), *pb = image_part(b, "image/png");
+    /* a text of more than a prefill chunk before the image: a slot sharing it is reused */
+    char lead[1024] = "";
+    for (int i = 0; i < 40; i++) strcat(lead, "Describe this. ");
+    char *parts_a = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pa);
+    char *parts_b = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pb);
+    int p1, c1, p2, c2, p3, c3, p4, c4;
+    chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
+    char *r1 = reply_of(big_out, 0, &p1, &c1);
+    chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
+    char *r2 = reply_of(big_out, 0, &p2, &c2);
+    CHECK(r1 && r2 && !strcmp(r1, r2), "the re-sent answer differs: '%s' '%s'", r1 ? r1 : "", r2 ? r2 : "");
+    CHECK(p1 == p2 && c2 == p2 - 1, "re-sent: cached %d of %d prompt tokens", c2, p2);
+    chat(&M, big_out, sizeof big_out, parts_b, 6, ",\"seed\":1");
+    char *r3 = reply_of(big_out, 0, &p3, &c3);
+    CHECK(p3 == p1 && c3 >= 64 && c3 < p3 - 64, "another image of the same size: cached %d of %d (must stop at the image)",
+          c3, p3);
+    /* the same request on a fresh server slot state: the answer for image b alone */
+    server F;
+    if (server_start(&F, "fresh", mm, "--parallel 1") == 0) {
+        chat(&F, big_out, sizeof big_out, parts_b, 6, ",\"seed\":1");
+        char *r4 = reply_of(big_out, 0, &p4, &c4);
+        CHECK(r3 && r4 && !strcmp(r3, r4) && c4 == 0, "image b after image a: '%s', fresh: '%s' (cached %d)", r3 ? r3 : "",
+              r4 ? r4 : "", c4);
+        free(r4);
+        CHECK(server_stop(&F) == 0, "the fresh server did not exit 0");
+    } else {
+        CHECK(0, "a fresh server did not start");
+    }
+    free(r1), free(r2), free(r3), free(pa), free(pb), free(parts_a), free(parts_b);
+}
+
+/* Two images and a clip in one message, n = 2 choices (one prefill, one encoding each). */
+static void test_several_media_and_choices(void) {
+    char *a = image_part(fx("A.png"), "image/png"), *c = image_part(fx("C.png"), "image/png");
+    char *w = audio_part(fx("short.wav"), "wav");
+    char *parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"Compare\"},%s,%s,{\"type\":\"text\",\"text\":\"and hear\"},%s]",
+                                a, c, w);
+    int prompt = 0;
+    int st = chat(&M, big_out, sizeof big_out, parts, 5, ",\"n\":2");
+    char *r0 = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL, *r1 = st == 200 ? reply_of(big_out, 1, NULL, NULL) : NULL;
+    CHECK(st == 200 && r0 && r1 && !strcmp(r0, r1), "two images and a clip, n=2 greedy: HTTP %d %.300s", st, big_out);
+    free(r0), free(r1), free(parts), free(a), free(c), free(w);
+}
+
+/* Two requests with different images at once (two slots, one batch step) answer as each does
+ * alone: the rows of each image stay with their own slot. */
+static void test_concurrent_images(void) {
+    const char *names[2] = {"A.png", "C.png"};
+    char *want[2], paths[2][800], out[4096];
+    for (int k = 0; k < 2; k++) {
+        char *img = image_part(fx(names[k]), "image/png");
+        char *body = plume_sprintf("{\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+                                   "[%s,{\"type\":\"text\",\"text\":\"Tell me about it, at length.\"}]}]}", img);
+        snprintf(paths[k], sizeof paths[k], "%s/conc%d.json", tmp, k);
+        FILE *f = fopen(paths[k], "w");
+        if (f) {
+            fputs(body, f);
+            fclose(f);
+        }
+        http(&M, big_out, sizeof big_out, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s",
+             paths[k]);
+        want[k] = reply_of(big_out, 0, NULL, NULL);
+        free(img), free(body);
+    }
+    /* now both at once, each to its own file */
+    t_sh(out, sizeof out,
+         "for k in 0 1; do curl -s -m 60 -H 'Content-Type: application/json' --data-binary @%s/conc$k.json "
+         "http://127.0.0.1:%d/v1/chat/completions > %s/conc$k.out & done; wait",
+         tmp, M.port, tmp);
+    for (int k = 0; k < 2; k++) {
+        char p[800], *text = NULL;
+        snprintf(p, sizeof p, "%s/conc%d.out", tmp, k);
+        size_t len = 0;
+        char *err = NULL;
+        char *got = plume_read_file(p, &text, &len, &err) ? NULL : reply_of(text, 0, NULL, NULL);
+        CHECK(got && want[k] && !strcmp(got, want[k]), "%s at once: '%s' alone: '%s'", names[k], got ? got : "",
+              want[k] ? want[k] : "");
+        free(got), free(text), free(err), free(want[k]);
+    }
+}
+
+/* A WAV of n samples of silence at rate (malloc'd path in tmp), or a FLAC when flac != 0. */
+static const char *silence(const char *name, int64_t n, int rate, int flac) {
+    static char path[800];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    SF_INFO info = {.samplerate = rate, .channels = 1,
+                    .format = flac ? SF_FORMAT_FLAC | SF_FORMAT_PCM_16 : SF_FORMAT_WAV | SF_FORMAT_PCM_16};
+    SNDFILE *f = sf_open(path, SFM_WRITE, &info);
+    if (!f) return path;
+    static short zero[1 << 16];
+    for (int64_t k = 0; k < n;) {
+        sf_count_t m = n - k < (int64_t)(sizeof zero / sizeof *zero) ? (sf_count_t)(n - k) : (sf_count_t)(sizeof zero / sizeof *zero);
+        sf_write_short(f, zero, m);
+        k += m;
+    }
+    sf_close(f);
+    return path;
+}
+
+/* Every bad medium is a 400 naming the part, and the server keeps serving. */
+static void test_refusals_name_the_part(void) {
+    char out[8192], path[800];
+    /* truncated, not an image, 20000 x 20000 (its header only), zero bytes */
+    snprintf(path, sizeof path, "%s/trunc.png", tmp);
+    t_sh(out, sizeof out, "head -c 300 %s > %s", fx("A.png"), path);
+    char *trunc = image_part(path, "image/png");
+    snprintf(path, sizeof path, "%s/huge.png", tmp);
+    t_sh(out, sizeof out,
+         "python3 -c 'import struct,zlib,sys\n"
+         "c = lambda t, d: struct.pack(\">I\", len(d)) + t + d + struct.pack(\">I\", zlib.crc32(t + d))\n"
+         "open(sys.argv[1], \"wb\").write(b\"\\x89PNG\\r\\n\\x1a\\n\" + c(b\"IHDR\", struct.pack(\">IIBBBBB\", 20000, 20000, 8, 2, 0, 0, 0)) + c(b\"IDAT\", zlib.compress(b\"\\0\" * 60001)) + c(b\"IEND\", b\"\"))' %s",
+         path);
+    char *huge = image_part(path, "image/png");
+    char *empty = audio_part(silence("empty.wav", 0, 16000, 0), "wav");
+    char *longa = audio_part(silence("long.flac", (int64_t)2 * 3600 * 8000, 8000, 1), "flac");
+    char *junk = audio_part(fx("A.png"), "wav");
+    char *jpg_as_img = image_part(fx("speechlike.wav"), "image/jpeg");
+    const char *cases[][3] = {
+        {trunc, "messages[0].content[1]", "truncated"},
+        {jpg_as_img, "messages[0].content[1]", "not a PNG, JPEG or WebP"},
+        {huge, "messages[0].content[1]", "20000 x 20000"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,\"}}", "messages[0].content[1]", "zero bytes"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@@@\"}}", "messages[0].content[1]", "base64"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"file:///etc/passwd\"}}", "messages[0].content[1]", "data: URL"},
+        {"{\"type\":\"image_url\",\"image_url\":{}}", "messages[0].content[1]", "image_url"},
+        {empty, "messages[0].content[1]", "no audio samples"},
+        {longa, "messages[0].content[1]", "600"},
+        {junk, "messages[0].content[1]", "not an audio file"},
+        {"{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"AAAA\",\"format\":\"aac\"}}", "messages[0].content[1]", "aac"},
+        {"{\"type\":\"video_url\",\"video_url\":{\"url\":\"x\"}}", "messages[0].content[1]", "not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"hi\"},%s]", cases[i][0]);
+        int st = chat(&M, out, sizeof out, parts, 2, NULL);
+        CHECK(st == 400 && refused(out, cases[i][1], cases[i][2]), "case %zu (%s): HTTP %d %.400s", i, cases[i][2], st, out);
+        free(parts);
+    }
+    /* a text-only bundle; remote URLs off; placeholder text; a system message's image */
+    char *img = image_part(fx("A.png"), "image/png"), *parts = plume_sprintf("[%s]", img);
+    int st = chat(&T, out, sizeof out, parts, 2, NULL);
+    CHECK(st == 400 && refused(out, "messages[0].content[0]", "no vision tower"), "text-only bundle: %d %s", st, out);
+    free(parts);
+    char *aud = audio_part(fx("short.wav"), "wav");
+    parts = plume_sprintf("[%s]", aud);
+    st = chat(&T, out, sizeof out, parts, 2, NULL);
+    CHECK(st == 400 && refused(out, "messages[0].content[0]", "no audio tower"), "text-only bundle, audio: %d %s", st, out);
+    free(parts);
+    st = chat(&T, out, sizeof out, "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://127.0.0.1:9/a.png\"}}]", 2, NULL);
+    CHECK(st == 400 && refused(out, "messages[0].content[0]", "--allow-remote-media"), "remote off: %d %s", st, out);
+    parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"see <|image|> here\"},%s]", img);
+    st = chat(&M, out, sizeof out, parts, 2, NULL);
+    CHECK(st == 400 && refused(out, "messages", "placeholders"), "placeholder text: %d %s", st, out);
+    free(parts);
+    size_t n = strlen(img) + 256;
+    char *body = malloc(n);
+    snprintf(body, n, "{\"max_tokens\":2,\"messages\":[{\"role\":\"system\",\"content\":[%s]},{\"role\":\"user\",\"content\":\"hi\"}]}",
+             img);
+    st = http(&M, out, sizeof out, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s",
+              write_tmp("body.json", body));
+    CHECK(st == 400 && refused(out, "messages[0].content[0]", "system message"), "system image: %d %s", st, out);
+    free(body), free(img), free(aud), free(trunc), free(huge), free(empty), free(longa), free(junk), free(jpg_as_img);
+    /* still serving */
+    st = chat(&M, out, sizeof out, "[{\"type\":\"text\",\"text\":\"hi\"}]", 2, NULL);
+    CHECK(st == 200, "after the refusals: %d %s", st, out);
+}
+
+/* Remote image URLs: fetched from a local HTTP server with --allow-remote-media=private
+ * (through a redirect too), the same answer as the data URL; refused for a private address
+ * without =private, past the size limit, on an HTTP error, for too many redirects. */
+static void test_remote_urls(void) {
+    char out[8192], dir[800], cmd[2048];
+    snprintf(dir, sizeof dir, "%s/www", tmp);
+    t_sh(out, sizeof out, "mkdir -p %s && cp %s %s/a.png && head -c 9000000 /dev/zero > %s/big.png", dir, fx("A.png"), dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "exec python3 -c 'import http.server,os,sys\n"
+             "os.chdir(sys.argv[1])\n"
+             "class H(http.server.SimpleHTTPRequestHandler):\n"
+             "    def log_message(self, *a): pass\n"
+             "    def do_GET(self):\n"
+             "        if self.path.startswith(\"/hop\"):\n"
+             "            k = int(self.path[4:] or 0)\n"
+             "            self.send_response(302); self.send_header(\"Location\", \"/a.png\" if k == 0 else \"/hop%%d\" %% (k - 1)); self.end_headers(); return\n"
+             "        return super().do_GET()\n"
+             "s = http.server.HTTPServer((\"127.0.0.1\", 0), H)\n"
+             "open(sys.argv[2], \"w\").write(str(s.server_port))\n"
+             "s.serve_forever()' %s %s/www.port 2>/dev/null",
+             dir, tmp);
+    pid_t www = spawn_sh(cmd);
+    int port = 0;
+    for (int i = 0; i < 100 && !port; i++) {
+        nap(50);
+        char pp[800];
+        snprintf(pp, sizeof pp, "%s/www.port", tmp);
+        FILE *f = fopen(pp, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1) port = 0;
+            fclose(f);
+        }
+    }
+    CHECK(port > 0, "the local HTTP server did not start");
+    if (port > 0) {
+        char parts[512], *img = image_part(fx("A.png"), "image/png"), *inline_parts = plume_sprintf("[%s]", img);
+        chat(&M, big_out, sizeof big_out, inline_parts, 6, NULL);
+        char *want = reply_of(big_out, 0, NULL, NULL);
+        const char *paths[] = {"/a.png", "/hop0", "/hop2"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(parts, sizeof parts, "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://127.0.0.1:%d%s\"}}]", port,
+                     paths[i]);
+            int st = chat(&M, big_out, sizeof big_out, parts, 6, NULL);
+            char *got = st == 200 ? reply_of(big_out, 0, NULL, NULL) : NULL;
+            CHECK(got && want && !strcmp(got, want), "%s: HTTP %d %.300s", paths[i], st, big_out);
+            free(got);
+        }
+        const char *bad[][3] = {{"/hop5", "more than 3", "M"}, {"/nothere.png", "HTTP 404", "M"},
+                                {"/big.png", "larger than", "M"}, {"/a.png", "private or local address", "P"}};
+        for (int i = 0; i < 4; i++) {
+            snprintf(parts, sizeof parts, "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://127.0.0.1:%d%s\"}}]", port,
+                     bad[i][0]);
+            int st = chat(bad[i][2][0] == 'M' ? &M : &P, out, sizeof out, parts, 2, NULL);
+            CHECK(st == 400 && refused(out, "messages[0].content[0]", bad[i][1]), "%s: HTTP %d %s", bad[i][0], st, out);
+        }
+        snprintf(parts, sizeof parts, "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://[::1]:%d/a.png\"}}]", port);
+        int st = chat(&P, out, sizeof out, parts, 2, NULL);
+        CHECK(st == 400 && refused(out, "messages[0].content[0]", "private"), "[::1]: HTTP %d %s", st, out);
+        free(want), free(img), free(inline_parts);
+    }
+    if (www > 0) {
+        kill(www, SIGTERM);
+        waitpid(www, NULL, 0);
+    }
+}
+
+/* POST /v1/audio/transcriptions: the five formats, the text of plume transcribe, and its
+ * refusals. */
+static void test_transcriptions(void) {
+    char out[8192];
+    const char *wav = fx("speechlike.wav");
+    int st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F model=whisper-1", wav);
+    cJSON *root = st == 200 ? cJSON_Parse(out) : NULL;
+    cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text");
+    CHECK(cJSON_IsString(text), "json: HTTP %d %s", st, out);
+    /* plume transcribe's text, trimmed */
+    char want[4096] = "";
+    if (t_sh(want, sizeof want, "%s/plume transcribe -m %s %s 2>/dev/null | tr -d '\\n'", t_build(), mm, wav) == 0)
+        CHECK(cJSON_IsString(text) && !strcmp(text->valuestring, want), "serve '%s' vs transcribe '%s'",
+              cJSON_IsString(text) ? text->valuestring : "", want);
+    char json_text[4096];
+    snprintf(json_text, sizeof json_text, "%s", cJSON_IsString(text) ? text->valuestring : "");
+    cJSON_Delete(root);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F model=w -F response_format=text", wav);
+    char line[4200];
+    snprintf(line, sizeof line, "%s\n", json_text);
+    CHECK(st == 200 && !strcmp(out, line), "text: HTTP %d '%s'", st, out);
+    CHECK(st == 200 && header_has("Content-Type: text/plain"), "text: not text/plain");
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F model=w -F response_format=srt", wav);
+    CHECK(st == 200 && !strncmp(out, "1\n00:00:00,000 --> 00:00:02,300\n", 32), "srt: HTTP %d '%s'", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F model=w -F response_format=vtt", wav);
+    CHECK(st == 200 && !strncmp(out, "WEBVTT\n\n00:00:00.000 --> 00:00:02.300\n", 38), "vtt: HTTP %d '%s'", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions",
+              "-F file=@%s -F model=w -F response_format=verbose_json -F language=en -F temperature=0", wav);
+    CHECK(st == 200 && strstr(out, "\"duration\":2.3") && strstr(out, "\"language\":\"en\"") && strstr(out, "\"segments\":["),
+          "verbose_json: HTTP %d %s", st, out);
+    /* refusals */
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F model=w -F response_format=json");
+    CHECK(st == 400 && refused(out, "file", "required"), "no file: %d %s", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F model=w", fx("A.png"));
+    CHECK(st == 400 && refused(out, "file", "not an audio file"), "an image as audio: %d %s", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F response_format=docx", wav);
+    CHECK(st == 400 && refused(out, "response_format", "srt"), "bad format: %d %s", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F temperature=hot", wav);
+    CHECK(st == 400 && refused(out, "temperature", "number"), "bad temperature: %d %s", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s -F stream=true", wav);
+    CHECK(st == 400 && refused(out, "stream", "not supported"), "stream: %d %s", st, out);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions", "-H 'Content-Type: application/json' -d '{\"file\":1}'");
+    CHECK(st == 400 && strstr(out, "multipart/form-data"), "JSON body: %d %s", st, out);
+    st = http(&T, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s", wav);
+    CHECK(st == 400 && refused(out, "file", "no audio tower"), "text-only bundle: %d %s", st, out);
+}
+
+/* ---- real clients ------------------------------------------------------------------------------ */
+
+/* The official OpenAI library: tests/clients/media.mjs. */
+static void test_openai_library(void) {
+    if (t_sh(big_out, sizeof big_out, "sh scripts/fetch-test-clients.sh")) {
+        printf("SKIP test_openai_library: the npm client packages cannot be installed: %s", big_out);
+        return;
+    }
+    char data[700];
+    snprintf(data, sizeof data, "%s/tiny-mm-a", t_data());
+    int st = t_sh(big_out, sizeof big_out, "timeout 300 node tests/clients/media.mjs http://127.0.0.1:%d %s", M.port, data);
+    CHECK(st == 0, "media.mjs (exit %d):\n%s", st, big_out);
+}
+
+/* The web page in headless Chromium: an image attached, an audio file attached, a recording
+ * from the (fake) microphone; screenshots in build/screenshots. */
+static void test_webui_media_in_chromium(void) {
+    const char *chromium = getenv("CHROMIUM");
+    if (access(chromium && *chromium ? chromium : "/usr/bin/chromium", X_OK)) {
+        printf("SKIP test_webui_media_in_chromium: chromium not installed (Debian: apt-get install chromium)\n");
+        return;
+    }
+    if (t_sh(big_out, sizeof big_out, "sh scripts/fetch-test-clients.sh")) {
+        printf("SKIP test_webui_media_in_chromium: the npm client packages cannot be installed: %s", big_out);
+        return;
+    }
+    char data[700];
+    snprintf(data, sizeof data, "%s/tiny-mm-a", t_data());
+    int st = t_sh(big_out, sizeof big_out, "timeout 300 node tests/clients/webui_media.mjs http://127.0.0.1:%d %s %s/screenshots",
+                  M.port, data, t_build());
+    CHECK(st == 0, "webui_media.mjs (exit %d):\n%s", st, big_out);
+    if (!st) printf("%s", big_out);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    tmp = t_tmpdir("serve_media");
+    char ck[700], out[4096];
+    snprintf(ck, sizeof ck, "%s/hf", tmp);
+    snprintf(mm, sizeof mm, "%s/mm", tmp);
+    snprintf(text_bundle, sizeof text_bundle, "%s/text", tmp);
+    RUN(test_parsers);
+    if (t_mm_checkpoint(ck) ||
+        t_sh(out, sizeof out, "%s/plume convert %s %s --weights f32 --quiet && %s/plume convert %s/tiny-a/hf %s --weights q8 --quiet",
+             t_build(), ck, mm, t_build(), t_data(), text_bundle)) {
+        printf("FAIL test_serve_media: setup: %s\n", out);
+        return 1;
+    }
+    if (server_start(&M, "m", mm, "--parallel 2 --snapshot-every 64 --allow-remote-media=private") ||
+        server_start(&T, "t", text_bundle, "--parallel 1") || server_start(&P, "p", mm, "--parallel 1 --allow-remote-media")) {
+        printf("FAIL test_serve_media: a server did not start (logs in %s)\n", tmp);
+        return 1;
+    }
+    RUN(test_models_lists_modalities);
+    RUN(test_image_and_audio_answer_as_run);
+    RUN(test_other_dialects_images);
+    RUN(test_resent_image_is_cached);
+    RUN(test_several_media_and_choices);
+    RUN(test_concurrent_images);
+    RUN(test_refusals_name_the_part);
+    RUN(test_remote_urls);
+    RUN(test_transcriptions);
+    RUN(test_openai_library);
+    RUN(test_webui_media_in_chromium);
+    int st = server_stop(&M) | server_stop(&T) | server_stop(&P);
+    CHECK(st == 0, "a server did not exit 0 on SIGTERM");
+    t_sh(out, sizeof out, "rm -rf '%s'", tmp);
+    free(tmp);
+    return t_total_failed != 0;
+}
