@@ -339,13 +339,14 @@ typedef struct {
     const char *bundle;     /* the model's directory */
     const char *host, *api_key, *slot_dir, *isa;
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
+    int32_t drain;          /* seconds running requests may take to finish after SIGTERM; 0: cut them */
     size_t max_body;
 } serve_config;
 
 /* The defaults of every field but bundle. */
 serve_config serve_config_default(void);
-/* Open the model, listen, serve until SIGINT or SIGTERM, shut down in order. Returns the
- * process exit status (messages printed on stderr). */
+/* Open the model, listen, serve until SIGINT or SIGTERM, drain (c->drain), shut down in
+ * order. Returns the process exit status (messages printed on stderr). */
 int serve_run(const serve_config *c);
 
 #endif
