@@ -211,8 +211,8 @@ test-python: all
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check --no-index ./python
 	@cd / && PLUME_CLI=$(CURDIR)/$(BUILD)/plume $(PYVENV)/bin/python $(CURDIR)/python/tests/run.py
 
-# Everything CI checks: the tests, the tests under ASan+UBSan, the tests of the portable
-# build, the Python binding, a clang -Werror build and the NEON kernels under qemu (when
+# Everything CI checks: the tests, replicas behind nginx and HAProxy, the tests under
+# ASan+UBSan, the tests of the portable build, the Python binding, a clang -Werror build and the NEON kernels under qemu (when
 # Debian's aarch64 cross compiler is installed).
 # Each step builds with JOBS compiles at once (default: one per CPU) and tests/run.sh runs
 # JOBS test binaries at once, so a plain `make check` uses the whole machine.
@@ -222,6 +222,7 @@ check: export JOBS := $(JOBS)
 check:
 	@mkdir -p build && rm -f $(TALLY)
 	$(MAKE) -j$(JOBS) test
+	$(MAKE) test-cluster
 	$(MAKE) -j$(JOBS) test SAN=1
 	$(MAKE) -j$(JOBS) test PORTABLE=1
 	$(MAKE) -j$(JOBS) test-python
@@ -232,6 +233,12 @@ check:
 	@if command -v $(FUZZ_CC) >/dev/null; then $(MAKE) -j$(JOBS) fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS) \
 	    && echo "1 0" >> $(TALLY) || echo "0 1" >> $(TALLY); else echo "note: no clang, not fuzzed"; fi
 	@awk '{p += $$1; f += $$2} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}' $(TALLY)
+
+# Replicas behind a real load balancer (deploy/local-cluster.sh, docs/DEPLOY.md): three plume
+# serve on loopback ports behind nginx, then behind HAProxy, each with its shipped config;
+# either one not installed is skipped, saying so.
+test-cluster: all vocab
+	@st=0; for lb in nginx haproxy; do PLUME=$(BUILD)/plume deploy/local-cluster.sh $$lb || st=1; done; exit $$st
 
 # The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
 test-neon:
@@ -256,5 +263,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches test-neon test-python fuzz fuzzers fuzz-lib
+.PHONY: all test install clean vocab check demo benches test-neon test-python test-cluster fuzz fuzzers fuzz-lib
 .SECONDARY:
