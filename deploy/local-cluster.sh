@@ -191,7 +191,7 @@ print(grew[0] if len(grew) == 1 else -1)' "$1" "$2"
 
 # turn SESSION HOW: the next turn of the conversation of SESSION (its messages kept in
 # $D/conv-SESSION.json), sent through the balancer with the key as HOW says: "header"
-# (X-Session-Id) or "user" (the body's user field). Sets STATUS, PROMPT, CACHED and SERVED
+# (X-Session-Id) or "user" (the body's user field) or "none". Sets STATUS, PROMPT, CACHED and SERVED
 # (the replica that answered, by the metrics; -1 when unknown); the assistant's answer joins
 # the conversation.
 turn() {
@@ -280,6 +280,16 @@ for s in $MORE; do
 done
 spread=$(echo $used | tr ' ' '\n' | sort -u | grep -c .)
 check "(a) 8 more sessions: all 200, spread over $spread replicas ($used)" test "$(echo $used | wc -w)" = 8 -a "$spread" -ge 2
+
+# requests without a key: round robin, not all to one replica
+used=""
+for n in 1 2 3 4 5 6; do
+    turn "nokey$n" none
+    [ "$STATUS" = 200 ] && used="$used $SERVED"
+done
+spread=$(echo $used | tr ' ' '\n' | sort -u | grep -c .)
+check "(a) 6 requests without a session key: all 200, spread over $spread replicas ($used)" \
+    test "$(echo $used | wc -w)" = 6 -a "$spread" -ge 2
 
 # ---- (b) SIGKILL of one replica ----------------------------------------------------------------
 K=${HOME_OF[alice]}
