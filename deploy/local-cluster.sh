@@ -89,7 +89,7 @@ PORT=() RPID=()
 start_replica() {
     local i=$1
     "$PLUME" serve -m "$D/model" --host 127.0.0.1 --port 0 --parallel 10 -t 1 --context 4096 \
-        --slot-save "$D/slots$i" --drain 30 >"$D/replica$i.log" 2>&1 &
+        --slot-save "$D/slots$i" --drain 120 >"$D/replica$i.log" 2>&1 &
     RPID[$i]=$!
     PIDS="$PIDS ${RPID[$i]}"
 }
@@ -326,7 +326,7 @@ for s in bob $MORE; do
 done
 [ "$T" -ge 0 ] || die "no session on a live replica"
 body='{"prompt": "a long answer", "max_tokens": 4000, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}'
-curl -s -N -m 60 -o "$D/stream.txt" -H "X-Session-Id: $TS" -d "$body" "$LBURL/v1/completions" &
+curl -s -N -m 150 -o "$D/stream.txt" -H "X-Session-Id: $TS" -d "$body" "$LBURL/v1/completions" &
 CURL=$!
 PIDS="$PIDS $CURL"
 for t in $(seq 200); do [ "$(metric "$T" plume_slots_busy)" = 1 ] && break; sleep 0.05; done
