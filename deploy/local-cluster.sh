@@ -300,7 +300,6 @@ check "(a) 6 requests without a session key: all 200, spread over $spread replic
 K=${HOME_OF[alice]}
 [ "$K" -ge 0 ] 2>/dev/null || die "alice's replica is unknown"
 { kill -KILL "${RPID[$K]}"; wait "${RPID[$K]}"; } 2>/dev/null # (no "Killed" line from bash)
-p2=$PROMPT
 turn alice header
 p3=$PROMPT
 moved=$SERVED
