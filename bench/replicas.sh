@@ -30,7 +30,7 @@ start() {
     "$PLUME" serve -m "$B" --port 0 --parallel "$3" -t "$2" --draft 0 2>"$TMP/$1.log" &
     PIDS="$PIDS $!"
     for i in $(seq 1 300); do
-        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$TMP/$1.log")
+        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$TMP/$1.log" 2>/dev/null || true) # (the log may not be there yet)
         [ -n "$port" ] && return
         sleep 0.1
     done

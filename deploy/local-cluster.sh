@@ -98,7 +98,7 @@ for i in $(seq 0 $((N - 1))); do start_replica "$i"; done
 for i in $(seq 0 $((N - 1))); do
     PORT[$i]=""
     for t in $(seq 300); do
-        PORT[$i]=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$D/replica$i.log")
+        PORT[$i]=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$D/replica$i.log" 2>/dev/null)
         [ -n "${PORT[$i]}" ] && break
         kill -0 "${RPID[$i]}" 2>/dev/null || break
         sleep 0.1
