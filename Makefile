@@ -217,10 +217,10 @@ test-python: all
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check --no-index ./python
 	@cd / && PLUME_CLI=$(CURDIR)/$(BUILD)/plume $(PYVENV)/bin/python $(CURDIR)/python/tests/run.py
 
-# Everything CI checks: the tests, the tests under ASan+UBSan, the tests of the portable
-# build, the Python binding, a clang -Werror build, the CLI's paths under clang's ASan+UBSan
-# on every kernel table of this CPU, and the NEON kernels under qemu (when Debian's aarch64
-# cross compiler is installed).
+# Everything CI checks: the tests, replicas behind nginx and HAProxy, the tests under
+# ASan+UBSan, the tests of the portable build, the Python binding, a clang -Werror build, the
+# CLI's paths under clang's ASan+UBSan on every kernel table of this CPU, and the NEON kernels
+# under qemu (when Debian's aarch64 cross compiler is installed).
 # Each step builds with JOBS compiles at once (default: one per CPU) and tests/run.sh runs
 # JOBS test binaries at once, so a plain `make check` uses the whole machine.
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
@@ -229,6 +229,7 @@ check: export JOBS := $(JOBS)
 check:
 	@mkdir -p build && rm -f $(TALLY)
 	$(MAKE) -j$(JOBS) test
+	$(MAKE) test-cluster
 	$(MAKE) -j$(JOBS) test SAN=1
 	$(MAKE) -j$(JOBS) test PORTABLE=1
 	$(MAKE) -j$(JOBS) test-python
@@ -255,6 +256,12 @@ test-cli-san:
 	@$(MAKE) --no-print-directory CC=clang SAN=1 BUILD=build-clang-san CFLAGS="$(CLI_SAN_CFLAGS)" build-clang-san/plume
 	@sh scripts/cli-san.sh build-clang-san/plume
 
+# Replicas behind a real load balancer (deploy/local-cluster.sh, docs/DEPLOY.md): three plume
+# serve on loopback ports behind nginx, then behind HAProxy, each with its shipped config;
+# either one not installed is skipped, saying so.
+test-cluster: all vocab
+	@st=0; for lb in nginx haproxy; do PLUME=$(BUILD)/plume deploy/local-cluster.sh $$lb || st=1; done; exit $$st
+
 # The NEON kernels, cross-compiled with Debian's aarch64 gcc and run under qemu-user.
 test-neon:
 	sh scripts/test-neon.sh
@@ -278,5 +285,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches test-neon test-python test-cli-san fuzz fuzzers fuzz-lib
+.PHONY: all test install clean vocab check demo benches test-neon test-python test-cli-san test-cluster fuzz fuzzers fuzz-lib
 .SECONDARY:

@@ -6,8 +6,10 @@
  * requests, the same greedy text through every dialect (OpenAI chat, Responses, Anthropic,
  * Ollama) alone and under load, drawn and replayed seeds, logit_bias, n choices, echo with
  * the prompt's log-probabilities, continued assistant messages, CORS, Ollama's model
- * endpoints, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
- * --slot-save keeps the slots across a restart. Every curl has a time limit. */
+ * endpoints, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM drains (running
+ * streams finish, /health 503 "draining", new requests 503) and exits 0, a second SIGTERM or
+ * --drain 0 cuts the streams, and --slot-save keeps the slots across a restart. Every curl has
+ * a time limit. */
 #include "t_serve.h"
 
 #include <strings.h>
@@ -1029,30 +1031,68 @@ static void test_auth_and_limits(void) {
     CHECK(server_stop(&B, &secs) == 0, "server B exit status");
 }
 
+/* Start a stream of max_tokens tokens (ignore_eos, with its usage) on sv into file out; the
+ * curl's pid. */
+static pid_t stream_start(const server *sv, const char *out, int max_tokens) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "exec curl -s -N -m 120 -o %s http://127.0.0.1:%d/v1/completions "
+             "-d '{\"prompt\": \"running\", \"max_tokens\": %d, \"ignore_eos\": true, \"stream\": true, "
+             "\"stream_options\": {\"include_usage\": true}}'",
+             out, sv->port, max_tokens);
+    return spawn_sh(cmd);
+}
+
+/* Poll /health until it answers 503 {"status":"draining"} (up to ms); whether it did. */
+static int health_draining(const server *sv, int ms) {
+    char out[4096];
+    for (int t = 0; t < ms; t += 20) {
+        if (http(sv, out, sizeof out, "/health", "%s", "") == 503 && strstr(out, "\"draining\"")) return 1;
+        nap(20);
+    }
+    return 0;
+}
+
+/* Wait up to ms for the server to exit; its exit status (-1: still running, then killed). */
+static int server_wait(server *sv, int ms) {
+    int st = 0;
+    for (int t = 0; t < ms; t += 50) {
+        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        nap(50);
+    }
+    kill(sv->pid, SIGKILL);
+    waitpid(sv->pid, &st, 0);
+    return -1;
+}
+
 static void test_sigterm_and_slot_save(void) {
     server C;
-    char flags[800], out[65536];
-    snprintf(flags, sizeof flags, "--parallel 2 --slot-save %s/slots", tmp);
+    char flags[800], out[65536], tail[65536], stream[800];
+    /* one scalar thread: a stream of 3000 tokens takes over a second, long enough to watch
+     * the drain */
+    snprintf(flags, sizeof flags, "--parallel 2 --slot-save %s/slots --isa scalar -t 1 --drain 300", tmp);
     CHECK(server_start(&C, "c", flags) == 0, "server C did not start");
     if (!C.port) return;
     const char *req = "{\"prompt\": \"remember this prompt across a restart\", \"max_tokens\": 2, \"temperature\": 0}";
     CHECK(post(&C, out, sizeof out, "/v1/completions", req) == 200, "first: %s", out);
-    /* a stream running when SIGTERM comes ends with an error event and [DONE] */
-    char cmd[1024], stream[800];
+    /* a stream running when SIGTERM comes finishes (the drain): /health says 503 "draining"
+     * meanwhile, a new request gets a 503, the stream ends normally, then the server exits 0 */
     snprintf(stream, sizeof stream, "%s/term-stream.txt", tmp);
-    snprintf(cmd, sizeof cmd,
-             "exec curl -s -N -m 30 -o %s http://127.0.0.1:%d/v1/completions "
-             "-d '{\"prompt\": \"running\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}'",
-             stream, C.port);
-    pid_t cl = spawn_sh(cmd);
+    pid_t cl = stream_start(&C, stream, 3000);
     CHECK(metric_reaches(&C, "plume_slots_busy", 1, 10000), "the stream never started");
-    double secs = 99;
-    int st = server_stop(&C, &secs);
-    CHECK(st == 0 && secs < 5, "SIGTERM: status %d after %.1f s", st, secs);
+    kill(C.pid, SIGTERM);
+    CHECK(health_draining(&C, 5000), "/health never said draining");
+    int st = post(&C, out, sizeof out, "/v1/completions", "{\"prompt\": \"late\", \"max_tokens\": 2}");
+    CHECK(st == 503 && is_error(out, "shutting_down") && header_has("Retry-After: 1"), "a request while draining: %d %s",
+          st, out);
+    st = server_wait(&C, 120000);
+    CHECK(st == 0, "SIGTERM: status %d", st);
     waitpid(cl, NULL, 0);
-    char tail[65536];
-    t_sh(tail, sizeof tail, "tail -c 300 %s", stream);
-    CHECK(strstr(tail, "shutting down") && strstr(tail, "data: [DONE]"), "the stream's end: %s", tail);
+    t_sh(tail, sizeof tail, "tail -c 1200 %s", stream);
+    CHECK(!strstr(tail, "shutting down") && strstr(tail, "\"finish_reason\":\"length\"") && strstr(tail, "data: [DONE]"),
+          "the drained stream's end: %s", tail);
+    CHECK(strstr(tail, "\"completion_tokens\":3000,"), "the drained stream's usage: %s", tail);
+    CHECK(t_sh(out, sizeof out, "grep -q drained %s", C.log) == 0, "the log says drained");
     CHECK(t_sh(out, sizeof out, "ls %s/slots/slot-0.state %s/slots/slot-1.state", tmp, tmp) == 0, "slot files: %s", out);
     /* restarted, the first request finds its prompt in a slot */
     CHECK(server_start(&C, "c2", flags) == 0, "server C did not restart");
@@ -1062,7 +1102,28 @@ static void test_sigterm_and_slot_save(void) {
     int p = 0, c, t, k = 0;
     CHECK(usage_of(root, &p, &c, &t, &k) == 0 && k == p - 1, "cached %d of %d after the restart", k, p);
     cJSON_Delete(root);
-    CHECK(server_stop(&C, &secs) == 0, "second stop");
+    /* a second signal during the drain cuts the stream: an error event and [DONE], exit 0 */
+    cl = stream_start(&C, stream, 4000);
+    CHECK(metric_reaches(&C, "plume_slots_busy", 1, 10000), "the second stream never started");
+    kill(C.pid, SIGTERM);
+    CHECK(health_draining(&C, 5000), "/health never said draining (second server)");
+    double secs = 99;
+    st = server_stop(&C, &secs);
+    CHECK(st == 0 && secs < 5, "second SIGTERM: status %d after %.1f s", st, secs);
+    waitpid(cl, NULL, 0);
+    t_sh(tail, sizeof tail, "tail -c 300 %s", stream);
+    CHECK(strstr(tail, "shutting down") && strstr(tail, "data: [DONE]"), "the cut stream's end: %s", tail);
+    /* --drain 0: the first signal cuts at once */
+    snprintf(flags, sizeof flags, "--parallel 1 --isa scalar -t 1 --drain 0");
+    CHECK(server_start(&C, "c3", flags) == 0, "server C did not start with --drain 0");
+    if (!C.port) return;
+    cl = stream_start(&C, stream, 4000);
+    CHECK(metric_reaches(&C, "plume_slots_busy", 1, 10000), "the third stream never started");
+    st = server_stop(&C, &secs);
+    CHECK(st == 0 && secs < 5, "--drain 0: status %d after %.1f s", st, secs);
+    waitpid(cl, NULL, 0);
+    t_sh(tail, sizeof tail, "tail -c 300 %s", stream);
+    CHECK(strstr(tail, "shutting down") && strstr(tail, "data: [DONE]"), "--drain 0: the stream's end: %s", tail);
 }
 
 static void test_flags(void) {
@@ -1075,6 +1136,8 @@ static void test_flags(void) {
     CHECK(st == 2 && strstr(out, "unknown option '--frobnicate'"), "unknown flag: %d %s", st, out);
     st = t_sh(out, sizeof out, "%s/plume serve -m %s --host localhost", t_build(), bundle);
     CHECK(st == 1 && strstr(out, "numeric"), "host name: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s/plume serve -m %s --drain -1", t_build(), bundle);
+    CHECK(st == 2 && strstr(out, "--drain"), "bad --drain: %d %s", st, out);
     st = t_sh(out, sizeof out, "%s/plume serve -m %s/nothing-here", t_build(), tmp);
     CHECK(st == 1 && strstr(out, "plume:"), "no bundle: %d %s", st, out);
     CHECK(t_sh(out, sizeof out, "%s/plume --help", t_build()) == 0 && strstr(out, "serve"), "plume --help lists serve");

@@ -28,6 +28,9 @@ static const char serve_help[] =
     "                       parsing them takes; past it 413 (one too large) or 429 (default 512)\n"
     "  --timeout SECONDS    a request's head, then its body, must arrive within it; idle\n"
     "                       connections are closed after it (default 60)\n"
+    "  --drain SECONDS      on SIGTERM/SIGINT: /health answers 503, new requests get 503, running\n"
+    "                       ones finish for up to SECONDS (default 30; 0: cut them; a second\n"
+    "                       signal cuts them too)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --kv-bits 8|32       8: int8 K/V for the full-attention layers\n"
     "  --snapshot-every N   keep a copy of a slot's sliding-window caches every N tokens, so a\n"
@@ -62,7 +65,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
-                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory"};
+                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory", "--drain"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -81,6 +84,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         else if (!strcmp(a, "--context")) { bad = cli_int(v, 16, 1 << 24, &n); o->n_ctx = (int32_t)n; }
         else if (!strcmp(a, "--queue")) { bad = cli_int(v, 0, 1 << 20, &n); o->queue = (int32_t)n; }
         else if (!strcmp(a, "--timeout")) { bad = cli_int(v, 1, 86400, &n); o->timeout = (int32_t)n; }
+        else if (!strcmp(a, "--drain")) { bad = cli_int(v, 0, 86400, &n); o->drain = (int32_t)n; }
         else if (!strcmp(a, "-t")) { bad = cli_int(v, 1, 1024, &n); o->n_threads = (int32_t)n; }
         else if (!strcmp(a, "--kv-bits")) { bad = cli_int(v, 8, 32, &n) || (n != 8 && n != 32); o->kv_bits = (int32_t)n; }
         else if (!strcmp(a, "--snapshot-every")) { bad = cli_int(v, 1, 1 << 24, &n); o->snapshot_every = (int32_t)n; }

@@ -646,6 +646,7 @@ typedef struct {
     const char *host, *api_key, *slot_dir, *isa;
     const char *cors;       /* origins allowed to call from a browser: "A,B,..." or "*"; NULL: none */
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
+    int32_t drain;          /* seconds running requests may take to finish after SIGTERM; 0: cut them */
     size_t max_body;
     size_t max_request_memory; /* bytes for the requests in flight: bodies and what parsing them takes */
     int32_t allow_remote_media; /* image URLs: 0 refused, 1 fetched from public addresses, 2 private too */
@@ -653,8 +654,8 @@ typedef struct {
 
 /* The defaults of every field but bundle. */
 serve_config serve_config_default(void);
-/* Open the model, listen, serve until SIGINT or SIGTERM, shut down in order. Returns the
- * process exit status (messages printed on stderr). */
+/* Open the model, listen, serve until SIGINT or SIGTERM, drain (c->drain), shut down in
+ * order. Returns the process exit status (messages printed on stderr). */
 int serve_run(const serve_config *c);
 
 #endif

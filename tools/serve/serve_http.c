@@ -57,6 +57,7 @@ typedef struct {
     atomic_int_fast64_t http_requests;
     atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
     atomic_int_fast64_t id_counter;
+    atomic_int draining;  /* SIGTERM came: /health 503, no new generation, the rest finishes */
     atomic_int stopping;
     atomic_int in_flight; /* connections holding a job (waiting or streaming) */
     serve_door *door;
@@ -478,10 +479,14 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
         serve_job_unref(j);
         return q;
     }
-    int rc = serve_sched_submit(sv->sched, j);
+    /* counted before looking at draining (both seq_cst): drain() either sees this job or it
+     * is refused here */
+    atomic_fetch_add(&sv->in_flight, 1);
+    int rc = atomic_load(&sv->draining) ? SERVE_ESTOPPED : serve_sched_submit(sv->sched, j);
     if (rc) {
         int32_t n = j->req.n;
         serve_job_unref(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
         if (rc == SERVE_ESLOTS) {
             serve_error_set(&e, 400, "invalid_request_error", "n", "invalid_value",
                             "%d choices asked, but the server has %d slots (--parallel): at most that many", n,
@@ -493,7 +498,6 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
                                  : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
     }
     peer pe = {conn_fd(c), cn->http11, 0};
-    atomic_fetch_add(&sv->in_flight, 1);
     if (j->req.stream) {
         serve_stream *st = malloc(sizeof *st);
         struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
@@ -851,6 +855,8 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
         return wants_html(c) ? reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len)
                              : reply(sv, c, 200, "text/plain; charset=utf-8", serve_ollama_banner, strlen(serve_ollama_banner));
     case R_HEALTH:
+        if (atomic_load(&sv->draining) && !atomic_load(&sv->stopping))
+            return reply(sv, c, 503, "application/json", "{\"status\":\"draining\"}", 21);
         return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
                                           : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
     case R_MODELS: return handle_models(sv, c, NULL);
@@ -986,7 +992,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 /* The defaults of plume serve's settings (docs/SERVER.md). */
 serve_config serve_config_default(void) {
     return (serve_config){.host = "127.0.0.1", .port = 8080, .parallel = 4, .draft = plume_spec_default_params().draft_max,
-                          .queue = 64, .timeout = 60, .max_body = 8u << 20, .max_request_memory = (size_t)512 << 20};
+                          .queue = 64, .timeout = 60, .drain = 30, .max_body = 8u << 20,
+                          .max_request_memory = (size_t)512 << 20};
 }
 
 /* ---- admission: the door hands connections over --------------------------------------------- */
@@ -1240,7 +1247,40 @@ static int open_model(serve_server *sv) {
     return 0;
 }
 
-/* Serve: open the model, listen, wait for SIGINT/SIGTERM, shut down in order. */
+/* The first SIGINT/SIGTERM with --drain S: /health answers 503 "draining" (a balancer or
+ * Kubernetes takes the replica out of rotation), a new generation request gets a 503 (a
+ * balancer retries it elsewhere), and the running and queued ones finish and send their last
+ * bytes; for up to S seconds, or until a second signal. */
+static void drain(serve_server *sv, const sigset_t *stop, const char *name) {
+    atomic_store(&sv->draining, 1);
+    fprintf(stderr, "plume serve: %s, draining: running requests finish (up to %d s; send it again to stop now)\n", name,
+            sv->o.drain);
+    double end = plume_now() + sv->o.drain;
+    struct timespec tick = {0, 20 * 1000000L};
+    for (;;) {
+        serve_stats st;
+        serve_sched_stats(sv->sched, &st);
+        int left = atomic_load(&sv->in_flight);
+        if (st.queued + st.busy == 0 && left == 0) {
+            fprintf(stderr, "plume serve: drained\n");
+            return;
+        }
+        sigset_t pending;
+        int sig = 0;
+        if (!sigpending(&pending) && (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1)) {
+            sigwait(stop, &sig);
+            fprintf(stderr, "plume serve: %s again, %d requests cut\n", sig == SIGINT ? "SIGINT" : "SIGTERM", left);
+            return;
+        }
+        if (plume_now() >= end) {
+            fprintf(stderr, "plume serve: drain timed out after %d s, %d requests cut\n", sv->o.drain, left);
+            return;
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
+/* Serve: open the model, listen, wait for SIGINT/SIGTERM, drain, shut down in order. */
 int serve_run(const serve_config *c) {
     serve_server *sv = calloc(1, sizeof *sv);
     if (!sv) {
@@ -1263,6 +1303,7 @@ int serve_run(const serve_config *c) {
                 sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m));
         int sig = 0;
         sigwait(&stop, &sig);
+        if (sv->o.drain > 0) drain(sv, &stop, sig == SIGINT ? "SIGINT" : "SIGTERM");
         fprintf(stderr, "plume serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
         atomic_store(&sv->stopping, 1);
         serve_door_stop(sv->door); /* no new connections */
