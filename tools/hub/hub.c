@@ -621,6 +621,86 @@ static int open_partial(const char *part, int *rc, char **err) {
     return fd;
 }
 
+/* Take the partial download fd (part) for this pull: locked against another pull, cut to at
+ * most the listed size, what it holds hashed and *have its length, positioned at its end. */
+static int partial_resume(int fd, const hub_file *f, const char *part, uint64_t *have, sha256_ctx *s256, sha1_ctx *s1,
+                          char **err) {
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) /* released by close */
+        return plume_fail(err, PLUME_EIO, "%s: another plume pull is downloading it; wait for that one", part);
+    struct stat sb;
+    *have = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    if (*have > f->size) *have = 0;
+    hash_reset(f, s256, s1);
+    if (ftruncate(fd, (off_t)*have) != 0 || hash_existing(fd, *have, s256, s1) != 0)
+        return plume_fail(err, PLUME_EIO, "%s: cannot read: %s", part, strerror(errno));
+    if (lseek(fd, (off_t)*have, SEEK_SET) < 0) return plume_fail(err, PLUME_EIO, "%s: seek failed", part);
+    return 0;
+}
+
+/* Fetch the rest of f from url into fd (part), resuming at *have, retrying transient failures
+ * (h->retries, with backoff); r is the last request (its progress). *drop set when the partial
+ * file is wrong, not merely short (to be removed). 0 or a PLUME_E* with the message. */
+static int fetch_rest(hub *h, const hub_file *f, const char *url, const char *part, int fd, uint64_t *have,
+                      sha256_ctx *s256, sha1_ctx *s1, req *r, int *drop, char **err) {
+    const double t0 = plume_now();
+    const uint64_t first_have = *have;
+    for (int attempt = 0;; attempt++) {
+        memset(r, 0, sizeof *r);
+        r->fd = fd;
+        r->have = have;
+        r->file = f;
+        r->total = f->size;
+        r->sha256 = f->lfs ? s256 : NULL;
+        r->sha1 = f->lfs ? NULL : s1;
+        r->label = f->name;
+        r->progress = h->progress;
+        r->t0 = t0;
+        r->session = *have - first_have;
+        uint64_t from = *have;
+        CURLcode cc = *have < f->size ? perform(h, url, from, r) : CURLE_OK;
+        if (*have == f->size && from == f->size) r->hd.status = 206; /* nothing was missing */
+        free(r->mem);
+        r->mem = NULL;
+        if (r->write_errno) return plume_fail(err, PLUME_EIO, "%s: write failed: %s", part, strerror(r->write_errno));
+        if (r->bad_range ||
+            (cc == CURLE_OK && r->hd.status == 206 && from < f->size && (!r->hd.has_range || r->hd.range_start != from)))
+            return plume_fail(err, PLUME_EFORMAT, "%s: a partial answer that does not start at byte %llu", url,
+                              (unsigned long long)from);
+        if (cc == CURLE_OK && (r->hd.status == 200 || r->hd.status == 206)) {
+            int rc = hub_check_headers(h, f, &r->hd, url, err);
+            if (rc || *have == f->size) return rc;
+            *drop = 1; /* a whole answer of another size: the server and the listing disagree */
+            return plume_fail(err, PLUME_EFORMAT, "%s: got %llu bytes, the listing says %llu (the download was removed)",
+                              url, (unsigned long long)*have, (unsigned long long)f->size);
+        }
+        if (r->too_long) { /* what came is not the listed file: nothing of it is kept for a resume */
+            *drop = 1;
+            return plume_fail(err, PLUME_EFORMAT, "%s: more bytes than the listed %llu (the download was removed)", url,
+                              (unsigned long long)f->size);
+        }
+        if (!transient(cc, r->hd.status) || attempt >= h->retries) {
+            if (h->progress == 1) fputc('\n', stderr);
+            if (transient(cc, r->hd.status) && *have > 0)
+                return plume_fail(err, PLUME_EIO, "%s: %s after %llu of %llu bytes; run the same command again to resume",
+                                  url, cc != CURLE_OK ? curl_easy_strerror(cc) : "server error", (unsigned long long)*have,
+                                  (unsigned long long)f->size);
+            return request_error(h, url, cc, r, f->name, err);
+        }
+        backoff(h, attempt);
+    }
+}
+
+/* Check the whole content's hash against the listing (a mismatch removes part). */
+static int verify_content(const hub_file *f, const char *part, sha256_ctx *s256, sha1_ctx *s1, char **err) {
+    char got[65];
+    if (f->lfs) sha256_final_hex(s256, got);
+    else sha1_final_hex(s1, got);
+    if (!strcmp(got, f->blob)) return 0;
+    unlink(part);
+    return plume_fail(err, PLUME_EFORMAT, "%s: %s mismatch: got %s, the Hub lists %s (corrupt download, removed)", f->name,
+                      f->lfs ? "sha256" : "git blob sha1", got, f->blob);
+}
+
 /* Download f into blobs/BLOB.incomplete (resuming what is there), verify, rename to blobs/BLOB. */
 static int download(hub *h, const hub_file *f, const char *blob_path, char **err) {
     char *part = plume_sprintf("%s.incomplete", blob_path), *ename = url_escape(f->name, 1);
@@ -628,91 +708,22 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
     free(ename);
     int rc = !part || !url ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
     int fd = rc ? -1 : open_partial(part, &rc, err);
-    if (rc) {
-    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) /* released by close */
-        rc = plume_fail(err, PLUME_EIO, "%s: another plume pull is downloading it; wait for that one", part);
     sha256_ctx s256;
     sha1_ctx s1;
-    struct stat st;
     uint64_t have = 0;
-    if (!rc && fstat(fd, &st) == 0) have = (uint64_t)st.st_size;
-    if (!rc && have > f->size) have = 0;
-    hash_reset(f, &s256, &s1);
-    if (!rc && (ftruncate(fd, (off_t)have) != 0 || hash_existing(fd, have, &s256, &s1) != 0))
-        rc = plume_fail(err, PLUME_EIO, "%s: cannot read: %s", part, strerror(errno));
-    if (!rc && lseek(fd, (off_t)have, SEEK_SET) < 0) rc = plume_fail(err, PLUME_EIO, "%s: seek failed", part);
+    if (!rc) rc = partial_resume(fd, f, part, &have, &s256, &s1, err);
     char sz[32];
     if (!rc && h->progress == 0)
         fprintf(stderr, "pull: %s (%s)%s\n", f->name, hub_human(sz, sizeof sz, (double)f->size), have ? ", resuming" : "");
     req r;
     memset(&r, 0, sizeof r);
-    double t0 = plume_now();
-    uint64_t first_have = have;
+    const double t0 = plume_now();
+    const uint64_t first_have = have;
     int drop = 0; /* the partial file is wrong, not merely short: remove it */
-    for (int attempt = 0; !rc; attempt++) {
-        memset(&r, 0, sizeof r);
-        r.fd = fd;
-        r.have = &have;
-        r.file = f;
-        r.total = f->size;
-        r.sha256 = f->lfs ? &s256 : NULL;
-        r.sha1 = f->lfs ? NULL : &s1;
-        r.label = f->name;
-        r.progress = h->progress;
-        r.t0 = t0;
-        r.session = have - first_have;
-        uint64_t from = have;
-        CURLcode cc = have < f->size ? perform(h, url, from, &r) : CURLE_OK;
-        if (have == f->size && from == f->size) r.hd.status = 206; /* nothing was missing */
-        free(r.mem);
-        r.mem = NULL;
-        if (r.write_errno) {
-            rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", part, strerror(r.write_errno));
-            break;
-        }
-        if (r.bad_range || (cc == CURLE_OK && r.hd.status == 206 && from < f->size && (!r.hd.has_range || r.hd.range_start != from))) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: a partial answer that does not start at byte %llu", url,
-                            (unsigned long long)from);
-            break;
-        }
-        if (cc == CURLE_OK && (r.hd.status == 200 || r.hd.status == 206)) {
-            if ((rc = hub_check_headers(h, f, &r.hd, url, err))) break;
-            if (have != f->size) { /* a whole answer of another size: the server and the listing disagree */
-                rc = plume_fail(err, PLUME_EFORMAT, "%s: got %llu bytes, the listing says %llu (the download was removed)",
-                                url, (unsigned long long)have, (unsigned long long)f->size);
-                drop = 1;
-            }
-            break;
-        }
-        if (r.too_long) { /* what came is not the listed file: nothing of it is kept for a resume */
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: more bytes than the listed %llu (the download was removed)", url,
-                            (unsigned long long)f->size);
-            drop = 1;
-            break;
-        }
-        if (!transient(cc, r.hd.status) || attempt >= h->retries) {
-            if (h->progress == 1) fputc('\n', stderr);
-            if (transient(cc, r.hd.status) && have > 0)
-                rc = plume_fail(err, PLUME_EIO, "%s: %s after %llu of %llu bytes; run the same command again to resume", url,
-                                cc != CURLE_OK ? curl_easy_strerror(cc) : "server error", (unsigned long long)have,
-                                (unsigned long long)f->size);
-            else rc = request_error(h, url, cc, &r, f->name, err);
-            break;
-        }
-        backoff(h, attempt);
-    }
+    if (!rc) rc = fetch_rest(h, f, url, part, fd, &have, &s256, &s1, &r, &drop, err);
     if (drop) unlink(part);
     if (fd >= 0 && close(fd) != 0 && !rc) rc = plume_fail(err, PLUME_EIO, "%s: close failed: %s", part, strerror(errno));
-    if (!rc) { /* verify the whole content */
-        char got[65];
-        if (f->lfs) sha256_final_hex(&s256, got);
-        else sha1_final_hex(&s1, got);
-        if (strcmp(got, f->blob)) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: %s mismatch: got %s, the Hub lists %s (corrupt download, removed)", f->name,
-                            f->lfs ? "sha256" : "git blob sha1", got, f->blob);
-            unlink(part);
-        }
-    }
+    if (!rc) rc = verify_content(f, part, &s256, &s1, err);
     if (!rc && rename(part, blob_path) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename: %s", part, strerror(errno));
     if (!rc) {
         show_progress(&r, 1);
