@@ -26,7 +26,13 @@ typedef struct {
     int32_t n;           /* entries */
     int32_t T;           /* rows, all entries */
     int qact;            /* int8 activations (the model has the kernels: exact = 0) */
+    plume_region mm;     /* the profile region of the matmuls now: the layers', embed's or the head's */
 } step_ctx;
+
+/* The profile region of what follows (plume bench --threads-profile; a no-op otherwise). */
+static void region(const step_ctx *st, plume_region r) {
+    plume_pool_region(st->m->pool, (int32_t)r);
+}
 
 /* ---- parallel matmul ------------------------------------------------------------------- */
 
@@ -146,9 +152,11 @@ static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T,
     }
     if (q) {
         quantize_task qt = {m, x, ldx, o[0].w->cols, st->x};
+        region(st, PLUME_REG_QUANT);
         on_rows(m, T, quantize_rows, &qt);
         t.q = st->x;
     }
+    region(st, st->mm);
     if (T <= STREAM_TOKENS_MAX) {
         plume_pool_for_guided(m->pool, t.start[n], STREAM_GRAIN, matmul_rows, &t);
         return;
@@ -252,6 +260,7 @@ static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hk
 static void round_step_kv(const step_ctx *st, int32_t l) {
     plume_scratch *x = st->x;
     int32_t hkv = st->m->c.Hkv, hd = st->m->c.hd[l], width = hkv * hd;
+    region(st, PLUME_REG_KV);
     for (int32_t i = 0; i < st->n; i++) {
         const plume_step_entry *e = &st->e[i];
         if (!e->s->kv_of[l]->k8) continue;
@@ -398,6 +407,7 @@ static void attention(const step_ctx *st, int32_t l) {
     plume_scratch *x = st->x;
     int64_t slots = (int64_t)st->T * c->Hkv;
     attn_task at = {st, l, 0};
+    region(st, PLUME_REG_ATTN);
     for (int32_t t = 0; t < st->T; t++) {
         int32_t lo, pos;
         attn_span(st, l, t, &lo, &pos);
@@ -433,6 +443,7 @@ static void row_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 /* fn on every row of the step (on_rows). */
 static void for_rows(const step_ctx *st, int32_t l, row_fn fn) {
     row_task r = {st, l, fn};
+    region(st, PLUME_REG_NORMS);
     on_rows(st->m, st->T, row_items, &r);
 }
 
@@ -528,6 +539,7 @@ static void layer_forward(const step_ctx *st, int32_t l) {
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
     matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
     matmul_n(st, x->xa, D, T, 2, gu);
+    region(st, PLUME_REG_GELU);
     elementwise(m, x->gate, x->up, T, I, 0.0f);
     matmul(st, x->o, D, x->gate, I, T, &L->down_proj);
     for_rows(st, l, row_ff_out);
@@ -561,11 +573,13 @@ static void embed(const step_ctx *st) {
     int32_t T = st->T;
     int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
     const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
+    region(st, PLUME_REG_EMBED);
     for (int32_t t = 0; t < T; t++) {
         int32_t id = row_id(st, t);
         deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
     }
     matmul(st, x->ple, LDp, x->h, D, T, &m->ple_proj);
+    region(st, PLUME_REG_EMBED);
     for (int32_t t = 0; t < T; t++) {
         int32_t id = row_id(st, t);
         float *row = x->ple + t * LDp;
@@ -585,6 +599,7 @@ static void embed(const step_ctx *st) {
 static void rope_rows(const step_ctx *st) {
     const plume_config *c = &st->m->c;
     plume_scratch *x = st->x;
+    region(st, PLUME_REG_ROPE);
     for (int32_t full = 0; full < 2; full++) {
         int32_t half = (full ? c->hd_full : c->hd_sliding) / 2;
         const float *inv = st->m->inv_freq[full];
@@ -602,6 +617,7 @@ static void rope_rows(const step_ctx *st) {
 static void commit(const step_ctx *st, const plume_step_entry *e) {
     plume_session *s = e->s;
     int32_t hkv = st->m->c.Hkv, T = e->T, P = e->P;
+    region(st, PLUME_REG_KV);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             plume_kv *kv = &s->chunk[ci].kv[i];
@@ -631,6 +647,7 @@ static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logi
     const plume_model *m = st->m;
     const plume_config *c = &m->c;
     plume_scratch *x = st->x;
+    region(st, PLUME_REG_HEAD);
     for (int32_t i = 0; i < n; i++)
         m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
     matmul(st, logits, c->V, x->xa, c->D, n, &m->head);
@@ -641,7 +658,7 @@ static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logi
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
     const plume_config *c = &m->c;
-    step_ctx st = {m, x, e, n, 0, 0};
+    step_ctx st = {m, x, e, n, 0, 0, PLUME_REG_EMBED};
     for (int32_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < e[i].T; t++) {
             x->row_ent[e[i].row0 + t] = i;
@@ -653,6 +670,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
     int64_t TD = (int64_t)st.T * c->D;
     embed(&st);
+    st.mm = PLUME_REG_MATMUL;
     rope_rows(&st);
     if (tr && tr->trace_hidden) memcpy(tr->trace_hidden, x->h, (size_t)TD * 4);
     if (tr && tr->trace_ple) memcpy(tr->trace_ple, x->ple, (size_t)st.T * c->L * c->Dp * 4);
@@ -662,6 +680,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
     }
     for (int32_t i = 0; i < n; i++) commit(&st, &e[i]);
     /* the head: straight into the caller's logits for one entry, else through out_logits */
+    st.mm = PLUME_REG_HEAD;
     int32_t *rows = x->row_head, nr = 0;
     for (int32_t i = 0; i < n; i++) {
         if (!e[i].logits) continue;

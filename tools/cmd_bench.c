@@ -15,7 +15,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8]\n"
+    "                   [--kv-bits 8] [--threads-profile]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -24,6 +24,9 @@ static const char bench_usage[] =
     "  --exact       float32 activations (q8/q4 bundles take int8 activations by default)\n"
     "  --history N   also: time to first token of a 32-token follow-up turn after a conversation\n"
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
+    "  --threads-profile  also (after the timed runs): per thread and region (matmuls, attention,\n"
+    "                norms, ...) the time of the prefill's and decode's steps (and of each --batch),\n"
+    "                the serial share, waits at the loops' ends, and an Amdahl projection\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
@@ -103,7 +106,7 @@ static stat3 summarize(double *v, int n) {
 
 /* Aggregate decode tok/s of n sessions each decoding n_gen tokens in shared steps, after a
  * 16-token prompt each; 0 on error (printed). */
-static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *rng) {
+static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *rng, plume_prof *prof) {
     plume_session *s[64] = {0};
     plume_batch *b = NULL;
     char *err = NULL;
@@ -119,6 +122,7 @@ static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *r
         next[k] = ids[k][15];
     }
     if (!rc) rc = plume_batch_run(b, &err);
+    if (prof) plume_pool_profile_start(m->pool, prof);
     double t0 = plume_now();
     for (int64_t g = 0; !rc && g < n_gen; g++) {
         for (int32_t k = 0; !rc && k < n; k++) {
@@ -128,6 +132,10 @@ static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *r
         if (!rc) rc = plume_batch_run(b, &err);
     }
     double tok_s = (double)n * (double)n_gen / (plume_now() - t0);
+    if (prof) {
+        plume_pool_profile_stop(m->pool);
+        prof->steps = n_gen;
+    }
     if (rc) {
         fprintf(stderr, "plume bench: batch of %d: %s\n", n, err ? err : "out of memory");
         tok_s = 0;
@@ -146,6 +154,56 @@ static plume_model_params bench_model_params(const char *isa, int32_t threads, i
     mp.n_threads = threads;
     mp.exact = exact;
     return mp;
+}
+
+/* --threads-profile: one prefill of n_prompt tokens, n_gen decode steps and each batch of
+ * `batch`, each recorded (profile.h) and printed. Returns 0 or 1 (error printed). */
+static int threads_profile(const char *model, const plume_model_params *mp, int64_t n_prompt, int64_t n_gen,
+                           const int64_t *batch, int n_batch, uint64_t *rng) {
+    char *err = NULL, title[96];
+    plume_model *m;
+    plume_session *s = NULL;
+    plume_prof *prof = malloc(sizeof *prof);
+    if (!prof) return cli_error("bench: out of memory");
+    if (plume_model_open(&m, model, mp, &err)) {
+        free(prof);
+        return cli_lib_error(err);
+    }
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)(n_prompt + n_gen + 1);
+    int32_t V = plume_model_n_vocab(m), *ids = malloc((size_t)n_prompt * sizeof *ids), next = 1;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int rc = !ids || !logits || plume_session_new(&s, m, &sp, &err);
+    for (int64_t i = 0; !rc && i < n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    if (!rc) rc = plume_session_feed(s, &next, 1, logits, 0, &err); /* first-step costs out of the way */
+    plume_pool_profile_start(m->pool, prof);
+    if (!rc) rc = plume_session_feed(s, ids, (int32_t)n_prompt, logits, 0, &err);
+    plume_pool_profile_stop(m->pool);
+    prof->steps = 1;
+    snprintf(title, sizeof title, "prefill of %lld tokens", (long long)n_prompt);
+    if (!rc) plume_prof_print(stdout, prof, title);
+    plume_pool_profile_start(m->pool, prof);
+    for (int64_t i = 0; !rc && i < n_gen; i++) {
+        rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+        next = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    }
+    plume_pool_profile_stop(m->pool);
+    prof->steps = n_gen;
+    snprintf(title, sizeof title, "decode, one session");
+    if (!rc) plume_prof_print(stdout, prof, title);
+    for (int k = 0; !rc && k < n_batch; k++) {
+        rc = batch_decode(m, (int32_t)batch[k], n_gen, rng, prof) <= 0;
+        snprintf(title, sizeof title, "decode, %lld sessions in one batch", (long long)batch[k]);
+        if (!rc) plume_prof_print(stdout, prof, title);
+    }
+    if (rc && err) cli_lib_error(err);
+    else if (rc) fprintf(stderr, "plume: bench: out of memory\n");
+    plume_session_free(s);
+    plume_model_free(m);
+    free(ids);
+    free(logits);
+    free(prof);
+    return rc;
 }
 
 /* ---- speculative decoding: the cost of a step of several tokens ------------------------ */
@@ -253,7 +311,7 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *isa = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
-    int json = 0, exact = 0, spec = 0;
+    int json = 0, exact = 0, spec = 0, profile = 0;
     int64_t history = 0, batch[8], depth[8], kv_bits = 32;
     int n_batch = 0, n_depth = 0;
     for (int i = 1; i < argc; i++) {
@@ -265,6 +323,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--spec")) spec = 1;
+        else if (!strcmp(a, "--threads-profile")) profile = 1;
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -381,7 +440,7 @@ int cmd_bench(int argc, char **argv) {
         if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
         for (int r = 0; r < reps; r++)
             for (int k = 0; k < n_batch; k++)
-                if ((bt[k][r] = batch_decode(m, (int32_t)batch[k], n_gen, &rng)) <= 0) {
+                if ((bt[k][r] = batch_decode(m, (int32_t)batch[k], n_gen, &rng, NULL)) <= 0) {
                     plume_model_free(m);
                     return 1;
                 }
@@ -480,6 +539,10 @@ int cmd_bench(int argc, char **argv) {
                    (long long)depth[k], kv_bits == 8 ? " (int8 KV)" : "", S.med, S.lo, S.hi);
             if (k > 0 && shallow > 0) printf("| ... over depth %lld | %.0f%% | |\n", (long long)depth[0], 100 * S.med / shallow);
         }
+    }
+    if (profile) {
+        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
+        if (threads_profile(model, &mp, n_prompt, n_gen, batch, n_batch, &rng)) return 1;
     }
     return spec ? spec_step_costs(model, isa, nth, exact, reps, json) : 0;
 }
