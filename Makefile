@@ -14,15 +14,18 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
-LDLIBS  := -lcjson -lm -lpthread
-# libcurl: the Hub client of plume pull (tools/hub.c); libmicrohttpd: the HTTP server of
+# libpng, libjpeg(-turbo), libwebp + libwebpdemux: the image decoders of src/media/;
+# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio.
+LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lm -lpthread
+# libcurl: the Hub client of plume pull (tools/hub/); libmicrohttpd: the HTTP server of
 # plume serve. Both linked into the CLI only, never libplume.
 CLI_LIBS := -lcurl -lmicrohttpd
 SO      := so
 SOFLAGS := -shared
 
 ifeq ($(UNAME_S),Darwin)
-# macOS: the system clang, a .dylib with an install name, cJSON from Homebrew (brew install cjson)
+# macOS: the system clang, a .dylib with an install name, the libraries from Homebrew (brew install
+# cjson libpng jpeg-turbo webp libsndfile libsoxr)
 BREW     := $(shell brew --prefix 2>/dev/null)
 ARCH     := $(shell uname -m)
 CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)
@@ -48,7 +51,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -56,7 +59,8 @@ endif
 ifneq ($(filter aarch64 arm64,$(ARCH)),)
 LIB_SRC += src/kernels/neon.c src/kernels/neon_qact.c src/kernels/neon_qact_dot.c
 endif
-TOOL_SRC := $(wildcard tools/*.c)
+# The CLI and its rooms (tools/cli/, tools/serve/, tools/hub/: docs/ARCHITECTURE.md).
+TOOL_SRC := $(wildcard tools/*/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 
@@ -82,15 +86,17 @@ ISA_neon_qact_dot := -march=armv8.2-a+dotprod
 
 all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 
-# The library's objects depend on the library's headers; the CLI's also on tools/*.h (so an
+# The library's objects depend on the library's headers; the CLI's also on tools/*/*.h (so an
 # edit of a tools/ header does not rebuild the library, nor the fuzz and sanitizer builds of it).
-$(TOOL_OBJ): $(wildcard tools/*.h)
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
+# The CLI includes its rooms' headers by room: "serve/serve.h", "hub/hub.h".
+$(TOOL_OBJ): $(wildcard tools/*/*.h)
+$(TOOL_OBJ): CPPFLAGS += -Itools
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
+$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
@@ -103,21 +109,21 @@ $(BUILD)/libplume.$(SO): $(PIC_OBJ)
 $(BUILD)/plume: $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/webui.o $(BUILD)/libplume.a $(LDLIBS) $(CLI_LIBS)
 
-# The web chat page (tools/webui.html) as a C string for the plume binary (tools/webui.h):
+# The web chat page (tools/serve/webui.html) as a C string for the plume binary (webui.h):
 # every byte written as \xNN by od + sed, 16 to a line, so no xxd is needed.
-$(BUILD)/webui.c: tools/webui.html
+$(BUILD)/webui.c: tools/serve/webui.html
 	@mkdir -p $(dir $@)
 	@echo "GEN $@"
-	@{ echo '/* Generated from tools/webui.html by the Makefile: do not edit. */'; \
+	@{ echo '/* Generated from tools/serve/webui.html by the Makefile: do not edit. */'; \
 	   echo '#include "webui.h"'; \
 	   echo 'const char plume_webui_html[] ='; \
 	   od -An -v -tx1 $< | sed -e 's/ *\([0-9a-f][0-9a-f]\)/\\x\1/g' -e 's/^/    "/' -e 's/$$/"/'; \
 	   echo '    "";'; \
 	   echo 'const size_t plume_webui_html_len = sizeof plume_webui_html - 1;'; } > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/webui.o: $(BUILD)/webui.c tools/webui.h
+$(BUILD)/webui.o: $(BUILD)/webui.c tools/serve/webui.h
 	@echo "CC $<"
-	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itools -c $< -o $@
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itools/serve -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
@@ -126,10 +132,12 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 
 # The server's unit tests (test_serve_req, test_serve_out) link its request parser and answer
 # writer directly (no sockets, no model).
-$(BUILD)/tests/test_serve_%: tests/test_serve_%.c tools/serve_req.c tools/serve_out.c tools/serve.h tests/t.h $(BUILD)/libplume.a
+SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
+              tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c
+$(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< tools/serve_req.c tools/serve_out.c $(BUILD)/libplume.a $(LDLIBS)
+	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests -Itools $(LDFLAGS) -o $@ $< $(SERVE_UNIT) $(BUILD)/libplume.a $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
@@ -140,11 +148,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 # replays the seed corpora and fuzz/regressions/ with it, under every build of make check).
 # Harnesses of the CLI's parsers link the tools/ sources they test (FUZZ_SRC_name, and the
 # libraries those need, FUZZ_LIBS_name), compiled into the harness with its flags.
-FUZZ_SRC_fuzz_serve_req  := tools/serve_req.c tools/serve_out.c
-FUZZ_SRC_fuzz_hub        := tools/hub.c
+FUZZ_SRC_fuzz_serve_req  := $(SERVE_UNIT)
+FUZZ_SRC_fuzz_hub        := tools/hub/hub.c
 FUZZ_LIBS_fuzz_hub       := -lcurl
-$(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve.h
-$(BUILD)/fuzz/fuzz_hub build-fuzz/fuzz/fuzz_hub: $(FUZZ_SRC_fuzz_hub) tools/hub.h
+$(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve/serve.h
+$(BUILD)/fuzz/fuzz_hub build-fuzz/fuzz/fuzz_hub: $(FUZZ_SRC_fuzz_hub) tools/hub/hub.h
 
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
@@ -156,7 +164,7 @@ $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
 benches: $(BENCHES)
 
 test: all $(TESTS) $(REPLAYS) vocab
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py
 
 # ---- fuzzing (docs/TESTING.md) --------------------------------------------------------------
 # make fuzz FUZZ_SECONDS=N runs every libFuzzer harness of fuzz/ for N seconds (clang,

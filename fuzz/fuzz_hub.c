@@ -18,7 +18,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include "hub.h"
+#include "hub/hub.h"
 
 #define MAX_FILES 8     /* files of a listing materialized */
 #define MAX_BLOB 4096   /* bytes of a blob written here; a larger file is not materialized */

@@ -38,8 +38,9 @@ typedef struct {
     char pad[64];
 } plume_prof_thread;
 
-/* A recording: the pool's threads, the steps it covered and their wall time. */
-typedef struct {
+/* A recording: the pool's threads, the steps it covered and their wall time (plume.h names
+ * it for plume_model_profile_start). */
+typedef struct plume_prof {
     int32_t threads;
     int64_t steps;
     uint64_t wall_ns;                /* from plume_pool_profile_start to _stop, the caller's clock */

@@ -1,0 +1,51 @@
+/* cli.h -- what the subcommands of the plume CLI share. Each tools/cmd_<name>.c defines
+ * int cmd_<name>(int argc, char **argv), with argv[0] the subcommand's name, and returns the
+ * process exit status. Errors go to stderr as one line "plume <cmd>: <message>". */
+#ifndef PLUME_CLI_H
+#define PLUME_CLI_H
+
+#include <stdint.h>
+
+#include "plume.h"
+
+/* Print "plume: <message>" on stderr; return 1 (an exit status). */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print a library error message as cli_error does, then free it (err may be NULL: "unknown
+ * error"); return 1. */
+int cli_lib_error_free(char *err);
+
+/* Parse a whole decimal integer in [lo, hi]; 0 on success. */
+int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Parse "a,b,c": whole decimal integers, each in [lo, hi] (within int32), separated by single
+ * commas, at most max of them (0: any number), into *out (malloc'd) and *n. 0, or -1 with
+ * nothing allocated (an empty item, a bad or out-of-range number, too many). */
+int cli_int_list(const char *s, int64_t lo, int64_t hi, int32_t max, int32_t **out, int32_t *n);
+/* Parse a finite float; 0 on success. */
+int cli_float(const char *s, float *out);
+
+/* The bundle to use: the -m value (a directory, or ORG/NAME[@REV] of the Hub: pulled and
+ * converted on first use, docs/PULL.md), else the default bundle (tools/hub/store.h). Returns
+ * NULL (having printed why, or how to make one) when there is none. */
+const char *cli_model_path(const char *flag);
+/* mkdir -p the directory that will hold path (an output file or directory); 0, or 1 having
+ * printed the error. */
+int cli_mkdir_parent(const char *path);
+
+int cmd_convert(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_derive_tokenizer(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+
+#endif

@@ -1,0 +1,656 @@
+/* serve_sched.c -- the scheduler of `plume serve`: one thread owns the model, N slots and one
+ * plume_batch; requests wait in a bounded queue until a slot is idle.
+ *
+ * Every iteration admits queued requests into idle slots, then runs ONE batch step: one token
+ * of every decoding slot plus the next prompt chunk (SERVE_PREFILL_CHUNK tokens, whatever
+ * the load) of every prefilling slot. The weights stream once for all of them; a running
+ * stream waits one step, not a whole prefill, when a request arrives.
+ *
+ * Determinism: a slot's logits are bit-identical whatever else is in the step (plume_batch),
+ * its prompt is cut into the same chunks whatever the load, and its sampler is its own,
+ * seeded by the request. So the tokens a request gets do not depend on other requests.
+ *
+ * Speculative decoding (--draft N, greedy requests only, where it cannot change the answer):
+ * a decoding slot queues its pending token and up to N guesses from prompt lookup with the
+ * logits of every row (plume_spec_draft); after the step plume_spec_accept keeps the guesses
+ * the model agrees with and rewinds the rest, and the slot delivers them all. The session
+ * may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
+ *
+ * Several choices (n): a request of n choices waits until n slots are idle and takes them all.
+ * Its first slot (the leader) prefills; the others wait, and when the leader's prompt is in,
+ * each gets a copy of its session and its last logits (plume_session_copy), then samples on
+ * its own with seed + its index. One prefill, n answers.
+ *
+ * The prompt's log-probabilities (echo, prompt_logprobs): the leader prefills from position 0
+ * (no reuse: every position's logits are needed) in chunks of SERVE_LOGPROB_CHUNK with every
+ * row's logits, and scores each prompt token under the row before it.
+ *
+ * Prompt reuse: a request goes to the idle slot whose tokens share the longest prefix with its
+ * prompt; the slot rewinds to that prefix (exact, plume_session_rewind) and prefills only the
+ * rest. A client re-sending a growing conversation prefills only the new turn. A rewind never
+ * recomputes in this thread: it stops at the last point that costs nothing
+ * (plume_session_rewind_free) and the tokens after it go in as ordinary prefill chunks.
+ *
+ * Locks: s->mu guards the queue, the slots' job pointers and the figures; j->mu guards a job's
+ * output bytes and flags. When both are held, s->mu is taken first (submitting, dropping
+ * cancelled jobs from the queue); the model is touched by this thread only. */
+#include "serve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "chat/chat.h"
+#include "common.h"
+
+/* One slot: a conversation's session and the state of the request it serves. */
+typedef struct {
+    plume_session *s;
+    serve_job *job;        /* NULL when idle (written under sched->mu) */
+    int32_t fresh;         /* admitted, not yet set up */
+    int32_t choice;        /* which of the job's choices it answers (0: the leader, which prefills) */
+    int32_t waiting;       /* a choice > 0 waiting for the leader's prompt */
+    float *rows;           /* [SERVE_LOGPROB_CHUNK, V] every row's logits, while the prompt's
+                              log-probabilities are computed (else NULL) */
+    plume_sampler *smp;
+    serve_answer out;      /* the answer being written */
+    plume_detok_stream ds;
+    float *logits;         /* [V] of the slot's last fed token */
+    int32_t pos;           /* prompt tokens in the session (prefill until pos == n_ids) */
+    int32_t next_id;       /* the sampled token fed at the next step */
+    int32_t taken;         /* tokens this slot put in the current step */
+    int32_t n_gen, cached;
+    plume_spec *spec;      /* --draft: the slot's drafter, or NULL */
+    float *spec_logits;    /* [draft + 1, V] the rows of a speculative step */
+    int32_t spec_ids[PLUME_SAMPLER_UNDO]; /* the pending token and the guesses queued */
+    int32_t drafting;      /* this request drafts (greedy, --draft > 0) */
+    double t_setup, t_first; /* plume_now() at set-up and at the first generated token */
+    int64_t last_used;     /* step counter at release, for least-recently-used */
+} serve_slot;
+
+struct serve_sched {
+    plume_model *m;
+    const plume_tokenizer *tok;
+    int32_t V;
+    serve_sched_params p;
+    serve_slot *slots;     /* [p.n_slots] */
+    plume_batch *batch;
+    pthread_t thread;
+    int32_t started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* a job arrived, or stop */
+    serve_job *head, *tail;
+    int32_t n_queued, stopping;
+    serve_stats st;
+    int64_t tick;
+};
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+/* The file of slot i in the slot directory (malloc'd). */
+static char *slot_path(const serve_sched *s, int32_t i) {
+    return plume_sprintf("%s/slot-%d.state", s->p.slot_dir, i);
+}
+
+/* A session for slot i: loaded from the slot directory when a file of this bundle and
+ * context is there, else new. */
+static int slot_open(serve_sched *s, int32_t i, char **err) {
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = s->p.n_ctx;
+    if (s->p.kv_bits) sp.kv_bits = s->p.kv_bits;
+    if (s->p.snapshot_every) sp.snapshot_every = s->p.snapshot_every;
+    char *path = s->p.slot_dir ? slot_path(s, i) : NULL;
+    if (path && plume_file_exists(path)) {
+        char *lerr = NULL;
+        plume_session *ls = NULL;
+        if (plume_session_load(&ls, s->m, path, &lerr))
+            fprintf(stderr, "plume serve: slot %d: ignoring %s: %s\n", i, path, lerr);
+        else if (plume_session_n_ctx(ls) != s->p.n_ctx)
+            fprintf(stderr, "plume serve: slot %d: ignoring %s: context %d, not %d\n", i, path, plume_session_n_ctx(ls),
+                    s->p.n_ctx);
+        else {
+            fprintf(stderr, "plume serve: slot %d: %d tokens from %s\n", i, plume_session_n_past(ls), path);
+            s->slots[i].s = ls;
+            ls = NULL;
+        }
+        free(lerr);
+        plume_session_free(ls);
+    }
+    free(path);
+    if (s->slots[i].s) return 0;
+    return plume_session_new(&s->slots[i].s, s->m, &sp, err);
+}
+
+/* How many leading tokens a and b share. */
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The idle slot for a prompt: the longest shared prefix it can rewind to without recomputing
+ * (plume_session_rewind_free), then the least recently used. A
+ * prefix shorter than a prefill chunk and than half the slot's tokens counts as none, so a
+ * prompt sharing only "<bos>" and a few template tokens does not evict a conversation while a
+ * colder slot is idle (a shared system prompt of a chunk or more still counts). -1 when none
+ * is idle. Called with s->mu held. */
+static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
+    int32_t best = -1, best_common = -1;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl->job) continue;
+        int32_t n_past = plume_session_n_past(sl->s);
+        int32_t c = plume_session_rewind_free(sl->s, common_prefix(plume_session_tokens(sl->s), n_past, ids, n));
+        if (c < SERVE_PREFILL_CHUNK && (int64_t)c * 2 < n_past) c = 0;
+        if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
+            best = i;
+            best_common = c;
+        }
+    }
+    return best;
+}
+
+/* The least recently used idle slot, or -1. Called with s->mu held. */
+static int32_t slot_pick_lru(serve_sched *s) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (!s->slots[i].job && (best < 0 || s->slots[i].last_used < s->slots[best].last_used)) best = i;
+    return best;
+}
+
+/* Give the slot back (its session keeps its tokens for a later prompt). */
+static void slot_release(serve_sched *s, serve_slot *sl) {
+    plume_sampler_free(sl->smp);
+    sl->smp = NULL;
+    free(sl->rows);
+    sl->rows = NULL;
+    sl->waiting = 0;
+    serve_answer_free(&sl->out);
+    serve_job *j = sl->job;
+    pthread_mutex_lock(&s->mu);
+    sl->job = NULL;
+    sl->last_used = ++s->tick;
+    pthread_mutex_unlock(&s->mu);
+    serve_job_unref(j);
+}
+
+/* Prepare an admitted slot: rewind to the shared prefix (the leader), a sampler seeded for its
+ * choice with the request's bias, a stop matcher, the start event of a stream. A choice > 0
+ * waits for the leader's prompt. */
+static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
+    serve_job *j = sl->job;
+    int32_t keep = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), j->ids, j->n_ids);
+    if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
+    if (j->prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
+    /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
+     * other stream waiting, is fed again as prefill chunks between decode steps */
+    keep = plume_session_rewind_free(sl->s, keep);
+    int rc = plume_session_rewind(sl->s, keep, err);
+    plume_sampler_params sp = j->req.sp;
+    sp.seed += (uint64_t)sl->choice;
+    if (!rc) rc = plume_sampler_new(&sl->smp, &sp, s->V, err);
+    if (!rc && j->req.n_bias) rc = plume_sampler_set_bias(sl->smp, j->req.bias_ids, j->req.bias_vals, j->req.n_bias, err);
+    if (!rc && j->prompt_lps && sl->choice == 0 &&
+        !(sl->rows = malloc((size_t)SERVE_LOGPROB_CHUNK * (size_t)s->V * sizeof *sl->rows)))
+        rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the prompt's logits");
+    /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
+     * for every token as text */
+    int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
+    if (!rc) rc = serve_answer_init(&sl->out, j, sl->choice, parse, err);
+    if (rc) return rc;
+    for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
+    plume_detok_stream_init(&sl->ds, s->tok, !parse);
+    sl->drafting = sl->spec && j->req.sp.temperature <= 0.0f;
+    sl->pos = keep;
+    sl->cached = keep;
+    sl->n_gen = 0;
+    sl->next_id = -1;
+    sl->waiting = sl->choice > 0;
+    sl->t_setup = plume_now();
+    pthread_mutex_lock(&s->mu);
+    s->st.cached_tokens += keep;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+/* The log-probability of id under logits [V] and the n_top most likely ids with theirs. */
+static float logprob_top(const float *logits, int32_t V, int32_t id, int32_t n_top, int32_t *top_ids, float *top_lps) {
+    float max = -INFINITY;
+    for (int32_t i = 0; i < V; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    float lse = max + (float)log(sum);
+    int32_t k = 0;
+    for (int32_t i = 0; i < V && n_top > 0; i++) { /* insertion into a short sorted list */
+        if (k == n_top && logits[i] <= logits[top_ids[k - 1]]) continue;
+        int32_t at = k < n_top ? k++ : k - 1;
+        while (at > 0 && logits[top_ids[at - 1]] < logits[i]) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
+        }
+        top_ids[at] = i;
+    }
+    for (int32_t i = 0; i < k; i++) top_lps[i] = logits[top_ids[i]] - lse;
+    return logits[id] - lse;
+}
+
+/* Whether a special token's text is one the chat parser reads (the others are dropped). */
+static int parser_marker(const char *piece) {
+    static const char *const marks[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|\"|>",
+                                        "<turn|>", "<eos>", "<|tool_response>"};
+    for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
+        if (!strcmp(piece, marks[i])) return 1;
+    return 0;
+}
+
+/* The answer is over: flush the detokenizer (unless a stop string ended the answer), send
+ * the end and free the slot. */
+static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int stopped) {
+    if (!stopped) {
+        char piece[64];
+        int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
+        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = "stop";
+    }
+    double now = plume_now();
+    serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached,
+                     .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
+                     .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
+    serve_answer_finish(&sl->out, reason, &u);
+    slot_release(s, sl);
+}
+
+/* Deliver the slot's next token id, drawn from logits [V], with n_past tokens before it (in
+ * plain decoding, the session's). Returns 1 when that ended the answer (an end id, a stop
+ * string, max_tokens or a full context; the slot is released), else 0. */
+static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float *logits, int32_t n_past) {
+    serve_job *j = sl->job;
+    if (sl->n_gen++ == 0) sl->t_first = plume_now();
+    pthread_mutex_lock(&s->mu);
+    s->st.generated_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    if (plume_model_ends_turn(s->m, id) && !j->req.ignore_eos) {
+        slot_finish(s, sl, "stop", 0);
+        return 1;
+    }
+    serve_logprob lp = {.id = id, .n_top = j->req.top_logprobs};
+    if (j->req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
+    char piece[256];
+    int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
+    if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
+    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->req.logprobs ? &lp : NULL);
+    if (r) slot_finish(s, sl, "stop", r == SERVE_ANSWER_STOP);
+    else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
+        slot_finish(s, sl, "length", 0);
+    else {
+        sl->next_id = id;
+        return 0;
+    }
+    return 1;
+}
+
+/* Sample the slot's next token from its logits and deliver it. */
+static void slot_sample(serve_sched *s, serve_slot *sl) {
+    int32_t id = plume_sampler_sample(sl->smp, sl->logits);
+    if (id < 0) {
+        serve_job_fail(sl->job, 500, "server_error", "sampling failed (no finite logit)");
+        slot_release(s, sl);
+        return;
+    }
+    /* a drafting slot's pending token is accepted by its next speculative step */
+    if (!slot_deliver(s, sl, id, sl->logits, plume_session_n_past(sl->s)) && !sl->drafting)
+        plume_sampler_accept(sl->smp, id);
+}
+
+/* After a speculative step of `taken` tokens: accept the guesses the model agrees with and
+ * deliver them and the token after them (the next pending one, not yet fed or accepted). */
+static void slot_accept(serve_sched *s, serve_slot *sl) {
+    char *err = NULL;
+    int32_t out[PLUME_SAMPLER_UNDO];
+    int32_t n = plume_spec_accept(sl->spec, sl->s, sl->smp, sl->spec_ids, sl->taken, sl->spec_logits, out, &err);
+    if (n < 0) {
+        serve_job_fail(sl->job, 500, "server_error", err ? err : "speculative step failed");
+        free(err);
+        slot_release(s, sl);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.drafted += sl->taken - 1;
+    s->st.accepted += n - 1;
+    pthread_mutex_unlock(&s->mu);
+    /* out[i] was drawn from row i; plain decoding would have fed the i + 1 tokens before it */
+    int32_t base = plume_session_n_past(sl->s) - n;
+    for (int32_t i = 0; i < n; i++)
+        if (slot_deliver(s, sl, out[i], sl->spec_logits + (size_t)i * (size_t)s->V, base + 1 + i)) return;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+/* Move queued jobs into idle slots (cancelled ones are dropped). Called with s->mu held. */
+static void admit_locked(serve_sched *s) {
+    /* Jobs whose clients left while they waited: no slot, and no place in the queue. */
+    serve_job **at = &s->head, *prev = NULL;
+    while (*at) {
+        serve_job *j = *at;
+        if (!serve_job_cancelled(j)) {
+            prev = j;
+            at = &j->next;
+            continue;
+        }
+        *at = j->next;
+        if (s->tail == j) s->tail = prev;
+        s->n_queued--;
+        serve_job_abandon(j, 499);
+        serve_job_unref(j);
+    }
+    while (s->head) {
+        serve_job *j = s->head;
+        int32_t idle = 0;
+        for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
+        if (idle < j->req.n) return; /* a request of n choices waits for n idle slots */
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        s->n_queued--;
+        for (int32_t k = 0; k < j->req.n; k++) {
+            int32_t i = k == 0 ? slot_pick(s, j->ids, j->n_ids) : slot_pick_lru(s);
+            if (k > 0) { /* each choice holds a reference, released with its slot */
+                pthread_mutex_lock(&j->mu);
+                j->refs++;
+                pthread_mutex_unlock(&j->mu);
+            }
+            s->slots[i].job = j;
+            s->slots[i].fresh = 1;
+            s->slots[i].choice = k;
+        }
+    }
+}
+
+/* Score the prompt tokens that the rows of the last prefill step predict: row r (position
+ * pos + r) gives the log-probability of the token at pos + r + 1; the last prompt row is kept
+ * as the slot's logits. */
+static void score_rows(serve_sched *s, serve_slot *sl) {
+    serve_job *j = sl->job;
+    for (int32_t r = 0; r < sl->taken; r++) {
+        int32_t p = sl->pos + r;
+        const float *row = sl->rows + (size_t)r * (size_t)s->V;
+        if (p + 1 < j->n_ids) {
+            serve_logprob *lp = &j->prompt_lps[p + 1];
+            lp->id = j->ids[p + 1];
+            lp->n_top = j->prompt_top;
+            lp->logprob = logprob_top(row, s->V, lp->id, lp->n_top, lp->top_ids, lp->top_lps);
+            lp->rank = 1;
+            for (int32_t v = 0; v < s->V; v++) lp->rank += row[v] > row[lp->id];
+        } else {
+            memcpy(sl->logits, row, (size_t)s->V * sizeof *row);
+        }
+    }
+}
+
+/* The leader's prompt is in: give every waiting choice of its job a copy of the session and
+ * of the last logits; then each choice samples its first token (or, when nothing is to be
+ * generated, ends). */
+static void prompt_done(serve_sched *s, serve_slot *leader) {
+    serve_job *j = leader->job;
+    char *err = NULL;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl == leader || sl->job != j || !sl->waiting) continue;
+        if (plume_session_copy(sl->s, leader->s, &err)) {
+            serve_job_fail(j, 500, "server_error", err ? err : "cannot copy a session");
+            free(err);
+            slot_release(s, leader);
+            return; /* the other choices see the job cancelled at the next step */
+        }
+        memcpy(sl->logits, leader->logits, (size_t)s->V * sizeof *sl->logits);
+        sl->pos = j->n_ids;
+        sl->cached = leader->cached;
+        sl->waiting = 0;
+    }
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl->job != j || sl->waiting || sl->pos < j->n_ids || sl->n_gen || sl->next_id >= 0) continue;
+        serve_answer_prompt(&sl->out);
+        if (j->req.max_tokens == 0) slot_finish(s, sl, "length", 0);
+        else slot_sample(s, sl);
+    }
+}
+
+/* One batch step over the active slots: queue their tokens, run, deliver. */
+static void step(serve_sched *s) {
+    char *err = NULL;
+    int decoding = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        sl->taken = 0;
+        if (!sl->job) continue;
+        if (serve_job_cancelled(sl->job)) { /* the client is gone (or the job failed): free the slot now */
+            serve_job_abandon(sl->job, 499);
+            slot_release(s, sl);
+            continue;
+        }
+        if (sl->fresh) {
+            sl->fresh = 0;
+            if (slot_setup(s, sl, &err)) {
+                serve_job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
+                free(err);
+                err = NULL;
+                slot_release(s, sl);
+                continue;
+            }
+        }
+        if (sl->waiting) continue; /* a choice waiting for the leader's prompt */
+        serve_job *j = sl->job;
+        int prefill = sl->pos < j->n_ids;
+        const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
+        int32_t n = prefill ? j->n_ids - sl->pos : 1;
+        int32_t chunk = sl->rows ? SERVE_LOGPROB_CHUNK : SERVE_PREFILL_CHUNK;
+        if (n > chunk) n = chunk;
+        int spec = !prefill && sl->drafting;
+        if (spec) { /* the pending token and the guesses, every row's logits */
+            int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
+            n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
+            ids = sl->spec_ids;
+        }
+        int rows = spec || (prefill && sl->rows);
+        float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
+        int32_t taken = n < 0 ? n : plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
+        if (taken < 0) {
+            serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
+            free(err);
+            err = NULL;
+            slot_release(s, sl);
+            continue;
+        }
+        sl->taken = taken;
+        decoding |= !prefill;
+    }
+    if (plume_batch_n_tokens(s->batch) == 0) return;
+    double t0 = plume_now();
+    if (plume_batch_run(s->batch, &err)) {
+        for (int32_t i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].taken) {
+                serve_job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
+                slot_release(s, &s->slots[i]);
+            }
+        free(err);
+        return;
+    }
+    double dt = plume_now() - t0;
+    int64_t prompt_tokens = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (!sl->taken || !sl->job) continue;
+        if (sl->pos < sl->job->n_ids) {
+            if (sl->rows) score_rows(s, sl);
+            sl->pos += sl->taken;
+            prompt_tokens += sl->taken;
+            if (sl->pos == sl->job->n_ids) prompt_done(s, sl);
+            continue;
+        } else if (sl->drafting) {
+            slot_accept(s, sl);
+            continue;
+        }
+        slot_sample(s, sl);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.steps++;
+    s->st.prompt_tokens += prompt_tokens;
+    if (decoding) s->st.decode_seconds += dt;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether any slot has a job. Called with s->mu held. */
+static int any_busy_locked(const serve_sched *s) {
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].job) return 1;
+    return 0;
+}
+
+/* The scheduler thread: admit, step, until stopped; then end every job left. */
+static void *sched_main(void *arg) {
+    serve_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        admit_locked(s);
+        if (!any_busy_locked(s)) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    serve_job *q = s->head;
+    s->head = s->tail = NULL;
+    s->n_queued = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].job) {
+            s->slots[i].fresh = 0;
+            serve_job_fail(s->slots[i].job, 503, "server_error", "the server is shutting down");
+            slot_release(s, &s->slots[i]);
+        }
+    while (q) {
+        serve_job *next = q->next;
+        serve_job_fail(q, 503, "server_error", "the server is shutting down");
+        serve_job_unref(q);
+        q = next;
+    }
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+/* Open the slots and the batch, start the scheduler thread. */
+int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params *p, char **err) {
+    *out = NULL;
+    serve_sched *s = calloc(1, sizeof *s);
+    if (!s) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    s->m = m;
+    s->tok = plume_model_tokenizer(m);
+    s->V = plume_model_n_vocab(m);
+    s->p = *p;
+    s->st.n_slots = p->n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = 0;
+    if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc && p->slot_dir && mkdir(p->slot_dir, 0755) && !plume_file_exists(p->slot_dir))
+        rc = plume_fail(err, PLUME_EIO, "%s: cannot create the slot directory", p->slot_dir);
+    for (int32_t i = 0; !rc && i < p->n_slots; i++) {
+        rc = slot_open(s, i, err);
+        if (!rc && !(s->slots[i].logits = malloc((size_t)s->V * sizeof(float))))
+            rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        if (!rc && p->draft > 0) {
+            plume_spec_params dp = plume_spec_default_params();
+            dp.draft_max = p->draft;
+            rc = plume_spec_new(&s->slots[i].spec, m, &dp, err);
+            if (!rc && !(s->slots[i].spec_logits = malloc((size_t)(p->draft + 1) * (size_t)s->V * sizeof(float))))
+                rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the logits of speculative steps");
+        }
+    }
+    int32_t per_slot = SERVE_PREFILL_CHUNK > p->draft ? SERVE_PREFILL_CHUNK + 1 : p->draft + 1;
+    if (!rc) rc = plume_batch_new(&s->batch, m, p->n_slots * per_slot, err);
+    if (!rc && pthread_create(&s->thread, NULL, sched_main, s))
+        rc = plume_fail(err, PLUME_ENOMEM, "cannot start the scheduler thread");
+    if (rc) {
+        serve_sched_free(s);
+        return rc;
+    }
+    s->started = 1;
+    *out = s;
+    return 0;
+}
+
+/* Queue a job unless stopping, full (idle slots + queue_max), or of more choices than slots. */
+int serve_sched_submit(serve_sched *s, serve_job *j) {
+    pthread_mutex_lock(&s->mu);
+    int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
+    for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
+    int rc = s->stopping ? SERVE_ESTOPPED : j->req.n > s->p.n_slots ? SERVE_ESLOTS
+             : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
+    if (!rc) {
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        j->next = NULL;
+        if (s->tail) s->tail->next = j;
+        else s->head = j;
+        s->tail = j;
+        s->n_queued++;
+        s->st.requests++;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* A consistent copy of the figures for /metrics. */
+void serve_sched_stats(serve_sched *s, serve_stats *st) {
+    pthread_mutex_lock(&s->mu);
+    *st = s->st;
+    st->queued = s->n_queued;
+    st->busy = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) st->busy += s->slots[i].job != NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Stop the thread: every queued and running job ends with a 503. */
+void serve_sched_stop(serve_sched *s) {
+    if (!s || !s->started) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->started = 0;
+}
+
+/* Save the slots (--slot-save), free them, the batch and the scheduler. */
+void serve_sched_free(serve_sched *s) {
+    if (!s) return;
+    serve_sched_stop(s);
+    for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (s->p.slot_dir && sl->s && plume_session_n_past(sl->s) > 0) {
+            char *path = slot_path(s, i), *err = NULL;
+            if (path && plume_session_save(sl->s, path, &err))
+                fprintf(stderr, "plume serve: slot %d: %s\n", i, err);
+            free(err);
+            free(path);
+        }
+        plume_session_free(sl->s);
+        free(sl->logits);
+        free(sl->rows);
+        plume_spec_free(sl->spec);
+        free(sl->spec_logits);
+    }
+    plume_batch_free(s->batch);
+    free(s->slots);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
