@@ -651,6 +651,10 @@ typedef struct {
                             AVX-512 kernels stream fastest), "rows" (row after row, what the
                             other kernels read), or "auto" (default: tiles if this CPU's
                             kernels read them, else rows); docs/BUNDLE.md */
+    const char *head;    /* q4 weights: the head (the tied token embeddings) as "q8" (NULL,
+                            default: the INT8 token sidecar is the head, as in q8 bundles) or
+                            "q4" (lm_head.weight in the last chunk at q4: a decode step reads
+                            226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
 } plume_convert_params;
 
 plume_convert_params plume_convert_default_params(void);
