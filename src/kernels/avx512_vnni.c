@@ -272,25 +272,27 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* Whether streaming tiles (both layouts) prefetch their rows ahead: on Intel, where the tiles
- * were measured at 91-98% of the bandwidth limit with it (q8, Xeon, 2 threads), not on AMD,
- * where the hardware prefetcher keeps up with the far-apart spans alone and the prefetches
- * only cost (EPYC, q8 decode, 2 threads, 5 interleaved rounds: 22.3 tok/s with, 25.0 without;
- * the rows layout's tiles, the head's 402 MB on one core: 22 GB/s with, 28 without).
- * PLUME_PREFETCH=0 or 1 overrides, to measure both on a new CPU. */
-static int qt_prefetch(void) {
-    static _Atomic int cached = -1;
+/* Whether streaming tiles (both layouts) of a weight of type `type` prefetch their rows
+ * ahead: on Intel, where the tiles were measured at 91-98% of the bandwidth limit with it (q8,
+ * Xeon, 2 threads); on AMD for q4 only. There the hardware prefetcher keeps up with q8's
+ * far-apart spans alone and the prefetches only cost (EPYC, q8 decode, 2 threads, 5
+ * interleaved rounds: 22.3 tok/s with, 25.0 without), but q4's tiles, which take a line in
+ * twice the time (twice the weights a byte), stall without them (EPYC, loaded host,
+ * e2b q4 decode, 3 interleaved rounds: 2 threads 1.11x with, per round 0.97-2.47, q8 0.53x;
+ * one thread 14.1-15.2 tok/s with, 9.1-11.7 without). PLUME_PREFETCH=0 or 1 overrides (both
+ * types), to measure both on a new CPU. */
+static int qt_prefetch(int32_t type) {
+    static _Atomic int cached = -1; /* 0 off, 1 on, 2 q4 only */
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("PLUME_PREFETCH");
         unsigned a = 0, vendor[3] = {0};
         __get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1]); /* EBX, EDX, ECX: the vendor string */
-        v = env && (*env == '0' || *env == '1') ? *env == '1' : memcmp(vendor, "AuthenticAMD", 12) != 0;
+        v = env && (*env == '0' || *env == '1') ? *env == '1' : memcmp(vendor, "AuthenticAMD", 12) ? 1 : 2;
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return v;
+    return v == 1 || (v == 2 && type == PLUME_W_Q4);
 }
-
 
 /* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to STREAM_BLOCKS token blocks (decode,
  * speculative steps and batches of up to PLUME_QACT_STREAM_TOKENS tokens): tiles of 4 rows a
@@ -306,7 +308,7 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
     if (blocks <= STREAM_BLOCKS) {
         int32_t t0[STREAM_BLOCKS + 1] = {0};
         for (int32_t b = 0; b < blocks; b++) t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
-        const int stream = qt_prefetch();
+        const int stream = qt_prefetch(a->w->type);
         a->p0 = r0;
         a->k0 = 0;
         a->k1 = a->nchunks;
@@ -587,7 +589,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
             t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
             qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, a->w->type == PLUME_W_Q4, cor + b * per);
         }
-        const int stream = qt_prefetch();
+        const int stream = qt_prefetch(a->w->type);
         const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
         const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
         for (int32_t k = 0; k < q + (g1 - g0) % G; k++) {
