@@ -108,6 +108,7 @@ for m in "$@"; do
 done
 
 m="" f="" name=""
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 r=1
 while [ $r -le "$ROUNDS" ]; do
     k=0
@@ -123,15 +124,21 @@ done
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 [ -n "$CPU" ] || CPU=$(sed -n 's/^model name\t*: //p' /proc/cpuinfo 2>/dev/null | head -1)
 [ -n "$CPU" ] || CPU=$(sysctl -n machdep.cpu.brand_string 2>/dev/null || uname -m)
-echo "$CPU, $THREADS threads; $ROUNDS interleaved rounds, medians (range); prompt $NP tokens, $NG generated"
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+eval "first=\$NAME_0"
+echo "$CPU, $THREADS threads; $ROUNDS interleaved rounds, medians (range); prompt $NP tokens, $NG generated;"
+echo "load average $LOAD0 before, $LOAD1 after (the host's other work: a loaded host slows every engine alike,"
+echo "which the per-round ratios cancel better than the speeds)"
 echo
-echo "| engine | prefill $NP, tok/s | decode, tok/s | decode / bandwidth limit, % |"
-echo "|---|---|---|---|"
+echo "| engine | prefill $NP, tok/s | decode, tok/s | decode over $first, per round | decode / bandwidth limit, % |"
+echo "|---|---|---|---|---|"
 k=0
 while [ $k -lt $N ]; do
     eval "name=\$NAME_$k"
     share=-
     [ -f "$OUT/$k.share" ] && share=$(stats "$OUT/$k.share")
-    echo "| $name | $(stats "$OUT/$k.pre") | $(stats "$OUT/$k.dec") | $share |"
+    # this engine's decode over the first engine's in the same round
+    paste "$OUT/$k.dec" "$OUT/0.dec" | awk '$2 > 0 { printf "%.4f\n", $1 / $2 }' > "$OUT/$k.ratio"
+    echo "| $name | $(stats "$OUT/$k.pre") | $(stats "$OUT/$k.dec") | $(stats "$OUT/$k.ratio") | $share |"
     k=$((k + 1))
 done

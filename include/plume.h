@@ -299,6 +299,17 @@ double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece
  * 4 MiB; every page written first) `passes` times the same way; the best pass in GB/s, 0 when
  * the buffer or the threads cannot be had. */
 double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
+/* Threads profile (plume bench --threads-profile): from plume_model_profile_start until
+ * plume_model_profile_stop, m's threads record per region (matmuls, attention, norms, ...) the
+ * time on a parallel loop's items, the caller's serial work between loops, its waits at the
+ * loops' ends and the workers' join latency. Call both between steps, from the thread that
+ * runs them; one recording at a time per model. 0 or PLUME_ENOMEM. */
+typedef struct plume_prof plume_prof;
+int plume_model_profile_start(plume_model *m, plume_prof **out, char **err);
+/* Stop m's recording p, which covered `steps` steps, and free it: its report as Markdown
+ * (ms per step per region and thread, the serial share, each thread's busy share, an Amdahl
+ * projection) under `title`, malloc'd (free() it); NULL when out of memory. */
+char *plume_model_profile_stop(plume_model *m, plume_prof *p, int64_t steps, const char *title);
 
 /* ---------------------------------------------------------------------------------------
  * Images in (docs/MEDIA.md)
@@ -649,6 +660,10 @@ typedef struct {
                             AVX-512 kernels stream fastest), "rows" (row after row, what the
                             other kernels read), or "auto" (default: tiles if this CPU's
                             kernels read them, else rows); docs/BUNDLE.md */
+    const char *head;    /* q4 weights: the head (the tied token embeddings) as "q8" (NULL,
+                            default: the INT8 token sidecar is the head, as in q8 bundles) or
+                            "q4" (lm_head.weight in the last chunk at q4: a decode step reads
+                            226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
 } plume_convert_params;
 
 plume_convert_params plume_convert_default_params(void);

@@ -629,7 +629,13 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (strcmp(lay, "auto") && strcmp(lay, "tiles") && strcmp(lay, "rows"))
         return plume_fail(err, PLUME_EINVAL, "--layout must be auto, tiles or rows (not '%s')", lay);
     cv.tiles = !strcmp(lay, "tiles") || (!strcmp(lay, "auto") && plume_tiles_native());
-    c->head_sidecar = !strcmp(w, "q8") || !strcmp(w, "q4");
+    const char *head = opt->head ? opt->head : "q8";
+    if (strcmp(head, "q8") && strcmp(head, "q4"))
+        return plume_fail(err, PLUME_EINVAL, "--head must be q8 or q4 (not '%s')", head);
+    if (!strcmp(head, "q4") && strcmp(w, "q4"))
+        return plume_fail(err, PLUME_EINVAL, "--head q4 wants --weights q4 (the head of %s weights is fixed)", w);
+    /* q8 and q4: the INT8 token sidecar is the head, unless q4 asks for a q4 head of its own */
+    c->head_sidecar = !strcmp(w, "q8") || (!strcmp(w, "q4") && strcmp(head, "q4"));
     int32_t nd;
     int64_t sh[8];
     cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
@@ -672,7 +678,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 /* ---- the public API ------------------------------------------------------------------- */
 
 plume_convert_params plume_convert_default_params(void) {
-    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto"};
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto", .head = "q8"};
 }
 
 int plume_convert_check_config(const char *path, char **err) {
@@ -707,7 +713,8 @@ int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_p
     conv_source src;
     int rc = source_hf_open(&src, hf_dir, err);
     if (rc) return rc;
-    conv_options opt = {.weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout};
+    conv_options opt = {
+        .weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout, .head = p->head};
     rc = convert_run(&src, &opt, out_dir, err);
     source_hf_close(&src);
     return rc;

@@ -15,6 +15,7 @@ typedef struct {
     int32_t n_ctx;       /* <= 0: min(max_position_embeddings, 4096) */
     int32_t progress;    /* show progress on stderr */
     const char *layout;  /* q8/q4 weights: "auto" (NULL), "tiles" (where they fit) or "rows" */
+    const char *head;    /* q4 weights: "q8" (NULL: the token sidecar) or "q4" (in the last chunk) */
 } conv_options;
 
 /* Convert src into the bundle directory out (which must not exist yet). Files are written

@@ -26,7 +26,13 @@ typedef struct {
     int32_t n;           /* entries */
     int32_t T;           /* rows, all entries */
     int qact;            /* int8 activations (the model has the kernels: exact = 0) */
+    plume_region mm;     /* the profile region of the matmuls now: the layers', embed's or the head's */
 } step_ctx;
+
+/* The profile region of what follows (plume bench --threads-profile; a no-op otherwise). */
+static void region(const step_ctx *step, plume_region r) {
+    plume_pool_region(step->m->pool, (int32_t)r);
+}
 
 /* ---- parallel matmul ------------------------------------------------------------------- */
 
@@ -146,9 +152,11 @@ static void matmul_n(const step_ctx *step, const float *x, int64_t ldx, int32_t 
     }
     if (q) {
         quantize_task qt = {m, x, ldx, o[0].w->cols, step->x};
+        region(step, PLUME_REG_QUANT);
         on_rows(m, T, quantize_rows, &qt);
         t.q = step->x;
     }
+    region(step, step->mm);
     if (T <= STREAM_TOKENS_MAX) {
         plume_pool_for_guided(m->pool, t.start[n], STREAM_GRAIN, matmul_rows, &t);
         return;
@@ -252,6 +260,7 @@ static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hk
 static void round_step_kv(const step_ctx *step, int32_t l) {
     plume_scratch *x = step->x;
     int32_t hkv = step->m->c.Hkv, hd = step->m->c.hd[l], width = hkv * hd;
+    region(step, PLUME_REG_KV);
     for (int32_t i = 0; i < step->n; i++) {
         const plume_step_entry *e = &step->e[i];
         if (!e->s->kv_of[l]->k8) continue;
@@ -399,6 +408,7 @@ static void attention(const step_ctx *step, int32_t l) {
     plume_scratch *x = step->x;
     int64_t slots = (int64_t)step->T * c->Hkv;
     attn_task at = {step, l, 0};
+    region(step, PLUME_REG_ATTN);
     for (int32_t t = 0; t < step->T; t++) {
         int32_t lo, pos;
         attn_span(step, l, t, &lo, &pos);
@@ -434,6 +444,7 @@ static void row_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 /* fn on every row of the step (on_rows). */
 static void for_rows(const step_ctx *step, int32_t l, row_fn fn) {
     row_task r = {step, l, fn};
+    region(step, PLUME_REG_NORMS);
     on_rows(step->m, step->T, row_items, &r);
 }
 
@@ -529,6 +540,7 @@ static void layer_forward(const step_ctx *step, int32_t l) {
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
     matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
     matmul_n(step, x->xa, D, T, 2, gu);
+    region(step, PLUME_REG_GELU);
     elementwise(m, x->gate, x->up, T, I, 0.0f);
     matmul(step, x->o, D, x->gate, I, T, &L->down_proj);
     for_rows(step, l, row_ff_out);
@@ -570,6 +582,7 @@ static void embed(const step_ctx *step) {
     int32_t T = step->T;
     int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
     const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
+    region(step, PLUME_REG_EMBED);
     for (int32_t t = 0; t < T; t++) {
         const int32_t id = row_id(step, t);
         const float *given = row_emb(step, t);
@@ -577,6 +590,7 @@ static void embed(const step_ctx *step) {
         else deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
     }
     matmul(step, x->ple, LDp, x->h, D, T, &m->ple_proj);
+    region(step, PLUME_REG_EMBED);
     for (int32_t t = 0; t < T; t++) {
         const int32_t id = row_emb(step, t) ? c->pad_id : row_id(step, t);
         float *row = x->ple + t * LDp;
@@ -596,6 +610,7 @@ static void embed(const step_ctx *step) {
 static void rope_rows(const step_ctx *step) {
     const plume_config *c = &step->m->c;
     plume_scratch *x = step->x;
+    region(step, PLUME_REG_ROPE);
     for (int32_t full = 0; full < 2; full++) {
         int32_t half = (full ? c->hd_full : c->hd_sliding) / 2;
         const float *inv = step->m->inv_freq[full];
@@ -613,6 +628,7 @@ static void rope_rows(const step_ctx *step) {
 static void commit(const step_ctx *step, const plume_step_entry *e) {
     plume_session *s = e->s;
     int32_t hkv = step->m->c.Hkv, T = e->T, P = e->P;
+    region(step, PLUME_REG_KV);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             plume_kv *kv = &s->chunk[ci].kv[i];
@@ -642,6 +658,7 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
     const plume_model *m = step->m;
     const plume_config *c = &m->c;
     plume_scratch *x = step->x;
+    region(step, PLUME_REG_HEAD);
     for (int32_t i = 0; i < n; i++)
         m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
     matmul(step, logits, c->V, x->xa, c->D, n, &m->head);
@@ -652,7 +669,7 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
     const plume_config *c = &m->c;
-    step_ctx step = {m, x, e, n, 0, 0};
+    step_ctx step = {m, x, e, n, 0, 0, PLUME_REG_EMBED};
     for (int32_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < e[i].T; t++) {
             x->row_ent[e[i].row0 + t] = i;
@@ -664,6 +681,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
     int64_t TD = (int64_t)step.T * c->D;
     embed(&step);
+    step.mm = PLUME_REG_MATMUL;
     rope_rows(&step);
     if (tr && tr->trace_hidden) memcpy(tr->trace_hidden, x->h, (size_t)TD * 4);
     if (tr && tr->trace_ple) memcpy(tr->trace_ple, x->ple, (size_t)step.T * c->L * c->Dp * 4);
@@ -673,6 +691,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
     }
     for (int32_t i = 0; i < n; i++) commit(&step, &e[i]);
     /* the head: straight into the caller's logits for one entry, else through out_logits */
+    step.mm = PLUME_REG_HEAD;
     int32_t *rows = x->row_head, nr = 0;
     for (int32_t i = 0; i < n; i++) {
         if (!e[i].logits) continue;

@@ -47,6 +47,10 @@ struct plume_pool {
     int64_t n_items, grain;
     int guided;                /* chunks of a share of what is left (plume_pool_for_guided) */
     _Atomic int64_t next;
+    /* --threads-profile: the recording (NULL: off), the current loop's start and region */
+    plume_prof *prof;
+    uint64_t t_start;
+    int32_t region;
 };
 
 /* ---- sleep and wake -------------------------------------------------------------------- */
@@ -134,10 +138,25 @@ static int next_chunk(plume_pool *p, int64_t *i0, int64_t *i1) {
     return 1;
 }
 
-/* Take chunks of the current loop until none is left. */
+/* Thread ith's counters of a recording. */
+static plume_prof_thread *prof_thread(plume_prof *prof, int32_t ith) {
+    return &prof->t[ith < PLUME_PROF_THREADS ? ith : PLUME_PROF_THREADS - 1];
+}
+
+/* Take chunks of the current loop until none is left (timing each when recording). */
 static void take_chunks(plume_pool *p, int32_t ith) {
     int64_t i0, i1;
-    while (next_chunk(p, &i0, &i1)) p->fn(p->ctx, ith, i0, i1);
+    if (!p->prof) {
+        while (next_chunk(p, &i0, &i1)) p->fn(p->ctx, ith, i0, i1);
+        return;
+    }
+    plume_prof_thread *pt = prof_thread(p->prof, ith);
+    while (next_chunk(p, &i0, &i1)) {
+        uint64_t t0 = plume_prof_now();
+        p->fn(p->ctx, ith, i0, i1);
+        pt->work_ns[p->region] += plume_prof_now() - t0;
+        pt->chunks[p->region]++;
+    }
 }
 
 /* Join loop `gen` if it is still open: 1 if joined (then the caller must leave). */
@@ -176,6 +195,11 @@ static void *worker(void *argp) {
         seen = g;
         if (atomic_load(&p->stop)) return NULL;
         if (join(p, g)) {
+            if (p->prof) { /* the loop's fields are ours to read until we leave */
+                plume_prof_thread *pt = prof_thread(p->prof, a.ith);
+                pt->join_ns[p->region] += plume_prof_now() - p->t_start;
+                pt->loops[p->region]++;
+            }
             take_chunks(p, a.ith);
             atomic_fetch_sub_explicit(&p->state, 1, memory_order_release);
         }
@@ -218,6 +242,38 @@ void plume_pool_free(plume_pool *p) {
 
 int32_t plume_pool_size(const plume_pool *p) { return p ? p->n : 1; }
 
+/* ---- profile ----------------------------------------------------------------------------- */
+
+/* The caller's time since its last event, outside any loop: serial work of the region. */
+static void prof_serial(plume_pool *p) {
+    uint64_t now = plume_prof_now();
+    p->prof->t[0].serial_ns[p->prof->region] += now - p->prof->last_ns;
+    p->prof->last_ns = now;
+}
+
+void plume_pool_profile_start(plume_pool *p, plume_prof *prof) {
+    if (!p) return;
+    memset(prof, 0, sizeof *prof);
+    prof->threads = p->n;
+    prof->start_ns = prof->last_ns = plume_prof_now();
+    p->prof = prof;
+}
+
+void plume_pool_profile_stop(plume_pool *p) {
+    if (!p || !p->prof) return;
+    prof_serial(p);
+    p->prof->wall_ns = p->prof->last_ns - p->prof->start_ns;
+    p->prof = NULL;
+}
+
+void plume_pool_region(plume_pool *p, int32_t region) {
+    if (!p || !p->prof || p->prof->region == region) return;
+    prof_serial(p);
+    p->prof->region = region;
+}
+
+/* ---- loops ------------------------------------------------------------------------------- */
+
 /* plume_pool_for and plume_pool_for_guided. */
 static void pool_run(plume_pool *p, int64_t n, int64_t grain, int guided, plume_pool_fn fn, void *ctx) {
     if (n <= 0) return;
@@ -225,10 +281,26 @@ static void pool_run(plume_pool *p, int64_t n, int64_t grain, int guided, plume_
     /* One caller at a time: a session stepping on another thread while the pool is taken
      * runs its loop alone (its scratch is its own, thread index 0 included). */
     if (!p || p->n == 1 || n <= grain || atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
+        if (p && p->prof && p->n == 1 && n > grain) { /* a loop, on one thread (n <= grain: serial work) */
+            prof_serial(p);
+            uint64_t t0 = p->prof->last_ns;
+            fn(ctx, 0, 0, n);
+            p->prof->last_ns = plume_prof_now();
+            p->prof->t[0].work_ns[p->prof->region] += p->prof->last_ns - t0;
+            p->prof->t[0].loops[p->prof->region]++;
+            p->prof->t[0].chunks[p->prof->region]++;
+            return;
+        }
         fn(ctx, 0, 0, n);
         return;
     }
     /* No member is inside (the last loop was closed and drained), so the fields are ours. */
+    if (p->prof) {
+        prof_serial(p);
+        p->t_start = p->prof->last_ns;
+        p->region = p->prof->region;
+        p->prof->t[0].loops[p->region]++;
+    }
     p->fn = fn;
     p->ctx = ctx;
     p->n_items = n;
@@ -239,10 +311,16 @@ static void pool_run(plume_pool *p, int64_t n, int64_t grain, int guided, plume_
     atomic_store_explicit(&p->state, (uint64_t)gen << 32, memory_order_release);
     atomic_store_explicit(&p->gen, gen, memory_order_release);
     if (atomic_load(&p->sleepers) > 0) gen_wake_all(p);
+    if (p->prof) p->prof->t[0].wake_ns[p->region] += plume_prof_now() - p->t_start;
     take_chunks(p, 0);
+    const uint64_t own_end = p->prof ? plume_prof_now() : 0;
     /* Close: late workers no longer join; wait for the members still inside. */
     atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel);
     while (atomic_load_explicit(&p->state, memory_order_acquire) & MEMBERS) cpu_relax();
+    if (p->prof) {
+        p->prof->last_ns = plume_prof_now();
+        p->prof->t[0].wait_ns[p->region] += p->prof->last_ns - own_end;
+    }
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }
 

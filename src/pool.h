@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "profile.h"
+
 typedef struct plume_pool plume_pool;
 
 /* fn(ctx, ith, i0, i1): thread ith (0 = the caller) processes items [i0, i1). */
@@ -23,6 +25,13 @@ void plume_pool_for(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, v
 /* The same with chunks that shrink as the loop drains: each a 1/(2 threads) share of the
  * items left, in whole grains (at least one), so few and long ones first, short ones last. */
 void plume_pool_for_guided(plume_pool *p, int64_t n, int64_t grain, plume_pool_fn fn, void *ctx);
+
+/* Benchmarks: record where each thread's time goes into *prof (zeroed here) until
+ * plume_pool_profile_stop; call both between loops, from the thread that runs them. */
+void plume_pool_profile_start(plume_pool *p, plume_prof *prof);
+void plume_pool_profile_stop(plume_pool *p);
+/* The region (plume_region) the caller's next work belongs to; a no-op unless recording. */
+void plume_pool_region(plume_pool *p, int32_t region);
 
 /* How idle workers sleep in this build: "futex", "os_sync" or "condvar" (the portable one). */
 const char *plume_pool_wait_kind(void);

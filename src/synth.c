@@ -396,7 +396,8 @@ int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *
     int rc = synth_open(p, &src, err);
     if (rc) return rc;
     src.dir = p->tokenizer;
-    conv_options opt = {.weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout};
+    conv_options opt = {
+        .weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout, .head = cp->head};
     rc = convert_run(&src, &opt, bundle_dir, err);
     source_synth_close(&src);
     return rc;

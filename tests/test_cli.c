@@ -116,6 +116,12 @@ static void test_draft_keeps_greedy_output(void) {
     CHECK(st == 0 && strstr(out[0], "\"stream_gb_s\": ") && strstr(out[0], "\"decode_roofline\": ") &&
               !strstr(out[0], "\"stream_gb_s\": 0.00"),
           "bench --json: the weights streamed around decode: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume bench -m %s -p 8 -n 4 -r 1 -t 2 --batch 2 --threads-profile", t_build(), bundle);
+    CHECK(st == 0 && strstr(out[0], "prefill of 8 tokens: ms per step (1 steps, 2 threads)") &&
+              strstr(out[0], "decode, one session: ms per step (4 steps") &&
+              strstr(out[0], "decode, 2 sessions in one batch") && strstr(out[0], "| matmuls | ") &&
+              strstr(out[0], "busy share per thread: 0: "),
+          "bench --threads-profile: %s", out[0]);
     st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p hi --draft 64", t_build(), bundle);
     CHECK(st == 2 && strstr(out[0], "--draft wants 0..63"), "--draft 64 refused: %s", out[0]);
 }

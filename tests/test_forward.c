@@ -167,6 +167,61 @@ static void test_q4_logits(void) {
     check_bundle(3, NULL, steps, 2);
 }
 
+/* A q4 bundle with its own q4 head (--head q4): the head in the last chunk, fewer bytes a
+ * decode step reads than the q4 bundle with the token sidecar as head, logits that every ISA
+ * gives as the scalar kernels do, and as close to the float model's as the q4 layers allow
+ * (the head adds q4's error); --head q4 with other weights and unknown heads are refused. */
+static void test_q4_head(void) {
+    char dir[600], out[4096];
+    snprintf(dir, sizeof dir, "%s/%s-q4-head-q4", tmp, model);
+    int st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights q4 --head q4 --quiet", t_build(), t_data(),
+                  model, dir);
+    CHECK(st == 0, "convert --head q4: %s", out);
+    CHECK(t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s-x --weights q8 --head q4 --quiet", t_build(), t_data(),
+               model, dir) != 0 && strstr(out, "--head q4 wants --weights q4"),
+          "--head q4 with q8 weights: %s", out);
+    CHECK(t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s-x --weights q4 --head q2 --quiet", t_build(), t_data(),
+               model, dir) != 0 && strstr(out, "--head must be q8 or q4"),
+          "--head q2: %s", out);
+    int32_t n;
+    int32_t *ids = golden_ids(&n);
+    int64_t gn;
+    float *ref = golden("logits_q8emb.npy", &gn);
+    plume_model *s = st ? NULL : open_model(dir, "scalar", 1), *q = open_model(bundle[3], "scalar", 1);
+    CHECK(ids && ref && s && q, "setup");
+    if (ids && ref && s && q) {
+        CHECK(!s->c.head_sidecar && s->head.type == PLUME_W_Q4 && q->c.head_sidecar && q->head.type == PLUME_W_Q8,
+              "the head: q4 in the chunk with --head q4, the q8 token sidecar without");
+        CHECK(plume_model_decode_bytes(s) < plume_model_decode_bytes(q), "decode bytes %llu, q8 head %llu",
+              (unsigned long long)plume_model_decode_bytes(s), (unsigned long long)plume_model_decode_bytes(q));
+        float *ls = run_logits(s, ids, n, n), *lq = run_logits(q, ids, n, n);
+        CHECK(ls && lq, "feed failed");
+        if (ls && lq) {
+            double es = t_rel_rms(ls, ref, (size_t)gn), eq = t_rel_rms(lq, ref, (size_t)gn);
+            printf("  q4 logits vs float, relative RMS: q8 head %.4f, q4 head %.4f\n", eq, es);
+            CHECK(es > 0 && es < 2 * eq + 0.02, "q4 head error %.4g, q8 head %.4g", es, eq);
+            const char *isas[8];
+            int nisa = plume_kernels_available(isas, 8);
+            for (int ii = 0; ii < nisa; ii++) {
+                plume_model *m = open_model(dir, isas[ii], ii % 2 ? 2 : 1);
+                float *lg = m ? run_logits(m, ids, n, 5) : NULL;
+                CHECK(lg, "%s: open and feed", isas[ii]);
+                double rr = lg ? t_rel_rms(lg, ls, (size_t)gn) : 1, ma = lg ? t_max_abs(lg, ls, (size_t)gn) : 1;
+                CHECK(rr <= LOGITS_REL_RMS && ma <= LOGITS_MAX_ABS, "%s vs scalar: rel rms %.3g max abs %.3g", isas[ii],
+                      rr, ma);
+                free(lg);
+                plume_model_free(m);
+            }
+        }
+        free(ls);
+        free(lq);
+    }
+    plume_model_free(s);
+    plume_model_free(q);
+    free(ids);
+    free(ref);
+}
+
 /* The residual stream after every layer and the per-layer inputs, layer by layer. */
 static void test_hidden_and_ple_per_layer(void) {
     int32_t n;
@@ -572,6 +627,7 @@ int main(void) {
     RUN(test_bf16_logits);
     RUN(test_q8_logits);
     RUN(test_q4_logits);
+    RUN(test_q4_head);
     RUN(test_hidden_and_ple_per_layer);
     RUN(test_greedy_continuation);
     RUN(test_int8_activations);

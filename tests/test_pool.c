@@ -2,8 +2,11 @@
  * between loops long enough for the workers to fall asleep (so the wait and wake of this
  * build's kind are exercised), fixed and guided chunks; guided chunks are whole grains that
  * shrink from a share of the loop down to one grain; the wait kind is the one the build asked
- * for. */
+ * for; the thread profile (profile.h) counts loops, chunks, serial work and time where they
+ * happen. */
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "pool.h"
@@ -76,8 +79,79 @@ static void test_wait_kind_is_the_builds(void) {
     printf("  pool wait: %s\n", k);
 }
 
+/* Busy for about us microseconds. */
+static void spin_us(int64_t us) {
+    const uint64_t end = plume_prof_now() + (uint64_t)us * 1000u;
+    while (plume_prof_now() < end) {
+    }
+}
+
+/* Items of 20 us each. */
+static void slow_items(void *ctx, int32_t ith, int64_t a, int64_t b) {
+    (void)ctx;
+    (void)ith;
+    spin_us(20 * (b - a));
+}
+
+/* A recording of serial work, loops and a loop too small to share, on 3 threads and on 1. */
+static void test_profile_counts(void) {
+    for (int32_t n = 3; n >= 1; n -= 2) {
+        plume_pool *p = plume_pool_new(n);
+        plume_prof *prof = malloc(sizeof *prof);
+        CHECK(p && prof, "pool of %d", n);
+        if (!p || !prof) {
+            plume_pool_free(p);
+            free(prof);
+            return;
+        }
+        plume_pool_profile_start(p, prof);
+        plume_pool_region(p, PLUME_REG_EMBED);
+        spin_us(2000); /* serial work of the embeddings */
+        plume_pool_region(p, PLUME_REG_MATMUL);
+        for (int k = 0; k < 20; k++) plume_pool_for(p, 30, 2, slow_items, NULL);
+        plume_pool_region(p, PLUME_REG_ATTN);
+        plume_pool_for(p, 3, 4, slow_items, NULL); /* one chunk: serial work of the region */
+        plume_pool_profile_stop(p);
+        prof->steps = 2;
+        uint64_t chunks = 0, work = 0, joined = 0, timeline = 0;
+        for (int32_t i = 0; i < n; i++) {
+            chunks += prof->t[i].chunks[PLUME_REG_MATMUL];
+            work += prof->t[i].work_ns[PLUME_REG_MATMUL];
+            joined += i ? prof->t[i].loops[PLUME_REG_MATMUL] : 0;
+        }
+        for (int r = 0; r < PLUME_REG_N; r++)
+            timeline += prof->t[0].serial_ns[r] + prof->t[0].work_ns[r] + prof->t[0].wake_ns[r] + prof->t[0].wait_ns[r];
+        CHECK(prof->threads == n && prof->t[0].loops[PLUME_REG_MATMUL] == 20, "%d threads: %lld loops", n,
+              (long long)prof->t[0].loops[PLUME_REG_MATMUL]);
+        CHECK(chunks == (n > 1 ? 20 * 15 : 20), "%d threads: %llu chunks", n, (unsigned long long)chunks);
+        CHECK(joined <= 20 * (uint64_t)(n - 1), "%d threads: workers joined %llu loops", n, (unsigned long long)joined);
+        CHECK(work >= 20 * 30 * 20000u, "%d threads: items took %llu ns", n, (unsigned long long)work);
+        CHECK(prof->t[0].serial_ns[PLUME_REG_EMBED] >= 2000000u && prof->t[0].serial_ns[PLUME_REG_ATTN] >= 60000u &&
+                  prof->t[0].loops[PLUME_REG_ATTN] == 0,
+              "%d threads: serial %llu / %llu ns, %llu loops", n, (unsigned long long)prof->t[0].serial_ns[PLUME_REG_EMBED],
+              (unsigned long long)prof->t[0].serial_ns[PLUME_REG_ATTN], (unsigned long long)prof->t[0].loops[PLUME_REG_ATTN]);
+        /* the caller's serial work, items and waits never overlap: their sum is within its wall time */
+        CHECK(timeline <= prof->wall_ns && timeline >= prof->wall_ns / 2, "%d threads: %llu ns of %llu accounted", n,
+              (unsigned long long)timeline, (unsigned long long)prof->wall_ns);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (f) {
+            plume_prof_print(f, prof, "test");
+            fclose(f);
+        }
+        CHECK(text && strstr(text, "| matmuls | ") && strstr(text, "| attention | ") && strstr(text, "| embeddings | ") &&
+                  strstr(text, "serial (one thread works)") && strstr(text, "Amdahl") && strstr(text, "| 10.0 |"),
+              "%d threads: report %s", n, text ? text : "(none)");
+        free(text);
+        free(prof);
+        plume_pool_free(p);
+    }
+}
+
 int main(void) {
     RUN(test_every_item_once_across_sleeps);
+    RUN(test_profile_counts);
     RUN(test_wait_kind_is_the_builds);
     return t_total_failed != 0;
 }

@@ -49,7 +49,8 @@ class ImageParams(Structure):
 
 
 class ConvertParams(Structure):
-    _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p)]
+    _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p),
+                ("head", c_char_p)]
 
 
 # Every struct mirrored here, by its C name (for the ABI test).

@@ -436,6 +436,15 @@ class TestConvert(unittest.TestCase):
             plume.convert(HF, os.path.join(tmpdir(), "z"), layout="columns")
         self.assertIn("columns", str(c.exception))
 
+    def test_head(self):
+        out = os.path.join(tmpdir(), "py-q4-head")
+        plume.convert(HF, out, weights="q4", head="q4")
+        with open(os.path.join(out, "model_config.json")) as f:
+            self.assertEqual(json.load(f)["head"], "chunk")
+        with self.assertRaises(plume.InvalidArgumentError) as c:
+            plume.convert(HF, os.path.join(tmpdir(), "z"), weights="q8", head="q4")
+        self.assertIn("--head q4 wants --weights q4", str(c.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -272,6 +272,28 @@ TILE_SHAPES(tile_q4, qa_args, tile_body, ROWS, 0)
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
+/* Whether streaming tiles (both layouts) of a weight of type `type` prefetch their rows
+ * ahead: on Intel, where the tiles were measured at 91-98% of the bandwidth limit with it (q8,
+ * Xeon, 2 threads); on AMD for q4 only. There the hardware prefetcher keeps up with q8's
+ * far-apart spans alone and the prefetches only cost (EPYC, q8 decode, 2 threads, 5
+ * interleaved rounds: 22.3 tok/s with, 25.0 without), but q4's tiles, which take a line in
+ * twice the time (twice the weights a byte), stall without them (EPYC, loaded host,
+ * e2b q4 decode, 3 interleaved rounds: 2 threads 1.11x with, per round 0.97-2.47, q8 0.53x;
+ * one thread 14.1-15.2 tok/s with, 9.1-11.7 without). PLUME_PREFETCH=0 or 1 overrides (both
+ * types), to measure both on a new CPU. */
+static int qt_prefetch(int32_t type) {
+    static _Atomic int cached = -1; /* 0 off, 1 on, 2 q4 only */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("PLUME_PREFETCH");
+        unsigned a = 0, vendor[3] = {0};
+        __get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1]); /* EBX, EDX, ECX: the vendor string */
+        v = env && (*env == '0' || *env == '1') ? *env == '1' : memcmp(vendor, "AuthenticAMD", 12) ? 1 : 2;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 1 || (v == 2 && type == PLUME_W_Q4);
+}
+
 /* Cover rows [r0, r1) x tokens [0, T) with tiles. Up to STREAM_BLOCKS token blocks (decode,
  * speculative steps and batches of up to PLUME_QACT_STREAM_TOKENS tokens): tiles of 4 rows a
  * quarter of the range apart (4 streams from memory, see qt_body), streamed once, whole rows,
@@ -286,6 +308,7 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
     if (blocks <= STREAM_BLOCKS) {
         int32_t t0[STREAM_BLOCKS + 1] = {0};
         for (int32_t b = 0; b < blocks; b++) t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
+        const int stream = qt_prefetch(a->w->type);
         a->p0 = r0;
         a->k0 = 0;
         a->k1 = a->nchunks;
@@ -293,7 +316,7 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
         for (int32_t k = 0; k < q + (r1 - r0) % ROWS; k++) {
             a->rstride = k < q ? q : 1;
             for (int32_t b = 0; b < blocks; b++) {
-                a->stream = b == 0; /* the later blocks find the lines in cache */
+                a->stream = stream && b == 0; /* the later blocks find the lines in cache */
                 tile(a, k < q ? r0 + k : r0 + q * ROWS + (k - q), t0[b], k < q ? ROWS : 1, t0[b + 1] - t0[b]);
             }
         }
@@ -339,10 +362,15 @@ static void qa_drive(tile_fn tile, qa_args *a, int32_t T, int32_t r0, int32_t r1
  *   s = cor_b;  s += line_j . broadcast(x dword j), j = 0..7     (8 vpdpbusd, exact)
  *   acc += xs_b * (float(s) - 12582912)                          (Q8; Q4: (d xs_b) * dot)
  *
- * cor_b = MAGIC - 128 x (the block's sum of xq): the four xcor lanes of the block summed. One
- * lane per row: no horizontal sum, and the float sum runs over blocks in order with a
- * multiply then an add, exactly as plume_qact_matmul_ref does: the same bits as the
- * reference. 3 float operations per 8 vpdpbusd, where the rows layout needs 2 per 2.
+ * cor_b = MAGIC - 128 x (the block's sum of xq): the four xcor lanes of the block summed (Q8,
+ * lines flipped to q + 128); Q4 lines enter as their nibbles q + 8 (one and, or a shift and an
+ * and), so cor_b = MAGIC - 8 x the sum there, and s - MAGIC is the dot without the FMA that
+ * scaled a 16 (q + 8) sum back. One lane per row: no horizontal sum, and the float sum runs
+ * over blocks in order with a multiply then an add, exactly as plume_qact_matmul_ref does: the
+ * same bits as the reference. 3 float operations per 8 vpdpbusd, where the rows layout needs
+ * 2 per 2. Small tiles (4 sums or fewer: decode) keep two chains of 4 vpdpbusd a sum instead of
+ * one of 8 (the latency of a chain, 4 cycles a step on Zen 4, bounded a 2-group q8 tile), added
+ * at the end: the int32 sums wrap the same in any order.
  *
  * A tile is 2 groups (32 rows) x up to 4 tokens: 8 int32 sums and 8 float accumulators in
  * registers, each weight line met by every token of the tile. More tokens than a tile holds
@@ -406,12 +434,18 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
                                  64 * (size_t)(l % (int)(bb / 64)),
                              PLUME_PREFETCH_STREAM);
         }
-        __m512i s[TG_DECODE][TOKENS_MAX];
+        /* s (and s2, for small tiles: two chains of 4 vpdpbusd instead of one of 8, added at the
+         * end, the same int32 since the sums wrap, never saturate) = cor_b + the block's dot */
+        const int split = G * TT <= 4;
+        __m512i s[TG_DECODE][TOKENS_MAX], s2[TG_DECODE][TOKENS_MAX];
         UNROLL
         for (int t = 0; t < TT; t++) {
             const __m512i c = _mm512_set1_epi32(a->cor[t * a->nb + b]);
             UNROLL
-            for (int i = 0; i < G; i++) s[i][t] = c;
+            for (int i = 0; i < G; i++) {
+                s[i][t] = c;
+                s2[i][t] = _mm512_setzero_si512();
+            }
         }
         if (q8) {
             const __m512i flip = _mm512_set1_epi8(-128);
@@ -425,19 +459,24 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
                 for (int t = 0; t < TT; t++) {
                     const __m512i x = _mm512_set1_epi32(*(const int32_t *)(a->xq + (int64_t)(t0 + t) * a->stride + qt_xpos(b, j)));
                     UNROLL
-                    for (int i = 0; i < G; i++) s[i][t] = _mm512_dpbusd_epi32(s[i][t], wv[i], x);
+                    for (int i = 0; i < G; i++) {
+                        if (split && (j & 1)) s2[i][t] = _mm512_dpbusd_epi32(s2[i][t], wv[i], x);
+                        else s[i][t] = _mm512_dpbusd_epi32(s[i][t], wv[i], x);
+                    }
                 }
             }
         } else {
-            const __m512i high4 = _mm512_set1_epi8((char)0xf0);
+            const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8((char)0xf0);
             UNROLL
             for (int j = 0; j < 4; j++) {
-                __m512i lo[TG_DECODE], hi[TG_DECODE]; /* 16 (q + 8): dwords j and j + 4 */
+                /* q + 8 of dword j; of dword j + 4 too, or in split tiles 16 (q + 8) (one
+                 * operation less a line; that chain's sum is a multiple of 16, shifted back) */
+                __m512i lo[TG_DECODE], hi[TG_DECODE];
                 UNROLL
                 for (int i = 0; i < G; i++) {
                     const __m512i v = _mm512_loadu_si512(wg + (size_t)i * gsb + (size_t)b * bb + 64 * j);
-                    lo[i] = _mm512_and_si512(_mm512_slli_epi16(v, 4), high4);
-                    hi[i] = _mm512_and_si512(v, high4);
+                    lo[i] = _mm512_and_si512(v, low4);
+                    hi[i] = split ? _mm512_and_si512(v, high4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
                 }
                 UNROLL
                 for (int t = 0; t < TT; t++) {
@@ -447,10 +486,17 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
                     UNROLL
                     for (int i = 0; i < G; i++) {
                         s[i][t] = _mm512_dpbusd_epi32(s[i][t], lo[i], x0);
-                        s[i][t] = _mm512_dpbusd_epi32(s[i][t], hi[i], x1);
+                        if (split) s2[i][t] = _mm512_dpbusd_epi32(s2[i][t], hi[i], x1);
+                        else s[i][t] = _mm512_dpbusd_epi32(s[i][t], hi[i], x1);
                     }
                 }
             }
+        }
+        if (split) {
+            UNROLL
+            for (int t = 0; t < TT; t++)
+                UNROLL
+                for (int i = 0; i < G; i++) s[i][t] = _mm512_add_epi32(s[i][t], q8 ? s2[i][t] : _mm512_srai_epi32(s2[i][t], 4));
         }
         /* the block's float step, as the reference: acc += f * dot, f = xs (Q8) or d xs (Q4) */
         __m512 d[TG_DECODE];
@@ -464,10 +510,8 @@ static inline __attribute__((always_inline)) void qt_body(const qt_args *a, int3
             const __m512 xs = _mm512_set1_ps(a->xs[(int64_t)(t0 + t) * a->groups + b]);
             UNROLL
             for (int i = 0; i < G; i++) {
-                /* Q8: s - MAGIC = dot exactly; Q4: s / 16 - MAGIC / 16 = dot exactly (one FMA) */
-                const __m512 dot = q8 ? _mm512_sub_ps(_mm512_castsi512_ps(s[i][t]), magic)
-                                      : _mm512_fmsub_ps(_mm512_castsi512_ps(s[i][t]), _mm512_set1_ps(0.0625f),
-                                                        _mm512_set1_ps(12582912.0f / 16));
+                /* s - MAGIC = dot exactly (Q4: cor_b made for nibbles q + 8, qt_cor) */
+                const __m512 dot = _mm512_sub_ps(_mm512_castsi512_ps(s[i][t]), magic);
                 const __m512 f = q8 ? xs : _mm512_mul_ps(d[i], xs);
                 acc[i][t] = _mm512_add_ps(acc[i][t], _mm512_mul_ps(f, dot));
             }
@@ -505,41 +549,30 @@ typedef void (*qt_fn)(const qt_args *a, int32_t g, int32_t t0, int G, int TT);
 QT_SHAPES(qt_q8, 1)
 QT_SHAPES(qt_q4, 0)
 
-/* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32).
- * Block g of a chunk owns 128-bit lane g of the chunk's 16 lanes (qact.h): two in-lane
- * shuffles sum it, one compress gathers the four sums. */
-static void qt_cor(const int32_t *xcor, int32_t lanes, int32_t t0, int tt, int32_t nb, int32_t *cor) {
+/* cor_b of tokens t0..t0+tt-1: the block's four xcor lanes summed, less 3 MAGIC (mod 2^32),
+ * = MAGIC - 128 x (the block's sum of xq): the correction for u8 weights q + 128. Q4 weights
+ * enter vpdpbusd as their nibbles q + 8, whose correction is MAGIC - 8 x the sum: q4 turns
+ * one into the other (128 x the sum is a multiple of 16). Block g of a chunk owns 128-bit
+ * lane g of the chunk's 16 lanes (qact.h): two in-lane shuffles sum it, one compress gathers
+ * the four sums. */
+static void qt_cor(const int32_t *xcor, int32_t lanes, int32_t t0, int tt, int32_t nb, int q4, int32_t *cor) {
     const __m512i magic3 = _mm512_set1_epi32((int32_t)(3u * PLUME_QACT_MAGIC));
+    const __m512i magic = _mm512_set1_epi32(PLUME_QACT_MAGIC);
     for (int t = 0; t < tt; t++) {
         const int32_t *c = xcor + (int64_t)(t0 + t) * lanes;
         for (int32_t b = 0; b < nb; b += 4) { /* nb is a multiple of 4 or the chunk is the last */
             __m512i v = _mm512_loadu_si512(c + PLUME_QACT_LANES * (b / 4));
             v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0x4E));
             v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0xB1));
-            v = _mm512_maskz_compress_epi32(0x1111, _mm512_sub_epi32(v, magic3));
+            v = _mm512_sub_epi32(v, magic3);
+            if (q4) v = _mm512_sub_epi32(magic, _mm512_srai_epi32(_mm512_sub_epi32(magic, v), 4));
+            v = _mm512_maskz_compress_epi32(0x1111, v);
             const int n = nb - b < 4 ? nb - b : 4;
             _mm_mask_storeu_epi32(cor + t * nb + b, (__mmask8)((1u << n) - 1), _mm512_castsi512_si128(v));
         }
     }
 }
 
-/* Whether streaming tiles prefetch their groups ahead: on Intel, where the tiles were measured
- * at 91-98% of the bandwidth limit with it (q8, Xeon, 2 threads), not on AMD, where the
- * hardware prefetcher keeps up with the far-apart spans alone and the prefetches only cost
- * (EPYC Zen 5, q8 decode, 2 threads, 5 interleaved rounds: 22.3 tok/s with, 25.0 without; q4
- * no change). PLUME_PREFETCH=0 or 1 overrides, to measure both on a new CPU. */
-static int qt_prefetch(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("PLUME_PREFETCH");
-        unsigned a = 0, vendor[3] = {0};
-        __get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1]); /* EBX, EDX, ECX: the vendor string */
-        v = env && (*env == '0' || *env == '1') ? *env == '1' : memcmp(vendor, "AuthenticAMD", 12) != 0;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
 
 /* Groups g0..g1 x tokens [0, T) in tiles: up to STREAM_BLOCKS token blocks stream the groups
  * once (each tile's groups met by every block in turn, the later ones from cache: speculative
@@ -554,9 +587,9 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
         int32_t t0[STREAM_BLOCKS + 1] = {0};
         for (int32_t b = 0; b < blocks; b++) {
             t0[b + 1] = t0[b] + block_tokens(T, t0[b], blocks, b);
-            qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, cor + b * per);
+            qt_cor(xcor, lanes, t0[b], t0[b + 1] - t0[b], a->nb, a->w->type == PLUME_W_Q4, cor + b * per);
         }
-        const int stream = qt_prefetch();
+        const int stream = qt_prefetch(a->w->type);
         const int G = T <= 2 && a->w->type == PLUME_W_Q4 ? TG_DECODE : TG;
         const int32_t q = (g1 - g0) / G; /* tile k: groups g0 + k + i q, i < G */
         for (int32_t k = 0; k < q + (g1 - g0) % G; k++) {
@@ -586,7 +619,7 @@ static void qt_drive(qt_fn tile, qt_args *a, const int32_t *xcor, int32_t lanes,
         size_t fetched = 0;
         for (int32_t b = 0, t0 = 0; b < blocks; b++) {
             const int tt = block_tokens(T, t0, blocks, b);
-            qt_cor(xcor, lanes, t0, tt, a->nb, cor);
+            qt_cor(xcor, lanes, t0, tt, a->nb, a->w->type == PLUME_W_Q4, cor);
             for (int32_t g = p0; g < p1;) {
                 const int G = p1 - g >= TG ? TG : 1;
                 tile(a, g, t0, G, tt);

@@ -14,6 +14,7 @@ static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
     "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]]\n"
+    "                   [--threads-profile]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -22,6 +23,9 @@ static const char bench_usage[] =
     "  --exact       float32 activations (q8/q4 bundles take int8 activations by default)\n"
     "  --history N   also: time to first token of a 32-token follow-up turn after a conversation\n"
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
+    "  --threads-profile  also (after the timed runs): per thread and region (matmuls, attention,\n"
+    "                norms, ...) the time of a prefill's and the decode's steps (and of each --batch),\n"
+    "                the serial share, waits at the loops' ends, and an Amdahl projection\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
@@ -67,8 +71,9 @@ static stat3 summarize(double *v, int n) {
 /* ---- continuous batching --------------------------------------------------------------- */
 
 /* Aggregate decode tok/s of n sessions each decoding n_gen tokens in shared steps, after a
- * 16-token prompt each; 0 on error (printed). */
-static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *rng) {
+ * 16-token prompt each; 0 on error (printed). report (if not NULL): the threads profile of
+ * the decode steps (--threads-profile; NULL there when out of memory). */
+static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *rng, char **report) {
     plume_session *s[64] = {0};
     plume_batch *b = NULL;
     char *err = NULL;
@@ -84,6 +89,8 @@ static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *r
         next[k] = ids[k][15];
     }
     if (!rc) rc = plume_batch_run(b, &err);
+    plume_prof *prof = NULL;
+    if (!rc && report) rc = plume_model_profile_start(m, &prof, &err);
     double t0 = plume_now();
     for (int64_t g = 0; !rc && g < n_gen; g++) {
         for (int32_t k = 0; !rc && k < n; k++) {
@@ -93,6 +100,11 @@ static double batch_decode(plume_model *m, int32_t n, int64_t n_gen, uint64_t *r
         if (!rc) rc = plume_batch_run(b, &err);
     }
     double tok_s = (double)n * (double)n_gen / (plume_now() - t0);
+    if (prof) {
+        char title[64];
+        snprintf(title, sizeof title, "decode, %d sessions in one batch", n);
+        *report = plume_model_profile_stop(m, prof, n_gen, title);
+    }
     if (rc) {
         fprintf(stderr, "plume bench: batch of %d: %s\n", n, err ? err : "out of memory");
         tok_s = 0;
@@ -373,6 +385,7 @@ typedef struct {
     const char *model, *isa;
     int64_t n_prompt, n_gen, threads, reps, history, kv_bits;
     int json, exact, spec;
+    int threads_profile;     /* --threads-profile */
     float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
     int image;               /* --image: only the vision tower's costs */
     int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
@@ -404,6 +417,7 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--exact")) o->exact = 1;
         else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--threads-profile")) o->threads_profile = 1;
         else if (!strcmp(a, "--image")) o->image = 1;
         else if (!strcmp(a, "--image-tokens") && more) {
             if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("bench: --image-tokens wants 70..1120");
@@ -532,7 +546,7 @@ static int bench_sweeps(const bench_opts *o, bench_figures *f, uint64_t *rng) {
             for (int k = 0; k < n; k++) {
                 double *v = sweep ? &f->depth[k][r] : &f->batch[k][r];
                 *v = sweep ? depth_decode(m, o->depth[k], o->n_gen, (int32_t)o->kv_bits, rng)
-                           : batch_decode(m, o->batch[k], o->n_gen, rng);
+                           : batch_decode(m, o->batch[k], o->n_gen, rng, NULL);
                 if (*v <= 0) {
                     plume_model_free(m);
                     return 1;
@@ -541,6 +555,58 @@ static int bench_sweeps(const bench_opts *o, bench_figures *f, uint64_t *rng) {
         plume_model_free(m);
     }
     return 0;
+}
+
+/* ---- --threads-profile ----------------------------------------------------------------- */
+
+/* Print a profile's report (NULL: out of memory) and free it. 0, or 1 having said so. */
+static int profile_print(char *report) {
+    if (!report) return cli_error("bench: out of memory");
+    fputs(report, stdout);
+    free(report);
+    return 0;
+}
+
+/* --threads-profile: one prefill of -p tokens, -n decode steps and each --batch, each
+ * recorded and printed. 0, or 1 having printed the error. */
+static int bench_threads_profile(const bench_opts *o, uint64_t *rng) {
+    char *err = NULL, title[64];
+    plume_model *m;
+    plume_session *s = NULL;
+    plume_prof *prof = NULL;
+    plume_model_params mp = bench_model_params(o->isa, (int32_t)o->threads, o->exact);
+    if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error_free(err);
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)(o->n_prompt + o->n_gen + 1);
+    sp.kv_bits = (int32_t)o->kv_bits;
+    if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
+    int32_t V = plume_model_n_vocab(m), *ids = malloc((size_t)o->n_prompt * sizeof *ids), next = 2;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int rc = !ids || !logits ? cli_error("bench: out of memory") : plume_session_new(&s, m, &sp, &err);
+    for (int64_t i = 0; !rc && i < o->n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    if (!rc) rc = plume_session_feed(s, &next, 1, logits, 0, &err); /* the first step's costs out of the way */
+    if (!rc) rc = plume_model_profile_start(m, &prof, &err);
+    if (!rc) rc = plume_session_feed(s, ids, (int32_t)o->n_prompt, logits, 0, &err);
+    snprintf(title, sizeof title, "prefill of %lld tokens", (long long)o->n_prompt);
+    if (prof && profile_print(plume_model_profile_stop(m, prof, 1, title))) rc = PLUME_ENOMEM;
+    prof = NULL;
+    if (!rc) rc = plume_model_profile_start(m, &prof, &err);
+    for (int64_t i = 0; !rc && i < o->n_gen; i++) {
+        rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+        next = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    }
+    if (prof && profile_print(plume_model_profile_stop(m, prof, o->n_gen, "decode, one session"))) rc = PLUME_ENOMEM;
+    plume_session_free(s);
+    for (int k = 0; !rc && k < o->n_batch; k++) {
+        char *report = NULL;
+        if (batch_decode(m, o->batch[k], o->n_gen, rng, &report) <= 0) rc = 1;
+        else if (profile_print(report)) rc = PLUME_ENOMEM;
+    }
+    free(ids);
+    free(logits);
+    plume_model_free(m);
+    if (rc && err) return cli_lib_error_free(err);
+    return rc ? 1 : 0;
 }
 
 /* The figures as JSON lines: the run, then one per batch count and per depth. */
@@ -658,6 +724,7 @@ int cmd_bench(int argc, char **argv) {
         if (o.json) bench_print_json(&o, f);
         else bench_print_table(&o, f);
         rc = o.spec ? spec_step_costs(o.model, o.isa, f->nth, o.exact, o.reps, o.json) : 0;
+        if (!rc && o.threads_profile) rc = bench_threads_profile(&o, &rng);
     }
     free(o.batch);
     free(o.depth);

@@ -8,7 +8,7 @@
 
 static const char convert_usage[] =
     "usage: plume convert HF_DIR BUNDLE_DIR [--weights f32|bf16|q8|q4] [--context N]\n"
-    "                     [--layout auto|tiles|rows]\n"
+    "                     [--layout auto|tiles|rows] [--head q8|q4]\n"
     "  Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors, bf16/f16/f32,\n"
     "  sharded or not) into a plume bundle. BUNDLE_DIR must not exist.\n"
     "  --weights   precision of the layer weights (default q8)\n"
@@ -16,16 +16,20 @@ static const char convert_usage[] =
     "  --layout    q8/q4 weights: tiles (16 rows interleaved, what the AVX-512 kernels stream\n"
     "              fastest), rows (row after row, what the AVX2 and NEON kernels read), or\n"
     "              auto (default): tiles if this CPU's kernels read them, else rows\n"
+    "  --head      q4 weights: the head as q8 (default: the INT8 token sidecar, as in q8 bundles)\n"
+    "              or q4 (its own q4 copy in the last chunk: 226 MB a decode step reads instead\n"
+    "              of 403 MB on E2B, at q4's error; docs/BUNDLE.md)\n"
     "  --quiet     no progress\n";
 
 int cmd_convert(int argc, char **argv) {
-    const char *pos[2] = {0}, *weights = "q8", *layout = "auto";
+    const char *pos[2] = {0}, *weights = "q8", *layout = "auto", *head = "q8";
     int npos = 0, quiet = 0;
     int64_t ctx = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(convert_usage, stdout); return 0; }
         else if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
+        else if (!strcmp(argv[i], "--head") && i + 1 < argc) head = argv[++i];
         else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("convert: --context wants a positive integer, not '%s'", argv[i]);
         } else if (!strcmp(argv[i], "--quiet")) quiet = 1;
@@ -41,6 +45,7 @@ int cmd_convert(int argc, char **argv) {
     plume_convert_params p = plume_convert_default_params();
     p.weights = weights;
     p.layout = layout;
+    p.head = head;
     p.n_ctx = (int32_t)ctx;
     p.progress = !quiet && isatty(2);
     char *err = NULL;
