@@ -48,7 +48,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c) $(wildcard src/constrain/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -88,12 +88,12 @@ all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 # The CLI includes its rooms' headers by room: "serve/serve.h", "hub/hub.h".
 $(TOOL_OBJ): $(wildcard tools/*/*.h)
 $(TOOL_OBJ): CPPFLAGS += -Itools
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/constrain/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h)
+$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/constrain/*.h)
 	@mkdir -p $(dir $@)
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 

@@ -33,7 +33,13 @@ const char gen_options_help[] =
     "                       faster, ~1% error per matmul; docs/BENCHMARKS.md)\n"
     "  --draft N            speculative decoding: guess up to N tokens a step from the context and\n"
     "                       verify them in one pass (0 = off; default 3 when greedy, where the output\n"
-    "                       is identical, else off; with sampling the distribution is unchanged)\n";
+    "                       is identical, else off; with sampling the distribution is unchanged)\n"
+    "  --json-schema FILE   the answer is JSON valid against the schema in FILE (a subset of JSON\n"
+    "                       Schema; what is outside it is refused by name: docs/STRUCTURED.md)\n"
+    "  --json               the answer is a JSON object\n"
+    "  --grammar FILE       the answer matches the GBNF grammar in FILE (start rule root)\n"
+    "                       (with --thinking the thought stays free; -n cuts the answer short:\n"
+    "                       the stats line says when the value is incomplete)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -56,7 +62,8 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
-                                             "--system", "--isa", "--kv-bits", "--draft"};
+                                             "--system", "--isa", "--kv-bits", "--draft", "--json-schema",
+                                             "--grammar"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
@@ -85,6 +92,9 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--isa")) { o->isa = v; }
     else if (FLAG("--kv-bits")) { if (cli_int(v, 8, 32, &n) || (n != 8 && n != 32)) return cli_error("%s: --kv-bits wants 8 or 32", cmd), -1; o->kv_bits = (int32_t)n; }
     else if (FLAG("--draft")) { if (cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n)) return cli_error("%s: --draft wants 0..%d", cmd, PLUME_SAMPLER_UNDO - 1), -1; o->draft = (int32_t)n; }
+    else if (FLAG("--json-schema")) { o->json_schema = v; }
+    else if (FLAG("--grammar")) { o->grammar = v; }
+    else if (FLAG("--json")) o->json = 1;
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
     else if (FLAG("--exact")) o->exact = 1;
@@ -105,6 +115,50 @@ static void on_sigint(int sig) {
 static int32_t gen_draft(const gen_options *o) {
     if (o->draft >= 0) return o->draft;
     return o->sp.temperature <= 0.0f ? plume_spec_default_params().draft_max : 0;
+}
+
+int gen_format_grammar(const gen_options *o, char **gbnf) {
+    *gbnf = NULL;
+    if ((o->json_schema != NULL) + (o->grammar != NULL) + (o->json != 0) > 1)
+        return cli_error("--json-schema, --json and --grammar exclude each other");
+    char *err = NULL, *text = NULL;
+    size_t len = 0;
+    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    if (path && plume_read_file(path, &text, &len, &err)) return cli_lib_error(err);
+    int rc = 0;
+    if (o->grammar) {
+        *gbnf = text;
+        return 0;
+    }
+    if (o->json) rc = plume_json_schema_to_grammar("{\"type\": \"object\"}", 18, gbnf, &err);
+    else if (o->json_schema) rc = plume_json_schema_to_grammar(text, len, gbnf, &err);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "plume: %s: %s\n", path ? path : "--json", err ? err : "error");
+        free(err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The constraint the options ask for (none when they ask for no format): every format is a
+ * grammar (a schema's is what plume_json_schema_to_grammar() writes). */
+static int gen_constraint(gen_ctx *g, const gen_options *o) {
+    char *gbnf = NULL, *err = NULL;
+    if (gen_format_grammar(o, &gbnf)) return 1;
+    if (!gbnf) return 0;
+    plume_constraint_params cp = plume_constraint_default_params();
+    cp.thinking = o->thinking && !o->raw ? 1 : 0;
+    int rc = plume_vocab_new(&g->vocab, plume_model_tokenizer(g->m), &err);
+    if (!rc) rc = plume_constraint_new_grammar(&g->con, g->vocab, gbnf, strlen(gbnf), &cp, &err);
+    free(gbnf);
+    if (rc) {
+        const char *what = o->json_schema ? o->json_schema : o->grammar ? o->grammar : "--json";
+        fprintf(stderr, "plume: %s: %s\n", what, err ? err : "error");
+        free(err);
+        return 1;
+    }
+    return 0;
 }
 
 int gen_open(gen_ctx *g, const gen_options *o) {
@@ -130,6 +184,10 @@ int gen_open(gen_ctx *g, const gen_options *o) {
         gen_close(g);
         return cli_lib_error(err);
     }
+    if (gen_constraint(g, o)) {
+        gen_close(g);
+        return 1;
+    }
     plume_spec_params dp = plume_spec_default_params();
     dp.draft_max = gen_draft(o);
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
@@ -150,6 +208,8 @@ int gen_open(gen_ctx *g, const gen_options *o) {
 
 void gen_close(gen_ctx *g) {
     free(g->logits);
+    plume_constraint_free(g->con);
+    plume_vocab_free(g->vocab);
     plume_spec_free(g->spec);
     plume_sampler_free(g->smp);
     plume_session_free(g->s);
@@ -236,6 +296,10 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error(err);
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
     st->t_prefill = plume_now() - t0;
+    if (g->con) { /* from here on, what the sampler accepts moves the constraint */
+        plume_constraint_reset(g->con);
+        plume_sampler_set_constraint(g->smp, g->con);
+    }
     plume_stop_matcher sm;
     if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error(err);
     plume_detok_stream ds;
@@ -254,7 +318,11 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         if (gen_interrupted) { st->stopped_by = 3; break; }
         int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - st->n_gen;
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
-        if (id < 0) { rc = g->spec && pending >= 0 ? 1 : cli_error("sampling failed (no finite logit)"); break; }
+        if (id < 0) {
+            rc = g->spec && pending >= 0 ? 1
+                 : cli_error(g->con ? "sampling failed (no allowed token has a finite logit)" : "sampling failed (no finite logit)");
+            break;
+        }
         st->last_id = id;
         if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
@@ -270,6 +338,10 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
     }
     if (g->spec && !rc) rc = gen_settle(g, pos, pending);
+    if (g->con) {
+        st->incomplete = plume_constraint_status(g->con) == PLUME_CONSTRAINT_OPEN;
+        plume_sampler_set_constraint(g->smp, NULL);
+    }
     if (st->stopped_by != 2) {
         int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
         plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
@@ -296,9 +368,10 @@ void gen_print_stats(const gen_stats *st) {
                  (long long)st->n_accepted, (long long)st->n_drafted,
                  st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
                  st->n_steps ? (double)(st->n_steps + st->n_accepted) / (double)st->n_steps : 1.0);
-    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s]\n",
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s%s]\n",
             st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
-            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, draft, why[st->stopped_by]);
+            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, draft, why[st->stopped_by],
+            st->incomplete ? ", the value is incomplete" : "");
 }
 
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {

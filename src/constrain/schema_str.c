@@ -1,0 +1,171 @@
+/* schema_str.c -- strings of a JSON Schema as GBNF: the spelling of a character in each
+ * dialect, lengths, `format` and `pattern` (docs/STRUCTURED.md "Strings").
+ *
+ * One grammar character is one code point of the string's value, so minLength/maxLength
+ * (which count code points, as ajv does) are repetition counts: in JSON a character is a raw
+ * code point other than '"', '\' and controls, or one escape (\" \\ \/ \b \f \n \r \t, or \u
+ * with four hex digits that is not a surrogate, so an escape is always a whole character).
+ * In a Gemma tool call a character is any code point but '<' and the controls other than tab,
+ * newline and return: the call format has no escape, and every marker that ends a call or a
+ * string starts with '<'.
+ *
+ * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
+ * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
+ * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
+ * is refused (their intersection is not built). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "constrain.h"
+
+/* Whether a normalized set holds cp. */
+static int cps_has(const cp_set *s, uint32_t cp) {
+    for (int32_t i = 0; i < s->n; i++)
+        if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
+    return 0;
+}
+
+/* Append one range to a class body under construction. */
+static void class_range(gbuf *t, uint32_t a, uint32_t z) {
+    gb_class_cp(t, a);
+    if (z > a) { gb_puts(t, "-"); gb_class_cp(t, z); }
+}
+
+/* Append a class [..] of the set's members within [lo, hi], minus the ASCII characters of
+ * `except`; returns whether it had any member. */
+static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, const char *except) {
+    gbuf t = {0};
+    int any = 0;
+    for (int32_t i = 0; i < s->n; i++) {
+        uint32_t a = s->r[i][0] > lo ? s->r[i][0] : lo, z = s->r[i][1] < hi ? s->r[i][1] : hi;
+        while (a <= z) { /* up to the next excepted character in [a, z] */
+            uint32_t cut = z + 1;
+            for (const char *e = except; *e; e++)
+                if ((uint32_t)(unsigned char)*e >= a && (uint32_t)(unsigned char)*e < cut) cut = (unsigned char)*e;
+            if (cut > a) { class_range(&t, a, cut - 1); any = 1; }
+            a = cut + 1;
+        }
+    }
+    if (any) { gb_puts(b, "["); gb_put(b, t.p, t.len); gb_puts(b, "] "); }
+    if (t.oom) b->oom = 1;
+    free(t.p);
+    return any;
+}
+
+/* One character of the set in the dialect's spelling, as one group; 0, or -1 when the
+ * dialect cannot spell any member. */
+int cs_char_expr(gbuf *b, const cp_set *s, int dialect) {
+    gbuf t = {0};
+    int alts = 0;
+    if (dialect == CS_GEMMA) { /* raw, no '<'; of the controls only tab, newline, return */
+        alts += put_class_within(&t, s, 0x20, 0x10ffff, "<");
+        static const char ws[3] = {'\t', '\n', '\r'};
+        for (int i = 0; i < 3; i++)
+            if (cps_has(s, (uint32_t)ws[i])) {
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, &ws[i], 1);
+                gb_puts(&t, " ");
+            }
+    } else {
+        alts += put_class_within(&t, s, 0x20, 0x10ffff, "\"\\");
+        static const struct { uint32_t cp; const char *esc; } short_esc[] = {
+            {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {9, "\\t"}, {10, "\\n"}, {12, "\\f"}, {13, "\\r"}};
+        for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
+            if (cps_has(s, short_esc[i].cp)) {
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, short_esc[i].esc, 2);
+                gb_puts(&t, " ");
+            }
+        for (uint32_t c = 0; c < 0x20; c++)
+            if (cps_has(s, c) && c != 8 && c != 9 && c != 10 && c != 12 && c != 13) {
+                char e[8];
+                snprintf(e, sizeof e, "\\u%04x", c);
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, e, 6);
+                gb_puts(&t, " ");
+            }
+    }
+    if (alts) { gb_puts(b, "( "); gb_put(b, t.p, t.len); gb_puts(b, ") "); }
+    if (t.oom) b->oom = 1;
+    free(t.p);
+    return alts ? 0 : -1;
+}
+
+/* The content of a string of a format (no quotes), as one group; 0 or PLUME_EINVAL. */
+static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {
+    static const char date[] =
+        "( [0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"
+        " | ( \"04\" | \"06\" | \"09\" | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" )"
+        " | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"
+        " | ( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [048] | [2468] [048] | [13579] [26] ) \"00\" ) \"-02-29\" ) ";
+    static const char time[] =
+        "( ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
+        "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] ) ) ";
+    if (!strcmp(fmt, "date")) gb_puts(b, date);
+    else if (!strcmp(fmt, "time")) gb_puts(b, time);
+    else if (!strcmp(fmt, "date-time")) { gb_puts(b, "( "); gb_puts(b, date); gb_puts(b, "\"T\" "); gb_puts(b, time); gb_puts(b, ") "); }
+    else if (!strcmp(fmt, "uuid"))
+        gb_puts(b, "( [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-5] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" [0-9a-f]{12} ) ");
+    else if (!strcmp(fmt, "email"))
+        gb_puts(b, "( [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" "
+                   "( [a-z0-9] ( [a-z0-9-]{0,30} [a-z0-9] )? \".\" ){1,3} [a-z] [a-z0-9]{1,10} ) ");
+    else if (!strcmp(fmt, "ipv4"))
+        gb_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
+                   "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
+    else
+        return plume_fail(err, PLUME_EINVAL,
+                          "json schema: %s: \"format\": \"%s\" is not supported (plume enforces date, time, date-time, "
+                          "uuid, email, ipv4)", path, fmt);
+    return 0;
+}
+
+/* A non-negative integer keyword within [0, 100000], or -1 when absent; -2 on a bad value
+ * (error set). */
+static int64_t count_kw(const cJSON *s, const char *key, const char *path, char **err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!x) return -1;
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != (double)(int64_t)x->valuedouble) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a non-negative integer", path, key);
+        return -2;
+    }
+    if (x->valuedouble > CG_MAX_REPEAT) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" above %d is not supported", path, key, CG_MAX_REPEAT);
+        return -2;
+    }
+    return (int64_t)x->valuedouble;
+}
+
+/* A whole string valid against the schema's string keywords: the quotes of the dialect (JSON
+ * ", Gemma's <|"|> tokens) around the content. char_rule names the rule of one free
+ * character. 0 or PLUME_EINVAL. */
+int cs_string_expr(gbuf *b, const cJSON *s, int dialect, const char *char_rule, const char *path, char **err) {
+    int64_t lo = count_kw(s, "minLength", path, err), hi = count_kw(s, "maxLength", path, err);
+    if (lo == -2 || hi == -2) return PLUME_EINVAL;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    if (fmt && !cJSON_IsString(fmt)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" is not a string", path);
+    if (pat && !cJSON_IsString(pat)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"pattern\" is not a string", path);
+    if ((fmt || pat) && (lo >= 0 || hi >= 0))
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" together with minLength/maxLength is not supported",
+                          path, fmt ? "format" : "pattern");
+    if (fmt && pat)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with \"pattern\" is not supported", path);
+    if (hi >= 0 && lo > hi)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: minLength %lld > maxLength %lld", path, (long long)lo,
+                          (long long)hi);
+    const char *quote = dialect == CS_GEMMA ? "<|\"|> " : "\"\\\"\" ";
+    gb_puts(b, "( ");
+    gb_puts(b, quote);
+    int rc = 0;
+    if (fmt) rc = format_expr(b, fmt->valuestring, path, err);
+    else if (pat) rc = cs_regex_expr(b, pat->valuestring, dialect, path, err);
+    else if (lo < 0 && hi < 0) gb_printf(b, "%s* ", char_rule);
+    else if (hi < 0) gb_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
+    else gb_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);
+    gb_puts(b, quote);
+    gb_puts(b, ") ");
+    return rc;
+}
