@@ -23,8 +23,9 @@
  * exactly as over logits whose other ids are -inf. Greedy and top-k need only the best
  * allowed ids: a heap of the best candidates is walked in rank order and each is asked of the
  * constraint (a few table loads per candidate), as long as no id left out of the heap could
- * rank before it; if the heap runs out first, or the state's whole mask is cached anyway,
- * the candidates are gathered from the mask. */
+ * rank before it; if the heap runs out first (a state that refuses most tokens, whose mask is
+ * cheap to make), or the state's whole mask is cached anyway, the candidates are gathered
+ * from the mask with one heap pass over the allowed ids. */
 #include "common.h"
 #include "constrain/constrain.h"
 
@@ -34,8 +35,7 @@
 
 #define SAMPLER_HEAP_MAX_K 1024 /* top-k above this uses quickselect instead of a heap */
 #define SAMPLER_SORT_MAX 32     /* quickselect ranges this small are insertion-sorted */
-#define SAMPLER_BEST_FIRST 64   /* constrained top-k: candidates heaped beyond k on the first try */
-#define SAMPLER_BEST_GROW 16    /* ... and the factor of the second and last try */
+#define SAMPLER_BEST_FIRST 64   /* constrained top-k: candidates heaped beyond k, best-first */
 
 /* One token still in the running. */
 typedef struct {
@@ -546,12 +546,12 @@ static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int3
  * distribution). PLUME_EINVAL when the mask cannot be made. */
 static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_pen) {
     if (k > 0 && !cst_mask_cached(s->con)) {
-        int32_t want = k + n_pen + SAMPLER_BEST_FIRST; /* room for refused ones above the k-th */
-        for (int t = 0; t < 2; t++, want *= SAMPLER_BEST_GROW) {
-            if (want > s->n_vocab) want = s->n_vocab;
-            int32_t n = best_first(s, logits, k, n_pen, want);
-            if (n >= 0) return n;
-        }
+        /* One try: when the best k + 64 do not settle it, most tokens are refused here (after
+         * '{' only those starting with '"', '}' or whitespace), which is where the mask's
+         * walk is cheap (it skips every token whose first bytes are refused). */
+        int32_t want = k + n_pen + SAMPLER_BEST_FIRST;
+        int32_t n = best_first(s, logits, k, n_pen, want < s->n_vocab ? want : s->n_vocab);
+        if (n >= 0) return n;
     }
     cst_mask m;
     if (cst_mask_get(s->con, &m)) return PLUME_EINVAL;
