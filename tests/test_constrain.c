@@ -603,8 +603,9 @@ static int ranked_cmp(const void *a, const void *b) {
  * (up to the order of the float sums), for greedy, top-k (best-first and from a cached
  * mask), top-p and min-p over the whole vocabulary, and penalties. Random logits peaked
  * enough that every support lies within the DIST_CHECKED best allowed ids (the checked
- * masses must sum to 1, which proves it); several states of a schema (few allowed tokens,
- * nearly all). */
+ * masses must sum to 1, which proves it), and once rounded to steps of 8 so that thousands
+ * tie (as logits saturated at the softcap do: ties rank by id); several states of a schema
+ * (few allowed tokens, nearly all). */
 static void test_same_distribution(void) {
     if (!real_ok()) return;
     int32_t V = g_vocab->n_vocab;
@@ -616,9 +617,11 @@ static void test_same_distribution(void) {
     int32_t history[6] = {236743, 623, 827, 1201, 14937, 236800}; /* ids the penalties see */
     for (int kind = 0; kind < 6; kind++)
         for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++)
-            for (int trial = 0; trial < 2; trial++) {
-                for (int32_t i = 0; i < V; i++)
+            for (int trial = 0; trial < 3; trial++) {
+                for (int32_t i = 0; i < V; i++) {
                     logits[i] = 30.0f * (plume_rng_float(&rng) + plume_rng_float(&rng) + plume_rng_float(&rng) - 1.5f);
+                    if (trial == 2) logits[i] = 8.0f * floorf(logits[i] / 8.0f + 0.5f);
+                }
                 plume_constraint *c = con_schema(person, 0);
                 if (!c) goto done;
                 accept_text(c, prefixes[k]);

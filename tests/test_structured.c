@@ -43,6 +43,7 @@ typedef struct {
     int32_t next;         /* sampled, not yet fed */
     int done;             /* 0 going, 1 ended by an end-of-turn id, 2 out of budget, -1 failed */
     int call;             /* a tool call: the answer is its arguments */
+    int open;             /* the answer may run out of budget (an open_*.json schema) */
     float *logits;        /* [V] */
 } job;
 
@@ -195,7 +196,9 @@ static int write_answers(FILE *f, job *jobs, int n) {
 /* ---- the tests --------------------------------------------------------------------------- */
 
 /* Every schema of tests/data/schemas: 2 answers each (the default chain, and the whole
- * distribution or penalties in turn), all must end within BUDGET and be valid for ajv. */
+ * distribution or penalties in turn), all must end within BUDGET and be valid for ajv. An
+ * open_*.json schema has text a random model rarely closes (a key it does not name): 4
+ * answers, those that end are validated, one at least must. */
 static void test_schemas_valid_for_ajv(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/schemas", t_data());
@@ -213,14 +216,15 @@ static void test_schemas_valid_for_ajv(void) {
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (plume_read_file(path, &text, &len, &err)) { CHECK(0, "%s", err); free(err); continue; }
         n_files++;
-        int kinds[2] = {0, n_files % 2 ? 1 : 3};
-        for (int a = 0; a < 2 && n < 64; a++) { /* each answer its own constraint */
+        int open = !strncmp(e->d_name, "open_", 5), kinds[4] = {0, n_files % 2 ? 1 : 3, 0, 3};
+        for (int a = 0; a < (open ? 4 : 2) && n < 64; a++) { /* each answer its own constraint */
             job *j = &jobs[n];
             plume_constraint *c = NULL;
             if (plume_constraint_new_json_schema(&c, g_v, text, len, NULL, &err)) { CHECK(0, "%s: %s", path, err); break; }
             memset(j, 0, sizeof *j);
             snprintf(j->label, sizeof j->label, "%s #%d", e->d_name, a);
             j->schema = strdup(text);
+            j->open = open;
             if (job_start(j, c, kinds[a], 100 + (uint64_t)n, BUDGET)) {
                 CHECK(0, "%s: start", j->label);
                 plume_constraint_free(c);
@@ -233,20 +237,25 @@ static void test_schemas_valid_for_ajv(void) {
         free(text);
     }
     closedir(dd);
-    CHECK(n_files >= 14 && n == 2 * n_files, "%d answers started for %d schemas", n, n_files);
+    CHECK(n_files >= 14 && n >= 2 * n_files, "%d answers started for %d schemas", n, n_files);
     if (run_jobs(jobs, n)) CHECK(0, "generation failed");
     char path[600];
     snprintf(path, sizeof path, "%s/answers.jsonl", tmp);
     FILE *f = fopen(path, "w");
     int w = f ? write_answers(f, jobs, n) : 0;
     if (f) fclose(f);
+    int open_ended = 0, must = 0;
     for (int k = 0; k < n; k++) {
-        CHECK(jobs[k].done == 1, "%s: %s after %d tokens", jobs[k].label, jobs[k].done == 2 ? "no end" : "failed", jobs[k].n);
+        CHECK(jobs[k].done == 1 || (jobs[k].open && jobs[k].done == 2), "%s: %s after %d tokens", jobs[k].label,
+              jobs[k].done == 2 ? "no end" : "failed", jobs[k].n);
+        open_ended += jobs[k].open && jobs[k].done == 1;
+        must += !jobs[k].open;
         plume_constraint_free(jobs[k].c);
         job_free(&jobs[k]);
     }
+    CHECK(open_ended >= 1, "no answer to an open_*.json schema ended");
     int st = t_sh(out, sizeof out, "timeout 120 node tests/clients/validate.mjs %s", path);
-    CHECK(st == 0 && w == n, "ajv (%d of %d answers written, exit %d):\n%s", w, n, st, out);
+    CHECK(st == 0 && w == must + open_ended, "ajv (%d of %d answers written, exit %d):\n%s", w, n, st, out);
     printf("  %s", out);
 }
 

@@ -182,6 +182,7 @@ int cst_dfa_matches(cst_dfa *d, const char *s, size_t n);
 int32_t cst_dfa_n_states(const cst_dfa *d);
 
 /* ---- the vocabulary index (vocab.c) ------------------------------------------------------ */
+/* (the recognizer's walk over it, cst_dfa_walk, is declared after it) */
 
 /* The tokens as bytes, sorted so that a walk shares the work of common prefixes. The walk
  * reads order, lcp, len and sfx front to back (each sorted token's bytes after the prefix it
@@ -202,6 +203,10 @@ struct plume_vocab {
     uint32_t sfx_at[257]; /* where the suffixes of order[first[b]] start in sfx */
 };
 
+/* Every token whose bytes lead from state s to a live state, and the special tokens s takes,
+ * as bits [(V + 31) / 32]; the count, or PLUME_ENOMEM. st: [v->max_len + 1] scratch. */
+int32_t cst_dfa_walk(cst_dfa *d, int32_t s, const plume_vocab *v, uint32_t *bits, int32_t *st);
+
 /* ---- masks for the sampler (constraint.c) ------------------------------------------------ */
 
 /* The allowed ids of the current state: a bitmap when many, a sorted list when few. */
@@ -213,6 +218,8 @@ typedef struct {
 
 /* Whether id may come next. */
 int cst_allows(plume_constraint *c, int32_t id);
+/* How many of the 256 first bytes the current state accepts (a dense state accepts most). */
+int32_t cst_live_first_bytes(plume_constraint *c);
 /* Whether the whole mask of the current state is cached (then reading it is cheap). */
 int cst_mask_cached(const plume_constraint *c);
 /* The whole mask of the current state (computed once per state and cached). 0, or

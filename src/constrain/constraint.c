@@ -109,53 +109,8 @@ static const mask_slot *cache_put(plume_constraint *c, int32_t s, int32_t n) {
 
 /* ---- the walk ---------------------------------------------------------------------------- */
 
-/* Every token's bytes from state s into c->wbits (plus the special tokens s accepts); the
- * count, or PLUME_ENOMEM when the recognizer hit its limits. Per first byte the state
- * accepts, the bucket's tokens in sorted order: st[d] is the state after the first d bytes of
- * the current token; a token re-steps only from its shared prefix on, and one sharing a
- * prefix that died is skipped. */
-static int32_t walk(plume_constraint *c, int32_t s) {
-    const plume_vocab *v = c->v;
-    int32_t V = v->n_vocab, n = 0;
-    memset(c->wbits, 0, (size_t)((V + 31) / 32) * sizeof *c->wbits);
-    int32_t *st = c->depth;
-    st[0] = s;
-    for (int b = 0; b < 256; b++) {
-        if (v->first[b] == v->first[b + 1]) continue;
-        int32_t t = cst_dfa_step(c->d, s, (uint8_t)b);
-        if (t == CST_LIMIT) return PLUME_ENOMEM;
-        if (t < 0) continue; /* no token starting with b */
-        st[1] = t;
-        int32_t alive = 1; /* st[0 .. alive] hold along the previous token */
-        const uint8_t *p = v->sfx + v->sfx_at[b];
-        for (int32_t i = v->first[b]; i < v->first[b + 1]; p += v->len[i] - v->lcp[i], i++) {
-            int32_t lcp = v->lcp[i], len = v->len[i], d = lcp > 1 ? lcp : 1;
-            if (d > alive) continue; /* it shares a prefix that died */
-            for (; d < len; d++) { /* byte d of the token is p[d - lcp] */
-                int32_t u = cst_dfa_step(c->d, st[d], p[d - lcp]);
-                if (u < 0) {
-                    if (u == CST_LIMIT) return PLUME_ENOMEM;
-                    break;
-                }
-                st[d + 1] = u;
-            }
-            alive = d;
-            if (d == len) {
-                int32_t id = v->order[i];
-                c->wbits[id >> 5] |= 1u << (id & 31);
-                n++;
-            }
-        }
-    }
-    const int32_t *toks;
-    int32_t nt = cst_dfa_tokens(c->d, s, &toks);
-    for (int32_t i = 0; i < nt; i++)
-        if (!(c->wbits[toks[i] >> 5] >> (toks[i] & 31) & 1)) {
-            c->wbits[toks[i] >> 5] |= 1u << (toks[i] & 31);
-            n++;
-        }
-    return n;
-}
+/* The whole mask of state s into c->wbits: the vocabulary walked by the recognizer. */
+static int32_t walk(plume_constraint *c, int32_t s) { return cst_dfa_walk(c->d, s, c->v, c->wbits, c->depth); }
 
 /* ---- stepping ---------------------------------------------------------------------------- */
 
@@ -337,6 +292,15 @@ int cst_allows(plume_constraint *c, int32_t id) {
 }
 
 int32_t plume_constraint_allows(plume_constraint *c, int32_t id) { return c ? cst_allows(c, id) : 0; }
+
+/* How many first bytes lead from the current state to a live one (256 steps, cached by the
+ * recognizer, which the mask's walk takes first anyway): a state that accepts many refuses
+ * few tokens. */
+int32_t cst_live_first_bytes(plume_constraint *c) {
+    int32_t s = current(c), n = 0;
+    for (int b = 0; s >= 0 && b < 256; b++) n += cst_dfa_step(c->d, s, (uint8_t)b) >= 0;
+    return n;
+}
 
 /* Whether the current state's whole mask is made already. */
 int cst_mask_cached(const plume_constraint *c) { return cache_get(c, current(c)) != NULL; }

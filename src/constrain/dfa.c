@@ -48,6 +48,7 @@ struct cst_dfa {
     dfa_state *st;
     int32_t n_st, cap_st;
     int32_t *sht;            /* [sht_cap] state id + 1 by content hash */
+    int32_t **next;          /* [cap_st] each state's transition table (dfa_state.next), packed for the walk */
     int32_t sht_cap;
     int32_t *pool;           /* frame id lists of the states */
     int64_t n_pool, cap_pool;
@@ -264,7 +265,15 @@ static int32_t state_of_out(cst_dfa *d) {
     if (d->n_st >= CST_MAX_STATES) return CST_LIMIT;
     while (d->n_pool + n > d->cap_pool)
         if (grow((void **)&d->pool, d->cap_pool, &d->cap_pool, sizeof *d->pool)) return CST_LIMIT;
-    if (grow32((void **)&d->st, d->n_st, &d->cap_st, sizeof *d->st)) return CST_LIMIT;
+    if (d->n_st == d->cap_st) {
+        int32_t cap = d->cap_st;
+        if (grow32((void **)&d->st, d->n_st, &cap, sizeof *d->st)) return CST_LIMIT;
+        int32_t **nx = realloc(d->next, (size_t)cap * sizeof *nx);
+        if (!nx) return CST_LIMIT;
+        d->next = nx;
+        d->cap_st = cap;
+    }
+    d->next[d->n_st] = NULL;
     dfa_state *s = &d->st[d->n_st];
     memset(s, 0, sizeof *s);
     s->off = d->n_pool;
@@ -310,6 +319,7 @@ void cst_dfa_free(cst_dfa *d) {
     free(d->frames);
     free(d->fht);
     free(d->st);
+    free(d->next);
     free(d->sht);
     free(d->pool);
     free(d->tpool);
@@ -339,6 +349,7 @@ int32_t cst_dfa_step(cst_dfa *d, int32_t s, uint8_t b) {
         if (!nx) return CST_LIMIT;
         for (int i = 0; i < 256; i++) nx[i] = UNKNOWN;
         d->st[s].next = nx;
+        d->next[s] = nx;
     }
     expand_begin(d);
     const cg_grammar *g = d->g;
@@ -393,3 +404,62 @@ int cst_dfa_matches(cst_dfa *d, const char *s, size_t n) {
 
 /* States made so far. */
 int32_t cst_dfa_n_states(const cst_dfa *d) { return d->n_st; }
+
+/* ---- the mask walk ----------------------------------------------------------------------- */
+
+/* One byte from live state s: the cached transition when there is one (the walk's common
+ * case: a load), else cst_dfa_step. */
+static inline int32_t step_fast(cst_dfa *d, int32_t s, uint8_t b) {
+    const int32_t *nx = d->next[s];
+    int32_t u;
+    if (nx && (u = nx[b]) != UNKNOWN) return u;
+    return cst_dfa_step(d, s, b);
+}
+
+/* Every token whose bytes lead from state s to a live state, and every special token s
+ * accepts, as bits of bits [(V + 31) / 32] (cleared first); the count, or PLUME_ENOMEM when
+ * the recognizer hit its limits. st: [v->max_len + 1] scratch.
+ *
+ * Per first byte the state accepts, that bucket's tokens in sorted order: st[k] is the state
+ * after the current token's first k bytes; a token steps only from the prefix it shares with
+ * the one before on, and one sharing a prefix that died is skipped without a step. */
+int32_t cst_dfa_walk(cst_dfa *d, int32_t s, const plume_vocab *v, uint32_t *bits, int32_t *st) {
+    int32_t n = 0;
+    memset(bits, 0, (size_t)((v->n_vocab + 31) / 32) * sizeof *bits);
+    st[0] = s;
+    for (int b = 0; b < 256; b++) {
+        if (v->first[b] == v->first[b + 1]) continue;
+        int32_t t = cst_dfa_step(d, s, (uint8_t)b);
+        if (t == CST_LIMIT) return PLUME_ENOMEM;
+        if (t < 0) continue; /* no token starting with b */
+        st[1] = t;
+        int32_t alive = 1; /* st[0 .. alive] hold along the previous token */
+        const uint8_t *p = v->sfx + v->sfx_at[b];
+        for (int32_t i = v->first[b]; i < v->first[b + 1]; p += v->len[i] - v->lcp[i], i++) {
+            int32_t lcp = v->lcp[i], len = v->len[i], k = lcp > 1 ? lcp : 1;
+            if (k > alive) continue; /* it shares a prefix that died */
+            for (; k < len; k++) { /* byte k of the token is p[k - lcp] */
+                int32_t u = step_fast(d, st[k], p[k - lcp]);
+                if (u < 0) {
+                    if (u == CST_LIMIT) return PLUME_ENOMEM;
+                    break;
+                }
+                st[k + 1] = u;
+            }
+            alive = k;
+            if (k == len) {
+                int32_t id = v->order[i];
+                bits[id >> 5] |= 1u << (id & 31);
+                n++;
+            }
+        }
+    }
+    const int32_t *toks;
+    int32_t nt = cst_dfa_tokens(d, s, &toks);
+    for (int32_t i = 0; i < nt; i++)
+        if (!(bits[toks[i] >> 5] >> (toks[i] & 31) & 1)) {
+            bits[toks[i] >> 5] |= 1u << (toks[i] & 31);
+            n++;
+        }
+    return n;
+}

@@ -17,8 +17,8 @@
  * Choices that narrow what JSON Schema allows (every answer stays valid): properties come in
  * the schema's order (Gemma calls: the template's sorted order); an object that names
  * properties gets no others unless additionalProperties says so (an object naming none takes
- * any members); keys the schema does not name are written without escapes and have at most 64
- * characters (a key after a trie node has 64 more at most); whitespace between tokens is at most
+ * any members); keys the schema does not name are written without escapes; whitespace between
+ * tokens is at most
  * one space or one newline with up to 20 spaces or tabs (`ws`), so a model cannot loop on it.
  * Gemma tool-call arguments (CS_GEMMA) are written as the chat template writes them: keys
  * bare, strings between <|"|> tokens, no whitespace. */
@@ -31,7 +31,6 @@
 #include "constrain.h"
 
 #define CS_MAX_DEPTH 100 /* schema nesting followed while compiling */
-#define CS_KEY_MAX 64    /* characters of a key the schema does not name (a bound a model cannot loop past) */
 
 /* Common rules a grammar uses, appended once at the end. */
 enum { U_WS = 1, U_JCHAR = 2, U_JVALUE = 4, U_GCHAR = 8, U_GVALUE = 16 };
@@ -411,7 +410,7 @@ static int put_extra_key(cs_ctx *c, const char *base, const char *const *names, 
     gbuf *o = &c->out;
     const char *cls = c->dialect == CS_GEMMA ? "A-Za-z0-9_\\-" : "^\"\\\\\\x00-\\x1F";
     const char *close = c->dialect == CS_GEMMA ? "" : "\"\\\"\" ";
-    gb_printf(o, "%s-t ::= [%s]{0,%d} %s\n", base, cls, CS_KEY_MAX, *close ? close : "");
+    gb_printf(o, "%s-t ::= [%s]* %s\n", base, cls, *close ? close : "");
     for (int32_t k = 0; k < used; k++) {
         gb_printf(o, "%s-%d ::= ", base, k);
         int alts = 0;
@@ -859,13 +858,12 @@ int cs_finish(cs_ctx *c, char **gbnf) {
     if (c->used & U_JVALUE)
         gb_puts(o, "jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
                    "jvalue ::= jobject | jarray | jstring | jnumber | \"true\" | \"false\" | \"null\"\n"
-                   "jkey ::= \"\\\"\" jchar{0,64} \"\\\"\"\n"
-                   "jobject ::= \"{\" ws ( jkey ws \":\" ws jvalue ( ws \",\" ws jkey ws \":\" ws jvalue )* ws )? \"}\"\n"
+                   "jobject ::= \"{\" ws ( jstring ws \":\" ws jvalue ( ws \",\" ws jstring ws \":\" ws jvalue )* ws )? \"}\"\n"
                    "jarray ::= \"[\" ws ( jvalue ( ws \",\" ws jvalue )* ws )? \"]\"\n");
     if (c->used & U_GCHAR) gb_puts(o, "gchar ::= [^<\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]\n");
     if (c->used & U_GVALUE)
         gb_puts(o, "gstring ::= <|\"|> gchar* <|\"|>\n"
-                   "gkey ::= [A-Za-z0-9_] [A-Za-z0-9_\\-]{0,63}\n"
+                   "gkey ::= [A-Za-z0-9_] [A-Za-z0-9_\\-]*\n"
                    "gvalue ::= gobject | garray | gstring | jnumber | \"true\" | \"false\" | \"null\"\n"
                    "gobject ::= \"{\" ( gkey \":\" gvalue ( \",\" gkey \":\" gvalue )* )? \"}\"\n"
                    "garray ::= \"[\" ( gvalue ( \",\" gvalue )* )? \"]\"\n");

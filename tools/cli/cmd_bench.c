@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "cli.h"
 #include "common.h"
@@ -15,7 +16,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8]\n"
+    "                   [--kv-bits 8] [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -26,7 +27,15 @@ static const char bench_usage[] =
     "                of N tokens (the session keeps its cache: it must not grow with N)\n"
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
-    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n";
+    "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
+    "  --json-schema FILE  instead: the cost of holding decode to the schema (docs/STRUCTURED.md):\n"
+    "                -n steps of a chat answer per repetition, each sampled twice from the same\n"
+    "                logits, without and with a fresh constraint (its masks made as the answer\n"
+    "                goes); the constraint's cost per step (constrained sample + accept, less the\n"
+    "                plain sample, in the thread's CPU time), median and worst, against the median\n"
+    "                decode step (wall time). --temp and\n"
+    "                --top-k set the sampler (default: the model's, top-k 64; --temp 0 greedy);\n"
+    "                --tokenizer: a tokenizer.bin or tokenizer.json for a bundle made without one\n";
 
 /* ---- memory bandwidth ------------------------------------------------------------------ */
 
@@ -248,11 +257,145 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
     return tok_s;
 }
 
+/* ---- structured outputs: the constraint's cost per step ------------------------------- */
+
+/* CPU seconds of the calling thread: the sampler and the constraint run there alone, so on a
+ * shared machine a preemption does not count against them (wall time would). */
+static double thread_cpu(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)) return plume_now();
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The cost of a constraint per decode step on model (see the usage). Steps are a chat answer
+ * whose ids the constrained sampler picks; an answer that ends starts over (a new turn in
+ * the same session, the constraint reset). 0, or 1 on error (printed). */
+static int constraint_costs(const char *model, const char *schema_path, const char *tok_path, const char *isa,
+                            int32_t threads, int exact, int64_t n_gen, int64_t reps, float temp, int64_t top_k, int json) {
+    char *err = NULL, *schema = NULL;
+    size_t schema_len = 0;
+    if (plume_read_file(schema_path, &schema, &schema_len, &err)) return cli_lib_error(err);
+    plume_model_params mp = bench_model_params(isa, threads, exact);
+    plume_model *m = NULL;
+    plume_vocab *v = NULL;
+    if (plume_model_open(&m, model, &mp, &err)) { free(schema); return cli_lib_error(err); }
+    plume_tokenizer *own = NULL;
+    const plume_tokenizer *tok = plume_model_tokenizer(m);
+    if (tok_path) {
+        size_t tl = strlen(tok_path);
+        int rc = tl > 5 && !strcmp(tok_path + tl - 5, ".json") ? plume_tokenizer_open_json(&own, tok_path, &err)
+                                                                  : plume_tokenizer_open(&own, tok_path, &err);
+        if (rc) { free(schema); plume_model_free(m); return cli_lib_error(err); }
+        tok = own;
+    }
+    if (!tok || plume_tokenizer_n_vocab(tok) != plume_model_n_vocab(m)) {
+        free(schema);
+        plume_tokenizer_free(own);
+        plume_model_free(m);
+        return cli_error("bench: %s", tok ? "the tokenizer's vocabulary is not the model's" : "the bundle has no tokenizer: give one with --tokenizer");
+    }
+    double t0 = plume_now();
+    if (plume_vocab_new(&v, tok, &err)) { free(schema); plume_tokenizer_free(own); plume_model_free(m); return cli_lib_error(err); }
+    double vocab_ms = (plume_now() - t0) * 1e3;
+    int32_t V = plume_model_n_vocab(m), ids[512], n_prompt;
+    plume_chat_message msg = {"user", "Describe a person as JSON."};
+    char *prompt = NULL;
+    if (plume_chat_render(&msg, 1, 1, 0, &prompt, &err)) {
+        free(schema);
+        plume_vocab_free(v);
+        plume_tokenizer_free(own);
+        plume_model_free(m);
+        return cli_lib_error(err);
+    }
+    n_prompt = plume_tokenize(tok, prompt, strlen(prompt), ids, 512);
+    free(prompt);
+    int64_t total = n_gen * reps;
+    double *step = malloc((size_t)total * sizeof *step), *plain = malloc((size_t)total * sizeof *plain);
+    double *cost = malloc((size_t)total * sizeof *cost), *compile = malloc((size_t)reps * sizeof *compile);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int rc = !step || !plain || !cost || !compile || !logits || n_prompt <= 0 || n_prompt > 512;
+    int64_t k = 0, answers = 0;
+    for (int64_t r = 0; r < reps && !rc; r++) {
+        plume_session *s = NULL;
+        plume_sampler *a = NULL, *b = NULL;
+        plume_constraint *c = NULL;
+        plume_session_params sp = plume_session_default_params();
+        sp.n_ctx = (int32_t)(n_prompt + n_gen + 8);
+        plume_sampler_params pp = plume_sampler_default_params();
+        pp.seed = 1000 + (uint64_t)r;
+        pp.temperature = temp;
+        if (top_k >= 0) pp.top_k = (int32_t)top_k;
+        t0 = plume_now();
+        rc = plume_constraint_new_json_schema(&c, v, schema, schema_len, NULL, &err);
+        compile[r] = (plume_now() - t0) * 1e3;
+        if (!rc) rc = plume_session_new(&s, m, &sp, &err) || plume_sampler_new(&a, &pp, V, &err) ||
+                      plume_sampler_new(&b, &pp, V, &err) || plume_session_feed(s, ids, n_prompt, logits, 0, &err);
+        for (int32_t i = 0; !rc && i < n_prompt; i++) { plume_sampler_accept(a, ids[i]); plume_sampler_accept(b, ids[i]); }
+        if (!rc) plume_sampler_set_constraint(b, c);
+        for (int64_t g = 0; !rc && g < n_gen; g++, k++) {
+            double t1 = thread_cpu();
+            int32_t free_id = plume_sampler_sample(a, logits); /* what decoding costs without */
+            double t2 = thread_cpu();
+            int32_t id = plume_sampler_sample(b, logits);
+            if (id >= 0) plume_sampler_accept(b, id);
+            double t3 = thread_cpu();
+            plain[k] = (t2 - t1) * 1e3;
+            cost[k] = ((t3 - t2) - (t2 - t1)) * 1e3;
+            if (id < 0 || free_id < 0) { rc = 1; err = plume_sprintf("sampling failed at step %lld", (long long)g); break; }
+            plume_sampler_accept(a, id);
+            if (plume_constraint_status(c) == PLUME_CONSTRAINT_DONE) { plume_constraint_reset(c); answers++; }
+            t1 = plume_now();
+            rc = plume_session_feed(s, &id, 1, logits, 0, &err);
+            step[k] = (plume_now() - t1) * 1e3;
+        }
+        plume_sampler_free(a);
+        plume_sampler_free(b);
+        plume_constraint_free(c);
+        plume_session_free(s);
+    }
+    if (rc) {
+        free(step); free(plain); free(cost); free(compile); free(logits); free(schema);
+        plume_vocab_free(v);
+        plume_tokenizer_free(own);
+        plume_model_free(m);
+        return err ? cli_lib_error(err) : cli_error("bench: out of memory");
+    }
+    double worst_cost = 0;
+    for (int64_t i = 0; i < k; i++) worst_cost = cost[i] > worst_cost ? cost[i] : worst_cost;
+    stat3 S = summarize(step, (int)k), P = summarize(plain, (int)k), C = summarize(cost, (int)k),
+          K = summarize(compile, (int)reps);
+    if (json)
+        printf("{\"model\": \"%s\", \"schema\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"steps\": %lld, "
+               "\"answers_ended\": %lld, \"vocab_ms\": %.1f, \"compile_ms\": %.2f, \"step_ms\": %.2f, \"step_ms_max\": %.2f, "
+               "\"sample_ms\": %.3f, \"constraint_ms\": %.3f, \"constraint_ms_max\": %.3f, \"constraint_share\": %.4f, "
+               "\"constraint_share_worst\": %.4f}\n",
+               model, schema_path, plume_model_isa(m), plume_model_n_threads(m), (long long)k, (long long)answers,
+               vocab_ms, K.med, S.med, S.hi, P.med, C.med, worst_cost, C.med / S.med, worst_cost / S.med);
+    else {
+        printf("| %s, %s, %s kernels, %d threads: %lld steps, %lld answers ended | median | min .. max |\n|---|---|---|\n",
+               model, schema_path, plume_model_isa(m), plume_model_n_threads(m), (long long)k, (long long)answers);
+        printf("| vocabulary index (once per tokenizer), ms | %.1f | |\n", vocab_ms);
+        printf("| schema -> constraint, ms | %.2f | %.2f .. %.2f |\n", K.med, K.lo, K.hi);
+        printf("| decode step (forward), ms | %.2f | %.2f .. %.2f |\n", S.med, S.lo, S.hi);
+        printf("| sample, no constraint, ms (thread CPU) | %.3f | %.3f .. %.3f |\n", P.med, P.lo, P.hi);
+        printf("| constraint per step (sample + accept, less the plain sample), ms (thread CPU) | %.3f | %.3f .. %.3f |\n",
+               C.med, C.lo, C.hi);
+        printf("| ... over the median decode step | %.2f%% | worst step %.1f%% |\n", 100 * C.med / S.med,
+               100 * worst_cost / S.med);
+    }
+    free(step); free(plain); free(cost); free(compile); free(logits); free(schema);
+    plume_vocab_free(v);
+    plume_tokenizer_free(own);
+    plume_model_free(m);
+    return 0;
+}
+
 /* ---- plume bench ----------------------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *isa = NULL;
-    int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
+    const char *model = NULL, *isa = NULL, *schema = NULL, *tok_path = NULL;
+    int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3, top_k = -1;
+    float temp = 1.0f;
     int json = 0, exact = 0, spec = 0;
     int64_t history = 0, batch[8], depth[8], kv_bits = 32;
     int n_batch = 0, n_depth = 0;
@@ -265,6 +408,10 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--exact")) exact = 1;
         else if (!strcmp(a, "--spec")) spec = 1;
+        else if (!strcmp(a, "--json-schema") && more) schema = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && more) tok_path = argv[++i];
+        else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &temp) || temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
+        else if (!strcmp(a, "--top-k") && more) { if (cli_int(argv[++i], 0, 1 << 24, &top_k)) return cli_error("bench: --top-k wants an integer >= 0"); }
         else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
         else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
         else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
@@ -294,6 +441,7 @@ int cmd_bench(int argc, char **argv) {
     }
     model = cli_model_path(model);
     if (!model) return 1;
+    if (schema) return constraint_costs(model, schema, tok_path, isa, (int32_t)threads, exact, n_gen, reps, temp, top_k, json);
     double load[100], pre[100], dec[100], ttft[100], stream[100], share[100];
     double anon = 0, huge = 0, decode_bytes = 0, follow_short[100], follow_long[100];
     const char *layout = "rows"; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */
