@@ -360,7 +360,7 @@ static void json_put(char **buf, size_t *len, size_t *cap, const cJSON *v) {
     if (cJSON_IsNumber(v)) {
         char t[40];
         double x = v->valuedouble;
-        if (x == (double)(int64_t)x && x > -1e17 && x < 1e17) snprintf(t, sizeof t, "%lld", (long long)x);
+        if (x > -1e17 && x < 1e17 && floor(x) == x) snprintf(t, sizeof t, "%lld", (long long)x);
         else
             for (int p = 1; p <= 17; p++) {
                 snprintf(t, sizeof t, "%.*g", p, x);

@@ -250,7 +250,7 @@ static int sht_insert(cst_dfa *d, int32_t i, uint64_t h) {
 static int32_t state_of_out(cst_dfa *d) {
     if (d->oom) return CST_LIMIT;
     if (d->n_out == 0 && !d->out_accept) return CST_DEAD;
-    qsort(d->out, (size_t)d->n_out, sizeof *d->out, cmp_i32);
+    if (d->n_out > 1) qsort(d->out, (size_t)d->n_out, sizeof *d->out, cmp_i32);
     int32_t n = 0;
     for (int32_t i = 0; i < d->n_out; i++)
         if (n == 0 || d->out[i] != d->out[n - 1]) d->out[n++] = d->out[i];
@@ -258,7 +258,7 @@ static int32_t state_of_out(cst_dfa *d) {
     if (d->sht_cap) {
         for (uint32_t x = (uint32_t)h & (uint32_t)(d->sht_cap - 1); d->sht[x]; x = (x + 1) & (uint32_t)(d->sht_cap - 1)) {
             const dfa_state *s = &d->st[d->sht[x] - 1];
-            if (s->n == n && s->accept == d->out_accept && !memcmp(d->pool + s->off, d->out, (size_t)n * sizeof *d->out))
+            if (s->n == n && s->accept == d->out_accept && (n == 0 || !memcmp(d->pool + s->off, d->out, (size_t)n * sizeof *d->out)))
                 return d->sht[x] - 1;
         }
     }
@@ -279,7 +279,7 @@ static int32_t state_of_out(cst_dfa *d) {
     s->off = d->n_pool;
     s->n = n;
     s->accept = d->out_accept;
-    memcpy(d->pool + d->n_pool, d->out, (size_t)n * sizeof *d->out);
+    if (n) memcpy(d->pool + d->n_pool, d->out, (size_t)n * sizeof *d->out);
     d->n_pool += n;
     /* the special tokens at the tops, each once */
     s->toff = d->n_tpool;
@@ -309,6 +309,13 @@ int cst_dfa_new(cst_dfa **out, const cg_grammar *g, char **err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "constraint: out of memory");
     (*out)->g = g;
+    (*out)->cap_pool = 64; /* never NULL, so that pool + off is always defined */
+    (*out)->pool = malloc(64 * sizeof *(*out)->pool);
+    if (!(*out)->pool) {
+        free(*out);
+        *out = NULL;
+        return plume_fail(err, PLUME_ENOMEM, "constraint: out of memory");
+    }
     return 0;
 }
 

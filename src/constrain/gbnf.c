@@ -820,7 +820,7 @@ static int finish(gp *p, cg_grammar *out) {
         for (int32_t i = A.alt_a[k]; i < A.alt_b[k] && ok; i++) ok = e[i].type != CG_RULE || productive[e[i].v];
         if (!ok) continue;
         out->alts[na++] = ne;
-        memcpy(out->elems + ne, e + A.alt_a[k], (size_t)(A.alt_b[k] - A.alt_a[k]) * sizeof *e);
+        if (A.alt_b[k] > A.alt_a[k]) memcpy(out->elems + ne, e + A.alt_a[k], (size_t)(A.alt_b[k] - A.alt_a[k]) * sizeof *e);
         ne += A.alt_b[k] - A.alt_a[k];
         out->elems[ne++] = (cg_elem){CG_END, 0};
     }

@@ -23,6 +23,7 @@
  * Gemma tool-call arguments (CS_GEMMA) are written as the chat template writes them: keys
  * bare, strings between <|"|> tokens, no whitespace. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,7 @@ static unsigned value_types(const cJSON *v) {
     if (cJSON_IsObject(v)) return T_OBJ;
     if (cJSON_IsArray(v)) return T_ARR;
     if (cJSON_IsString(v)) return T_STR;
-    if (cJSON_IsNumber(v)) return T_NUM | (v->valuedouble == (double)(int64_t)v->valuedouble ? T_INT : 0);
+    if (cJSON_IsNumber(v)) return T_NUM | (isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble ? T_INT : 0);
     return 0;
 }
 
@@ -103,7 +104,7 @@ static int gemma_key_cmp(const char *a, const char *b) {
  * digits, which changes 9007199254740993 into another number). */
 static void put_number(gbuf *b, double x) {
     char t[40];
-    if (x == (double)(int64_t)x && x > -1e17 && x < 1e17) snprintf(t, sizeof t, "%lld", (long long)x);
+    if (x > -1e17 && x < 1e17 && floor(x) == x) snprintf(t, sizeof t, "%lld", (long long)x);
     else
         for (int p = 1; p <= 17; p++) {
             snprintf(t, sizeof t, "%.*g", p, x);

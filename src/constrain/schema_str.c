@@ -14,6 +14,7 @@
  * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
  * is refused (their intersection is not built). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +128,7 @@ static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {
 static int64_t count_kw(const cJSON *s, const char *key, const char *path, char **err) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!x) return -1;
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != (double)(int64_t)x->valuedouble) {
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0) || floor(x->valuedouble) != x->valuedouble) {
         plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a non-negative integer", path, key);
         return -2;
     }
