@@ -14,7 +14,9 @@ ARCH    := $(shell $(CC) -dumpmachine | cut -d- -f1)
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
-LDLIBS  := -lcjson -lm -lpthread
+# libpng, libjpeg(-turbo), libwebp + libwebpdemux: the image decoders of src/media/;
+# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio.
+LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lm -lpthread
 # libcurl: the Hub client of plume pull (tools/hub/); libmicrohttpd: the HTTP server of
 # plume serve. Both linked into the CLI only, never libplume.
 CLI_LIBS := -lcurl -lmicrohttpd
@@ -22,7 +24,8 @@ SO      := so
 SOFLAGS := -shared
 
 ifeq ($(UNAME_S),Darwin)
-# macOS: the system clang, a .dylib with an install name, cJSON from Homebrew (brew install cjson)
+# macOS: the system clang, a .dylib with an install name, the libraries from Homebrew (brew install
+# cjson libpng jpeg-turbo webp libsndfile libsoxr)
 BREW     := $(shell brew --prefix 2>/dev/null)
 ARCH     := $(shell uname -m)
 CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)
@@ -48,7 +51,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c) $(wildcard src/constrain/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c src/constrain/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -88,12 +91,12 @@ all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 # The CLI includes its rooms' headers by room: "serve/serve.h", "hub/hub.h".
 $(TOOL_OBJ): $(wildcard tools/*/*.h)
 $(TOOL_OBJ): CPPFLAGS += -Itools
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/constrain/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/kernels/*.h src/constrain/*.h)
+$(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
@@ -129,7 +132,8 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 
 # The server's unit tests (test_serve_req, test_serve_out) link its request parser and answer
 # writer directly (no sockets, no model).
-SERVE_UNIT := tools/serve/serve_req.c tools/serve/serve_out.c
+SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
+              tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h tests/t.h $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
@@ -160,7 +164,7 @@ $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
 benches: $(BENCHES)
 
 test: all $(TESTS) $(REPLAYS) vocab
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py
 
 # ---- fuzzing (docs/TESTING.md) --------------------------------------------------------------
 # make fuzz FUZZ_SECONDS=N runs every libFuzzer harness of fuzz/ for N seconds (clang,

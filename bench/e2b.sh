@@ -2,10 +2,13 @@
 # bench/e2b.sh -- the numbers of docs/BENCHMARKS.md: full-size E2B-shaped bundles with random
 # weights (speed does not depend on the values), q8 and q4, measured by `plume bench`.
 #
-# usage: bench/e2b.sh [DIR] [THREADS]
+# usage: [CONFIG=e4b] bench/e2b.sh [DIR] [THREADS]
 #   DIR      where the bundles live (default: $HOME/.cache/plume/bench); made with
 #            `plume synth --config e2b --bundle` (about 1 minute and 4.6 / 3.1 GB each) if missing
 #   THREADS  default 2
+#   CONFIG   e2b (default) or e4b: the same figures for E4B-shaped bundles e4b-q8 and e4b-q4
+#            (`plume synth --config e4b`, 7.6 / 5.8 GB; each is read into the page cache
+#            before its rounds)
 # Prints plume bench's markdown tables (add --json to plume bench for machine-readable output);
 # bench/serve.sh gives the server figures and bench/compare.sh the side-by-side with llama.cpp.
 set -eu
@@ -13,11 +16,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PLUME=${PLUME:-$ROOT/build/plume}
 DIR=${1:-$HOME/.cache/plume/bench}
 T=${2:-2}
+CONFIG=${CONFIG:-e2b}
 [ -x "$PLUME" ] || { echo "bench/e2b.sh: build plume first (make)" >&2; exit 1; }
 mkdir -p "$DIR"
 for w in q8 q4; do
-    B=$DIR/e2b-$w
-    [ -f "$B/model_config.json" ] || "$PLUME" synth --config e2b --seed 1 --bundle "$B" --weights $w
+    B=$DIR/$CONFIG-$w
+    [ -f "$B/model_config.json" ] || "$PLUME" synth --config "$CONFIG" --seed 1 --bundle "$B" --weights $w
     # warm the page cache, then measure: 512-token prompt, 64 generated tokens, int8
     # activations (the default) and --exact interleaved, 3 rounds of one repetition each
     cat "$B"/chunk_*.safetensors "$B"/embed_tokens_q8.bin > /dev/null
@@ -32,7 +36,7 @@ for w in q8 q4; do
 done
 # the float32 FMA peak: the ceiling of exact prefill (built by make benches)
 [ -x "$ROOT/build/bench/bench_fma" ] && "$ROOT/build/bench/bench_fma" "$T"
-B=$DIR/e2b-q8
+B=$DIR/$CONFIG-q8
 # decode after long histories (float and int8 K/V), the cost of k-token steps (speculative
 # decoding), continuous batching, and a follow-up turn after a 4000-token conversation
 "$PLUME" bench -m "$B" -p 16 -n 32 -t "$T" -r 3 --depth 0,4096,16384,32768

@@ -1,4 +1,4 @@
-/* fuzz_chat.c -- plume_chat_render_ex on arbitrary conversations: roles (known and not),
+/* fuzz_chat.c -- plume_chat_render_full on arbitrary conversations: roles (known and not),
  * contents, content parts, reasoning, tool calls with arbitrary names and argument JSON,
  * tool responses, and an arbitrary tools JSON. Fields are separated by 0xFF bytes:
  *   flags | tools_json | per message: role byte, flags byte, content, reasoning, n calls byte,
@@ -36,12 +36,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plume_chat_options opt = {flags & 1, (flags >> 1) & 1, (flags >> 2) & 1, NULL};
     char *tools = take(&p, &in);
     if (flags & 8) opt.tools_json = tools;
-    plume_chat_message_ex msgs[MAX_MSGS];
+    plume_chat_message_full msgs[MAX_MSGS];
     plume_chat_tool_call calls[MAX_MSGS][3];
     const char *parts[MAX_MSGS][3];
     int32_t n = 0;
     while (in.n && n < MAX_MSGS) {
-        plume_chat_message_ex *m = &msgs[n];
+        plume_chat_message_full *m = &msgs[n];
         memset(m, 0, sizeof *m);
         uint8_t ri = fuzz_byte(&in), r = fuzz_byte(&in);
         m->role = r & 0x80 ? take(&p, &in) : roles[ri % 8];
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         n++;
     }
     char *out = NULL, *err = NULL;
-    int rc = plume_chat_render_ex(msgs, n, &opt, &out, &err);
+    int rc = plume_chat_render_full(msgs, n, &opt, &out, &err);
     if (rc == 0 && (!out || strncmp(out, "<bos>", 5))) abort();
     if (rc != 0 && rc != PLUME_ENOMEM && !err) abort();
     fuzz_note(err);

@@ -18,6 +18,8 @@ static void check_config(const plume_config *c) {
     for (int32_t l = 0; l < c->L; l++)
         if (c->kv_src[l] < 0 || c->kv_src[l] > l || c->hd[l] < 2) abort();
     if (c->chunk[0] != 0 || c->chunk[PLUME_N_CHUNKS] != c->L) abort();
+    for (int32_t i = 0; i < PLUME_N_CHUNKS; i++) /* no chunk empty, whatever the config */
+        if (c->chunk[i + 1] <= c->chunk[i]) abort();
 }
 
 /* Parse the rest of the input as one config or the other. */

@@ -1,8 +1,9 @@
-/* fuzz_tokenizer_bin.c -- plume_tokenizer_open on arbitrary tokenizer.bin images. The image
+/* fuzz_tokenizer_bin.c -- plume_tokenizer_open on arbitrary tokenizer.bin files. The file
  * carries a checksum that random bytes never match, so when the first input byte is odd the
  * harness seals the rest as the writer would (size and checksum fields), which is what a
  * hostile file does: the structural checks behind the checksum are what is fuzzed. */
 #include "fuzz.h"
+#include "tokenizer.h"
 
 /* Nothing to set up. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -29,17 +30,17 @@ static void exercise(const plume_tokenizer *t) {
 /* Open the input (resealed when data[0] is odd) as tokenizer.bin. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    uint8_t *img = malloc(size);
-    if (!img) return 0;
-    memcpy(img, data + 1, size - 1);
+    uint8_t *bin = malloc(size);
+    if (!bin) return 0;
+    memcpy(bin, data + 1, size - 1);
     size_t n = size - 1;
     if (data[0] % 2 && n >= 32) {
-        plume_wr_u64le(img + 16, n);
-        plume_wr_u64le(img + 24, plume_tok_checksum(img + 32, n - 32));
+        plume_wr_u64le(bin + 16, n);
+        plume_wr_u64le(bin + 24, plume_tok_checksum(bin + 32, n - 32));
     }
     const char *path = fuzz_path(0, "tokenizer.bin");
-    int w = fuzz_write(path, img, n);
-    free(img);
+    int w = fuzz_write(path, bin, n);
+    free(bin);
     if (w) return 0;
     plume_tokenizer *t = NULL;
     char *err = NULL;

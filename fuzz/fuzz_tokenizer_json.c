@@ -1,5 +1,5 @@
 /* fuzz_tokenizer_json.c -- plume_tokenizer_open_json on arbitrary files (the pipeline checks,
- * vocab, added tokens, merges, the image built and validated), then a few encodes and
+ * vocab, added tokens, merges, the binary form built and validated), then a few encodes and
  * decodes with whatever opened. */
 #include "fuzz.h"
 

@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_gbnf fuzz_schema; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_gbnf fuzz_schema; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -30,11 +30,19 @@ cp "$B/chunk_1.safetensors" "$C/fuzz_safetensors/chunk_1"
 # configs: HF (mode 0) and bundle (mode 1)
 seed '\000' "$ROOT/tests/data/tiny-a/hf/config.json" "$C/fuzz_config/hf-tiny"
 seed '\000' "$ROOT/tests/data/e2b-config.json" "$C/fuzz_config/hf-e2b"
+seed '\000' "$ROOT/tests/data/tiny-e4b/hf/config.json" "$C/fuzz_config/hf-tiny-e4b"
 seed '\001' "$B/model_config.json" "$C/fuzz_config/bundle-tiny"
 
 # a whole bundle: model_config.json (0) or a chunk header (1-3)
 seed '\000' "$B/model_config.json" "$C/fuzz_bundle/model_config"
 for i in 1 2 3; do header "$B/chunk_$i.safetensors" > "$T/h$i"; seed "\\00$i" "$T/h$i" "$C/fuzz_bundle/chunk_$i"; done
+
+# images: the small decode variants of tests/data/tiny-mm-a (PNG modes, Adam7, JPEG gray/CMYK,
+# EXIF in JPEG, PNG and WebP; made by scripts/make-mm-fixtures.py)
+for f in rgb.png interlaced.png palette_trns.png gray16.png gray2.png gray_alpha.png rgba16.png exif6.jpg exif8.png \
+         exif5.webp gray.jpg cmyk.jpg lossy.webp alpha.webp; do
+    cp "$ROOT/tests/data/tiny-mm-a/decode/$f" "$C/fuzz_image/$f"
+done
 
 # .npy
 cp "$ROOT/tests/data/tiny-a/ids.npy" "$C/fuzz_npy/ids"
@@ -92,6 +100,25 @@ printf '\000{"messages":[{"role":"robot","content":"x"}],"temperature":3}' > "$S
   printf '\377\004 there was a tiny model.\n\nTHE END'; } > "$S/completion"
 { printf '\001{"prompt":["one"],"seed":-5,"top_k":0,"n":1,"suffix":null}'; printf '\377\007, two, three'; } > "$S/completion-list"
 printf '\001{"prompt":"a","logprobs":2}' > "$S/completion-bad"
+# the other dialects: 4 responses, 5 anthropic, 6 count_tokens, 7 ollama chat, 8 ollama generate
+{ printf '\004{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"weather?"}]},{"type":"reasoning","summary":[],"encrypted_content":"look it up"},{"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"},{"type":"function_call_output","call_id":"c1","output":"21"}],"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],"stream":true,"store":false,"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content","message.output_text.logprobs"],"top_logprobs":2,"max_output_tokens":30,"temperature":0.7}';
+  printf '\377\003<|channel>thought\nhmm<channel|>Sunny. <|tool_call>call:get_weather{city:%sRome%s}<tool_call|>' "$Q" "$Q"; } > "$S/responses"
+{ printf '\004{"input":"Hi","max_output_tokens":8,"tool_choice":{"type":"function","name":"f"}}'; printf '\377\002Hello there'; } > "$S/responses-plain"
+printf '\004{"input":"Hi","previous_response_id":"resp_1"}' > "$S/responses-bad"
+{ printf '\005{"model":"m","max_tokens":40,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":""},{"type":"tool_use","id":"t1","name":"get_weather","input":{"city":"Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"21"}]},{"type":"text","text":"and Rome?"}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},"thinking":{"type":"enabled"},"stop_sequences":["END"],"stream":true,"top_k":5}';
+  printf '\377\004<|channel>thought\nhmm<channel|>Rainy. END more'; } > "$S/anthropic"
+{ printf '\005{"max_tokens":5,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello,"}]}'; printf '\377\001 friend'; } > "$S/anthropic-prefill"
+printf '\006{"messages":[{"role":"user","content":"count me"}],"system":"s"}' > "$S/anthropic-count"
+printf '\005{"messages":[{"role":"user","content":[{"type":"image","source":{}}]}],"max_tokens":3}' > "$S/anthropic-bad"
+{ printf '\007{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},{"role":"tool","content":"21","tool_name":"get_weather"}],"tools":[{"type":"function","function":{"name":"get_weather"}}],"options":{"temperature":0,"num_predict":9,"seed":3,"stop":["zz"],"num_ctx":2048,"num_gpu":99},"think":true,"keep_alive":"5m","logprobs":true,"top_logprobs":1}';
+  printf '\377\002<|channel>thought\nok<channel|>It is 21. zz'; } > "$S/ollama-chat"
+printf '\007{"model":"m","messages":[]}' > "$S/ollama-load"
+{ printf '\010{"model":"m","prompt":"Why?","system":"s","stream":false,"options":{"top_k":4}}'; printf '\377\003Because.'; } > "$S/ollama-generate"
+{ printf '\010{"prompt":"raw text","raw":true}'; printf '\377\001 more'; } > "$S/ollama-raw"
+printf '\010{"prompt":"x","format":"json"}' > "$S/ollama-bad"
+{ printf '\001{"prompt":[5,6,7],"echo":true,"logprobs":2,"max_tokens":0,"n":3}'; printf '\377\001'; } > "$S/completion-echo"
+{ printf '\000{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hel"}],"continue_final_message":true,"add_generation_prompt":false,"n":2,"logit_bias":{"5":-100,"7":3.5},"prompt_logprobs":1,"stream":true}';
+  printf '\377\002lo there'; } > "$S/chat-continue"
 printf '\002{"content":"Hello <start_of_turn>user\\nworld \\u00e9\\ud83d\\ude00","add_special":true}' > "$S/tokenize"
 printf '\003{"tokens":[2,5,9,11,4,7,0]}' > "$S/detokenize"
 printf '\003{"tokens":[1,-1,1.5,"2"]}' > "$S/detokenize-bad"
@@ -147,4 +174,8 @@ small = {"sha": "0123456789abcdef0123456789abcdef01234567", "siblings": [
 seed("small", 6, small, b"HTTP/1.1 200 OK\nX-Linked-Size: 7\nX-Repo-Commit: 0123456789abcdef0123456789abcdef01234567")
 seed("bad-hash", 2, {"sha": "0" * 40, "siblings": [{"rfilename": "x", "blobId": "../../x" + "0" * 33}]})
 PY
+# audio: the golden's short WAV and a tone in every format (tests/data/audio/README.md)
+cp "$ROOT/tests/data/tiny-mm-a/short.wav" "$C/fuzz_audio/short.wav"
+for f in "$ROOT"/tests/data/audio/tone*; do cp "$f" "$C/fuzz_audio/$(basename "$f")"; done
+
 echo "seeds: $(find "$C" -type f | wc -l) files, $(du -sk "$C" | cut -f1) KB"

@@ -84,13 +84,13 @@ typedef struct {
     int32_t n_pending;
 } plume_detok_stream;
 
-void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
                              int32_t skip_special);
 /* Append the text that id completes to out (NUL-terminated, at most cap-1 bytes; cap >= 64
  * is always enough for one id); returns its length, or PLUME_EINVAL for a bad id. */
-int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap);
+int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap);
 /* Flush what is still pending (an incomplete character becomes U+FFFD). */
-int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap);
+int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
 int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
@@ -116,7 +116,8 @@ typedef struct {
     const char *content; /* UTF-8, or NULL */
 } plume_chat_message;
 
-/* One message with everything the template renders. role and content come first, as in
+/* One message with everything the template renders (plume_chat_render_full, the full
+ * renderer; plume_chat_message is the plain subset). role and content come first, as in
  * plume_chat_message; the other fields are optional (zero: unused), so designated
  * initializers need name only what they use. (A separate type, so that {role, content}
  * initializers of plume_chat_message stay complete under -Wmissing-field-initializers.) */
@@ -130,7 +131,14 @@ typedef struct {
     int32_t n_tool_calls;
     const char *tool_call_id; /* role "tool": the id of the call answered, or NULL */
     const char *name;         /* role "tool": the function's name, used when no call matches */
-} plume_chat_message_ex;
+    const int32_t *part_types;/* [n_parts] PLUME_CHAT_PART_*, or NULL: all text. A media part
+                                 renders the template's placeholder where it is (<|image|>,
+                                 <|audio|>, <|video|>; its parts[] entry is ignored, may be NULL),
+                                 which plume_prompt_expand() then turns into the medium's run */
+} plume_chat_message_full;
+
+/* The kinds of content parts (OpenAI's {type: "text" | "image_url" | "input_audio", ...}). */
+enum { PLUME_CHAT_PART_TEXT = 0, PLUME_CHAT_PART_IMAGE = 1, PLUME_CHAT_PART_AUDIO = 2, PLUME_CHAT_PART_VIDEO = 3 };
 
 /* Rendering options; zero-initialized is the template's defaults. */
 typedef struct {
@@ -146,8 +154,8 @@ int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_gen
 /* The same with tools, tool calls and responses, content parts and reasoning (opt may be
  * NULL: the defaults). 0, PLUME_EINVAL (a bad role, bad tools_json or arguments JSON, ...: the
  * message names the message or tool and the JSON offset) or PLUME_ENOMEM. */
-int plume_chat_render_ex(const plume_chat_message_ex *msgs, int32_t n,
-                         const plume_chat_options *opt, char **out, char **err);
+int plume_chat_render_full(const plume_chat_message_full *msgs, int32_t n,
+                           const plume_chat_options *opt, char **out, char **err);
 
 /* Streaming parse of generated text (decoded with special tokens kept) into typed deltas:
  * answer text, thought text, complete tool calls with JSON arguments. Never fails on what
@@ -213,6 +221,13 @@ void plume_sampler_accept(plume_sampler *s, int32_t id);
 void plume_sampler_reset(plume_sampler *s);
 /* Draw the next id from logits [n_vocab] (not modified). */
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
+/* A logit bias (OpenAI's logit_bias): bias[i] is added to the logit of ids[i] before the
+ * chain (then penalties, top-k, temperature, ...), for every later draw; an id given twice
+ * gets the sum; -INFINITY bans an id; n = 0 clears the map. Costs a binary search per biased
+ * id per draw, nothing else. 0, or PLUME_EINVAL (an id outside [0, n_vocab), a NaN or +inf
+ * bias: nothing changed) or PLUME_ENOMEM. */
+int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bias, int32_t n,
+                           char **err);
 
 /* Ids plume_sampler_rewind() can take back beyond the penalties' window. */
 #define PLUME_SAMPLER_UNDO 64
@@ -359,6 +374,158 @@ const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "
 uint64_t plume_model_decode_bytes(const plume_model *m);
 /* The tokenizer of the bundle, or NULL if it has none. */
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+/* Whether id ends a model turn, so that generation stops there: one of the config's eos ids
+ * (config.json's eos_token_id, the bundle's eos_token_ids) or the tokenizer's <eos>, <turn|>
+ * or <|tool_response> (a model that made a tool call waits for its answer). */
+int32_t plume_model_ends_turn(const plume_model *m, int32_t id);
+
+/* ---- benchmarks (plume bench): how a model is read, and how fast this machine reads -------
+ * Figures for measuring, not for inference. */
+/* How the q8/q4 layer weights are read: "rows", "tiles" (the kernels in use read the tiles as
+ * they are) or "tiles-unpacked" (they read rows: each group of 16 is unpacked first, slowly;
+ * convert with --layout rows for this CPU). "rows" for f32/bf16 bundles. */
+const char *plume_model_layout(const plume_model *m);
+/* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
+ * tied head) that huge pages map; 0 when none or unknown. */
+double plume_model_huge_share(const plume_model *m);
+/* The model's threads stream the weights a step reads (as mapped) `passes` times, in items of
+ * `piece` bytes (rounded up to 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not
+ * NULL): bytes a pass read. */
+double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+/* n_threads threads (<= 0: physical cores) stream a fresh buffer of `bytes` (rounded down to
+ * 4 MiB; every page written first) `passes` times the same way; the best pass in GB/s, 0 when
+ * the buffer or the threads cannot be had. */
+double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
+
+/* ---------------------------------------------------------------------------------------
+ * Images in (docs/MEDIA.md)
+ *
+ * An image is decoded once (PNG, JPEG or WebP, sniffed from the bytes; EXIF orientation
+ * applied; 8-bit RGB as Hugging Face's processor sees it: alpha dropped), then encoded by the
+ * bundle's vision tower into soft tokens: a plume_embd of N rows of the decoder's width. A
+ * prompt carries, where the image goes, <|image> then N image placeholders (the model's
+ * image_token_id) then <image|>; plume_prompt_expand() writes those runs from one
+ * placeholder per image, and plume_session_feed_media() feeds the prompt with the runs filled
+ * by the images' rows, in order.
+ *
+ *     plume_image *img; plume_embd *e;
+ *     plume_image_load(&img, "cat.jpg", &err);
+ *     plume_image_encode(&e, m, img, NULL, &err);           // the tower: N = 256 for a square
+ *     ... render the chat with one placeholder where the image goes, tokenize it ...
+ *     n = plume_prompt_expand(m, ids, n, &e, 1, big, cap, &err);
+ *     plume_session_feed_media(s, big, n, &e, 1, logits, 0, &err);
+ *
+ * A session remembers which image filled which positions (a 64-bit key of its resized
+ * pixels), so plume_session_feed_prompt_media() reuses the cache of a conversation re-sent
+ * with the same images, a rewind into an image recomputes it, and a saved session keeps them.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_image plume_image; /* decoded pixels */
+typedef struct plume_embd plume_embd;   /* soft tokens of one image or one audio */
+
+/* Decode an image file / bytes. PLUME_EFORMAT for anything that is not a whole PNG, JPEG or
+ * WebP (truncated, corrupt, zero-sized, more than 64 M pixels or 65535 a side: checked before
+ * the pixels are allocated); PLUME_EIO when the file cannot be read. */
+int plume_image_load(plume_image **out, const char *path, char **err);
+int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
+/* An image from RGB pixels [height, width, 3] (copied). */
+int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
+void plume_image_free(plume_image *img);
+int32_t plume_image_width(const plume_image *img);
+int32_t plume_image_height(const plume_image *img);
+const uint8_t *plume_image_rgb(const plume_image *img); /* [height, width, 3] */
+
+typedef struct {
+    int32_t max_tokens; /* the budget of soft tokens: 70, 140, 280, 560 or 1120; 0: 280 (the
+                           model's default_output_length) */
+} plume_image_params;
+
+plume_image_params plume_image_default_params(void);
+/* Whether the bundle carries a vision tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_vision(const plume_model *m);
+/* The model's media token ids: "image" (the placeholder), "boi", "eoi", "audio", "boa",
+ * "eoa", "video"; -1 for an unknown name or an id the checkpoint did not give. */
+int32_t plume_model_media_token(const plume_model *m, const char *name);
+/* How many soft tokens img gives at a budget (p may be NULL), and its key (the hash of its
+ * resized pixels, what plume_embd_key() of its encoding will be; key may be NULL): the
+ * resize without the tower, for a caller that wants to lay out a prompt or look up a cache
+ * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
+int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p, int32_t *n_tokens,
+                       uint64_t *key, char **err);
+/* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
+ * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
+ * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
+int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                       char **err);
+/* Soft tokens given by the caller ([n, dim] copied): a tower plume does not run, a test.
+ * placeholder: the token id whose positions they fill; key: their identity in a session's
+ * history (0: a hash of the rows). */
+int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t dim, int32_t placeholder,
+                         uint64_t key, char **err);
+void plume_embd_free(plume_embd *e);
+int32_t plume_embd_n_tokens(const plume_embd *e);
+int32_t plume_embd_dim(const plume_embd *e);
+const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
+int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
+uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
+
+/* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
+ * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
+ * N x <|audio|> + <audio|>. Writes at most cap
+ * ids to out and returns how many the expansion needs (call again with more room if > cap),
+ * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
+int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                            int32_t n_media, int32_t *out, int32_t cap, char **err);
+
+/* ---------------------------------------------------------------------------------------
+ * Audio in (docs/MEDIA.md)
+ *
+ * An audio file is decoded once (WAV, FLAC, Ogg Vorbis, Ogg Opus or MP3; channels averaged;
+ * resampled to the 16 kHz the model hears), then encoded by the bundle's audio tower (log-mel
+ * features, conformer, embed_audio) into soft tokens: a plume_embd of N rows, about 25 a
+ * second (750 for 30 s). A prompt carries <|audio> + N audio placeholders + <audio|> where
+ * the audio goes; plume_prompt_expand() writes that run from one placeholder (the model's
+ * audio_token_id), and the session functions above feed it as they feed images: images fill
+ * the image runs in order, audio the audio runs in order.
+ *
+ *     plume_audio *a; plume_embd *e;
+ *     plume_audio_load(&a, "question.mp3", &err);
+ *     plume_audio_encode(&e, m, a, &err);                    // N = 250 for 10 s
+ *     ... a prompt with one <|audio|> where it goes, tokenized, then plume_prompt_expand ...
+ *
+ * The model hears clips of at most 30 s (Hugging Face's processor cuts the rest off). plume
+ * keeps all of it: longer audio is cut into consecutive 30 s clips, each encoded alone, their
+ * tokens one after the other in the one run (as llama.cpp does); up to 10 minutes.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
+#define PLUME_AUDIO_RATE 16000           /* samples per second the audio tower hears */
+#define PLUME_AUDIO_CLIP_SAMPLES 480000  /* the most one clip holds: 30 s */
+
+/* Decode an audio file / bytes. PLUME_EFORMAT for anything that is not whole audio
+ * libsndfile reads (not audio, truncated, no samples, NaN samples, a rate outside
+ * 1-768 kHz, longer than 600 s: checked on the header before decoding); PLUME_EIO when the
+ * file cannot be read. */
+int plume_audio_load(plume_audio **out, const char *path, char **err);
+int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+/* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
+ * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
+ * a sample that is not finite. */
+int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err);
+void plume_audio_free(plume_audio *a);
+int64_t plume_audio_n_samples(const plume_audio *a);  /* at 16 kHz */
+double plume_audio_seconds(const plume_audio *a);
+const float *plume_audio_samples(const plume_audio *a); /* [n_samples], mono, 16 kHz */
+
+/* Whether the bundle carries an audio tower (plume convert of a checkpoint that has one). */
+int32_t plume_model_has_audio(const plume_model *m);
+/* How many soft tokens a gives (the sum over its 30 s clips) and its key (a hash of its
+ * samples; key may be NULL), without running the tower. PLUME_EINVAL without an audio tower
+ * or for audio too short to give a token (under 10 ms). */
+int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_tokens, uint64_t *key, char **err);
+/* Encode a with the audio tower: log-mel features, the conformer and embed_audio of each 30 s
+ * clip, exactly as Hugging Face's model computes them (float32), on the model's threads; N rows
+ * of the decoder's width whose placeholder is the model's audio id. PLUME_EINVAL when the bundle
+ * has no audio tower or a is too short. */
+int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
@@ -393,6 +560,22 @@ int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *l
  * NULL) receives the number of tokens kept. The logits equal those of a fresh prefill. */
 int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
                               int32_t *n_reused, char **err);
+/* Feed n rows at the session's position: ids, whose placeholder positions (the model's image
+ * id, its audio id, or a media's own placeholder) are filled, in order, by the rows of the
+ * media with that placeholder, in order (Hugging Face's masked_scatter): an image row enters
+ * unscaled and its per-layer input uses the pad row, as in HF. Every placeholder must get a
+ * row and every row a placeholder (PLUME_EINVAL otherwise, nothing fed). The session keeps a
+ * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
+ * plume_session_feed(). With n_media 0 a prompt without placeholders feeds as with
+ * plume_session_feed(); one with placeholders is refused. */
+int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                             int32_t n_media, float *logits, int32_t all, char **err);
+/* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
+ * and media keys (which image filled a position, and which of its rows) both agree, so a
+ * conversation re-sent with the same images reuses their cache and a different image does
+ * not. */
+int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                                    int32_t n_media, float *logits, int32_t *n_reused, char **err);
 /* Forget every token from position n_keep on (0 <= n_keep <= n_past). Exact for any n_keep:
  * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
  * are recomputed when the ring alone no longer holds the window. */
@@ -408,6 +591,17 @@ int plume_session_save(const plume_session *s, const char *path, char **err);
 /* A new session on m from a file written by plume_session_save(). Refused (PLUME_EMISMATCH)
  * for another bundle; truncated or corrupt files are refused (PLUME_EFORMAT). */
 int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
+/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
+ * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
+ * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
+ * mean nothing, and a rewind into this history does not reproduce it. */
+int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
+/* Fork a conversation: make dst hold exactly what src holds (tokens, caches, ring
+ * snapshots), so both give bit-identical logits from here on (the server's n choices of one
+ * prompt prefill once). Both of one model and made with the same n_ctx, n_rewind, kv_bits and
+ * snapshot_every (dst's own tokens are dropped). Costs a copy of src's caches. 0, or
+ * PLUME_EINVAL (nothing changed). */
+int plume_session_copy(plume_session *dst, const plume_session *src, char **err);
 int32_t plume_session_n_past(const plume_session *s);
 int32_t plume_session_n_ctx(const plume_session *s);
 const int32_t *plume_session_tokens(const plume_session *s);
@@ -506,6 +700,17 @@ void plume_batch_free(plume_batch *b);
  * [taken, V] (all != 0); written by plume_batch_run. */
 int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
                         float *logits, int32_t all, char **err);
+/* plume_batch_add() of rows of a prompt with media (plume_session_feed_media's pairing): ids
+ * are the prompt's rows from the session's position on; the placeholder rows among them are
+ * filled by media[0..n_media) (in the order they appear in the prompt), of which `skip`
+ * placeholder rows were already fed by earlier steps (0 at the prompt's start; then the number
+ * of placeholder rows the earlier steps took). As many rows are taken as fit, as
+ * plume_batch_add(); the rows of a medium may span steps. The media must stay alive until
+ * plume_batch_run() (the session copies the rows it is fed). PLUME_EINVAL when the rows'
+ * placeholders outnumber the media's rows left. */
+int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                              const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits, int32_t all,
+                              char **err);
 /* Tokens queued for the next step. */
 int32_t plume_batch_n_tokens(const plume_batch *b);
 /* Run the queued step: every session advances by the tokens it gave and its logits are
@@ -550,7 +755,8 @@ int plume_convert_check_config(const char *path, char **err);
  * index), so the checkpoint and the bundle written directly hold the same numbers.
  * ------------------------------------------------------------------------------------- */
 typedef struct {
-    const char *config;    /* "tiny" (the golden tiny-a structure), "e2b", or a config.json path */
+    const char *config;    /* "tiny" (the golden tiny-a structure), "e2b", "e4b", or a
+                              config.json path */
     uint64_t seed;
     int32_t vocab;         /* > 0: the vocabulary size instead of the config's (>= 8) */
     const char *tokenizer; /* a directory whose tokenizer.json (+ tokenizer_config.json) is

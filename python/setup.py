@@ -1,7 +1,8 @@
 """Build and install the plume Python package.
 
 The package is a ctypes binding, so the only compiled part is libplume itself: build_py runs
-the repository's Makefile (make, a C11 compiler and libcjson-dev, as for the CLI) to build
+the repository's Makefile (make, a C11 compiler and libcjson-dev and the image libraries
+libpng-dev libjpeg62-turbo-dev libwebp-dev, as for the CLI) to build
 libplume.so from ../src into ../build-python/ and puts a copy inside the package. Nothing is
 downloaded: with Debian's python3-setuptools, `pip install ./python` works offline (there is
 deliberately no pyproject.toml, so pip uses the installed setuptools instead of fetching one

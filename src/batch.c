@@ -1,4 +1,4 @@
-/* batch.c -- the scratch of a forward step, and plume_batch: one step of several sessions.
+/* batch.c -- plume_batch: one forward step of several sessions.
  *
  * Continuous batching. A server with N conversations in flight queues, at every step, one
  * token of each decoding session and a chunk of each prefilling one, then runs them as one
@@ -6,107 +6,10 @@
  * do not depend on what else is in the step, so its output is what it would be alone. */
 #include <stdlib.h>
 
+#include "embd.h"
 #include "forward.h"
-
-/* ---- step scratch ---------------------------------------------------------------------- */
-
-/* The widest row of any layer's inputs, for the int8 activations. */
-static int32_t widest_input(const plume_config *c, int64_t Imax, int64_t hdmax) {
-    int64_t w = Imax > c->H * hdmax ? Imax : c->H * hdmax;
-    return (int32_t)(w > c->D ? w : c->D);
-}
-
-int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span) {
-    const plume_config *c = &m->c;
-    int32_t nth = plume_pool_size(m->pool), hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
-    int32_t slots = nth - 1 < PLUME_ATTN_SPLIT_SLOTS ? nth - 1 : PLUME_ATTN_SPLIT_SLOTS;
-    int64_t blocks = span / PLUME_ATTN_BLOCK + 2;
-    if (slots > 0 && blocks > x->part_blocks) {
-        float *part = plume_alloc((size_t)slots * (size_t)blocks * (size_t)(c->H / c->Hkv) * (size_t)(hdmax + 2) * 4);
-        if (!part) return -1;
-        plume_dealloc(x->part);
-        x->part = part;
-        x->part_slots = slots;
-        x->part_blocks = (int32_t)blocks;
-    }
-    x->span = span;
-    return 0;
-}
-
-int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err) {
-    const plume_config *c = &m->c;
-    memset(x, 0, sizeof *x);
-    int64_t D = c->D, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding, Imax = 0;
-    for (int32_t l = 0; l < c->L; l++) Imax = c->I[l] > Imax ? c->I[l] : Imax;
-    int32_t nth = plume_pool_size(m->pool);
-    x->B = B;
-    x->h = plume_alloc((size_t)(B * D) * 4);
-    x->xa = plume_alloc((size_t)(B * D) * 4);
-    x->q = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-    x->att = plume_alloc((size_t)(B * c->H * hdmax) * 4);
-    x->o = plume_alloc((size_t)(B * D) * 4);
-    x->gate = plume_alloc((size_t)(B * Imax) * 4);
-    x->up = plume_alloc((size_t)(B * Imax) * 4);
-    x->ple = plume_alloc((size_t)(B * c->L * c->Dp) * 4);
-    x->plg = plume_alloc((size_t)(B * c->Dp) * 4);
-    int ok = x->h && x->xa && x->q && x->att && x->o && x->gate && x->up && x->ple && x->plg;
-    for (int t = 0; t < 2; t++) {
-        x->rope_cos[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-        x->rope_sin[t] = plume_alloc((size_t)(B * hdmax / 2) * 4);
-        ok = ok && x->rope_cos[t] && x->rope_sin[t];
-    }
-    for (int32_t l = 0; l < c->L; l++) {
-        if (c->kv_src[l] != l) continue;
-        size_t step = (size_t)B * (size_t)(c->Hkv * c->hd[l]) * 4;
-        x->k_new[l] = plume_alloc(step);
-        x->v_new[l] = plume_alloc(step);
-        x->k8_new[l] = plume_alloc(step / 4);
-        x->v8_new[l] = plume_alloc(step / 4);
-        x->ks_new[l] = plume_alloc((size_t)B * (size_t)c->Hkv * 4);
-        x->vs_new[l] = plume_alloc((size_t)B * (size_t)c->Hkv * 4);
-        ok = ok && x->k_new[l] && x->v_new[l] && x->k8_new[l] && x->v8_new[l] && x->ks_new[l] && x->vs_new[l];
-    }
-    size_t group = (size_t)(c->H / c->Hkv);
-    x->scores = plume_alloc((size_t)nth * group * PLUME_ATTN_BLOCK * 4);
-    x->blk = plume_alloc((size_t)nth * group * (size_t)(hdmax + 4) * 4);
-    x->row_ent = plume_alloc((size_t)B * 4);
-    x->row_pos = plume_alloc((size_t)B * 4);
-    x->row_head = plume_alloc((size_t)B * 4);
-    ok = ok && x->scores && x->blk && x->row_ent && x->row_pos && x->row_head;
-    if (ok && plume_scratch_grow_part(x, m, span)) ok = 0;
-    if (ok && m->qact_matmul) {
-        int32_t widest = widest_input(c, Imax, hdmax);
-        x->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
-        x->xs = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
-        x->xcor = plume_alloc((size_t)(B * plume_qact_lanes(widest)) * 4);
-        ok = x->xq && x->xs && x->xcor;
-    }
-    if (!ok) {
-        plume_scratch_free(x);
-        return plume_fail(err, PLUME_ENOMEM, "out of memory for a step scratch of %d tokens", B);
-    }
-    return 0;
-}
-
-void plume_scratch_free(plume_scratch *x) {
-    float *bufs[] = {x->h, x->xa, x->q, x->att, x->o, x->gate, x->up, x->ple, x->plg, x->rope_cos[0],
-                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->blk, x->part, x->xs};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) plume_dealloc(bufs[i]);
-    for (int32_t l = 0; l < PLUME_MAX_LAYERS; l++) {
-        plume_dealloc(x->k_new[l]);
-        plume_dealloc(x->v_new[l]);
-        plume_dealloc(x->k8_new[l]);
-        plume_dealloc(x->v8_new[l]);
-        plume_dealloc(x->ks_new[l]);
-        plume_dealloc(x->vs_new[l]);
-    }
-    plume_dealloc(x->xq);
-    plume_dealloc(x->xcor);
-    plume_dealloc(x->row_ent);
-    plume_dealloc(x->row_pos);
-    plume_dealloc(x->row_head);
-    memset(x, 0, sizeof *x);
-}
+#include "scratch.h"
+#include "session.h"
 
 /* ---- plume_batch ----------------------------------------------------------------------- */
 
@@ -119,6 +22,8 @@ struct plume_batch {
     int32_t T;            /* tokens queued */
     float *logits;        /* [logit_rows, V] the head's output when several entries want logits */
     int32_t logit_rows;
+    const float **emb;    /* [cap] the queued rows' given embeddings (plume_batch_add_media), */
+    uint64_t *keys;       /* [cap] and their keys; an entry without media points at none */
 };
 
 int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, char **err) {
@@ -128,10 +33,14 @@ int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, cha
     b->m = m;
     b->cap = n_tokens_max > 0 ? n_tokens_max : 256;
     b->e = calloc((size_t)b->cap, sizeof *b->e);
-    int rc = b->e ? plume_scratch_init(&b->x, m, b->cap, (int64_t)m->c.W + b->cap, err)
-                  : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    b->emb = calloc((size_t)b->cap, sizeof *b->emb);
+    b->keys = calloc((size_t)b->cap, sizeof *b->keys);
+    int rc = b->e && b->emb && b->keys ? plume_scratch_init(&b->x, m, b->cap, (int64_t)m->c.W + b->cap, err)
+                                       : plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (rc) {
         free(b->e);
+        free(b->emb);
+        free(b->keys);
         free(b);
         return rc;
     }
@@ -144,6 +53,8 @@ void plume_batch_free(plume_batch *b) {
     plume_scratch_free(&b->x);
     plume_dealloc(b->logits);
     free(b->e);
+    free((void *)b->emb);
+    free(b->keys);
     free(b);
 }
 
@@ -154,8 +65,9 @@ void plume_batch_clear(plume_batch *b) {
     b->T = 0;
 }
 
-int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all,
-                        char **err) {
+/* plume_batch_add, with media when n_media > 0 (plume_batch_add_media). */
+static int32_t batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                         int32_t n_media, int32_t skip, float *logits, int32_t all, char **err) {
     if (s->m != b->m) return plume_fail(err, PLUME_EINVAL, "batch: the session belongs to another model");
     if (n < 1) return plume_fail(err, PLUME_EINVAL, "batch: no tokens");
     for (int32_t i = 0; i < b->n; i++)
@@ -170,13 +82,26 @@ int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, in
         int32_t to_snap = s->snap_every - s->n_past % s->snap_every;
         if (take > to_snap) take = to_snap;
     }
-    for (int32_t i = 0; i < take; i++)
-        if (ids[i] < 0 || ids[i] >= s->m->c.V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
-                              s->m->c.V);
-    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all};
+    int rc = plume_model_check_ids(s->m, ids, take, err);
+    if (rc) return rc;
+    int with_media = n_media > 0;
+    if (with_media && (rc = embd_place_from(&s->m->c, ids, take, media, n_media, skip, b->emb + b->T, b->keys + b->T, err)))
+        return rc;
+    b->e[b->n++] = (plume_step_entry){s, ids, take, s->n_past, b->T, logits, all, with_media ? b->emb + b->T : NULL,
+                                      with_media ? b->keys + b->T : NULL};
     b->T += take;
     return take;
+}
+
+int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all,
+                        char **err) {
+    return batch_add(b, s, ids, n, NULL, 0, 0, logits, all, err);
+}
+
+int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                              const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits, int32_t all,
+                              char **err) {
+    return batch_add(b, s, ids, n, media, n_media, skip, logits, all, err);
 }
 
 int plume_batch_run(plume_batch *b, char **err) {
@@ -197,6 +122,11 @@ int plume_batch_run(plume_batch *b, char **err) {
         b->logits = lg;
         b->logit_rows = rows;
     }
+    for (int32_t i = 0; i < b->n; i++) /* the sessions keep the media rows they are fed */
+        if (b->e[i].emb && plume_session_keep_media(b->e[i].s, b->e[i].P, b->e[i].emb, b->e[i].T, err)) {
+            while (i-- > 0) plume_session_drop_media(b->e[i].s, b->e[i].P);
+            return PLUME_ENOMEM;
+        }
     plume_model_prefault(b->m);
     plume_forward(b->m, &b->x, b->e, b->n, b->logits);
     for (int32_t i = 0; i < b->n; i++) plume_session_stepped(b->e[i].s);

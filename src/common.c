@@ -1,4 +1,5 @@
-/* common.c -- errors, half-float conversion, mapped and atomic files, aligned memory. */
+/* common.c -- errors, growable buffers, half-float conversion, mapped and atomic files, aligned
+ * memory. */
 #include "common.h"
 
 #include <errno.h>
@@ -31,6 +32,69 @@ int plume_fail(char **err, int code, const char *fmt, ...) {
     va_end(ap2);
     va_end(ap);
     return code;
+}
+
+/* ---- growable buffers ------------------------------------------------------------------ */
+
+/* Double *cap (from 16) until it holds need items of size bytes, then realloc *pp. */
+int plume_grow(void *pp, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n = n > SIZE_MAX / 2 ? need : n * 2;
+    if (size && n > SIZE_MAX / size) return PLUME_ENOMEM;
+    void *p;
+    memcpy(&p, pp, sizeof p);
+    p = realloc(p, n * size);
+    if (!p) return PLUME_ENOMEM;
+    memcpy(pp, &p, sizeof p);
+    *cap = n;
+    return 0;
+}
+
+/* Room for n more bytes and the NUL; latches oom on failure. */
+static int buf_reserve(plume_buf *b, size_t n) {
+    if (b->oom) return -1;
+    if (n > SIZE_MAX - b->len - 1 || plume_grow(&b->p, &b->cap, b->len + n + 1, 1)) {
+        b->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+void plume_buf_put(plume_buf *b, const void *s, size_t n) {
+    if (buf_reserve(b, n)) return;
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void plume_buf_puts(plume_buf *b, const char *s) { plume_buf_put(b, s, strlen(s)); }
+
+void plume_buf_printf(plume_buf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n < 0) b->oom = 1;
+    else if (!buf_reserve(b, (size_t)n)) {
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+    va_end(ap);
+}
+
+char *plume_buf_take(plume_buf *b) {
+    if (!b->oom && !b->p) plume_buf_put(b, "", 0);
+    char *p = b->oom ? NULL : b->p;
+    if (!p) free(b->p);
+    memset(b, 0, sizeof *b);
+    return p;
+}
+
+void plume_buf_free(plume_buf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
 }
 
 /* ---- half floats ----------------------------------------------------------------------- */
@@ -191,20 +255,20 @@ static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
     }
-    if (st.st_size > 0) {
-        void *p = dense ? map_dense(fd, (size_t)st.st_size) : NULL;
-        if (!p) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (sb.st_size > 0) {
+        void *p = dense ? map_dense(fd, (size_t)sb.st_size) : NULL;
+        if (!p) p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return plume_fail(err, PLUME_EIO, "%s: mmap failed: %s", path, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)sb.st_size;
     }
     close(fd);
     return 0;
@@ -222,28 +286,36 @@ void plume_map_free(plume_map *m) {
     }
 }
 
+int plume_read_stream(FILE *f, char **buf, size_t *len) {
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+    do {
+        if (plume_grow(&b, &cap, n + 4096, 1)) {
+            free(b);
+            *buf = NULL;
+            return PLUME_ENOMEM;
+        }
+        n += fread(b + n, 1, cap - n - 1, f);
+    } while (n + 1 == cap);
+    b[n] = 0;
+    if (ferror(f)) {
+        free(b);
+        *buf = NULL;
+        return PLUME_EIO;
+    }
+    *buf = b;
+    if (len) *len = n;
+    return 0;
+}
+
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (n + 1 < cap) break;
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
+    int rc = plume_read_stream(f, buf, len);
     fclose(f);
-    if (!b) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-    if (bad) { free(b); return plume_fail(err, PLUME_EIO, "%s: read error", path); }
-    b[n] = 0;
-    *buf = b;
-    if (len) *len = n;
+    if (rc == PLUME_ENOMEM) return plume_fail(err, rc, "%s: out of memory", path);
+    if (rc) return plume_fail(err, rc, "%s: read error", path);
     return 0;
 }
 
@@ -292,8 +364,27 @@ char *plume_sprintf(const char *fmt, ...) {
 char *plume_path_join(const char *a, const char *b) { return plume_sprintf("%s/%s", a, b); }
 
 int plume_file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+int plume_mkdir_parent(const char *path, char **err) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return plume_fail(err, PLUME_EIO, "%s: path too long", path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p) return 0;
+    *slash = 0;
+    for (char *s = p + 1;; s++) {
+        int end = !*s;
+        if (*s && *s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", p, strerror(errno));
+        if (end) break;
+        *s = '/';
+    }
+    return 0;
 }
 
 void *plume_alloc(size_t n) {

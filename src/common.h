@@ -1,10 +1,11 @@
-/* common.h -- small pieces every part of libplume uses: errors, half floats, mapped files,
- * a bounded read cursor, a deterministic random generator. Knows nothing of the model. */
+/* common.h -- small pieces every part of libplume uses: errors, growable buffers, half floats,
+ * mapped files, a deterministic random generator. Knows nothing of the model. */
 #ifndef PLUME_COMMON_H
 #define PLUME_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "plume.h"
@@ -16,6 +17,34 @@
 /* Set *err (when err is not NULL and *err is NULL) to a malloc'd message; return code. */
 int plume_fail(char **err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- growable buffers ------------------------------------------------------------------ */
+
+/* Make the array *pp of *cap items of `size` bytes hold at least need items: the capacity
+ * doubles (from 16 items) until it does. 0, or PLUME_ENOMEM with *pp and *cap unchanged.
+ * pp is the address of the array pointer (T **), so every typed array grows one way. */
+int plume_grow(void *pp, size_t *cap, size_t need, size_t size);
+
+/* Bytes under construction, e.g. a prompt or a line of JSON. Zero-initialized is empty; an
+ * append grows it (plume_grow) and keeps p NUL-terminated. oom latches the first allocation
+ * failure and makes later appends no-ops, so a writer checks once, at the end. */
+typedef struct {
+    char *p;         /* [len] bytes and a NUL; NULL until the first append */
+    size_t len, cap; /* bytes in use (NUL not counted), bytes allocated */
+    int oom;         /* an append failed for want of memory */
+} plume_buf;
+
+/* Append n bytes of s (s may be NULL when n is 0). */
+void plume_buf_put(plume_buf *b, const void *s, size_t n);
+/* Append a NUL-terminated string. */
+void plume_buf_puts(plume_buf *b, const char *s);
+/* Append printf-formatted text. */
+void plume_buf_printf(plume_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The bytes, malloc'd and NUL-terminated ("" when nothing was appended), for the caller to
+ * free; the buffer is left empty. NULL (the bytes freed) when an append ran out of memory. */
+char *plume_buf_take(plume_buf *b);
+/* Free the bytes; the buffer is empty again (and may be reused). */
+void plume_buf_free(plume_buf *b);
 
 /* ---- half floats ----------------------------------------------------------------------- */
 
@@ -94,6 +123,9 @@ double plume_map_huge_share(const plume_map *m);
  * so that a dense reader later reads it in huge folios (the converter's outputs). */
 void plume_file_uncache(const char *path);
 
+/* Read what is left of f into a malloc'd NUL-terminated *buf (*len bytes, len may be NULL):
+ * 0, PLUME_ENOMEM or PLUME_EIO (*buf NULL then). */
+int plume_read_stream(FILE *f, char **buf, size_t *len);
 /* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
 int plume_read_file(const char *path, char **buf, size_t *len, char **err);
 /* Write buf to path through path.tmp + fsync + rename. */
@@ -104,6 +136,9 @@ char *plume_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);
+/* mkdir -p the directory that will hold path (an output file or directory: "out/" names the
+ * directory out); 0, or PLUME_EIO naming the directory that could not be made. */
+int plume_mkdir_parent(const char *path, char **err);
 
 /* Allocate n bytes aligned to PLUME_ALIGN, contents undefined (never read before written);
  * NULL on failure or overflow. */
@@ -135,8 +170,5 @@ double plume_now(void);
  * Returns a checksum, so that the reads cannot be left out. */
 enum { PLUME_STREAM_SPANS = 4, PLUME_STREAM_SPANS_MAX = 8 };
 uint64_t plume_stream_sum(const void *const *spans, int ns, size_t n);
-
-/* The checksum sealing a tokenizer.bin image (tokenizer.c; docs/TOKENIZER.md) over p[0..n). */
-uint64_t plume_tok_checksum(const uint8_t *p, size_t n);
 
 #endif /* PLUME_COMMON_H */

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "encoders/encoders.h"
+#include "encoders/vision.h"
 #include "kernels/qact.h"
 #include "manifest.h"
 #include "npy.h"
@@ -247,6 +249,153 @@ static int write_rope(conv *cv, char **err) {
     return rc;
 }
 
+/* ---- towers ---------------------------------------------------------------------------- */
+/*
+ * A tower (vision now, audio next) goes into a safetensors file of its own, copied as it is:
+ * every tensor of the checkpoint under the tower's prefixes, under its checkpoint name and
+ * shape (the clip bounds stay the scalars they are), as F32, sorted by name, 64-byte aligned,
+ * __metadata__ format = plume-tower, tower = its kind. What the towers are, and how a
+ * checkpoint is checked before anything is written, is the table below and its check.
+ */
+
+/* One tower the converter carries. */
+typedef struct {
+    const char *kind;           /* "vision" */
+    const char *file;           /* in the bundle */
+    const char *prefixes[3];    /* tensor name prefixes, NULL-terminated */
+} conv_tower;
+
+static const conv_tower conv_towers[] = {
+    {"vision", "vision.safetensors", {"model.vision_tower.", "model.embed_vision.", NULL}},
+    {"audio", "audio.safetensors", {"model.audio_tower.", "model.embed_audio.", NULL}},
+};
+
+/* Whether a tensor name falls under one of the tower's prefixes. */
+static int tower_has(const conv_tower *t, const char *name) {
+    for (int i = 0; t->prefixes[i]; i++)
+        if (!strncmp(name, t->prefixes[i], strlen(t->prefixes[i]))) return 1;
+    return 0;
+}
+
+/* Sort names alphabetically. */
+static int cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The source's tensors under tower t, sorted (a malloc'd array of borrowed names). */
+static int tower_names(const conv *cv, const conv_tower *t, const char ***names, int32_t *n, char **err) {
+    int32_t cap = 0;
+    *names = NULL;
+    *n = 0;
+    for (int32_t i = 0;; i++) {
+        const char *nm = cv->src->name_at(cv->src->ctx, i);
+        if (!nm) break;
+        if (!tower_has(t, nm)) continue;
+        if (*n == cap) {
+            const char **more = realloc(*names, sizeof *more * (size_t)(cap = cap ? 2 * cap : 256));
+            if (!more) { free(*names); *names = NULL; return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
+            *names = more;
+        }
+        (*names)[(*n)++] = nm;
+    }
+    if (*n) qsort(*names, (size_t)*n, sizeof **names, cmp_names);
+    return 0;
+}
+
+/* Copy tower t into its file: plan every tensor, then stream each a block of rows at a time
+ * (a row is the last dimension; the position table's rows of 768 floats, say). */
+static int write_tower(conv *cv, const conv_tower *t, char **err) {
+    const char **names;
+    int32_t n;
+    int rc = tower_names(cv, t, &names, &n, err);
+    if (rc) return rc;
+    char *path = plume_path_join(cv->dir, t->file);
+    st_writer w;
+    rc = path ? st_writer_init(&w, path, PLUME_ALIGN, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    free(path);
+    if (rc) { free(names); return rc; }
+    st_writer_meta(&w, "format", "plume-tower", err);
+    st_writer_meta(&w, "version", "1", err);
+    st_writer_meta(&w, "tower", t->kind, err);
+    for (int32_t i = 0; !rc && i < n; i++) {
+        int32_t nd;
+        int64_t sh[8];
+        cv->src->shape(cv->src->ctx, names[i], &nd, sh);
+        if (nd > 4) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has %d dimensions", names[i], nd);
+        else rc = st_writer_add(&w, names[i], ST_F32, nd, sh, err);
+    }
+    if (!rc) rc = st_writer_begin(&w, err);
+    for (int32_t i = 0; !rc && i < n; i++) {
+        int32_t nd;
+        int64_t sh[8], count = 1;
+        cv->src->shape(cv->src->ctx, names[i], &nd, sh);
+        for (int32_t d = 0; d < nd; d++) count *= sh[d];
+        const int64_t cols = nd >= 2 ? sh[nd - 1] : count, rows = cols ? count / cols : 0, br = block_rows(cols);
+        for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
+            const int64_t k = rows - r0 < br ? rows - r0 : br;
+            rc = cv->src->read(cv->src->ctx, names[i], r0, k, cv->rows, err);
+            if (!rc) rc = st_writer_write(&w, cv->rows, (size_t)(k * cols) * 4, err);
+            progress(cv, k * cols, names[i]);
+        }
+    }
+    if (!rc) rc = st_writer_finish(&w, err);
+    st_writer_free(&w);
+    free(names);
+    return rc;
+}
+
+/* A tower's tensor list against the checkpoint: each tensor there with its shape (a scalar may
+ * be [] or [1]; an optional one may be missing), counted into the progress total; kind names
+ * the config in messages. Frees list. */
+static int check_tower_list(conv *cv, enc_tensor_spec *list, int32_t n, const char *kind, char **err) {
+    int rc = list ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    for (int32_t i = 0; !rc && i < n; i++) {
+        const enc_tensor_spec *t = &list[i];
+        int32_t nd;
+        int64_t sh[8], count = 1;
+        if (cv->src->shape(cv->src->ctx, t->name, &nd, sh)) {
+            if (!t->optional) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", t->name);
+            continue;
+        }
+        int same = nd == t->ndim || (t->ndim == 0 && nd == 1 && sh[0] == 1);
+        for (int32_t d = 0; same && d < t->ndim; d++) same = sh[d] == t->shape[d], count *= sh[d];
+        if (!same) rc = plume_fail(err, PLUME_EFORMAT, "checkpoint: tensor %s has a shape other than %s's", t->name, kind);
+        cv->total += (uint64_t)count;
+    }
+    free(list);
+    return rc;
+}
+
+/* Whether the checkpoint carries a vision tower, and if so that it is whole: its config
+ * parses and every tensor the tower reads is there with its shape (the clip bounds may be
+ * missing: +-inf). A text-only checkpoint (no position table; tiny-a's dummy tower tensors)
+ * converts without one. Counts the tower's elements into the progress total. */
+static int check_vision(conv *cv, char **err) {
+    plume_config *c = &cv->cfg;
+    int32_t nd;
+    int64_t sh[8];
+    if (cv->src->shape(cv->src->ctx, "model.vision_tower.patch_embedder.position_embedding_table", &nd, sh)) return 0;
+    int rc = plume_config_vision_from_hf(c, cv->src->config_json, "config.json", err);
+    if (rc) return rc;
+    const int32_t n = vision_tensor_list(&c->vis, c->D, NULL, 0);
+    vision_tensor *list = malloc(sizeof *list * (size_t)n);
+    if (list) vision_tensor_list(&c->vis, c->D, list, n);
+    return check_tower_list(cv, list, n, "vision_config", err);
+}
+
+/* The same for the audio tower, which the first subsampling convolution tells: a checkpoint
+ * without it (text-only, or tiny-a's one stand-in tensor) converts without one. */
+static int check_audio(conv *cv, char **err) {
+    plume_config *c = &cv->cfg;
+    int32_t nd;
+    int64_t sh[8];
+    if (cv->src->shape(cv->src->ctx, "model.audio_tower.subsample_conv_projection.layer0.conv.weight", &nd, sh)) return 0;
+    int rc = plume_config_audio_from_hf(c, cv->src->config_json, "config.json", err);
+    if (rc) return rc;
+    const int32_t n = enc_audio_tensor_list(&c->aud, c->D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
+    if (list) enc_audio_tensor_list(&c->aud, c->D, list, n);
+    return check_tower_list(cv, list, n, "audio_config", err);
+}
+
 /* ---- chunks ---------------------------------------------------------------------------- */
 
 /* How a linear weight is stored at the bundle's precision. */
@@ -474,7 +623,8 @@ static void remove_tmp(const char *dir) {
         "cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy", "tokenizer.bin",
         "chunk_1.safetensors", "chunk_2.safetensors", "chunk_3.safetensors", "chunk_1.safetensors.tmp",
         "chunk_2.safetensors.tmp", "chunk_3.safetensors.tmp", "hf_model/config.json", "hf_model/tokenizer.json",
-        "hf_model/tokenizer_config.json", "hf_model"};
+        "hf_model/tokenizer_config.json", "vision.safetensors", "vision.safetensors.tmp",
+        "audio.safetensors", "audio.safetensors.tmp", "hf_model"};
     char p[4096];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -510,7 +660,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     int64_t sh[8];
     cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
                                                                                              : "model.";
-    if ((rc = check_tensors(&cv, err))) return rc;
+    if ((rc = check_tensors(&cv, err)) || (rc = check_vision(&cv, err)) || (rc = check_audio(&cv, err))) return rc;
     if (plume_file_exists(out)) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
     if (!(cv.dir = plume_sprintf("%s.tmp-%d", out, (int)getpid()))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     cv.rows = malloc(BLOCK_BYTES);
@@ -530,6 +680,8 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (!rc) rc = write_raw(&cv, "per_layer_projection_norm.weight", c->Dp, 0, 0, "per_layer_norm_weight.bin", err);
     if (!rc) rc = write_rope(&cv, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = write_chunk(&cv, ci, err);
+    if (!rc && c->has_vision) rc = write_tower(&cv, &conv_towers[0], err);
+    if (!rc && c->has_audio) rc = write_tower(&cv, &conv_towers[1], err);
     char mc[4096];
     snprintf(mc, sizeof mc, "%s/model_config.json", cv.dir);
     if (!rc) rc = plume_config_write_bundle(c, mc, err);
@@ -557,13 +709,13 @@ int plume_convert_check_config(const char *path, char **err) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : root, "model_type");
     if (!root) rc = plume_fail(err, PLUME_EFORMAT, "%s: not valid JSON", path);
     else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
-        rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B",
+        rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B and E4B",
                         cJSON_IsString(mt) ? mt->valuestring : "missing");
     else {
         plume_config c;
         char *why = NULL;
         if (plume_config_from_hf_text(&c, text, "config.json", &why)) {
-            rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 E2B-shaped model plume can run: %s", why);
+            rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 (E2B or E4B) model plume can run: %s", why);
             free(why);
         }
     }

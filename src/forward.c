@@ -135,19 +135,19 @@ static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
  * Unless the model is exact, q8/q4 weights take int8 activations: X is quantized once per row
  * and block of 32 (the same bytes whatever T), then the int8 kernels run; a row's output is
  * the same bits in any step (qact.h, "Float order"). */
-static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
-    const plume_model *m = st->m;
+static void matmul_n(const step_ctx *step, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
+    const plume_model *m = step->m;
     matmul_task t = {m->k, x, ldx, T, m, NULL, n, {{0}}, {0}};
-    int q = st->qact && m->qact_matmul;
+    int q = step->qact && m->qact_matmul;
     for (int32_t j = 0; j < n; j++) {
         t.o[j] = o[j];
         t.start[j + 1] = t.start[j] + (o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
         q = q && plume_qact_supported(o[j].w);
     }
     if (q) {
-        quantize_task qt = {m, x, ldx, o[0].w->cols, st->x};
+        quantize_task qt = {m, x, ldx, o[0].w->cols, step->x};
         on_rows(m, T, quantize_rows, &qt);
-        t.q = st->x;
+        t.q = step->x;
     }
     if (T <= STREAM_TOKENS_MAX) {
         plume_pool_for_guided(m->pool, t.start[n], STREAM_GRAIN, matmul_rows, &t);
@@ -159,10 +159,10 @@ static void matmul_n(const step_ctx *st, const float *x, int64_t ldx, int32_t T,
 }
 
 /* One weight: Y[T, w.rows] (row stride ldy) = X @ W^T. */
-static void matmul(const step_ctx *st, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
+static void matmul(const step_ctx *step, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                    const plume_weight *w) {
     matmul_out o = {y, ldy, w};
-    matmul_n(st, x, ldx, T, 1, &o);
+    matmul_n(step, x, ldx, T, 1, &o);
 }
 
 /* ---- elementwise ----------------------------------------------------------------------- */
@@ -222,7 +222,7 @@ static void rope(float *x, const float *cs, const float *sn, int32_t hd, int32_t
  */
 
 typedef struct {
-    const step_ctx *st;
+    const step_ctx *step;
     int32_t l;
     int32_t nblk; /* blocks of the row with the most; split rows keep that many states per slot */
 } attn_task;
@@ -249,11 +249,11 @@ static void quantize_kv_row(int8_t *q, float *scales, const float *x, int32_t hk
 
 /* Round the step's K/V rows of cache-owning layer l, for the entries whose cache is int8,
  * into x->k8_new / v8_new: what attention reads of them and what commit() stores. */
-static void round_step_kv(const step_ctx *st, int32_t l) {
-    plume_scratch *x = st->x;
-    int32_t hkv = st->m->c.Hkv, hd = st->m->c.hd[l], width = hkv * hd;
-    for (int32_t i = 0; i < st->n; i++) {
-        const plume_step_entry *e = &st->e[i];
+static void round_step_kv(const step_ctx *step, int32_t l) {
+    plume_scratch *x = step->x;
+    int32_t hkv = step->m->c.Hkv, hd = step->m->c.hd[l], width = hkv * hd;
+    for (int32_t i = 0; i < step->n; i++) {
+        const plume_step_entry *e = &step->e[i];
         if (!e->s->kv_of[l]->k8) continue;
         for (int64_t r = e->row0; r < e->row0 + e->T; r++) {
             quantize_kv_row(x->k8_new[l] + r * width, x->ks_new[l] + r * hkv, x->k_new[l] + r * width, hkv, hd);
@@ -263,9 +263,9 @@ static void round_step_kv(const step_ctx *st, int32_t l) {
 }
 
 /* The span [lo, p] of the keys row t sees. */
-static void attn_span(const step_ctx *st, int32_t l, int32_t t, int32_t *lo, int32_t *p) {
-    const plume_config *c = &st->m->c;
-    *p = st->x->row_pos[t];
+static void attn_span(const step_ctx *step, int32_t l, int32_t t, int32_t *lo, int32_t *p) {
+    const plume_config *c = &step->m->c;
+    *p = step->x->row_pos[t];
     *lo = c->is_full[l] || *p - c->W + 1 < 0 ? 0 : *p - c->W + 1;
 }
 
@@ -275,10 +275,10 @@ static void attn_span(const step_ctx *st, int32_t l, int32_t t, int32_t *lo, int
  * and only its own row in float, so that a query sees the same keys and values whether the
  * tokens before it came in its step or in earlier ones (speculative decoding depends on it).
  * Returns the number of runs. */
-static int32_t attn_runs(plume_kv_run *r, const step_ctx *st, int32_t l, int32_t t, int32_t g, int32_t a, int32_t z) {
-    const plume_step_entry *e = &st->e[st->x->row_ent[t]];
+static int32_t attn_runs(plume_kv_run *r, const step_ctx *step, int32_t l, int32_t t, int32_t g, int32_t a, int32_t z) {
+    const plume_step_entry *e = &step->e[step->x->row_ent[t]];
     const plume_kv *kv = e->s->kv_of[l];
-    int32_t hkv = st->m->c.Hkv, hd = kv->width / hkv, n = 0, P = e->P;
+    int32_t hkv = step->m->c.Hkv, hd = kv->width / hkv, n = 0, P = e->P;
     for (int32_t j = a; j <= z && j < P;) { /* cached */
         int64_t slot = kv->ring ? j % kv->slots : j;
         int32_t len = (z < P - 1 ? z : P - 1) - j + 1;
@@ -291,17 +291,17 @@ static int32_t attn_runs(plume_kv_run *r, const step_ctx *st, int32_t l, int32_t
         j += len;
     }
     if (z >= P) { /* this step's */
-        int32_t j = a > P ? a : P, pos = st->x->row_pos[t];
+        int32_t j = a > P ? a : P, pos = step->x->row_pos[t];
         int64_t row = e->row0 + j - P, off = row * kv->width + (int64_t)g * hd;
         if (kv->k8 && j < pos) { /* earlier rows of the step, rounded */
             int32_t len = (z < pos - 1 ? z : pos - 1) - j + 1, L = kv->layer;
-            r[n++] = (plume_kv_run){st->x->k8_new[L] + off, st->x->v8_new[L] + off, st->x->ks_new[L] + row * hkv + g,
-                                    st->x->vs_new[L] + row * hkv + g, kv->width, hkv, len};
+            r[n++] = (plume_kv_run){step->x->k8_new[L] + off, step->x->v8_new[L] + off, step->x->ks_new[L] + row * hkv + g,
+                                    step->x->vs_new[L] + row * hkv + g, kv->width, hkv, len};
             j += len;
             off += (int64_t)len * kv->width;
         }
         if (j <= z)
-            r[n++] = (plume_kv_run){st->x->k_new[kv->layer] + off, st->x->v_new[kv->layer] + off, NULL, NULL, kv->width,
+            r[n++] = (plume_kv_run){step->x->k_new[kv->layer] + off, step->x->v_new[kv->layer] + off, NULL, NULL, kv->width,
                                     0, z - j + 1};
     }
     return n;
@@ -309,37 +309,37 @@ static int32_t attn_runs(plume_kv_run *r, const step_ctx *st, int32_t l, int32_t
 
 /* The state of block b (positions [b * PLUME_ATTN_BLOCK, + PLUME_ATTN_BLOCK) within [lo, pos])
  * of row t, KV head g: acc [group, hd], m and l [group]. p: scratch [group, PLUME_ATTN_BLOCK]. */
-static void attn_block(const step_ctx *st, int32_t l, int32_t t, int32_t g, int32_t lo, int32_t pos, int32_t b,
+static void attn_block(const step_ctx *step, int32_t l, int32_t t, int32_t g, int32_t lo, int32_t pos, int32_t b,
                        float *acc, float *m, float *lsum, float *p) {
-    const plume_config *c = &st->m->c;
+    const plume_config *c = &step->m->c;
     int32_t hd = c->hd[l], group = c->H / c->Hkv;
     int32_t a = b * PLUME_ATTN_BLOCK, z = a + PLUME_ATTN_BLOCK - 1;
     a = a > lo ? a : lo;
     z = z < pos ? z : pos;
     plume_kv_run run[4];
-    int32_t nrun = attn_runs(run, st, l, t, g, a, z);
-    const float *q = st->x->q + ((int64_t)t * c->H + (int64_t)g * group) * hd;
-    st->m->k->attn_block(acc, m, lsum, q, group, hd, run, nrun, p);
+    int32_t nrun = attn_runs(run, step, l, t, g, a, z);
+    const float *q = step->x->q + ((int64_t)t * c->H + (int64_t)g * group) * hd;
+    step->m->k->attn_block(acc, m, lsum, q, group, hd, run, nrun, p);
 }
 
 /* Whole rows: items [i0, i1) are (row, KV head) pairs; the running state lives in the
  * output, a block's in the thread's x->blk. */
 static void attn_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const attn_task *a = ctx;
-    const step_ctx *st = a->st;
-    const plume_config *c = &st->m->c;
-    plume_scratch *x = st->x;
+    const step_ctx *step = a->step;
+    const plume_config *c = &step->m->c;
+    plume_scratch *x = step->x;
     int32_t hd = c->hd[a->l], group = c->H / c->Hkv, hdmax = c->hd_full > c->hd_sliding ? c->hd_full : c->hd_sliding;
     float *p = x->scores + (int64_t)ith * group * PLUME_ATTN_BLOCK;
     float *bacc = x->blk + (int64_t)ith * group * (hdmax + 4), *bm = bacc + (int64_t)group * hdmax, *bl = bm + group;
     float *rm = bl + group, *rl = rm + group;
     for (int64_t it = i0; it < i1; it++) {
         int32_t t = (int32_t)(it / c->Hkv), g = (int32_t)(it % c->Hkv), lo, pos;
-        attn_span(st, a->l, t, &lo, &pos);
+        attn_span(step, a->l, t, &lo, &pos);
         float *out = x->att + ((int64_t)t * c->H + (int64_t)g * group) * hd;
-        attn_block(st, a->l, t, g, lo, pos, lo / PLUME_ATTN_BLOCK, out, rm, rl, p);
+        attn_block(step, a->l, t, g, lo, pos, lo / PLUME_ATTN_BLOCK, out, rm, rl, p);
         for (int32_t b = lo / PLUME_ATTN_BLOCK + 1; b <= pos / PLUME_ATTN_BLOCK; b++) {
-            attn_block(st, a->l, t, g, lo, pos, b, bacc, bm, bl, p);
+            attn_block(step, a->l, t, g, lo, pos, b, bacc, bm, bl, p);
             for (int32_t h = 0; h < group; h++)
                 plume_attn_fold(out + (int64_t)h * hd, &rm[h], &rl[h], bacc + (int64_t)h * hd, bm[h], bl[h], hd);
         }
@@ -349,25 +349,26 @@ static void attn_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 
 /* The state of slot s's block bi in x->part: acc [group, hd], then m and l [group]. */
 static float *attn_part(const attn_task *a, int64_t s, int64_t bi) {
-    const plume_config *c = &a->st->m->c;
+    const plume_config *c = &a->step->m->c;
     int32_t group = c->H / c->Hkv;
-    return a->st->x->part + (s * a->nblk + bi) * group * (c->hd[a->l] + 2);
+    return a->step->x->part + (s * a->nblk + bi) * group * (c->hd[a->l] + 2);
 }
 
 /* Split rows, first pass: items [i0, i1) are (slot = row * Hkv + g, block) pairs. */
 static void attn_split_blocks(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const attn_task *a = ctx;
-    const plume_config *c = &a->st->m->c;
+    const plume_config *c = &a->step->m->c;
     int32_t hd = c->hd[a->l], group = c->H / c->Hkv;
-    float *p = a->st->x->scores + (int64_t)ith * group * PLUME_ATTN_BLOCK;
+    float *p = a->step->x->scores + (int64_t)ith * group * PLUME_ATTN_BLOCK;
     for (int64_t it = i0; it < i1; it++) {
         int64_t s = it / a->nblk, bi = it % a->nblk;
         int32_t t = (int32_t)(s / c->Hkv), g = (int32_t)(s % c->Hkv), lo, pos;
-        attn_span(a->st, a->l, t, &lo, &pos);
+        attn_span(a->step, a->l, t, &lo, &pos);
         int32_t b = lo / PLUME_ATTN_BLOCK + (int32_t)bi;
         if (b > pos / PLUME_ATTN_BLOCK) continue;
-        float *st = attn_part(a, s, bi);
-        attn_block(a->st, a->l, t, g, lo, pos, b, st, st + (int64_t)group * hd, st + (int64_t)group * (hd + 1), p);
+        float *state = attn_part(a, s, bi);
+        attn_block(a->step, a->l, t, g, lo, pos, b, state, state + (int64_t)group * hd, state + (int64_t)group * (hd + 1),
+                   p);
     }
 }
 
@@ -376,31 +377,31 @@ static void attn_split_blocks(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 static void attn_split_fold(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     (void)ith;
     const attn_task *a = ctx;
-    const plume_config *c = &a->st->m->c;
+    const plume_config *c = &a->step->m->c;
     int32_t hd = c->hd[a->l], group = c->H / c->Hkv;
     for (int64_t it = i0; it < i1; it++) {
         int64_t s = it / group;
         int32_t h = (int32_t)(it % group), t = (int32_t)(s / c->Hkv), g = (int32_t)(s % c->Hkv), lo, pos;
-        attn_span(a->st, a->l, t, &lo, &pos);
+        attn_span(a->step, a->l, t, &lo, &pos);
         float *s0 = attn_part(a, s, 0), *acc = s0 + (int64_t)h * hd, *m = s0 + (int64_t)group * hd + h, *l = m + group;
         for (int32_t bi = 1; bi <= pos / PLUME_ATTN_BLOCK - lo / PLUME_ATTN_BLOCK; bi++) {
             const float *sb = attn_part(a, s, bi);
             plume_attn_fold(acc, m, l, sb + (int64_t)h * hd, sb[(int64_t)group * hd + h], sb[(int64_t)group * (hd + 1) + h], hd);
         }
-        plume_attn_finish(a->st->x->att + ((int64_t)t * c->H + (int64_t)g * group + h) * hd, acc, *l, hd);
+        plume_attn_finish(a->step->x->att + ((int64_t)t * c->H + (int64_t)g * group + h) * hd, acc, *l, hd);
     }
 }
 
 /* Attention of every row of the step for layer l (§3.2: scale 1.0, fp32 softmax), into x->att. */
-static void attention(const step_ctx *st, int32_t l) {
-    const plume_model *m = st->m;
+static void attention(const step_ctx *step, int32_t l) {
+    const plume_model *m = step->m;
     const plume_config *c = &m->c;
-    plume_scratch *x = st->x;
-    int64_t slots = (int64_t)st->T * c->Hkv;
-    attn_task at = {st, l, 0};
-    for (int32_t t = 0; t < st->T; t++) {
+    plume_scratch *x = step->x;
+    int64_t slots = (int64_t)step->T * c->Hkv;
+    attn_task at = {step, l, 0};
+    for (int32_t t = 0; t < step->T; t++) {
         int32_t lo, pos;
-        attn_span(st, l, t, &lo, &pos);
+        attn_span(step, l, t, &lo, &pos);
         int32_t nb = pos / PLUME_ATTN_BLOCK - lo / PLUME_ATTN_BLOCK + 1;
         at.nblk = nb > at.nblk ? nb : at.nblk;
     }
@@ -415,10 +416,10 @@ static void attention(const step_ctx *st, int32_t l) {
 /* ---- one decoder layer (§3.2) ---------------------------------------------------------- */
 
 /* Work on row t of layer l (norms, RoPE, residuals): rows are independent. */
-typedef void (*row_fn)(const step_ctx *st, int32_t l, int32_t t);
+typedef void (*row_fn)(const step_ctx *step, int32_t l, int32_t t);
 
 typedef struct {
-    const step_ctx *st;
+    const step_ctx *step;
     int32_t l;
     row_fn fn;
 } row_task;
@@ -427,116 +428,116 @@ typedef struct {
 static void row_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     (void)ith;
     const row_task *r = ctx;
-    for (int64_t t = i0; t < i1; t++) r->fn(r->st, r->l, (int32_t)t);
+    for (int64_t t = i0; t < i1; t++) r->fn(r->step, r->l, (int32_t)t);
 }
 
 /* fn on every row of the step (on_rows). */
-static void for_rows(const step_ctx *st, int32_t l, row_fn fn) {
-    row_task r = {st, l, fn};
-    on_rows(st->m, st->T, row_items, &r);
+static void for_rows(const step_ctx *step, int32_t l, row_fn fn) {
+    row_task r = {step, l, fn};
+    on_rows(step->m, step->T, row_items, &r);
 }
 
 /* h += norm(o) with weight w, for row t; returns h's row. */
-static float *add_normed(const step_ctx *st, int32_t t, const float *w) {
-    const int32_t D = st->m->c.D;
-    float *o = st->x->o + (int64_t)t * D, *h = st->x->h + (int64_t)t * D;
-    st->m->k->rmsnorm(o, o, w, D, st->m->c.eps);
+static float *add_normed(const step_ctx *step, int32_t t, const float *w) {
+    const int32_t D = step->m->c.D;
+    float *o = step->x->o + (int64_t)t * D, *h = step->x->h + (int64_t)t * D;
+    step->m->k->rmsnorm(o, o, w, D, step->m->c.eps);
     for (int32_t i = 0; i < D; i++) h[i] += o[i];
     return h;
 }
 
 /* xa = attn_norm(h). */
-static void row_attn_in(const step_ctx *st, int32_t l, int32_t t) {
-    const int32_t D = st->m->c.D;
-    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, st->x->h + (int64_t)t * D, st->m->layer[l].attn_norm, D, st->m->c.eps);
+static void row_attn_in(const step_ctx *step, int32_t l, int32_t t) {
+    const int32_t D = step->m->c.D;
+    step->m->k->rmsnorm(step->x->xa + (int64_t)t * D, step->x->h + (int64_t)t * D, step->m->layer[l].attn_norm, D, step->m->c.eps);
 }
 
 /* q = rope(q_norm(q)) per head; a cache owner's k = rope(k_norm(k)), v = v_norm(v). */
-static void row_qkv_norm(const step_ctx *st, int32_t l, int32_t t) {
-    const plume_config *c = &st->m->c;
-    const plume_layer *L = &st->m->layer[l];
-    plume_scratch *x = st->x;
+static void row_qkv_norm(const step_ctx *step, int32_t l, int32_t t) {
+    const plume_config *c = &step->m->c;
+    const plume_layer *L = &step->m->layer[l];
+    plume_scratch *x = step->x;
     const int32_t hd = c->hd[l], H = c->H, Hkv = c->Hkv, full = c->is_full[l], width = Hkv * hd;
     const int32_t rot = full ? c->rot_full : c->rot_sliding;
     const float *cs = x->rope_cos[full] + (int64_t)t * (hd / 2), *sn = x->rope_sin[full] + (int64_t)t * (hd / 2);
     for (int32_t h = 0; h < H; h++) {
         float *q = x->q + ((int64_t)t * H + h) * hd;
-        st->m->k->rmsnorm(q, q, L->q_norm, hd, c->eps);
+        step->m->k->rmsnorm(q, q, L->q_norm, hd, c->eps);
         rope(q, cs, sn, hd, rot);
     }
     if (c->kv_src[l] != l) return;
     for (int32_t g = 0; g < Hkv; g++) {
         float *k = x->k_new[l] + (int64_t)t * width + (int64_t)g * hd;
         float *v = x->v_new[l] + (int64_t)t * width + (int64_t)g * hd;
-        st->m->k->rmsnorm(k, k, L->k_norm, hd, c->eps);
+        step->m->k->rmsnorm(k, k, L->k_norm, hd, c->eps);
         rope(k, cs, sn, hd, rot);
-        st->m->k->rmsnorm(v, v, NULL, hd, c->eps); /* v_norm: no scale, no RoPE */
+        step->m->k->rmsnorm(v, v, NULL, hd, c->eps); /* v_norm: no scale, no RoPE */
     }
 }
 
 /* h += post_attn_norm(o); xa = pre_ff_norm(h). */
-static void row_attn_out(const step_ctx *st, int32_t l, int32_t t) {
-    const int32_t D = st->m->c.D;
-    const float *h = add_normed(st, t, st->m->layer[l].post_attn_norm);
-    st->m->k->rmsnorm(st->x->xa + (int64_t)t * D, h, st->m->layer[l].pre_ff_norm, D, st->m->c.eps);
+static void row_attn_out(const step_ctx *step, int32_t l, int32_t t) {
+    const int32_t D = step->m->c.D;
+    const float *h = add_normed(step, t, step->m->layer[l].post_attn_norm);
+    step->m->k->rmsnorm(step->x->xa + (int64_t)t * D, h, step->m->layer[l].pre_ff_norm, D, step->m->c.eps);
 }
 
 /* h += post_ff_norm(o). */
-static void row_ff_out(const step_ctx *st, int32_t l, int32_t t) {
-    add_normed(st, t, st->m->layer[l].post_ff_norm);
+static void row_ff_out(const step_ctx *step, int32_t l, int32_t t) {
+    add_normed(step, t, step->m->layer[l].post_ff_norm);
 }
 
 /* plg = gelu(plg) * ple[t, l]. */
-static void row_ple_mid(const step_ctx *st, int32_t l, int32_t t) {
-    const plume_config *c = &st->m->c;
-    st->m->k->gelu_mul(st->x->plg + (int64_t)t * c->Dp, st->x->ple + ((int64_t)t * c->L + l) * c->Dp, c->Dp);
+static void row_ple_mid(const step_ctx *step, int32_t l, int32_t t) {
+    const plume_config *c = &step->m->c;
+    step->m->k->gelu_mul(step->x->plg + (int64_t)t * c->Dp, step->x->ple + ((int64_t)t * c->L + l) * c->Dp, c->Dp);
 }
 
 /* h = (h + post_pl_norm(o)) * layer_scalar (the sum rounded, then the product: the bits of
  * one expression). */
-static void row_ple_out(const step_ctx *st, int32_t l, int32_t t) {
-    const plume_layer *L = &st->m->layer[l];
-    float *h = add_normed(st, t, L->post_pl_norm);
-    for (int32_t i = 0; i < st->m->c.D; i++) h[i] *= L->layer_scalar;
+static void row_ple_out(const step_ctx *step, int32_t l, int32_t t) {
+    const plume_layer *L = &step->m->layer[l];
+    float *h = add_normed(step, t, L->post_pl_norm);
+    for (int32_t i = 0; i < step->m->c.D; i++) h[i] *= L->layer_scalar;
 }
 
 /* §3.2 for the step's rows; h [T, D] is updated in place. */
-static void layer_forward(const step_ctx *st, int32_t l) {
-    const plume_model *m = st->m;
+static void layer_forward(const step_ctx *step, int32_t l) {
+    const plume_model *m = step->m;
     const plume_config *c = &m->c;
     const plume_layer *L = &m->layer[l];
-    plume_scratch *x = st->x;
-    int32_t T = st->T, D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
+    plume_scratch *x = step->x;
+    int32_t T = step->T, D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
     int32_t width = Hkv * hd;
 
     /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
-    for_rows(st, l, row_attn_in);
+    for_rows(step, l, row_attn_in);
     int own = c->kv_src[l] == l;
     if (own) { /* q, k and v in one region; K/V of a cache owner go to the step buffer */
         matmul_out qkv[3] = {{x->q, (int64_t)H * hd, &L->q_proj}, {x->k_new[l], width, &L->k_proj},
                              {x->v_new[l], width, &L->v_proj}};
-        matmul_n(st, x->xa, D, T, 3, qkv);
+        matmul_n(step, x->xa, D, T, 3, qkv);
     } else {
-        matmul(st, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
+        matmul(step, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
     }
-    for_rows(st, l, row_qkv_norm);
-    if (own) round_step_kv(st, l);
-    attention(st, l);
-    matmul(st, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
-    for_rows(st, l, row_attn_out);
+    for_rows(step, l, row_qkv_norm);
+    if (own) round_step_kv(step, l);
+    attention(step, l);
+    matmul(step, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
+    for_rows(step, l, row_attn_out);
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
     matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
-    matmul_n(st, x->xa, D, T, 2, gu);
+    matmul_n(step, x->xa, D, T, 2, gu);
     elementwise(m, x->gate, x->up, T, I, 0.0f);
-    matmul(st, x->o, D, x->gate, I, T, &L->down_proj);
-    for_rows(st, l, row_ff_out);
+    matmul(step, x->o, D, x->gate, I, T, &L->down_proj);
+    for_rows(step, l, row_ff_out);
 
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
-    matmul(st, x->plg, Dp, x->h, D, T, &L->pl_gate);
-    for_rows(st, l, row_ple_mid);
-    matmul(st, x->o, D, x->plg, Dp, T, &L->pl_proj);
-    for_rows(st, l, row_ple_out);
+    matmul(step, x->plg, Dp, x->h, D, T, &L->pl_gate);
+    for_rows(step, l, row_ple_mid);
+    matmul(step, x->o, D, x->plg, Dp, T, &L->pl_proj);
+    for_rows(step, l, row_ple_out);
 }
 
 /* ---- embeddings and per-layer inputs (§3.1) -------------------------------------------- */
@@ -548,26 +549,36 @@ static void deq_row(float *out, const int8_t *q, uint16_t s, int64_t n, float ta
 }
 
 /* The id of row t of the step. */
-static int32_t row_id(const step_ctx *st, int32_t t) {
-    const plume_step_entry *e = &st->e[st->x->row_ent[t]];
+static int32_t row_id(const step_ctx *step, int32_t t) {
+    const plume_step_entry *e = &step->e[step->x->row_ent[t]];
     return e->ids[t - e->row0];
 }
 
-/* h = E[ids] * sqrt(D); ple = (norm(h Wplmp^T / sqrt(D)) + Eple[ids] * sqrt(Dp)) / sqrt(2). */
-static void embed(const step_ctx *st) {
-    const plume_model *m = st->m;
+/* The given embedding of row t, or NULL (a token). */
+static const float *row_emb(const step_ctx *step, int32_t t) {
+    const plume_step_entry *e = &step->e[step->x->row_ent[t]];
+    return e->emb ? e->emb[t - e->row0] : NULL;
+}
+
+/* h = E[ids] * sqrt(D), or a given embedding as it is; ple = (norm(h Wplmp^T / sqrt(D)) +
+ * Eple[id] * sqrt(Dp)) / sqrt(2), where a given embedding's id is the pad id (HF sets
+ * llm_input_ids to pad_token_id at multimodal positions). */
+static void embed(const step_ctx *step) {
+    const plume_model *m = step->m;
     const plume_config *c = &m->c;
-    plume_scratch *x = st->x;
-    int32_t T = st->T;
+    plume_scratch *x = step->x;
+    int32_t T = step->T;
     int64_t D = c->D, LDp = (int64_t)c->L * c->Dp;
     const uint16_t *es = (const uint16_t *)m->embed_scales.data, *ps = (const uint16_t *)m->ple_scales.data;
     for (int32_t t = 0; t < T; t++) {
-        int32_t id = row_id(st, t);
-        deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
+        const int32_t id = row_id(step, t);
+        const float *given = row_emb(step, t);
+        if (given) memcpy(x->h + t * D, given, (size_t)D * sizeof(float));
+        else deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
     }
-    matmul(st, x->ple, LDp, x->h, D, T, &m->ple_proj);
+    matmul(step, x->ple, LDp, x->h, D, T, &m->ple_proj);
     for (int32_t t = 0; t < T; t++) {
-        int32_t id = row_id(st, t);
+        const int32_t id = row_emb(step, t) ? c->pad_id : row_id(step, t);
         float *row = x->ple + t * LDp;
         const int8_t *q = (const int8_t *)m->ple_q8.data + (int64_t)id * LDp;
         float f = plume_f16_to_f32(ps[id]) / 127.0f, es2 = (float)c->ple_embed_scale;
@@ -582,13 +593,13 @@ static void embed(const step_ctx *st) {
 }
 
 /* cos/sin rows of every row's position for both layer types. */
-static void rope_rows(const step_ctx *st) {
-    const plume_config *c = &st->m->c;
-    plume_scratch *x = st->x;
+static void rope_rows(const step_ctx *step) {
+    const plume_config *c = &step->m->c;
+    plume_scratch *x = step->x;
     for (int32_t full = 0; full < 2; full++) {
         int32_t half = (full ? c->hd_full : c->hd_sliding) / 2;
-        const float *inv = st->m->inv_freq[full];
-        for (int32_t t = 0; t < st->T; t++)
+        const float *inv = step->m->inv_freq[full];
+        for (int32_t t = 0; t < step->T; t++)
             for (int32_t i = 0; i < half; i++) {
                 float a = (float)x->row_pos[t] * inv[i];
                 x->rope_cos[full][(int64_t)t * half + i] = cosf(a);
@@ -599,24 +610,24 @@ static void rope_rows(const step_ctx *st) {
 
 /* Copy an entry's K/V rows into its session's caches (ring slot pos % slots for sliding
  * layers). */
-static void commit(const step_ctx *st, const plume_step_entry *e) {
+static void commit(const step_ctx *step, const plume_step_entry *e) {
     plume_session *s = e->s;
-    int32_t hkv = st->m->c.Hkv, T = e->T, P = e->P;
+    int32_t hkv = step->m->c.Hkv, T = e->T, P = e->P;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
             plume_kv *kv = &s->chunk[ci].kv[i];
-            const float *kr = st->x->k_new[kv->layer] + (int64_t)e->row0 * kv->width;
-            const float *vr = st->x->v_new[kv->layer] + (int64_t)e->row0 * kv->width;
+            const float *kr = step->x->k_new[kv->layer] + (int64_t)e->row0 * kv->width;
+            const float *vr = step->x->v_new[kv->layer] + (int64_t)e->row0 * kv->width;
             int32_t t0 = kv->ring && T > kv->slots ? T - kv->slots : 0; /* older ones would be overwritten */
             for (int32_t t = t0; t < T; t++) {
                 int64_t slot = kv->ring ? (P + t) % kv->slots : P + t;
                 const float *kn = kr + (int64_t)t * kv->width, *vn = vr + (int64_t)t * kv->width;
                 if (kv->k8) { /* rounded by round_step_kv */
                     int64_t row = e->row0 + t, L = kv->layer;
-                    memcpy(kv->k8 + slot * kv->width, st->x->k8_new[L] + row * kv->width, (size_t)kv->width);
-                    memcpy(kv->v8 + slot * kv->width, st->x->v8_new[L] + row * kv->width, (size_t)kv->width);
-                    memcpy(kv->ks + slot * hkv, st->x->ks_new[L] + row * hkv, (size_t)hkv * 4);
-                    memcpy(kv->vs + slot * hkv, st->x->vs_new[L] + row * hkv, (size_t)hkv * 4);
+                    memcpy(kv->k8 + slot * kv->width, step->x->k8_new[L] + row * kv->width, (size_t)kv->width);
+                    memcpy(kv->v8 + slot * kv->width, step->x->v8_new[L] + row * kv->width, (size_t)kv->width);
+                    memcpy(kv->ks + slot * hkv, step->x->ks_new[L] + row * hkv, (size_t)hkv * 4);
+                    memcpy(kv->vs + slot * hkv, step->x->vs_new[L] + row * hkv, (size_t)hkv * 4);
                 } else {
                     memcpy(kv->k + slot * kv->width, kn, (size_t)kv->width * 4);
                     memcpy(kv->v + slot * kv->width, vn, (size_t)kv->width * 4);
@@ -627,13 +638,13 @@ static void commit(const step_ctx *st, const plume_step_entry *e) {
 
 /* The head on n rows of h (row indices rows[]): norm, tied projection, softcap 30 (§3.3),
  * into logits [n, V]. */
-static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logits) {
-    const plume_model *m = st->m;
+static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *logits) {
+    const plume_model *m = step->m;
     const plume_config *c = &m->c;
-    plume_scratch *x = st->x;
+    plume_scratch *x = step->x;
     for (int32_t i = 0; i < n; i++)
         m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
-    matmul(st, logits, c->V, x->xa, c->D, n, &m->head);
+    matmul(step, logits, c->V, x->xa, c->D, n, &m->head);
     if (c->softcap > 0) elementwise(m, logits, NULL, n, c->V, c->softcap);
 }
 
@@ -641,35 +652,35 @@ static void head(const step_ctx *st, const int32_t *rows, int32_t n, float *logi
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
     const plume_config *c = &m->c;
-    step_ctx st = {m, x, e, n, 0, 0};
+    step_ctx step = {m, x, e, n, 0, 0};
     for (int32_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < e[i].T; t++) {
             x->row_ent[e[i].row0 + t] = i;
             x->row_pos[e[i].row0 + t] = e[i].P + t;
         }
-        st.T += e[i].T;
+        step.T += e[i].T;
     }
-    st.qact = m->qact_matmul != NULL;
+    step.qact = m->qact_matmul != NULL;
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
-    int64_t TD = (int64_t)st.T * c->D;
-    embed(&st);
-    rope_rows(&st);
+    int64_t TD = (int64_t)step.T * c->D;
+    embed(&step);
+    rope_rows(&step);
     if (tr && tr->trace_hidden) memcpy(tr->trace_hidden, x->h, (size_t)TD * 4);
-    if (tr && tr->trace_ple) memcpy(tr->trace_ple, x->ple, (size_t)st.T * c->L * c->Dp * 4);
+    if (tr && tr->trace_ple) memcpy(tr->trace_ple, x->ple, (size_t)step.T * c->L * c->Dp * 4);
     for (int32_t l = 0; l < c->L; l++) {
-        layer_forward(&st, l);
+        layer_forward(&step, l);
         if (tr && tr->trace_hidden) memcpy(tr->trace_hidden + (l + 1) * TD, x->h, (size_t)TD * 4);
     }
-    for (int32_t i = 0; i < n; i++) commit(&st, &e[i]);
+    for (int32_t i = 0; i < n; i++) commit(&step, &e[i]);
     /* the head: straight into the caller's logits for one entry, else through out_logits */
     int32_t *rows = x->row_head, nr = 0;
     for (int32_t i = 0; i < n; i++) {
         if (!e[i].logits) continue;
         for (int32_t t = e[i].all ? 0 : e[i].T - 1; t < e[i].T; t++) rows[nr++] = e[i].row0 + t;
     }
-    if (nr && n == 1) head(&st, rows, nr, e[0].logits);
+    if (nr && n == 1) head(&step, rows, nr, e[0].logits);
     else if (nr) {
-        head(&st, rows, nr, out_logits);
+        head(&step, rows, nr, out_logits);
         const float *src = out_logits;
         for (int32_t i = 0; i < n; i++) {
             if (!e[i].logits) continue;
@@ -679,12 +690,16 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         }
     }
     for (int32_t i = 0; i < n; i++) {
-        memcpy(e[i].s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);
-        e[i].s->n_past = e[i].P + e[i].T;
+        plume_session *s = e[i].s;
+        memcpy(s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);
+        if (s->keys) /* a session that has seen media keeps every position's key */
+            for (int32_t t = 0; t < e[i].T; t++) s->keys[e[i].P + t] = e[i].keys ? e[i].keys[t] : 0;
+        s->n_past = e[i].P + e[i].T;
     }
 }
 
-void plume_forward_step(plume_session *s, const int32_t *ids, int32_t T, float *logits, int32_t all) {
-    plume_step_entry e = {s, ids, T, s->n_past, 0, logits, all};
+void plume_forward_step(plume_session *s, const int32_t *ids, const float *const *emb, const uint64_t *keys, int32_t T,
+                        float *logits, int32_t all) {
+    plume_step_entry e = {s, ids, T, s->n_past, 0, logits, all, emb, keys};
     plume_forward(s->m, &s->x, &e, 1, NULL);
 }

@@ -49,12 +49,7 @@ typedef struct {
 /* Append a malloc'd path (freed on failure). */
 static int list_add(path_list *l, char *s) {
     if (!s) return PLUME_ENOMEM;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 32;
-        char **np = realloc(l->p, cap * sizeof *np);
-        if (!np) { free(s); return PLUME_ENOMEM; }
-        l->p = np, l->cap = cap;
-    }
+    if (plume_grow(&l->p, &l->cap, l->n + 1, sizeof *l->p)) { free(s); return PLUME_ENOMEM; }
     l->p[l->n++] = s;
     return 0;
 }
@@ -84,12 +79,12 @@ static int walk(const char *root, const char *rel, path_list *l, char **err) {
             continue;
         char *r = *rel ? plume_sprintf("%s/%s", rel, n) : plume_sprintf("%s", n);
         char *full = r ? plume_sprintf("%s/%s", root, r) : NULL;
-        struct stat st;
+        struct stat sb;
         if (!r || !full) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-        else if (stat(full, &st) != 0) rc = plume_fail(err, PLUME_EIO, "%s: %s", full, strerror(errno));
-        else if (S_ISDIR(st.st_mode)) rc = walk(root, r, l, err);
-        else if (S_ISREG(st.st_mode)) {
-            l->bytes += (uint64_t)st.st_size;
+        else if (stat(full, &sb) != 0) rc = plume_fail(err, PLUME_EIO, "%s: %s", full, strerror(errno));
+        else if (S_ISDIR(sb.st_mode)) rc = walk(root, r, l, err);
+        else if (S_ISREG(sb.st_mode)) {
+            l->bytes += (uint64_t)sb.st_size;
             rc = list_add(l, r) ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
             r = NULL;
         }
@@ -163,9 +158,9 @@ int plume_manifest_verify(const char *dir, manifest_progress progress, void *arg
             rc = plume_fail(err, PLUME_EFORMAT, "%s: malformed line '%.80s'", mpath, line);
             break;
         }
-        struct stat st;
+        struct stat sb;
         char *full = plume_sprintf("%s/%s", dir, line + 66);
-        if (full && stat(full, &st) == 0) names.bytes += (uint64_t)st.st_size;
+        if (full && stat(full, &sb) == 0) names.bytes += (uint64_t)sb.st_size;
         free(full);
         if (list_add(&names, strdup(line))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     }

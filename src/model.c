@@ -217,21 +217,25 @@ static int identity(plume_model *m, char **err) {
             h = fnv(h, maps[i]->data, (size_t)(8 + (hl < maps[i]->size - 8 ? hl : 0)));
         }
     }
+    const plume_map *towers[2] = {m->vision ? &m->vision->map : NULL, m->audio ? &m->audio->ts.map : NULL};
+    for (int i = 0; i < 2; i++) { /* a tower file's header (text-only bundles keep their identity) */
+        const plume_map *v = towers[i];
+        if (!v) continue;
+        uint64_t hl = plume_rd_u64le(v->data);
+        h = fnv(h, &v->size, sizeof v->size);
+        h = fnv(h, v->data, (size_t)(8 + (hl < v->size - 8 ? hl : 0)));
+    }
     m->identity = h;
     return 0;
 }
 
 /* ---- prefault ------------------------------------------------------------------------- */
 
-enum { DENSE_MAPS = 5 };
-
-/* The maps every step reads whole, mapped dense (chunks, PLE projection, the tied head's
- * rows): into maps[DENSE_MAPS]; returns how many. */
-static int dense_maps(const plume_model *m, const plume_map *maps[DENSE_MAPS]) {
-    const plume_map *all[DENSE_MAPS] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
+int plume_model_dense_maps(const plume_model *m, const plume_map *maps[PLUME_DENSE_MAPS]) {
+    const plume_map *all[PLUME_DENSE_MAPS] = {&m->chunk_map[0], &m->chunk_map[1], &m->chunk_map[2], &m->proj_map,
                                         m->c.head_sidecar ? &m->embed_q8 : NULL};
     int n = 0;
-    for (int i = 0; i < DENSE_MAPS; i++)
+    for (int i = 0; i < PLUME_DENSE_MAPS; i++)
         if (all[i] && all[i]->data) maps[n++] = all[i];
     return n;
 }
@@ -258,15 +262,15 @@ static void prefault_range(void *p, size_t n) {
  * the first step instead of delaying open (about 30 ms per GB here); the PLE table is left
  * alone (only the rows of the tokens are read). Errors are ignored: it is only a hint. */
 static void *prefault_main(void *arg) {
-    const plume_map *maps[DENSE_MAPS];
-    for (int i = 0, n = dense_maps(arg, maps); i < n; i++) prefault_range((void *)maps[i]->data, maps[i]->size);
+    const plume_map *maps[PLUME_DENSE_MAPS];
+    for (int i = 0, n = plume_model_dense_maps(arg, maps); i < n; i++) prefault_range((void *)maps[i]->data, maps[i]->size);
     return NULL;
 }
 
 double plume_model_huge_share(const plume_model *m) {
-    const plume_map *maps[DENSE_MAPS];
+    const plume_map *maps[PLUME_DENSE_MAPS];
     double huge = 0, all = 0;
-    for (int i = 0, n = dense_maps(m, maps); i < n; i++) {
+    for (int i = 0, n = plume_model_dense_maps(m, maps); i < n; i++) {
         huge += plume_map_huge_share(maps[i]) * (double)maps[i]->size;
         all += (double)maps[i]->size;
     }
@@ -276,6 +280,31 @@ double plume_model_huge_share(const plume_model *m) {
 void plume_model_prefault(plume_model *m) {
     if (atomic_flag_test_and_set(&m->prefault_claimed)) return;
     m->prefault_started = pthread_create(&m->prefault, NULL, prefault_main, m) == 0;
+}
+
+/* ---- the end of a turn ----------------------------------------------------------------- */
+
+/* The ids that end a model turn: the config's eos ids, then the tokenizer's <eos>, <turn|>
+ * and <|tool_response> (after a tool call the model waits for the answer), each where the
+ * tokenizer has it as one special token. */
+static void find_end_ids(plume_model *m) {
+    static const char *const ends[] = {"<eos>", "<turn|>", "<|tool_response>"};
+    int32_t cand[8 + 3], n = 0;
+    for (int32_t i = 0; i < m->c.n_eos; i++) cand[n++] = m->c.eos_ids[i];
+    for (int k = 0; m->tok && k < 3; k++) {
+        int32_t id[2];
+        if (plume_tokenize(m->tok, ends[k], strlen(ends[k]), id, 2) == 1 && plume_token_is_special(m->tok, id[0]))
+            cand[n++] = id[0];
+    }
+    m->n_end = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!plume_model_ends_turn(m, cand[i])) m->end_ids[m->n_end++] = cand[i];
+}
+
+int32_t plume_model_ends_turn(const plume_model *m, int32_t id) {
+    for (int32_t i = 0; i < m->n_end; i++)
+        if (m->end_ids[i] == id) return 1;
+    return 0;
 }
 
 /* ---- open / free ----------------------------------------------------------------------- */
@@ -299,6 +328,17 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
     free(mc);
     if (!rc) rc = load_sidecars(m, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
+    if (!rc && m->c.has_vision) { /* encoders/vision.c maps and checks the tower */
+        char *vp = plume_path_join(dir, "vision.safetensors");
+        rc = vp ? plume_vision_open(&m->vision, vp, &m->c.vis, m->c.D, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        free(vp);
+    }
+    if (!rc && m->c.has_audio) { /* encoders/audio.c maps and checks the tower */
+        char *ap = plume_path_join(dir, "audio.safetensors");
+        if (!ap || !(m->audio = malloc(sizeof *m->audio))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        else if ((rc = enc_audio_open(m->audio, &m->c.aud, m->c.D, ap, err))) free(m->audio), m->audio = NULL;
+        free(ap);
+    }
     if (!rc) rc = identity(m, err);
     if (!rc) {
         m->decode_bytes += weight_bytes(&m->ple_proj) + weight_bytes(&m->head);
@@ -334,6 +374,7 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
         plume_model_free(m);
         return rc;
     }
+    find_end_ids(m);
     *out = m;
     return 0;
 }
@@ -344,6 +385,9 @@ void plume_model_free(plume_model *m) {
     plume_pool_free(m->pool);
     plume_dealloc(m->untile);
     plume_tokenizer_free(m->tok);
+    plume_vision_free(m->vision);
+    enc_audio_free(m->audio);
+    free(m->audio);
     plume_map_free(&m->embed_q8);
     plume_map_free(&m->embed_scales);
     plume_map_free(&m->ple_q8);
@@ -358,76 +402,36 @@ void plume_model_free(plume_model *m) {
     free(m);
 }
 
+/* The first id outside [0, V), named with its index; 0 if none. */
+int plume_model_check_ids(const plume_model *m, const int32_t *ids, int32_t n, char **err) {
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->c.V)
+            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i,
+                              m->c.V);
+    return 0;
+}
+
 int32_t plume_model_n_vocab(const plume_model *m) { return m->c.V; }
 int32_t plume_model_n_ctx(const plume_model *m) { return m->c.n_ctx; }
 int32_t plume_model_n_layers(const plume_model *m) { return m->c.L; }
 const char *plume_model_isa(const plume_model *m) { return m->k->name; }
 int32_t plume_model_n_threads(const plume_model *m) { return plume_pool_size(m->pool); }
 const char *plume_model_weights(const plume_model *m) { return m->c.weights; }
-/* plume_model_stream_bandwidth's work: the dense maps cut into pieces. */
-typedef struct {
-    const plume_map *maps[DENSE_MAPS];
-    int64_t first[DENSE_MAPS + 1]; /* index of each map's first piece; first[n] = all pieces */
-    int n;
-    size_t piece;          /* bytes per item (a multiple of 64) */
-    _Atomic uint64_t sink;
-    _Atomic uint64_t read; /* bytes read by all passes */
-} stream_task;
-
-/* Piece i of the dense maps: its bytes at *p; returns its length. */
-static size_t stream_piece(const stream_task *t, int64_t i, const void **p) {
-    int k = 0;
-    while (i >= t->first[k + 1]) k++;
-    const size_t off = (size_t)(i - t->first[k]) * t->piece, left = t->maps[k]->size - off;
-    *p = (const uint8_t *)t->maps[k]->data + off;
-    return left < t->piece ? left : t->piece;
+/* Whether this model's q8/q4 matmuls read tiled weights as they are (forward.c unpacks them a
+ * group at a time for the kernels that read rows). */
+const char *plume_model_layout(const plume_model *m) {
+    if (!m->tiles_cols) return "rows";
+    int native = m->qact_matmul ? plume_qact_reads_tiles(m->qact_matmul) : m->k->reads_tiles;
+    return native ? "tiles" : "tiles-unpacked";
 }
-
-/* Items [a, b): item i < Q = pieces / 4 reads pieces i, i + Q, i + 2Q and i + 3Q side by side
- * (far-apart spans, as the decode tiles read them); the rest read the last pieces alone. */
-static void stream_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
-    (void)ith;
-    stream_task *t = ctx;
-    const int64_t q = t->first[t->n] / PLUME_STREAM_SPANS;
-    uint64_t s = 0, read = 0;
-    for (int64_t i = a; i < b; i++) {
-        const void *p[PLUME_STREAM_SPANS];
-        size_t n[PLUME_STREAM_SPANS], common = SIZE_MAX;
-        const int ns = i < q ? PLUME_STREAM_SPANS : 1;
-        for (int j = 0; j < ns; j++) {
-            n[j] = stream_piece(t, i < q ? i + j * q : PLUME_STREAM_SPANS * q + (i - q), &p[j]);
-            if (n[j] < common) common = n[j];
-        }
-        s += plume_stream_sum(p, ns, common);
-        for (int j = 0; j < ns; j++) { /* a map's last piece is short */
-            const void *rest = (const uint8_t *)p[j] + common;
-            if (n[j] > common) s += plume_stream_sum(&rest, 1, n[j] - common);
-            read += n[j];
-        }
-    }
-    atomic_fetch_xor_explicit(&t->sink, s, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->read, read, memory_order_relaxed);
-}
-
-double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read) {
-    stream_task t = {.piece = piece ? (piece + 63) / 64 * 64 : (size_t)1 << 20};
-    t.n = dense_maps(m, t.maps);
-    uint64_t bytes = 0;
-    for (int k = 0; k < t.n; k++) {
-        t.first[k + 1] = t.first[k] + (int64_t)((t.maps[k]->size + t.piece - 1) / t.piece);
-        bytes += t.maps[k]->size;
-    }
-    double best = 0;
-    for (int32_t p = 0; bytes && p < passes; p++) {
-        double t0 = plume_now();
-        const int64_t pieces = t.first[t.n], q = pieces / PLUME_STREAM_SPANS;
-        plume_pool_for(m->pool, q + (pieces - PLUME_STREAM_SPANS * q), 1, stream_range, &t);
-        double gbs = (double)bytes / (plume_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    if (read) *read = passes > 0 ? atomic_load(&t.read) / (uint64_t)passes : 0;
-    return best;
-}
-
 uint64_t plume_model_decode_bytes(const plume_model *m) { return m->decode_bytes; }
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }
+int32_t plume_model_has_vision(const plume_model *m) { return m->vision != NULL; }
+int32_t plume_model_has_audio(const plume_model *m) { return m->audio != NULL; }
+
+int32_t plume_model_media_token(const plume_model *m, const char *name) {
+    static const char *const names[PLUME_MEDIA_NIDS] = {"image", "boi", "eoi", "audio", "boa", "eoa", "video"};
+    for (int i = 0; name && i < PLUME_MEDIA_NIDS; i++)
+        if (!strcmp(name, names[i])) return m->c.media_id[i];
+    return -1;
+}

@@ -8,6 +8,8 @@
 
 #include "common.h"
 #include "config.h"
+#include "encoders/encoders.h"
+#include "encoders/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/qact.h"
 #include "pool.h"
@@ -54,6 +56,10 @@ struct plume_model {
     uint8_t *untile;                   /* [threads, untile_bytes]: a tiled group unpacked for */
     size_t untile_bytes;               /* a kernel that reads rows (forward.c) */
     plume_tokenizer *tok;
+    int32_t end_ids[16];               /* [n_end] ids that end a model turn (plume_model_ends_turn) */
+    int32_t n_end;
+    plume_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
+    enc_audio *audio;                  /* the audio tower (audio.safetensors), or NULL */
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */
     pthread_t prefault;                /* maps the weights' page tables in the background, */
@@ -112,6 +118,13 @@ typedef struct {
     int32_t *row_head;/* [B] rows the head runs on */
 } plume_scratch;
 
+/* Rows of media a session was fed: positions [pos, pos + n) took these rows (a copy), so a
+ * rewind into them can recompute and a saved session carries them. */
+typedef struct {
+    int32_t pos, n;
+    float *rows;     /* [n, D] */
+} plume_media_span;
+
 struct plume_session {
     plume_model *m;
     int32_t n_ctx, n_batch;
@@ -125,6 +138,10 @@ struct plume_session {
     float *snap;             /* [n_snap, ring caches, 2, W - 1, width] */
     size_t snap_stride;      /* floats per snapshot */
     int32_t *tokens;                      /* [n_ctx] */
+    uint64_t *keys;                       /* [n_ctx] each position's key (embd.h; 0: a token), or
+                                             NULL while the session has seen no media */
+    plume_media_span *spans;              /* [n_spans] the media rows fed, by position */
+    int32_t n_spans, cap_spans;
     plume_chunk_state chunk[PLUME_N_CHUNKS];
     plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
     plume_scratch x;                      /* [n_batch] rows, span n_ctx + n_batch */
@@ -134,30 +151,14 @@ struct plume_session {
     float *trace_hidden, *trace_ple;
 };
 
-/* After a step of a session ended at n_past: take the ring snapshot due there, if any. */
-void plume_session_stepped(plume_session *s);
-
-/* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
- * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
- * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
- * mean nothing, and a rewind into this history does not reproduce it. */
-int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
-
-/* Allocate a step scratch of B rows whose attention spans up to span positions. */
-int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_t span, char **err);
-void plume_scratch_free(plume_scratch *x);
-/* Set the span a scratch serves, growing its split-attention block states (x->part) to
- * match; -1 on out of memory (the scratch is unchanged then). */
-int plume_scratch_grow_part(plume_scratch *x, const plume_model *m, int64_t span);
-
+/* Whether every one of ids[0, n) is in the vocabulary: 0, or PLUME_EINVAL naming the first
+ * that is not and its index (what a feed and a batch say alike). */
+int plume_model_check_ids(const plume_model *m, const int32_t *ids, int32_t n, char **err);
 /* Start mapping the weights' page tables in the background (once per model). */
 void plume_model_prefault(plume_model *m);
-/* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
- * tied head) that huge pages map (plume_map_open_dense); 0 when none or unknown. */
-double plume_model_huge_share(const plume_model *m);
-/* Benchmarks only: the model's threads stream the weights a step reads (the maps of
- * plume_model_huge_share, as mapped) `passes` times, in items of `piece` bytes (rounded up to
- * 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not NULL): bytes a pass read. */
-double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+/* The maps every step reads whole, mapped dense (the chunks, the PLE projection, the tied
+ * head's rows), into maps; returns how many (bandwidth.c streams them). */
+enum { PLUME_DENSE_MAPS = 5 };
+int plume_model_dense_maps(const plume_model *m, const plume_map *maps[PLUME_DENSE_MAPS]);
 
 #endif

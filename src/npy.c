@@ -40,12 +40,14 @@ int npy_parse(const uint8_t *buf, size_t len, const char *name, npy_view *v, cha
     const char *sh = dict_find(h, hlen, "shape");
     if (!d || !fo || !sh) return plume_fail(err, PLUME_EFORMAT, "%s: .npy header lacks a key", name);
     const char *hend = h + hlen;
-    if (hend - d < 5 || d[0] != '\'' || (d[1] != '<' && d[1] != '|') || (d[2] != 'f' && d[2] != 'i') ||
-        d[3] < '1' || d[3] > '8' || d[4] != '\'')
-        return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype (want little-endian f2/f4/f8/i4)", name);
+    if (hend - d < 5 || d[0] != '\'' || (d[1] != '<' && d[1] != '|') || !d[2] || !strchr("fibu", d[2]) || d[3] < '1' ||
+        d[3] > '8' || d[4] != '\'')
+        return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype (want little-endian f2/f4/f8/i4, b1 or u1)", name);
     v->kind = d[2];
     v->itemsize = d[3] - '0';
-    if (!(v->itemsize == 2 || v->itemsize == 4 || v->itemsize == 8) || (v->kind == 'i' && v->itemsize != 4))
+    if (v->kind == 'b' || v->kind == 'u' ? v->itemsize != 1
+                                         : !(v->itemsize == 2 || v->itemsize == 4 || v->itemsize == 8) ||
+                                               (v->kind == 'i' && v->itemsize != 4))
         return plume_fail(err, PLUME_EFORMAT, "%s: unsupported .npy dtype", name);
     if (hend - fo < 5 || memcmp(fo, "False", 5))
         return plume_fail(err, PLUME_EFORMAT, "%s: Fortran-order .npy is not supported", name);
@@ -88,7 +90,9 @@ int npy_open(const char *path, plume_map *m, npy_view *v, char **err) {
 void npy_to_f32(const npy_view *v, float *out) {
     for (int64_t i = 0; i < v->count; i++) {
         const uint8_t *b = v->data + i * v->itemsize;
-        if (v->kind == 'i') {
+        if (v->itemsize == 1) { /* b1 (0 or 1) and u1 */
+            out[i] = (float)b[0];
+        } else if (v->kind == 'i') {
             int32_t x;
             memcpy(&x, b, 4);
             out[i] = (float)x;
@@ -120,7 +124,7 @@ int npy_write(const char *path, const char *descr, const int64_t *shape, int32_t
     size_t total = 10 + (size_t)n + 1;
     size_t pad = (64 - total % 64) % 64;
     size_t hlen = (size_t)n + pad + 1;
-    size_t item = descr[2] == '2' ? 2 : 4;
+    size_t item = (size_t)(descr[2] - '0'); /* "<f4" -> 4, "|u1" -> 1 */
     size_t bytes = 10 + hlen + (size_t)count * item;
     uint8_t *buf = malloc(bytes);
     if (!buf) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);

@@ -6,8 +6,8 @@
 
 /* A view of an .npy array. */
 typedef struct {
-    char kind;          /* 'f' float, 'i' signed int */
-    int32_t itemsize;   /* bytes per element: 2, 4 or 8 */
+    char kind;          /* 'f' float, 'i' signed int, 'b' bool, 'u' uint8 */
+    int32_t itemsize;   /* bytes per element: 2, 4 or 8 (f, i); 1 (b, u) */
     int32_t ndim;
     int64_t shape[8];
     int64_t count;      /* elements */
@@ -18,9 +18,9 @@ typedef struct {
 int npy_parse(const uint8_t *buf, size_t len, const char *name, npy_view *v, char **err);
 /* Map path and parse it; free m with plume_map_free. */
 int npy_open(const char *path, plume_map *m, npy_view *v, char **err);
-/* Copy a view's elements into floats (f2, f4, f8, i4 sources); out holds v->count. */
+/* Copy a view's elements into floats (f2, f4, f8, i4, b1, u1 sources); out holds v->count. */
 void npy_to_f32(const npy_view *v, float *out);
-/* Write an array; descr is "<f4", "<f2" or "<i4"; crash-safe. */
+/* Write an array; descr is "<f4", "<f2", "<i4" or "|u1"; crash-safe. */
 int npy_write(const char *path, const char *descr, const int64_t *shape, int32_t ndim,
               const void *data, char **err);
 

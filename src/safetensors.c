@@ -50,7 +50,7 @@ int st_pread(const char *path, uint64_t off, void *buf, size_t n, char **err) {
 
 /* Sort helper: tensors by offset. */
 static int by_offset(const void *a, const void *b) {
-    const st_tensor *x = *(st_tensor *const *)a, *y = *(st_tensor *const *)b;
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
@@ -115,82 +115,94 @@ static int st_check_unique(const cJSON *obj, const char *path, const char *what,
     return rc;
 }
 
+/* The JSON header of the file at path: its length (the u64 that opens the file, checked
+ * against the file size), then its text into *hdr (malloc'd, NUL-terminated); sets
+ * f->file_size and f->data_start. */
+static int st_read_header(st_file *f, const char *path, char **hdr, char **err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    f->file_size = (uint64_t)sb.st_size;
+    if (f->file_size < 8)
+        return plume_fail(err, PLUME_EFORMAT, "%s: shorter than 8 bytes (truncated safetensors)", path);
+    uint8_t lenb[8];
+    int rc = st_pread(path, 0, lenb, 8, err);
+    if (rc) return rc;
+    uint64_t hlen = plume_rd_u64le(lenb);
+    if (hlen > f->file_size - 8 || hlen > ST_MAX_HEADER || hlen < 2)
+        return plume_fail(err, PLUME_EFORMAT, "%s: header length %llu does not fit the file (%llu bytes)", path,
+                          (unsigned long long)hlen, (unsigned long long)f->file_size);
+    *hdr = malloc(hlen + 1);
+    if (!*hdr) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
+    if ((rc = st_pread(path, 8, *hdr, hlen, err))) return rc;
+    (*hdr)[hlen] = 0;
+    f->data_start = 8 + hlen;
+    return 0;
+}
+
+/* The __metadata__ object e: string values only, each key once, copied into f->meta. */
+static int st_read_meta(st_file *f, const cJSON *e, const char *path, char **err) {
+    if (!cJSON_IsObject(e)) return plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ is not an object", path);
+    int rc = st_check_unique(e, path, "__metadata__", err);
+    if (rc) return rc;
+    f->meta = calloc((size_t)cJSON_GetArraySize(e) * 2 + 1, sizeof *f->meta);
+    if (!f->meta) return PLUME_ENOMEM;
+    for (const cJSON *m = e->child; m; m = m->next) {
+        if (!cJSON_IsString(m))
+            return plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ value of %s is not a string", path, m->string);
+        f->meta[2 * f->n_meta] = strdup(m->string);
+        f->meta[2 * f->n_meta + 1] = strdup(m->valuestring);
+        f->n_meta++;
+        if (!f->meta[2 * f->n_meta - 2] || !f->meta[2 * f->n_meta - 1]) return PLUME_ENOMEM;
+    }
+    return 0;
+}
+
+/* Refuse tensors whose bytes overlap (sorted by offset, each must end before the next). */
+static int st_check_overlap(const st_file *f, const char *path, char **err) {
+    const st_tensor **sorted = calloc((size_t)f->n + 1, sizeof *sorted);
+    if (!sorted) return PLUME_ENOMEM;
+    for (int32_t i = 0; i < f->n; i++) sorted[i] = &f->t[i];
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_offset);
+    int rc = 0;
+    for (int32_t i = 1; i < f->n && !rc; i++)
+        if (sorted[i]->offset < sorted[i - 1]->offset + sorted[i - 1]->nbytes)
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: tensors %s and %s overlap", path, sorted[i - 1]->name, sorted[i]->name);
+    free(sorted);
+    return rc;
+}
+
 int st_open(st_file *f, const char *path, char **err) {
     memset(f, 0, sizeof *f);
     int rc = PLUME_ENOMEM;
     cJSON *root = NULL;
     char *hdr = NULL;
-    st_tensor **sorted = NULL;
     f->path = strdup(path);
     if (!f->path) goto fail;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        rc = plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    f->file_size = (uint64_t)st.st_size;
-    if (f->file_size < 8) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: shorter than 8 bytes (truncated safetensors)", path);
-        goto fail;
-    }
-    uint8_t lenb[8];
-    if ((rc = st_pread(path, 0, lenb, 8, err))) goto fail;
-    uint64_t hlen = plume_rd_u64le(lenb);
-    if (hlen > f->file_size - 8 || hlen > ST_MAX_HEADER || hlen < 2) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: header length %llu does not fit the file (%llu bytes)", path,
-                        (unsigned long long)hlen, (unsigned long long)f->file_size);
-        goto fail;
-    }
-    hdr = malloc(hlen + 1);
-    if (!hdr) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
-    if ((rc = st_pread(path, 8, hdr, hlen, err))) goto fail;
-    hdr[hlen] = 0;
-    f->data_start = 8 + hlen;
-    root = cJSON_ParseWithLength(hdr, hlen);
+    if ((rc = st_read_header(f, path, &hdr, err))) goto fail;
+    root = cJSON_ParseWithLength(hdr, f->data_start - 8);
     if (!cJSON_IsObject(root)) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: header is not a JSON object", path);
         goto fail;
     }
     if ((rc = st_check_unique(root, path, "the header", err))) goto fail;
-    int32_t cap = cJSON_GetArraySize(root);
-    f->t = calloc((size_t)cap + 1, sizeof *f->t);
-    sorted = calloc((size_t)cap + 1, sizeof *sorted);
-    if (!f->t || !sorted) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+    f->t = calloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *f->t);
+    if (!f->t) { rc = PLUME_ENOMEM; goto fail; }
     for (const cJSON *e = root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
-            if (!cJSON_IsObject(e)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ is not an object", path); goto fail; }
-            if ((rc = st_check_unique(e, path, "__metadata__", err))) goto fail;
-            int32_t nm = cJSON_GetArraySize(e);
-            f->meta = calloc((size_t)nm * 2 + 1, sizeof *f->meta);
-            if (!f->meta) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
-            for (const cJSON *m = e->child; m; m = m->next) {
-                if (!cJSON_IsString(m)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: __metadata__ value of %s is not a string", path, m->string); goto fail; }
-                f->meta[2 * f->n_meta] = strdup(m->string);
-                f->meta[2 * f->n_meta + 1] = strdup(m->valuestring);
-                f->n_meta++;
-                if (!f->meta[2 * f->n_meta - 2] || !f->meta[2 * f->n_meta - 1]) { rc = PLUME_ENOMEM; goto fail; }
-            }
+            if ((rc = st_read_meta(f, e, path, err))) goto fail;
             continue;
         }
         st_tensor *t = &f->t[f->n++];
         t->name = strdup(e->string);
-        if (!t->name) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path); goto fail; }
+        if (!t->name) { rc = PLUME_ENOMEM; goto fail; }
         if ((rc = parse_entry(f, e, t, f->file_size - f->data_start, err))) goto fail;
-        sorted[f->n - 1] = t;
     }
-    qsort(sorted, (size_t)f->n, sizeof *sorted, by_offset);
-    for (int32_t i = 1; i < f->n; i++)
-        if (sorted[i]->offset < sorted[i - 1]->offset + sorted[i - 1]->nbytes) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: tensors %s and %s overlap", path, sorted[i - 1]->name, sorted[i]->name);
-            goto fail;
-        }
-    free(sorted);
+    if ((rc = st_check_overlap(f, path, err))) goto fail;
     free(hdr);
     cJSON_Delete(root);
     return 0;
 fail:
     if (rc == PLUME_ENOMEM) plume_fail(err, rc, "%s: out of memory", path);
-    free(sorted);
     free(hdr);
     cJSON_Delete(root);
     st_close(f);
@@ -234,13 +246,8 @@ int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err) {
 
 /* Append a planned entry (no alignment logic). */
 static int plan(st_writer *w, const char *name, st_dtype dtype, int32_t ndim, const int64_t *shape, char **err) {
-    if (w->n == w->cap) {
-        int32_t nc = w->cap ? 2 * w->cap : 64;
-        st_wtensor *nt = realloc(w->t, (size_t)nc * sizeof *nt);
-        if (!nt) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-        w->t = nt;
-        w->cap = nc;
-    }
+    if (plume_grow(&w->t, &w->cap, (size_t)w->n + 1, sizeof *w->t))
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
     st_wtensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);

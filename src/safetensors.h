@@ -68,8 +68,9 @@ typedef struct {
     char *tmp;
     void *fp;         /* FILE* */
     uint32_t align;   /* 1 (plain) or 64: tensor offsets and the data start are multiples */
-    int32_t n, cap;
-    st_wtensor *t;
+    st_wtensor *t;    /* [n] planned tensors (room for cap) */
+    int32_t n;
+    size_t cap;
     int32_t n_meta;
     char *meta[64];   /* key, value pairs */
     int32_t next;     /* next tensor to write */

@@ -10,8 +10,9 @@
  *   - top-k up to SAMPLER_HEAP_MAX_K is one read-only pass over the logits with a min-heap
  *     (a compare per logit; the heap changes ~k ln(V/k) times on shuffled logits). Greedy is
  *     the same pass with k = 1;
- *   - penalties touch only the ids in the window: the heap is made n_distinct larger and
- *     those ids are re-scored after the pass, so the logits are never copied;
+ *   - penalties and a logit bias touch only their ids (those in the window, those biased):
+ *     the heap is made that many larger and those ids are re-scored after the pass, so the
+ *     logits are never copied;
  *   - larger k, or top-k off, gather every usable id and use quickselect: by rank for top-k,
  *     and by probability mass for top-p (after dropping ids too light to matter). Nothing
  *     sorts V floats; only ranges of at most SAMPLER_SORT_MAX candidates are sorted;
@@ -63,6 +64,11 @@ struct plume_sampler {
     int32_t *distinct;     /* [V] ids with count > 0, unordered */
     int32_t *slot;         /* [V] index of an id in distinct (valid while its count > 0) */
     int32_t n_distinct;
+    /* A per-request logit bias (plume_sampler_set_bias): added to the raw logits of its ids
+     * before the chain. Sorted by id, no id twice; NULL when none. */
+    int32_t *bias_id;      /* [n_bias] */
+    float *bias;           /* [n_bias] finite, or -inf (the id is never drawn) */
+    int32_t n_bias;
     plume_constraint *con; /* the attached constraint, or NULL */
 };
 
@@ -153,7 +159,66 @@ void plume_sampler_free(plume_sampler *s) {
     free(s->count);
     free(s->distinct);
     free(s->slot);
+    free(s->bias_id);
+    free(s->bias);
     free(s);
+}
+
+/* ---- logit bias ------------------------------------------------------------------------- */
+
+/* Order (id, index) pairs by id, then index (so duplicates sum in the order given). */
+static int bias_cmp(const void *a, const void *b) {
+    const int32_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Set the bias map: sorted by id, biases of an id given twice summed. */
+int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bias, int32_t n, char **err) {
+    if (!s || n < 0 || (n > 0 && (!ids || !bias))) return plume_fail(err, PLUME_EINVAL, "sampler: bad bias arguments");
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return plume_fail(err, PLUME_EINVAL, "sampler: bias of id %d outside the vocabulary of %d", ids[i],
+                              s->n_vocab);
+        if (isnan(bias[i]) || bias[i] == INFINITY)
+            return plume_fail(err, PLUME_EINVAL, "sampler: the bias of id %d is %g (finite or -inf only)", ids[i],
+                              (double)bias[i]);
+    }
+    int32_t (*pairs)[2] = n ? malloc((size_t)n * sizeof *pairs) : NULL; /* id, index into bias */
+    int32_t *nid = n ? malloc((size_t)n * sizeof *nid) : NULL;
+    float *nb = n ? malloc((size_t)n * sizeof *nb) : NULL;
+    if (n && (!pairs || !nid || !nb)) {
+        free(pairs);
+        free(nid);
+        free(nb);
+        return plume_fail(err, PLUME_ENOMEM, "sampler: out of memory for %d biases", n);
+    }
+    for (int32_t i = 0; i < n; i++) pairs[i][0] = ids[i], pairs[i][1] = i;
+    if (n) qsort(pairs, (size_t)n, sizeof *pairs, bias_cmp);
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float b = bias[pairs[i][1]];
+        if (m > 0 && nid[m - 1] == pairs[i][0]) nb[m - 1] += b;
+        else nid[m] = pairs[i][0], nb[m++] = b;
+    }
+    free(pairs);
+    free(s->bias_id);
+    free(s->bias);
+    s->bias_id = nid;
+    s->bias = nb;
+    s->n_bias = m;
+    s->n = 0; /* a prepared distribution no longer matches */
+    return 0;
+}
+
+/* The index of id in the bias map, or -1. */
+static int32_t bias_find(const plume_sampler *s, int32_t id) {
+    int32_t lo = 0, hi = s->n_bias;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (s->bias_id[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n_bias && s->bias_id[lo] == id ? lo : -1;
 }
 
 /* ---- history ---------------------------------------------------------------------------- */
@@ -320,41 +385,63 @@ static int32_t gather_all(sampler_cand *c, const float *l, int32_t n_vocab) {
     return n;
 }
 
-/* Penalties on a heap gathered from the raw logits: drop the ids in the window, then add each
- * with its penalized logit. Returns the new count. The heap held k + n_distinct entries, so it
- * holds every unpenalized id of the true top k: at most k - 1 unpenalized and n_distinct
- * penalized ids can rank above such an id in the raw logits. */
-static int32_t penalize_heap(const plume_sampler *s, sampler_cand *c, int32_t n,
-                             const float *logits) {
+/* Whether an id's logit is adjusted before the chain: biased, or in the penalties' window. */
+static int sampler_adjusts(const plume_sampler *s, int32_t id) {
+    return (s->count && s->count[id] > 0) || (s->n_bias && bias_find(s, id) >= 0);
+}
+
+/* The logit of an adjusted id: raw + its bias, then the penalties when it is in the window. */
+static float sampler_adjusted(const plume_sampler *s, int32_t id, float raw) {
+    int32_t b = s->n_bias ? bias_find(s, id) : -1;
+    float v = b >= 0 ? raw + s->bias[b] : raw;
+    return s->count && s->count[id] > 0 ? sampler_penalized(s, id, v) : v;
+}
+
+/* Bias and penalties on a heap gathered from the raw logits: drop the adjusted ids (biased or
+ * in the window), then add each with its adjusted logit. Returns the new count. The heap held
+ * k + n_adjust entries (n_adjust >= the number of adjusted ids), so it holds every unadjusted
+ * id of the true top k: at most k - 1 unadjusted and n_adjust adjusted ids can rank above
+ * such an id in the raw logits. */
+static int32_t adjust_heap(const plume_sampler *s, sampler_cand *c, int32_t n, const float *logits) {
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++)
-        if (s->count[c[i].id] == 0) c[m++] = c[i];
-    for (int32_t i = 0; i < s->n_distinct; i++) {
+        if (!sampler_adjusts(s, c[i].id)) c[m++] = c[i];
+    for (int32_t i = 0; s->count && i < s->n_distinct; i++) {
         int32_t id = s->distinct[i];
         float v;
         if (s->con && !cst_allows(s->con, id)) continue; /* under a constraint: allowed ones only */
-        if (cand_usable(sampler_penalized(s, id, logits[id]), &v))
+        if (cand_usable(sampler_adjusted(s, id, logits[id]), &v)) c[m++] = (sampler_cand){v, 0.0f, id};
+    }
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        int32_t id = s->bias_id[i];
+        float v;
+        if (s->con && !cst_allows(s->con, id)) continue;
+        if ((!s->count || s->count[id] == 0) && cand_usable(sampler_adjusted(s, id, logits[id]), &v))
             c[m++] = (sampler_cand){v, 0.0f, id};
     }
     return m;
 }
 
-/* Penalties on candidates from gather_all (in id order): find each id in the window by binary
- * search and replace its logit. An id whose raw logit was unusable stays out. */
-static void penalize_sorted(const plume_sampler *s, sampler_cand *c, int32_t n,
-                            const float *logits) {
-    for (int32_t i = 0; i < s->n_distinct; i++) {
-        int32_t id = s->distinct[i], lo = 0, hi = n;
-        while (lo < hi) {
-            int32_t mid = lo + (hi - lo) / 2;
-            if (c[mid].id < id) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo < n && c[lo].id == id) {
-            float v = sampler_penalized(s, id, logits[id]);
-            c[lo].logit = v > FLT_MAX ? FLT_MAX : v; /* finite or -inf: never NaN */
-        }
+/* Set the adjusted logit of id among candidates from gather_all (in id order), found by
+ * binary search. An id whose raw logit was unusable stays out. */
+static void adjust_one_sorted(const plume_sampler *s, sampler_cand *c, int32_t n, const float *logits, int32_t id) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (c[mid].id < id) lo = mid + 1;
+        else hi = mid;
     }
+    if (lo < n && c[lo].id == id) {
+        float v = sampler_adjusted(s, id, logits[id]);
+        c[lo].logit = v > FLT_MAX ? FLT_MAX : v; /* finite or -inf: never NaN */
+    }
+}
+
+/* Bias and penalties on candidates from gather_all: each adjusted id once. */
+static void adjust_sorted(const plume_sampler *s, sampler_cand *c, int32_t n, const float *logits) {
+    for (int32_t i = 0; s->count && i < s->n_distinct; i++) adjust_one_sorted(s, c, n, logits, s->distinct[i]);
+    for (int32_t i = 0; i < s->n_bias; i++)
+        if (!s->count || s->count[s->bias_id[i]] == 0) adjust_one_sorted(s, c, n, logits, s->bias_id[i]);
 }
 
 /* ---- quickselect ------------------------------------------------------------------------ */
@@ -525,51 +612,52 @@ static int32_t gather_mask(const cst_mask *m, sampler_cand *c, const float *l, i
 }
 
 /* The k best allowed candidates, best-first: heap the best `want` by raw logit, apply the
- * penalties, sort, and keep allowed ones while they are sure to rank before every id left
- * out (the heap's worst raw logit bounds every unpenalized id not heaped).
+ * bias and penalties, sort, and keep allowed ones while they are sure to rank before every
+ * id left out (the heap's worst raw logit bounds every unadjusted id not heaped; every
+ * adjusted one is in).
  * Returns how many were found (<= k) when that settles it, else -1 (try a larger heap). */
-static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int32_t n_pen, int32_t want) {
+static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj, int32_t want) {
     sampler_cand *c = s->cand;
     int32_t n = gather_top_k(c, logits, s->n_vocab, want);
     int full = n == want; /* some usable ids were left out */
     float bound = full ? c[0].logit : -INFINITY;
-    if (n_pen) n = penalize_heap(s, c, n, logits);
+    if (n_adj) n = adjust_heap(s, c, n, logits);
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
     int32_t kept = 0;
     for (int32_t i = 0; i < n && kept < k; i++) {
         /* Sure to rank before every id left out: a logit above the bound; or on it, unless
-         * penalized: the heap keeps the lowest ids among equal raw logits (a newcomer must be
-         * strictly better), so an id left out with the bound's logit has a higher id. (Ties
-         * are common: logits saturate at the softcap.) */
-        int sure = c[i].logit > bound || (c[i].logit == bound && !(s->count && s->count[c[i].id]));
+         * adjusted (biased or penalized): the heap keeps the lowest ids among equal raw logits
+         * (a newcomer must be strictly better), so an id left out with the bound's logit has a
+         * higher id. (Ties are common: logits saturate at the softcap.) */
+        int sure = c[i].logit > bound || (c[i].logit == bound && !sampler_adjusts(s, c[i].id));
         if (full && !sure) return -1; /* an id left out might rank here */
         if (cst_allows(s->con, c[i].id)) c[kept++] = c[i];
     }
     return kept == k || !full ? kept : -1;
 }
 
-/* The candidates under a constraint, penalties applied: at least the k best allowed (k > 0;
- * the chain selects k of them), or every allowed one (k = 0: the chain needs the whole
- * distribution). PLUME_EINVAL when the mask cannot be made. */
-static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_pen) {
+/* The candidates under a constraint, bias and penalties applied: at least the k best allowed
+ * (k > 0; the chain selects k of them), or every allowed one (k = 0: the chain needs the
+ * whole distribution). PLUME_EINVAL when the mask cannot be made. */
+static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj) {
     if (k > 0 && !cst_mask_cached(s->con)) {
         /* When the best k + 64 do not settle it, the state refuses many tokens. Mostly it
          * refuses nearly all (after '{' only tokens starting with '"', '}' or whitespace are
          * allowed), and there the mask's walk is cheap: it skips whole first bytes. In a
          * dense state (inside a string: most first bytes live) a walk visits every token
          * (~2.5 ms on Gemma's), a wider heap less than a fifth of that. */
-        int32_t want = k + n_pen + SAMPLER_BEST_FIRST;
-        int32_t n = best_first(s, logits, k, n_pen, want < s->n_vocab ? want : s->n_vocab);
+        int32_t want = k + n_adj + SAMPLER_BEST_FIRST;
+        int32_t n = best_first(s, logits, k, n_adj, want < s->n_vocab ? want : s->n_vocab);
         if (n >= 0) return n;
-        want = k + n_pen + SAMPLER_BEST_WIDE;
+        want = k + n_adj + SAMPLER_BEST_WIDE;
         if (cst_live_first_bytes(s->con) >= SAMPLER_DENSE &&
-            (n = best_first(s, logits, k, n_pen, want < s->n_vocab ? want : s->n_vocab)) >= 0)
+            (n = best_first(s, logits, k, n_adj, want < s->n_vocab ? want : s->n_vocab)) >= 0)
             return n;
     }
     cst_mask m;
     if (cst_mask_get(s->con, &m)) return PLUME_EINVAL;
-    int32_t n = gather_mask(&m, s->cand, logits, s->n_vocab, k > 0 ? k + n_pen : 0);
-    if (n > 0 && n_pen) n = k > 0 ? penalize_heap(s, s->cand, n, logits) : (penalize_sorted(s, s->cand, n, logits), n);
+    int32_t n = gather_mask(&m, s->cand, logits, s->n_vocab, k > 0 ? k + n_adj : 0);
+    if (n > 0 && n_adj) n = k > 0 ? adjust_heap(s, s->cand, n, logits) : (adjust_sorted(s, s->cand, n, logits), n);
     return n;
 }
 
@@ -590,29 +678,29 @@ int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32
 
 /* ---- the chain -------------------------------------------------------------------------- */
 
-/* Penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p: the candidates the draw
+/* Bias and penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p: the candidates the draw
  * chooses from, in s->cand[0, n) with weights w (greedy: the argmax alone, w = 1). Returns
  * n >= 1, or PLUME_EINVAL when no logit is usable (all NaN or -inf).
  *
- * Two ways to the candidates: a heap of k + (ids in the window) over the raw logits when that
- * is at most SAMPLER_HEAP_MAX_K (greedy is k = 1), else every usable id and a rank select.
- * The penalties touch only the ids in the window, so the logits are never copied. */
+ * Two ways to the candidates: a heap of k + (ids in the window or biased) over the raw logits
+ * when that is at most SAMPLER_HEAP_MAX_K (greedy is k = 1), else every usable id and a rank
+ * select. Bias and penalties touch only their ids, so the logits are never copied. */
 static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
     const plume_sampler_params *p = &s->p;
     sampler_cand *c = s->cand;
     int greedy = p->temperature <= 0.0f;
-    int32_t n_pen = s->count ? s->n_distinct : 0;
+    int32_t n_adjust = (s->count ? s->n_distinct : 0) + s->n_bias; /* may count an id twice */
     int32_t k = greedy ? 1 : p->top_k > 0 && p->top_k < s->n_vocab ? p->top_k : 0;
     int32_t n;
     if (s->con) {
-        n = gather_constrained(s, logits, k > 0 && k <= SAMPLER_HEAP_MAX_K - n_pen ? k : 0, n_pen);
+        n = gather_constrained(s, logits, k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust ? k : 0, n_adjust);
         if (n < 0) return n;
-    } else if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_pen) {
-        n = gather_top_k(c, logits, s->n_vocab, k + n_pen);
-        if (n_pen) n = penalize_heap(s, c, n, logits);
+    } else if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust) {
+        n = gather_top_k(c, logits, s->n_vocab, k + n_adjust);
+        if (n_adjust) n = adjust_heap(s, c, n, logits);
     } else {
         n = gather_all(c, logits, s->n_vocab);
-        if (n_pen) penalize_sorted(s, c, n, logits);
+        if (n_adjust) adjust_sorted(s, c, n, logits);
     }
     if (n == 0) return PLUME_EINVAL;
     if (k > 0 && k < n) {

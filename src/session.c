@@ -13,10 +13,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "embd.h"
+#include "session.h"
+
 #include "forward.h"
+#include "scratch.h"
 
 #define STATE_MAGIC "PLMSTATE"
-#define STATE_VERSION 1u
+#define STATE_VERSION 1u       /* a session that has seen no media */
+#define STATE_VERSION_MEDIA 2u /* one that has: the payload ends with its keys and media rows */
 
 plume_session_params plume_session_default_params(void) {
     plume_session_params p = {.n_ctx = 0, .n_batch = 128, .n_rewind = -2, .snapshot_every = 0, .kv_bits = 32};
@@ -28,16 +33,16 @@ plume_session_params plume_session_default_params(void) {
 /* Allocate the caches of chunk ci's layers that own one. */
 static int chunk_state_init(plume_session *s, int32_t ci, char **err) {
     const plume_config *c = &s->m->c;
-    plume_chunk_state *st = &s->chunk[ci];
-    st->first = c->chunk[ci];
-    st->end = c->chunk[ci + 1];
-    for (int32_t l = st->first; l < st->end; l++) st->n_kv += c->kv_src[l] == l;
-    st->kv = calloc((size_t)st->n_kv + 1, sizeof *st->kv);
-    if (!st->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    plume_chunk_state *cs = &s->chunk[ci];
+    cs->first = c->chunk[ci];
+    cs->end = c->chunk[ci + 1];
+    for (int32_t l = cs->first; l < cs->end; l++) cs->n_kv += c->kv_src[l] == l;
+    cs->kv = calloc((size_t)cs->n_kv + 1, sizeof *cs->kv);
+    if (!cs->kv) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     int32_t i = 0;
-    for (int32_t l = st->first; l < st->end; l++) {
+    for (int32_t l = cs->first; l < cs->end; l++) {
         if (c->kv_src[l] != l) continue;
-        plume_kv *kv = &st->kv[i++];
+        plume_kv *kv = &cs->kv[i++];
         kv->layer = l;
         kv->ring = !c->is_full[l] && (int64_t)c->W + s->n_rewind < s->n_ctx;
         kv->slots = kv->ring ? c->W + s->n_rewind : s->n_ctx;
@@ -125,6 +130,9 @@ void plume_session_free(plume_session *s) {
         free(s->chunk[ci].kv);
     }
     free(s->tokens);
+    free(s->keys);
+    for (int32_t i = 0; i < s->n_spans; i++) free(s->spans[i].rows);
+    free(s->spans);
     plume_scratch_free(&s->x);
     plume_dealloc(s->snap);
     free(s);
@@ -165,12 +173,8 @@ void plume_session_stepped(plume_session *s) {
 
 /* Check that there are ids and that each is in the vocabulary. */
 static int check_ids(const plume_session *s, const int32_t *ids, int32_t n, char **err) {
-    const int32_t V = s->m->c.V;
     if (n < 1) return plume_fail(err, PLUME_EINVAL, "feed: no tokens");
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= V)
-            return plume_fail(err, PLUME_EINVAL, "token id %d (at %d) is outside the vocabulary [0, %d)", ids[i], i, V);
-    return 0;
+    return plume_model_check_ids(s->m, ids, n, err);
 }
 
 /* Check ids and room; no state changes. */
@@ -181,8 +185,10 @@ static int feed_check(const plume_session *s, const int32_t *ids, int32_t n, cha
     return check_ids(s, ids, n, err);
 }
 
-/* Feed validated ids in steps of at most n_batch that also end at every snapshot position. */
-static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all) {
+/* Feed validated rows (ids; emb and keys may be NULL: all tokens) in steps of at most n_batch
+ * that also end at every snapshot position. */
+static void feed_steps(plume_session *s, const int32_t *ids, const float *const *emb, const uint64_t *keys, int32_t n,
+                       float *logits, int32_t all) {
     int64_t V = s->m->c.V;
     plume_model_prefault(s->m);
     for (int32_t i = 0; i < n;) {
@@ -193,7 +199,7 @@ static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *l
         }
         int last = i + T == n;
         float *lg = !logits ? NULL : all ? logits + (int64_t)i * V : last ? logits : NULL;
-        plume_forward_step(s, ids + i, T, lg, all);
+        plume_forward_step(s, ids + i, emb ? emb + i : NULL, keys ? keys + i : NULL, T, lg, all);
         plume_session_stepped(s);
         i += T;
     }
@@ -202,8 +208,96 @@ static void feed_steps(plume_session *s, const int32_t *ids, int32_t n, float *l
 int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits, int32_t all, char **err) {
     int rc = feed_check(s, ids, n, err);
     if (rc) return rc;
-    feed_steps(s, ids, n, logits, all);
+    feed_steps(s, ids, NULL, NULL, n, logits, all);
     return 0;
+}
+
+/* ---- media ----------------------------------------------------------------------------- */
+
+/* Forget the media rows at positions n_keep and later. */
+static void spans_trim(plume_session *s, int32_t n_keep) {
+    while (s->n_spans > 0 && s->spans[s->n_spans - 1].pos >= n_keep) free(s->spans[--s->n_spans].rows);
+    if (s->n_spans > 0) {
+        plume_media_span *sp = &s->spans[s->n_spans - 1];
+        if (sp->pos + sp->n > n_keep) sp->n = n_keep - sp->pos;
+    }
+}
+
+/* Remember the media rows of n rows to be fed at position P (copies, one span per run of
+ * consecutive rows), and make sure the session keeps keys. 0 or PLUME_ENOMEM (nothing kept). */
+static int spans_add(plume_session *s, int32_t P, const float *const *emb, int32_t n, char **err) {
+    const int32_t D = s->m->c.D;
+    if (!s->keys && !(s->keys = calloc((size_t)s->n_ctx, sizeof *s->keys)))
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    const int32_t n0 = s->n_spans;
+    for (int32_t i = 0; i < n;) {
+        if (!emb[i]) { i++; continue; }
+        int32_t j = i + 1;
+        while (j < n && emb[j] && emb[j] == emb[j - 1] + D) j++;
+        if (s->n_spans == s->cap_spans) {
+            int32_t cap = s->cap_spans ? 2 * s->cap_spans : 8;
+            plume_media_span *more = realloc(s->spans, sizeof *more * (size_t)cap);
+            if (!more) goto oom;
+            s->spans = more;
+            s->cap_spans = cap;
+        }
+        float *rows = malloc((size_t)(j - i) * (size_t)D * sizeof *rows);
+        if (!rows) goto oom;
+        memcpy(rows, emb[i], (size_t)(j - i) * (size_t)D * sizeof *rows);
+        s->spans[s->n_spans++] = (plume_media_span){P + i, j - i, rows};
+        i = j;
+    }
+    return 0;
+oom:
+    while (s->n_spans > n0) free(s->spans[--s->n_spans].rows);
+    return plume_fail(err, PLUME_ENOMEM, "out of memory for the media rows of a session");
+}
+
+int plume_session_keep_media(plume_session *s, int32_t P, const float *const *emb, int32_t n, char **err) {
+    return spans_add(s, P, emb, n, err);
+}
+
+void plume_session_drop_media(plume_session *s, int32_t from) { spans_trim(s, from); }
+
+/* The media rows of positions [from, from + n) as row pointers (NULL for tokens), from the
+ * spans: what a rewind recomputes. */
+static void spans_rows(const plume_session *s, int32_t from, int32_t n, const float **emb) {
+    const int32_t D = s->m->c.D;
+    for (int32_t i = 0; i < n; i++) emb[i] = NULL;
+    for (int32_t k = 0; k < s->n_spans; k++) {
+        const plume_media_span *sp = &s->spans[k];
+        for (int32_t p = sp->pos; p < sp->pos + sp->n; p++)
+            if (p >= from && p < from + n) emb[p - from] = sp->rows + (size_t)(p - sp->pos) * (size_t)D;
+    }
+}
+
+/* The rows and keys of a prompt with media (embd_place), malloc'd into *emb and *keys. */
+static int media_prepare(const plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                         int32_t n_media, const float ***emb, uint64_t **keys, char **err) {
+    *emb = malloc(sizeof **emb * (size_t)(n > 0 ? n : 1));
+    *keys = malloc(sizeof **keys * (size_t)(n > 0 ? n : 1));
+    int rc = *emb && *keys ? embd_place(&s->m->c, ids, n, media, n_media, *emb, *keys, err)
+                           : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (rc) {
+        free((void *)*emb);
+        free(*keys);
+        *emb = NULL;
+        *keys = NULL;
+    }
+    return rc;
+}
+
+int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                             int32_t n_media, float *logits, int32_t all, char **err) {
+    int rc = feed_check(s, ids, n, err);
+    const float **emb = NULL;
+    uint64_t *keys = NULL;
+    if (!rc) rc = media_prepare(s, ids, n, media, n_media, &emb, &keys, err);
+    if (!rc && n_media) rc = spans_add(s, s->n_past, emb, n, err);
+    if (!rc) feed_steps(s, ids, n_media ? emb : NULL, n_media ? keys : NULL, n, logits, all);
+    free((void *)emb);
+    free(keys);
+    return rc;
 }
 
 /* ---- rewind ---------------------------------------------------------------------------- */
@@ -223,6 +317,7 @@ int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
         return plume_fail(err, PLUME_EINVAL, "rewind to %d: the session holds %d tokens", n_keep, s->n_past);
     const int32_t W = s->m->c.W, slots = s->ring_slots;
     if (s->snap_valid > 0 && s->snap_valid * s->snap_every > n_keep) s->snap_valid = n_keep / s->snap_every;
+    spans_trim(s, n_keep);
     /* The window of position n_keep is [n_keep - W + 1, n_keep): still in the ring unless a
      * later position overwrote its slot. */
     if (slots == 0 || (int64_t)s->n_past - n_keep <= (int64_t)slots - W + 1) {
@@ -233,13 +328,40 @@ int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
     int32_t from = k > 0 ? k * s->snap_every : 0;
     if (k > 0) snapshot_copy(s, s->snap + (size_t)(k - 1) * s->snap_stride, from, -1);
     s->n_past = from;
-    if (n_keep > from) {
-        int32_t *ids = malloc((size_t)(n_keep - from) * sizeof *ids);
-        if (!ids) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-        memcpy(ids, s->tokens + from, (size_t)(n_keep - from) * sizeof *ids);
-        feed_steps(s, ids, n_keep - from, NULL, 0);
-        free(ids);
+    if (n_keep > from) { /* the tokens and media rows of [from, n_keep) again */
+        const int32_t n = n_keep - from;
+        int32_t *ids = malloc((size_t)n * sizeof *ids);
+        const float **emb = s->keys ? malloc((size_t)n * sizeof *emb) : NULL;
+        uint64_t *keys = s->keys ? malloc((size_t)n * sizeof *keys) : NULL;
+        if (!ids || (s->keys && (!emb || !keys))) {
+            free(ids), free((void *)emb), free(keys);
+            return plume_fail(err, PLUME_ENOMEM, "out of memory");
+        }
+        memcpy(ids, s->tokens + from, (size_t)n * sizeof *ids);
+        if (keys) {
+            memcpy(keys, s->keys + from, (size_t)n * sizeof *keys);
+            spans_rows(s, from, n, emb);
+        }
+        feed_steps(s, ids, emb, keys, n, NULL, 0);
+        free(ids), free((void *)emb), free(keys);
     }
+    return 0;
+}
+
+/* plume_session_feed_prompt with the prompt's rows (emb, keys: NULL for all tokens): the
+ * prefix it shares with the history, ids and keys, is kept. */
+static int feed_prompt(plume_session *s, const int32_t *ids, const float *const *emb, const uint64_t *keys, int32_t n,
+                       float *logits, int32_t *n_reused, char **err) {
+    int32_t common = 0;
+    while (common < n && common < s->n_past && s->tokens[common] == ids[common] &&
+           (s->keys ? s->keys[common] : 0) == (keys ? keys[common] : 0))
+        common++;
+    if (common == n) common = n - 1; /* the last token is fed again for its logits */
+    int rc = plume_session_rewind(s, common, err);
+    if (!rc && emb) rc = spans_add(s, common, emb + common, n - common, err);
+    if (rc) return rc;
+    if (n_reused) *n_reused = common;
+    feed_steps(s, ids + common, emb ? emb + common : NULL, keys ? keys + common : NULL, n - common, logits, 0);
     return 0;
 }
 
@@ -248,15 +370,21 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
     if (n > s->n_ctx)
         return plume_fail(err, PLUME_ERANGE, "the prompt has %d tokens, more than the context's %d", n, s->n_ctx);
     int rc = check_ids(s, ids, n, err);
-    if (rc) return rc;
-    int32_t common = 0;
-    while (common < n && common < s->n_past && s->tokens[common] == ids[common]) common++;
-    if (common == n) common = n - 1; /* the last token is fed again for its logits */
-    rc = plume_session_rewind(s, common, err);
-    if (rc) return rc;
-    if (n_reused) *n_reused = common;
-    feed_steps(s, ids + common, n - common, logits, 0);
-    return 0;
+    return rc ? rc : feed_prompt(s, ids, NULL, NULL, n, logits, n_reused, err);
+}
+
+int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                                    int32_t n_media, float *logits, int32_t *n_reused, char **err) {
+    if (n > s->n_ctx)
+        return plume_fail(err, PLUME_ERANGE, "the prompt has %d tokens, more than the context's %d", n, s->n_ctx);
+    int rc = check_ids(s, ids, n, err);
+    const float **emb = NULL;
+    uint64_t *keys = NULL;
+    if (!rc) rc = media_prepare(s, ids, n, media, n_media, &emb, &keys, err);
+    if (!rc) rc = feed_prompt(s, ids, n_media ? emb : NULL, n_media ? keys : NULL, n, logits, n_reused, err);
+    free((void *)emb);
+    free(keys);
+    return rc;
 }
 
 /* ---- bench history --------------------------------------------------------------------- */
@@ -297,6 +425,8 @@ int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, c
             }
         }
     for (int32_t i = 0; i < n_past; i++) s->tokens[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)c->V);
+    spans_trim(s, 0);
+    if (s->keys) memset(s->keys, 0, (size_t)s->n_ctx * sizeof *s->keys);
     s->n_past = n_past;
     s->snap_valid = 0; /* the tokens would not reproduce these rows */
     return 0;
@@ -314,7 +444,9 @@ const int32_t *plume_session_tokens(const plume_session *s) { return s->tokens; 
  *   payload: tokens [n_past] i32; for each cache in chunk order: K then V, ring caches their
  *   whole ring [slots, width], linear caches their first n_past rows (kv_bits 8: int8 rows
  *   then the [rows, Hkv] f32 scales, for K and for V); snapshots
- *   [snap_valid, snap_stride] f32
+ *   [snap_valid, snap_stride] f32;
+ *   version 2 only (a session that has seen media): keys [n_past] u64, u32 spans, each span
+ *   i32 pos, i32 n, rows [n, D] f32 (positions ascending, not overlapping, inside n_past)
  *   u64 FNV-1a of the payload
  */
 
@@ -391,7 +523,7 @@ static uint64_t state_payload(const plume_config *c, int32_t n_ctx, int32_t n_pa
 /* Check the shapes a state header declares (f: n_ctx n_past n_rewind snap_every n_snap
  * snap_valid n_batch W) against the model and the payload size, before anything is sized
  * from them: a state file is untrusted, its checksum one anyone can recompute. */
-static int state_check_header(const plume_model *m, const int32_t *f, uint32_t bits, uint64_t payload,
+static int state_check_header(const plume_model *m, const int32_t *f, uint32_t bits, uint64_t payload, int media,
                               const char *path, char **err) {
     const plume_config *c = &m->c;
     if (bits != 8 && bits != 32) return plume_fail(err, PLUME_EFORMAT, "%s: kv_bits %u is neither 8 nor 32", path, bits);
@@ -405,7 +537,7 @@ static int state_check_header(const plume_model *m, const int32_t *f, uint32_t b
     size_t stride;
     uint64_t want = state_payload(c, f[0], f[1], f[2], (int32_t)bits, f[5], &stride);
     if (stride == 0 && f[5] != 0) return plume_fail(err, PLUME_EFORMAT, "%s: snapshots of no ring", path);
-    if (want != payload)
+    if (media ? payload < want + (uint64_t)f[1] * 8 + 4 : want != payload)
         return plume_fail(err, PLUME_EFORMAT, "%s: the payload (%llu bytes) does not match the header's shapes (%llu)",
                           path, (unsigned long long)payload, (unsigned long long)want);
     return 0;
@@ -430,7 +562,7 @@ static int cache_sane(const plume_session *s, const plume_kv *kv) {
 static void state_header(const plume_session *s, uint8_t *hdr, uint64_t payload) {
     memset(hdr, 0, 56);
     memcpy(hdr, STATE_MAGIC, 8);
-    uint32_t v = STATE_VERSION;
+    uint32_t v = s->keys ? STATE_VERSION_MEDIA : STATE_VERSION;
     memcpy(hdr + 8, &v, 4);
     uint32_t bits = (uint32_t)s->kv_bits;
     memcpy(hdr + 12, &bits, 4);
@@ -447,6 +579,10 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     size_t stride;
     uint64_t payload = state_payload(&s->m->c, s->n_ctx, s->n_past, s->n_rewind, s->kv_bits, s->snap_valid, &stride);
+    if (s->keys) { /* version 2: keys and media rows */
+        payload += (uint64_t)s->n_past * 8 + 4;
+        for (int32_t i = 0; i < s->n_spans; i++) payload += 8 + (uint64_t)s->spans[i].n * (uint64_t)s->m->c.D * 4;
+    }
     uint8_t hdr[64];
     state_header(s, hdr, payload);
     memcpy(hdr + 56, &payload, 8);
@@ -458,6 +594,16 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
             save_cache(&w, s, &s->chunk[ci].kv[i]);
         }
     if (s->snap) sw_put(&w, s->snap, (size_t)s->snap_valid * s->snap_stride * 4);
+    if (s->keys) {
+        sw_put(&w, s->keys, (size_t)s->n_past * 8);
+        uint32_t ns = (uint32_t)s->n_spans;
+        sw_put(&w, &ns, 4);
+        for (int32_t i = 0; i < s->n_spans; i++) {
+            sw_put(&w, &s->spans[i].pos, 4);
+            sw_put(&w, &s->spans[i].n, 4);
+            sw_put(&w, s->spans[i].rows, (size_t)s->spans[i].n * (size_t)s->m->c.D * 4);
+        }
+    }
     int ok = w.ok && fwrite(&w.h, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
@@ -468,85 +614,202 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     return 0;
 }
 
-int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err) {
-    *out = NULL;
-    plume_map map;
-    int rc = plume_map_open(&map, path, err);
-    if (rc) return rc;
-    plume_session *s = NULL;
-    const uint8_t *b = map.data;
-    int32_t f[8];
-    uint64_t id, payload;
-    if (map.size < 72 || memcmp(b, STATE_MAGIC, 8)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
-        goto done;
+/* Read version 2's media section [p, end): the keys of the n_past positions and the spans'
+ * rows, every count and position checked against what is left and against n_past. */
+static int load_media(plume_session *s, const uint8_t *p, const uint8_t *end, const char *path, char **err) {
+    const int32_t D = s->m->c.D;
+    if ((size_t)(end - p) < (size_t)s->n_past * 8 + 4) return plume_fail(err, PLUME_EFORMAT, "%s: truncated media section", path);
+    if (!(s->keys = calloc((size_t)s->n_ctx, sizeof *s->keys))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    memcpy(s->keys, p, (size_t)s->n_past * 8);
+    p += (size_t)s->n_past * 8;
+    uint32_t ns;
+    memcpy(&ns, p, 4);
+    p += 4;
+    if (ns > (uint32_t)s->n_past) return plume_fail(err, PLUME_EFORMAT, "%s: more media spans than positions", path);
+    int32_t at = 0;
+    for (uint32_t i = 0; i < ns; i++) {
+        int32_t pos, n;
+        if ((size_t)(end - p) < 8) return plume_fail(err, PLUME_EFORMAT, "%s: truncated media section", path);
+        memcpy(&pos, p, 4);
+        memcpy(&n, p + 4, 4);
+        p += 8;
+        if (pos < at || n < 1 || n > s->n_past - pos)
+            return plume_fail(err, PLUME_EFORMAT, "%s: a media span outside the history or out of order", path);
+        const size_t bytes = (size_t)n * (size_t)D * 4;
+        if ((size_t)(end - p) < bytes) return plume_fail(err, PLUME_EFORMAT, "%s: truncated media rows", path);
+        if (s->n_spans == s->cap_spans) {
+            plume_media_span *more = realloc(s->spans, sizeof *more * (size_t)(s->cap_spans + 8));
+            if (!more) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+            s->spans = more;
+            s->cap_spans += 8;
+        }
+        float *rows = malloc(bytes);
+        if (!rows) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+        memcpy(rows, p, bytes);
+        p += bytes;
+        s->spans[s->n_spans++] = (plume_media_span){pos, n, rows};
+        if (!all_finite(rows, (size_t)n * (size_t)D, 0)) return plume_fail(err, PLUME_EFORMAT, "%s: media rows hold non-finite values", path);
+        for (int32_t j = pos; j < pos + n; j++)
+            if (!s->keys[j]) return plume_fail(err, PLUME_EFORMAT, "%s: a media position without a key", path);
+        at = pos + n;
     }
-    uint32_t ver, bits;
-    memcpy(&ver, b + 8, 4);
-    memcpy(&bits, b + 12, 4);
+    if (p != end) return plume_fail(err, PLUME_EFORMAT, "%s: bytes after the media section", path);
+    return 0;
+}
+
+/* Check a mapped state file before anything is sized from it: magic, version (*ver), bundle
+ * identity, length, checksum, and the shapes its header declares (f: n_ctx n_past n_rewind
+ * snap_every n_snap snap_valid n_batch W; *bits: kv_bits). */
+static int state_check(const plume_model *m, const plume_map *map, const char *path, int32_t f[8], uint32_t *bits,
+                       uint32_t *ver, char **err) {
+    const uint8_t *b = map->data;
+    uint64_t id, payload;
+    if (map->size < 72 || memcmp(b, STATE_MAGIC, 8))
+        return plume_fail(err, PLUME_EFORMAT, "%s: not a plume state file", path);
+    memcpy(ver, b + 8, 4);
+    memcpy(bits, b + 12, 4);
     memcpy(&id, b + 16, 8);
     memcpy(f, b + 24, 32);
     memcpy(&payload, b + 56, 8);
-    if (ver != STATE_VERSION) { rc = plume_fail(err, PLUME_EFORMAT, "%s: state format version %u, want %u", path, ver, STATE_VERSION); goto done; }
-    if (id != m->identity) {
-        rc = plume_fail(err, PLUME_EMISMATCH, "%s: the state belongs to another bundle (model identity differs)", path);
-        goto done;
-    }
-    if (payload != map.size - 72) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes, the header promises %llu (truncated?)", path, map.size,
-                        (unsigned long long)(payload + 72));
-        goto done;
-    }
+    if (*ver != STATE_VERSION && *ver != STATE_VERSION_MEDIA)
+        return plume_fail(err, PLUME_EFORMAT, "%s: state format version %u, want %u or %u", path, *ver, STATE_VERSION,
+                          STATE_VERSION_MEDIA);
+    if (id != m->identity)
+        return plume_fail(err, PLUME_EMISMATCH, "%s: the state belongs to another bundle (model identity differs)", path);
+    if (payload != map->size - 72)
+        return plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes, the header promises %llu (truncated?)", path, map->size,
+                          (unsigned long long)(payload + 72));
     uint64_t h = 1469598103934665603ull, want;
     for (uint64_t i = 0; i < payload; i++) h = (h ^ b[64 + i]) * 1099511628211ull;
     memcpy(&want, b + 64 + payload, 8);
-    if (h != want) { rc = plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path); goto done; }
-    if ((rc = state_check_header(m, f, bits, payload, path, err))) goto done;
-    plume_session_params p = plume_session_default_params();
-    p.n_ctx = f[0];
-    p.n_rewind = f[2];
-    p.snapshot_every = f[3] > 0 ? f[3] : -1;
-    p.n_batch = f[6];
-    p.kv_bits = (int32_t)bits;
-    if ((rc = plume_session_new(&s, m, &p, err))) goto done;
+    if (h != want) return plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (corrupt state file)", path);
+    return state_check_header(m, f, *bits, payload, *ver == STATE_VERSION_MEDIA, path, err);
+}
+
+/* Fill a new session s, made with the file's shapes, from the payload at p (payload bytes):
+ * tokens, caches, snapshots, each checked for values no step can have written, then (version
+ * 2) the media section. */
+static int state_fill(plume_session *s, const uint8_t *p, uint64_t payload, const int32_t f[8], uint32_t ver,
+                      const char *path, char **err) {
+    const uint8_t *end = p + payload;
     s->n_past = f[1];
     s->snap_valid = s->snap ? f[5] : 0;
     uint64_t need = (uint64_t)s->n_past * 4 + (uint64_t)s->snap_valid * s->snap_stride * 4;
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++)
             need += 2 * cache_bytes(s, &s->chunk[ci].kv[i]);
-    if (need != payload || s->n_snap != f[4]) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
-        goto done;
-    }
-    const uint8_t *p8 = b + 64;
-    memcpy(s->tokens, p8, (size_t)s->n_past * 4);
-    p8 += (size_t)s->n_past * 4;
+    if ((ver == STATE_VERSION ? need != payload : need > payload) || s->n_snap != f[4])
+        return plume_fail(err, PLUME_EFORMAT, "%s: the payload does not match the session's shapes", path);
+    memcpy(s->tokens, p, (size_t)s->n_past * 4);
+    p += (size_t)s->n_past * 4;
     for (int32_t i = 0; i < s->n_past; i++)
-        if (s->tokens[i] < 0 || s->tokens[i] >= m->c.V) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: a token id is outside the vocabulary", path);
-            goto done;
-        }
+        if (s->tokens[i] < 0 || s->tokens[i] >= s->m->c.V)
+            return plume_fail(err, PLUME_EFORMAT, "%s: a token id is outside the vocabulary", path);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
-            p8 += load_cache(s, &s->chunk[ci].kv[i], p8);
-            if (!cache_sane(s, &s->chunk[ci].kv[i])) {
-                rc = plume_fail(err, PLUME_EFORMAT, "%s: the cache of layer %d holds non-finite values", path,
-                                s->chunk[ci].kv[i].layer);
-                goto done;
-            }
+            p += load_cache(s, &s->chunk[ci].kv[i], p);
+            if (!cache_sane(s, &s->chunk[ci].kv[i]))
+                return plume_fail(err, PLUME_EFORMAT, "%s: the cache of layer %d holds non-finite values", path,
+                                  s->chunk[ci].kv[i].layer);
         }
-    if (s->snap_valid) memcpy(s->snap, p8, (size_t)s->snap_valid * s->snap_stride * 4);
-    if (s->snap_valid && !all_finite(s->snap, (size_t)s->snap_valid * s->snap_stride, 0)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: a ring snapshot holds non-finite values", path);
-        goto done;
+    if (s->snap_valid) memcpy(s->snap, p, (size_t)s->snap_valid * s->snap_stride * 4);
+    if (s->snap_valid && !all_finite(s->snap, (size_t)s->snap_valid * s->snap_stride, 0))
+        return plume_fail(err, PLUME_EFORMAT, "%s: a ring snapshot holds non-finite values", path);
+    p += (size_t)s->snap_valid * s->snap_stride * 4;
+    return ver == STATE_VERSION_MEDIA ? load_media(s, p, end, path, err) : 0;
+}
+
+int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err) {
+    *out = NULL;
+    plume_map map;
+    int rc = plume_map_open(&map, path, err);
+    if (rc) return rc;
+    plume_session *s = NULL;
+    int32_t f[8];
+    uint32_t bits = 0, ver = 0;
+    if (!(rc = state_check(m, &map, path, f, &bits, &ver, err))) {
+        plume_session_params p = plume_session_default_params();
+        p.n_ctx = f[0];
+        p.n_rewind = f[2];
+        p.snapshot_every = f[3] > 0 ? f[3] : -1;
+        p.n_batch = f[6];
+        p.kv_bits = (int32_t)bits;
+        rc = plume_session_new(&s, m, &p, err);
     }
-done:
+    if (!rc) rc = state_fill(s, map.data + 64, map.size - 72, f, ver, path, err);
     plume_map_free(&map);
     if (rc) {
         plume_session_free(s);
         return rc;
     }
     *out = s;
+    return 0;
+}
+
+/* ---- copy ------------------------------------------------------------------------------ */
+
+/* Copy the first rows of one cache (K, V and, for int8 caches, their scales). */
+static void copy_cache(plume_kv *d, const plume_kv *s, size_t rows, size_t hkv) {
+    size_t q = rows * (size_t)s->width;
+    if (s->k8) {
+        memcpy(d->k8, s->k8, q);
+        memcpy(d->v8, s->v8, q);
+        memcpy(d->ks, s->ks, rows * hkv * 4);
+        memcpy(d->vs, s->vs, rows * hkv * 4);
+    } else {
+        memcpy(d->k, s->k, q * 4);
+        memcpy(d->v, s->v, q * 4);
+    }
+}
+
+/* Make dst's media keys and rows a copy of src's (a session that has seen images or audio):
+ * built aside first, so on PLUME_ENOMEM dst is unchanged. */
+static int media_copy(plume_session *dst, const plume_session *src, char **err) {
+    uint64_t *keys = NULL;
+    plume_media_span *spans = NULL;
+    int32_t n = 0;
+    const size_t D = (size_t)src->m->c.D;
+    if (src->keys) {
+        keys = malloc((size_t)src->n_ctx * sizeof *keys);
+        spans = malloc(sizeof *spans * (size_t)(src->n_spans ? src->n_spans : 1));
+        if (keys && spans) memcpy(keys, src->keys, (size_t)src->n_ctx * sizeof *keys);
+        for (; keys && spans && n < src->n_spans; n++) {
+            spans[n] = src->spans[n];
+            if (!(spans[n].rows = malloc((size_t)spans[n].n * D * sizeof(float)))) break;
+            memcpy(spans[n].rows, src->spans[n].rows, (size_t)spans[n].n * D * sizeof(float));
+        }
+        if (!keys || !spans || n < src->n_spans) {
+            while (spans && n-- > 0) free(spans[n].rows);
+            free(keys);
+            free(spans);
+            return plume_fail(err, PLUME_ENOMEM, "session copy: out of memory");
+        }
+    }
+    free(dst->keys);
+    for (int32_t i = 0; i < dst->n_spans; i++) free(dst->spans[i].rows);
+    free(dst->spans);
+    dst->keys = keys;
+    dst->spans = spans;
+    dst->n_spans = dst->cap_spans = src->keys ? src->n_spans : 0;
+    return 0;
+}
+
+int plume_session_copy(plume_session *dst, const plume_session *src, char **err) {
+    if (!dst || !src) return plume_fail(err, PLUME_EINVAL, "session copy: NULL session");
+    if (dst == src) return 0;
+    if (dst->m != src->m || dst->n_ctx != src->n_ctx || dst->n_rewind != src->n_rewind ||
+        dst->kv_bits != src->kv_bits || dst->snap_every != src->snap_every || dst->n_snap != src->n_snap)
+        return plume_fail(err, PLUME_EINVAL,
+                          "session copy: the sessions differ (model, context, n_rewind, kv_bits or snapshots)");
+    if (media_copy(dst, src, err)) return PLUME_ENOMEM;
+    for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
+        for (int32_t i = 0; i < src->chunk[ci].n_kv; i++) {
+            const plume_kv *kv = &src->chunk[ci].kv[i];
+            copy_cache(&dst->chunk[ci].kv[i], kv, (size_t)cache_rows(src, kv), (size_t)src->m->c.Hkv);
+        }
+    memcpy(dst->tokens, src->tokens, (size_t)src->n_past * sizeof *src->tokens);
+    if (src->snap_valid) memcpy(dst->snap, src->snap, (size_t)src->snap_valid * src->snap_stride * 4);
+    dst->n_past = src->n_past;
+    dst->snap_valid = src->snap_valid;
     return 0;
 }

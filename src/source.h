@@ -14,15 +14,18 @@ typedef struct {
     const char *dir;         /* a checkpoint folder with tokenizer files, or NULL */
     /* The shape of a tensor: 0, or 1 if there is no such tensor. */
     int (*shape)(void *ctx, const char *name, int32_t *ndim, int64_t *shape);
-    /* Rows [r0, r0 + n) of a tensor seen as [rows, cols] (1-D: one row) as float32. */
+    /* Rows [r0, r0 + n) of a tensor seen as [rows, cols] (cols: the last dimension; 1-D and
+     * scalars: one row) as float32. */
     int (*read)(void *ctx, const char *name, int64_t r0, int64_t n, float *out, char **err);
+    /* The name of tensor i (0, 1, ...), or NULL past the last: what convert_copy_tower lists. */
+    const char *(*name_at)(void *ctx, int32_t i);
 } conv_source;
 
 /* A source over a Hugging Face checkpoint directory (model.safetensors or an index). */
 int source_hf_open(conv_source *src, const char *dir, char **err);
 void source_hf_close(conv_source *src);
 
-/* A source of random weights in the real layout for a config ("tiny", "e2b" or a config.json
+/* A source of random weights in the real layout for a config ("tiny", "e2b", "e4b" or a config.json
  * path), every element a pure function of (seed, tensor name, index); vocab > 0 overrides
  * the config's vocabulary size (synth.c). */
 int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32_t vocab, char **err);

@@ -11,21 +11,44 @@
 typedef struct {
     int32_t n_files;
     st_file *files;
+    int32_t n_names;     /* the tensors: the index's weight_map, or the single file's header */
+    char **names;        /* [n_names] */
+    int32_t *name_file;  /* [n_names] the file that holds each (the index's word) */
     char *config;
     uint8_t *buf;  /* raw rows */
     size_t buf_cap;
 } hf_ctx;
 
-/* Find the entry of a tensor in any shard. */
+/* Find the entry of a tensor in the file the index names for it (a shard may carry a tensor
+ * of the same name that the index does not point to). */
 static const st_tensor *hf_find(hf_ctx *h, const char *name, const st_file **file) {
-    for (int32_t i = 0; i < h->n_files; i++) {
-        const st_tensor *t = st_find(&h->files[i], name);
-        if (t) {
-            if (file) *file = &h->files[i];
-            return t;
-        }
+    for (int32_t i = 0; i < h->n_names; i++) {
+        if (strcmp(h->names[i], name)) continue;
+        const st_file *f = &h->files[h->name_file[i]];
+        if (file) *file = f;
+        return st_find(f, name);
     }
     return NULL;
+}
+
+/* The name of tensor i (in the index's or the file's order), or NULL past the last. */
+static const char *hf_name_at(void *ctx, int32_t i) {
+    const hf_ctx *h = ctx;
+    return i >= 0 && i < h->n_names ? h->names[i] : NULL;
+}
+
+/* Record tensor name as held by file fi. 0 or -1 (out of memory). */
+static int hf_add_name(hf_ctx *h, const char *name, int32_t fi) {
+    if (h->n_names % 256 == 0) {
+        char **nn = realloc(h->names, sizeof *nn * (size_t)(h->n_names + 256));
+        int32_t *nf = nn ? realloc(h->name_file, sizeof *nf * (size_t)(h->n_names + 256)) : NULL;
+        if (nn) h->names = nn;
+        if (nf) h->name_file = nf;
+        if (!nn || !nf) return -1;
+    }
+    if (!(h->names[h->n_names] = strdup(name))) return -1;
+    h->name_file[h->n_names++] = fi;
+    return 0;
 }
 
 static int hf_shape(void *ctx, const char *name, int32_t *ndim, int64_t *shape) {
@@ -44,8 +67,8 @@ static int hf_read(void *ctx, const char *name, int64_t r0, int64_t n, float *ou
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
         return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has dtype %s (want BF16, F16 or F32)", f->path, name,
                           st_dtype_name(t->dtype));
-    int64_t cols = t->ndim >= 2 ? t->count / t->shape[0] : t->count;
-    int64_t rows = t->ndim >= 2 ? t->shape[0] : 1;
+    int64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->count; /* [rows..., cols]: rows = the rest */
+    int64_t rows = t->ndim >= 2 && cols ? t->count / cols : 1;
     if (r0 < 0 || n < 0 || r0 + n > rows) return plume_fail(err, PLUME_EINVAL, "%s: row range out of bounds", name);
     int32_t es = st_dtype_size(t->dtype);
     size_t bytes = (size_t)(n * cols * es);
@@ -100,6 +123,12 @@ static int read_index(hf_ctx *h, const char *dir, const char *index_path, char *
         free(p);
         if (!rc) h->n_files++;
     }
+    for (const cJSON *e = wm->child; !rc && e; e = e->next) {
+        int32_t k = 0;
+        while (k < n && strcmp(names[k], e->valuestring)) k++;
+        /* a name the shard does not hold stays unknown: "missing tensor" if the converter needs it */
+        if (st_find(&h->files[k], e->string) && hf_add_name(h, e->string, k)) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
     free(names);
     cJSON_Delete(root);
     return rc;
@@ -113,6 +142,7 @@ int source_hf_open(conv_source *src, const char *dir, char **err) {
     src->dir = dir;
     src->shape = hf_shape;
     src->read = hf_read;
+    src->name_at = hf_name_at;
     char *cfg = plume_path_join(dir, "config.json");
     char *index = plume_path_join(dir, "model.safetensors.index.json");
     char *single = plume_path_join(dir, "model.safetensors");
@@ -123,6 +153,9 @@ int source_hf_open(conv_source *src, const char *dir, char **err) {
             h->files = calloc(1, sizeof *h->files);
             rc = h->files ? st_open(&h->files[0], single, err) : PLUME_ENOMEM;
             if (!rc) h->n_files = 1;
+            for (int32_t i = 0; !rc && i < h->files[0].n; i++)
+                if (strncmp(h->files[0].t[i].name, "__", 2) && hf_add_name(h, h->files[0].t[i].name, 0))
+                    rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
         } else {
             rc = plume_fail(err, PLUME_EIO, "%s: neither model.safetensors nor model.safetensors.index.json", dir);
         }
@@ -140,6 +173,9 @@ void source_hf_close(conv_source *src) {
     if (!h) return;
     for (int32_t i = 0; i < h->n_files; i++) st_close(&h->files[i]);
     free(h->files);
+    for (int32_t i = 0; i < h->n_names; i++) free(h->names[i]);
+    free(h->names);
+    free(h->name_file);
     free(h->config);
     free(h->buf);
     free(h);

@@ -53,7 +53,7 @@ struct plume_spec {
     const plume_model *m;
     float *logits;   /* [draft_max + 1, V] the logits of a step */
     int32_t *ctx;    /* [ctx_cap] the session's tokens and the pending one */
-    int32_t ctx_cap;
+    size_t ctx_cap;
     int32_t *ids;    /* [draft_max + 1] the pending token and the guesses */
     int64_t n_steps, n_drafted, n_accepted;
     double rate;     /* adaptive: moving average of the first guess being right */
@@ -159,13 +159,8 @@ static int32_t spec_guess(plume_spec *sp, const plume_session *s, int32_t pendin
                           char **err) {
     if (k == 0) return 0;
     int32_t n = s->n_past + 1;
-    if (n > sp->ctx_cap) {
-        int32_t cap = s->n_ctx + 1 > n ? s->n_ctx + 1 : n;
-        int32_t *c = realloc(sp->ctx, (size_t)cap * sizeof *c);
-        if (!c) return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for a context of %d tokens", cap);
-        sp->ctx = c;
-        sp->ctx_cap = cap;
-    }
+    if (plume_grow(&sp->ctx, &sp->ctx_cap, (size_t)s->n_ctx + 1, sizeof *sp->ctx)) /* once: n <= n_ctx + 1 */
+        return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for a context of %d tokens", s->n_ctx + 1);
     memcpy(sp->ctx, s->tokens, (size_t)s->n_past * sizeof *sp->ctx);
     sp->ctx[n - 1] = pending;
     if (!sp->p.draft_fn) return plume_spec_lookup(sp->ctx, n, sp->p.ngram_min, sp->p.ngram_max, draft, k);

@@ -15,6 +15,8 @@
 
 #include "common.h"
 #include "convert.h"
+#include "encoders/encoders.h"
+#include "encoders/vision.h"
 #include "plume.h"
 #include "safetensors.h"
 #include "synth_configs.h"
@@ -24,8 +26,8 @@
 /* One tensor of the synthetic checkpoint. */
 typedef struct {
     char name[160];
-    int32_t ndim;
-    int64_t shape[2];
+    int32_t ndim;      /* 0 (a scalar) .. 4 */
+    int64_t shape[4];
     float lo, hi;   /* uniform range of its values */
     uint64_t key;   /* hash of (seed, name) */
 } synth_tensor;
@@ -33,6 +35,8 @@ typedef struct {
 typedef struct {
     plume_config cfg;
     char *config_json;
+    int32_t vision_out, audio_out; /* the towers' widths the embedders project from: vision
+                                      hidden_size, audio output_proj_dims (8 without them) */
     int32_t n;
     synth_tensor t[SYNTH_MAX_TENSORS];
 } synth_ctx;
@@ -44,17 +48,85 @@ static uint64_t name_key(const char *s, uint64_t seed) {
     return h;
 }
 
-/* Add a tensor with a uniform value range. */
-static void add(synth_ctx *s, uint64_t seed, const char *name, int32_t ndim, int64_t r, int64_t c, float lo, float hi) {
+/* Add a tensor of up to 4 dimensions with a uniform value range. */
+static void add3(synth_ctx *s, uint64_t seed, const char *name, int32_t ndim, const int64_t *shape, float lo, float hi) {
     if (s->n >= SYNTH_MAX_TENSORS) return;
     synth_tensor *t = &s->t[s->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
-    t->shape[0] = r;
-    t->shape[1] = c;
+    for (int32_t i = 0; i < 4; i++) t->shape[i] = i < ndim ? shape[i] : 0;
     t->lo = lo;
     t->hi = hi;
     t->key = name_key(name, seed);
+}
+
+/* Add a tensor with a uniform value range: [r] (ndim 1) or [r, c]. */
+static void add(synth_ctx *s, uint64_t seed, const char *name, int32_t ndim, int64_t r, int64_t c, float lo, float hi) {
+    const int64_t shape[2] = {r, c};
+    add3(s, seed, name, ndim, shape, lo, hi);
+}
+
+/* Elements of a tensor. */
+static int64_t synth_count(const synth_tensor *t) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* A real vision tower for the config's vision_config (the tower list of encoders/vision.h):
+ * linears with standard deviation 1/sqrt(in), norms around 1 (q/k norms 0.3-0.5, as the text
+ * layers), position tables small, clip bounds +-8..12 (loose enough that little clips). */
+static void add_vision(synth_ctx *s, uint64_t seed) {
+    const int32_t n = vision_tensor_list(&s->cfg.vis, s->cfg.D, NULL, 0);
+    vision_tensor *list = malloc(sizeof *list * (size_t)n);
+    if (!list) return;
+    vision_tensor_list(&s->cfg.vis, s->cfg.D, list, n);
+    for (int32_t i = 0; i < n; i++) {
+        const vision_tensor *t = &list[i];
+        const char *leaf = strrchr(t->name, '.') + 1;
+        float lo = 0.5f, hi = 1.5f;
+        if (t->ndim == 0) { /* input_min, input_max, output_min, output_max */
+            lo = 8.0f, hi = 12.0f;
+            if (strstr(leaf, "min")) lo = -12.0f, hi = -8.0f;
+        } else if (t->ndim == 2) {
+            hi = sqrtf(3.0f / (float)t->shape[1]), lo = -hi;
+        } else if (t->ndim == 3) {
+            lo = -0.1f, hi = 0.1f;
+        } else if (strstr(t->name, "q_norm") || strstr(t->name, "k_norm")) {
+            lo = 0.3f, hi = 0.5f;
+        }
+        add3(s, seed, t->name, t->ndim, t->shape, lo, hi);
+    }
+    free(list);
+}
+
+/* A real audio tower for the config's audio_config (the list of encoders.h): weights with
+ * standard deviation 1/sqrt(fan-in) (a convolution's fan-in is its taps times its input
+ * channels), norms around 1, per_dim_scale near 0 (softplus 0.6-0.8, as initialized), the
+ * output bias small, clip bounds +-8..12 (loose enough that little clips). */
+static void add_audio(synth_ctx *s, uint64_t seed) {
+    const int32_t n = enc_audio_tensor_list(&s->cfg.aud, s->cfg.D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
+    if (!list) return;
+    enc_audio_tensor_list(&s->cfg.aud, s->cfg.D, list, n);
+    for (int32_t i = 0; i < n; i++) {
+        const enc_tensor_spec *t = &list[i];
+        float lo = 0.5f, hi = 1.5f;
+        int64_t fan_in = 1;
+        for (int32_t d = 1; d < t->ndim; d++) fan_in *= t->shape[d];
+        if (t->ndim == 0) { /* input_min, input_max, output_min, output_max */
+            lo = 8.0f, hi = 12.0f;
+            if (strstr(strrchr(t->name, '.'), "min")) lo = -12.0f, hi = -8.0f;
+        } else if (t->ndim >= 2) {
+            hi = sqrtf(3.0f / (float)fan_in), lo = -hi;
+        } else if (strstr(t->name, "per_dim_scale")) {
+            lo = -0.2f, hi = 0.2f;
+        } else if (strstr(t->name, "output_proj.bias")) {
+            lo = -0.1f, hi = 0.1f;
+        }
+        add3(s, seed, t->name, t->ndim, t->shape, lo, hi);
+    }
+    free(list);
 }
 
 /* A linear weight [out, in], uniform with standard deviation 1/sqrt(in). */
@@ -94,13 +166,27 @@ static void build_list(synth_ctx *s, uint64_t seed) {
         add(s, seed, NAME("%slayers.%d.post_per_layer_input_norm.weight", p, l), 1, D, 0, 0.5f, 1.5f);
         add(s, seed, NAME("%slayers.%d.layer_scalar", p, l), 1, 1, 0, 0.1f, 0.9f);
     }
-    /* The towers a text-only loader must skip (small stand-ins for the real ones). */
-    add(s, seed, "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, 8, 8, -0.1f, 0.1f);
-    add(s, seed, "model.vision_tower.patch_embedder.input_proj.weight", 2, 8, 12, -0.1f, 0.1f);
-    add(s, seed, "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", 2, 32, 8, -0.1f, 0.1f);
-    add(s, seed, "model.embed_vision.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
-    add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, 8, -0.1f, 0.1f);
+    /* A config with a whole vision_config or audio_config (e2b) gets a real tower; others small
+     * stand-ins that a text-only loader must skip (as the golden tiny-a carries). */
+    if (s->cfg.has_vision) add_vision(s, seed);
+    else {
+        add(s, seed, "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, 8, 8, -0.1f, 0.1f);
+        add(s, seed, "model.vision_tower.patch_embedder.input_proj.weight", 2, 8, 12, -0.1f, 0.1f);
+    }
+    if (s->cfg.has_audio) add_audio(s, seed);
+    else add(s, seed, "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", 2, 32, 8, -0.1f, 0.1f);
+    if (!s->cfg.has_vision) add(s, seed, "model.embed_vision.embedding_projection.weight", 2, c->D, s->vision_out, -0.1f, 0.1f);
+    if (!s->cfg.has_audio) add(s, seed, "model.embed_audio.embedding_projection.weight", 2, c->D, s->audio_out, -0.1f, 0.1f);
 #undef NAME
+}
+
+/* An integer member of config.json's object `tower` (vision_config, audio_config), or dflt. */
+static int32_t tower_int(const char *config_json, const char *tower, const char *key, int32_t dflt) {
+    cJSON *root = cJSON_Parse(config_json);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, tower), key);
+    int32_t out = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 1 << 16 ? (int32_t)v->valuedouble : dflt;
+    cJSON_Delete(root);
+    return out;
 }
 
 /* The entry of a name, or NULL. */
@@ -114,22 +200,26 @@ static int synth_shape(void *ctx, const char *name, int32_t *ndim, int64_t *shap
     const synth_tensor *t = synth_find(ctx, name);
     if (!t) return 1;
     *ndim = t->ndim;
-    shape[0] = t->shape[0];
-    shape[1] = t->shape[1];
+    for (int32_t i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
     return 0;
+}
+
+static const char *synth_name_at(void *ctx, int32_t i) {
+    const synth_ctx *s = ctx;
+    return i >= 0 && i < s->n ? s->t[i].name : NULL;
 }
 
 /* Element i of a tensor, rounded to bf16 as the checkpoint stores it. */
 static float synth_value(const synth_tensor *t, uint64_t i) {
-    uint64_t st = t->key + i * 0x9e3779b97f4a7c15ull;
-    float u = plume_rng_float(&st);
+    uint64_t rng = t->key + i * 0x9e3779b97f4a7c15ull;
+    float u = plume_rng_float(&rng);
     return plume_bf16_to_f32(plume_f32_to_bf16(t->lo + (t->hi - t->lo) * u));
 }
 
 static int synth_read(void *ctx, const char *name, int64_t r0, int64_t n, float *out, char **err) {
     const synth_tensor *t = synth_find(ctx, name);
     if (!t) return plume_fail(err, PLUME_EFORMAT, "synth: no tensor %s", name);
-    int64_t cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+    int64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : synth_count(t); /* rows: the leading dims */
     for (int64_t i = 0; i < n * cols; i++) out[i] = synth_value(t, (uint64_t)(r0 * cols + i));
     return 0;
 }
@@ -160,20 +250,32 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     int rc = 0;
     if (!strcmp(config, "tiny")) s->config_json = strdup(synth_config_tiny);
     else if (!strcmp(config, "e2b")) s->config_json = strdup(synth_config_e2b);
+    else if (!strcmp(config, "e4b")) s->config_json = strdup(synth_config_e4b);
     else rc = plume_read_file(config, &s->config_json, NULL, err);
     if (!rc && !s->config_json) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc && vocab > 0) rc = override_vocab(&s->config_json, vocab, err);
     if (!rc) rc = plume_config_from_hf_text(&s->cfg, s->config_json, config, err);
+    cJSON *root = rc ? NULL : cJSON_Parse(s->config_json);
+    const cJSON *vc = root ? cJSON_GetObjectItemCaseSensitive(root, "vision_config") : NULL;
+    if (cJSON_GetObjectItemCaseSensitive(vc, "position_embedding_size")) /* whole, not a stub */
+        rc = plume_config_vision_from_hf(&s->cfg, s->config_json, config, err);
+    const cJSON *ac = root ? cJSON_GetObjectItemCaseSensitive(root, "audio_config") : NULL;
+    if (!rc && cJSON_GetObjectItemCaseSensitive(ac, "subsampling_conv_channels")) /* whole, not a stub */
+        rc = plume_config_audio_from_hf(&s->cfg, s->config_json, config, err);
+    cJSON_Delete(root);
     if (rc) {
         free(s->config_json);
         free(s);
         return rc;
     }
+    s->vision_out = tower_int(s->config_json, "vision_config", "hidden_size", 8);
+    s->audio_out = tower_int(s->config_json, "audio_config", "output_proj_dims", 8);
     build_list(s, seed);
     src->ctx = s;
     src->config_json = s->config_json;
     src->shape = synth_shape;
     src->read = synth_read;
+    src->name_at = synth_name_at;
     return 0;
 }
 
@@ -188,9 +290,7 @@ void source_synth_close(conv_source *src) {
 /* ---- writing the HF checkpoint --------------------------------------------------------- */
 
 /* Bytes of a tensor in bf16. */
-static uint64_t tensor_bytes(const synth_tensor *t) {
-    return (uint64_t)t->shape[0] * (uint64_t)(t->ndim == 2 ? t->shape[1] : 1) * 2;
-}
+static uint64_t tensor_bytes(const synth_tensor *t) { return (uint64_t)synth_count(t) * 2; }
 
 /* Stream tensors [a, b) into one shard. */
 static int write_shard(synth_ctx *s, const char *path, int32_t a, int32_t b, char **err) {

@@ -1,112 +1,29 @@
 /* tokenizer.c -- the Gemma 4 tokenizer (docs/TOKENIZER.md): BPE over 262144 pieces with byte
  * fallback, and 6414 added tokens matched whole in the raw text before anything else.
  *
- * Owns: reading a Hugging Face tokenizer.json, the compact binary form (tokenizer.bin),
- * encoding and decoding. Knows nothing of the model or the chat template.
+ * Owns: the compact binary form (tokenizer.bin), encoding and decoding; tokenizer_json.c
+ * builds the same form from a Hugging Face tokenizer.json (tokenizer.h is what both share).
+ * Knows nothing of the model or the chat template.
  *
- * Design. Both loaders end at the same place: one flat little-endian *image* holding the
+ * Design. Both loaders end at the same place: one flat little-endian *binary form* holding the
  * pieces, a hash table piece -> id, the merges with a hash table (left, right) -> rank, and
- * a byte trie of the added tokens. plume_tokenizer_open_json() builds the image in memory;
+ * a byte trie of the added tokens. plume_tokenizer_open_json() builds the binary form in memory;
  * plume_tokenizer_save() writes it out as is; plume_tokenizer_open() maps a file and only
  * validates it (a checksum and a few linear passes over counts, offsets and indices,
  * since the bytes are untrusted), never rebuilding a table. Everything after that reads the
- * image through the validated view, so no file that passes can make the encoder read out
- * of bounds. The JSON path validates its own image the same way, so both behave alike.
+ * binary form through the validated view, so no file that passes can make the encoder read out
+ * of bounds. The JSON path validates its own binary form the same way, so both behave alike.
  *
  * Workload: the real tokenizer.json is 14 MB (33 MB as npm ships it) and takes 1-2 s to
- * parse; the image is 16 MB and opens in 2-4 ms. Encoding is dominated by the BPE of long
+ * parse; the binary form is 16 MB and opens in 2-4 ms. Encoding is dominated by the BPE of long
  * segments (a paragraph without newlines is one BPE word), done with a binary heap keyed on
  * (rank, position) in O(n log n), and by the cache misses of the merge table lookups.
  */
-#include "common.h"
+#include "tokenizer.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the image (tokenizer.bin) --------------------------------------------------------------
- *
- *  offset  size  field (all little-endian)
- *       0     8  magic "PLUMETOK"
- *       8     4  version (2)
- *      12     4  header bytes (256)
- *      16     8  file bytes
- *      24     8  checksum: plume_tok_checksum() of bytes [32, file bytes)
- *      32     4  n_vocab          ids are 0 .. n_vocab-1
- *      36     4  n_merges         rank = index
- *      40     4  n_added          ids flagged TOK_ADDED
- *      44     4  n_special        ids flagged TOK_SPECIAL
- *      48     4  piece_slots      power of two > n_vocab
- *      52     4  merge_slots      power of two > n_merges
- *      56     4  trie_nodes       node 0 is the root
- *      60     4  trie_edges
- *      64     4  piece_bytes      size of the pieces blob
- *      68     4  max_piece        longest piece in bytes
- *      72     8  (zero)
- *      80   144  sections: SEC_COUNT x {u64 offset, u64 bytes}, offsets 8-aligned
- *     224    32  (zero)
- */
-#define TOK_MAGIC "PLUMETOK"
-#define TOK_VERSION 2u
-#define TOK_HEADER 256u
-#define TOK_NONE 0xffffffffu     /* empty hash slot; trie node without a token; dead symbol */
-#define TOK_MAX_COUNT (1u << 28) /* bound on vocab, merges and trie sizes */
-
-enum { TOK_SPECIAL = 1, TOK_BYTE = 2, TOK_ADDED = 4, TOK_FLAGS_ALL = 7 };
-
-enum {
-    H_MAGIC = 0, H_VERSION = 8, H_HEADER_BYTES = 12, H_FILE_BYTES = 16, H_CHECKSUM = 24,
-    H_N_VOCAB = 32, H_N_MERGES = 36, H_N_ADDED = 40, H_N_SPECIAL = 44, H_PIECE_SLOTS = 48,
-    H_MERGE_SLOTS = 52, H_TRIE_NODES = 56, H_TRIE_EDGES = 60, H_PIECE_BYTES = 64,
-    H_MAX_PIECE = 68, H_SECTIONS = 80,
-};
-
-/* Sections in file order; each holds a flat array. */
-enum {
-    SEC_OFFSETS,  /* u32 [n_vocab + 1]  piece i = pieces[offsets[i] .. offsets[i+1]) */
-    SEC_PIECES,   /* u8  [piece_bytes]  UTF-8, U+2581 for space, "<0xAB>" for byte tokens */
-    SEC_FLAGS,    /* u8  [n_vocab]      TOK_SPECIAL | TOK_BYTE | TOK_ADDED */
-    SEC_BYTE_IDS, /* u32 [256]          id of byte token <0xXX> */
-    SEC_MERGES,   /* tok_merge [n_merges] */
-    SEC_PIECE_HT, /* u32 [piece_slots]  id or TOK_NONE; slot tok_piece_slot(), linear probing */
-    SEC_MERGE_HT, /* u32 [merge_slots]  fingerprint << rank_bits | rank, or TOK_NONE;
-                   * slot tok_merge_hash(), linear probing */
-    SEC_NODES,    /* tok_node [trie_nodes] */
-    SEC_EDGES,    /* tok_edge [trie_edges], each node's edges sorted by byte */
-    SEC_COUNT
-};
-
-typedef struct { uint32_t left, right, result; } tok_merge;          /* ids */
-typedef struct { uint32_t first_edge, n_edges, token; } tok_node;    /* token: id or NONE */
-typedef struct { uint32_t byte, child; } tok_edge;                   /* byte < 256 */
-_Static_assert(sizeof(tok_merge) == 12, "tok_merge is 12 bytes in the file");
-_Static_assert(sizeof(tok_node) == 12, "tok_node is 12 bytes in the file");
-_Static_assert(sizeof(tok_edge) == 8, "tok_edge is 8 bytes in the file");
-_Static_assert(H_SECTIONS + 16 * SEC_COUNT <= TOK_HEADER, "section table fits the header");
-
-struct plume_tokenizer {
-    plume_map map;           /* the mapped tokenizer.bin (open), or empty */
-    uint8_t *owned;          /* the image built from JSON (open_json), or NULL */
-    const uint8_t *img;      /* the validated image: map.data or owned */
-    size_t img_size;
-    uint32_t n_vocab, n_merges, n_nodes, n_edges;
-    uint32_t piece_slots, merge_slots;
-    uint32_t piece_shift, merge_shift; /* 64 - log2(slots) */
-    uint32_t rank_bits;                /* a merge-table slot: fingerprint | rank bits */
-    const uint32_t *offsets;  /* [n_vocab + 1] */
-    const uint8_t *pieces;    /* [piece_bytes] */
-    const uint8_t *flags;     /* [n_vocab] */
-    const uint32_t *byte_ids; /* [256] */
-    const tok_merge *merges;  /* [n_merges] */
-    const uint32_t *piece_ht; /* [piece_slots] */
-    const uint32_t *merge_ht; /* [merge_slots] */
-    const tok_node *nodes;    /* [n_nodes] */
-    const tok_edge *edges;    /* [n_edges] */
-    /* Derived at open (a few hundred lookups, not a rebuild): */
-    uint32_t ascii_ids[128];  /* initial symbol of each ASCII char (' ' as U+2581) or NONE */
-    uint8_t starts[256];      /* whether some added token starts with this byte */
-};
 
 /* ---- little helpers ---------------------------------------------------------------------- */
 
@@ -114,12 +31,8 @@ struct plume_tokenizer {
 static uint32_t rd_u32(const uint8_t *b) {
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
-/* Store v at b, little-endian. */
-static void wr_u32(uint8_t *b, uint32_t v) {
-    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
-}
 
-/* The image's checksum: FNV-1a over 64-bit little-endian words in four interleaved lanes
+/* The binary form's checksum: FNV-1a over 64-bit little-endian words in four interleaved lanes
  * (words 0,4,8.. in lane 0, 1,5,9.. in lane 1, ...), the tail bytes into lane 0, then the
  * length and the lanes folded together. Four lanes keep the multiplier busy (~8 bytes per
  * cycle), so the check costs about what touching the file does. */
@@ -143,17 +56,7 @@ uint64_t plume_tok_checksum(const uint8_t *p, size_t n) {
     return (r ^ h3) * prime;
 }
 
-/* FNV-1a 64 of a piece's bytes (the piece hash table's key hash). */
-static uint64_t tok_hash(const uint8_t *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
-}
 
-/* Home slot of a piece: the top bits of its hash times the golden ratio. */
-static uint32_t tok_piece_slot(uint64_t h, uint32_t shift) {
-    return (uint32_t)((h * 0x9e3779b97f4a7c15ull) >> shift);
-}
 
 /* log2 of a power of two (caller checked). */
 static uint32_t tok_log2(uint32_t x) {
@@ -209,7 +112,7 @@ static int utf8_step(const uint8_t *s, size_t n) {
 }
 
 /* Whether s[0..n) is entirely valid UTF-8. */
-static int utf8_valid(const uint8_t *s, size_t n) {
+int tok_utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         if (s[i] < 0x80) { i++; continue; }
@@ -222,17 +125,6 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 
 /* ---- lookups ----------------------------------------------------------------------------- */
 
-/* Id of the piece s[0..n), or TOK_NONE. Probes are bounded by the table size. */
-static uint32_t tok_piece_find(const plume_tokenizer *t, const uint8_t *s, size_t n) {
-    uint32_t mask = t->piece_slots - 1, i = tok_piece_slot(tok_hash(s, n), t->piece_shift);
-    for (uint32_t probe = 0; probe < t->piece_slots; probe++, i = (i + 1) & mask) {
-        uint32_t id = t->piece_ht[i];
-        if (id == TOK_NONE) return TOK_NONE;
-        uint32_t a = t->offsets[id], b = t->offsets[id + 1];
-        if (b - a == n && memcmp(t->pieces + a, s, n) == 0) return id;
-    }
-    return TOK_NONE;
-}
 
 /* Bits needed to write x (0 for 0). */
 static uint32_t tok_bits(uint32_t x) {
@@ -249,15 +141,6 @@ static uint32_t tok_rank_bits(uint32_t n_merges) {
     return tok_bits(n_merges) ? tok_bits(n_merges) : 1;
 }
 
-/* The hash of a merge (left, right): its home slot (top bits) and fingerprint (the next
- * 32 - rank_bits bits), both from one multiply. */
-static uint32_t tok_merge_hash(const plume_tokenizer *t, uint32_t left, uint32_t right,
-                               uint32_t *fp) {
-    uint64_t h = ((uint64_t)left << 32 | right) * 0x9e3779b97f4a7c15ull;
-    uint32_t fp_bits = 32 - t->rank_bits;
-    *fp = (uint32_t)(h >> (t->merge_shift - fp_bits)) & ((1u << fp_bits) - 1);
-    return (uint32_t)(h >> t->merge_shift);
-}
 
 /* Rank of the merge (left, right), or TOK_NONE. */
 static uint32_t tok_merge_find(const plume_tokenizer *t, uint32_t left, uint32_t right) {
@@ -301,62 +184,62 @@ static uint32_t tok_added_match(const plume_tokenizer *t, const uint8_t *s, size
     return best;
 }
 
-/* ---- opening an image -------------------------------------------------------------------- */
+/* ---- opening a binary form ----------------------------------------------------------------- */
 
-/* Start of section i of img (its bounds checked by tok_check_header, or set by the builder). */
-static const void *tok_sec(const uint8_t *img, int i) {
-    return img + plume_rd_u64le(img + H_SECTIONS + 16 * i);
+/* Start of section i of bin (its bounds checked by tok_check_header, or set by the builder). */
+static const void *tok_sec(const uint8_t *bin, int i) {
+    return bin + plume_rd_u64le(bin + H_SECTIONS + 16 * i);
 }
 
-/* Point t's arrays at the sections of img (header already checked by tok_view, or written
+/* Point t's arrays at the sections of bin (header already checked by tok_view, or written
  * by the builder). */
-static void tok_bind(plume_tokenizer *t, const uint8_t *img) {
-    t->n_vocab = rd_u32(img + H_N_VOCAB);
-    t->n_merges = rd_u32(img + H_N_MERGES);
-    t->piece_slots = rd_u32(img + H_PIECE_SLOTS);
-    t->merge_slots = rd_u32(img + H_MERGE_SLOTS);
-    t->n_nodes = rd_u32(img + H_TRIE_NODES);
-    t->n_edges = rd_u32(img + H_TRIE_EDGES);
+void tok_bind(plume_tokenizer *t, const uint8_t *bin) {
+    t->n_vocab = rd_u32(bin + H_N_VOCAB);
+    t->n_merges = rd_u32(bin + H_N_MERGES);
+    t->piece_slots = rd_u32(bin + H_PIECE_SLOTS);
+    t->merge_slots = rd_u32(bin + H_MERGE_SLOTS);
+    t->n_nodes = rd_u32(bin + H_TRIE_NODES);
+    t->n_edges = rd_u32(bin + H_TRIE_EDGES);
     t->piece_shift = 64 - tok_log2(t->piece_slots);
     t->merge_shift = 64 - tok_log2(t->merge_slots);
     t->rank_bits = tok_rank_bits(t->n_merges);
-    t->offsets = tok_sec(img, SEC_OFFSETS);
-    t->pieces = tok_sec(img, SEC_PIECES);
-    t->flags = tok_sec(img, SEC_FLAGS);
-    t->byte_ids = tok_sec(img, SEC_BYTE_IDS);
-    t->merges = tok_sec(img, SEC_MERGES);
-    t->piece_ht = tok_sec(img, SEC_PIECE_HT);
-    t->merge_ht = tok_sec(img, SEC_MERGE_HT);
-    t->nodes = tok_sec(img, SEC_NODES);
-    t->edges = tok_sec(img, SEC_EDGES);
+    t->offsets = tok_sec(bin, SEC_OFFSETS);
+    t->pieces = tok_sec(bin, SEC_PIECES);
+    t->flags = tok_sec(bin, SEC_FLAGS);
+    t->byte_ids = tok_sec(bin, SEC_BYTE_IDS);
+    t->merges = tok_sec(bin, SEC_MERGES);
+    t->piece_ht = tok_sec(bin, SEC_PIECE_HT);
+    t->merge_ht = tok_sec(bin, SEC_MERGE_HT);
+    t->nodes = tok_sec(bin, SEC_NODES);
+    t->edges = tok_sec(bin, SEC_EDGES);
 }
 
-/* Check the header of img[0..size): magic, version, size, checksum, counts, and that every
+/* Check the header of bin[0..size): magic, version, size, checksum, counts, and that every
  * section lies inside the file with the size its count implies. */
-static int tok_check_header(const uint8_t *img, size_t size, const char *name, char **err) {
+static int tok_check_header(const uint8_t *bin, size_t size, const char *name, char **err) {
     if (size < TOK_HEADER)
         return plume_fail(err, PLUME_EFORMAT, "%s: truncated (%zu bytes; the header alone is %u)",
                           name, size, TOK_HEADER);
-    if (memcmp(img + H_MAGIC, TOK_MAGIC, 8) != 0)
+    if (memcmp(bin + H_MAGIC, TOK_MAGIC, 8) != 0)
         return plume_fail(err, PLUME_EFORMAT, "%s: not a plume tokenizer (bad magic)", name);
-    uint32_t version = rd_u32(img + H_VERSION);
+    uint32_t version = rd_u32(bin + H_VERSION);
     if (version != TOK_VERSION)
         return plume_fail(err, PLUME_EFORMAT, "%s: format version %u, this plume reads %u", name,
                           version, TOK_VERSION);
-    if (rd_u32(img + H_HEADER_BYTES) != TOK_HEADER)
+    if (rd_u32(bin + H_HEADER_BYTES) != TOK_HEADER)
         return plume_fail(err, PLUME_EFORMAT, "%s: bad header size", name);
-    uint64_t file_bytes = plume_rd_u64le(img + H_FILE_BYTES);
+    uint64_t file_bytes = plume_rd_u64le(bin + H_FILE_BYTES);
     if (file_bytes != size)
         return plume_fail(err, PLUME_EFORMAT,
                           "%s: truncated or padded: header says %llu bytes, file has %zu", name,
                           (unsigned long long)file_bytes, size);
-    if (plume_tok_checksum(img + 32, size - 32) != plume_rd_u64le(img + H_CHECKSUM))
+    if (plume_tok_checksum(bin + 32, size - 32) != plume_rd_u64le(bin + H_CHECKSUM))
         return plume_fail(err, PLUME_EFORMAT, "%s: checksum mismatch (the file is corrupt)", name);
 
-    uint32_t n_vocab = rd_u32(img + H_N_VOCAB), n_merges = rd_u32(img + H_N_MERGES);
-    uint32_t ps = rd_u32(img + H_PIECE_SLOTS), ms = rd_u32(img + H_MERGE_SLOTS);
-    uint32_t nodes = rd_u32(img + H_TRIE_NODES), edges = rd_u32(img + H_TRIE_EDGES);
-    uint32_t piece_bytes = rd_u32(img + H_PIECE_BYTES);
+    uint32_t n_vocab = rd_u32(bin + H_N_VOCAB), n_merges = rd_u32(bin + H_N_MERGES);
+    uint32_t ps = rd_u32(bin + H_PIECE_SLOTS), ms = rd_u32(bin + H_MERGE_SLOTS);
+    uint32_t nodes = rd_u32(bin + H_TRIE_NODES), edges = rd_u32(bin + H_TRIE_EDGES);
+    uint32_t piece_bytes = rd_u32(bin + H_PIECE_BYTES);
     if (n_vocab < 256 || n_vocab > TOK_MAX_COUNT || n_merges > TOK_MAX_COUNT ||
         nodes < 1 || nodes > TOK_MAX_COUNT || edges > TOK_MAX_COUNT)
         return plume_fail(err, PLUME_EFORMAT, "%s: counts out of range", name);
@@ -372,8 +255,8 @@ static int tok_check_header(const uint8_t *img, size_t size, const char *name, c
         4ull * ps, 4ull * ms, 12ull * nodes, 8ull * edges,
     };
     for (int i = 0; i < SEC_COUNT; i++) {
-        uint64_t off = plume_rd_u64le(img + H_SECTIONS + 16 * i);
-        uint64_t bytes = plume_rd_u64le(img + H_SECTIONS + 16 * i + 8);
+        uint64_t off = plume_rd_u64le(bin + H_SECTIONS + 16 * i);
+        uint64_t bytes = plume_rd_u64le(bin + H_SECTIONS + 16 * i + 8);
         if (bytes != want[i] || off % 8 || off < TOK_HEADER || off > size || bytes > size - off)
             return plume_fail(err, PLUME_EFORMAT, "%s: section '%s' out of bounds", name,
                               names[i]);
@@ -395,12 +278,12 @@ static uint32_t tok_max_plus1(const uint32_t *v, size_t n) {
     return m0 > m1 ? m0 : m1;
 }
 
-/* Check every index inside the sections of a bound image: piece offsets, flags, byte ids,
- * merges, both hash tables and the trie. Linear in the image size; the big loops are
+/* Check every index inside the sections of a bound binary form: piece offsets, flags, byte ids,
+ * merges, both hash tables and the trie. Linear in its size; the big loops are
  * branch-free reductions, checked once at the end. */
-static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const char *name,
+static int tok_check_body(const plume_tokenizer *t, const uint8_t *bin, const char *name,
                           char **err) {
-    uint32_t n = t->n_vocab, piece_bytes = rd_u32(img + H_PIECE_BYTES), max_piece = 0, down = 0;
+    uint32_t n = t->n_vocab, piece_bytes = rd_u32(bin + H_PIECE_BYTES), max_piece = 0, down = 0;
     if (t->offsets[0] != 0 || t->offsets[n] != piece_bytes)
         return plume_fail(err, PLUME_EFORMAT, "%s: piece offsets do not span the pieces", name);
     for (uint32_t i = 0; i < n; i++) {
@@ -409,7 +292,7 @@ static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const ch
         max_piece = b - a > max_piece ? b - a : max_piece;
     }
     if (down) return plume_fail(err, PLUME_EFORMAT, "%s: piece offsets decrease", name);
-    if (max_piece != rd_u32(img + H_MAX_PIECE))
+    if (max_piece != rd_u32(bin + H_MAX_PIECE))
         return plume_fail(err, PLUME_EFORMAT, "%s: longest piece disagrees with header", name);
 
     uint32_t n_special = 0, n_byte = 0, n_added = 0, stray = 0;
@@ -421,7 +304,7 @@ static int tok_check_body(const plume_tokenizer *t, const uint8_t *img, const ch
         n_added += (f & TOK_ADDED) >> 2;
     }
     if (stray) return plume_fail(err, PLUME_EFORMAT, "%s: unknown token flags", name);
-    if (n_special != rd_u32(img + H_N_SPECIAL) || n_added != rd_u32(img + H_N_ADDED) ||
+    if (n_special != rd_u32(bin + H_N_SPECIAL) || n_added != rd_u32(bin + H_N_ADDED) ||
         n_byte != 256)
         return plume_fail(err, PLUME_EFORMAT, "%s: token flag counts disagree with header", name);
     /* 256 flagged ids whose pieces spell 256 distinct bytes: the decoder may parse any
@@ -492,7 +375,7 @@ static int tok_check_trie(const plume_tokenizer *t, const char *name, char **err
         seen[id / 8] |= (uint8_t)(1u << id % 8);
         uint32_t k = n; /* bytes of the piece not yet matched, from its end */
         while (k > 0 && node != 0 && parent[node] != TOK_NONE && byte[node] == p[k - 1]) node = parent[node], k--;
-        if (!rc && (k != 0 || node != 0 || n == 0 || !utf8_valid(p, n)))
+        if (!rc && (k != 0 || node != 0 || n == 0 || !tok_utf8_valid(p, n)))
             rc = plume_fail(err, PLUME_EFORMAT, "%s: trie node %u does not spell added token %u as whole UTF-8", name, i, id);
     }
 done:
@@ -502,21 +385,21 @@ done:
     return rc;
 }
 
-/* Validate the image img[0..size) and point t at it; fill the small derived tables. */
-static int tok_view(plume_tokenizer *t, const uint8_t *img, size_t size, const char *name,
+/* Validate the binary form bin[0..size) and point t at it; fill the small derived tables. */
+int tok_view(plume_tokenizer *t, const uint8_t *bin, size_t size, const char *name,
                     char **err) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    (void)t; (void)img; (void)size;
+    (void)t; (void)bin; (void)size;
     return plume_fail(err, PLUME_EFORMAT, "%s: plume tokenizers need a little-endian host", name);
 #else
-    int rc = tok_check_header(img, size, name, err);
+    int rc = tok_check_header(bin, size, name, err);
     if (rc) return rc;
-    tok_bind(t, img);
-    rc = tok_check_body(t, img, name, err);
+    tok_bind(t, bin);
+    rc = tok_check_body(t, bin, name, err);
     if (!rc) rc = tok_check_trie(t, name, err);
     if (rc) return rc;
-    t->img = img;
-    t->img_size = size;
+    t->bin = bin;
+    t->bin_size = size;
     for (int c = 0; c < 128; c++) {
         uint8_t ch = (uint8_t)c;
         t->ascii_ids[c] = c == ' ' ? tok_piece_find(t, (const uint8_t *)"\xe2\x96\x81", 3)
@@ -554,10 +437,10 @@ void plume_tokenizer_free(plume_tokenizer *tok) {
     free(tok);
 }
 
-/* Write the image as tokenizer.bin (temporary file + rename). */
+/* Write the binary form as tokenizer.bin (temporary file + rename). */
 int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err) {
-    if (!tok || !tok->img) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
-    return plume_write_file_atomic(path, tok->img, tok->img_size, err);
+    if (!tok || !tok->bin) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
+    return plume_write_file_atomic(path, tok->bin, tok->bin_size, err);
 }
 
 /* Number of ids (0 for NULL). */
@@ -594,434 +477,6 @@ int32_t plume_token_bytes(const plume_tokenizer *tok, int32_t id, uint8_t *out, 
     return len;
 }
 
-/* ---- building an image from tokenizer.json ----------------------------------------------- */
-
-/* An added token while building: its content and id. */
-typedef struct { const char *s; uint32_t n, id; } tb_added;
-
-/* A trie node while building: left-child right-sibling links. */
-typedef struct { uint32_t first_child, next_sibling, last_child, token, byte; } tb_node;
-
-/* What the JSON gives, gathered before the image is laid out. Strings are borrowed from
- * the cJSON tree. */
-typedef struct {
-    const char *path;
-    uint32_t n_vocab;
-    const char **str; /* [n_vocab] piece of id i, NULL for an id the file leaves out */
-    uint32_t *len;    /* [n_vocab] */
-    uint8_t *flags;   /* [n_vocab] */
-    tb_added *added;
-    uint32_t n_added;
-    const cJSON *merges;
-    uint32_t n_merges;
-    tb_node *tnodes;
-    uint32_t n_tnodes;
-} tb_state;
-
-/* Whether j is the JSON string s. */
-static int tb_is_string(const cJSON *j, const char *s) {
-    return cJSON_IsString(j) && strcmp(j->valuestring, s) == 0;
-}
-
-/* Read a non-negative integer id below TOK_MAX_COUNT; 0 on success. */
-static int tb_id(const cJSON *j, uint32_t *id) {
-    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || j->valuedouble >= TOK_MAX_COUNT ||
-        j->valuedouble != (double)(uint32_t)j->valuedouble)
-        return -1;
-    *id = (uint32_t)j->valuedouble;
-    return 0;
-}
-
-/* Check that the pipeline around the model is Gemma's: normalizer Replace(' ' -> U+2581), a
- * pre-tokenizer that only splits on ' ' (none remain after the normalizer), a BPE model
- * with byte fallback and no word prefixes or suffixes. */
-static int tb_check_pipeline(const cJSON *root, const char *path, char **err) {
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(norm, "pattern");
-    if (!tb_is_string(cJSON_GetObjectItemCaseSensitive(norm, "type"), "Replace") ||
-        !tb_is_string(cJSON_GetObjectItemCaseSensitive(pat, "String"), " ") ||
-        !tb_is_string(cJSON_GetObjectItemCaseSensitive(norm, "content"), "\xe2\x96\x81"))
-        return plume_fail(err, PLUME_EFORMAT,
-                          "%s: unsupported normalizer (want Replace ' ' -> U+2581, as Gemma's)",
-                          path);
-    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    if (pre && !cJSON_IsNull(pre) &&
-        (!tb_is_string(cJSON_GetObjectItemCaseSensitive(pre, "type"), "Split") ||
-         !tb_is_string(cJSON_GetObjectItemCaseSensitive(
-                           cJSON_GetObjectItemCaseSensitive(pre, "pattern"), "String"), " ")))
-        return plume_fail(err, PLUME_EFORMAT,
-                          "%s: unsupported pre_tokenizer (want none or Split on ' ')", path);
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
-    if (!cJSON_IsObject(model) || (type && !tb_is_string(type, "BPE")))
-        return plume_fail(err, PLUME_EFORMAT, "%s: model is not BPE", path);
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")))
-        return plume_fail(err, PLUME_EFORMAT, "%s: model.byte_fallback is not true", path);
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges")))
-        return plume_fail(err, PLUME_EFORMAT, "%s: model.ignore_merges is not supported", path);
-    static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(model, affixes[i]);
-        if (a && !cJSON_IsNull(a) && !tb_is_string(a, ""))
-            return plume_fail(err, PLUME_EFORMAT, "%s: model.%s is not supported", path,
-                              affixes[i]);
-    }
-    return 0;
-}
-
-/* Gather model.vocab and added_tokens into b: pieces by id, flags, the added list. */
-static int tb_gather(tb_state *b, const cJSON *root, char **err) {
-    const char *path = b->path;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!cJSON_IsObject(vocab))
-        return plume_fail(err, PLUME_EFORMAT, "%s: no model.vocab object", path);
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
-        return plume_fail(err, PLUME_EFORMAT, "%s: added_tokens is not an array", path);
-    b->merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsArray(b->merges))
-        return plume_fail(err, PLUME_EFORMAT, "%s: no model.merges array", path);
-
-    uint32_t max_id = 0, id = 0, n_added = 0;
-    const cJSON *j;
-    cJSON_ArrayForEach(j, vocab) {
-        if (tb_id(j, &id))
-            return plume_fail(err, PLUME_EFORMAT, "%s: vocab entry '%s' has a bad id", path,
-                              j->string);
-        if (id > max_id) max_id = id;
-    }
-    cJSON_ArrayForEach(j, added) {
-        if (tb_id(cJSON_GetObjectItemCaseSensitive(j, "id"), &id) ||
-            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "content")))
-            return plume_fail(err, PLUME_EFORMAT, "%s: added token %u has no id or content", path,
-                              n_added);
-        if (id > max_id) max_id = id;
-        n_added++;
-    }
-    uint32_t n_vocab_entries = (uint32_t)cJSON_GetArraySize(vocab);
-    if (max_id >= n_vocab_entries + n_added) /* bounds what a hostile file can make us allocate */
-        return plume_fail(err, PLUME_EFORMAT, "%s: ids are not dense (largest %u, %u entries)",
-                          path, max_id, n_vocab_entries + n_added);
-    b->n_vocab = max_id + 1;
-    b->str = calloc(b->n_vocab, sizeof *b->str);
-    b->len = calloc(b->n_vocab, sizeof *b->len);
-    b->flags = calloc(b->n_vocab, 1);
-    b->added = calloc(n_added + 1, sizeof *b->added);
-    if (!b->str || !b->len || !b->flags || !b->added)
-        return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-
-    cJSON_ArrayForEach(j, vocab) {
-        tb_id(j, &id);
-        if (b->str[id])
-            return plume_fail(err, PLUME_EFORMAT, "%s: vocab has two pieces with id %u", path, id);
-        b->str[id] = j->string;
-        b->len[id] = (uint32_t)strlen(j->string);
-    }
-    /* Added tokens are matched literally (HF: normalized false, no strip, not single-word);
-     * their content is what decoding prints. */
-    cJSON_ArrayForEach(j, added) {
-        const char *s = cJSON_GetObjectItemCaseSensitive(j, "content")->valuestring;
-        tb_id(cJSON_GetObjectItemCaseSensitive(j, "id"), &id);
-        static const char *const off_keys[] = {"lstrip", "rstrip", "single_word", "normalized"};
-        for (int k = 0; k < 4; k++)
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, off_keys[k])))
-                return plume_fail(err, PLUME_EFORMAT,
-                                  "%s: added token '%s' sets %s (not supported)", path, s,
-                                  off_keys[k]);
-        if (!*s) return plume_fail(err, PLUME_EFORMAT, "%s: added token %u is empty", path, id);
-        if (!utf8_valid((const uint8_t *)s, strlen(s)))
-            return plume_fail(err, PLUME_EFORMAT, "%s: added token %u is not whole UTF-8 characters", path, id);
-        if (b->flags[id] & TOK_ADDED)
-            return plume_fail(err, PLUME_EFORMAT, "%s: added token id %u appears twice", path, id);
-        b->str[id] = s;
-        b->len[id] = (uint32_t)strlen(s);
-        b->flags[id] |= TOK_ADDED;
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "special")))
-            b->flags[id] |= TOK_SPECIAL;
-        b->added[b->n_added++] = (tb_added){s, b->len[id], id};
-    }
-    uint32_t n_merges = 0;
-    cJSON_ArrayForEach(j, b->merges) n_merges++;
-    if (n_merges >= TOK_MAX_COUNT)
-        return plume_fail(err, PLUME_EFORMAT, "%s: too many merges", path);
-    b->n_merges = n_merges;
-    return 0;
-}
-
-/* qsort order of added tokens: bytewise, a prefix first, then by id. */
-static int tb_added_cmp(const void *pa, const void *pb) {
-    const tb_added *a = pa, *b = pb;
-    uint32_t n = a->n < b->n ? a->n : b->n;
-    int c = memcmp(a->s, b->s, n);
-    if (c) return c;
-    if (a->n != b->n) return a->n < b->n ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
-/* Build the added-token trie in b->tnodes. Inserting in sorted order means a node's
- * matching child, if any, is always the child made last; children come out sorted by byte.
- * When two added tokens share a content the lower id wins. */
-static int tb_trie(tb_state *b, char **err) {
-    qsort(b->added, b->n_added, sizeof *b->added, tb_added_cmp);
-    uint64_t cap = 1;
-    for (uint32_t i = 0; i < b->n_added; i++) cap += b->added[i].n;
-    if (cap >= TOK_MAX_COUNT)
-        return plume_fail(err, PLUME_EFORMAT, "%s: added tokens too long", b->path);
-    b->tnodes = malloc(cap * sizeof *b->tnodes);
-    if (!b->tnodes) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
-    b->tnodes[0] = (tb_node){TOK_NONE, TOK_NONE, TOK_NONE, TOK_NONE, 0};
-    b->n_tnodes = 1;
-    for (uint32_t i = 0; i < b->n_added; i++) {
-        uint32_t node = 0;
-        for (uint32_t k = 0; k < b->added[i].n; k++) {
-            uint8_t c = (uint8_t)b->added[i].s[k];
-            uint32_t last = b->tnodes[node].last_child;
-            if (last != TOK_NONE && b->tnodes[last].byte == c) {
-                node = last;
-                continue;
-            }
-            uint32_t nn = b->n_tnodes++;
-            b->tnodes[nn] = (tb_node){TOK_NONE, TOK_NONE, TOK_NONE, TOK_NONE, c};
-            if (last == TOK_NONE) b->tnodes[node].first_child = nn;
-            else b->tnodes[last].next_sibling = nn;
-            b->tnodes[node].last_child = nn;
-            node = nn;
-        }
-        if (b->tnodes[node].token == TOK_NONE) b->tnodes[node].token = b->added[i].id;
-    }
-    return 0;
-}
-
-/* A merge entry's two pieces: "a b" (one space) or ["a", "b"]; 0 on success. */
-static int tb_merge_parts(const cJSON *m, const char **a, size_t *na, const char **bp, size_t *nb) {
-    if (cJSON_IsArray(m)) {
-        const cJSON *x = m->child, *y = x ? x->next : NULL;
-        if (!cJSON_IsString(x) || !cJSON_IsString(y) || y->next) return -1;
-        *a = x->valuestring, *na = strlen(x->valuestring);
-        *bp = y->valuestring, *nb = strlen(y->valuestring);
-        return 0;
-    }
-    if (!cJSON_IsString(m)) return -1;
-    const char *s = m->valuestring, *sp = strchr(s, ' ');
-    if (!sp || strchr(sp + 1, ' ')) return -1;
-    *a = s, *na = (size_t)(sp - s), *bp = sp + 1, *nb = strlen(sp + 1);
-    return 0;
-}
-
-/* Fill the merges section and its hash table. The result of each merge is the piece a+b;
- * when a pair repeats, the later rank wins (as in HF tokenizers and transformers.js). */
-static int tb_fill_merges(tb_state *b, const plume_tokenizer *t, tok_merge *merges,
-                          uint32_t *ht, char **err) {
-    size_t cap = 256;
-    uint8_t *cat = malloc(cap);
-    if (!cat) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
-    uint32_t r = 0, mask = t->merge_slots - 1;
-    const cJSON *m;
-    int rc = 0;
-    cJSON_ArrayForEach(m, b->merges) {
-        const char *sa, *sb;
-        size_t na, nb;
-        if (tb_merge_parts(m, &sa, &na, &sb, &nb)) {
-            rc = plume_fail(err, PLUME_EFORMAT,
-                            "%s: merge %u is neither \"a b\" nor [\"a\", \"b\"]", b->path, r);
-            break;
-        }
-        if (na + nb > cap) {
-            uint8_t *c2 = realloc(cat, na + nb);
-            if (!c2) { rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path); break; }
-            cat = c2, cap = na + nb;
-        }
-        memcpy(cat, sa, na);
-        memcpy(cat + na, sb, nb);
-        uint32_t left = tok_piece_find(t, (const uint8_t *)sa, na);
-        uint32_t right = tok_piece_find(t, (const uint8_t *)sb, nb);
-        uint32_t result = tok_piece_find(t, cat, na + nb);
-        if (left == TOK_NONE || right == TOK_NONE || result == TOK_NONE) {
-            rc = plume_fail(err, PLUME_EFORMAT,
-                            "%s: merge %u ('%.*s' '%.*s') names a piece not in the vocabulary",
-                            b->path, r, (int)na, sa, (int)nb, sb);
-            break;
-        }
-        merges[r] = (tok_merge){left, right, result};
-        uint32_t fp, i = tok_merge_hash(t, left, right, &fp), rank_mask = (1u << t->rank_bits) - 1;
-        while (ht[i] != TOK_NONE && (ht[i] >> t->rank_bits != fp ||
-                                     merges[ht[i] & rank_mask].left != left ||
-                                     merges[ht[i] & rank_mask].right != right))
-            i = (i + 1) & mask;
-        ht[i] = fp << t->rank_bits | r++;
-    }
-    free(cat);
-    return rc;
-}
-
-/* Smallest power of two >= 2n (and >= 16): hash tables stay at most half full. */
-static uint32_t tb_slots(uint32_t n) {
-    uint32_t s = 16;
-    while (s < 2 * n) s *= 2;
-    return s;
-}
-
-/* Lay out the image, fill every section, seal it with the checksum; *img is malloc'd. */
-static int tb_image(tb_state *b, uint8_t **img_out, size_t *size_out, char **err) {
-    uint64_t piece_bytes = 0;
-    uint32_t max_piece = 0, n_special = 0, n_added = 0;
-    for (uint32_t i = 0; i < b->n_vocab; i++) {
-        piece_bytes += b->len[i];
-        if (b->len[i] > max_piece) max_piece = b->len[i];
-        n_special += (b->flags[i] & TOK_SPECIAL) != 0;
-        n_added += (b->flags[i] & TOK_ADDED) != 0;
-    }
-    if (piece_bytes > 0x7fffffffu)
-        return plume_fail(err, PLUME_EFORMAT, "%s: pieces too long", b->path);
-    uint32_t n_edges = b->n_tnodes - 1;
-    uint32_t hdr[] = {
-        [H_N_VOCAB / 4] = b->n_vocab, [H_N_MERGES / 4] = b->n_merges,
-        [H_N_ADDED / 4] = n_added, [H_N_SPECIAL / 4] = n_special,
-        [H_PIECE_SLOTS / 4] = tb_slots(b->n_vocab), [H_MERGE_SLOTS / 4] = tb_slots(b->n_merges),
-        [H_TRIE_NODES / 4] = b->n_tnodes, [H_TRIE_EDGES / 4] = n_edges,
-        [H_PIECE_BYTES / 4] = (uint32_t)piece_bytes, [H_MAX_PIECE / 4] = max_piece,
-    };
-    uint64_t bytes[SEC_COUNT] = {
-        4ull * (b->n_vocab + 1ull), piece_bytes, b->n_vocab, 4ull * 256, 12ull * b->n_merges,
-        4ull * hdr[H_PIECE_SLOTS / 4], 4ull * hdr[H_MERGE_SLOTS / 4], 12ull * b->n_tnodes,
-        8ull * n_edges,
-    };
-    uint64_t off[SEC_COUNT], size = TOK_HEADER;
-    for (int i = 0; i < SEC_COUNT; i++) {
-        off[i] = size;
-        size = (size + bytes[i] + 7) & ~7ull;
-    }
-    uint8_t *img = calloc(1, (size_t)size); /* zeroed: padding between sections */
-    if (!img) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", b->path);
-    memcpy(img + H_MAGIC, TOK_MAGIC, 8);
-    wr_u32(img + H_VERSION, TOK_VERSION);
-    wr_u32(img + H_HEADER_BYTES, TOK_HEADER);
-    plume_wr_u64le(img + H_FILE_BYTES, size);
-    for (int i = H_N_VOCAB / 4; i <= H_MAX_PIECE / 4; i++) wr_u32(img + 4 * i, hdr[i]);
-    for (int i = 0; i < SEC_COUNT; i++) {
-        plume_wr_u64le(img + H_SECTIONS + 16 * i, off[i]);
-        plume_wr_u64le(img + H_SECTIONS + 16 * i + 8, bytes[i]);
-    }
-    plume_tokenizer t = {0};
-    tok_bind(&t, img);
-    uint32_t *offsets = (uint32_t *)(void *)(img + off[SEC_OFFSETS]);
-    uint8_t *pieces = img + off[SEC_PIECES];
-    uint32_t *piece_ht = (uint32_t *)(void *)(img + off[SEC_PIECE_HT]);
-    uint32_t *byte_ids = (uint32_t *)(void *)(img + off[SEC_BYTE_IDS]);
-    uint8_t *flags = img + off[SEC_FLAGS];
-    memcpy(flags, b->flags, b->n_vocab);
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < b->n_vocab; i++) {
-        offsets[i] = at;
-        if (b->len[i]) memcpy(pieces + at, b->str[i], b->len[i]);
-        at += b->len[i];
-    }
-    offsets[b->n_vocab] = at;
-
-    /* Piece table: ids in order, so when two ids share a piece the lower one is found. */
-    memset(piece_ht, 0xff, 4ull * t.piece_slots);
-    for (uint32_t id = 0; id < b->n_vocab; id++) {
-        if (!b->len[id] || tok_piece_find(&t, pieces + offsets[id], b->len[id]) != TOK_NONE)
-            continue;
-        uint32_t i = tok_piece_slot(tok_hash(pieces + offsets[id], b->len[id]), t.piece_shift);
-        while (piece_ht[i] != TOK_NONE) i = (i + 1) & (t.piece_slots - 1);
-        piece_ht[i] = id;
-    }
-    int rc = 0;
-    for (int c = 0; c < 256 && !rc; c++) {
-        char name[8];
-        snprintf(name, sizeof name, "<0x%02X>", c);
-        byte_ids[c] = tok_piece_find(&t, (const uint8_t *)name, 6);
-        if (byte_ids[c] == TOK_NONE)
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: byte-fallback piece %s missing from vocab",
-                            b->path, name);
-        else
-            flags[byte_ids[c]] |= TOK_BYTE;
-    }
-    uint32_t *merge_ht = (uint32_t *)(void *)(img + off[SEC_MERGE_HT]);
-    memset(merge_ht, 0xff, 4ull * t.merge_slots);
-    if (!rc)
-        rc = tb_fill_merges(b, &t, (tok_merge *)(void *)(img + off[SEC_MERGES]), merge_ht, err);
-
-    tok_node *nodes = (tok_node *)(void *)(img + off[SEC_NODES]);
-    tok_edge *edges = (tok_edge *)(void *)(img + off[SEC_EDGES]);
-    uint32_t ne = 0;
-    for (uint32_t i = 0; i < b->n_tnodes; i++) {
-        nodes[i] = (tok_node){ne, 0, b->tnodes[i].token};
-        for (uint32_t c = b->tnodes[i].first_child; c != TOK_NONE; c = b->tnodes[c].next_sibling) {
-            edges[ne++] = (tok_edge){b->tnodes[c].byte, c};
-            nodes[i].n_edges++;
-        }
-    }
-    if (rc) {
-        free(img);
-        return rc;
-    }
-    plume_wr_u64le(img + H_CHECKSUM, plume_tok_checksum(img + 32, (size_t)size - 32));
-    *img_out = img;
-    *size_out = (size_t)size;
-    return 0;
-}
-
-/* Whether the JSON text has an escaped NUL (\u0000) inside a string: cJSON would cut the
- * string there, so such files are refused rather than misread. */
-static int tb_has_nul_escape(const char *s, size_t n) {
-    for (size_t i = 0; i + 6 <= n; i++) {
-        if (s[i] != '\\') continue;
-        if (memcmp(s + i, "\\u0000", 6) == 0) return 1;
-        i++; /* skip the escaped character, so "\\u0000" (an escaped backslash) is no hit */
-    }
-    return 0;
-}
-
-/* Parse tokenizer.json, build the image in memory and validate it like a file. */
-int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **err) {
-    *out = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    int rc = plume_read_file(path, &text, &len, err);
-    if (rc) return rc;
-    cJSON *root = NULL;
-    tb_state b = {.path = path};
-    plume_tokenizer *t = NULL;
-    if (tb_has_nul_escape(text, len)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: a string holds \\u0000 (not supported)", path);
-        goto fail;
-    }
-    const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!cJSON_IsObject(root)) {
-        rc = plume_fail(err, PLUME_EFORMAT, "%s: not a JSON object (syntax error near byte %zu)",
-                        path, root ? (size_t)0 : (size_t)(end ? end - text : 0));
-        goto fail;
-    }
-    free(text);
-    text = NULL;
-    if ((rc = tb_check_pipeline(root, path, err)) || (rc = tb_gather(&b, root, err)) ||
-        (rc = tb_trie(&b, err)))
-        goto fail;
-    t = calloc(1, sizeof *t);
-    if (!t) {
-        rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
-        goto fail;
-    }
-    if ((rc = tb_image(&b, &t->owned, &t->img_size, err))) goto fail;
-    if ((rc = tok_view(t, t->owned, t->img_size, path, err))) goto fail;
-    *out = t;
-    t = NULL;
-fail:
-    plume_tokenizer_free(t);
-    free(b.str);
-    free(b.len);
-    free(b.flags);
-    free(b.added);
-    free(b.tnodes);
-    cJSON_Delete(root);
-    free(text);
-    return rc;
-}
-
 /* ---- encoding ---------------------------------------------------------------------------- */
 
 /* A symbol of the BPE word being merged: a doubly linked list over an array, so a
@@ -1030,10 +485,10 @@ typedef struct { uint32_t id; int32_t prev, next; } tok_sym;
 
 /* Scratch memory of one plume_tokenize() call, grown as segments need. */
 typedef struct {
-    tok_sym *sym;   /* [cap] */
-    uint64_t *heap; /* [2 * cap] candidates (rank << 32 | position of the left symbol): at
-                     * most one per initial pair plus one net per merge */
-    size_t cap;
+    tok_sym *sym;    /* [cap] */
+    uint64_t *heap;  /* [heap_cap >= 2 * cap] candidates (rank << 32 | position of the left
+                      * symbol): at most one per initial pair plus one net per merge */
+    size_t cap, heap_cap;
 } tok_scratch;
 
 /* Where encoded ids go: the caller's buffer, and the count the text needs. */
@@ -1045,18 +500,11 @@ static void out_put(tok_out *o, uint32_t id) {
     o->n++;
 }
 
-/* Make room for n symbols; 0 or PLUME_ENOMEM. */
+/* Make room for n symbols (and a heap of 2n candidates); 0 or PLUME_ENOMEM. */
 static int scratch_reserve(tok_scratch *s, size_t n) {
-    if (n <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 256;
-    while (cap < n) cap *= 2;
-    tok_sym *sym = realloc(s->sym, cap * sizeof *sym);
-    if (!sym) return PLUME_ENOMEM;
-    s->sym = sym;
-    uint64_t *heap = realloc(s->heap, 2 * cap * sizeof *heap);
-    if (!heap) return PLUME_ENOMEM;
-    s->heap = heap;
-    s->cap = cap;
+    if (plume_grow(&s->sym, &s->cap, n, sizeof *s->sym) ||
+        plume_grow(&s->heap, &s->heap_cap, 2 * n, sizeof *s->heap))
+        return PLUME_ENOMEM;
     return 0;
 }
 
@@ -1164,7 +612,7 @@ int32_t plume_tokenize(const plume_tokenizer *tok, const char *text, size_t len,
     if (len == 0) return 0;
     if (len > INT32_MAX / 3) return PLUME_ERANGE;
     const uint8_t *p = (const uint8_t *)text;
-    if (!utf8_valid(p, len)) return PLUME_EINVAL;
+    if (!tok_utf8_valid(p, len)) return PLUME_EINVAL;
     tok_scratch s = {0};
     tok_out o = {ids, cap, 0};
     int rc = 0;
@@ -1209,14 +657,14 @@ static void sink_end(tok_sink *k) {
     if (k->cap > 0) k->out[k->len < k->cap ? k->len : k->cap - 1] = 0;
 }
 
-/* Emit the complete characters of st's pending bytes, one U+FFFD per maximal invalid
+/* Emit the complete characters of ds's pending bytes, one U+FFFD per maximal invalid
  * subpart; keep a valid unfinished tail unless final, when it too becomes U+FFFD. */
-static void dec_drain(plume_detok_stream *st, tok_sink *k, int final) {
-    int32_t i = 0, n = st->n_pending;
+static void dec_drain(plume_detok_stream *ds, tok_sink *k, int final) {
+    int32_t i = 0, n = ds->n_pending;
     while (i < n) {
-        int r = utf8_step(st->pending + i, (size_t)(n - i));
+        int r = utf8_step(ds->pending + i, (size_t)(n - i));
         if (r > 0) {
-            sink_put(k, st->pending + i, (size_t)r);
+            sink_put(k, ds->pending + i, (size_t)r);
             i += r;
         } else if (r < 0 || final) {
             sink_put(k, "\xef\xbf\xbd", 3);
@@ -1225,24 +673,24 @@ static void dec_drain(plume_detok_stream *st, tok_sink *k, int final) {
             break;
         }
     }
-    memmove(st->pending, st->pending + i, (size_t)(n - i));
-    st->n_pending = n - i;
+    memmove(ds->pending, ds->pending + i, (size_t)(n - i));
+    ds->n_pending = n - i;
 }
 
 /* Decode one id (in range) into k: byte tokens join the pending run (ByteFallback + Fuse);
  * any other piece ends the run and is copied with U+2581 -> ' ' (Replace). */
-static void dec_id(plume_detok_stream *st, uint32_t id, tok_sink *k) {
-    const plume_tokenizer *t = st->tok;
+static void dec_id(plume_detok_stream *ds, uint32_t id, tok_sink *k) {
+    const plume_tokenizer *t = ds->tok;
     uint8_t f = t->flags[id];
-    if ((f & TOK_SPECIAL) && st->skip_special) return; /* dropped before decoding: byte runs join */
+    if ((f & TOK_SPECIAL) && ds->skip_special) return; /* dropped before decoding: byte runs join */
     const uint8_t *p = t->pieces + t->offsets[id];
     size_t n = t->offsets[id + 1] - t->offsets[id];
     if (f & TOK_BYTE) {
-        st->pending[st->n_pending++] = (uint8_t)tok_byte_piece(p, n); /* checked at open */
-        dec_drain(st, k, 0);
+        ds->pending[ds->n_pending++] = (uint8_t)tok_byte_piece(p, n); /* checked at open */
+        dec_drain(ds, k, 0);
         return;
     }
-    dec_drain(st, k, 1);
+    dec_drain(ds, k, 1);
     size_t run = 0; /* start of the bytes not yet copied */
     for (size_t i = 0; i + 3 <= n;) {
         if (p[i] == 0xe2 && p[i + 1] == 0x96 && p[i + 2] == 0x81) {
@@ -1258,8 +706,8 @@ static void dec_id(plume_detok_stream *st, uint32_t id, tok_sink *k) {
 }
 
 /* Whether a caller's stream state is usable (it lives in caller memory). */
-static int dec_state_ok(const plume_detok_stream *st) {
-    return st && st->tok && st->n_pending >= 0 && st->n_pending <= 3;
+static int dec_state_ok(const plume_detok_stream *ds) {
+    return ds && ds->tok && ds->n_pending >= 0 && ds->n_pending <= 3;
 }
 
 /* Decode ids whole (snprintf-like: at most cap - 1 bytes and a NUL); the full length. */
@@ -1268,44 +716,44 @@ int64_t plume_detokenize(const plume_tokenizer *tok, const int32_t *ids, int32_t
     if (!tok || n < 0 || (n > 0 && !ids) || (!out && cap > 0)) return PLUME_EINVAL;
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= tok->n_vocab) return PLUME_EINVAL;
-    plume_detok_stream st;
-    plume_detok_stream_init(&st, tok, skip_special);
+    plume_detok_stream ds;
+    plume_detok_stream_init(&ds, tok, skip_special);
     tok_sink k = {out, cap, 0};
-    for (int32_t i = 0; i < n; i++) dec_id(&st, (uint32_t)ids[i], &k);
-    dec_drain(&st, &k, 1);
+    for (int32_t i = 0; i < n; i++) dec_id(&ds, (uint32_t)ids[i], &k);
+    dec_drain(&ds, &k, 1);
     sink_end(&k);
     return (int64_t)k.len;
 }
 
 /* Start a streaming decode with nothing pending. */
-void plume_detok_stream_init(plume_detok_stream *st, const plume_tokenizer *tok,
+void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
                              int32_t skip_special) {
-    memset(st, 0, sizeof *st);
-    st->tok = tok;
-    st->skip_special = skip_special;
+    memset(ds, 0, sizeof *ds);
+    ds->tok = tok;
+    ds->skip_special = skip_special;
 }
 
 /* Run one step of the stream into out; when the text does not fit, leave the state as it
  * was and return the length needed, so the caller can retry with a larger buffer. */
-static int32_t dec_stream_step(plume_detok_stream *st, int64_t id, char *out, size_t cap) {
-    if (!dec_state_ok(st) || (!out && cap > 0)) return PLUME_EINVAL;
-    if (id >= 0 && id >= st->tok->n_vocab) return PLUME_EINVAL;
-    plume_detok_stream saved = *st;
+static int32_t dec_stream_step(plume_detok_stream *ds, int64_t id, char *out, size_t cap) {
+    if (!dec_state_ok(ds) || (!out && cap > 0)) return PLUME_EINVAL;
+    if (id >= 0 && id >= ds->tok->n_vocab) return PLUME_EINVAL;
+    plume_detok_stream saved = *ds;
     tok_sink k = {out, cap, 0};
-    if (id >= 0) dec_id(st, (uint32_t)id, &k);
-    else dec_drain(st, &k, 1);
+    if (id >= 0) dec_id(ds, (uint32_t)id, &k);
+    else dec_drain(ds, &k, 1);
     sink_end(&k);
-    if (k.len >= cap) *st = saved;
+    if (k.len >= cap) *ds = saved;
     return (int32_t)k.len;
 }
 
 /* Decode one id; only complete characters come out. */
-int32_t plume_detok_stream_put(plume_detok_stream *st, int32_t id, char *out, size_t cap) {
+int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap) {
     if (id < 0) return PLUME_EINVAL;
-    return dec_stream_step(st, id, out, cap);
+    return dec_stream_step(ds, id, out, cap);
 }
 
 /* End the stream: a pending unfinished character becomes U+FFFD. */
-int32_t plume_detok_stream_flush(plume_detok_stream *st, char *out, size_t cap) {
-    return dec_stream_step(st, -1, out, cap);
+int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap) {
+    return dec_stream_step(ds, -1, out, cap);
 }

@@ -5,12 +5,14 @@ It answers like the real Hub: GET /api/models/ORG/NAME/revision/REV?blobs=true (
 sha and the siblings with blobId, size and lfs.sha256), GET /ORG/NAME/resolve/REV/FILE (small
 files directly with ETag = git blob sha1; safetensors with a 302 to the content host, here
 "localhost" instead of "127.0.0.1", with X-Linked-Etag, X-Linked-Size, X-Repo-Commit), and
-Range requests (206 + Content-Range). Every repo serves the checkpoint in --data; its name
-picks a behaviour:
+Range requests (206 + Content-Range). Every repo serves the checkpoint in --data, except those
+named by --repo NAME=DIR, which serve DIR's (as google/gemma-4-E4B-it serves tiny-e4b); a
+name picks a behaviour:
 
   test/tiny*      normal                  test/gated*     needs "Bearer hf_test_token"
   test/gated-files*  the listing is public, the files need the token (as on the real Hub)
   google/gemma-4-E2B-it   normal (the name `plume pull` uses by default)
+  a --repo NAME           normal, with its own checkpoint
   test/cut*       the first shard download is cut half-way (once per repo)
   test/flaky*     the first API and the first content request answer 500 (once per repo)
   test/corrupt*   one byte of a shard is flipped (the listing keeps the true hash)
@@ -32,7 +34,8 @@ import threading
 import urllib.parse
 
 ARGS = None
-FILES = {}   # name -> bytes
+FILES = {}   # name -> bytes: the --data checkpoint
+REPOS = {}   # repo -> {name -> bytes}: the --repo checkpoints
 LOCK = threading.Lock()
 ONCE = set()  # (repo, what) events that already happened
 TOKEN = "hf_test_token"
@@ -59,8 +62,13 @@ def first_time(repo, what):
         return True
 
 
+def files_of(repo):
+    """The files a repo serves: its own --repo checkpoint, else --data's."""
+    return REPOS.get(repo, FILES)
+
+
 def content(repo, name):
-    data = FILES[name]
+    data = files_of(repo)[name]
     if repo.startswith("test/llama") and name == "config.json":
         cfg = json.loads(data)
         cfg["model_type"] = "llama"
@@ -71,11 +79,11 @@ def content(repo, name):
 
 def listing(repo):
     sib = []
-    names = sorted(FILES)
+    names = sorted(files_of(repo))
     if repo.startswith("test/evil"):
         names.append("../evil")
     for n in names:
-        data = content(repo, n) if n in FILES else b"evil\n"
+        data = content(repo, n) if n in files_of(repo) else b"evil\n"
         e = {"rfilename": n, "blobId": git_blob_sha1(data), "size": len(data)}
         if is_lfs(n):
             e["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
@@ -167,8 +175,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.ranged(data, {"ETag": '"%s"' % hashlib.sha256(data).hexdigest()}, cut)
         if not host.startswith("127.0.0.1:"):
             return self.error(400, "WrongHost", "the API is served on 127.0.0.1")
-        known = lambda r: r == "google/gemma-4-E2B-it" or any(r.startswith("test/" + k) for k in
-                                                               ("tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama"))
+        known = lambda r: r == "google/gemma-4-E2B-it" or r in REPOS or any(
+            r.startswith("test/" + k) for k in ("tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama"))
         if len(parts) == 6 and parts[:2] == ["api", "models"] and parts[4] == "revision":
             repo, rev = parts[2] + "/" + parts[3], parts[5]
             if not known(repo):
@@ -191,7 +199,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if name == "../evil" and repo.startswith("test/evil"):
                 data = b"evil\n"
                 return self.answer(200, data, {"ETag": '"%s"' % git_blob_sha1(data), "X-Repo-Commit": commit_of(repo)})
-            if name not in FILES:
+            if name not in files_of(repo):
                 return self.error(404, "EntryNotFound", "Entry not found")
             data = content(repo, name)
             common = {"X-Repo-Commit": commit_of(repo)}
@@ -210,17 +218,29 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+def read_dir(d):
+    """Every file of a checkpoint folder: name -> bytes."""
+    out = {}
+    for n in os.listdir(d):
+        with open(os.path.join(d, n), "rb") as f:
+            out[n] = f.read()
+    return out
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
+    p.add_argument("--repo", action="append", default=[], metavar="NAME=DIR",
+                   help="serve DIR's checkpoint under the repo NAME (repeatable)")
     p.add_argument("--port-file", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--timeout", type=float, default=300)
     ARGS = p.parse_args()
-    for n in os.listdir(ARGS.data):
-        with open(os.path.join(ARGS.data, n), "rb") as f:
-            FILES[n] = f.read()
+    FILES.update(read_dir(ARGS.data))
+    for spec in ARGS.repo:
+        name, _, d = spec.partition("=")
+        REPOS[name] = read_dir(d)
     srv = Server(("127.0.0.1", 0), Handler)
     t = threading.Timer(ARGS.timeout, srv.shutdown)
     t.daemon = True

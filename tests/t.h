@@ -38,6 +38,14 @@ static void t_run(const char *name, void (*fn)(void)) {
 }
 #define RUN(fn) t_run(#fn, fn)
 
+/* Run one test function as "name [tag]": the same test again on another model. */
+static void t_run_tagged(const char *name, const char *tag, void (*fn)(void)) {
+    char full[256];
+    snprintf(full, sizeof full, "%s [%s]", name, tag);
+    t_run(full, fn);
+}
+#define RUN_ON(tag, fn) t_run_tagged(#fn, tag, fn)
+
 /* Where the test fixtures live: $PLUME_TEST_DATA or tests/data. */
 static const char *t_data(void) {
     const char *d = getenv("PLUME_TEST_DATA");

@@ -1,5 +1,8 @@
-/* t_tiny.h -- fixtures of the golden tiny model shared by the tests that step it: its four
- * bundles converted by the CLI, and its golden token ids. */
+/* t_tiny.h -- fixtures of the golden tiny models shared by the tests that step them: their
+ * four bundles converted by the CLI, and their golden token ids. The models are the folders of
+ * tests/data: "tiny-a" (E2B's structure) and "tiny-e4b" (E4B's: 2 KV heads, full attention
+ * every 6th layer, KV shared from layers 4 and 5, no double-wide MLP); both have a vocabulary
+ * of 512, a sliding window of 8 and 48 golden ids; and .npy fixtures as floats. */
 #ifndef PLUME_T_TINY_H
 #define PLUME_T_TINY_H
 
@@ -22,21 +25,21 @@ static plume_model *t_tiny_open(const char *dir, const char *isa, int32_t thread
     return m;
 }
 
-/* Convert tiny-a's checkpoint into dir/f32, dir/bf16, dir/q8 and dir/q4 (paths into out). */
-static void t_tiny_bundles(const char *dir, char out[4][600]) {
+/* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out). */
+static void t_tiny_bundles(const char *model, const char *dir, char out[4][600]) {
     char log[4096];
     for (int w = 0; w < 4; w++) {
-        snprintf(out[w], 600, "%s/%s", dir, t_tiny_wnames[w]);
-        if (t_sh(log, sizeof log, "%s/plume convert %s/tiny-a/hf %s --weights %s --quiet", t_build(), t_data(),
+        snprintf(out[w], 600, "%s/%s-%s", dir, model, t_tiny_wnames[w]);
+        if (t_sh(log, sizeof log, "%s/plume convert %s/%s/hf %s --weights %s --quiet", t_build(), t_data(), model,
                  out[w], t_tiny_wnames[w]))
             printf("  setup: %s\n", log);
     }
 }
 
-/* tiny-a's golden ids (ids.npy), at most max of them into ids; how many, or 0. */
-static int64_t t_tiny_ids(int32_t *ids, int64_t max) {
+/* A tiny model's golden ids (ids.npy), at most max of them into ids; how many, or 0. */
+static int64_t t_tiny_ids(const char *model, int32_t *ids, int64_t max) {
     char path[700];
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    snprintf(path, sizeof path, "%s/%s/ids.npy", t_data(), model);
     plume_map mp;
     npy_view v;
     char *err = NULL;
@@ -50,6 +53,26 @@ static int64_t t_tiny_ids(int32_t *ids, int64_t max) {
     }
     free(err);
     return n;
+}
+
+/* An .npy of tests/data (rel) as floats (malloc'd), with its element count and its first two
+ * dimensions (1 for a missing one); either may be NULL. NULL (printed) on failure. */
+static float *t_npy_floats(const char *rel, int64_t *count, int64_t *shape) {
+    char *p = plume_path_join(t_data(), rel), *err = NULL;
+    plume_map m;
+    npy_view v;
+    float *out = NULL;
+    if (!p || npy_open(p, &m, &v, &err)) {
+        printf("  %s\n", err ? err : "out of memory");
+    } else {
+        out = malloc((size_t)(v.count ? v.count : 1) * sizeof(float));
+        if (out) npy_to_f32(&v, out);
+        if (count) *count = v.count;
+        if (shape) shape[0] = v.ndim > 0 ? v.shape[0] : 1, shape[1] = v.ndim > 1 ? v.shape[1] : 1;
+        plume_map_free(&m);
+    }
+    free(p), free(err);
+    return out;
 }
 
 #endif

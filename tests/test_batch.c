@@ -1,8 +1,9 @@
 /* test_batch.c -- plume_batch: several sessions in one step give each session exactly the
  * logits it gets alone (memcmp, every ISA and weight type, q8/q4 with int8 activations and
  * exact, prefill chunks mixed with other sessions' decode tokens, float and int8 K/V), and the
- * limits of a batch are refused with clear errors. tiny-a has a sliding window of 8, so the
- * conversations wrap their rings; a 640-token conversation spans three attention blocks,
+ * limits of a batch are refused with clear errors; on tiny-a (E2B's structure) and tiny-e4b
+ * (E4B's: 2 KV heads, caches shared from layers 4 and 5). Both have a sliding window of 8, so
+ * the conversations wrap their rings; a 640-token conversation spans three attention blocks,
  * split across threads when alone. */
 #include "model.h"
 #include "t_tiny.h"
@@ -277,12 +278,18 @@ static void test_limits_refused(void) {
 int main(void) {
     tmp = t_tmpdir("batch");
     char out[4096];
-    t_tiny_bundles(tmp, bundles);
-    t_tiny_ids(ids, 64);
+    t_tiny_bundles("tiny-a", tmp, bundles);
+    t_tiny_ids("tiny-a", ids, 64);
     RUN(test_batched_equals_alone_every_isa_and_weight);
     RUN(test_batched_kv8_equals_alone);
     RUN(test_long_split_attention_equals_whole_rows);
     RUN(test_limits_refused);
+    /* E4B's structure: 2 KV heads (4 query heads each) and caches shared from layers 4 and 5 */
+    t_tiny_bundles("tiny-e4b", tmp, bundles);
+    t_tiny_ids("tiny-e4b", ids, 64);
+    RUN_ON("tiny-e4b", test_batched_equals_alone_every_isa_and_weight);
+    RUN_ON("tiny-e4b", test_batched_kv8_equals_alone);
+    RUN_ON("tiny-e4b", test_long_split_attention_equals_whole_rows);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
     return t_total_failed != 0;

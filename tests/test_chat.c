@@ -13,7 +13,7 @@
  * (the same setup reproduces all 15 goldens byte for byte), then pasted as octal-escaped C. */
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "common.h"
 #include "plume.h"
 #include "t.h"
@@ -24,10 +24,10 @@
 
 static const cJSON *g_case; /* the golden case the running test checks */
 
-/* Storage for one golden conversation turned into plume_chat_message_ex (JSON texts made by
+/* Storage for one golden conversation turned into plume_chat_message_full (JSON texts made by
  * cJSON_PrintUnformatted are freed with it). */
 typedef struct {
-    plume_chat_message_ex m[16];
+    plume_chat_message_full m[16];
     const char *parts[16][8];
     plume_chat_tool_call calls[16][4];
     char *owned[64];
@@ -56,7 +56,7 @@ static int32_t golden_messages(golden_msgs *g, const cJSON *msgs) {
     if (n > 16) return -1;
     for (int32_t i = 0; i < n; i++) {
         const cJSON *it = cJSON_GetArrayItem(msgs, i), *field;
-        plume_chat_message_ex *m = &g->m[i];
+        plume_chat_message_full *m = &g->m[i];
         cJSON_ArrayForEach(field, it) {
             const char *k = field->string;
             if (!strcmp(k, "role") && cJSON_IsString(field)) m->role = field->valuestring;
@@ -106,7 +106,7 @@ static void test_golden_case(void) {
     o.tools_json = golden_json(&g, cJSON_GetObjectItemCaseSensitive(g_case, "tools"));
     const char *want = json_str(g_case, "rendered");
     char *out = NULL, *err = NULL;
-    int rc = n < 0 ? -1 : plume_chat_render_ex(g.m, n, &o, &out, &err);
+    int rc = n < 0 ? -1 : plume_chat_render_full(g.m, n, &o, &out, &err);
     CHECK(rc == 0, "render failed: %d %s", rc, err ? err : "");
     CHECK(out && want && !strcmp(out, want), "rendered\n%s\nwant\n%s", out ? out : "(null)",
           want ? want : "(null)");
@@ -274,18 +274,18 @@ static void test_render_errors(void) {
 
 #define Q "<|\"|>" /* the template's string quote */
 
-/* Render with plume_chat_render_ex and compare with want byte for byte. */
-static void expect_render(const char *name, const plume_chat_message_ex *m, int32_t n,
+/* Render with plume_chat_render_full and compare with want byte for byte. */
+static void expect_render(const char *name, const plume_chat_message_full *m, int32_t n,
                           const plume_chat_options *o, const char *want) {
     char *out = NULL, *err = NULL;
-    int rc = plume_chat_render_ex(m, n, o, &out, &err);
+    int rc = plume_chat_render_full(m, n, o, &out, &err);
     CHECK(rc == 0, "%s: render failed: %d %s", name, rc, err ? err : "");
     CHECK(out && !strcmp(out, want), "%s: rendered\n%s\nwant\n%s", name, out ? out : "(null)", want);
     free(out);
     free(err);
 }
 
-static const plume_chat_message_ex user_hi[1] = {{.role = "user", .content = "hi"}};
+static const plume_chat_message_full user_hi[1] = {{.role = "user", .content = "hi"}};
 
 /* Nested object parameters: format_parameters recurses through `properties` (lines 65-86),
  * each object's `required` follows its properties (77-85), `type` closes every property
@@ -333,7 +333,7 @@ static void test_tools_array_enum_nullable(void) {
  * `response` adds ,response:{description,type} (112-121); no parameters, no parameters block;
  * two tools follow each other, after the thinking flag and the system text (196-213). */
 static void test_tools_quirks(void) {
-    plume_chat_message_ex m[2] = {{.role = "system", .content = " S "}, {.role = "user", .content = "hi"}};
+    plume_chat_message_full m[2] = {{.role = "system", .content = " S "}, {.role = "user", .content = "hi"}};
     plume_chat_options o = {.enable_thinking = 1, .tools_json =
         "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"properties\":{"
         "\"u\":{\"type\":[\"string\",\"null\"]},\"o\":{\"type\":\"object\",\"additionalProperties\":false}}}}},"
@@ -361,7 +361,7 @@ static void test_tool_calls_and_responses(void) {
                       "\"opts\": {\"Deep\": [true, null, \"s\"], \"a\": -1e-5}}"},
         {.id = "c2", .name = "now", .arguments = NULL},
     };
-    plume_chat_message_ex m[5] = {
+    plume_chat_message_full m[5] = {
         {.role = "user", .content = "q"},
         {.role = "assistant", .tool_calls = calls, .n_tool_calls = 2},
         {.role = "tool", .tool_call_id = "c2", .content = "12:00"},
@@ -382,7 +382,7 @@ static void test_tool_calls_and_responses(void) {
  * (lines 369-370, 381-383); the text content after the call is kept. */
 static void test_tool_call_pending(void) {
     plume_chat_tool_call call = {.name = "f", .arguments = "{\"k\": \"v\"}"};
-    plume_chat_message_ex m[2] = {
+    plume_chat_message_full m[2] = {
         {.role = "user", .content = "q"},
         {.role = "assistant", .content = " x ", .tool_calls = &call, .n_tool_calls = 1},
     };
@@ -399,7 +399,7 @@ static void test_tool_call_pending(void) {
 static void test_tool_response_then_thought(void) {
     plume_chat_tool_call call = {.id = "c", .name = "f", .arguments = "{}"};
     const char *parts[2] = {" a ", "b"};
-    plume_chat_message_ex m[4] = {
+    plume_chat_message_full m[4] = {
         {.role = "user", .content = "q"},
         {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1},
         {.role = "tool", .tool_call_id = "zz", .name = "alias", .parts = parts, .n_parts = 2},
@@ -418,7 +418,7 @@ static void test_tool_response_then_thought(void) {
  * A turn of calls and responses followed by a user message is closed (372-373). */
 static void test_reasoning_preserve(void) {
     plume_chat_tool_call call = {.id = "1", .name = "f"};
-    plume_chat_message_ex m[5] = {
+    plume_chat_message_full m[5] = {
         {.role = "user", .content = "q"},
         {.role = "assistant", .reasoning_content = "plan", .tool_calls = &call, .n_tool_calls = 1},
         {.role = "tool", .tool_call_id = "1", .content = "r"},
@@ -446,7 +446,7 @@ static void test_reasoning_preserve(void) {
 static void test_parts_and_orphan_tool(void) {
     const char *sys[2] = {" a ", "b"}, *model[2] = {" <|channel>x<channel|>A ", " B"};
     const char *user[2] = {" u ", "\nv"};
-    plume_chat_message_ex m[4] = {
+    plume_chat_message_full m[4] = {
         {.role = "system", .parts = sys, .n_parts = 2},
         {.role = "tool", .content = "dropped"},
         {.role = "user", .parts = user, .n_parts = 2},
@@ -455,6 +455,39 @@ static void test_parts_and_orphan_tool(void) {
     plume_chat_options o = {0};
     expect_render("parts", m, 4, &o,
         "<bos><|turn>system\na b <turn|>\n<|turn>user\nuv<turn|>\n<|turn>model\nAB<turn|>\n");
+}
+
+/* Media parts (lines 200-203, 296-311, 330-345): a system message's media part is an empty
+ * text plus its space; in a turn each renders its placeholder where it is; a tool response's
+ * text parts form the body and its media placeholders follow the block. The expected strings
+ * are the template's own output (Jinja2, the shared template, these messages). */
+static void test_media_parts(void) {
+    const char *sys[2] = {" a ", NULL}, *user[4] = {NULL, " Describe ", NULL, NULL}, *tool[4] = {"r1", NULL, " r2", NULL};
+    const char *ok[1] = {"ok"};
+    const int32_t sys_t[2] = {PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE};
+    const int32_t user_t[4] = {PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_AUDIO};
+    const int32_t tool_t[4] = {PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_TEXT, PLUME_CHAT_PART_VIDEO};
+    plume_chat_tool_call call = {.id = "c1", .name = "f", .arguments = "{\"x\":1}"};
+    plume_chat_message_full m[4] = {
+        {.role = "system", .parts = sys, .n_parts = 2, .part_types = sys_t},
+        {.role = "user", .parts = user, .n_parts = 4, .part_types = user_t},
+        {.role = "assistant", .parts = ok, .n_parts = 1, .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .tool_call_id = "c1", .parts = tool, .n_parts = 4, .part_types = tool_t},
+    };
+    plume_chat_options o = {.add_generation_prompt = 1};
+    expect_render("media parts", m, 4, &o,
+        "<bos><|turn>system\na  <turn|>\n<|turn>user\n<|image|>Describe<|image|><|audio|><turn|>\n<|turn>model\n"
+        "<|tool_call>call:f{x:1}<tool_call|><|tool_response>response:f{value:<|\"|>r1 r2<|\"|>}<tool_response|>"
+        "<|image|><|video|>ok<turn|>\n");
+    plume_chat_message_full only[1] = {{.role = "user", .parts = user, .n_parts = 1, .part_types = user_t}};
+    expect_render("an image alone", only, 1, &o, "<bos><|turn>user\n<|image|><turn|>\n<|turn>model\n");
+    const int32_t bad_t[1] = {7};
+    plume_chat_message_full bad[1] = {{.role = "user", .parts = user, .n_parts = 1, .part_types = bad_t}};
+    char *out = NULL, *err = NULL;
+    CHECK(plume_chat_render_full(bad, 1, &o, &out, &err) == PLUME_EINVAL && err && strstr(err, "unknown type"),
+          "a part of type 7: %s", err ? err : "accepted");
+    free(out);
+    free(err);
 }
 
 /* Numbers print as Python prints what json.loads makes of them (format_argument's else
@@ -467,7 +500,7 @@ static void test_argument_numbers_and_keys(void) {
                                    "\"f\":2.50,\"g\":100000000000000000000,\"h\":0.1}"},
         {.name = "k", .arguments = "{\"b\":1,\"a\":2,\"b\":3,\"B\":4}"},
     };
-    plume_chat_message_ex m[2] = {
+    plume_chat_message_full m[2] = {
         {.role = "user", .content = "q"},
         {.role = "assistant", .tool_calls = calls, .n_tool_calls = 2},
     };
@@ -487,7 +520,7 @@ static void test_render_ex_errors(void) {
     plume_chat_tool_call no_name = {.name = NULL, .arguments = "{}"};
     const char *parts[1] = {"p"};
     struct {
-        plume_chat_message_ex m;
+        plume_chat_message_full m;
         const char *tools_json;
         const char *in_msg;
     } bad[] = {
@@ -511,7 +544,7 @@ static void test_render_ex_errors(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         plume_chat_options o = {.tools_json = bad[i].tools_json};
         char *out = (char *)"sentinel", *err = NULL;
-        int rc = plume_chat_render_ex(&bad[i].m, 1, &o, &out, &err);
+        int rc = plume_chat_render_full(&bad[i].m, 1, &o, &out, &err);
         CHECK(rc == PLUME_EINVAL, "case %zu: rc %d", i, rc);
         CHECK(out == NULL, "case %zu: out not cleared", i);
         CHECK(err && strstr(err, bad[i].in_msg), "case %zu: message %s", i, err ? err : "(none)");
@@ -523,7 +556,7 @@ static void test_render_ex_errors(void) {
     deep[sizeof deep - 1] = 0;
     plume_chat_options o = {.tools_json = deep};
     char *out = NULL, *err = NULL;
-    CHECK(plume_chat_render_ex(user_hi, 1, &o, &out, &err) == PLUME_EINVAL && err &&
+    CHECK(plume_chat_render_full(user_hi, 1, &o, &out, &err) == PLUME_EINVAL && err &&
           strstr(err, "too deep"), "deep: %s", err ? err : "(none)");
     free(err);
 }
@@ -541,20 +574,20 @@ static void test_render_ex_truncated(void) {
         snprintf(buf, sizeof buf, "%.*s", (int)(in_tools ? cut : cut - strlen(tools)),
                  in_tools ? tools : args);
         plume_chat_tool_call call = {.name = "f", .arguments = in_tools ? args : buf};
-        plume_chat_message_ex m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
+        plume_chat_message_full m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
         plume_chat_options o = {.tools_json = in_tools ? buf : tools};
         char *out = NULL, *err = NULL;
-        int rc = plume_chat_render_ex(&m, 1, &o, &out, &err);
+        int rc = plume_chat_render_full(&m, 1, &o, &out, &err);
         CHECK(rc == PLUME_EINVAL && !out && err, "cut %zu (%s): rc %d", cut,
               in_tools ? "tools" : "arguments", rc);
         free(out);
         free(err);
     }
     plume_chat_tool_call call = {.name = "f", .arguments = args};
-    plume_chat_message_ex m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
+    plume_chat_message_full m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
     plume_chat_options o = {.tools_json = tools};
     char *out = NULL;
-    CHECK(plume_chat_render_ex(&m, 1, &o, &out, NULL) == 0, "whole texts");
+    CHECK(plume_chat_render_full(&m, 1, &o, &out, NULL) == 0, "whole texts");
     free(out);
 }
 
@@ -791,6 +824,7 @@ int main(void) {
     RUN(test_render_ex_errors);
     RUN(test_render_ex_truncated);
     RUN(test_stop_split);
+    RUN(test_media_parts);
     RUN(test_stop_false_start);
     RUN(test_stop_overlap_and_many);
     RUN(test_stop_utf8_and_none);

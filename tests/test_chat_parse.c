@@ -1,6 +1,6 @@
 /* test_chat_parse.c -- the streaming parser of generated text (plume_chat_parser): content,
  * thought and tool-call deltas, markers split across pieces, malformed calls, and the round
- * trip with what plume_chat_render_ex writes for a tool call.
+ * trip with what plume_chat_render_full writes for a tool call.
  *
  * Every expectation is checked three ways: the text fed whole, fed byte by byte, and fed in
  * two pieces cut at every byte offset; the merged deltas must be the same each time. */
@@ -214,7 +214,7 @@ static void test_malformed_calls(void) {
     expect_parse(deep, 0, want, 0);
 }
 
-/* What plume_chat_render_ex writes for a call parses back to the same arguments (given in
+/* What plume_chat_render_full writes for a call parses back to the same arguments (given in
  * the template's key order and compact, the JSON text is identical). */
 static void test_round_trip(void) {
     static const char *const args[] = {
@@ -225,10 +225,10 @@ static void test_round_trip(void) {
     };
     for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
         plume_chat_tool_call call = {.name = "fn_1", .arguments = args[i]};
-        plume_chat_message_ex m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
+        plume_chat_message_full m = {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1};
         plume_chat_options o = {0};
         char *out = NULL;
-        CHECK(plume_chat_render_ex(&m, 1, &o, &out, NULL) == 0 && out, "render %zu", i);
+        CHECK(plume_chat_render_full(&m, 1, &o, &out, NULL) == 0 && out, "render %zu", i);
         const char *start = out ? strstr(out, "<|tool_call>") : NULL;
         CHECK(start, "no call in %s", out ? out : "(null)");
         if (start) {

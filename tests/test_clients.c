@@ -1,6 +1,8 @@
 /* test_clients.c -- `plume serve` driven by real clients: the official OpenAI library (npm
- * `openai`), headless Chromium on the web page at / (npm `playwright-core` driving Debian's
- * /usr/bin/chromium), and a bounded load test (16 streaming clients x 8 requests). The scripts
+ * `openai`: chat, completions and the Responses API), the official Ollama and Anthropic
+ * libraries (npm `ollama`, `@anthropic-ai/sdk`), headless Chromium on the web page at / (npm
+ * `playwright-core` driving Debian's /usr/bin/chromium), and a bounded load test (16
+ * streaming clients x 8 requests). The scripts
  * live in tests/clients/ and talk to 127.0.0.1 only; this program builds a tiny random model
  * with the real vocabulary (its answers do not end early: the end-of-turn token is 1 in 262144),
  * starts the server on a free port with an API key, runs each script, and stops the server
@@ -102,6 +104,29 @@ static void test_openai_abort_while_queued(void) { openai_case("abort_queued"); 
 static void test_openai_completions(void) { openai_case("completions"); }
 static void test_openai_errors(void) { openai_case("errors"); }
 
+/* A script's case: a failure prints the script's output. */
+static void script_case(const char *script, const char *name) {
+    int st = client(script, name);
+    CHECK(st == 0, "%s %s (exit %d):\n%s", script, name, st, out);
+}
+
+static void test_responses_plain(void) { script_case("responses.mjs", "plain"); }
+static void test_responses_stream(void) { script_case("responses.mjs", "stream"); }
+static void test_responses_tools(void) { script_case("responses.mjs", "tools"); }
+static void test_responses_reasoning(void) { script_case("responses.mjs", "reasoning"); }
+static void test_responses_errors(void) { script_case("responses.mjs", "errors"); }
+static void test_anthropic_plain(void) { script_case("anthropic.mjs", "plain"); }
+static void test_anthropic_stream(void) { script_case("anthropic.mjs", "stream"); }
+static void test_anthropic_tools(void) { script_case("anthropic.mjs", "tools"); }
+static void test_anthropic_prefill(void) { script_case("anthropic.mjs", "prefill"); }
+static void test_anthropic_errors(void) { script_case("anthropic.mjs", "errors"); }
+static void test_ollama_probe(void) { script_case("ollama.mjs", "probe"); }
+static void test_ollama_chat(void) { script_case("ollama.mjs", "chat"); }
+static void test_ollama_generate(void) { script_case("ollama.mjs", "generate"); }
+static void test_ollama_tools(void) { script_case("ollama.mjs", "tools"); }
+static void test_ollama_seeds(void) { script_case("ollama.mjs", "seeds"); }
+static void test_ollama_errors(void) { script_case("ollama.mjs", "errors"); }
+
 static void test_webui_in_chromium(void) {
     int st = client("webui.mjs", shots);
     CHECK(st == 0, "webui.mjs (exit %d):\n%s", st, out);
@@ -173,6 +198,22 @@ int main(void) {
     RUN(test_openai_abort_while_queued);
     RUN(test_openai_completions);
     RUN(test_openai_errors);
+    RUN(test_responses_plain);
+    RUN(test_responses_stream);
+    RUN(test_responses_tools);
+    RUN(test_responses_reasoning);
+    RUN(test_responses_errors);
+    RUN(test_anthropic_plain);
+    RUN(test_anthropic_stream);
+    RUN(test_anthropic_tools);
+    RUN(test_anthropic_prefill);
+    RUN(test_anthropic_errors);
+    RUN(test_ollama_probe);
+    RUN(test_ollama_chat);
+    RUN(test_ollama_generate);
+    RUN(test_ollama_tools);
+    RUN(test_ollama_seeds);
+    RUN(test_ollama_errors);
     const char *chromium = getenv("CHROMIUM");
     if (access(chromium && *chromium ? chromium : "/usr/bin/chromium", X_OK))
         printf("SKIP test_webui_in_chromium: chromium not installed (Debian: apt-get install chromium)\n");

@@ -750,9 +750,9 @@ static const char tools[] =
 static void test_tool_call_format(void) {
     if (!real_ok()) return;
     plume_chat_tool_call call = {NULL, "get_weather", "{\"city\":\"Paris\",\"Unit\":\"c\",\"days\":3,\"at\":{\"lat\":48.85},\"tags\":[\"x\"]}"};
-    plume_chat_message_ex m[2] = {{.role = "user", .content = "?"}, {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1}};
+    plume_chat_message_full m[2] = {{.role = "user", .content = "?"}, {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1}};
     char *text = NULL, *err = NULL;
-    CHECK(plume_chat_render_ex(m, 2, NULL, &text, &err) == 0, "render: %s", err ? err : "");
+    CHECK(plume_chat_render_full(m, 2, NULL, &text, &err) == 0, "render: %s", err ? err : "");
     const char *at = text ? strstr(text, "<|tool_call>") : NULL, *end = at ? strstr(at, "<tool_call|>") : NULL;
     CHECK(at && end, "no call in %s", text ? text : "");
     if (!at || !end) { free(text); free(err); return; }

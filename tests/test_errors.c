@@ -95,7 +95,7 @@ static void test_invalid_config_json(void) {
     t_sh(out, sizeof out, "printf '{\"text_config\": {\"hidden_size\": 64,' > '%s'", f);
     expect_convert_fails(d, "invalid JSON", "cfgjson");
     t_sh(out, sizeof out, "printf '{\"text_config\": {\"hidden_size\": 64}}' > '%s'", f);
-    expect_convert_fails(d, "missing key num_hidden_layers", "cfgkey");
+    expect_convert_fails(d, "missing key text_config.num_hidden_layers", "cfgkey");
 }
 
 static void test_wrong_dtype(void) {
@@ -165,6 +165,18 @@ static void test_ids_outside_vocab(void) {
     expect_logits_fails(good, "2,512", "token id 512 (at 1) is outside the vocabulary [0, 512)", "vocab");
     expect_logits_fails(good, "2,-1", "token id -1", "vocab2");
     expect_logits_fails(good, "2,x", "--ids wants comma-separated integers", "vocab3");
+    /* one list rule for every list flag (cli_int_list): no empty item, none past int32 */
+    expect_logits_fails(good, "2,3,", "--ids wants comma-separated integers", "list1");
+    expect_logits_fails(good, ",2", "--ids wants comma-separated integers", "list2");
+    expect_logits_fails(good, "2,,3", "--ids wants comma-separated integers", "list3");
+    expect_logits_fails(good, "2,4294967298", "--ids wants comma-separated integers", "list4");
+    static const char *const bad_lists[] = {"1,,2", "1,2,", ",", "1,2,3,4,5,6,7,8,9", "0", "65"};
+    for (size_t i = 0; i < sizeof bad_lists / sizeof *bad_lists; i++) {
+        char out[4096];
+        int st = t_sh(out, sizeof out, "%s/plume bench -m '%s' -p 4 -n 2 -r 1 --batch %s", t_build(), good, bad_lists[i]);
+        CHECK(st > 0 && strstr(out, "--batch wants up to 8 comma-separated counts in 1..64"), "--batch %s: %d %s",
+              bad_lists[i], st, out);
+    }
 }
 
 static void test_prompt_longer_than_context(void) {

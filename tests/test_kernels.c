@@ -480,10 +480,11 @@ static void attn_case_check(const plume_kernels *kt, const attn_case *a) {
     free(acc), free(acc2), free(p);
 }
 
-/* The scalar table and the current one on head counts that leave chunks of 8, 4 and 1,
- * head sizes with vector tails, runs of float and int8 rows mixed, 1..96 rows each. */
+/* The scalar table and the current one on head counts that leave chunks of 8, 4 and 1 (8 and
+ * 4 are E2B's and E4B's query heads per KV head), head sizes with vector tails, runs of float
+ * and int8 rows mixed, 1..96 rows each. */
 static void test_attn_block(void) {
-    static const int32_t nhs[] = {1, 2, 3, 8, 9, 13}, hds[] = {1, 7, 16, 40, 72, 256, 512};
+    static const int32_t nhs[] = {1, 2, 3, 4, 8, 9, 13}, hds[] = {1, 7, 16, 40, 72, 256, 512};
     uint64_t rng = 7;
     for (size_t a = 0; a < sizeof nhs / sizeof *nhs; a++)
         for (size_t b = 0; b < sizeof hds / sizeof *hds; b++) {
@@ -542,6 +543,69 @@ static void test_elementwise_match_scalar(void) {
     free(g), free(gref), free(u);
 }
 
+/* sigmoid_mul at every length 1..80 and a long one: gates from saturated (+-90, where exp(-|g|)
+ * underflows) to tiny; then as silu in place (y, a and g one array) and as a GLU with y = a.
+ * The polynomial exp's relative error (2e-7) moves sigmoid by less than that, relative. */
+static void test_sigmoid_mul_match_scalar(void) {
+    enum { NMAX = 5000 };
+    float *a = malloc(NMAX * sizeof(float)), *g = malloc(NMAX * sizeof(float));
+    float *y = malloc(NMAX * sizeof(float)), *yref = malloc(NMAX * sizeof(float));
+    uint64_t rng = 29;
+    for (int32_t n = 1;; n = n < 80 ? n + 1 : NMAX) {
+        for (int32_t i = 0; i < n; i++) {
+            g[i] = (plume_rng_float(&rng) - 0.5f) * (i % 5 == 1 ? 180.0f : i % 3 ? 16.0f : 0.01f);
+            a[i] = (plume_rng_float(&rng) - 0.5f) * 4.0f;
+        }
+        if (n > 2) g[2] = 0.0f;
+        cur->sigmoid_mul(y, a, g, n);
+        plume_sigmoid_mul_ref(yref, a, g, n);
+        for (int32_t i = 0; i < n; i++) {
+            double want = (double)a[i] / (1.0 + exp(-(double)g[i]));
+            CHECK(fabs((double)y[i] - yref[i]) <= ELEMENTWISE_TOL * fabs(a[i]) + 1e-30, "%s sigmoid_mul n=%d i=%d: %.9g vs %.9g",
+                  cur->name, n, i, y[i], yref[i]);
+            CHECK(fabs(yref[i] - want) <= 1e-6 * fabs(a[i]) + 1e-30, "reference sigmoid_mul i=%d: %.9g vs libm %.9g", i,
+                  yref[i], want);
+        }
+        memcpy(y, g, (size_t)n * sizeof(float)); /* silu in place */
+        memcpy(yref, g, (size_t)n * sizeof(float));
+        cur->sigmoid_mul(y, y, y, n);
+        plume_sigmoid_mul_ref(yref, yref, yref, n);
+        for (int32_t i = 0; i < n; i++)
+            CHECK(fabs((double)y[i] - yref[i]) <= ELEMENTWISE_TOL * fabs(g[i]) + 1e-30, "%s silu n=%d i=%d: %.9g vs %.9g",
+                  cur->name, n, i, y[i], yref[i]);
+        memcpy(y, a, (size_t)n * sizeof(float)); /* y = a */
+        cur->sigmoid_mul(y, y, g, n);
+        plume_sigmoid_mul_ref(yref, a, g, n);
+        for (int32_t i = 0; i < n; i++)
+            CHECK(fabs((double)y[i] - yref[i]) <= ELEMENTWISE_TOL * fabs(a[i]) + 1e-30, "%s glu n=%d i=%d: %.9g vs %.9g",
+                  cur->name, n, i, y[i], yref[i]);
+        if (n == NMAX) break;
+    }
+    free(a), free(g), free(y), free(yref);
+}
+
+/* softmax at every length 1..80 and long rows, with a wide spread (weights far below the max
+ * underflow to 0 in both) and rows of equal values; each weight within 1e-6 of the scalar one
+ * relative to the largest (1), and the rows sum to 1. */
+static void test_softmax_match_scalar(void) {
+    enum { NMAX = 2600 };
+    float *x = malloc(NMAX * sizeof(float)), *xref = malloc(NMAX * sizeof(float));
+    uint64_t rng = 23;
+    for (int32_t n = 1;; n = n < 80 ? n + 1 : n == 80 ? 2521 : NMAX) {
+        for (int32_t i = 0; i < n; i++) x[i] = xref[i] = n % 5 == 0 ? 3.5f : (plume_rng_float(&rng) - 0.5f) * 60.0f;
+        cur->softmax(x, n);
+        plume_kernels_scalar.softmax(xref, n);
+        double sum = 0;
+        for (int32_t i = 0; i < n; i++) {
+            sum += x[i];
+            CHECK(fabs((double)x[i] - xref[i]) <= 1e-6, "%s softmax n=%d i=%d: %.9g vs %.9g", cur->name, n, i, x[i], xref[i]);
+        }
+        CHECK(fabs(sum - 1.0) < 1e-5, "%s softmax n=%d sums to %.9g", cur->name, n, sum);
+        if (n == NMAX) break;
+    }
+    free(x), free(xref);
+}
+
 /* rmsnorm gives the reference's bits at every length 1..80 and the model's (256, 512, 1536,
  * 2048, 8960 and odd ones past them), with a weight and without, in place and not; and the
  * reference itself is x / rms(x) * w within float rounding (one independent double sum). */
@@ -593,8 +657,9 @@ static void test_dispatch_names(void) {
               kt ? kt->name : "NULL");
         for (int type = 0; type < PLUME_W_NTYPES; type++)
             CHECK(kt && kt->matmul[type], "%s has no matmul for %s", names[i], type_names[type]);
-        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap && kt->rmsnorm && kt->attn_block, "%s lacks a vector kernel",
-              names[i]);
+        CHECK(kt && kt->dot && kt->axpy && kt->gelu_mul && kt->softcap && kt->sigmoid_mul && kt->softmax && kt->rmsnorm &&
+                  kt->attn_block,
+              "%s lacks a vector kernel", names[i]);
     }
     CHECK(plume_kernels_get("scalar") == &plume_kernels_scalar, "\"scalar\" is not the reference");
     CHECK(plume_kernels_get("sse9") == NULL, "an unknown name gave a table");
@@ -641,6 +706,8 @@ int main(void) {
         if (cur->reads_tiles) run_on_table("matmul_tiles", test_matmul_tiles);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
+        run_on_table("sigmoid_mul_match_scalar", test_sigmoid_mul_match_scalar);
+        run_on_table("softmax_match_scalar", test_softmax_match_scalar);
         run_on_table("rmsnorm_same_bits", test_rmsnorm_same_bits);
         run_on_table("attn_block", test_attn_block);
     }

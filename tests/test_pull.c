@@ -2,7 +2,8 @@
  * on 127.0.0.1 (no internet): it serves tiny-a's checkpoint the way the Hub does, and logs
  * every request, so the tests count what went over the wire. A pulled bundle must be byte for
  * byte the bundle `plume convert` makes from tests/data/tiny-a/hf (test_forward checks that one
- * against the golden logits). */
+ * against the golden logits). Under google/gemma-4-E4B-it the mock serves tiny-e4b, a model of
+ * E4B's structure. */
 #include <time.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@ static char *tmp;
 static char env[2048];   /* the environment prefix of every plume command */
 static char logp[700];   /* the mock's request log */
 static char direct[700]; /* tiny-a converted directly */
+static char direct_e4b[700]; /* tiny-e4b converted directly */
 static int port, mock_pid;
 
 /* The whole request log (malloc'd, "" if none). */
@@ -341,6 +343,32 @@ static void test_default_model(void) {
     CHECK(st == 0 && strstr(out, "* google--gemma-4-E2B-it-q8"), "the default is marked: %s", out);
 }
 
+/* E4B by name: run -m pulls it on first use (q8), plume pull then finds it up to date, and the
+ * bundle is the one plume convert makes from the same checkpoint (E4B's structure: 2 KV heads,
+ * its chunk split). */
+static void test_e4b_by_name(void) {
+    char out[16384], b[700];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume run -m google/gemma-4-E4B-it -p Hi -n 2 --temp 0", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run -m google/gemma-4-E4B-it: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/lfs/google%2Fgemma-4-E4B-it/model.safetensors", "status=200") == 1, "one shard: %s", log);
+    free(log);
+    snprintf(b, sizeof b, "%s/home/.cache/plume/google--gemma-4-E4B-it-q8", tmp);
+    st = t_sh(out, sizeof out, "diff -r -x pull.json '%s' '%s'", direct_e4b, b);
+    CHECK(st == 0, "the pulled E4B bundle differs from plume convert's: %s", out);
+    st = t_sh(out, sizeof out, "grep -c '\"num_key_value_heads\":.2,' %s/model_config.json", b);
+    CHECK(st == 0, "not E4B's structure: %s", out);
+    m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume pull google/gemma-4-E4B-it", env, t_build());
+    log = log_since(m);
+    CHECK(st == 0 && strstr(out, "up to date") && strstr(out, b) && count_lines(log, "GET", NULL) == 1, "pull: %s / %s",
+          out, log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && strstr(out, "google--gemma-4-E4B-it-q8") && strstr(out, "google/gemma-4-E4B-it"), "list: %s", out);
+}
+
 /* With a 700 KB file system (tmpfs; needs the right to mount), the pull stops before any shard. */
 static char small[700]; /* the mount point */
 
@@ -361,8 +389,8 @@ static int mock_start(void) {
     char out[256], portf[700];
     snprintf(portf, sizeof portf, "%s/port", tmp);
     snprintf(logp, sizeof logp, "%s/mock.log", tmp);
-    t_sh(out, sizeof out, "python3 tests/mock_hub.py --data %s/tiny-a/hf --port-file %s --log %s --timeout 300 "
-         ">%s/mock.out 2>&1 & echo $!", t_data(), portf, logp, tmp);
+    t_sh(out, sizeof out, "python3 tests/mock_hub.py --data %s/tiny-a/hf --repo google/gemma-4-E4B-it=%s/tiny-e4b/hf "
+         "--port-file %s --log %s --timeout 300 >%s/mock.out 2>&1 & echo $!", t_data(), t_data(), portf, logp, tmp);
     mock_pid = atoi(out);
     for (int i = 0; i < 200 && mock_pid > 0; i++) { /* up to 10 s */
         FILE *f = fopen(portf, "r");
@@ -380,7 +408,9 @@ int main(void) {
     tmp = t_tmpdir("pull");
     char out[4096];
     snprintf(direct, sizeof direct, "%s/direct", tmp);
-    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), direct))
+    snprintf(direct_e4b, sizeof direct_e4b, "%s/direct-e4b", tmp);
+    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet && %s/plume convert %s/tiny-e4b/hf "
+             "%s --weights q8 --quiet", t_build(), t_data(), direct, t_build(), t_data(), direct_e4b))
         printf("  setup: %s\n", out);
     if (mock_start()) {
         printf("FAIL mock_hub: did not start (python3 tests/mock_hub.py)\n");
@@ -405,6 +435,7 @@ int main(void) {
     RUN(test_not_gemma);
     RUN(test_list_rm_and_default);
     RUN(test_default_model);
+    RUN(test_e4b_by_name);
     snprintf(small, sizeof small, "%s/small", tmp);
     if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
         RUN(test_disk_full);

@@ -741,6 +741,81 @@ static void test_big_vocab(void) {
     free(want);
 }
 
+/* ---- logit bias ------------------------------------------------------------------------- */
+
+/* A biased sampler draws from the twin's distribution of logits + bias, on the heap path
+ * (top-k 20) and the full path (top-k off, top-p), with penalties on ids both biased and not;
+ * greedy follows a ban and a boost; duplicates sum; bad maps are refused; 0 clears it. */
+static void test_logit_bias(void) {
+    enum { V = 500 };
+    float *l = malloc(V * sizeof *l), *lb = malloc(V * sizeof *lb);
+    double *want = malloc(V * sizeof *want);
+    int *counts = malloc(V * sizeof *counts);
+    for (int i = 0; i < V; i++) l[i] = (float)(4 * t_uniform() - 2);
+    int32_t ids[] = {3, 77, 250, 499, 10, 3};
+    float bias[] = {2.5f, -1.0f, 4.0f, -INFINITY, 1.5f, 0.5f}; /* id 3 twice: +3 */
+    struct { int32_t k; float top_p; float presence; } chains[] = {{20, 1.0f, 0}, {0, 0.9f, 0}, {20, 1.0f, 1.5f}, {0, 1.0f, 1.5f}};
+    for (size_t c = 0; c < sizeof chains / sizeof *chains; c++) {
+        plume_sampler_params p = plain();
+        p.top_k = chains[c].k;
+        p.top_p = chains[c].top_p;
+        p.presence_penalty = chains[c].presence;
+        p.seed = 100 + c;
+        plume_sampler *s = make(&p, V);
+        char *err = NULL;
+        CHECK(s && plume_sampler_set_bias(s, ids, bias, 6, &err) == 0, "set_bias: %s", err ? err : "");
+        free(err);
+        if (!s) continue;
+        memcpy(lb, l, V * sizeof *lb);
+        for (int i = 0; i < 6; i++) lb[ids[i]] += bias[i];
+        if (chains[c].presence != 0) { /* the twin sees the penalty on the biased logit */
+            int32_t seen[] = {3, 10, 11, 12};
+            for (int i = 0; i < 4; i++) {
+                plume_sampler_accept(s, seen[i]);
+                lb[seen[i]] -= chains[c].presence;
+            }
+        }
+        p.presence_penalty = 0;
+        ref_probs(lb, V, &p, want);
+        CHECK(want[499] == 0 && want[3] > 0, "chain %zu: twin", c);
+        draw_counts(s, l, V, DRAWS, counts);
+        char what[64];
+        snprintf(what, sizeof what, "bias chain %zu", c);
+        check_counts(counts, want, V, DRAWS, what);
+        plume_sampler_free(s);
+    }
+    /* Greedy: the argmax banned gives the runner-up; a boost makes an id the argmax. */
+    plume_sampler_params g = plume_sampler_default_params();
+    g.temperature = 0;
+    plume_sampler *s = make(&g, V);
+    if (s) {
+        int32_t top = plume_sampler_sample(s, l), second = -1;
+        for (int i = 0; i < V; i++)
+            if (i != top && (second < 0 || l[i] > l[second])) second = i;
+        float ban = -INFINITY, boost = 100.0f;
+        CHECK(plume_sampler_set_bias(s, &top, &ban, 1, NULL) == 0 && plume_sampler_sample(s, l) == second,
+              "banned argmax %d still drawn", top);
+        int32_t low = 0;
+        for (int i = 0; i < V; i++) low = l[i] < l[low] ? i : low;
+        CHECK(plume_sampler_set_bias(s, &low, &boost, 1, NULL) == 0 && plume_sampler_sample(s, l) == low,
+              "boosted id %d not drawn", low);
+        CHECK(plume_sampler_set_bias(s, NULL, NULL, 0, NULL) == 0 && plume_sampler_sample(s, l) == top, "clear");
+        int32_t bad_id = V;
+        float nan_b = NAN, inf_b = INFINITY, one = 1;
+        char *err = NULL;
+        CHECK(plume_sampler_set_bias(s, &bad_id, &one, 1, &err) == PLUME_EINVAL && err, "id outside the vocabulary");
+        free(err);
+        CHECK(plume_sampler_set_bias(s, &top, &nan_b, 1, NULL) == PLUME_EINVAL, "NaN bias");
+        CHECK(plume_sampler_set_bias(s, &top, &inf_b, 1, NULL) == PLUME_EINVAL, "+inf bias");
+        CHECK(plume_sampler_sample(s, l) == top, "a refused map changed the sampler");
+    }
+    plume_sampler_free(s);
+    free(l);
+    free(lb);
+    free(want);
+    free(counts);
+}
+
 /* Every test, one PASS/FAIL line each. */
 int main(void) {
     RUN(test_default_params);
@@ -761,5 +836,6 @@ int main(void) {
     RUN(test_top_p_light_tail);
     RUN(test_large_top_k);
     RUN(test_big_vocab);
+    RUN(test_logit_bias);
     return t_total_failed ? 1 : 0;
 }

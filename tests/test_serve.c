@@ -3,13 +3,17 @@
  * invalid UTF-8, a prompt or max_tokens past the context), well-formed plain and streamed
  * replies with the right usage, logprobs, stop strings, prompt reuse across a growing
  * conversation (only the new turn is prefilled), deterministic output amid concurrent
- * requests, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
+ * requests, the same greedy text through every dialect (OpenAI chat, Responses, Anthropic,
+ * Ollama) alone and under load, drawn and replayed seeds, logit_bias, n choices, echo with
+ * the prompt's log-probabilities, continued assistant messages, CORS, Ollama's model
+ * endpoints, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
  * --slot-save keeps the slots across a restart. Every curl has a time limit. */
 #include "t.h"
 
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <spawn.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -197,7 +201,13 @@ static void test_health_models_page(void) {
     CHECK(http(&A, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"object\":\"list\"") &&
               strstr(out, "\"id\":\"tiny\""),
           "models: %s", out);
-    CHECK(http(&A, out, sizeof out, "/", "%s", "") == 200 && header_has("text/html") && strstr(out, "<"), "page");
+    CHECK(http(&A, out, sizeof out, "/", "%s", "-H 'Accept: text/html,application/xhtml+xml,*/*;q=0.8'") == 200 &&
+              header_has("text/html") && strstr(out, "<"),
+          "page for a browser");
+    /* Ollama's clients probe GET / and HEAD / (curl's Accept is * / *): the banner */
+    CHECK(http(&A, out, sizeof out, "/", "%s", "") == 200 && header_has("text/plain") && !strcmp(out, "Ollama is running"),
+          "banner: %s", out);
+    CHECK(http(&A, out, sizeof out, "/", "%s", "-I") == 200 && header_has("text/plain"), "HEAD /");
 }
 
 static void test_errors(void) {
@@ -236,8 +246,12 @@ static void test_errors(void) {
     st = http(&A, out, sizeof out, "/v1/completions", "--data-binary @%s", path);
     CHECK(st == 400 && is_error(out, "context_length_exceeded") && strstr(out, "the prompt has"), "prompt too long: %d %s",
           st, out);
-    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"a\", \"n\": 3}");
-    CHECK(st == 400 && strstr(out, "\"param\":\"n\""), "n = 3: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"a\", \"n\": 5}");
+    CHECK(st == 400 && strstr(out, "\"param\":\"n\"") && strstr(out, "--parallel"), "n = 5 > 4 slots: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"99999999\": 1}}");
+    CHECK(st == 400 && strstr(out, "\"param\":\"logit_bias\""), "logit_bias outside the vocabulary: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": [5, 99999999]}");
+    CHECK(st == 400 && strstr(out, "\"param\":\"prompt\""), "prompt id outside the vocabulary: %d %s", st, out);
     st = post(&A, out, sizeof out, "/detokenize", "{\"tokens\": [1, 99999999]}");
     CHECK(st == 400 && is_error(out, NULL), "detokenize bad id: %d %s", st, out);
     /* the server is still fine */
@@ -489,6 +503,29 @@ static void test_shared_system_prompt(void) {
           p[1], shared);
 }
 
+/* Start three long streamed requests on server A and wait until they all run. */
+static void others_start(pid_t others[3]) {
+    for (int i = 0; i < 3; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "exec curl -s -N -m 60 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
+                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
+                 A.port, i, i);
+        others[i] = spawn_sh(cmd);
+    }
+    CHECK(metric_reaches(&A, "plume_slots_busy", 3, 10000), "the 3 other requests never ran together");
+}
+
+/* Check the three others still ran (what was compared ran amid them), then hang them up. */
+static void others_stop(pid_t others[3]) {
+    double still = metric(&A, "plume_slots_busy");
+    for (int i = 0; i < 3; i++) {
+        kill(others[i], SIGTERM);
+        waitpid(others[i], NULL, 0);
+    }
+    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+}
+
 static void test_deterministic_amid_others(void) {
     char alone[65536], amid[65536], salone[65536], samid[65536];
     const char *greedy = "{\"prompt\": \"The same request\", \"max_tokens\": 48, \"temperature\": 0, \"ignore_eos\": true}";
@@ -496,24 +533,10 @@ static void test_deterministic_amid_others(void) {
     CHECK(post(&A, alone, sizeof alone, "/v1/completions", greedy) == 200, "alone: %s", alone);
     CHECK(post(&A, salone, sizeof salone, "/v1/completions", seeded) == 200, "seeded alone: %s", salone);
     pid_t others[3];
-    for (int i = 0; i < 3; i++) {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "exec curl -s -N -m 30 -o /dev/null http://127.0.0.1:%d/v1/completions -d '{\"prompt\": \"other %d\", "
-                 "\"max_tokens\": 3500, \"temperature\": 1, \"seed\": %d, \"ignore_eos\": true, \"stream\": true}'",
-                 A.port, i, i);
-        others[i] = spawn_sh(cmd);
-    }
-    int busy = metric_reaches(&A, "plume_slots_busy", 3, 10000);
-    CHECK(busy, "the 3 other requests never ran together");
+    others_start(others);
     CHECK(post(&A, amid, sizeof amid, "/v1/completions", greedy) == 200, "amid: %s", amid);
     CHECK(post(&A, samid, sizeof samid, "/v1/completions", seeded) == 200, "seeded amid: %s", samid);
-    double still = metric(&A, "plume_slots_busy");
-    for (int i = 0; i < 3; i++) {
-        kill(others[i], SIGTERM);
-        waitpid(others[i], NULL, 0);
-    }
-    CHECK(still >= 3, "the others finished before the comparison ran (%.0f busy)", still);
+    others_stop(others);
     char *a = completion_text(alone), *b = completion_text(amid), *sa = completion_text(salone), *sb = completion_text(samid);
     CHECK(a && b && !strcmp(a, b), "greedy alone '%s' vs amid '%s'", a ? a : "?", b ? b : "?");
     CHECK(sa && sb && !strcmp(sa, sb), "seeded alone '%s' vs amid '%s'", sa ? sa : "?", sb ? sb : "?");
@@ -596,6 +619,415 @@ static void test_metrics_and_tokenize(void) {
     free(again);
 }
 
+/* ---- dialects and the details clients rely on ------------------------------------------------ */
+
+/* Append the answer text one JSON object of a reply holds (a whole reply, a chunk, an event,
+ * a line) to acc[cap], by the endpoint's shape: streams count only their deltas. */
+static void gather_json(const char *path, cJSON *o, char *acc, size_t cap) {
+    const cJSON *t = NULL, *type = cJSON_GetObjectItemCaseSensitive(o, "type"), *x, *c;
+    const char *ty = cJSON_IsString(type) ? type->valuestring : "";
+    if (strstr(path, "/chat/completions")) {
+        c = dig(o, "choices", 0, NULL);
+        t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "message"), "content");
+        if (!t) t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "delta"), "content");
+    } else if (strstr(path, "/completions")) {
+        t = dig(o, "choices", 0, "text");
+    } else if (strstr(path, "/responses")) {
+        if (!strcmp(ty, "response.output_text.delta")) t = cJSON_GetObjectItemCaseSensitive(o, "delta");
+        const cJSON *output = !*ty ? cJSON_GetObjectItemCaseSensitive(o, "output") : NULL;
+        cJSON_ArrayForEach(x, output)
+            cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(x, "content")) t = cJSON_GetObjectItemCaseSensitive(c, "text");
+    } else if (strstr(path, "/messages")) {
+        if (!strcmp(ty, "content_block_delta")) t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "delta"), "text");
+        const cJSON *content = !strcmp(ty, "message") ? cJSON_GetObjectItemCaseSensitive(o, "content") : NULL;
+        cJSON_ArrayForEach(c, content)
+            if (!strcmp(cJSON_GetObjectItemCaseSensitive(c, "type")->valuestring, "text")) t = cJSON_GetObjectItemCaseSensitive(c, "text");
+    } else if (strstr(path, "/api/chat")) {
+        t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "message"), "content");
+    } else if (strstr(path, "/api/generate")) {
+        t = cJSON_GetObjectItemCaseSensitive(o, "response");
+    }
+    if (cJSON_IsString(t)) strncat(acc, t->valuestring, cap - strlen(acc) - 1);
+}
+
+/* The answer text of a reply of the endpoint path, whole or streamed (server-sent events or
+ * JSON lines), in acc[cap]; the number of JSON objects read. */
+static int answer_text(const char *path, const char *out, char *acc, size_t cap) {
+    int n = 0;
+    acc[0] = 0;
+    for (const char *p = out; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        const char *q = p;
+        if (len >= 6 && !strncmp(p, "data: ", 6)) q += 6, len -= 6;
+        if (len && *q == '{') {
+            cJSON *o = cJSON_ParseWithLength(q, len);
+            if (o) gather_json(path, o, acc, cap), n++;
+            cJSON_Delete(o);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+/* One conversation in each dialect's words, greedy, 24 tokens: [i][0] the path, [i][1] the
+ * body (the whole reply), [i][2] the body streamed. */
+#define SYS "Be brief."
+#define USR "Name a colour."
+static const char *const dialect_reqs[][3] = {
+    {"/v1/chat/completions",
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"" SYS "\"}, {\"role\": \"user\", \"content\": \"" USR "\"}], "
+     "\"temperature\": 0, \"max_tokens\": 24",
+     ", \"stream\": true"},
+    {"/v1/responses", "{\"instructions\": \"" SYS "\", \"input\": \"" USR "\", \"temperature\": 0, \"max_output_tokens\": 24",
+     ", \"stream\": true"},
+    {"/v1/responses",
+     "{\"input\": [{\"role\": \"system\", \"content\": \"" SYS "\"}, {\"type\": \"message\", \"role\": \"user\", "
+     "\"content\": [{\"type\": \"input_text\", \"text\": \"" USR "\"}]}], \"temperature\": 0, \"max_output_tokens\": 24",
+     ", \"stream\": true"},
+    {"/v1/messages", "{\"system\": \"" SYS "\", \"messages\": [{\"role\": \"user\", \"content\": \"" USR "\"}], "
+                     "\"temperature\": 0, \"max_tokens\": 24",
+     ", \"stream\": true"},
+    {"/api/chat",
+     "{\"model\": \"tiny\", \"messages\": [{\"role\": \"system\", \"content\": \"" SYS "\"}, {\"role\": \"user\", \"content\": "
+     "\"" USR "\"}], \"options\": {\"temperature\": 0, \"num_predict\": 24}, \"stream\": false",
+     ", \"stream\": true"},
+    {"/api/generate", "{\"model\": \"tiny\", \"system\": \"" SYS "\", \"prompt\": \"" USR "\", \"options\": {\"temperature\": 0, "
+                      "\"num_predict\": 24}, \"stream\": false",
+     ", \"stream\": true"},
+};
+
+/* Every dialect, whole and streamed, gives want (the OpenAI chat endpoint's greedy text). */
+static void dialects_agree(const char *want, const char *when) {
+    static char out[262144], body[4096], text[65536];
+    for (size_t i = 0; i < sizeof dialect_reqs / sizeof *dialect_reqs; i++)
+        for (int stream = 0; stream < 2; stream++) {
+            snprintf(body, sizeof body, "%s%s}", dialect_reqs[i][1], stream ? dialect_reqs[i][2] : "");
+            int st = post(&A, out, sizeof out, dialect_reqs[i][0], body);
+            int n = answer_text(dialect_reqs[i][0], out, text, sizeof text);
+            CHECK(st == 200 && n >= 1 && !strcmp(text, want), "%s: %s %s: %d '%s', want '%s'\n%.600s", when,
+                  dialect_reqs[i][0], stream ? "streamed" : "whole", st, text, want, out);
+        }
+}
+
+/* The same greedy text through every dialect, whole and streamed, alone and with three
+ * other requests running. */
+static void test_dialects_same_greedy(void) {
+    static char out[65536], want[65536];
+    char body[4096];
+    snprintf(body, sizeof body, "%s}", dialect_reqs[0][1]);
+    CHECK(post(&A, out, sizeof out, dialect_reqs[0][0], body) == 200, "chat: %s", out);
+    answer_text(dialect_reqs[0][0], out, want, sizeof want);
+    CHECK(*want, "an empty greedy answer: %s", out);
+    dialects_agree(want, "alone");
+    pid_t others[3];
+    others_start(others);
+    dialects_agree(want, "amid 3 others");
+    others_stop(others);
+    CHECK(metric_reaches(&A, "plume_slots_busy", 0, 3000), "slots not freed after the clients hung up");
+}
+
+/* The value of a response header (tmp/headers) in v[cap]; 0 when there is one. */
+static int header_value(const char *name, char *v, size_t cap) {
+    char path[800], line[512];
+    snprintf(path, sizeof path, "%s/headers", tmp);
+    FILE *f = fopen(path, "r");
+    size_t k = strlen(name);
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        if (!strncasecmp(line, name, k) && line[k] == ':') {
+            snprintf(v, cap, "%s", line + k + 1 + (line[k + 1] == ' '));
+            v[strcspn(v, "\r\n")] = 0;
+            found = 1;
+        }
+    if (f) fclose(f);
+    return found ? 0 : -1;
+}
+
+/* Without a seed each sampled request draws one (said in X-Plume-Seed and "seed"): two differ,
+ * and the seed given back replays the answer; with a seed, the same answer. Ollama's and the
+ * Responses API's seeds too. */
+static void test_seeds(void) {
+    static char a[65536], b[65536], c[65536], ta[8192], tb[8192], tc[8192];
+    char sa[64] = "", sb[64] = "", body[512];
+    const char *req = "{\"prompt\": \"Sample me\", \"max_tokens\": 24, \"temperature\": 1, \"ignore_eos\": true";
+    snprintf(body, sizeof body, "%s}", req);
+    CHECK(post(&A, a, sizeof a, "/v1/completions", body) == 200 && !header_value("X-Plume-Seed", sa, sizeof sa), "first");
+    CHECK(post(&A, b, sizeof b, "/v1/completions", body) == 200 && !header_value("X-Plume-Seed", sb, sizeof sb), "second");
+    answer_text("/v1/completions", a, ta, sizeof ta);
+    answer_text("/v1/completions", b, tb, sizeof tb);
+    CHECK(strcmp(sa, sb) && strcmp(ta, tb), "two unseeded requests: seeds %s %s, '%s' vs '%s'", sa, sb, ta, tb);
+    cJSON *root = cJSON_Parse(a);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
+    CHECK(cJSON_IsNumber(seed) && (long long)seed->valuedouble == atoll(sa), "\"seed\" %s vs the header %s", a, sa);
+    cJSON_Delete(root);
+    snprintf(body, sizeof body, "%s, \"seed\": %s}", req, sa);
+    CHECK(post(&A, c, sizeof c, "/v1/completions", body) == 200, "replay");
+    answer_text("/v1/completions", c, tc, sizeof tc);
+    CHECK(!strcmp(ta, tc), "the seed given back does not replay: '%s' vs '%s'", ta, tc);
+    const char *seeded[][2] = {
+        {"/api/generate", "{\"prompt\": \"Sample me\", \"raw\": true, \"stream\": false, \"options\": {\"temperature\": 1, "
+                          "\"num_predict\": 24, \"seed\": 77}}"},
+        {"/v1/responses", "{\"input\": \"Sample me\", \"temperature\": 1, \"max_output_tokens\": 24, \"seed\": 77}"},
+    };
+    for (int i = 0; i < 2; i++) {
+        CHECK(post(&A, a, sizeof a, seeded[i][0], seeded[i][1]) == 200 && post(&A, b, sizeof b, seeded[i][0], seeded[i][1]) == 200,
+              "%s: %s", seeded[i][0], a);
+        answer_text(seeded[i][0], a, ta, sizeof ta);
+        answer_text(seeded[i][0], b, tb, sizeof tb);
+        CHECK(*ta && !strcmp(ta, tb) && !header_value("X-Plume-Seed", sa, sizeof sa) && !strcmp(sa, "77"),
+              "%s seeded twice: '%s' vs '%s' (seed %s)", seeded[i][0], ta, tb, sa);
+    }
+}
+
+/* The id /tokenize gives a one-token text, or -1. */
+static int token_id(const char *text) {
+    char body[256], out[4096];
+    snprintf(body, sizeof body, "{\"content\": \"%s\"}", text);
+    if (post(&A, out, sizeof out, "/tokenize", body) != 200) return -1;
+    cJSON *root = cJSON_Parse(out), *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    int id = cJSON_GetArraySize(t) == 1 ? cJSON_GetArrayItem(t, 0)->valueint : -1;
+    cJSON_Delete(root);
+    return id;
+}
+
+/* The legacy logprobs of a /v1/completions reply: token_logprobs[i] (NAN for null or absent). */
+static double token_logprob(cJSON *root, int i) {
+    const cJSON *v = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(dig(root, "choices", 0, "logprobs"), "token_logprobs"), i);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* logit_bias: +100 makes an id every token of a greedy answer, -100 bans the greedy first
+ * token; and (the logprobs are those of the raw logits) a token forced by the bias has the
+ * log-probability echo gives it as a prompt token, so echo scores a prompt as generation would. */
+static void test_logit_bias_and_echo(void) {
+    static char out[65536], text[8192];
+    int x = token_id("x");
+    CHECK(x >= 0, "no id for 'x'");
+    char body[1024];
+    snprintf(body, sizeof body, "{\"prompt\": \"abc\", \"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true, "
+                                "\"logit_bias\": {\"%d\": 100}}", x);
+    CHECK(post(&A, out, sizeof out, "/v1/completions", body) == 200, "boost: %s", out);
+    answer_text("/v1/completions", out, text, sizeof text);
+    CHECK(!strcmp(text, "xxxxx"), "boosted 'x': '%s'", text);
+    const char *plain = "{\"prompt\": \"abc\", \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": 1}";
+    CHECK(post(&A, out, sizeof out, "/v1/completions", plain) == 200, "plain: %s", out);
+    cJSON *root = cJSON_Parse(out);
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(dig(root, "choices", 0, "logprobs"), "tokens"), 0);
+    char first_tok[256];
+    snprintf(first_tok, sizeof first_tok, "%s", cJSON_IsString(first) ? first->valuestring : "");
+    int first_id = *first_tok ? token_id(first_tok) : -1;
+    cJSON_Delete(root);
+    snprintf(body, sizeof body, "{\"prompt\": \"abc\", \"max_tokens\": 1, \"temperature\": 0, \"logit_bias\": {\"%d\": -100}}",
+             first_id);
+    CHECK(first_id >= 0 && post(&A, out, sizeof out, "/v1/completions", body) == 200, "ban: %s", out);
+    answer_text("/v1/completions", out, text, sizeof text);
+    CHECK(*text && strcmp(text, first_tok), "banned first token '%s' still first: '%s'", first_tok, text);
+
+    /* echo: the prompt "a b c d" as ids, <bos> added by the server; max_tokens 0 */
+    int ids[4] = {token_id("a"), token_id("b"), token_id("c"), token_id("d")};
+    snprintf(body, sizeof body, "{\"prompt\": [%d, %d, %d, %d], \"echo\": true, \"logprobs\": 2, \"max_tokens\": 0, "
+                                "\"temperature\": 0}", ids[0], ids[1], ids[2], ids[3]);
+    CHECK(post(&A, out, sizeof out, "/v1/completions", body) == 200, "echo: %s", out);
+    cJSON *echo = cJSON_Parse(out);
+    const cJSON *lp = dig(echo, "choices", 0, "logprobs");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(lp, "tokens")) == 4 &&
+              cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs")) == 4 &&
+              cJSON_GetArraySize(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs"), 1)) >= 1 &&
+              !strcmp(dig(echo, "choices", 0, "text")->valuestring, "abcd"),
+          "echo shape: %s", out);
+    for (int i = 0; i < 4; i++) { /* the prefix, with token i forced: its logprob as generated */
+        char prefix[256] = "";
+        for (int k = 0; k < i; k++) snprintf(prefix + strlen(prefix), sizeof prefix - strlen(prefix), "%s%d", k ? ", " : "", ids[k]);
+        snprintf(body, sizeof body, "{\"prompt\": [2%s%s], \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": 0, "
+                                    "\"logit_bias\": {\"%d\": 100}}", i ? ", " : "", prefix, ids[i]);
+        CHECK(post(&A, out, sizeof out, "/v1/completions", body) == 200, "forced %d: %s", i, out);
+        cJSON *forced = cJSON_Parse(out);
+        double want = token_logprob(forced, 0), got = token_logprob(echo, i);
+        CHECK(isfinite(want) && isfinite(got) && fabs(want - got) < 1e-3, "token %d: echo %g, generated %g", i, got, want);
+        cJSON_Delete(forced);
+    }
+    cJSON_Delete(echo);
+    /* the prompt given with its <bos>: the first token has no log-probability (null) */
+    snprintf(body, sizeof body, "{\"prompt\": [2, %d], \"echo\": true, \"logprobs\": 0, \"max_tokens\": 1, \"temperature\": 0}",
+             ids[0]);
+    CHECK(post(&A, out, sizeof out, "/v1/completions", body) == 200, "echo with <bos>: %s", out);
+    root = cJSON_Parse(out);
+    CHECK(isnan(token_logprob(root, 0)) && isfinite(token_logprob(root, 1)) && isfinite(token_logprob(root, 2)) &&
+              isnan(token_logprob(root, 3)),
+          "null first, then 2 numbers: %s", out);
+    cJSON_Delete(root);
+    /* vLLM's prompt_logprobs on a chat: one entry per prompt token, the first null */
+    CHECK(post(&A, out, sizeof out, "/v1/chat/completions",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, \"prompt_logprobs\": 1}") == 200,
+          "prompt_logprobs: %s", out);
+    root = cJSON_Parse(out);
+    int prompt, completion, total, cached;
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "prompt_logprobs");
+    CHECK(!usage_of(root, &prompt, &completion, &total, &cached) && cJSON_GetArraySize(pl) == prompt &&
+              cJSON_IsNull(cJSON_GetArrayItem(pl, 0)) && cJSON_IsObject(cJSON_GetArrayItem(pl, 1)),
+          "prompt_logprobs shape: %s", out);
+    cJSON_Delete(root);
+}
+
+/* n choices share one prefill: n sampled choices, the first as n = 1 gives with the same
+ * seed; greedy choices equal; the usage counts the prompt once; streamed, each choice has its
+ * index and its finish_reason. */
+static void test_n_choices(void) {
+    static char out[131072], one[65536];
+    const char *req = "{\"prompt\": \"Choose\", \"max_tokens\": 16, \"temperature\": 1, \"seed\": 5, \"ignore_eos\": true";
+    char body[512];
+    snprintf(body, sizeof body, "%s, \"n\": 3}", req);
+    CHECK(post(&A, out, sizeof out, "/v1/completions", body) == 200, "n = 3: %s", out);
+    snprintf(body, sizeof body, "%s}", req);
+    CHECK(post(&A, one, sizeof one, "/v1/completions", body) == 200, "n = 1: %s", one);
+    cJSON *r3 = cJSON_Parse(out), *r1 = cJSON_Parse(one);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(r3, "choices");
+    const char *t0 = cJSON_GetStringValue(dig(r3, "choices", 0, "text")), *t1 = cJSON_GetStringValue(dig(r3, "choices", 1, "text"));
+    const char *t2 = cJSON_GetStringValue(dig(r3, "choices", 2, "text")), *o = cJSON_GetStringValue(dig(r1, "choices", 0, "text"));
+    CHECK(cJSON_GetArraySize(c) == 3 && t0 && t1 && t2 && o, "3 choices: %s", out);
+    CHECK(t0 && o && !strcmp(t0, o), "choice 0 '%s' is not n = 1's '%s' with the same seed", t0 ? t0 : "?", o ? o : "?");
+    CHECK(t0 && t1 && t2 && strcmp(t0, t1) && strcmp(t1, t2), "sampled choices equal: '%s' '%s' '%s'", t0, t1, t2);
+    int p3, g3, x3, k3, p1, g1, x1, k1;
+    CHECK(!usage_of(r3, &p3, &g3, &x3, &k3) && !usage_of(r1, &p1, &g1, &x1, &k1) && p3 == p1 && g3 == 3 * g1,
+          "usage of n = 3: %s", out);
+    cJSON_Delete(r3);
+    cJSON_Delete(r1);
+    CHECK(post(&A, out, sizeof out, "/v1/chat/completions",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 8, \"temperature\": 0, \"n\": 2}") == 200,
+          "greedy n = 2: %s", out);
+    r3 = cJSON_Parse(out);
+    const cJSON *m0 = dig(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r3, "choices"), 0), "message", -1, "content");
+    const cJSON *m1 = dig(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r3, "choices"), 1), "message", -1, "content");
+    CHECK(cJSON_IsString(m0) && cJSON_IsString(m1) && !strcmp(m0->valuestring, m1->valuestring), "greedy choices differ: %s", out);
+    cJSON_Delete(r3);
+    CHECK(post(&A, out, sizeof out, "/v1/chat/completions",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 6, \"n\": 2, \"stream\": true, "
+               "\"stream_options\": {\"include_usage\": true}}") == 200,
+          "streamed n = 2: %s", out);
+    CHECK(strstr(out, "\"index\":0,\"delta\":{\"role\"") && strstr(out, "\"index\":1,\"delta\":{\"role\"") &&
+              strstr(out, "\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"length\"") &&
+              strstr(out, "\"index\":1,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"length\"") &&
+              strstr(out, "\"completion_tokens\":12") && strstr(out, "data: [DONE]\n\n"),
+          "streamed choices: %s", out);
+}
+
+/* A last assistant message continued: vLLM's continue_final_message, Anthropic's prefill and
+ * Ollama's trailing assistant message give the text a raw completion of the rendered prompt
+ * without its closing "<turn|>" gives. */
+static void test_continue_final(void) {
+    static char out[65536], want[8192], text[8192];
+    const char *raw = "{\"prompt\": \"<|turn>user\\nhi<turn|>\\n<|turn>model\\nHel\", \"max_tokens\": 8, \"temperature\": 0, "
+                      "\"ignore_eos\": true}";
+    CHECK(post(&A, out, sizeof out, "/v1/completions", raw) == 200, "raw: %s", out);
+    answer_text("/v1/completions", out, want, sizeof want);
+    const char *reqs[][2] = {
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": "
+                                 "\"Hel\"}], \"continue_final_message\": true, \"add_generation_prompt\": false, "
+                                 "\"max_tokens\": 8, \"temperature\": 0, \"ignore_eos\": true}"},
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": "
+                                 "\"Hel\"}], \"add_generation_prompt\": false, \"max_tokens\": 8, \"temperature\": 0, "
+                                 "\"ignore_eos\": true}"},
+    };
+    for (int i = 0; i < 2; i++) {
+        CHECK(post(&A, out, sizeof out, reqs[i][0], reqs[i][1]) == 200, "%s: %s", reqs[i][0], out);
+        answer_text(reqs[i][0], out, text, sizeof text);
+        CHECK(*want && !strcmp(text, want), "continued %d: '%s', raw '%s'", i, text, want);
+    }
+    /* without ignore_eos the chat parser reads the answer: the same greedy tokens, so the two
+     * other dialects agree with the OpenAI chat endpoint */
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"Hel\"}], "
+                       "\"continue_final_message\": true, \"add_generation_prompt\": false, \"max_tokens\": 8, \"temperature\": 0}";
+    CHECK(post(&A, out, sizeof out, "/v1/chat/completions", chat) == 200, "chat: %s", out);
+    answer_text("/v1/chat/completions", out, want, sizeof want);
+    const char *others[][2] = {
+        {"/v1/messages", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"Hel\"}], "
+                         "\"max_tokens\": 8, \"temperature\": 0}"},
+        {"/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"Hel\"}], "
+                      "\"stream\": false, \"options\": {\"num_predict\": 8, \"temperature\": 0}}"},
+    };
+    for (int i = 0; i < 2; i++) {
+        CHECK(post(&A, out, sizeof out, others[i][0], others[i][1]) == 200, "%s: %s", others[i][0], out);
+        answer_text(others[i][0], out, text, sizeof text);
+        CHECK(!strcmp(text, want), "%s continued: '%s', chat '%s'", others[i][0], text, want);
+    }
+    int st = post(&A, out, sizeof out, "/v1/chat/completions",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"continue_final_message\": true, "
+                  "\"add_generation_prompt\": false}");
+    CHECK(st == 400 && strstr(out, "continue_final_message"), "continuing a user message: %d %s", st, out);
+}
+
+/* --cors http://a.example (server A): a preflight from it is answered, every response to it
+ * carries Access-Control-Allow-Origin (streams too); another origin gets nothing. */
+static void test_cors(void) {
+    char out[65536], v[256];
+    int st = http(&A, out, sizeof out, "/v1/chat/completions",
+                  "-X OPTIONS -H 'Origin: http://a.example' -H 'Access-Control-Request-Method: POST' "
+                  "-H 'Access-Control-Request-Headers: authorization, content-type, x-stainless-os'");
+    CHECK(st == 204 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "http://a.example") &&
+              !header_value("Access-Control-Allow-Headers", v, sizeof v) && strstr(v, "x-stainless-os") &&
+              !header_value("Access-Control-Allow-Methods", v, sizeof v) && strstr(v, "POST"),
+          "preflight: %d", st);
+    st = http(&A, out, sizeof out, "/v1/chat/completions", "-X OPTIONS -H 'Origin: http://b.example'");
+    CHECK(st == 403 && header_value("Access-Control-Allow-Origin", v, sizeof v), "preflight from another origin: %d", st);
+    st = http(&A, out, sizeof out, "/v1/models", "-H 'Origin: http://a.example'");
+    CHECK(st == 200 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "http://a.example") &&
+              !header_value("Vary", v, sizeof v),
+          "GET from the origin: %d", st);
+    st = http(&A, out, sizeof out, "/v1/chat/completions",
+              "-H 'Origin: http://a.example' -d '{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2, "
+              "\"stream\": true}'");
+    CHECK(st == 200 && !header_value("Access-Control-Allow-Origin", v, sizeof v) &&
+              !header_value("Access-Control-Expose-Headers", v, sizeof v) && strstr(v, "X-Plume-Seed"),
+          "a stream to the origin: %d", st);
+    st = http(&A, out, sizeof out, "/v1/models", "-H 'Origin: http://b.example'");
+    CHECK(st == 200 && header_value("Access-Control-Allow-Origin", v, sizeof v), "another origin got CORS headers");
+    st = http(&A, out, sizeof out, "/v1/models", "%s", "");
+    CHECK(st == 200 && header_value("Access-Control-Allow-Origin", v, sizeof v), "no Origin, CORS headers anyway");
+}
+
+/* Ollama's endpoints that generate nothing, and a client loading the model; Anthropic's
+ * count_tokens agrees with the usage of the same request. */
+static void test_model_endpoints(void) {
+    static char out[65536];
+    CHECK(http(&A, out, sizeof out, "/api/version", "%s", "") == 200 && strstr(out, "\"version\":\""), "version: %s", out);
+    CHECK(http(&A, out, sizeof out, "/api/tags", "%s", "") == 200 && strstr(out, "\"name\":\"tiny:latest\"") &&
+              strstr(out, "\"quantization_level\":\"Q8_0\"") && strstr(out, "\"digest\":\""),
+          "tags: %s", out);
+    CHECK(http(&A, out, sizeof out, "/api/ps", "%s", "") == 200 && strstr(out, "\"context_length\":4096"), "ps: %s", out);
+    CHECK(post(&A, out, sizeof out, "/api/show", "{\"model\": \"tiny\"}") == 200 && strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\"]") &&
+              strstr(out, "\"gemma4.context_length\":4096"),
+          "show: %s", out);
+    int st = post(&A, out, sizeof out, "/api/show", "{}");
+    CHECK(st == 400 && strstr(out, "{\"error\":\""), "show without a model: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/embed", "{\"model\": \"tiny\", \"input\": \"a\"}");
+    CHECK(st == 400 && strstr(out, "embedding"), "embed: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
+    CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                                                "\"format\": \"json\"}");
+    CHECK(st == 400 && strstr(out, "format"), "format: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/messages", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}");
+    CHECK(st == 400 && strstr(out, "\"type\":\"error\"") && strstr(out, "invalid_request_error") && strstr(out, "max_tokens"),
+          "messages without max_tokens: %d %s", st, out);
+    const char *msg = "{\"system\": \"Count.\", \"messages\": [{\"role\": \"user\", \"content\": \"one two three\"}]";
+    char body[512];
+    snprintf(body, sizeof body, "%s}", msg);
+    CHECK(post(&A, out, sizeof out, "/v1/messages/count_tokens", body) == 200, "count: %s", out);
+    cJSON *root = cJSON_Parse(out);
+    int counted = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "input_tokens"))
+                      ? cJSON_GetObjectItemCaseSensitive(root, "input_tokens")->valueint : -1;
+    cJSON_Delete(root);
+    snprintf(body, sizeof body, "%s, \"max_tokens\": 1}", msg);
+    CHECK(post(&A, out, sizeof out, "/v1/messages", body) == 200, "message: %s", out);
+    root = cJSON_Parse(out);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    int used = cJSON_GetObjectItemCaseSensitive(u, "input_tokens")->valueint +
+               cJSON_GetObjectItemCaseSensitive(u, "cache_read_input_tokens")->valueint;
+    CHECK(counted > 3 && counted == used, "count_tokens %d, the message used %d: %s", counted, used, out);
+    cJSON_Delete(root);
+}
+
 static void test_auth_and_limits(void) {
     server B;
     CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1") == 0, "server B did not start");
@@ -608,6 +1040,11 @@ static void test_auth_and_limits(void) {
     CHECK(st == 401 && is_error(out, "invalid_api_key"), "wrong key: %d %s", st, out);
     st = http(&B, out, sizeof out, "/v1/chat/completions", "-H 'Authorization: Bearer sekret' -d '%s'", chat);
     CHECK(st == 200, "right key: %d %s", st, out);
+    st = http(&B, out, sizeof out, "/v1/messages", "-H 'x-api-key: sekret' -d '{\"messages\": [{\"role\": \"user\", "
+              "\"content\": \"hi\"}], \"max_tokens\": 2}'");
+    CHECK(st == 200 && strstr(out, "\"type\":\"message\""), "x-api-key: %d %s", st, out);
+    st = http(&B, out, sizeof out, "/v1/messages", "-H 'x-api-key: wrong' -d '{\"messages\": [], \"max_tokens\": 2}'");
+    CHECK(st == 401 && strstr(out, "authentication_error"), "wrong x-api-key, Anthropic's error: %d %s", st, out);
     CHECK(http(&B, out, sizeof out, "/health", "%s", "") == 200, "health needs no key");
     CHECK(http(&B, out, sizeof out, "/", "%s", "") == 200, "the page needs no key");
     /* headers past the connection's memory: refused, the server goes on */
@@ -727,7 +1164,7 @@ int main(void) {
     char out[4096];
     if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), bundle))
         printf("  setup: %s\n", out);
-    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64")) {
+    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64 --cors http://a.example")) {
         printf("FAIL test_serve: the server did not start (log: %s)\n", A.log);
         return 1;
     }
@@ -744,6 +1181,13 @@ int main(void) {
     RUN(test_deterministic_amid_others);
     RUN(test_draft_same_answers);
     RUN(test_metrics_and_tokenize);
+    RUN(test_dialects_same_greedy);
+    RUN(test_seeds);
+    RUN(test_logit_bias_and_echo);
+    RUN(test_n_choices);
+    RUN(test_continue_final);
+    RUN(test_cors);
+    RUN(test_model_endpoints);
     double secs = 0;
     int st = server_stop(&A, &secs);
     if (st != 0) printf("  server A exit status %d\n", st);

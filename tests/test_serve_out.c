@@ -1,4 +1,5 @@
-/* test_serve_out.c -- the writing of an answer (tools/serve_out.c), linked directly: generated
+/* test_serve_out.c -- the writing of an answer (tools/serve/serve_answer.c) in the OpenAI dialect
+ * (serve_openai.c), linked directly: generated
  * text in, the bytes a client receives out. Text a model would write is fed piece by piece
  * (markers split across pieces), so tool calls, thought, stop strings and unparseable output
  * are checked end to end without a model: non-streamed replies and SSE streams. */
@@ -10,23 +11,22 @@
 static serve_job *job_of(serve_kind kind, const char *body, int32_t in_thought) {
     serve_request r;
     serve_error e = {0};
-    int st = serve_request_parse(&r, kind, body, strlen(body), &e);
-    CHECK(st == 0, "request: %s", e.body);
-    serve_error_free(&e);
+    const serve_dialect *d = kind == SERVE_CHAT ? &serve_openai_chat : &serve_openai_completion;
+    int st = serve_request_parse(&r, d, body, strlen(body), &e);
+    CHECK(st == 0, "request: %s", e.message);
     if (st) return NULL;
-    serve_job *j = serve_job_new(&r);
+    serve_job *j = serve_job_new(&r, d);
     j->in_thought = in_thought;
-    j->head.kind = kind;
-    j->head.model = "tiny";
-    j->head.created = 1;
-    snprintf(j->head.id, sizeof j->head.id, "%s-abc", kind == SERVE_CHAT ? "chatcmpl" : "cmpl");
+    j->model = "tiny";
+    j->created = 1;
+    snprintf(j->id, sizeof j->id, "%s-abc", d->id_prefix);
     return j;
 }
 
-/* Feed pieces (NULL-terminated) until the answer ends; the last serve_out_put result. */
-static int feed(serve_out *o, const char *const *pieces) {
+/* Feed pieces (NULL-terminated) until the answer ends; the last serve_answer_put result. */
+static int feed(serve_answer *o, const char *const *pieces) {
     int r = 0;
-    for (int i = 0; pieces[i] && !r; i++) r = serve_out_put(o, pieces[i], strlen(pieces[i]), NULL);
+    for (int i = 0; pieces[i] && !r; i++) r = serve_answer_put(o, pieces[i], strlen(pieces[i]), NULL);
     return r;
 }
 
@@ -36,17 +36,17 @@ static cJSON *answer(serve_kind kind, const char *body, int32_t parse, int32_t i
                      const char *reason, int *put, char **sse) {
     serve_job *j = job_of(kind, body, in_thought);
     if (!j) return NULL;
-    serve_out o;
+    serve_answer o;
     char *err = NULL;
-    CHECK(serve_out_init(&o, j, parse, &err) == 0, "init: %s", err);
+    CHECK(serve_answer_init(&o, j, 0, parse, &err) == 0, "init: %s", err);
     *put = feed(&o, pieces);
     serve_usage u = {.prompt = 10, .completion = 5, .cached = 2};
-    serve_out_finish(&o, reason, &u);
-    serve_out_free(&o);
+    serve_answer_finish(&o, reason, &u);
+    serve_answer_free(&o);
     CHECK(j->done && j->status == 200, "not done");
     cJSON *root = NULL;
-    if (sse) *sse = strndup(j->out, j->out_len);
-    else root = cJSON_ParseWithLength(j->out, j->out_len);
+    if (sse) *sse = strndup(j->out.p, j->out.len);
+    else root = cJSON_ParseWithLength(j->out.p, j->out.len);
     serve_job_unref(j);
     return root;
 }
@@ -82,7 +82,7 @@ static void test_thought_is_reasoning(void) {
     int put;
     cJSON *root = answer(SERVE_CHAT, CHAT ", \"reasoning_effort\": \"high\"}", 1, 0, pieces, "stop", &put, NULL);
     cJSON *r = msg_field(root, "reasoning_content"), *c = msg_field(root, "content");
-    CHECK(put == SERVE_OUT_END, "the end marker ends the answer (%d)", put);
+    CHECK(put == SERVE_ANSWER_END, "the end marker ends the answer (%d)", put);
     CHECK(cJSON_IsString(r) && !strcmp(r->valuestring, "let me see"), "reasoning: %s", cJSON_IsString(r) ? r->valuestring : "-");
     CHECK(cJSON_IsString(c) && !strcmp(c->valuestring, "It is 4."), "content: %s", cJSON_IsString(c) ? c->valuestring : "-");
     cJSON_Delete(root);
@@ -150,7 +150,7 @@ static void test_stop_strings(void) {
     int put;
     cJSON *root = answer(SERVE_CHAT, CHAT ", \"stop\": [\"END\"]}", 1, 0, pieces, "length", &put, NULL);
     cJSON *c = msg_field(root, "content");
-    CHECK(put == SERVE_OUT_STOP && cJSON_IsString(c) && !strcmp(c->valuestring, "abc") && !strcmp(finish_of(root), "stop"),
+    CHECK(put == SERVE_ANSWER_STOP && cJSON_IsString(c) && !strcmp(c->valuestring, "abc") && !strcmp(finish_of(root), "stop"),
           "cut at END: %d %s", put, cJSON_IsString(c) ? c->valuestring : "-");
     cJSON_Delete(root);
     const char *held[] = {"abX", "Y", NULL};
@@ -179,14 +179,14 @@ static void test_nul_byte(void) {
     for (int stream = 0; stream < 2; stream++) {
         serve_job *j = job_of(SERVE_COMPLETION, stream ? "{\"prompt\": \"p\", \"stream\": true}" : "{\"prompt\": \"p\"}", 0);
         if (!j) return;
-        serve_out o;
+        serve_answer o;
         char *err = NULL;
-        CHECK(serve_out_init(&o, j, 0, &err) == 0, "init: %s", err);
-        for (int i = 0; i < 2; i++) CHECK(serve_out_put(&o, texts[i], lens[i], NULL) == 0, "put");
+        CHECK(serve_answer_init(&o, j, 0, 0, &err) == 0, "init: %s", err);
+        for (int i = 0; i < 2; i++) CHECK(serve_answer_put(&o, texts[i], lens[i], NULL) == 0, "put");
         serve_usage u = {.prompt = 1, .completion = 2};
-        serve_out_finish(&o, "length", &u);
-        serve_out_free(&o);
-        char *out = strndup(j->out, j->out_len);
+        serve_answer_finish(&o, "length", &u);
+        serve_answer_free(&o);
+        char *out = strndup(j->out.p, j->out.len);
         if (stream) CHECK(strstr(out, "\"text\":\"ab\xef\xbf\xbd" "c\"") && strstr(out, "\"text\":\"d\xef\xbf\xbd\""), "stream: %s", out);
         else CHECK(strstr(out, "\"text\":\"ab\xef\xbf\xbd" "cd\xef\xbf\xbd\""), "reply: %s", out);
         free(out);
@@ -195,39 +195,47 @@ static void test_nul_byte(void) {
 }
 
 static void test_logprobs_follow_text(void) {
-    serve_job *j = job_of(SERVE_CHAT, CHAT ", \"logprobs\": true}", 0);
+    serve_job *j = job_of(SERVE_CHAT, CHAT ", \"logprobs\": true, \"top_logprobs\": 1}", 0);
     if (!j) return;
-    serve_out o;
-    char *err = NULL;
-    CHECK(serve_out_init(&o, j, 1, &err) == 0, "init");
+    char path[512], *err = NULL;
+    plume_tokenizer *tok = NULL;
+    snprintf(path, sizeof path, "%s/tiny-a/hf/tokenizer.json", t_data());
+    CHECK(plume_tokenizer_open_json(&tok, path, &err) == 0, "tokenizer: %s", err);
+    j->tok = tok;
+    serve_answer o;
+    CHECK(serve_answer_init(&o, j, 0, 1, &err) == 0, "init");
     for (int i = 0; i < 3; i++) {
-        cJSON *lp = cJSON_CreateObject();
-        cJSON_AddNumberToObject(lp, "logprob", -1.0 * i);
-        serve_out_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, lp); /* the middle one gives no text yet */
+        serve_logprob lp = {.id = 100 + i, .logprob = -1.0f * (float)i, .n_top = 1, .top_ids = {7}, .top_lps = {-0.5f}};
+        serve_answer_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, &lp); /* the middle one gives no text yet */
     }
     serve_usage u = {.prompt = 3, .completion = 3};
-    serve_out_finish(&o, "length", &u);
-    serve_out_free(&o);
-    cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
+    serve_answer_finish(&o, "length", &u);
+    serve_answer_free(&o);
+    cJSON *root = cJSON_ParseWithLength(j->out.p, j->out.len);
     cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
     cJSON *lps = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "logprobs"), "content");
-    CHECK(cJSON_GetArraySize(lps) == 3, "one entry per token: %.*s", (int)j->out_len, j->out);
+    cJSON *second = cJSON_GetArrayItem(lps, 1);
+    CHECK(cJSON_GetArraySize(lps) == 3, "one entry per token: %.*s", (int)j->out.len, j->out.p);
+    CHECK(cJSON_GetObjectItemCaseSensitive(second, "logprob")->valuedouble == -1.0 &&
+              cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(second, "top_logprobs")) == 1,
+          "the second token's entry: %.*s", (int)j->out.len, j->out.p);
     cJSON_Delete(root);
     serve_job_unref(j);
+    plume_tokenizer_free(tok);
 }
 
 static void test_fail(void) {
     serve_job *j = job_of(SERVE_CHAT, CHAT ", \"stream\": true}", 0);
     if (!j) return;
     serve_job_fail(j, 503, "server_error", "the server is shutting down");
-    CHECK(j->done && j->status == 503 && strstr(j->out, "data: {\"error\":{\"message\":\"the server is shutting down\"") &&
-              strstr(j->out, "data: [DONE]\n\n"),
-          "stream error: %.*s", (int)j->out_len, j->out);
+    CHECK(j->done && j->status == 503 && strstr(j->out.p, "data: {\"error\":{\"message\":\"the server is shutting down\"") &&
+              strstr(j->out.p, "data: [DONE]\n\n"),
+          "stream error: %.*s", (int)j->out.len, j->out.p);
     serve_job_unref(j);
     j = job_of(SERVE_COMPLETION, "{\"prompt\": \"p\"}", 0);
     if (!j) return;
     serve_job_fail(j, 500, "server_error", "boom");
-    cJSON *root = cJSON_ParseWithLength(j->out, j->out_len);
+    cJSON *root = cJSON_ParseWithLength(j->out.p, j->out.len);
     CHECK(j->status == 500 && cJSON_GetObjectItemCaseSensitive(root, "error"), "plain error");
     cJSON_Delete(root);
     serve_job_cancel(j);

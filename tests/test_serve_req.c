@@ -1,19 +1,34 @@
-/* test_serve_req.c -- the server's request parser and reply builders (tools/serve_req.c),
- * linked directly: bytes in, a request or an OpenAI-shaped error out; no socket, no model.
+/* test_serve_req.c -- the server's request parser (tools/serve/serve_request.c) and OpenAI
+ * dialect (serve_openai.c), linked directly: bytes in, a request or an OpenAI-shaped error out;
+ * answer events in, reply bytes out; no socket, no model.
  * Every bad field gives a 400 naming it; truncated and corrupted bodies never crash. */
 #include "t.h"
 
 #include "serve/serve.h"
 
+/* The OpenAI dialect of a kind. */
+static const serve_dialect *dialect_of(serve_kind kind) {
+    return kind == SERVE_CHAT ? &serve_openai_chat : &serve_openai_completion;
+}
+
 /* Parse body as kind; the status (0 on success). */
 static int parse(serve_request *r, serve_kind kind, const char *body, serve_error *e) {
-    return serve_request_parse(r, kind, body, strlen(body), e);
+    return serve_request_parse(r, dialect_of(kind), body, strlen(body), e);
+}
+
+/* The OpenAI body of an error (static buffer, for messages and checks). */
+static const char *body_of(const serve_error *e) {
+    static char buf[4096];
+    char *s = serve_openai_chat.error(e);
+    snprintf(buf, sizeof buf, "%s", s ? s : "(out of memory)");
+    free(s);
+    return buf;
 }
 
 /* Whether e is a 400 whose JSON is {"error": {"message": ..., "type": ..., "param": param}}. */
 static int is_400(const serve_error *e, const char *param) {
-    if (e->status != 400 || !e->body) return 0;
-    cJSON *root = cJSON_Parse(e->body);
+    if (e->status != 400) return 0;
+    cJSON *root = cJSON_Parse(body_of(e));
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(err, "type");
@@ -30,8 +45,7 @@ static void expect_400(const char *body, const char *param) {
     serve_request r;
     serve_error e = {0};
     int st = parse(&r, SERVE_CHAT, body, &e);
-    CHECK(st == 400 && is_400(&e, param), "%s: status %d, %s", body, st, e.body ? e.body : "(no body)");
-    serve_error_free(&e);
+    CHECK(st == 400 && is_400(&e, param), "%s: status %d, %s", body, st, body_of(&e));
 }
 
 static void test_chat_fields(void) {
@@ -49,11 +63,13 @@ static void test_chat_fields(void) {
         " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
         " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\"}";
     int st = parse(&r, SERVE_CHAT, body, &e);
-    CHECK(st == 0, "parse: %s", e.body);
+    CHECK(st == 0, "parse: %s", body_of(&e));
     if (st) return;
     CHECK(r.n_msgs == 4 && !r.msgs[1].content && r.msgs[1].n_parts == 2 && !strcmp(r.msgs[1].parts[1], "b"),
           "content parts kept");
-    CHECK(!r.msgs[2].content && r.msgs[2].tool_calls && strstr(r.msgs[2].tool_calls, "\"name\":\"f\""), "tool calls kept");
+    CHECK(!r.msgs[2].content && r.msgs[2].n_calls == 1 && !strcmp(r.msgs[2].calls[0].name, "f") &&
+              !strcmp(r.msgs[2].calls[0].id, "c1") && !strcmp(r.msgs[2].calls[0].arguments, "{}"),
+          "tool calls kept");
     CHECK(r.msgs[2].reasoning_content && !strcmp(r.msgs[2].reasoning_content, "hmm"), "reasoning kept");
     CHECK(!strcmp(r.msgs[3].role, "tool") && !strcmp(r.msgs[3].tool_call_id, "c1"), "tool message");
     CHECK(r.stream && r.include_usage && r.max_tokens == 7, "stream, usage, max tokens");
@@ -68,7 +84,7 @@ static void test_chat_fields(void) {
     st = parse(&r, SERVE_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": \"\\n\","
                " \"chat_template_kwargs\": {\"enable_thinking\": true}}", &e);
     CHECK(st == 0 && r.n_stops == 1 && !strcmp(r.stops[0], "\n") && r.enable_thinking, "stop string, kwargs");
-    CHECK(st == 0 && r.max_tokens < 0 && r.sp.seed == SERVE_DEFAULT_SEED && !r.stream, "defaults");
+    CHECK(st == 0 && r.max_tokens < 0 && !r.seed_given && r.n == 1 && r.prompt_logprobs < 0 && !r.continue_final && !r.stream, "defaults");
     CHECK(st == 0 && r.sp.temperature == 1.0f && r.sp.top_k == 64, "the model's sampling defaults");
     serve_request_free(&r);
 }
@@ -98,7 +114,8 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"max_completion_tokens\": -3}", "max_completion_tokens");
     expect_400("{" MSG ", \"stream\": \"yes\"}", "stream");
     expect_400("{" MSG ", \"stream_options\": {\"include_usage\": 1}}", "include_usage");
-    expect_400("{" MSG ", \"n\": 2}", "n");
+    expect_400("{" MSG ", \"n\": 9}", "n");
+    expect_400("{" MSG ", \"n\": 0}", "n");
     expect_400("{" MSG ", \"seed\": 1.5}", "seed");
     expect_400("{" MSG ", \"stop\": 5}", "stop");
     expect_400("{" MSG ", \"stop\": [\"\"]}", "stop");
@@ -116,8 +133,7 @@ static void test_chat_errors(void) {
     serve_request r;
     serve_error e = {0};
     const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";
-    CHECK(parse(&r, SERVE_CHAT, bad, &e) == 400 && strstr(e.body, "UTF-8"), "invalid UTF-8: %s", e.body);
-    serve_error_free(&e);
+    CHECK(parse(&r, SERVE_CHAT, bad, &e) == 400 && strstr(body_of(&e), "UTF-8"), "invalid UTF-8: %s", body_of(&e));
 #undef MSG
 }
 
@@ -125,18 +141,22 @@ static void test_completion_fields(void) {
     serve_request r;
     serve_error e = {0};
     int st = parse(&r, SERVE_COMPLETION, "{\"prompt\": \"Once upon\", \"temperature\": 0}", &e);
-    CHECK(st == 0 && !strcmp(r.prompt, "Once upon") && r.max_tokens == 16 && r.sp.temperature == 0, "prompt: %s", e.body);
+    CHECK(st == 0 && !strcmp(r.prompt, "Once upon") && r.max_tokens == 16 && r.sp.temperature == 0, "prompt: %s", body_of(&e));
     if (!st) serve_request_free(&r);
     st = parse(&r, SERVE_COMPLETION, "{\"prompt\": [\"one\"], \"max_tokens\": 3, \"echo\": false, \"best_of\": 1}", &e);
-    CHECK(st == 0 && !strcmp(r.prompt, "one") && r.max_tokens == 3, "a list of one prompt: %s", e.body);
+    CHECK(st == 0 && !strcmp(r.prompt, "one") && r.max_tokens == 3, "a list of one prompt: %s", body_of(&e));
     if (!st) serve_request_free(&r);
     const char *bad[][2] = {{"{}", "prompt"}, {"{\"prompt\": [\"a\", \"b\"]}", "prompt"}, {"{\"prompt\": 5}", "prompt"},
-                            {"{\"prompt\": \"a\", \"echo\": true}", "echo"}, {"{\"prompt\": \"a\", \"logprobs\": 2}", "logprobs"},
-                            {"{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix"}};
-    for (int i = 0; i < 6; i++) {
+                            {"{\"prompt\": \"a\", \"echo\": 1}", "echo"}, {"{\"prompt\": \"a\", \"logprobs\": 21}", "logprobs"},
+                            {"{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix"}, {"{\"prompt\": \"a\", \"best_of\": 2}", "best_of"},
+                            {"{\"prompt\": \"a\", \"max_tokens\": 0}", "max_tokens"}, {"{\"prompt\": [[1, 2], [3]]}", "prompt"},
+                            {"{\"prompt\": [1, -2]}", "prompt"}, {"{\"prompt\": []}", "prompt"},
+                            {"{\"prompt\": \"a\", \"logit_bias\": {\"x\": 1}}", "logit_bias"},
+                            {"{\"prompt\": \"a\", \"logit_bias\": {\"5\": 101}}", "logit_bias"},
+                            {"{\"prompt\": \"a\", \"prompt_logprobs\": 21}", "prompt_logprobs"}};
+    for (int i = 0; i < (int)(sizeof bad / sizeof *bad); i++) {
         st = parse(&r, SERVE_COMPLETION, bad[i][0], &e);
-        CHECK(st == 400 && is_400(&e, bad[i][1]), "%s: %d %s", bad[i][0], st, e.body);
-        serve_error_free(&e);
+        CHECK(st == 400 && is_400(&e, bad[i][1]), "%s: %d %s", bad[i][0], st, body_of(&e));
     }
 }
 
@@ -144,12 +164,10 @@ static void test_budget(void) {
     serve_error e = {0};
     CHECK(serve_check_budget(10, 5, 16, &e) == 0, "fits");
     CHECK(serve_check_budget(10, -1, 16, &e) == 0, "no max_tokens");
-    CHECK(serve_check_budget(10, 7, 16, &e) == 400 && is_400(&e, "max_tokens") && strstr(e.body, "lower max_tokens"),
-          "max_tokens past the context: %s", e.body);
-    serve_error_free(&e);
-    CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.body, "16 tokens"),
-          "prompt fills the context: %s", e.body);
-    serve_error_free(&e);
+    CHECK(serve_check_budget(10, 7, 16, &e) == 400 && is_400(&e, "max_tokens") && strstr(e.message, "lower max_tokens"),
+          "max_tokens past the context: %s", e.message);
+    CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.message, "16 tokens"),
+          "prompt fills the context: %s", e.message);
 }
 
 static void test_tokenize_bodies(void) {
@@ -162,7 +180,6 @@ static void test_tokenize_bodies(void) {
     free(content);
     b = "{\"content\": 5}";
     CHECK(serve_tokenize_parse(b, strlen(b), &content, &special, &e) == 400 && is_400(&e, "content"), "tokenize 5");
-    serve_error_free(&e);
     b = "{\"tokens\": [2, 105, 7]}";
     CHECK(serve_detokenize_parse(b, strlen(b), 262144, &ids, &n, &e) == 0 && n == 3 && ids[1] == 105, "detokenize");
     free(ids);
@@ -170,7 +187,6 @@ static void test_tokenize_bodies(void) {
     for (int i = 0; i < 5; i++) {
         CHECK(serve_detokenize_parse(bad[i], strlen(bad[i]), 262144, &ids, &n, &e) == 400 && is_400(&e, "tokens"),
               "%s", bad[i]);
-        serve_error_free(&e);
     }
 }
 
@@ -180,34 +196,62 @@ static void test_utf8(void) {
     for (int i = 0; i < 6; i++) CHECK(!serve_utf8_valid(bad[i], strlen(bad[i])), "invalid %d accepted", i);
 }
 
+/* A job of a dialect with a fixed head, owning no request. */
+static serve_job *job_head(const serve_dialect *d, serve_kind kind) {
+    serve_request r;
+    serve_request_init(&r, kind);
+    serve_job *j = serve_job_new(&r, d);
+    snprintf(j->id, sizeof j->id, "%s-1", d->id_prefix);
+    j->model = "tiny";
+    j->created = 1700000000;
+    return j;
+}
+
+/* The JSON of the one "data: " event in bytes (NULL if none). */
+static cJSON *sse_json(const plume_buf *b) {
+    const char *p = b->p ? strstr(b->p, "data: ") : NULL;
+    return p ? cJSON_Parse(p + 6) : NULL;
+}
+
 static void test_reply_json(void) {
-    serve_reply_head h = {.kind = SERVE_CHAT, .id = "chatcmpl-1", .model = "tiny", .created = 1700000000};
-    serve_delta d = {.content = "hé", .role = 1};
-    char *s = serve_json_chunk(&h, &d);
-    cJSON *root = cJSON_Parse(s);
+    serve_job *j = job_head(&serve_openai_chat, SERVE_CHAT);
+    plume_buf b = {0};
+    serve_event ev = {.kind = SERVE_EV_START};
+    serve_openai_chat.stream(&b, j, &ev);
+    ev = (serve_event){.kind = SERVE_EV_TEXT, .text = "hé", .len = 3};
+    plume_buf tb = {0};
+    serve_openai_chat.stream(&tb, j, &ev);
+    cJSON *root = sse_json(&b), *rt = sse_json(&tb);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
     const cJSON *delta = cJSON_GetObjectItem(c0, "delta");
-    CHECK(!strcmp(cJSON_GetObjectItem(root, "object")->valuestring, "chat.completion.chunk"), "object: %s", s);
-    CHECK(!strcmp(cJSON_GetObjectItem(delta, "content")->valuestring, "hé") &&
+    const cJSON *tdelta = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rt, "choices"), 0), "delta");
+    CHECK(!strcmp(cJSON_GetObjectItem(root, "object")->valuestring, "chat.completion.chunk"), "object: %s", b.p);
+    CHECK(!strcmp(cJSON_GetObjectItem(delta, "content")->valuestring, "") &&
               !strcmp(cJSON_GetObjectItem(delta, "role")->valuestring, "assistant") &&
               cJSON_IsNull(cJSON_GetObjectItem(c0, "finish_reason")),
-          "delta: %s", s);
+          "start: %s", b.p);
+    CHECK(!strcmp(cJSON_GetObjectItem(tdelta, "content")->valuestring, "hé"), "text: %s", tb.p);
     cJSON_Delete(root);
-    free(s);
+    cJSON_Delete(rt);
+    free(b.p);
+    free(tb.p);
     serve_usage u = {.prompt = 9, .completion = 4, .cached = 3};
-    serve_delta last = {.usage = &u};
-    s = serve_json_chunk(&h, &last);
-    root = cJSON_Parse(s);
+    b = (plume_buf){0};
+    j->req.include_usage = 1;
+    ev = (serve_event){.kind = SERVE_EV_DONE, .usage = &u};
+    serve_openai_chat.stream(&b, j, &ev);
+    root = sse_json(&b);
     const cJSON *usage = cJSON_GetObjectItem(root, "usage");
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(root, "choices")) == 0 &&
               cJSON_GetObjectItem(usage, "total_tokens")->valueint == 13 &&
               cJSON_GetObjectItem(cJSON_GetObjectItem(usage, "prompt_tokens_details"), "cached_tokens")->valueint == 3,
-          "usage chunk: %s", s);
+          "usage chunk: %s", b.p);
+    CHECK(strstr(b.p, "data: [DONE]\n\n"), "[DONE] after the usage: %s", b.p);
     cJSON_Delete(root);
-    free(s);
-    serve_delta fin = {.content = "ok", .reasoning = "think", .finish_reason = "length", .usage = &u,
-                       .logprobs = cJSON_CreateArray()};
-    s = serve_json_final(&h, &fin);
+    free(b.p);
+    j->req.logprobs = 1;
+    serve_reply a = {.text = "ok", .thought = "think", .finish = "length"};
+    char *s = serve_openai_chat.reply(j, &a, 1, &u);
     root = cJSON_Parse(s);
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
     const cJSON *msg = cJSON_GetObjectItem(c0, "message");
@@ -219,11 +263,13 @@ static void test_reply_json(void) {
           "final: %s", s);
     cJSON_Delete(root);
     free(s);
-    h.kind = SERVE_COMPLETION;
-    serve_delta t = {.content = "abc", .finish_reason = "stop"};
-    s = serve_json_final(&h, &t);
+    serve_job_unref(j);
+    j = job_head(&serve_openai_completion, SERVE_COMPLETION);
+    serve_reply t = {.text = "abc", .finish = "stop"};
+    s = serve_openai_completion.reply(j, &t, 1, &u);
     CHECK(s && strstr(s, "\"object\":\"text_completion\"") && strstr(s, "\"text\":\"abc\""), "completion: %s", s);
     free(s);
+    serve_job_unref(j);
 }
 
 /* Every prefix of a valid body, and bodies with one byte changed, give 0 or a 400 with an
@@ -240,10 +286,9 @@ static void test_truncated_and_corrupt(void) {
         memcpy(buf, body, len); /* exactly len bytes, no NUL: the parser must not read past */
         serve_request r;
         serve_error e = {0};
-        int st = serve_request_parse(&r, SERVE_CHAT, buf, len, &e);
+        int st = serve_request_parse(&r, &serve_openai_chat, buf, len, &e);
         if (st == 0) serve_request_free(&r);
-        else if (st != 400 || !e.body) bad++;
-        serve_error_free(&e);
+        else if (st != 400 || !*e.message) bad++;
     }
     uint64_t rng = 7;
     for (int i = 0; i < 3000; i++) {
@@ -252,10 +297,9 @@ static void test_truncated_and_corrupt(void) {
         buf[(rng >> 33) % n] = (char)(rng >> 13);
         serve_request r;
         serve_error e = {0};
-        int st = serve_request_parse(&r, i & 1 ? SERVE_CHAT : SERVE_COMPLETION, buf, n, &e);
+        int st = serve_request_parse(&r, dialect_of(i & 1 ? SERVE_CHAT : SERVE_COMPLETION), buf, n, &e);
         if (st == 0) serve_request_free(&r);
-        else if (st != 400 || !e.body) bad++;
-        serve_error_free(&e);
+        else if (st != 400 || !*e.message) bad++;
     }
     free(buf);
     CHECK(bad == 0, "%d bodies gave neither a request nor a 400", bad);

@@ -1,7 +1,8 @@
 /* test_session.c -- stateful sessions: save -> load in a new process -> continue equals the
  * uninterrupted run; rewinds (to 0, inside the window, far before it) and prefix reuse equal
- * fresh prefills; foreign, truncated and corrupt state files are refused. tiny-a has a
- * sliding window of 8, so 48 tokens wrap the rings six times. */
+ * fresh prefills; foreign, truncated and corrupt state files are refused; on tiny-a (E2B's
+ * structure) and most of it again on tiny-e4b (E4B's). Both have a sliding window of 8, so 48
+ * tokens wrap the rings six times. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include "npy.h"
 #include "safetensors.h"
 #include "t.h"
+#include "t_tiny.h"
 
 #define LOGITS_REL_RMS 1e-4 /* shared/golden/README.md */
 #define LOGITS_MAX_ABS 2e-3
@@ -31,15 +33,8 @@ static float *load_npy(const char *path, int64_t *n) {
     return f;
 }
 
-static plume_model *open_isa(const char *dir, const char *isa) {
-    plume_model_params p = plume_model_default_params();
-    p.isa = isa;
-    p.n_threads = 2;
-    plume_model *m = NULL;
-    char *err = NULL;
-    if (plume_model_open(&m, dir, &p, &err)) { printf("  %s\n", err); free(err); }
-    return m;
-}
+/* A bundle on two threads with kernels isa (NULL: the best). */
+static plume_model *open_isa(const char *dir, const char *isa) { return t_tiny_open(dir, isa, 2, 0); }
 
 static plume_session *new_session(plume_model *m, int32_t n_rewind, int32_t snap_every, int32_t n_batch) {
     plume_session_params p = plume_session_default_params();
@@ -457,24 +452,80 @@ static void test_long_context(void) {
     plume_model_free(m);
 }
 
-int main(void) {
-    tmp = t_tmpdir("session");
-    snprintf(f32b, sizeof f32b, "%s/f32", tmp);
-    snprintf(bf16b, sizeof bf16b, "%s/bf16", tmp);
-    snprintf(synb, sizeof synb, "%s/syn", tmp);
+/* A copy forks the conversation: both sessions continue bit-identically, the copy's
+ * snapshots work for a deep rewind, an int8-cache session copies too, and sessions made
+ * with other parameters are refused. */
+static void test_copy_forks(void) {
+    plume_model *m = open_isa(f32b, NULL);
+    if (!m) { CHECK(0, "open"); return; }
+    for (int kv8 = 0; kv8 < 2; kv8++) {
+        plume_session_params p = plume_session_default_params();
+        p.n_rewind = 8;
+        p.snapshot_every = 16;
+        p.n_batch = 5;
+        p.kv_bits = kv8 ? 8 : 32;
+        plume_session *s = NULL, *t = NULL;
+        char *err = NULL;
+        CHECK(plume_session_new(&s, m, &p, &err) == 0 && plume_session_new(&t, m, &p, &err) == 0, "sessions");
+        float *a = malloc(48 * 512 * 4), *b = malloc(48 * 512 * 4);
+        CHECK(plume_session_feed(t, ids + 5, 9, NULL, 0, &err) == 0, "the copy's own tokens");
+        CHECK(plume_session_feed(s, ids, 35, NULL, 0, &err) == 0, "feed");
+        CHECK(plume_session_copy(t, s, &err) == 0, "copy: %s", err ? err : "");
+        CHECK(plume_session_n_past(t) == 35 && !memcmp(plume_session_tokens(t), ids, 35 * 4), "the copy's tokens");
+        CHECK(plume_session_feed(s, ids + 35, n_ids - 35, a, 1, &err) == 0, "feed the original");
+        CHECK(plume_session_feed(t, ids + 35, n_ids - 35, b, 1, &err) == 0, "feed the copy");
+        CHECK(!memcmp(a, b, (size_t)(n_ids - 35) * 512 * 4), "kv_bits %d: the copy's logits differ", p.kv_bits);
+        if (!kv8) {
+            check_rows(b, 35, n_ids, "after a copy");
+            /* 48 -> 17: past the ring, from the snapshot at 16 the copy received */
+            CHECK(plume_session_rewind(t, 17, &err) == 0, "rewind the copy");
+            CHECK(plume_session_feed(t, ids + 17, n_ids - 17, b, 1, &err) == 0, "refeed the copy");
+            check_rows(b, 17, n_ids, "a deep rewind of a copy");
+        }
+        plume_session_free(t);
+        t = NULL;
+        p.snapshot_every = 8;
+        CHECK(plume_session_new(&t, m, &p, &err) == 0, "other session");
+        CHECK(plume_session_copy(t, s, &err) == PLUME_EINVAL && err, "a session of other parameters was copied into");
+        CHECK(plume_session_n_past(t) == 0, "a refused copy changed the session");
+        free(err);
+        free(a);
+        free(b);
+        plume_session_free(s);
+        plume_session_free(t);
+    }
+    plume_model_free(m);
+}
+
+/* Convert a tiny model (f32, bf16, and as the q8 bundle synb: tiny-a's is a synthetic one of
+ * another seed) and load its golden ids and logits_q8emb. */
+static void setup_model(const char *model) {
     char out[4096], path[600];
-    if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights f32 --quiet && %s/plume convert %s/tiny-a/hf "
-             "%s --weights bf16 --quiet && %s/plume synth --config tiny --seed 5 --bundle %s --weights q8",
-             t_build(), t_data(), f32b, t_build(), t_data(), bf16b, t_build(), synb))
-        printf("  setup: %s\n", out);
-    snprintf(path, sizeof path, "%s/tiny-a/ids.npy", t_data());
+    snprintf(f32b, sizeof f32b, "%s/%s-f32", tmp, model);
+    snprintf(bf16b, sizeof bf16b, "%s/%s-bf16", tmp, model);
+    snprintf(synb, sizeof synb, "%s/%s-q8", tmp, model);
+    int st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights f32 --quiet && %s/plume convert %s/%s/hf "
+                  "%s --weights bf16 --quiet", t_build(), t_data(), model, f32b, t_build(), t_data(), model, bf16b);
+    if (!st && !strcmp(model, "tiny-a"))
+        st = t_sh(out, sizeof out, "%s/plume synth --config tiny --seed 5 --bundle %s --weights q8", t_build(), synb);
+    else if (!st)
+        st = t_sh(out, sizeof out, "%s/plume convert %s/%s/hf %s --weights q8 --quiet", t_build(), t_data(), model, synb);
+    if (st) printf("  setup: %s\n", out);
+    snprintf(path, sizeof path, "%s/%s/ids.npy", t_data(), model);
     int64_t n;
     float *f = load_npy(path, &n);
     for (int64_t i = 0; f && i < n; i++) ids[i] = (int32_t)f[i];
     n_ids = (int32_t)n;
     free(f);
-    snprintf(path, sizeof path, "%s/tiny-a/logits_q8emb.npy", t_data());
+    free(gold);
+    snprintf(path, sizeof path, "%s/%s/logits_q8emb.npy", t_data(), model);
     gold = load_npy(path, &n);
+}
+
+int main(void) {
+    tmp = t_tmpdir("session");
+    char out[256];
+    setup_model("tiny-a");
     RUN(test_rewind_to_zero);
     RUN(test_rewind_inside_window);
     RUN(test_rewind_far_before_window);
@@ -487,6 +538,19 @@ int main(void) {
     RUN(test_long_context);
     RUN(test_state_values_validated);
     RUN(test_kv8_nonfinite_rows);
+    RUN(test_copy_forks);
+    /* E4B's structure: 2 KV heads, 6 caches in chunks 1 and 2, layers 6-11 read those of 4 and 5 */
+    setup_model("tiny-e4b");
+    RUN_ON("tiny-e4b", test_rewind_to_zero);
+    RUN_ON("tiny-e4b", test_rewind_inside_window);
+    RUN_ON("tiny-e4b", test_rewind_far_before_window);
+    RUN_ON("tiny-e4b", test_prefix_reuse);
+    RUN_ON("tiny-e4b", test_save_load_new_process);
+    RUN_ON("tiny-e4b", test_foreign_truncated_corrupt_refused);
+    RUN_ON("tiny-e4b", test_kv8_error_and_state);
+    RUN_ON("tiny-e4b", test_long_context);
+    RUN_ON("tiny-e4b", test_state_values_validated);
+    RUN_ON("tiny-e4b", test_copy_forks);
     free(gold);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

@@ -6,7 +6,8 @@
  * Sampled decoding with drafts has the distribution of plain sampling: a chi-square test of
  * homogeneity on the first generated tokens over many seeds, at a threshold a correct
  * implementation passes except with probability ~1e-7 (the seeds are fixed, so the outcome
- * is deterministic); docs/SPECULATIVE.md shows that an always-accept rule fails it. */
+ * is deterministic); docs/SPECULATIVE.md shows that an always-accept rule fails it. The
+ * step and greedy checks run on tiny-a and again on tiny-e4b (E4B's structure). */
 #include "model.h"
 #include "t_tiny.h"
 
@@ -654,8 +655,8 @@ static void test_sampling_keeps_the_distribution(void) {
 int main(void) {
     tmp = t_tmpdir("spec");
     char out[4096];
-    t_tiny_bundles(tmp, bundles);
-    t_tiny_ids(golden, 64);
+    t_tiny_bundles("tiny-a", tmp, bundles);
+    t_tiny_ids("tiny-a", golden, 64);
     RUN(test_lookup);
     RUN(test_params_refused);
     RUN(test_sampler_rewind);
@@ -664,6 +665,11 @@ int main(void) {
     RUN(test_greedy_identical_every_weight_and_isa);
     RUN(test_adaptive);
     RUN(test_sampling_keeps_the_distribution);
+    /* E4B's structure: a rewound draft leaves the caches layers 6-11 share from 4 and 5 */
+    t_tiny_bundles("tiny-e4b", tmp, bundles);
+    t_tiny_ids("tiny-e4b", golden, 64);
+    RUN_ON("tiny-e4b", test_step_logits_equal_single_steps);
+    RUN_ON("tiny-e4b", test_greedy_identical_every_weight_and_isa);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
     return t_total_failed != 0;

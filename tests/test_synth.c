@@ -1,9 +1,13 @@
 /* test_synth.c -- `plume synth`: deterministic for a seed, the real HF layout, and the same
- * bundle whether written directly or through a checkpoint and `plume convert`. */
+ * bundle whether written directly or through a checkpoint and `plume convert`; the built-in
+ * full-size configs (e2b, e4b) read as the models they stand for. */
+#include <cjson/cJSON.h>
 #include <math.h>
 
+#include "config.h"
 #include "npy.h"
 #include "safetensors.h"
+#include "synth_configs.h"
 #include "t.h"
 
 static char *tmp;
@@ -106,6 +110,64 @@ static void test_single_file_checkpoint(void) {
     CHECK(same_file(a, b), "the single-file checkpoint converts differently from the sharded one");
 }
 
+/* The built-in configs read as E2B and E4B (shared/spec/gemma4-multimodal.md section 4): the
+ * shapes, the KV sources of the shared layers, the MLP widths, and the chunk split the seed
+ * uses (section 4.3), derived from the config rather than written down anywhere. */
+static void test_full_size_configs(void) {
+    plume_config c;
+    char *err = NULL;
+    CHECK(plume_config_from_hf_text(&c, synth_config_e2b, "e2b", &err) == 0, "e2b: %s", err ? err : "");
+    CHECK(c.D == 1536 && c.L == 35 && c.Hkv == 1 && c.first_shared == 15, "e2b shape");
+    CHECK(c.chunk[1] == 8 && c.chunk[2] == 25 && c.chunk[3] == 35, "e2b chunks [0,%d) [%d,%d) [%d,%d)", c.chunk[1],
+          c.chunk[1], c.chunk[2], c.chunk[2], c.chunk[3]);
+    CHECK(c.kv_src[15] == 13 && c.kv_src[19] == 14 && c.kv_src[34] == 14 && c.I[14] == 6144 && c.I[15] == 12288,
+          "e2b: KV sources 13/14, double-wide MLP from layer 15");
+    CHECK(plume_config_from_hf_text(&c, synth_config_e4b, "e4b", &err) == 0, "e4b: %s", err ? err : "");
+    CHECK(c.D == 2560 && c.L == 42 && c.H == 8 && c.Hkv == 2 && c.first_shared == 24 && c.V == 262144 && c.Dp == 256,
+          "e4b shape");
+    CHECK(c.chunk[1] == 12 && c.chunk[2] == 33 && c.chunk[3] == 42, "e4b chunks [0,%d) [%d,%d) [%d,%d)", c.chunk[1],
+          c.chunk[1], c.chunk[2], c.chunk[2], c.chunk[3]);
+    int ok = 1;
+    for (int32_t l = 0; l < c.L; l++) {
+        ok &= c.is_full[l] == (l % 6 == 5) && c.I[l] == 10240 && c.hd[l] == (l % 6 == 5 ? 512 : 256);
+        ok &= c.kv_src[l] == (l < 24 ? l : c.is_full[l] ? 23 : 22);
+    }
+    CHECK(ok, "e4b: full attention every 6th layer, MLP 10240 everywhere, layers 24-41 read 22 (sliding) / 23 (full)");
+    /* the towers' configs stay in config.json (every bundle keeps it in hf_model/) */
+    cJSON *root = cJSON_Parse(synth_config_e4b);
+    const cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(root, "audio_config");
+    const cJSON *vh = cJSON_GetObjectItemCaseSensitive(vc, "hidden_size"), *ao = cJSON_GetObjectItemCaseSensitive(ac, "output_proj_dims");
+    CHECK(cJSON_IsNumber(vh) && vh->valueint == 768 && cJSON_IsNumber(ao) && ao->valueint == 1536, "e4b tower configs");
+    cJSON_Delete(root);
+    /* the tiny golden models: tiny-a's 10 layers own [0,5), tiny-e4b's 12 own [0,6) */
+    CHECK(plume_config_from_hf_text(&c, synth_config_tiny, "tiny", &err) == 0 && c.chunk[1] == 3 && c.chunk[2] == 7,
+          "tiny chunks [0,%d) [%d,%d)", c.chunk[1], c.chunk[1], c.chunk[2]);
+    free(err);
+}
+
+/* The embedders of a synthetic checkpoint project from the widths of its config's towers. */
+static void test_tower_widths_followed(void) {
+    char out[8192], cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/towers.json", tmp);
+    int st = t_sh(out, sizeof out, "%s/plume synth --config tiny --hf %s/t0 --shards 1 && sed "
+                  "-e 's/\\(\"vision_config\"[^}]*\"hidden_size\"\\): *8/\\1: 24/' "
+                  "-e 's/\"output_proj_dims\": *8/\"output_proj_dims\": 40/' %s/t0/config.json > %s && "
+                  "%s/plume synth --config %s --hf %s/t1 --shards 1",
+                  t_build(), tmp, tmp, cfg, t_build(), cfg, tmp);
+    CHECK(st == 0, "synth: %s", out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/t1/model-00001-of-00001.safetensors", tmp);
+    st_file f;
+    char *err = NULL;
+    if (st_open(&f, path, &err)) { CHECK(0, "%s", err); free(err); return; }
+    const st_tensor *v = st_find(&f, "model.embed_vision.embedding_projection.weight");
+    const st_tensor *a = st_find(&f, "model.embed_audio.embedding_projection.weight");
+    CHECK(v && v->shape[0] == 64 && v->shape[1] == 24, "embed_vision [64, 24]");
+    CHECK(a && a->shape[0] == 64 && a->shape[1] == 40, "embed_audio [64, 40]");
+    st_close(&f);
+}
+
 int main(void) {
     tmp = t_tmpdir("synth");
     RUN(test_deterministic_for_a_seed);
@@ -113,6 +175,8 @@ int main(void) {
     RUN(test_bundle_direct_equals_convert);
     RUN(test_synth_model_runs);
     RUN(test_single_file_checkpoint);
+    RUN(test_full_size_configs);
+    RUN(test_tower_widths_followed);
     char out[256];
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

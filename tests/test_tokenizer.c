@@ -688,7 +688,7 @@ static uint64_t doc_checksum(const uint8_t *p, size_t n) {
     return r;
 }
 
-/* Little-endian readers and writer for poking at an image. */
+/* Little-endian readers and writer for poking at a tokenizer.bin. */
 static uint32_t rd32(const uint8_t *b) {
     return b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
 }
@@ -697,11 +697,11 @@ static void wr32(uint8_t *b, uint32_t v) {
     for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> 8 * i);
 }
 
-/* Rewrite a tokenizer.bin image with a valid checksum, so only the structural checks can
+/* Rewrite a tokenizer.bin with a valid checksum, so only the structural checks can
  * catch what was changed. */
-static void reseal(uint8_t *img, size_t n) {
-    uint64_t c = doc_checksum(img + 32, n - 32);
-    for (int i = 0; i < 8; i++) img[24 + i] = (uint8_t)(c >> 8 * i);
+static void reseal(uint8_t *bin, size_t n) {
+    uint64_t c = doc_checksum(bin + 32, n - 32);
+    for (int i = 0; i < 8; i++) bin[24 + i] = (uint8_t)(c >> 8 * i);
 }
 
 /* Truncated, flipped and crafted tokenizer.bin files fail cleanly. */
@@ -711,10 +711,10 @@ static void test_corrupt_binary(void) {
     FILE *f = fopen(src, "rb");
     CHECK(f != NULL, "no mini.bin");
     if (!f) return;
-    uint8_t *img = malloc(1 << 20), *work = malloc(1 << 20);
-    size_t n = fread(img, 1, 1 << 20, f);
+    uint8_t *bin = malloc(1 << 20), *work = malloc(1 << 20);
+    size_t n = fread(bin, 1, 1 << 20, f);
     fclose(f);
-    CHECK(doc_checksum(img + 32, n - 32) == rd64(img + 24),
+    CHECK(doc_checksum(bin + 32, n - 32) == rd64(bin + 24),
           "docs/TOKENIZER.md checksum disagrees with the file");
 
     expect_open_fails("/nonexistent/tokenizer.bin", 1, PLUME_EIO, "missing file", NULL);
@@ -722,11 +722,11 @@ static void test_corrupt_binary(void) {
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
         char what[64];
         snprintf(what, sizeof what, "truncated to %zu", cuts[i]);
-        expect_open_fails(write_tmp("cut.bin", (char *)img, cuts[i]), 1, PLUME_EFORMAT, what, NULL);
+        expect_open_fails(write_tmp("cut.bin", (char *)bin, cuts[i]), 1, PLUME_EFORMAT, what, NULL);
     }
     uint64_t rng = 3;
     for (int i = 0; i < 40; i++) {
-        memcpy(work, img, n);
+        memcpy(work, bin, n);
         size_t at = 32 + rng_next(&rng) % (n - 32);
         work[at] ^= (uint8_t)(1 + rng_next(&rng) % 255);
         expect_open_fails(write_tmp("flip.bin", (char *)work, n), 1, PLUME_EFORMAT, "flipped byte",
@@ -734,9 +734,9 @@ static void test_corrupt_binary(void) {
     }
     /* A changed letter inside an ordinary piece ("abc"): structurally fine, so only the
      * checksum can tell. */
-    memcpy(work, img, n);
-    size_t abc = (size_t)rd64(img + 80) + 4 * (MINI_PIECE0 + 6);
-    work[(size_t)rd64(img + 80 + 16) + rd32(img + abc)] ^= 0x01;
+    memcpy(work, bin, n);
+    size_t abc = (size_t)rd64(bin + 80) + 4 * (MINI_PIECE0 + 6);
+    work[(size_t)rd64(bin + 80 + 16) + rd32(bin + abc)] ^= 0x01;
     expect_open_fails(write_tmp("piece.bin", (char *)work, n), 1, PLUME_EFORMAT, "changed piece",
                       NULL);
     {
@@ -747,14 +747,14 @@ static void test_corrupt_binary(void) {
         plume_tokenizer_free(bad);
         free(msg);
     }
-    memcpy(work, img, n);
+    memcpy(work, bin, n);
     work[3] = 'X';
     expect_open_fails(write_tmp("magic.bin", (char *)work, n), 1, PLUME_EFORMAT, "bad magic", NULL);
 
     /* Structural damage behind a valid checksum. Sections: offsets, pieces, flags, byte ids,
      * merges, piece table, merge table, trie nodes, trie edges. */
-    uint32_t n_vocab = rd32(img + 32);
-#define SEC_OFF(i) ((size_t)rd64(img + 80 + 16 * (i)))
+    uint32_t n_vocab = rd32(bin + 32);
+#define SEC_OFF(i) ((size_t)rd64(bin + 80 + 16 * (i)))
     struct { const char *what; size_t at; uint32_t value; } hits[] = {
         {"huge vocab count", 32, 0x7fffffff},
         {"merge count past its section", 36, 1000},
@@ -772,35 +772,35 @@ static void test_corrupt_binary(void) {
         {"piece table slot sizes", 48, 24},
     };
     for (size_t i = 0; i < sizeof hits / sizeof *hits; i++) {
-        memcpy(work, img, n);
+        memcpy(work, bin, n);
         wr32(work + hits[i].at, hits[i].value);
         reseal(work, n);
         expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT, hits[i].what,
                           "checksum");
     }
     /* A flag bit that does not exist, and a special count that disagrees. */
-    memcpy(work, img, n);
+    memcpy(work, bin, n);
     work[SEC_OFF(2) + 9] |= 0x80;
     reseal(work, n);
     expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT, "bad flag",
                       "checksum");
-    memcpy(work, img, n);
+    memcpy(work, bin, n);
     work[SEC_OFF(2) + 4] ^= 1; /* <x> becomes special */
     reseal(work, n);
     expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT, "special count",
                       "checksum");
     /* Hash slots pointing past the arrays. */
-    uint32_t ps = rd32(img + 48);
+    uint32_t ps = rd32(bin + 48);
     for (uint32_t s = 0; s < ps; s++) {
-        if (rd32(img + SEC_OFF(5) + 4 * s) != 0xffffffffu) continue;
-        memcpy(work, img, n);
+        if (rd32(bin + SEC_OFF(5) + 4 * s) != 0xffffffffu) continue;
+        memcpy(work, bin, n);
         wr32(work + SEC_OFF(5) + 4 * s, n_vocab + 1);
         reseal(work, n);
         expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT, "piece slot",
                           "checksum");
         break;
     }
-    memcpy(work, img, n);
+    memcpy(work, bin, n);
     wr32(work + SEC_OFF(6), 0xfff); /* a u64 slot whose rank field is all ones */
     wr32(work + SEC_OFF(6) + 4, 0);
     reseal(work, n);
@@ -811,13 +811,13 @@ static void test_corrupt_binary(void) {
      * left a segment starting with a continuation byte). And a trie edge that no longer
      * spells its token's piece. */
     for (int both = 0; both < 2; both++) {
-        memcpy(work, img, n);
-        uint32_t n_nodes = rd32(img + 56), n_edges = rd32(img + 60), x_node = 0;
+        memcpy(work, bin, n);
+        uint32_t n_nodes = rd32(bin + 56), n_edges = rd32(bin + 60), x_node = 0;
         for (uint32_t i = 0; i < n_nodes; i++)
-            if (rd32(img + SEC_OFF(7) + 12 * i + 8) == 4) x_node = i;
+            if (rd32(bin + SEC_OFF(7) + 12 * i + 8) == 4) x_node = i;
         for (uint32_t e = 0; e < n_edges; e++)
-            if (x_node && rd32(img + SEC_OFF(8) + 8 * e + 4) == x_node) wr32(work + SEC_OFF(8) + 8 * e, 0xc3);
-        if (both) work[SEC_OFF(1) + rd32(img + SEC_OFF(0) + 4 * 5) - 1] = 0xc3;
+            if (x_node && rd32(bin + SEC_OFF(8) + 8 * e + 4) == x_node) wr32(work + SEC_OFF(8) + 8 * e, 0xc3);
+        if (both) work[SEC_OFF(1) + rd32(bin + SEC_OFF(0) + 4 * 5) - 1] = 0xc3;
         reseal(work, n);
         CHECK(x_node != 0, "no trie node for <x>");
         expect_open_fails(write_tmp("craft.bin", (char *)work, n), 1, PLUME_EFORMAT,
@@ -826,11 +826,11 @@ static void test_corrupt_binary(void) {
 #undef SEC_OFF
     /* The untouched file still opens. */
     plume_tokenizer *t = NULL;
-    CHECK(plume_tokenizer_open(&t, write_tmp("ok.bin", (char *)img, n), &err) == 0,
+    CHECK(plume_tokenizer_open(&t, write_tmp("ok.bin", (char *)bin, n), &err) == 0,
           "clean copy: %s", err);
     plume_tokenizer_free(t);
     free(err);
-    free(img);
+    free(bin);
     free(work);
 }
 

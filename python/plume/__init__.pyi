@@ -1,4 +1,7 @@
-# Type hints of the plume package; the docstrings are in __init__.py (help(plume.Model)).
+# Type hints of the plume package: its public names, as `import plume` gives them. They are
+# defined in the private modules beside this file (_model.py, _session.py, ...; the map is at
+# the top of __init__.py), where the docstrings are (help(plume.Model)). tests/test_api.py
+# checks that this file declares every public name with the parameters the code has.
 from types import TracebackType
 from typing import (Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar,
                     Union)
@@ -94,4 +97,4 @@ class Model(_Closable):
 def render_chat(messages: Iterable[Mapping[str, str]], add_generation_prompt: bool = ...,
                 enable_thinking: bool = ...) -> str: ...
 def convert(hf_dir: _Path, out_dir: _Path, weights: str = ..., *, n_ctx: int = ...,
-            progress: bool = ...) -> None: ...
+            progress: bool = ..., layout: str = ...) -> None: ...

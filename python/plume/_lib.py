@@ -86,6 +86,7 @@ _FUNCS = {
     "plume_model_n_threads": (c_int32, [c_void_p]),
     "plume_model_weights": (c_char_p, [c_void_p]),
     "plume_model_tokenizer": (c_void_p, [c_void_p]),
+    "plume_model_ends_turn": (c_int32, [c_void_p, c_int32]),
     "plume_session_default_params": (SessionParams, []),
     "plume_session_new": (c_int, [POINTER(c_void_p), c_void_p, POINTER(SessionParams), _ERR]),
     "plume_session_free": (None, [c_void_p]),

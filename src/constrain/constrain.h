@@ -15,9 +15,10 @@
  * grammar the recognizer runs. Files in calling order:
  *   gbnf.c         GBNF text -> cg_grammar: rules over bytes (code points lowered to UTF-8)
  *                  and special tokens; repetitions expanded; left recursion refused
- *   gbuf.c         a growing text buffer and the GBNF spelling of literals and classes
+ *   gbuf.c         a growing text buffer, the GBNF spelling of literals and classes, and of
+ *                  one character of a set in the JSON and Gemma call spellings
  *   schema.c       JSON Schema -> GBNF (types, objects, arrays, enum/const, combinators, $ref)
- *   schema_str.c   strings: lengths, formats, the JSON and Gemma call spellings of characters
+ *   schema_str.c   strings: lengths, formats, patterns
  *   schema_num.c   integers and numbers within bounds (digit-string range grammars)
  *   regex.c        `pattern` (an ECMAScript subset) -> GBNF over a string's characters
  *   tools.c        tools JSON + tool_choice -> GBNF in Gemma 4's tool-call format

@@ -1,5 +1,7 @@
 /* gbuf.c -- what the grammar's parser and its compilers share: a growing text buffer, the GBNF
- * spelling of literals and class members, and sets of code points. Knows no grammar semantics. */
+ * spelling of literals and class members, sets of code points, and one character of a set in
+ * a dialect's spelling (JSON strings, Gemma call strings: schema_str.c, regex.c). Knows no
+ * grammar semantics. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,4 +150,79 @@ void cps_negate(cp_set *s) {
 void cps_free(cp_set *s) {
     free(s->r);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- one character of a set, spelled in a dialect ----------------------------------------- */
+
+/* Whether a normalized set holds cp. */
+static int cps_has(const cp_set *s, uint32_t cp) {
+    for (int32_t i = 0; i < s->n; i++)
+        if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
+    return 0;
+}
+
+/* Append one range to a class body under construction. */
+static void class_range(gbuf *t, uint32_t a, uint32_t z) {
+    gb_class_cp(t, a);
+    if (z > a) { gb_puts(t, "-"); gb_class_cp(t, z); }
+}
+
+/* Append a class [..] of the set's members within [lo, hi], minus the ASCII characters of
+ * `except`; returns whether it had any member. */
+static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, const char *except) {
+    gbuf t = {0};
+    int any = 0;
+    for (int32_t i = 0; i < s->n; i++) {
+        uint32_t a = s->r[i][0] > lo ? s->r[i][0] : lo, z = s->r[i][1] < hi ? s->r[i][1] : hi;
+        while (a <= z) { /* up to the next excepted character in [a, z] */
+            uint32_t cut = z + 1;
+            for (const char *e = except; *e; e++)
+                if ((uint32_t)(unsigned char)*e >= a && (uint32_t)(unsigned char)*e < cut) cut = (unsigned char)*e;
+            if (cut > a) { class_range(&t, a, cut - 1); any = 1; }
+            a = cut + 1;
+        }
+    }
+    if (any) { gb_puts(b, "["); gb_put(b, t.p, t.len); gb_puts(b, "] "); }
+    if (t.oom) b->oom = 1;
+    free(t.p);
+    return any;
+}
+
+/* One character of the set in the dialect's spelling, as one group; 0, or -1 when the
+ * dialect cannot spell any member. */
+int cs_char_expr(gbuf *b, const cp_set *s, int dialect) {
+    gbuf t = {0};
+    int alts = 0;
+    if (dialect == CS_GEMMA) { /* raw, no '<'; of the controls only tab, newline, return */
+        alts += put_class_within(&t, s, 0x20, 0x10ffff, "<");
+        static const char ws[3] = {'\t', '\n', '\r'};
+        for (int i = 0; i < 3; i++)
+            if (cps_has(s, (uint32_t)ws[i])) {
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, &ws[i], 1);
+                gb_puts(&t, " ");
+            }
+    } else {
+        alts += put_class_within(&t, s, 0x20, 0x10ffff, "\"\\");
+        static const struct { uint32_t cp; const char *esc; } short_esc[] = {
+            {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {9, "\\t"}, {10, "\\n"}, {12, "\\f"}, {13, "\\r"}};
+        for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
+            if (cps_has(s, short_esc[i].cp)) {
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, short_esc[i].esc, 2);
+                gb_puts(&t, " ");
+            }
+        for (uint32_t c = 0; c < 0x20; c++)
+            if (cps_has(s, c) && c != 8 && c != 9 && c != 10 && c != 12 && c != 13) {
+                char e[8];
+                snprintf(e, sizeof e, "\\u%04x", c);
+                if (alts++) gb_puts(&t, "| ");
+                gb_literal(&t, e, 6);
+                gb_puts(&t, " ");
+            }
+    }
+    if (alts) { gb_puts(b, "( "); gb_put(b, t.p, t.len); gb_puts(b, ") "); }
+    if (t.oom) b->oom = 1;
+    free(t.p);
+    return alts ? 0 : -1;
 }

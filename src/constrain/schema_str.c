@@ -9,6 +9,9 @@
  * newline and return: the call format has no escape, and every marker that ends a call or a
  * string starts with '<'.
  *
+ * (The spelling of one character of a set in each dialect, cs_char_expr, is in gbuf.c: the
+ * regular expressions of `pattern` use it too.)
+ *
  * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
  * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
  * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
@@ -21,79 +24,6 @@
 
 #include "common.h"
 #include "constrain.h"
-
-/* Whether a normalized set holds cp. */
-static int cps_has(const cp_set *s, uint32_t cp) {
-    for (int32_t i = 0; i < s->n; i++)
-        if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
-    return 0;
-}
-
-/* Append one range to a class body under construction. */
-static void class_range(gbuf *t, uint32_t a, uint32_t z) {
-    gb_class_cp(t, a);
-    if (z > a) { gb_puts(t, "-"); gb_class_cp(t, z); }
-}
-
-/* Append a class [..] of the set's members within [lo, hi], minus the ASCII characters of
- * `except`; returns whether it had any member. */
-static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, const char *except) {
-    gbuf t = {0};
-    int any = 0;
-    for (int32_t i = 0; i < s->n; i++) {
-        uint32_t a = s->r[i][0] > lo ? s->r[i][0] : lo, z = s->r[i][1] < hi ? s->r[i][1] : hi;
-        while (a <= z) { /* up to the next excepted character in [a, z] */
-            uint32_t cut = z + 1;
-            for (const char *e = except; *e; e++)
-                if ((uint32_t)(unsigned char)*e >= a && (uint32_t)(unsigned char)*e < cut) cut = (unsigned char)*e;
-            if (cut > a) { class_range(&t, a, cut - 1); any = 1; }
-            a = cut + 1;
-        }
-    }
-    if (any) { gb_puts(b, "["); gb_put(b, t.p, t.len); gb_puts(b, "] "); }
-    if (t.oom) b->oom = 1;
-    free(t.p);
-    return any;
-}
-
-/* One character of the set in the dialect's spelling, as one group; 0, or -1 when the
- * dialect cannot spell any member. */
-int cs_char_expr(gbuf *b, const cp_set *s, int dialect) {
-    gbuf t = {0};
-    int alts = 0;
-    if (dialect == CS_GEMMA) { /* raw, no '<'; of the controls only tab, newline, return */
-        alts += put_class_within(&t, s, 0x20, 0x10ffff, "<");
-        static const char ws[3] = {'\t', '\n', '\r'};
-        for (int i = 0; i < 3; i++)
-            if (cps_has(s, (uint32_t)ws[i])) {
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, &ws[i], 1);
-                gb_puts(&t, " ");
-            }
-    } else {
-        alts += put_class_within(&t, s, 0x20, 0x10ffff, "\"\\");
-        static const struct { uint32_t cp; const char *esc; } short_esc[] = {
-            {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {9, "\\t"}, {10, "\\n"}, {12, "\\f"}, {13, "\\r"}};
-        for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
-            if (cps_has(s, short_esc[i].cp)) {
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, short_esc[i].esc, 2);
-                gb_puts(&t, " ");
-            }
-        for (uint32_t c = 0; c < 0x20; c++)
-            if (cps_has(s, c) && c != 8 && c != 9 && c != 10 && c != 12 && c != 13) {
-                char e[8];
-                snprintf(e, sizeof e, "\\u%04x", c);
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, e, 6);
-                gb_puts(&t, " ");
-            }
-    }
-    if (alts) { gb_puts(b, "( "); gb_put(b, t.p, t.len); gb_puts(b, ") "); }
-    if (t.oom) b->oom = 1;
-    free(t.p);
-    return alts ? 0 : -1;
-}
 
 /* The content of a string of a format (no quotes), as one group; 0 or PLUME_EINVAL. */
 static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {

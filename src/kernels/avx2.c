@@ -357,12 +357,48 @@ static void gelu_mul_avx2(float *g, const float *u, int64_t n) {
     plume_gelu_mul_ref(g + i, u + i, n - i);
 }
 
+/* plume_softmax_ref with exp_neg256 (x - max <= 0), 8 at a time; the sum in 8 lanes. */
+static void softmax_avx2(float *x, int64_t n) {
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float m8[8], mx = -INFINITY;
+    _mm256_storeu_ps(m8, mv);
+    for (int k = 0; k < 8; k++) mx = m8[k] > mx ? m8[k] : mx;
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m256 sv = _mm256_setzero_ps(), mb = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp_neg256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
+        _mm256_storeu_ps(x + i, e);
+        sv = _mm256_add_ps(sv, e);
+    }
+    float sum = hsum8(sv);
+    for (; i < n; i++) sum += x[i] = expf(x[i] - mx);
+    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++) x[i] *= 1.0f / sum;
+}
+
 /* x = cap * tanh(x / cap), 8 at a time, the tail in scalar. */
 static void softcap_avx2(float *x, int64_t n, float cap) {
     int64_t i = 0;
     __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(c, tanh256(_mm256_mul_ps(_mm256_loadu_ps(x + i), ic))));
     plume_softcap_ref(x + i, n - i, cap);
+}
+
+/* y = a * sigmoid(g), 8 at a time in plume_sigmoid_mul_ref's form, the tail in scalar. */
+static void sigmoid_mul_avx2(float *y, const float *a, const float *g, int64_t n) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 t = exp_neg256(_mm256_or_ps(x, _mm256_set1_ps(-0.0f))); /* exp(-|x|) */
+        __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, t));
+        __m256 s = _mm256_blendv_ps(_mm256_mul_ps(t, r), r, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), s));
+    }
+    plume_sigmoid_mul_ref(y + i, a + i, g + i, n - i);
 }
 
 /* plume_rmsnorm_ref's bits: its 8 partial sums are the double lanes of two accumulators. */
@@ -531,6 +567,8 @@ const plume_kernels plume_kernels_avx2 = {
     .axpy = axpy_avx2,
     .gelu_mul = gelu_mul_avx2,
     .softcap = softcap_avx2,
+    .sigmoid_mul = sigmoid_mul_avx2,
+    .softmax = softmax_avx2,
     .rmsnorm = rmsnorm_avx2,
     .attn_block = attn_block_avx2,
 };

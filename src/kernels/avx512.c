@@ -574,6 +574,41 @@ static void softcap_avx512(float *x, int64_t n, float cap) {
     plume_softcap_ref(x + i, n - i, cap);
 }
 
+/* y = a * sigmoid(g), 16 at a time in plume_sigmoid_mul_ref's form, the tail in scalar. */
+static void sigmoid_mul_avx512(float *y, const float *a, const float *g, int64_t n) {
+    int64_t i = 0;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 t = exp_neg512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+        __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, t));
+        __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        __m512 s = _mm512_mask_mul_ps(r, neg, t, r);
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(a + i), s));
+    }
+    plume_sigmoid_mul_ref(y + i, a + i, g + i, n - i);
+}
+
+/* plume_softmax_ref with exp_neg512 (x - max <= 0), 16 at a time; the sum in 16 lanes. */
+static void softmax_avx512(float *x, int64_t n) {
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(x + i));
+    float mx = _mm512_reduce_max_ps(mv);
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m512 sv = _mm512_setzero_ps(), m16 = _mm512_set1_ps(mx);
+    for (i = 0; i + 16 <= n; i += 16) {
+        const __m512 e = exp_neg512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m16));
+        _mm512_storeu_ps(x + i, e);
+        sv = _mm512_add_ps(sv, e);
+    }
+    float sum = _mm512_reduce_add_ps(sv);
+    for (; i < n; i++) sum += x[i] = expf(x[i] - mx);
+    const __m512 inv = _mm512_set1_ps(1.0f / sum);
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    for (; i < n; i++) x[i] *= 1.0f / sum;
+}
+
 /* plume_rmsnorm_ref's bits: its 8 partial sums are the 8 double lanes of one accumulator. */
 static void rmsnorm_avx512(float *y, const float *x, const float *w, int32_t n, float eps) {
     __m512d s = _mm512_setzero_pd();
@@ -789,6 +824,8 @@ const plume_kernels plume_kernels_avx512 = {
     .axpy = axpy_avx512,
     .gelu_mul = gelu_mul_avx512,
     .softcap = softcap_avx512,
+    .sigmoid_mul = sigmoid_mul_avx512,
+    .softmax = softmax_avx512,
     .rmsnorm = rmsnorm_avx512,
     .attn_block = attn_block_avx512,
 };

@@ -104,6 +104,9 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
     void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */
     void (*softcap)(float *x, int64_t n, float cap);        /* x[i] = cap * tanh(x[i] / cap) */
+    /* y[i] = a[i] * sigmoid(g[i]); y may alias a or g. silu(x) is (x, x, x), a GLU (u, gate). */
+    void (*sigmoid_mul)(float *y, const float *a, const float *g, int64_t n);
+    void (*softmax)(float *x, int64_t n);  /* x = exp(x - max x) / sum, in place (plume_softmax_ref) */
     void (*rmsnorm)(float *y, const float *x, const float *w, int32_t n, float eps); /* plume_rmsnorm_ref */
     plume_attn_block_fn attn_block;           /* decode and prefill attention, one block */
 } plume_kernels;
@@ -111,6 +114,12 @@ typedef struct {
 /* The scalar (libm) elementwise kernels, for tables without their own. */
 void plume_gelu_mul_ref(float *g, const float *u, int64_t n);
 void plume_softcap_ref(float *x, int64_t n, float cap);
+/* y = a * sigmoid(g) as s = 1 / (1 + t) for g >= 0, t / (1 + t) below, t = exp(-|g|): the
+ * form every table computes (no overflow of exp at either end). */
+void plume_sigmoid_mul_ref(float *y, const float *a, const float *g, int64_t n);
+/* A row's softmax in float32 as PyTorch computes it (the vision tower's attention weights):
+ * the max, e = exp(x - max), their sum, then e * (1 / sum). */
+void plume_softmax_ref(float *x, int64_t n);
 
 /* y = x * rsqrt(mean(x^2) + eps) * w (w NULL: no scale); y may alias x. §3.0: x*w, not
  * x*(1+w). The sum of squares in double over 8 partial sums, s[k] over i = k mod 8, joined

@@ -292,6 +292,38 @@ static void axpy_neon(float *y, float a, const float *x, int32_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* exp(y) for y <= 0 (clamped at -87): 2^n * p(r), r = y - n ln2, p the degree-6 Taylor
+ * polynomial of avx512.c's exp_neg512, 2^n built in the exponent bits. */
+static inline float32x4_t exp_neg4(float32x4_t y) {
+    y = vmaxq_f32(y, vdupq_n_f32(-87.0f));
+    float32x4_t n = vrndnq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(y, n, vdupq_n_f32(0.693145751953125f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
+    float32x4_t p = vdupq_n_f32(1.0f / 720.0f);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+}
+
+/* y = a * sigmoid(g), 4 at a time in plume_sigmoid_mul_ref's form, the tail in scalar. */
+static void sigmoid_mul_neon(float *y, const float *a, const float *g, int64_t n) {
+    int64_t i = 0;
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vld1q_f32(g + i);
+        float32x4_t t = exp_neg4(vnegq_f32(vabsq_f32(x)));
+        float32x4_t r = vdivq_f32(one, vaddq_f32(one, t));
+        float32x4_t s = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), r, vmulq_f32(t, r));
+        vst1q_f32(y + i, vmulq_f32(vld1q_f32(a + i), s));
+    }
+    plume_sigmoid_mul_ref(y + i, a + i, g + i, n - i);
+}
+
 /* plume_rmsnorm_ref's bits: its 8 partial sums are the double lanes of four accumulators. */
 static void rmsnorm_neon(float *y, const float *x, const float *w, int32_t n, float eps) {
     float64x2_t s[4] = {vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0)};
@@ -438,6 +470,8 @@ const plume_kernels plume_kernels_neon = {
     .axpy = axpy_neon,
     .gelu_mul = plume_gelu_mul_ref, /* libm: NEON has no fast tanh here yet */
     .softcap = plume_softcap_ref,
+    .sigmoid_mul = sigmoid_mul_neon,
+    .softmax = plume_softmax_ref, /* libm exp, as gelu_mul */
     .rmsnorm = rmsnorm_neon,
     .attn_block = attn_block_neon,
 };

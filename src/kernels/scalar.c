@@ -157,6 +157,21 @@ void plume_softcap_ref(float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
+void plume_sigmoid_mul_ref(float *y, const float *a, const float *g, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float t = expf(-fabsf(g[i])), r = 1.0f / (1.0f + t);
+        y[i] = a[i] * (g[i] >= 0.0f ? r : t * r);
+    }
+}
+
+void plume_softmax_ref(float *x, int64_t n) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int64_t i = 0; i < n; i++) sum += x[i] = expf(x[i] - mx);
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
 float plume_rmsnorm_factor(const double s[8], const float *x, int32_t i, int32_t n, float eps) {
     double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     for (; i < n; i++) ss += (double)x[i] * (double)x[i];
@@ -182,6 +197,8 @@ const plume_kernels plume_kernels_scalar = {
     .axpy = axpy_scalar,
     .gelu_mul = plume_gelu_mul_ref,
     .softcap = plume_softcap_ref,
+    .sigmoid_mul = plume_sigmoid_mul_ref,
+    .softmax = plume_softmax_ref,
     .rmsnorm = plume_rmsnorm_ref,
     .attn_block = attn_block_scalar,
 };

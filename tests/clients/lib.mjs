@@ -87,3 +87,16 @@ export async function waitIdle(seconds, busyRe = /^plume_slots_busy$/, queueRe =
   }
   throw new Error(`slots still busy or queue not empty after ${seconds} s:\n${text}`);
 }
+
+// The OpenAI chat endpoint's answer to a body (the reference the other dialects must match):
+// the parsed reply. Throws on an HTTP error.
+export async function openaiChat(body) {
+  const r = await fetch(base + "/v1/chat/completions", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", ...authHeaders() },
+    body: JSON.stringify(body),
+  });
+  const j = await r.json();
+  assert(r.ok, `/v1/chat/completions: HTTP ${r.status} ${show(j)}`);
+  return j;
+}

@@ -10,40 +10,44 @@
 
 /* Print "plume: <message>" on stderr; return 1 (an exit status). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print a library error (and free it); return 1. */
-int cli_lib_error(char *err);
+/* Print a library error message as cli_error does, then free it (err may be NULL: "unknown
+ * error"); return 1. */
+int cli_lib_error_free(char *err);
 
 /* Parse a whole decimal integer in [lo, hi]; 0 on success. */
 int cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Parse "a,b,c": whole decimal integers, each in [lo, hi] (within int32), separated by single
+ * commas, at most max of them (0: any number), into *out (malloc'd) and *n. 0, or -1 with
+ * nothing allocated (an empty item, a bad or out-of-range number, too many). */
+int cli_int_list(const char *s, int64_t lo, int64_t hi, int32_t max, int32_t **out, int32_t *n);
 /* Parse a finite float; 0 on success. */
 int cli_float(const char *s, float *out);
 
 /* The bundle to use: the -m value (a directory, or ORG/NAME[@REV] of the Hub: pulled and
- * converted on first use, docs/PULL.md), else cli_default_model(). Returns NULL (having printed
- * why, or how to make one) when there is none. */
+ * converted on first use, docs/PULL.md), else the default bundle (tools/hub/store.h). Returns
+ * NULL (having printed why, or how to make one) when there is none. */
 const char *cli_model_path(const char *flag);
-/* The bundle used without -m: $PLUME_MODEL, else ~/.cache/plume/gemma-4-e2b, else the bundle
- * `plume pull` makes by default; NULL when none of them exists (no message). */
-const char *cli_default_model(void);
-/* Where bundles live: ~/.cache/plume. */
-const char *cli_plume_dir(void);
 /* mkdir -p the directory that will hold path (an output file or directory); 0, or 1 having
  * printed the error. */
 int cli_mkdir_parent(const char *path);
 
-/* The model `plume pull` fetches when given none. */
-#define CLI_DEFAULT_REPO "google/gemma-4-E2B-it"
-#define CLI_PULL_QUIET 1 /* no progress */
-#define CLI_PULL_REUSE 2 /* an existing bundle is used as is (no network) */
-/* Pull ORG/NAME[@REV] and convert it (tools/cmd_pull.c); *bundle (malloc'd) is where it went.
- * 0, or 1 having printed the error. */
-int cli_pull(const char *spec, const char *weights, int flags, char **bundle);
-/* Whether s reads as ORG/NAME[@REV]. */
-int cli_is_repo_spec(const char *s);
+/* `plume bench --json-schema`: the cost of a constraint per decode step (bench_constrain.c). */
+typedef struct {
+    const char *model, *schema, *tokenizer, *isa; /* bundle, schema file, --tokenizer or NULL, --isa */
+    int32_t threads, exact;
+    int64_t n_gen, reps;  /* steps per repetition, repetitions */
+    float temp;           /* the sampler's temperature */
+    int64_t top_k;        /* its top-k, -1: the default */
+    int json;             /* one JSON line instead of the table */
+} bench_constraint_opts;
+/* Measure and print; 0, or 1 having printed the error. */
+int bench_constraint_costs(const bench_constraint_opts *o);
 
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_transcribe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);

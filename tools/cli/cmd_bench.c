@@ -6,17 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli.h"
 #include "common.h"
-#include "model.h"
-#include "pool.h"
 
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8] [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
+    "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]]\n"
+    "                   [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -28,53 +26,20 @@ static const char bench_usage[] =
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
-    "  --json-schema FILE  instead: the cost of holding decode to the schema (docs/STRUCTURED.md):\n"
+    "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
+    "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n"
+    "  --image       only this: the vision tower (the bundle needs one): the encode time of a\n"
+    "                640x480 image at --image-tokens (default 280: 266 soft tokens), its resize\n"
+    "                alone, and the time to first token of a chat prompt holding it (encode +\n"
+    "                prefill of the prompt), -r repetitions\n"
+    "  --json-schema FILE  only this: the cost of holding decode to the schema (docs/STRUCTURED.md):\n"
     "                -n steps of a chat answer per repetition, each sampled twice from the same\n"
     "                logits, without and with a fresh constraint (its masks made as the answer\n"
     "                goes); the constraint's cost per step (constrained sample + accept, less the\n"
     "                plain sample, in the thread's CPU time), median and worst, against the median\n"
-    "                decode step (wall time). --temp and\n"
-    "                --top-k set the sampler (default: the model's, top-k 64; --temp 0 greedy);\n"
-    "                --tokenizer: a tokenizer.bin or tokenizer.json for a bundle made without one\n";
-
-/* ---- memory bandwidth ------------------------------------------------------------------ */
-
-typedef struct {
-    const uint8_t *buf;
-    size_t n;        /* bytes: PLUME_STREAM_SPANS spans of n / PLUME_STREAM_SPANS */
-    uint64_t sink[64];
-} bw_task;
-
-/* Pieces [a, b) of 1 MiB of each span, the spans side by side (plume_stream_sum). */
-static void bw_range(void *ctx, int32_t ith, int64_t a, int64_t b) {
-    bw_task *t = ctx;
-    const size_t span = t->n / PLUME_STREAM_SPANS, piece = (size_t)1 << 20;
-    for (int64_t i = a; i < b; i++) {
-        const void *p[PLUME_STREAM_SPANS];
-        for (int s = 0; s < PLUME_STREAM_SPANS; s++) p[s] = t->buf + (size_t)s * span + (size_t)i * piece;
-        t->sink[ith % 64] ^= plume_stream_sum(p, PLUME_STREAM_SPANS, piece);
-    }
-}
-
-/* Best of several passes of all threads reading a 1 GiB buffer, in GB/s. */
-static double bandwidth(int32_t threads) {
-    size_t bytes = (size_t)1 << 30;
-    uint8_t *buf = plume_alloc(bytes);
-    if (!buf) return 0;
-    memset(buf, 1, bytes); /* touch every page */
-    plume_pool *pool = plume_pool_new(threads);
-    bw_task t = {.buf = buf, .n = bytes};
-    double best = 0;
-    for (int pass = 0; pass < 5; pass++) {
-        double t0 = plume_now();
-        plume_pool_for(pool, (int64_t)(bytes / PLUME_STREAM_SPANS >> 20), 1, bw_range, &t);
-        double gbs = (double)bytes / (plume_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    plume_pool_free(pool);
-    plume_dealloc(buf);
-    return best;
-}
+    "                decode step (wall time). --temp and --top-k set the sampler (default: the\n"
+    "                model's, top-k 64; --temp 0 greedy); --tokenizer: a tokenizer.bin or\n"
+    "                tokenizer.json for a bundle made without one\n";
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -176,7 +141,7 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
     sp.n_ctx = 256;
     if (plume_model_open(&m, model, &mp, &err) || plume_session_new(&s, m, &sp, &err)) {
         plume_model_free(m);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     int32_t V = plume_model_n_vocab(m), ids[64];
     uint64_t rng = 777;
@@ -199,7 +164,7 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
         free(t);
         plume_session_free(s);
         plume_model_free(m);
-        return err ? cli_lib_error(err) : cli_error("bench: out of memory");
+        return err ? cli_lib_error_free(err) : cli_error("bench: out of memory");
     }
     double med[SPEC_T_N];
     for (int k = 0; k < SPEC_T_N; k++) med[k] = summarize(t + k * n, (int)n).med;
@@ -223,6 +188,102 @@ static int spec_step_costs(const char *model, const char *isa, int32_t threads, 
     plume_session_free(s);
     plume_model_free(m);
     return 0;
+}
+
+/* ---- images: the vision tower ---------------------------------------------------------- */
+
+/* A deterministic 640 x 480 test card: gradients, a grid and noise (the tower's cost does not
+ * depend on the content, only on the patch count). */
+static plume_image *bench_image(char **err) {
+    enum { W = 640, H = 480 };
+    uint8_t *px = malloc((size_t)W * H * 3);
+    uint64_t rng = 7;
+    for (int32_t y = 0; px && y < H; y++)
+        for (int32_t x = 0; x < W; x++) {
+            uint8_t *p = px + ((size_t)y * W + (size_t)x) * 3, noise = (uint8_t)(plume_rng_next(&rng) & 31);
+            p[0] = (uint8_t)(x * 255 / W) ^ noise;
+            p[1] = (uint8_t)(y * 255 / H);
+            p[2] = (uint8_t)((x / 40 + y / 40) % 2 ? 200 : 40) + noise;
+        }
+    plume_image *img = NULL;
+    if (!px) plume_fail(err, PLUME_ENOMEM, "out of memory");
+    else plume_image_from_rgb(&img, px, W, H, err);
+    free(px);
+    return img;
+}
+
+/* The tower's encode time, the resize alone (plume_image_tokens), and the TTFT of a prompt
+ * "<bos><|turn>user\n" + the image's run + 16 text ids + "<turn|>\n<|turn>model\n" in a
+ * fresh session (encode + prefill); medians and ranges over reps. 0, or 1 (printed). */
+static int image_costs(const char *model, const char *isa, int32_t threads, int exact, int64_t reps, int32_t budget,
+                       int json) {
+    char *err = NULL;
+    plume_model *m = NULL;
+    plume_model_params mp = bench_model_params(isa, threads, exact);
+    plume_image *img = NULL;
+    if (plume_model_open(&m, model, &mp, &err) || !(img = bench_image(&err))) {
+        plume_model_free(m);
+        return cli_lib_error_free(err);
+    }
+    plume_image_params ip = plume_image_default_params();
+    ip.max_tokens = budget;
+    double enc[16], rsz[16], ttft[16], pre[16];
+    int32_t n_tok = 0, n = 0;
+    int rc = plume_image_tokens(m, img, &ip, &n_tok, NULL, &err);
+    const int32_t V = plume_model_n_vocab(m);
+    int32_t *ids = rc ? NULL : malloc((size_t)(n_tok + 32) * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!rc && (!ids || !logits)) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    if (!rc) { /* the prompt: ids 2 105 and 107 are <bos> <|turn> and "\n" in Gemma's vocabulary */
+        uint64_t r = 11;
+        const int32_t img_id = plume_model_media_token(m, "image");
+        ids[n++] = 2, ids[n++] = 105 % V, ids[n++] = 107 % V, ids[n++] = plume_model_media_token(m, "boi");
+        for (int32_t i = 0; i < n_tok; i++) ids[n++] = img_id;
+        ids[n++] = plume_model_media_token(m, "eoi");
+        for (int32_t i = 0; i < 16; i++) ids[n++] = (int32_t)(300 + plume_rng_next(&r) % 1000) % V;
+        ids[n++] = 106 % V, ids[n++] = 107 % V, ids[n++] = 105 % V;
+    }
+    for (int64_t k = 0; !rc && k < reps; k++) {
+        plume_embd *e = NULL;
+        plume_session *s = NULL;
+        plume_session_params sp = plume_session_default_params();
+        sp.n_ctx = n + 16;
+        sp.n_batch = 512;
+        double t0 = plume_now();
+        rc = plume_image_tokens(m, img, &ip, NULL, NULL, &err);
+        rsz[k] = plume_now() - t0;
+        t0 = plume_now();
+        if (!rc) rc = plume_image_encode(&e, m, img, &ip, &err);
+        enc[k] = plume_now() - t0;
+        double t1 = plume_now();
+        if (!rc) rc = plume_session_new(&s, m, &sp, &err);
+        if (!rc) rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)&e, 1, logits, 0, &err);
+        pre[k] = plume_now() - t1;
+        ttft[k] = plume_now() - t0;
+        plume_session_free(s);
+        plume_embd_free(e);
+    }
+    if (!rc) {
+        stat3 E = summarize(enc, (int)reps), Z = summarize(rsz, (int)reps), T = summarize(ttft, (int)reps),
+              P = summarize(pre, (int)reps);
+        if (json)
+            printf("{\"image_tokens\": %d, \"prompt_tokens\": %d, \"encode_ms\": %.1f, \"resize_ms\": %.1f, "
+                   "\"prefill_ms\": %.1f, \"ttft_ms\": %.1f}\n",
+                   n_tok, n, E.med * 1e3, Z.med * 1e3, P.med * 1e3, T.med * 1e3);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps, 640x480 image, %d soft tokens | median | min .. max |\n"
+                   "|---|---|---|\n", model, plume_model_isa(m), plume_model_n_threads(m), (long long)reps, n_tok);
+            printf("| image encode (resize + tower + embed_vision), ms | %.1f | %.1f .. %.1f |\n", E.med * 1e3, E.lo * 1e3, E.hi * 1e3);
+            printf("| of which resize alone, ms | %.1f | %.1f .. %.1f |\n", Z.med * 1e3, Z.lo * 1e3, Z.hi * 1e3);
+            printf("| prefill of the %d-token prompt holding it, ms | %.1f | %.1f .. %.1f |\n", n, P.med * 1e3, P.lo * 1e3, P.hi * 1e3);
+            printf("| time to first token (encode + prefill), ms | %.1f | %.1f .. %.1f |\n", T.med * 1e3, T.lo * 1e3, T.hi * 1e3);
+        }
+    }
+    free(ids);
+    free(logits);
+    plume_image_free(img);
+    plume_model_free(m);
+    return rc ? cli_lib_error_free(err) : 0;
 }
 
 /* ---- decode at depth ------------------------------------------------------------------- */
@@ -257,377 +318,371 @@ static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t
     return tok_s;
 }
 
-/* ---- structured outputs: the constraint's cost per step ------------------------------- */
-
-/* CPU seconds of the calling thread: the sampler and the constraint run there alone, so on a
- * shared machine a preemption does not count against them (wall time would). */
-static double thread_cpu(void) {
-    struct timespec t;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)) return plume_now();
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* The cost of a constraint per decode step on model (see the usage). Steps are a chat answer
- * whose ids the constrained sampler picks; an answer that ends starts over (a new turn in
- * the same session, the constraint reset). 0, or 1 on error (printed). */
-static int constraint_costs(const char *model, const char *schema_path, const char *tok_path, const char *isa,
-                            int32_t threads, int exact, int64_t n_gen, int64_t reps, float temp, int64_t top_k, int json) {
-    char *err = NULL, *schema = NULL;
-    size_t schema_len = 0;
-    if (plume_read_file(schema_path, &schema, &schema_len, &err)) return cli_lib_error(err);
-    plume_model_params mp = bench_model_params(isa, threads, exact);
-    plume_model *m = NULL;
-    plume_vocab *v = NULL;
-    if (plume_model_open(&m, model, &mp, &err)) { free(schema); return cli_lib_error(err); }
-    plume_tokenizer *own = NULL;
-    const plume_tokenizer *tok = plume_model_tokenizer(m);
-    if (tok_path) {
-        size_t tl = strlen(tok_path);
-        int rc = tl > 5 && !strcmp(tok_path + tl - 5, ".json") ? plume_tokenizer_open_json(&own, tok_path, &err)
-                                                                  : plume_tokenizer_open(&own, tok_path, &err);
-        if (rc) { free(schema); plume_model_free(m); return cli_lib_error(err); }
-        tok = own;
-    }
-    if (!tok || plume_tokenizer_n_vocab(tok) != plume_model_n_vocab(m)) {
-        free(schema);
-        plume_tokenizer_free(own);
-        plume_model_free(m);
-        return cli_error("bench: %s", tok ? "the tokenizer's vocabulary is not the model's" : "the bundle has no tokenizer: give one with --tokenizer");
-    }
-    double t0 = plume_now();
-    if (plume_vocab_new(&v, tok, &err)) { free(schema); plume_tokenizer_free(own); plume_model_free(m); return cli_lib_error(err); }
-    double vocab_ms = (plume_now() - t0) * 1e3;
-    int32_t V = plume_model_n_vocab(m), ids[512], n_prompt;
-    plume_chat_message msg = {"user", "Describe a person as JSON."};
-    char *prompt = NULL;
-    if (plume_chat_render(&msg, 1, 1, 0, &prompt, &err)) {
-        free(schema);
-        plume_vocab_free(v);
-        plume_tokenizer_free(own);
-        plume_model_free(m);
-        return cli_lib_error(err);
-    }
-    n_prompt = plume_tokenize(tok, prompt, strlen(prompt), ids, 512);
-    free(prompt);
-    int64_t total = n_gen * reps;
-    double *step = malloc((size_t)total * sizeof *step), *plain = malloc((size_t)total * sizeof *plain);
-    double *cost = malloc((size_t)total * sizeof *cost), *compile = malloc((size_t)reps * sizeof *compile);
-    float *logits = malloc((size_t)V * sizeof *logits);
-    int rc = !step || !plain || !cost || !compile || !logits || n_prompt <= 0 || n_prompt > 512;
-    int64_t k = 0, answers = 0;
-    for (int64_t r = 0; r < reps && !rc; r++) {
-        plume_session *s = NULL;
-        plume_sampler *a = NULL, *b = NULL;
-        plume_constraint *c = NULL;
-        plume_session_params sp = plume_session_default_params();
-        sp.n_ctx = (int32_t)(n_prompt + n_gen + 8);
-        plume_sampler_params pp = plume_sampler_default_params();
-        pp.seed = 1000 + (uint64_t)r;
-        pp.temperature = temp;
-        if (top_k >= 0) pp.top_k = (int32_t)top_k;
-        t0 = plume_now();
-        rc = plume_constraint_new_json_schema(&c, v, schema, schema_len, NULL, &err);
-        compile[r] = (plume_now() - t0) * 1e3;
-        if (!rc) rc = plume_session_new(&s, m, &sp, &err) || plume_sampler_new(&a, &pp, V, &err) ||
-                      plume_sampler_new(&b, &pp, V, &err) || plume_session_feed(s, ids, n_prompt, logits, 0, &err);
-        for (int32_t i = 0; !rc && i < n_prompt; i++) { plume_sampler_accept(a, ids[i]); plume_sampler_accept(b, ids[i]); }
-        if (!rc) plume_sampler_set_constraint(b, c);
-        for (int64_t g = 0; !rc && g < n_gen; g++, k++) {
-            double t1 = thread_cpu();
-            int32_t free_id = plume_sampler_sample(a, logits); /* what decoding costs without */
-            double t2 = thread_cpu();
-            int32_t id = plume_sampler_sample(b, logits);
-            if (id >= 0) plume_sampler_accept(b, id);
-            double t3 = thread_cpu();
-            plain[k] = (t2 - t1) * 1e3;
-            cost[k] = ((t3 - t2) - (t2 - t1)) * 1e3;
-            if (id < 0 || free_id < 0) { rc = 1; err = plume_sprintf("sampling failed at step %lld", (long long)g); break; }
-            plume_sampler_accept(a, id);
-            if (plume_constraint_status(c) == PLUME_CONSTRAINT_DONE) { plume_constraint_reset(c); answers++; }
-            t1 = plume_now();
-            rc = plume_session_feed(s, &id, 1, logits, 0, &err);
-            step[k] = (plume_now() - t1) * 1e3;
-        }
-        plume_sampler_free(a);
-        plume_sampler_free(b);
-        plume_constraint_free(c);
-        plume_session_free(s);
-    }
-    if (rc) {
-        free(step); free(plain); free(cost); free(compile); free(logits); free(schema);
-        plume_vocab_free(v);
-        plume_tokenizer_free(own);
-        plume_model_free(m);
-        return err ? cli_lib_error(err) : cli_error("bench: out of memory");
-    }
-    double worst_cost = 0;
-    for (int64_t i = 0; i < k; i++) worst_cost = cost[i] > worst_cost ? cost[i] : worst_cost;
-    stat3 S = summarize(step, (int)k), P = summarize(plain, (int)k), C = summarize(cost, (int)k),
-          K = summarize(compile, (int)reps);
-    if (json)
-        printf("{\"model\": \"%s\", \"schema\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"steps\": %lld, "
-               "\"answers_ended\": %lld, \"vocab_ms\": %.1f, \"compile_ms\": %.2f, \"step_ms\": %.2f, \"step_ms_max\": %.2f, "
-               "\"sample_ms\": %.3f, \"constraint_ms\": %.3f, \"constraint_ms_max\": %.3f, \"constraint_share\": %.4f, "
-               "\"constraint_share_worst\": %.4f}\n",
-               model, schema_path, plume_model_isa(m), plume_model_n_threads(m), (long long)k, (long long)answers,
-               vocab_ms, K.med, S.med, S.hi, P.med, C.med, worst_cost, C.med / S.med, worst_cost / S.med);
-    else {
-        printf("| %s, %s, %s kernels, %d threads: %lld steps, %lld answers ended | median | min .. max |\n|---|---|---|\n",
-               model, schema_path, plume_model_isa(m), plume_model_n_threads(m), (long long)k, (long long)answers);
-        printf("| vocabulary index (once per tokenizer), ms | %.1f | |\n", vocab_ms);
-        printf("| schema -> constraint, ms | %.2f | %.2f .. %.2f |\n", K.med, K.lo, K.hi);
-        printf("| decode step (forward), ms | %.2f | %.2f .. %.2f |\n", S.med, S.lo, S.hi);
-        printf("| sample, no constraint, ms (thread CPU) | %.3f | %.3f .. %.3f |\n", P.med, P.lo, P.hi);
-        printf("| constraint per step (sample + accept, less the plain sample), ms (thread CPU) | %.3f | %.3f .. %.3f |\n",
-               C.med, C.lo, C.hi);
-        printf("| ... over the median decode step | %.2f%% | worst step %.1f%% |\n", 100 * C.med / S.med,
-               100 * worst_cost / S.med);
-    }
-    free(step); free(plain); free(cost); free(compile); free(logits); free(schema);
-    plume_vocab_free(v);
-    plume_tokenizer_free(own);
-    plume_model_free(m);
-    return 0;
-}
-
 /* ---- plume bench ----------------------------------------------------------------------- */
 
-int cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *isa = NULL, *schema = NULL, *tok_path = NULL;
-    int64_t n_prompt = 512, n_gen = 128, threads = 0, reps = 3, top_k = -1;
-    float temp = 1.0f;
-    int json = 0, exact = 0, spec = 0;
-    int64_t history = 0, batch[8], depth[8], kv_bits = 32;
-    int n_batch = 0, n_depth = 0;
+/* ---- audio encode ---------------------------------------------------------------------- */
+
+/* plume bench --audio: the audio tower (features, conformer, embed_audio) on secs of a tone
+ * and noise (the time does not depend on the sound): one cold run (the tower's pages mapped
+ * on first use), then reps runs; the median and range, and their real-time factor. */
+static int audio_bench(const char *model, const char *isa, int32_t threads, double secs, int64_t reps, int json) {
+    char *err = NULL;
+    plume_model *m;
+    plume_model_params mp = bench_model_params(isa, threads, 1);
+    if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error_free(err);
+    if (!plume_model_has_audio(m)) {
+        plume_model_free(m);
+        return cli_error("bench: this bundle has no audio tower (plume synth --config e2b makes one)");
+    }
+    const int64_t n = (int64_t)(secs * PLUME_AUDIO_RATE);
+    float *x = malloc((size_t)n * sizeof *x);
+    uint64_t rng = 7;
+    for (int64_t i = 0; x && i < n; i++) x[i] = 0.3f * sinf(0.05f * (float)(i % 1000)) + 0.05f * (plume_rng_float(&rng) - 0.5f);
+    plume_audio *a = NULL;
+    plume_embd *e = NULL;
+    double t[101];
+    int rc = x ? plume_audio_from_pcm(&a, x, n, PLUME_AUDIO_RATE, &err) : plume_fail(&err, PLUME_ENOMEM, "out of memory");
+    int32_t tokens = 0;
+    for (int64_t r = 0; !rc && r <= reps; r++) { /* run 0: cold */
+        double t0 = plume_now();
+        rc = plume_audio_encode(&e, m, a, &err);
+        t[r] = plume_now() - t0;
+        if (!rc) tokens = plume_embd_n_tokens(e);
+        plume_embd_free(e);
+        e = NULL;
+    }
+    if (!rc) {
+        stat3 T = summarize(t + 1, (int)reps);
+        if (json)
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"audio_seconds\": %.2f, \"tokens\": %d, "
+                   "\"encode_s\": %.3f, \"encode_s_min\": %.3f, \"encode_s_max\": %.3f, \"encode_s_cold\": %.3f, "
+                   "\"real_time_factor\": %.4f}\n",
+                   model, plume_model_isa(m), plume_model_n_threads(m), secs, tokens, T.med, T.lo, T.hi, t[0], T.med / secs);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model, plume_model_isa(m),
+                   plume_model_n_threads(m), (long long)reps);
+            printf("| audio encode, %.1f s clip (%d tokens), s | %.3f | %.3f .. %.3f |\n", secs, tokens, T.med, T.lo, T.hi);
+            printf("| ... the first (cold) encode, s | %.3f | |\n", t[0]);
+            printf("| ... real-time factor (encode time / audio time) | %.4f | %.4f .. %.4f |\n", T.med / secs, T.lo / secs,
+                   T.hi / secs);
+            printf("| ... soft tokens per second | %.0f | |\n", tokens / T.med);
+        }
+    }
+    plume_audio_free(a);
+    plume_model_free(m);
+    free(x);
+    return rc ? cli_lib_error_free(err) : 0;
+}
+
+#define BENCH_MAX_REPS 100 /* -r */
+#define BENCH_MAX_LIST 8   /* counts of --batch, depths of --depth */
+
+/* What one run measures: the flags. */
+typedef struct {
+    const char *model, *isa;
+    int64_t n_prompt, n_gen, threads, reps, history, kv_bits;
+    int json, exact, spec;
+    float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
+    int image;               /* --image: only the vision tower's costs */
+    int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
+    const char *schema;      /* --json-schema: only the constraint's cost per step */
+    const char *tokenizer;   /* --tokenizer: for it, when the bundle has none */
+    float temp;              /* --temp (its sampler), default 1 */
+    int64_t top_k;           /* --top-k (its sampler), -1: the default */
+    int32_t *batch, n_batch; /* --batch: sessions per step */
+    int32_t *depth, n_depth; /* --depth: history positions before a decode */
+} bench_opts;
+
+/* What it measured: a figure per repetition, and the model's facts from the last one. */
+typedef struct {
+    double load[BENCH_MAX_REPS], pre[BENCH_MAX_REPS], dec[BENCH_MAX_REPS], ttft[BENCH_MAX_REPS];
+    double stream[BENCH_MAX_REPS], share[BENCH_MAX_REPS];            /* GB/s, decode / limit */
+    double follow_short[BENCH_MAX_REPS], follow_long[BENCH_MAX_REPS]; /* --history TTFT, ms */
+    double batch[BENCH_MAX_LIST][BENCH_MAX_REPS], depth[BENCH_MAX_LIST][BENCH_MAX_REPS]; /* tok/s */
+    double anon, huge, decode_bytes, peak, bw;
+    const char *layout; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */
+    char isa[32], weights[8];
+    int32_t nth;
+} bench_figures;
+
+/* Parse the flags into o. -1: go on; else the exit status (help printed, or an error). */
+static int bench_parse(bench_opts *o, int argc, char **argv) {
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 3, .kv_bits = 32, .temp = 1.0f, .top_k = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(bench_usage, stdout); return 0; }
-        else if (!strcmp(a, "-m") && more) model = argv[++i];
-        else if (!strcmp(a, "--isa") && more) isa = argv[++i];
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--exact")) exact = 1;
-        else if (!strcmp(a, "--spec")) spec = 1;
-        else if (!strcmp(a, "--json-schema") && more) schema = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && more) tok_path = argv[++i];
-        else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &temp) || temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
-        else if (!strcmp(a, "--top-k") && more) { if (cli_int(argv[++i], 0, 1 << 24, &top_k)) return cli_error("bench: --top-k wants an integer >= 0"); }
-        else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_prompt)) return cli_error("bench: -p wants a positive integer"); }
-        else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &n_gen)) return cli_error("bench: -n wants a positive integer"); }
-        else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("bench: -t wants 1..1024"); }
-        else if (!strcmp(a, "--history") && more) { if (cli_int(argv[++i], 1, 1 << 24, &history)) return cli_error("bench: --history wants a positive integer"); }
+        else if (!strcmp(a, "-m") && more) o->model = argv[++i];
+        else if (!strcmp(a, "--isa") && more) o->isa = argv[++i];
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--exact")) o->exact = 1;
+        else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--image")) o->image = 1;
+        else if (!strcmp(a, "--json-schema") && more) o->schema = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && more) o->tokenizer = argv[++i];
+        else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &o->temp) || o->temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
+        else if (!strcmp(a, "--top-k") && more) { if (cli_int(argv[++i], 0, 1 << 24, &o->top_k)) return cli_error("bench: --top-k wants an integer >= 0"); }
+        else if (!strcmp(a, "--image-tokens") && more) {
+            if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("bench: --image-tokens wants 70..1120");
+        }
+        else if (!strcmp(a, "-p") && more) { if (cli_int(argv[++i], 1, 1 << 20, &o->n_prompt)) return cli_error("bench: -p wants a positive integer"); }
+        else if (!strcmp(a, "-n") && more) { if (cli_int(argv[++i], 1, 1 << 20, &o->n_gen)) return cli_error("bench: -n wants a positive integer"); }
+        else if (!strcmp(a, "-t") && more) { if (cli_int(argv[++i], 1, 1024, &o->threads)) return cli_error("bench: -t wants 1..1024"); }
+        else if (!strcmp(a, "--history") && more) { if (cli_int(argv[++i], 1, 1 << 24, &o->history)) return cli_error("bench: --history wants a positive integer"); }
         else if (!strcmp(a, "--batch") && more) {
-            char list[128], *save = NULL;
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
-                if (n_batch == 8 || cli_int(tk, 1, 64, &batch[n_batch++]))
-                    return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
-            if (!n_batch) return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
+            free(o->batch);
+            if (cli_int_list(argv[++i], 1, 64, BENCH_MAX_LIST, &o->batch, &o->n_batch))
+                return cli_error("bench: --batch wants up to 8 comma-separated counts in 1..64");
         }
         else if (!strcmp(a, "--depth") && more) {
-            char list[128], *save = NULL;
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            for (char *tk = strtok_r(list, ",", &save); tk; tk = strtok_r(NULL, ",", &save))
-                if (n_depth == 8 || cli_int(tk, 0, 1 << 20, &depth[n_depth++]))
-                    return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
-            if (!n_depth) return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
+            free(o->depth);
+            if (cli_int_list(argv[++i], 0, 1 << 20, BENCH_MAX_LIST, &o->depth, &o->n_depth))
+                return cli_error("bench: --depth wants up to 8 comma-separated token counts in 0..1048576");
         }
         else if (!strcmp(a, "--kv-bits") && more) {
-            if (cli_int(argv[++i], 8, 32, &kv_bits) || (kv_bits != 8 && kv_bits != 32))
+            if (cli_int(argv[++i], 8, 32, &o->kv_bits) || (o->kv_bits != 8 && o->kv_bits != 32))
                 return cli_error("bench: --kv-bits wants 8 or 32");
         }
-        else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, 100, &reps)) return cli_error("bench: -r wants 1..100"); }
+        else if (!strcmp(a, "--audio") && more) {
+            if (cli_float(argv[++i], &o->audio_secs) || !(o->audio_secs >= 0.1f && o->audio_secs <= 600.0f))
+                return cli_error("bench: --audio wants seconds in 0.1..600");
+        }
+        else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, BENCH_MAX_REPS, &o->reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
     }
-    model = cli_model_path(model);
-    if (!model) return 1;
-    if (schema) return constraint_costs(model, schema, tok_path, isa, (int32_t)threads, exact, n_gen, reps, temp, top_k, json);
-    double load[100], pre[100], dec[100], ttft[100], stream[100], share[100];
-    double anon = 0, huge = 0, decode_bytes = 0, follow_short[100], follow_long[100];
-    const char *layout = "rows"; /* of the q8/q4 weights: rows, tiles, tiles-unpacked */
-    char isa_name[32] = "", weights[8] = "";
-    int32_t nth = 0;
-    uint64_t rng = 12345;
-    for (int r = 0; r < reps; r++) {
+    return -1;
+}
+
+/* Time to first token of a 32-token follow-up turn after a short (up to 64 tokens) and a long
+ * (--history) conversation, into f's follow_short[r] and follow_long[r], on a new session of
+ * m (which replaces *s). 0 or a PLUME_E* (message in *err). */
+static int bench_followups(const bench_opts *o, plume_model *m, plume_session **s, plume_session_params sp,
+                           float *logits, int r, bench_figures *f, uint64_t *rng, char **err) {
+    int32_t V = plume_model_n_vocab(m);
+    plume_session_free(*s);
+    sp.n_ctx = (int32_t)(o->history + 64);
+    if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
+    int rc = plume_session_new(s, m, &sp, err);
+    int32_t *hist = rc ? NULL : malloc((size_t)(o->history + 32) * sizeof *hist);
+    for (int64_t i = 0; hist && i < o->history + 32; i++) hist[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    double *out[2] = {f->follow_short, f->follow_long};
+    int64_t lens[2] = {o->history < 64 ? o->history : 64, o->history};
+    for (int k = 0; hist && !rc && k < 2; k++) {
+        if (!rc) rc = plume_session_rewind(*s, 0, err);
+        if (!rc) rc = plume_session_feed(*s, hist, (int32_t)lens[k], NULL, 0, err);
+        double t1 = plume_now();
+        if (!rc) rc = plume_session_feed(*s, hist + o->history, 32, logits, 0, err);
+        out[k][r] = (plume_now() - t1) * 1e3;
+    }
+    free(hist);
+    return rc;
+}
+
+/* Repetition r: open the model and a session (load), prefill -p random ids (and the time to
+ * the first token), decode -n with the weights streamed right before and after it (the
+ * limit), the follow-up turns, and the model's facts. 0, or 1 having printed the error. */
+static int bench_rep(const bench_opts *o, int r, bench_figures *f, uint64_t *rng) {
+    char *err = NULL;
+    plume_model *m;
+    plume_session *s;
+    plume_model_params mp = bench_model_params(o->isa, (int32_t)o->threads, o->exact);
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = (int32_t)(o->n_prompt + o->n_gen + 1);
+    sp.kv_bits = (int32_t)o->kv_bits;
+    double t0 = plume_now();
+    if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error_free(err);
+    if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
+    if (plume_session_new(&s, m, &sp, &err)) { plume_model_free(m); return cli_lib_error_free(err); }
+    f->load[r] = (plume_now() - t0) * 1e3;
+    int32_t V = plume_model_n_vocab(m);
+    int32_t *ids = malloc((size_t)o->n_prompt * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    ids[0] = 2;
+    for (int64_t i = 1; i < o->n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
+    t0 = plume_now();
+    int rc = plume_session_feed(s, ids, (int32_t)o->n_prompt, logits, 0, &err);
+    double tp = plume_now() - t0;
+    int32_t next = 0;
+    for (int32_t v = 1; v < V; v++)
+        if (logits[v] > logits[next]) next = v;
+    f->ttft[r] = (plume_now() - t0) * 1e3;
+    f->pre[r] = (double)o->n_prompt / tp;
+    /* The limit of this decode: the weights it reads, streamed right before and after it
+     * (the host's bandwidth moves within seconds; a probe minutes away says little). */
+    f->stream[r] = plume_model_stream_bandwidth(m, 3, 0, NULL);
+    t0 = plume_now();
+    for (int64_t i = 0; !rc && i < o->n_gen; i++) {
+        rc = plume_session_feed(s, &next, 1, logits, 0, &err);
+        next = (int32_t)(plume_rng_next(rng) % (uint64_t)V); /* random ids: speed does not depend on them */
+    }
+    f->dec[r] = (double)o->n_gen / (plume_now() - t0);
+    double after = plume_model_stream_bandwidth(m, 3, 0, NULL);
+    if (after > f->stream[r]) f->stream[r] = after;
+    f->share[r] = f->stream[r] > 0 ? f->dec[r] * (double)plume_model_decode_bytes(m) / (f->stream[r] * 1e9) : 0;
+    if (o->history > 0 && !rc) rc = bench_followups(o, m, &s, sp, logits, r, f, rng, &err);
+    double a = status_mb("RssAnon");
+    if (a > f->anon) f->anon = a;
+    snprintf(f->isa, sizeof f->isa, "%s", plume_model_isa(m));
+    snprintf(f->weights, sizeof f->weights, "%s", plume_model_weights(m));
+    f->nth = plume_model_n_threads(m);
+    f->decode_bytes = (double)plume_model_decode_bytes(m);
+    f->huge = plume_model_huge_share(m);
+    f->layout = plume_model_layout(m); /* static storage: outlives m */
+    free(ids);
+    free(logits);
+    plume_session_free(s);
+    plume_model_free(m);
+    return rc ? cli_lib_error_free(err) : 0;
+}
+
+/* The --batch and --depth sweeps: one model for all counts (depths), interleaved in every
+ * repetition. 0, or 1 having printed the error. */
+static int bench_sweeps(const bench_opts *o, bench_figures *f, uint64_t *rng) {
+    for (int sweep = 0; sweep < 2; sweep++) {
+        int32_t n = sweep ? o->n_depth : o->n_batch;
+        if (!n) continue;
         char *err = NULL;
         plume_model *m;
-        plume_session *s;
-        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
-        plume_session_params sp = plume_session_default_params();
-        sp.n_ctx = (int32_t)(n_prompt + n_gen + 1);
-        sp.kv_bits = (int32_t)kv_bits;
-        double t0 = plume_now();
-        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
-        if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
-        if (plume_session_new(&s, m, &sp, &err)) { plume_model_free(m); return cli_lib_error(err); }
-        load[r] = (plume_now() - t0) * 1e3;
-        int32_t V = plume_model_n_vocab(m);
-        int32_t *ids = malloc((size_t)n_prompt * sizeof *ids);
-        float *logits = malloc((size_t)V * sizeof *logits);
-        ids[0] = 2;
-        for (int64_t i = 1; i < n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)V);
-        t0 = plume_now();
-        int rc = plume_session_feed(s, ids, (int32_t)n_prompt, logits, 0, &err);
-        double tp = plume_now() - t0;
-        int32_t next = 0;
-        for (int32_t v = 1; v < V; v++)
-            if (logits[v] > logits[next]) next = v;
-        ttft[r] = (plume_now() - t0) * 1e3;
-        pre[r] = (double)n_prompt / tp;
-        /* The limit of this decode: the weights it reads, streamed right before and after it
-         * (the host's bandwidth moves within seconds; a probe minutes away says little). */
-        stream[r] = plume_model_stream_bandwidth(m, 3, 0, NULL);
-        t0 = plume_now();
-        for (int64_t i = 0; !rc && i < n_gen; i++) {
-            rc = plume_session_feed(s, &next, 1, logits, 0, &err);
-            next = (int32_t)(plume_rng_next(&rng) % (uint64_t)V); /* random ids: speed does not depend on them */
-        }
-        dec[r] = (double)n_gen / (plume_now() - t0);
-        double after = plume_model_stream_bandwidth(m, 3, 0, NULL);
-        if (after > stream[r]) stream[r] = after;
-        share[r] = stream[r] > 0 ? dec[r] * (double)plume_model_decode_bytes(m) / (stream[r] * 1e9) : 0;
-        if (history > 0 && !rc) { /* follow-up turns after a short and a long history */
-            plume_session_free(s);
-            sp.n_ctx = (int32_t)(history + 64);
-            if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
-            rc = plume_session_new(&s, m, &sp, &err);
-            int32_t *hist = rc ? NULL : malloc((size_t)(history + 32) * sizeof *hist);
-            for (int64_t i = 0; hist && i < history + 32; i++) hist[i] = (int32_t)(plume_rng_next(&rng) % (uint64_t)V);
-            double *out[2] = {follow_short, follow_long};
-            int64_t lens[2] = {history < 64 ? history : 64, history};
-            for (int k = 0; hist && !rc && k < 2; k++) {
-                if (!rc) rc = plume_session_rewind(s, 0, &err);
-                if (!rc) rc = plume_session_feed(s, hist, (int32_t)lens[k], NULL, 0, &err);
-                double t1 = plume_now();
-                if (!rc) rc = plume_session_feed(s, hist + history, 32, logits, 0, &err);
-                out[k][r] = (plume_now() - t1) * 1e3;
+        plume_model_params mp = bench_model_params(o->isa, (int32_t)o->threads, o->exact);
+        if (plume_model_open(&m, o->model, &mp, &err)) return cli_lib_error_free(err);
+        for (int r = 0; r < o->reps; r++)
+            for (int k = 0; k < n; k++) {
+                double *v = sweep ? &f->depth[k][r] : &f->batch[k][r];
+                *v = sweep ? depth_decode(m, o->depth[k], o->n_gen, (int32_t)o->kv_bits, rng)
+                           : batch_decode(m, o->batch[k], o->n_gen, rng);
+                if (*v <= 0) {
+                    plume_model_free(m);
+                    return 1;
+                }
             }
-            free(hist);
-        }
-        double a = status_mb("RssAnon");
-        if (a > anon) anon = a;
-        snprintf(isa_name, sizeof isa_name, "%s", plume_model_isa(m));
-        snprintf(weights, sizeof weights, "%s", plume_model_weights(m));
-        nth = plume_model_n_threads(m);
-        decode_bytes = (double)plume_model_decode_bytes(m);
-        huge = plume_model_huge_share(m);
-        if (m->tiles_cols) { /* does this path read the tiles, or unpack them (forward.c)? */
-            int native = m->qact_matmul ? plume_qact_reads_tiles(m->qact_matmul) : m->k->reads_tiles;
-            layout = native ? "tiles" : "tiles-unpacked";
-        }
-        free(ids);
-        free(logits);
-        plume_session_free(s);
-        plume_model_free(m);
-        if (rc) return cli_lib_error(err);
-    }
-    double bt[8][100];
-    if (n_batch) { /* one model for all counts; the counts interleaved in every repetition */
-        char *err = NULL;
-        plume_model *m;
-        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
-        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
-        for (int r = 0; r < reps; r++)
-            for (int k = 0; k < n_batch; k++)
-                if ((bt[k][r] = batch_decode(m, (int32_t)batch[k], n_gen, &rng)) <= 0) {
-                    plume_model_free(m);
-                    return 1;
-                }
         plume_model_free(m);
     }
-    double dt[8][100];
-    if (n_depth) { /* one model for all depths; the depths interleaved in every repetition */
-        char *err = NULL;
-        plume_model *m;
-        plume_model_params mp = bench_model_params(isa, (int32_t)threads, exact);
-        if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error(err);
-        for (int r = 0; r < reps; r++)
-            for (int k = 0; k < n_depth; k++)
-                if ((dt[k][r] = depth_decode(m, depth[k], n_gen, (int32_t)kv_bits, &rng)) <= 0) {
-                    plume_model_free(m);
-                    return 1;
-                }
-        plume_model_free(m);
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double peak = (double)ru.ru_maxrss / 1024.0;
-    double bw = bandwidth(nth);
-    stat3 L = summarize(load, (int)reps), P = summarize(pre, (int)reps), D = summarize(dec, (int)reps),
-          F = summarize(ttft, (int)reps), W = summarize(stream, (int)reps), R = summarize(share, (int)reps);
+    return 0;
+}
+
+/* The figures as JSON lines: the run, then one per batch count and per depth. */
+static void bench_print_json(const bench_opts *o, bench_figures *f) {
+    int n = (int)o->reps;
+    stat3 L = summarize(f->load, n), P = summarize(f->pre, n), D = summarize(f->dec, n), F = summarize(f->ttft, n),
+          W = summarize(f->stream, n), R = summarize(f->share, n);
     stat3 FS = {0, 0, 0}, FL = {0, 0, 0};
-    if (history > 0) {
-        FS = summarize(follow_short, (int)reps);
-        FL = summarize(follow_long, (int)reps);
+    if (o->history > 0) {
+        FS = summarize(f->follow_short, n);
+        FL = summarize(f->follow_long, n);
     }
-    double over_probe = bw > 0 ? D.med * decode_bytes / (bw * 1e9) : 0;
-    if (json) {
-        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"exact\": %d, \"threads\": %d, \"n_prompt\": %lld, "
-               "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
-               "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
-               "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
-               "\"anon_rss_mb\": %.1f, \"huge_share\": %.3f, \"layout\": \"%s\", \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, "
-               "\"stream_gb_s\": %.2f, \"decode_roofline\": %.3f, \"decode_roofline_min\": %.3f, "
-               "\"decode_roofline_max\": %.3f, \"decode_over_probe\": %.3f, "
-               "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
-               model, weights, isa_name, exact, nth, (long long)n_prompt, (long long)n_gen, (long long)reps, P.med, P.lo, P.hi,
-               D.med, D.lo, D.hi, F.med, L.med, peak, anon, huge, layout, bw, decode_bytes, W.med, R.med, R.lo,
-               R.hi, over_probe, (long long)history, FS.med, FL.med);
-        for (int k = 0; k < n_batch; k++) {
-            stat3 B = summarize(bt[k], (int)reps);
-            printf("{\"batch\": %lld, \"aggregate_decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
-                   (long long)batch[k], B.med, B.lo, B.hi);
-        }
-        for (int k = 0; k < n_depth; k++) {
-            stat3 S = summarize(dt[k], (int)reps);
-            printf("{\"depth\": %lld, \"kv_bits\": %lld, \"decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
-                   (long long)depth[k], (long long)kv_bits, S.med, S.lo, S.hi);
-        }
-    } else {
-        printf("| %s, %s weights, %s kernels%s, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
-               weights, isa_name, exact ? " (exact)" : "", nth, (long long)reps);
-        printf("| load (open to ready), ms | %.1f | %.1f .. %.1f |\n", L.med, L.lo, L.hi);
-        printf("| prefill %lld tokens, tok/s | %.1f | %.1f .. %.1f |\n", (long long)n_prompt, P.med, P.lo, P.hi);
-        printf("| time to first token, ms | %.1f | %.1f .. %.1f |\n", F.med, F.lo, F.hi);
-        printf("| decode %lld tokens, tok/s | %.2f | %.2f .. %.2f |\n", (long long)n_gen, D.med, D.lo, D.hi);
-        printf("| peak RSS, MB | %.1f | |\n| anonymous RSS, MB | %.1f | |\n", peak, anon);
-        printf("| weights mapped by huge pages | %.0f%% | |\n", huge * 100);
-        printf("| weights layout | %s | %s |\n", layout,
-               strcmp(layout, "tiles-unpacked") ? ""
-                                                : "these kernels read rows: each group is unpacked first (slow); "
-                                                  "plume convert --layout rows for this CPU");
-        printf("| read bandwidth (%d threads, 1 GiB, at the end), GB/s | %.1f | |\n", nth, bw);
-        printf("| weights streamed around each decode (%d threads), GB/s | %.1f | %.1f .. %.1f |\n", nth, W.med, W.lo,
-               W.hi);
-        printf("| weights read per decode step, MB | %.1f | |\n", decode_bytes / 1e6);
-        printf("| decode / bandwidth limit (the weights streamed around it) | %.0f%% | %.0f%% .. %.0f%% |\n",
-               R.med * 100, R.lo * 100, R.hi * 100);
-        printf("| decode / the 1 GiB probe | %.0f%% | (limit %.1f tok/s) |\n", over_probe * 100,
-               bw * 1e9 / decode_bytes);
-        if (history > 0) {
-            printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n",
-                   (long long)(history < 64 ? history : 64), FS.med, FS.lo, FS.hi);
-            printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n", (long long)history,
-                   FL.med, FL.lo, FL.hi);
-        }
-        double one = 0;
-        for (int k = 0; k < n_batch; k++) {
-            double meds[100];
-            memcpy(meds, bt[k], sizeof(double) * (size_t)reps);
-            stat3 B = summarize(meds, (int)reps);
-            if (batch[k] == 1) one = B.med;
-            printf("| %lld sessions in one batch, aggregate decode tok/s | %.2f | %.2f .. %.2f |\n",
-                   (long long)batch[k], B.med, B.lo, B.hi);
-            if (one > 0 && batch[k] > 1) printf("| ... over one session | %.2fx | |\n", B.med / one);
-        }
-        double shallow = 0;
-        for (int k = 0; k < n_depth; k++) {
-            stat3 S = summarize(dt[k], (int)reps);
-            if (k == 0) shallow = S.med;
-            printf("| decode %lld tokens after %lld of history%s, tok/s | %.2f | %.2f .. %.2f |\n", (long long)n_gen,
-                   (long long)depth[k], kv_bits == 8 ? " (int8 KV)" : "", S.med, S.lo, S.hi);
-            if (k > 0 && shallow > 0) printf("| ... over depth %lld | %.0f%% | |\n", (long long)depth[0], 100 * S.med / shallow);
-        }
+    double over_probe = f->bw > 0 ? D.med * f->decode_bytes / (f->bw * 1e9) : 0;
+    printf("{\"model\": \"%s\", \"weights\": \"%s\", \"isa\": \"%s\", \"exact\": %d, \"threads\": %d, \"n_prompt\": %lld, "
+           "\"n_gen\": %lld, \"reps\": %lld, \"prefill_tok_s\": %.2f, \"prefill_tok_s_min\": %.2f, "
+           "\"prefill_tok_s_max\": %.2f, \"decode_tok_s\": %.2f, \"decode_tok_s_min\": %.2f, "
+           "\"decode_tok_s_max\": %.2f, \"ttft_ms\": %.1f, \"load_ms\": %.1f, \"peak_rss_mb\": %.1f, "
+           "\"anon_rss_mb\": %.1f, \"huge_share\": %.3f, \"layout\": \"%s\", \"bandwidth_gb_s\": %.2f, \"decode_bytes\": %.0f, "
+           "\"stream_gb_s\": %.2f, \"decode_roofline\": %.3f, \"decode_roofline_min\": %.3f, "
+           "\"decode_roofline_max\": %.3f, \"decode_over_probe\": %.3f, "
+           "\"history\": %lld, \"followup_ttft_ms_short\": %.1f, \"followup_ttft_ms_long\": %.1f}\n",
+           o->model, f->weights, f->isa, o->exact, f->nth, (long long)o->n_prompt, (long long)o->n_gen, (long long)o->reps,
+           P.med, P.lo, P.hi, D.med, D.lo, D.hi, F.med, L.med, f->peak, f->anon, f->huge, f->layout, f->bw,
+           f->decode_bytes, W.med, R.med, R.lo, R.hi, over_probe, (long long)o->history, FS.med, FL.med);
+    for (int k = 0; k < o->n_batch; k++) {
+        stat3 B = summarize(f->batch[k], n);
+        printf("{\"batch\": %lld, \"aggregate_decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
+               (long long)o->batch[k], B.med, B.lo, B.hi);
     }
-    return spec ? spec_step_costs(model, isa, nth, exact, reps, json) : 0;
+    for (int k = 0; k < o->n_depth; k++) {
+        stat3 S = summarize(f->depth[k], n);
+        printf("{\"depth\": %lld, \"kv_bits\": %lld, \"decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f}\n",
+               (long long)o->depth[k], (long long)o->kv_bits, S.med, S.lo, S.hi);
+    }
+}
+
+/* The --batch and --depth rows of the table. */
+static void bench_print_sweeps(const bench_opts *o, bench_figures *f) {
+    int n = (int)o->reps;
+    double one = 0;
+    for (int k = 0; k < o->n_batch; k++) {
+        double meds[BENCH_MAX_REPS];
+        memcpy(meds, f->batch[k], sizeof(double) * (size_t)n);
+        stat3 B = summarize(meds, n);
+        if (o->batch[k] == 1) one = B.med;
+        printf("| %lld sessions in one batch, aggregate decode tok/s | %.2f | %.2f .. %.2f |\n",
+               (long long)o->batch[k], B.med, B.lo, B.hi);
+        if (one > 0 && o->batch[k] > 1) printf("| ... over one session | %.2fx | |\n", B.med / one);
+    }
+    double shallow = 0;
+    for (int k = 0; k < o->n_depth; k++) {
+        stat3 S = summarize(f->depth[k], n);
+        if (k == 0) shallow = S.med;
+        printf("| decode %lld tokens after %lld of history%s, tok/s | %.2f | %.2f .. %.2f |\n", (long long)o->n_gen,
+               (long long)o->depth[k], o->kv_bits == 8 ? " (int8 KV)" : "", S.med, S.lo, S.hi);
+        if (k > 0 && shallow > 0) printf("| ... over depth %lld | %.0f%% | |\n", (long long)o->depth[0], 100 * S.med / shallow);
+    }
+}
+
+/* The figures as a Markdown table: median and range of each. */
+static void bench_print_table(const bench_opts *o, bench_figures *f) {
+    int n = (int)o->reps;
+    stat3 L = summarize(f->load, n), P = summarize(f->pre, n), D = summarize(f->dec, n), F = summarize(f->ttft, n),
+          W = summarize(f->stream, n), R = summarize(f->share, n);
+    double over_probe = f->bw > 0 ? D.med * f->decode_bytes / (f->bw * 1e9) : 0;
+    printf("| %s, %s weights, %s kernels%s, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", o->model,
+           f->weights, f->isa, o->exact ? " (exact)" : "", f->nth, (long long)o->reps);
+    printf("| load (open to ready), ms | %.1f | %.1f .. %.1f |\n", L.med, L.lo, L.hi);
+    printf("| prefill %lld tokens, tok/s | %.1f | %.1f .. %.1f |\n", (long long)o->n_prompt, P.med, P.lo, P.hi);
+    printf("| time to first token, ms | %.1f | %.1f .. %.1f |\n", F.med, F.lo, F.hi);
+    printf("| decode %lld tokens, tok/s | %.2f | %.2f .. %.2f |\n", (long long)o->n_gen, D.med, D.lo, D.hi);
+    printf("| peak RSS, MB | %.1f | |\n| anonymous RSS, MB | %.1f | |\n", f->peak, f->anon);
+    printf("| weights mapped by huge pages | %.0f%% | |\n", f->huge * 100);
+    printf("| weights layout | %s | %s |\n", f->layout,
+           strcmp(f->layout, "tiles-unpacked") ? ""
+                                               : "these kernels read rows: each group is unpacked first (slow); "
+                                                 "plume convert --layout rows for this CPU");
+    printf("| read bandwidth (%d threads, 1 GiB, at the end), GB/s | %.1f | |\n", f->nth, f->bw);
+    printf("| weights streamed around each decode (%d threads), GB/s | %.1f | %.1f .. %.1f |\n", f->nth, W.med, W.lo,
+           W.hi);
+    printf("| weights read per decode step, MB | %.1f | |\n", f->decode_bytes / 1e6);
+    printf("| decode / bandwidth limit (the weights streamed around it) | %.0f%% | %.0f%% .. %.0f%% |\n", R.med * 100,
+           R.lo * 100, R.hi * 100);
+    printf("| decode / the 1 GiB probe | %.0f%% | (limit %.1f tok/s) |\n", over_probe * 100,
+           f->bw * 1e9 / f->decode_bytes);
+    if (o->history > 0) {
+        stat3 FS = summarize(f->follow_short, n), FL = summarize(f->follow_long, n);
+        printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n",
+               (long long)(o->history < 64 ? o->history : 64), FS.med, FS.lo, FS.hi);
+        printf("| follow-up turn (32 tokens) after %lld tokens, TTFT ms | %.1f | %.1f .. %.1f |\n",
+               (long long)o->history, FL.med, FL.lo, FL.hi);
+    }
+    bench_print_sweeps(o, f);
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = bench_parse(&o, argc, argv);
+    bench_figures *f = rc < 0 ? calloc(1, sizeof *f) : NULL;
+    if (rc < 0 && !f) rc = cli_error("bench: out of memory");
+    if (rc < 0 && !(o.model = cli_model_path(o.model))) rc = 1;
+    if (rc < 0 && o.audio_secs > 0) rc = audio_bench(o.model, o.isa, (int32_t)o.threads, o.audio_secs, o.reps, o.json);
+    if (rc < 0 && o.schema) {
+        bench_constraint_opts co = {o.model, o.schema, o.tokenizer, o.isa, (int32_t)o.threads, o.exact, o.n_gen,
+                                    o.reps, o.temp, o.top_k, o.json};
+        rc = bench_constraint_costs(&co);
+    }
+    if (rc < 0 && o.image && o.reps > 16) rc = cli_error("bench: --image takes -r up to 16");
+    if (rc < 0 && o.image)
+        rc = image_costs(o.model, o.isa, (int32_t)o.threads, o.exact, o.reps, (int32_t)o.image_tokens, o.json);
+    uint64_t rng = 12345;
+    for (int r = 0; rc < 0 && r < o.reps; r++)
+        if (bench_rep(&o, r, f, &rng)) rc = 1;
+    if (rc < 0 && bench_sweeps(&o, f, &rng)) rc = 1;
+    if (rc < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        f->peak = (double)ru.ru_maxrss / 1024.0;
+        f->bw = plume_memory_bandwidth(f->nth, (size_t)1 << 30, 5);
+        if (o.json) bench_print_json(&o, f);
+        else bench_print_table(&o, f);
+        rc = o.spec ? spec_step_costs(o.model, o.isa, f->nth, o.exact, o.reps, o.json) : 0;
+    }
+    free(o.batch);
+    free(o.depth);
+    free(f);
+    return rc;
 }

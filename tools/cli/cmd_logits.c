@@ -11,42 +11,27 @@ static const char logits_usage[] =
     "usage: plume logits -m BUNDLE (--ids 2,17,... | --ids-npy FILE.npy) [--step N] -o OUT.npy\n"
     "                    [--isa scalar|avx2|avx512|neon] [-t THREADS] [--context N]\n"
     "                    [--load-state FILE] [--save-state FILE] [--fast]\n"
+    "                    [--image FILE]... [--image-tokens N] [--audio FILE]...\n"
     "  Feed the ids N at a time (--step 1 is pure decode; default: all at once) and write the\n"
     "  float32 logits [T, V] of every position, after the final softcap.\n"
     "  --load-state FILE  continue a session saved earlier (the ids follow its tokens)\n"
     "  --save-state FILE  save the session after the ids\n"
     "  --fast             q8/q4: int8 activations, as run/chat/serve/bench use by default (the\n"
-    "                     logits are exact, float32 activations, unless this is given)\n";
-
-/* Parse "2,17,5" into a malloc'd array. */
-static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
-    int32_t cap = 16, k = 0;
-    int32_t *a = malloc((size_t)cap * sizeof *a);
-    const char *p = s;
-    while (a && *p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) { free(a); return -1; }
-        if (k == cap) {
-            int32_t *na = realloc(a, (size_t)(cap *= 2) * sizeof *a);
-            if (!na) { free(a); return -1; }
-            a = na;
-        }
-        a[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    if (!a || k == 0) { free(a); return -1; }
-    *ids = a;
-    *n = k;
-    return 0;
-}
+    "                     logits are exact, float32 activations, unless this is given)\n"
+    "  --image FILE       an image whose soft tokens fill the next run of image placeholders\n"
+    "                     (the model's image_token_id) of the ids, which are the expanded prompt\n"
+    "                     (<|image> + N placeholders + <image|> each); repeatable, in order\n"
+    "  --image-tokens N   the images' token budget: 70, 140, 280 (default), 560 or 1120\n"
+    "  --audio FILE       an audio file whose soft tokens fill the next run of audio placeholders\n"
+    "                     (<|audio> + N x audio_token_id + <audio|>); repeatable, in order. Images\n"
+    "                     fill the image runs and audio the audio runs, each kind in its order\n";
 
 /* Read ids from an int32 or float .npy. */
 static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     plume_map m;
     npy_view v;
     char *err = NULL;
-    if (npy_open(path, &m, &v, &err)) return cli_lib_error(err);
+    if (npy_open(path, &m, &v, &err)) return cli_lib_error_free(err);
     float *f = malloc((size_t)(v.count ? v.count : 1) * sizeof *f);
     *ids = malloc((size_t)(v.count ? v.count : 1) * sizeof **ids);
     int bad = !f || !*ids || v.count < 1 || v.count > INT32_MAX;
@@ -69,9 +54,37 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     return 0;
 }
 
+enum { LOGITS_MAX_IMAGES = 64, LOGITS_MAX_AUDIO = 64 };
+
+/* Encode the files of paths into media with the model's tower: images (budget tokens; 0: the
+ * default) or audio. 0, or the error (media freed). */
+static int encode_media(plume_model *m, const char *const *paths, int32_t n, int audio, int32_t tokens, plume_embd **media,
+                        char **err) {
+    plume_image_params ip = plume_image_default_params();
+    ip.max_tokens = tokens;
+    for (int32_t i = 0; i < n; i++) {
+        plume_image *img = NULL;
+        plume_audio *a = NULL;
+        char *why = NULL;
+        int rc = audio ? plume_audio_load(&a, paths[i], &why) : plume_image_load(&img, paths[i], &why);
+        if (!rc) rc = audio ? plume_audio_encode(&media[i], m, a, &why) : plume_image_encode(&media[i], m, img, &ip, &why);
+        plume_image_free(img);
+        plume_audio_free(a);
+        if (rc) {
+            plume_fail(err, rc, "%s", why);
+            free(why);
+            while (i-- > 0) plume_embd_free(media[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL, *load = NULL, *save = NULL;
-    int64_t step = 0, threads = 0, ctx = 0;
+    const char *images[LOGITS_MAX_IMAGES], *audios[LOGITS_MAX_AUDIO];
+    int64_t step = 0, threads = 0, ctx = 0, image_tokens = 0;
+    int32_t n_images = 0, n_audios = 0;
     int fast = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -85,6 +98,15 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--fast")) fast = 1;
         else if (!strcmp(a, "--load-state") && more) load = argv[++i];
         else if (!strcmp(a, "--save-state") && more) save = argv[++i];
+        else if (!strcmp(a, "--image") && more) {
+            if (n_images == LOGITS_MAX_IMAGES) return cli_error("logits: at most %d --image files", LOGITS_MAX_IMAGES);
+            images[n_images++] = argv[++i];
+        } else if (!strcmp(a, "--audio") && more) {
+            if (n_audios == LOGITS_MAX_AUDIO) return cli_error("logits: at most %d --audio files", LOGITS_MAX_AUDIO);
+            audios[n_audios++] = argv[++i];
+        } else if (!strcmp(a, "--image-tokens") && more) {
+            if (cli_int(argv[++i], 1, 1120, &image_tokens)) return cli_error("logits: --image-tokens wants 70..1120");
+        }
         else if (!strcmp(a, "--step") && more) {
             if (cli_int(argv[++i], 1, 1 << 20, &step)) return cli_error("logits: --step wants a positive integer");
         } else if (!strcmp(a, "-t") && more) {
@@ -98,7 +120,8 @@ int cmd_logits(int argc, char **argv) {
     model = cli_model_path(model);
     if (!model) return 1;
     int32_t *ids = NULL, n = 0;
-    if (ids_s && parse_ids(ids_s, &ids, &n)) return cli_error("logits: --ids wants comma-separated integers");
+    if (ids_s && cli_int_list(ids_s, INT32_MIN, INT32_MAX, 0, &ids, &n))
+        return cli_error("logits: --ids wants comma-separated integers");
     if (ids_npy && read_ids_npy(ids_npy, &ids, &n)) return 1;
     char *err = NULL;
     plume_model *m;
@@ -106,7 +129,7 @@ int cmd_logits(int argc, char **argv) {
     mp.isa = isa;
     mp.n_threads = (int32_t)threads;
     mp.exact = !fast;
-    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error(err); }
+    if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error_free(err); }
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = (int32_t)ctx;
     if (step > 0) sp.n_batch = (int32_t)step;
@@ -116,8 +139,17 @@ int cmd_logits(int argc, char **argv) {
     int64_t V = plume_model_n_vocab(m);
     float *logits = rc ? NULL : malloc((size_t)(n * V) * sizeof *logits);
     if (!rc && !logits) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory for %d x %lld logits", n, (long long)V);
+    plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO]; /* the images, then the audio */
+    const int32_t n_media = n_images + n_audios;
+    if (!rc && n_images) rc = encode_media(m, images, n_images, 0, (int32_t)image_tokens, media, &err);
+    if (!rc && n_audios && (rc = encode_media(m, audios, n_audios, 1, 0, media + n_images, &err)))
+        for (int32_t i = 0; i < n_images; i++) plume_embd_free(media[i]);
+    if (!rc && n_media) { /* one feed: the session steps --step rows at a time through the media */
+        rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)media, n_media, logits, 1, &err);
+        for (int32_t i = 0; i < n_media; i++) plume_embd_free(media[i]);
+    }
     int32_t chunk = step > 0 ? (int32_t)step : n;
-    for (int32_t i = 0; !rc && i < n; i += chunk) {
+    for (int32_t i = 0; !rc && !n_media && i < n; i += chunk) {
         int32_t k = n - i < chunk ? n - i : chunk;
         rc = plume_session_feed(s, ids + i, k, logits + (int64_t)i * V, 1, &err);
     }
@@ -128,5 +160,5 @@ int cmd_logits(int argc, char **argv) {
     free(ids);
     plume_session_free(s);
     plume_model_free(m);
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }

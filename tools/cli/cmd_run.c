@@ -14,29 +14,13 @@ static const char run_usage[] =
     "  --raw                no chat template\n"
     "  --cache FILE         a reusable prompt cache: the session state after the prompt is\n"
     "                       saved there, and a later prompt sharing its prefix (e.g. a long\n"
-    "                       system prompt) prefills only the rest\n"
+    "                       system prompt, the same image) prefills only the rest\n"
     "  --print-grammar      print the GBNF grammar of --json-schema / --json / --grammar and exit\n";
-
-/* Read all of stdin into a malloc'd string. */
-static char *read_stdin(void) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    size_t r;
-    while (b && (r = fread(b + n, 1, cap - n - 1, stdin)) > 0) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) { free(b); return NULL; }
-            b = nb;
-        }
-    }
-    if (b) b[n] = 0;
-    return b;
-}
 
 /* Prefill through the prompt cache at path (load it if it is there and belongs to this
  * bundle, reuse the shared prefix, save the state after the prompt), then generate. */
-static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, gen_stats *st) {
+static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                          int32_t n_media, gen_stats *stats) {
     char *err = NULL;
     if (plume_file_exists(path)) {
         plume_session *s;
@@ -51,14 +35,14 @@ static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int3
     }
     int32_t reused = 0;
     double t0 = plume_now();
-    if (plume_session_feed_prompt(g->s, ids, n, g->logits, &reused, &err)) return cli_lib_error(err);
+    if (plume_session_feed_prompt_media(g->s, ids, n, media, n_media, g->logits, &reused, &err)) return cli_lib_error_free(err);
     double t_prefill = plume_now() - t0;
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
-    if (plume_session_save(g->s, path, &err)) return cli_lib_error(err);
+    if (plume_session_save(g->s, path, &err)) return cli_lib_error_free(err);
     fprintf(stderr, "[cache %s: %d of %d prompt tokens reused]\n", path, reused, n);
-    int rc = gen_run(g, NULL, 0, st);
-    st->n_prompt = n - reused;
-    st->t_prefill = t_prefill;
+    int rc = gen_run(g, NULL, 0, NULL, 0, stats);
+    stats->n_prompt = n - reused;
+    stats->t_prefill = t_prefill;
     return rc;
 }
 
@@ -94,31 +78,39 @@ int cmd_run(int argc, char **argv) {
     }
     char *stdin_text = NULL;
     if (!strcmp(o.prompt, "-")) {
-        stdin_text = read_stdin();
-        if (!stdin_text) return cli_error("run: cannot read the prompt from stdin");
+        if (plume_read_stream(stdin, &stdin_text, NULL)) return cli_error("run: cannot read the prompt from stdin");
         o.prompt = stdin_text;
     }
     gen_ctx g;
     if ((o.cache && cli_mkdir_parent(o.cache)) || gen_open(&g, &o)) { free(stdin_text); return 1; }
-    char *text = NULL, *err = NULL;
-    int rc = 0;
-    if (o.raw) {
-        text = plume_sprintf("<bos>%s", o.prompt);
-    } else if (gen_render_first(&o, o.prompt, &text, &err)) {
-        rc = cli_lib_error(err);
+    char *text = NULL, *err = NULL, *msg = NULL;
+    plume_embd *media[GEN_MAX_MEDIA]; /* the images, then the audio clips */
+    const plume_embd *const *cm = (const plume_embd *const *)media;
+    int rc = o.n_images ? gen_encode_images(&g, o.images, o.n_images, media) : 0;
+    int32_t n_media = rc ? 0 : o.n_images;
+    if (!rc && o.n_audios && (rc = gen_encode_audio(&g, o.audios, o.n_audios, media + n_media)) == 0) n_media += o.n_audios;
+    if (!rc && n_media && !(msg = gen_media_message(&g, o.prompt, media, n_media))) rc = 1;
+    if (rc) {
+    } else if (o.raw) {
+        text = plume_sprintf("<bos>%s", msg ? msg : o.prompt);
+    } else if (gen_render_first(&o, msg ? msg : o.prompt, &text, &err)) {
+        rc = cli_lib_error_free(err);
     }
     int32_t *ids = NULL, n = 0;
     if (!rc && !text) rc = cli_error("out of memory");
     if (!rc) rc = gen_tokenize(&g, text, &ids, &n);
-    gen_stats st;
-    if (!rc && o.cache) rc = prefill_cached(&g, o.cache, ids, n, &st);
-    else if (!rc) rc = gen_run(&g, ids, n, &st);
+    if (!rc && n_media) rc = gen_expand(&g, &ids, &n, cm, n_media);
+    gen_stats stats;
+    if (!rc && o.cache) rc = prefill_cached(&g, o.cache, ids, n, cm, n_media, &stats);
+    else if (!rc) rc = gen_run(&g, ids, n, cm, n_media, &stats);
     if (!rc) {
         if (!o.raw) fputc('\n', stdout);
-        gen_print_stats(&st);
+        gen_print_stats(&stats);
     }
     free(ids);
     free(text);
+    free(msg);
+    for (int32_t i = 0; i < n_media; i++) plume_embd_free(media[i]);
     free(stdin_text);
     gen_close(&g);
     return rc;

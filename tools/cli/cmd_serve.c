@@ -1,41 +1,27 @@
-/* cmd_serve.c -- `plume serve`: flags, the HTTP side (libmicrohttpd), routing, server-sent
- * events, the API key, limits, signals and /metrics (docs/SERVER.md).
- *
- * libmicrohttpd runs one thread per connection. A connection thread reads the body (at most
- * --max-body bytes), parses it (serve_req.c), renders and tokenizes the prompt, submits a job
- * to the scheduler (serve_sched.c) and then waits on the job's bytes: a streamed reply is a
- * content reader that blocks until the scheduler has written more; a whole reply is sent
- * when the job is done. While waiting, the thread peeks at its socket so that a client that
- * hangs up cancels its job at once, even during a long prefill. */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdatomic.h>
+/* cmd_serve.c -- `plume serve`: its flags, the model to serve, then the server room's
+ * serve_run (tools/serve/, docs/SERVER.md). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
-#include "common.h"
 #include "serve/serve.h"
-#include "serve/webui.h"
 
 static const char serve_help[] =
     "usage: plume serve [-m BUNDLE] [options]\n"
-    "  An OpenAI-compatible HTTP server (docs/SERVER.md): /v1/chat/completions, /v1/completions,\n"
-    "  /v1/models, /health, /metrics, /tokenize, /detokenize, and a chat page at /.\n"
+    "  An HTTP server (docs/SERVER.md) speaking OpenAI's API (/v1/chat/completions,\n"
+    "  /v1/completions, /v1/responses, /v1/models), Anthropic's (/v1/messages) and Ollama's\n"
+    "  (/api/chat, /api/generate, /api/tags, ...), with /health, /metrics, /tokenize,\n"
+    "  /detokenize, and a chat page at / (for browsers; other clients get Ollama's banner).\n"
     "  -m BUNDLE            the model (default: $PLUME_MODEL, then ~/.cache/plume/gemma-4-e2b)\n"
     "  --host ADDR          address to bind (default 127.0.0.1; IPv6 addresses too)\n"
     "  --port N             port (default 8080; 0: any free port, printed on stderr)\n"
     "  --parallel N         slots: requests generated at once, batched (default 4)\n"
     "  --context N          context of each slot in tokens (default: the bundle's, at most 8192)\n"
     "  --queue N            requests waiting for a slot before 429 (default 64)\n"
-    "  --api-key KEY        require 'Authorization: Bearer KEY' (all but / and /health)\n"
+    "  --api-key KEY        require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (all but /\n"
+    "                       and /health)\n"
+    "  --cors ORIGINS       let pages of these origins call the server from a browser:\n"
+    "                       'https://a.example,http://localhost:3000', or '*' for any\n"
     "  --slot-save DIR      save idle slots there at exit and load them at start\n"
     "  --max-body BYTES     largest request body (default 8388608)\n"
     "  --timeout SECONDS    close connections idle that long (default 60)\n"
@@ -50,500 +36,10 @@ static const char serve_help[] =
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
     "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n";
 
-/* Flags of `plume serve`. */
-typedef struct {
-    const char *model, *host, *api_key, *slot_dir, *isa;
-    int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
-    size_t max_body;
-} serve_options;
-
-/* The server: the model, the scheduler, the HTTP daemon and the counters of /metrics. */
-typedef struct {
-    serve_options o;
-    plume_model *m;
-    const plume_tokenizer *tok;
-    serve_sched *sched;
-    struct MHD_Daemon *d;
-    char model_name[256];
-    int32_t n_ctx;
-    atomic_int_fast64_t http_requests;
-    atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
-    atomic_int_fast64_t id_counter;
-    atomic_int stopping;
-    atomic_int in_flight; /* connections holding a job (waiting or streaming) */
-} serve_server;
-
-/* What a connection has received so far and what it waits on. */
-typedef struct {
-    char *body;        /* [len] the request body */
-    size_t len, cap;
-    int32_t too_large; /* the body passed --max-body: the rest is dropped, then 413 */
-    serve_job *job;
-} serve_conn;
-
-/* A streamed reply: the job, the socket to watch, the server's in-flight count. */
-typedef struct {
-    serve_job *job;
-    int fd;
-    atomic_int *in_flight;
-} serve_stream;
-
-#define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
-
-/* ---- replies ------------------------------------------------------------------------------ */
-
-/* Queue a response of len bytes (copied) with a content type; counts it for /metrics. */
-static enum MHD_Result reply(serve_server *sv, struct MHD_Connection *c, unsigned status, const char *type,
-                             const char *body, size_t len) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
-    enum MHD_Result rc = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    if (status / 100 < 6) atomic_fetch_add(&sv->http_status[status / 100], 1);
-    return rc;
-}
-
-/* Queue a JSON body (NULL: out of memory, a 500). The body is freed. */
-static enum MHD_Result reply_json(serve_server *sv, struct MHD_Connection *c, unsigned status, char *json) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-    enum MHD_Result rc = json ? reply(sv, c, status, "application/json", json, strlen(json))
-                              : reply(sv, c, 500, "application/json", oom, sizeof oom - 1);
-    free(json);
-    return rc;
-}
-
-/* Queue an OpenAI error. */
-static enum MHD_Result reply_error(serve_server *sv, struct MHD_Connection *c, unsigned status, const char *type,
-                                   const char *param, const char *code, const char *msg) {
-    serve_error e = {0};
-    serve_error_set(&e, (int32_t)status, type, param, code, "%s", msg);
-    return reply_json(sv, c, status, e.body);
-}
-
-/* Queue a parse error (serve_error) and free it. */
-static enum MHD_Result reply_serve_error(serve_server *sv, struct MHD_Connection *c, serve_error *e) {
-    enum MHD_Result rc = reply_json(sv, c, (unsigned)e->status, e->body);
-    e->body = NULL;
-    return rc;
-}
-
-/* ---- waiting on a job --------------------------------------------------------------------- */
-
-/* Whether the peer of a connected socket has closed it (or it failed). */
-static int client_gone(int fd) {
-    char ch;
-    ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-/* Wait up to SERVE_WAIT_MS on the job's condition. Called with j->mu held. */
-static void job_wait_locked(serve_job *j) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += SERVE_WAIT_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-}
-
-/* The socket of a connection. */
-static int conn_fd(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
-
-/* The content reader of a streamed reply: block until the scheduler has written more bytes,
- * copy them; end of stream when the job is done; an error when the client has gone. */
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    serve_stream *st = cls;
-    serve_job *j = st->job;
-    pthread_mutex_lock(&j->mu);
-    while (j->out_sent == j->out_len && !j->done) {
-        job_wait_locked(j);
-        if (j->out_sent == j->out_len && !j->done) {
-            pthread_mutex_unlock(&j->mu);
-            if (client_gone(st->fd)) {
-                serve_job_cancel(j);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            pthread_mutex_lock(&j->mu);
-        }
-    }
-    size_t n = j->out_len - j->out_sent;
-    if (n == 0) {
-        pthread_mutex_unlock(&j->mu);
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    }
-    if (n > max) n = max;
-    memcpy(buf, j->out + j->out_sent, n);
-    j->out_sent += n;
-    pthread_mutex_unlock(&j->mu);
-    return (ssize_t)n;
-}
-
-/* The end of a streamed reply (sent, or the connection closed): cancel the job if it still
- * runs and drop the stream's reference. */
-static void stream_free(void *cls) {
-    serve_stream *st = cls;
-    serve_job_cancel(st->job);
-    serve_job_unref(st->job);
-    atomic_fetch_sub(st->in_flight, 1);
-    free(st);
-}
-
-/* Wait for a non-streamed job to end; 0, or -1 when the client hung up (job cancelled). */
-static int job_wait_done(serve_job *j, int fd) {
-    pthread_mutex_lock(&j->mu);
-    while (!j->done) {
-        job_wait_locked(j);
-        if (j->done) break;
-        pthread_mutex_unlock(&j->mu);
-        if (client_gone(fd)) {
-            serve_job_cancel(j);
-            return -1;
-        }
-        pthread_mutex_lock(&j->mu);
-    }
-    pthread_mutex_unlock(&j->mu);
-    return 0;
-}
-
-/* ---- the generation endpoints --------------------------------------------------------------- */
-
-/* Tokenize text (no BOS added) into a malloc'd array. 0 or an error in e. */
-static int tokenize(const plume_tokenizer *tok, const char *text, int32_t **ids, int32_t *n, serve_error *e) {
-    size_t len = strlen(text);
-    int32_t cap = (int32_t)(len < (1u << 28) ? len + 16 : (1u << 28));
-    if (!(*ids = malloc((size_t)cap * sizeof **ids))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    int32_t k = plume_tokenize(tok, text, len, *ids, cap);
-    if (k < 0 || k > cap) {
-        free(*ids);
-        *ids = NULL;
-        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the text is not valid UTF-8");
-    }
-    *n = k;
-    return 0;
-}
-
-/* Parse, render, tokenize and check a generation request into a job. 0 or an error in e. */
-static int make_job(serve_server *sv, serve_kind kind, const serve_conn *cn, serve_job **out, serve_error *e) {
-    serve_request r;
-    int rc = serve_request_parse(&r, kind, cn->body ? cn->body : "", cn->len, e);
-    if (rc) return rc;
-    char *text = NULL;
-    int32_t in_thought = 0;
-    if (kind == SERVE_CHAT) rc = serve_chat_render(&r, &text, &in_thought, e);
-    else if (!(text = plume_sprintf("<bos>%s", r.prompt))) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    int32_t *ids = NULL, n = 0;
-    if (!rc) rc = tokenize(sv->tok, text, &ids, &n, e);
-    free(text);
-    if (!rc) rc = serve_check_budget(n, r.max_tokens, sv->n_ctx, e);
-    serve_job *j = rc ? NULL : serve_job_new(&r);
-    if (!rc && !j) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (rc) {
-        serve_request_free(&r);
-        free(ids);
-        return rc;
-    }
-    j->ids = ids;
-    j->n_ids = n;
-    j->in_thought = in_thought;
-    j->head.kind = kind;
-    j->head.created = (int64_t)time(NULL);
-    j->head.model = sv->model_name;
-    snprintf(j->head.id, sizeof j->head.id, "%s-%llx%06llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)j->head.created, (unsigned long long)atomic_fetch_add(&sv->id_counter, 1));
-    *out = j;
-    return 0;
-}
-
-/* POST /v1/chat/completions and /v1/completions. */
-static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, serve_kind kind) {
-    serve_error e = {0};
-    serve_job *j = NULL;
-    if (make_job(sv, kind, cn, &j, &e)) return reply_serve_error(sv, c, &e);
-    int rc = serve_sched_submit(sv->sched, j);
-    if (rc) {
-        serve_job_unref(j);
-        return rc == SERVE_EFULL ? reply_error(sv, c, 429, "rate_limit_error", NULL, "queue_full",
-                                               "every slot is busy and the queue is full; retry later")
-                                 : reply_error(sv, c, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-    }
-    int fd = conn_fd(c);
-    atomic_fetch_add(&sv->in_flight, 1);
-    if (j->req.stream) {
-        serve_stream *st = malloc(sizeof *st);
-        struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
-        if (!r) {
-            free(st);
-            serve_job_cancel(j);
-            serve_job_unref(j);
-            atomic_fetch_sub(&sv->in_flight, 1);
-            return reply_error(sv, c, 500, "server_error", NULL, NULL, "out of memory");
-        }
-        st->job = j; /* the connection's reference now belongs to the stream */
-        st->fd = fd;
-        st->in_flight = &sv->in_flight;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        atomic_fetch_add(&sv->http_status[2], 1);
-        return q;
-    }
-    if (job_wait_done(j, fd)) {
-        serve_job_unref(j);
-        atomic_fetch_sub(&sv->in_flight, 1);
-        return MHD_NO; /* the client is gone: close */
-    }
-    enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out ? j->out : "", j->out_len);
-    serve_job_unref(j);
-    atomic_fetch_sub(&sv->in_flight, 1);
-    return q;
-}
-
-/* ---- the other endpoints ------------------------------------------------------------------- */
-
-/* POST /tokenize: {"content"} -> {"tokens"}. */
-static enum MHD_Result handle_tokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
-    serve_error e = {0};
-    char *content = NULL;
-    int32_t special = 0, *ids = NULL, n = 0;
-    if (serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &content, &special, &e) ||
-        tokenize(sv->tok, content, &ids, &n, &e)) {
-        free(content);
-        return reply_serve_error(sv, c, &e);
-    }
-    free(content);
-    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "tokens");
-    if (special && arr) cJSON_AddItemToArray(arr, cJSON_CreateNumber(2)); /* <bos> */
-    for (int32_t i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-    free(ids);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
-}
-
-/* POST /detokenize: {"tokens"} -> {"content"}. */
-static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
-    serve_error e = {0};
-    int32_t *ids = NULL, n = 0;
-    if (serve_detokenize_parse(cn->body ? cn->body : "", cn->len, plume_tokenizer_n_vocab(sv->tok), &ids, &n, &e))
-        return reply_serve_error(sv, c, &e);
-    int64_t need = plume_detokenize(sv->tok, ids, n, 0, NULL, 0);
-    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-    if (text) plume_detokenize(sv->tok, ids, n, 0, text, (size_t)need + 1);
-    free(ids);
-    if (!text) return reply_error(sv, c, 500, "server_error", NULL, NULL, "cannot detokenize");
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "content", text);
-    free(text);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
-}
-
-/* GET /v1/models. */
-static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
-    cJSON_AddStringToObject(m, "id", sv->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", 0);
-    cJSON_AddStringToObject(m, "owned_by", "plume");
-    cJSON_AddNumberToObject(m, "context_length", sv->n_ctx);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
-}
-
-/* GET /metrics: Prometheus text. */
-static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c) {
-    serve_stats st;
-    serve_sched_stats(sv->sched, &st);
-    char buf[4096];
-    int n = snprintf(buf, sizeof buf,
-        "# HELP plume_http_requests_total HTTP requests received.\n# TYPE plume_http_requests_total counter\n"
-        "plume_http_requests_total %lld\n"
-        "# HELP plume_http_responses_total HTTP responses by status class.\n# TYPE plume_http_responses_total counter\n"
-        "plume_http_responses_total{code=\"2xx\"} %lld\nplume_http_responses_total{code=\"4xx\"} %lld\n"
-        "plume_http_responses_total{code=\"5xx\"} %lld\n"
-        "# HELP plume_requests_total Generation requests accepted by the scheduler.\n# TYPE plume_requests_total counter\n"
-        "plume_requests_total %lld\n"
-        "# HELP plume_prompt_tokens_total Prompt tokens computed (prefilled).\n# TYPE plume_prompt_tokens_total counter\n"
-        "plume_prompt_tokens_total %lld\n"
-        "# HELP plume_prompt_tokens_cached_total Prompt tokens reused from a slot's cache.\n"
-        "# TYPE plume_prompt_tokens_cached_total counter\nplume_prompt_tokens_cached_total %lld\n"
-        "# HELP plume_generated_tokens_total Tokens generated.\n# TYPE plume_generated_tokens_total counter\n"
-        "plume_generated_tokens_total %lld\n"
-        "# HELP plume_decode_tokens_per_second Generated tokens per second of decoding steps.\n"
-        "# TYPE plume_decode_tokens_per_second gauge\nplume_decode_tokens_per_second %.3f\n"
-        "# HELP plume_batch_steps_total Batched forward steps run.\n# TYPE plume_batch_steps_total counter\n"
-        "plume_batch_steps_total %lld\n"
-        "# HELP plume_queue_length Requests waiting for a slot.\n# TYPE plume_queue_length gauge\n"
-        "plume_queue_length %d\n"
-        "# HELP plume_slots_busy Slots serving a request.\n# TYPE plume_slots_busy gauge\nplume_slots_busy %d\n"
-        "# HELP plume_slots_total Slots (--parallel).\n# TYPE plume_slots_total gauge\nplume_slots_total %d\n"
-        "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
-        "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
-        "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
-        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n",
-        (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
-        (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
-        (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
-        st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted);
-    return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
-}
-
-/* ---- routing ------------------------------------------------------------------------------ */
-
-typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETION, R_TOKENIZE, R_DETOKENIZE } route;
-
-/* The route of a path and whether it wants POST; R_NONE when unknown. */
-static route route_of(const char *url, int *post) {
-    static const struct { const char *path; route r; int post; } table[] = {
-        {"/", R_PAGE, 0},
-        {"/health", R_HEALTH, 0},
-        {"/v1/health", R_HEALTH, 0},
-        {"/v1/models", R_MODELS, 0},
-        {"/models", R_MODELS, 0},
-        {"/metrics", R_METRICS, 0},
-        {"/v1/chat/completions", R_CHAT, 1},
-        {"/chat/completions", R_CHAT, 1},
-        {"/v1/completions", R_COMPLETION, 1},
-        {"/completions", R_COMPLETION, 1},
-        {"/tokenize", R_TOKENIZE, 1},
-        {"/detokenize", R_DETOKENIZE, 1},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (!strcmp(url, table[i].path)) {
-            *post = table[i].post;
-            return table[i].r;
-        }
-    return R_NONE;
-}
-
-/* Whether the request carries the API key (or none is required). Constant time in the key. */
-static int authorized(const serve_server *sv, struct MHD_Connection *c) {
-    if (!sv->o.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
-    const char *given = h + 7, *key = sv->o.api_key;
-    size_t lg = strlen(given), lk = strlen(key);
-    unsigned diff = lg != lk;
-    for (size_t i = 0; i < lk; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < lg ? given[i] : 0);
-    return diff == 0;
-}
-
-/* Answer a complete request. */
-static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
-                                serve_conn *cn) {
-    int post = 0;
-    route r = route_of(url, &post);
-    if (r == R_NONE)
-        return reply_error(sv, c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint (see docs/SERVER.md)");
-    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if ((post && strcmp(method, "POST")) || (!post && !is_get))
-        return reply_error(sv, c, 405, "invalid_request_error", NULL, "method_not_allowed",
-                           post ? "this endpoint takes POST" : "this endpoint takes GET");
-    if (r != R_PAGE && r != R_HEALTH && !authorized(sv, c))
-        return reply_error(sv, c, 401, "invalid_request_error", NULL, "invalid_api_key",
-                           "missing or wrong API key: send 'Authorization: Bearer KEY'");
-    if (cn->too_large) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", sv->o.max_body);
-        return reply_error(sv, c, 413, "invalid_request_error", NULL, "request_too_large", msg);
-    }
-    switch (r) {
-    case R_PAGE: return reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len);
-    case R_HEALTH:
-        return atomic_load(&sv->stopping) ? reply_error(sv, c, 503, "server_error", NULL, "shutting_down", "shutting down")
-                                          : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
-    case R_MODELS: return handle_models(sv, c);
-    case R_METRICS: return handle_metrics(sv, c);
-    case R_CHAT: return handle_generate(sv, c, cn, SERVE_CHAT);
-    case R_COMPLETION: return handle_generate(sv, c, cn, SERVE_COMPLETION);
-    case R_TOKENIZE: return handle_tokenize(sv, c, cn);
-    case R_DETOKENIZE: return handle_detokenize(sv, c, cn);
-    default: return MHD_NO;
-    }
-}
-
-/* libmicrohttpd's access handler: called once with the headers, then per piece of the body,
- * then once more with nothing left (where the request is answered). */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
-    serve_server *sv = cls;
-    serve_conn *cn = *con_cls;
-    if (!cn) {
-        if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
-        *con_cls = cn;
-        atomic_fetch_add(&sv->http_requests, 1);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > sv->o.max_body) { /* refuse before reading it */
-            cn->too_large = 1;
-            return dispatch(sv, c, url, method, cn);
-        }
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (cn->too_large || cn->len + n > sv->o.max_body) {
-            cn->too_large = 1;
-            return MHD_YES;
-        }
-        if (cn->len + n + 1 > cn->cap) {
-            size_t cap = cn->cap ? cn->cap : 4096;
-            while (cap < cn->len + n + 1) cap *= 2;
-            char *nb = realloc(cn->body, cap);
-            if (!nb) return MHD_NO;
-            cn->body = nb;
-            cn->cap = cap;
-        }
-        memcpy(cn->body + cn->len, upload, n);
-        cn->len += n;
-        cn->body[cn->len] = 0;
-        return MHD_YES;
-    }
-    return dispatch(sv, c, url, method, cn);
-}
-
-/* A request is over (answered, or the connection dropped): free its state. */
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)c;
-    (void)toe;
-    serve_conn *cn = *con_cls;
-    if (!cn) return;
-    free(cn->body);
-    free(cn);
-    *con_cls = NULL;
-}
-
-/* ---- the command ---------------------------------------------------------------------------- */
-
-/* Parse the flags; 0, or 2 after printing an error (1: --help printed). */
-static int parse_flags(serve_options *o, int argc, char **argv) {
-    memset(o, 0, sizeof *o);
-    o->host = "127.0.0.1";
-    o->port = 8080;
-    o->parallel = 4;
-    o->draft = plume_spec_default_params().draft_max;
-    o->queue = 64;
-    o->timeout = 60;
-    o->max_body = 8u << 20;
+/* Parse the flags into c (c->bundle holds -m as given); 0, or 2 after printing an error (1:
+ * --help printed). */
+static int parse_flags(serve_config *o, int argc, char **argv) {
+    *o = serve_config_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -556,7 +52,7 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
-                                            "--snapshot-every", "--draft"};
+                                            "--snapshot-every", "--draft", "--cors"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -564,11 +60,12 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
         const char *v = argv[++i];
         int64_t n = 0;
         int bad = 0;
-        if (!strcmp(a, "-m")) o->model = v;
+        if (!strcmp(a, "-m")) o->bundle = v;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--api-key")) bad = !*(o->api_key = v);
         else if (!strcmp(a, "--slot-save")) bad = !*(o->slot_dir = v);
         else if (!strcmp(a, "--isa")) o->isa = v;
+        else if (!strcmp(a, "--cors")) bad = !*(o->cors = v) || strchr(v, ' ') != NULL;
         else if (!strcmp(a, "--port")) { bad = cli_int(v, 0, 65535, &n); o->port = (int32_t)n; }
         else if (!strcmp(a, "--parallel")) { bad = cli_int(v, 1, 256, &n); o->parallel = (int32_t)n; }
         else if (!strcmp(a, "--context")) { bad = cli_int(v, 16, 1 << 24, &n); o->n_ctx = (int32_t)n; }
@@ -584,108 +81,11 @@ static int parse_flags(serve_options *o, int argc, char **argv) {
     return 0;
 }
 
-/* Start libmicrohttpd on the host and port; prints the address. 0 or 1. */
-static int start_http(serve_server *sv) {
-    struct sockaddr_in a4;
-    struct sockaddr_in6 a6;
-    struct sockaddr *addr;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    if (inet_pton(AF_INET, sv->o.host, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)sv->o.port);
-        addr = (struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, sv->o.host, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)sv->o.port);
-        addr = (struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
-    } else {
-        return cli_error("serve: --host wants a numeric IPv4 or IPv6 address, got '%s'", sv->o.host);
-    }
-    sv->d = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
-                             MHD_OPTION_SOCK_ADDR, addr,
-                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o.timeout,
-                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(sv->o.parallel + sv->o.queue + 64),
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
-                             MHD_OPTION_END);
-    if (!sv->d) return cli_error("serve: cannot listen on %s port %d: %s", sv->o.host, sv->o.port, strerror(errno));
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : sv->o.port;
-    fprintf(stderr, "plume serve: listening on http://%s%s%s:%d\n", addr->sa_family == AF_INET6 ? "[" : "", sv->o.host,
-            addr->sa_family == AF_INET6 ? "]" : "", port);
-    fflush(stderr);
-    return 0;
-}
-
-/* Open the model and the scheduler. 0 or 1 (message printed). */
-static int open_model(serve_server *sv) {
-    const char *path = cli_model_path(sv->o.model);
-    if (!path) return 1;
-    char *err = NULL;
-    plume_model_params mp = plume_model_default_params();
-    mp.isa = sv->o.isa;
-    mp.n_threads = sv->o.n_threads;
-    mp.exact = sv->o.exact;
-    if (plume_model_open(&sv->m, path, &mp, &err)) return cli_lib_error(err);
-    if (!(sv->tok = plume_model_tokenizer(sv->m)))
-        return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
-    const char *base = strrchr(path, '/');
-    while (base && !base[1] && base > path) { /* a trailing slash: the name before it */
-        const char *p = base - 1;
-        while (p > path && *p != '/') p--;
-        base = p;
-    }
-    snprintf(sv->model_name, sizeof sv->model_name, "%s", base && base[1] ? base + 1 : path);
-    char *slash = strchr(sv->model_name, '/');
-    if (slash) *slash = 0;
-    int32_t bundle_ctx = plume_model_n_ctx(sv->m);
-    sv->n_ctx = sv->o.n_ctx ? sv->o.n_ctx : bundle_ctx < 8192 ? bundle_ctx : 8192;
-    serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
-                             .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
-                             .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir};
-    if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return cli_lib_error(err);
-    return 0;
-}
-
-/* `plume serve`: open the model, listen, wait for SIGINT/SIGTERM, shut down in order. */
+/* `plume serve`: the flags, the model (a bundle, or ORG/NAME pulled on first use), serve_run. */
 int cmd_serve(int argc, char **argv) {
-    serve_server *sv = calloc(1, sizeof *sv);
-    if (!sv) return cli_error("out of memory");
-    int rc = parse_flags(&sv->o, argc, argv);
-    if (rc) {
-        free(sv);
-        return rc == 1 ? 0 : rc;
-    }
-    /* Signals go to this thread only (sigwait below); the threads made from here inherit the mask. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    rc = open_model(sv);
-    if (!rc) rc = start_http(sv);
-    if (!rc) {
-        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads\n", sv->model_name, sv->o.parallel,
-                sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m));
-        int sig = 0;
-        sigwait(&stop, &sig);
-        fprintf(stderr, "plume serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-        atomic_store(&sv->stopping, 1);
-        MHD_socket listen_fd = MHD_quiesce_daemon(sv->d); /* no new connections */
-        serve_sched_stop(sv->sched);                      /* running and queued requests end */
-        struct timespec tick = {0, 50 * 1000000L};
-        for (int i = 0; i < 40 && atomic_load(&sv->in_flight) > 0; i++) /* their last bytes go out */
-            nanosleep(&tick, NULL);
-        nanosleep(&tick, NULL);
-        MHD_stop_daemon(sv->d);
-        if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
-    }
-    serve_sched_free(sv->sched);
-    plume_model_free(sv->m);
-    free(sv);
-    return rc;
+    serve_config c;
+    int rc = parse_flags(&c, argc, argv);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!(c.bundle = cli_model_path(c.bundle))) return 1;
+    return serve_run(&c);
 }

@@ -9,7 +9,7 @@
 /* ---- plume synth ----------------------------------------------------------------------- */
 
 static const char synth_usage[] =
-    "usage: plume synth --config tiny|e2b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
+    "usage: plume synth --config tiny|e2b|e4b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
     "                   [--weights f32|bf16|q8|q4] [--layout auto|tiles|rows] [--context N] [--shards N]\n"
     "                   [--tokenizer DIR]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
@@ -52,5 +52,5 @@ int cmd_synth(int argc, char **argv) {
         plume_convert_params cp = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2), .layout = layout};
         rc = plume_synth_bundle(&sp, &cp, bundle, &err);
     }
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }

@@ -43,7 +43,7 @@ static int tk_open(const char *file, const char *bundle, plume_tokenizer **out) 
     rc =
         is_bin ? plume_tokenizer_open(out, file, &err) : plume_tokenizer_open_json(out, file, &err);
     free(path);
-    return rc ? cli_lib_error(err) : 0;
+    return rc ? cli_lib_error_free(err) : 0;
 }
 
 /* Whether s[0..n) is valid UTF-8 (strict, as the tokenizer wants it). */

@@ -47,7 +47,7 @@ int cmd_verify(int argc, char **argv) {
         free(err);
         return 1;
     }
-    if (rc) return cli_lib_error(err);
+    if (rc) return cli_lib_error_free(err);
     if (!quiet) printf("%s: every file matches its manifest\n", dir);
     return 0;
 }

@@ -34,6 +34,13 @@ const char gen_options_help[] =
     "  --draft N            speculative decoding: guess up to N tokens a step from the context and\n"
     "                       verify them in one pass (0 = off; default 3 when greedy, where the output\n"
     "                       is identical, else off; with sampling the distribution is unchanged)\n"
+    "  --image FILE         a PNG, JPEG or WebP image for the prompt (repeatable, in order; the bundle\n"
+    "                       needs a vision tower); it goes where the prompt says <|image|>, else first\n"
+    "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
+    "  --audio FILE         a WAV, FLAC, Ogg (Vorbis, Opus) or MP3 clip for the prompt (repeatable,\n"
+    "                       in order; the bundle needs an audio tower); it goes where the prompt\n"
+    "                       says <|audio|>, else first; over 30 s it is heard as 30 s clips\n"
+
     "  --json-schema FILE   the answer is JSON valid against the schema in FILE (a subset of JSON\n"
     "                       Schema; what is outside it is refused by name: docs/STRUCTURED.md)\n"
     "  --json               the answer is a JSON object\n"
@@ -62,7 +69,8 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
-                                             "--system", "--isa", "--kv-bits", "--draft", "--json-schema",
+                                             "--system", "--isa", "--kv-bits", "--draft", "--image",
+                                             "--image-tokens", "--audio", "--json-schema",
                                              "--grammar"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
@@ -95,6 +103,19 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--json-schema")) { o->json_schema = v; }
     else if (FLAG("--grammar")) { o->grammar = v; }
     else if (FLAG("--json")) o->json = 1;
+    else if (FLAG("--image")) {
+        if (o->n_images == GEN_MAX_IMAGES) return cli_error("%s: at most %d --image files", cmd, GEN_MAX_IMAGES), -1;
+        o->images[o->n_images++] = v;
+    }
+    else if (FLAG("--audio")) {
+        if (o->n_audios == GEN_MAX_AUDIO) return cli_error("%s: at most %d --audio files", cmd, GEN_MAX_AUDIO), -1;
+        o->audios[o->n_audios++] = v;
+    }
+    else if (FLAG("--image-tokens")) {
+        if (cli_int(v, 1, 1120, &n) || (n != 70 && n != 140 && n != 280 && n != 560 && n != 1120))
+            return cli_error("%s: --image-tokens wants 70, 140, 280, 560 or 1120", cmd), -1;
+        o->image_tokens = (int32_t)n;
+    }
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
     else if (FLAG("--exact")) o->exact = 1;
@@ -124,7 +145,7 @@ int gen_format_grammar(const gen_options *o, char **gbnf) {
     char *err = NULL, *text = NULL;
     size_t len = 0;
     const char *path = o->json_schema ? o->json_schema : o->grammar;
-    if (path && plume_read_file(path, &text, &len, &err)) return cli_lib_error(err);
+    if (path && plume_read_file(path, &text, &len, &err)) return cli_lib_error_free(err);
     int rc = 0;
     if (o->grammar) {
         *gbnf = text;
@@ -171,7 +192,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     mp.isa = o->isa;
     mp.n_threads = o->n_threads;
     mp.exact = o->exact;
-    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error(err);
+    if (plume_model_open(&g->m, path, &mp, &err)) return cli_lib_error_free(err);
     if (!plume_model_tokenizer(g->m)) {
         gen_close(g);
         return cli_error("%s: the bundle has no tokenizer (hf_model/tokenizer.json)", path);
@@ -182,7 +203,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     if (plume_session_new(&g->s, g->m, &sp, &err) ||
         plume_sampler_new(&g->smp, &o->sp, plume_model_n_vocab(g->m), &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     if (gen_constraint(g, o)) {
         gen_close(g);
@@ -192,7 +213,7 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     dp.draft_max = gen_draft(o);
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
-        return cli_lib_error(err);
+        return cli_lib_error_free(err);
     }
     g->logits = malloc((size_t)plume_model_n_vocab(g->m) * sizeof *g->logits);
     if (!g->logits) {
@@ -238,12 +259,6 @@ int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> and the config's eos ids. */
-static int is_stop_id(const gen_ctx *g, int32_t id) {
-    (void)g;
-    return id == 1 || id == 106 || id == 50;
-}
-
 /* Ids decided ahead by a speculative step, handed out one at a time. */
 typedef struct {
     int32_t id[PLUME_SAMPLER_UNDO];
@@ -259,7 +274,7 @@ static int32_t gen_next(gen_ctx *g, gen_queue *q, int32_t pending, int32_t cap) 
     if (q->next == q->n) {
         char *err = NULL;
         int32_t n = plume_spec_step(g->spec, g->s, g->smp, pending, q->id, cap, &err);
-        if (n < 0) return cli_lib_error(err), n;
+        if (n < 0) return cli_lib_error_free(err), n;
         q->n = n;
         q->next = 0;
     }
@@ -274,18 +289,123 @@ static int gen_settle(gen_ctx *g, int32_t n_fed, int32_t last) {
     int32_t have = plume_session_n_past(g->s);
     if (have > n_fed) {
         plume_sampler_rewind(g->smp, have - n_fed);
-        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error(err);
+        if (plume_session_rewind(g->s, n_fed, &err)) return cli_lib_error_free(err);
     } else if (have < n_fed) { /* the last id is pending */
         plume_sampler_accept(g->smp, last);
-        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error(err);
+        if (plume_session_feed(g->s, &last, 1, g->logits, 0, &err)) return cli_lib_error_free(err);
     }
     return 0;
 }
 
-int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
-    memset(st, 0, sizeof *st);
-    st->n_prompt = n;
-    st->last_id = -1;
+int gen_encode_images(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out) {
+    char *err = NULL;
+    plume_image_params ip = plume_image_default_params();
+    ip.max_tokens = g->o.image_tokens;
+    for (int32_t i = 0; i < n; i++) {
+        plume_image *img = NULL;
+        double t0 = plume_now();
+        int rc = plume_image_load(&img, paths[i], &err);
+        if (!rc) rc = plume_image_encode(&out[i], g->m, img, &ip, &err);
+        if (!rc)
+            fprintf(stderr, "[image %s: %d x %d, %d soft tokens, encoded in %.2f s]\n", paths[i], plume_image_width(img),
+                    plume_image_height(img), plume_embd_n_tokens(out[i]), plume_now() - t0);
+        plume_image_free(img);
+        if (rc) {
+            while (i-- > 0) plume_embd_free(out[i]);
+            return cli_lib_error_free(err);
+        }
+    }
+    return 0;
+}
+
+int gen_encode_audio(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out) {
+    char *err = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        plume_audio *a = NULL;
+        double t0 = plume_now();
+        int rc = plume_audio_load(&a, paths[i], &err);
+        if (!rc) rc = plume_audio_encode(&out[i], g->m, a, &err);
+        if (!rc) {
+            double sec = plume_audio_seconds(a);
+            fprintf(stderr, "[audio %s: %.1f s, %d soft tokens, encoded in %.2f s", paths[i], sec, plume_embd_n_tokens(out[i]),
+                    plume_now() - t0);
+            if (sec > 30.0) fprintf(stderr, "; longer than the 30 s the model hears: %d clips of 30 s", (int)((sec + 29.999) / 30));
+            fputs("]\n", stderr);
+        }
+        plume_audio_free(a);
+        if (rc) {
+            while (i-- > 0) plume_embd_free(out[i]);
+            return cli_lib_error_free(err);
+        }
+    }
+    return 0;
+}
+
+/* The text of the model's media token `name` ("image": <|image|>, "audio": <|audio|>), from the
+ * tokenizer; "" if none. */
+static void media_placeholder(gen_ctx *g, const char *name, char *buf, size_t cap) {
+    int32_t id = plume_model_media_token(g->m, name);
+    buf[0] = 0;
+    if (id >= 0 && plume_detokenize(plume_model_tokenizer(g->m), &id, 1, 0, buf, cap) < 0) buf[0] = 0;
+}
+
+char *gen_media_message(gen_ctx *g, const char *msg, plume_embd **media, int32_t n) {
+    static const char *const kinds[2] = {"image", "audio"};
+    char ph[2][64];
+    int32_t want[2] = {0, 0}, have[2] = {0, 0}, id[2];
+    if (n > GEN_MAX_MEDIA) return cli_error("at most %d images and audio clips a message", GEN_MAX_MEDIA), NULL;
+    for (int k = 0; k < 2; k++) {
+        media_placeholder(g, kinds[k], ph[k], sizeof ph[k]);
+        id[k] = plume_model_media_token(g->m, kinds[k]);
+        for (int32_t i = 0; i < n; i++) want[k] += plume_embd_placeholder(media[i]) == id[k];
+        if (want[k] && !ph[k][0]) return cli_error("the model has no %s placeholder token", kinds[k]), NULL;
+        for (const char *p = ph[k][0] ? strstr(msg, ph[k]) : NULL; p; p = strstr(p + strlen(ph[k]), ph[k])) have[k]++;
+    }
+    if (have[0] == want[0] && have[1] == want[1]) { /* where the user put them: media in that order */
+        plume_embd *order[GEN_MAX_MEDIA];
+        int32_t next[2] = {0, 0}, k = 0;
+        for (const char *p = msg; k < n; k++) {
+            const char *a = have[0] ? strstr(p, ph[0]) : NULL, *b = have[1] ? strstr(p, ph[1]) : NULL;
+            int kind = !a || (b && b < a);
+            while (plume_embd_placeholder(media[next[kind]]) != id[kind]) next[kind]++;
+            order[k] = media[next[kind]++];
+            p = (kind ? b : a) + strlen(ph[kind]);
+        }
+        memcpy(media, order, (size_t)n * sizeof *media);
+        return strdup(msg);
+    }
+    if (have[0] || have[1])
+        return cli_error("the prompt holds %d %s and %d %s, but %d images and %d audio clips were given", have[0], ph[0],
+                         have[1], ph[1], want[0], want[1]),
+               NULL;
+    size_t len = strlen(msg) + 1;
+    for (int32_t i = 0; i < n; i++) len += strlen(ph[plume_embd_placeholder(media[i]) == id[1]]);
+    char *out = malloc(len);
+    if (!out) return cli_error("out of memory"), NULL;
+    out[0] = 0;
+    for (int32_t i = 0; i < n; i++) strcat(out, ph[plume_embd_placeholder(media[i]) == id[1]]);
+    strcat(out, msg);
+    return out;
+}
+
+int gen_expand(gen_ctx *g, int32_t **ids, int32_t *n, const plume_embd *const *media, int32_t n_media) {
+    char *err = NULL;
+    int32_t need = plume_prompt_expand(g->m, *ids, *n, media, n_media, NULL, 0, &err);
+    if (need < 0) return cli_lib_error_free(err);
+    int32_t *out = malloc((size_t)need * sizeof *out + 1);
+    if (!out) return cli_error("out of memory");
+    plume_prompt_expand(g->m, *ids, *n, media, n_media, out, need, &err);
+    free(*ids);
+    *ids = out;
+    *n = need;
+    return 0;
+}
+
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
+            gen_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->n_prompt = n;
+    stats->last_id = -1;
     char *err = NULL;
     int32_t room = plume_session_n_ctx(g->s) - plume_session_n_past(g->s);
     if (n > room)
@@ -293,15 +413,17 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
                          plume_session_n_ctx(g->s));
     gen_interrupted = 0;
     double t0 = plume_now();
-    if (n > 0 && plume_session_feed(g->s, ids, n, g->logits, 0, &err)) return cli_lib_error(err);
+    int fed = n_media ? plume_session_feed_media(g->s, ids, n, media, n_media, g->logits, 0, &err)
+                      : n > 0 ? plume_session_feed(g->s, ids, n, g->logits, 0, &err) : 0;
+    if (fed) return cli_lib_error_free(err);
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
-    st->t_prefill = plume_now() - t0;
+    stats->t_prefill = plume_now() - t0;
     if (g->con) { /* from here on, what the sampler accepts moves the constraint */
         plume_constraint_reset(g->con);
         plume_sampler_set_constraint(g->smp, g->con);
     }
     plume_stop_matcher sm;
-    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error(err);
+    if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error_free(err);
     plume_detok_stream ds;
     plume_detok_stream_init(&ds, plume_model_tokenizer(g->m), 1);
     char piece[256];
@@ -314,35 +436,35 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
     gen_queue q = {{0}, 0, 0};
     t0 = plume_now();
     int rc = 0;
-    while (g->o.n_predict < 0 || st->n_gen < g->o.n_predict) {
-        if (gen_interrupted) { st->stopped_by = 3; break; }
-        int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - st->n_gen;
+    while (g->o.n_predict < 0 || stats->n_gen < g->o.n_predict) {
+        if (gen_interrupted) { stats->stopped_by = 3; break; }
+        int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - stats->n_gen;
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
         if (id < 0) {
             rc = g->spec && pending >= 0 ? 1
                  : cli_error(g->con ? "sampling failed (no allowed token has a finite logit)" : "sampling failed (no finite logit)");
             break;
         }
-        st->last_id = id;
-        if (is_stop_id(g, id)) { st->stopped_by = 1; break; }
+        stats->last_id = id;
+        if (plume_model_ends_turn(g->m, id)) { stats->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
         int hit = plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
         fwrite(emit, 1, n_emit, stdout);
         fflush(stdout);
-        st->n_gen++;
-        if (hit) { st->stopped_by = 2; break; }
-        if (pos >= n_ctx) { st->stopped_by = 4; break; }
+        stats->n_gen++;
+        if (hit) { stats->stopped_by = 2; break; }
+        if (pos >= n_ctx) { stats->stopped_by = 4; break; }
         pos++;
         if (g->spec) { pending = id; continue; } /* fed by the next speculative step */
         plume_sampler_accept(g->smp, id);
-        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error(err); break; }
+        if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error_free(err); break; }
     }
     if (g->spec && !rc) rc = gen_settle(g, pos, pending);
     if (g->con) {
-        st->incomplete = plume_constraint_status(g->con) == PLUME_CONSTRAINT_OPEN;
+        stats->incomplete = plume_constraint_status(g->con) == PLUME_CONSTRAINT_OPEN;
         plume_sampler_set_constraint(g->smp, NULL);
     }
-    if (st->stopped_by != 2) {
+    if (stats->stopped_by != 2) {
         int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
         plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
         fwrite(emit, 1, n_emit, stdout);
@@ -350,28 +472,28 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st) {
         fwrite(emit, 1, n_emit, stdout);
     }
     fflush(stdout);
-    st->t_decode = plume_now() - t0;
-    plume_spec_stats(g->spec, &st->n_steps, &st->n_drafted, &st->n_accepted);
-    st->n_steps -= s0[0];
-    st->n_drafted -= s0[1];
-    st->n_accepted -= s0[2];
-    st->draft = g->spec ? gen_draft(&g->o) : 0;
+    stats->t_decode = plume_now() - t0;
+    plume_spec_stats(g->spec, &stats->n_steps, &stats->n_drafted, &stats->n_accepted);
+    stats->n_steps -= s0[0];
+    stats->n_drafted -= s0[1];
+    stats->n_accepted -= s0[2];
+    stats->draft = g->spec ? gen_draft(&g->o) : 0;
     plume_stop_matcher_free(&sm);
     return rc;
 }
 
-void gen_print_stats(const gen_stats *st) {
+void gen_print_stats(const gen_stats *stats) {
     static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
     char draft[128] = "";
-    if (st->draft > 0)
-        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", st->draft,
-                 (long long)st->n_accepted, (long long)st->n_drafted,
-                 st->n_drafted ? 100.0 * (double)st->n_accepted / (double)st->n_drafted : 0.0,
-                 st->n_steps ? (double)(st->n_steps + st->n_accepted) / (double)st->n_steps : 1.0);
+    if (stats->draft > 0)
+        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", stats->draft,
+                 (long long)stats->n_accepted, (long long)stats->n_drafted,
+                 stats->n_drafted ? 100.0 * (double)stats->n_accepted / (double)stats->n_drafted : 0.0,
+                 stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0);
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s%s]\n",
-            st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_gen,
-            st->t_decode > 0 ? st->n_gen / st->t_decode : 0.0, draft, why[st->stopped_by],
-            st->incomplete ? ", the value is incomplete" : "");
+            stats->n_prompt, stats->t_prefill > 0 ? stats->n_prompt / stats->t_prefill : 0.0, stats->n_gen,
+            stats->t_decode > 0 ? stats->n_gen / stats->t_decode : 0.0, draft, why[stats->stopped_by],
+            stats->incomplete ? ", the value is incomplete" : "");
 }
 
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {

@@ -6,10 +6,13 @@
 
 #include <signal.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "cli.h"
 
 #define GEN_MAX_STOPS 16
+#define GEN_MAX_IMAGES 16
+#define GEN_MAX_AUDIO 16
+#define GEN_MAX_MEDIA (GEN_MAX_IMAGES + GEN_MAX_AUDIO)
 
 typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
@@ -20,6 +23,11 @@ typedef struct {
     plume_sampler_params sp;
     const char *stops[GEN_MAX_STOPS];
     int32_t n_stops;
+    const char *images[GEN_MAX_IMAGES]; /* --image FILE, in order */
+    int32_t n_images;
+    int32_t image_tokens;               /* --image-tokens: the budget (0: the model's 280) */
+    const char *audios[GEN_MAX_AUDIO];  /* --audio FILE, in order */
+    int32_t n_audios;
 } gen_options;
 
 /* What a generation did, for the stats line. */
@@ -60,10 +68,28 @@ int gen_open(gen_ctx *g, const gen_options *o);
 void gen_close(gen_ctx *g);
 /* Tokenize text (no BOS); a malloc'd array. Invalid UTF-8 is an error message. */
 int gen_tokenize(gen_ctx *g, const char *text, int32_t **ids, int32_t *n);
-/* Feed the prompt ids, then sample and stream up to n_predict tokens to stdout. */
-int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, gen_stats *st);
+/* Feed the prompt ids (their image runs filled by media[0..n_media), in order), then sample
+ * and stream up to n_predict tokens to stdout. */
+int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *media, int32_t n_media,
+            gen_stats *stats);
+/* Load and encode image files with the model's tower into out[0..n) (a line each on stderr:
+ * size, soft tokens, encode time); 0, or 1 having printed the error (out freed). */
+int gen_encode_images(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out);
+/* Load and encode audio files with the model's tower into out[0..n) (a line each on stderr:
+ * length, format, soft tokens, encode time, and the 30 s clips when longer); 0, or 1 having
+ * printed the error (out freed). */
+int gen_encode_audio(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out);
+/* A user message with one placeholder per media (<|image|> per image, <|audio|> per audio):
+ * msg as it is when it holds exactly as many of each as media[0..n) has (each goes where the
+ * user put it: media is reordered, each kind keeping its order, to the placeholders' order),
+ * else the placeholders first, in media's order (the model card: media before text). NULL
+ * (printed) when msg holds some but not as many. */
+char *gen_media_message(gen_ctx *g, const char *msg, plume_embd **media, int32_t n);
+/* Replace each image placeholder of *ids by its run (<|image> + N placeholders + <image|>),
+ * in place (a new array). 0, or 1 having printed the error. */
+int gen_expand(gen_ctx *g, int32_t **ids, int32_t *n, const plume_embd *const *media, int32_t n_media);
 /* Print the stats line on stderr. */
-void gen_print_stats(const gen_stats *st);
+void gen_print_stats(const gen_stats *stats);
 /* The chat-template text of a first turn: the optional system turn, the user message and
  * the generation prompt. */
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err);

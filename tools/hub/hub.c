@@ -249,8 +249,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
     return size * nitems;
 }
 
-/* Format a byte count as "12.3 MB" into buf. */
-static const char *human(char *buf, size_t cap, double b) {
+const char *hub_human(char *buf, size_t cap, double b) {
     const char *u[] = {"B", "KB", "MB", "GB", "TB"};
     int i = 0;
     while (b >= 1000 && i < 4) b /= 1000, i++;
@@ -267,8 +266,8 @@ static void show_progress(req *r, int last) {
     double left = rate > 0 ? (double)(r->total - (*r->have < r->total ? *r->have : r->total)) / rate : 0;
     char a[32], b[32], c[32];
     int pct = r->total ? (int)(100.0 * (double)*r->have / (double)r->total) : 100;
-    fprintf(stderr, "\r%-36.36s %3d%% %9s / %-9s %9s/s  ETA %d:%02d ", r->label, pct, human(a, sizeof a, (double)*r->have),
-            human(b, sizeof b, (double)r->total), human(c, sizeof c, rate), (int)(left / 60), (int)left % 60);
+    fprintf(stderr, "\r%-36.36s %3d%% %9s / %-9s %9s/s  ETA %d:%02d ", r->label, pct, hub_human(a, sizeof a, (double)*r->have),
+            hub_human(b, sizeof b, (double)r->total), hub_human(c, sizeof c, rate), (int)(left / 60), (int)left % 60);
     if (last) fputc('\n', stderr);
 }
 
@@ -595,7 +594,7 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
     if (!rc && lseek(fd, (off_t)have, SEEK_SET) < 0) rc = plume_fail(err, PLUME_EIO, "%s: seek failed", part);
     char sz[32];
     if (!rc && h->progress == 0)
-        fprintf(stderr, "pull: %s (%s)%s\n", f->name, human(sz, sizeof sz, (double)f->size), have ? ", resuming" : "");
+        fprintf(stderr, "pull: %s (%s)%s\n", f->name, hub_human(sz, sizeof sz, (double)f->size), have ? ", resuming" : "");
     req r;
     memset(&r, 0, sizeof r);
     double t0 = plume_now();
@@ -666,8 +665,8 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
         char a[32], b[32];
         if (h->progress == 0)
             fprintf(stderr, "pull: %s done, %s in %.1f s (%s/s), %s verified\n", f->name,
-                    human(a, sizeof a, (double)(have - first_have)), dt,
-                    human(b, sizeof b, dt > 0 ? (double)(have - first_have) / dt : 0), f->lfs ? "sha256" : "sha1");
+                    hub_human(a, sizeof a, (double)(have - first_have)), dt,
+                    hub_human(b, sizeof b, dt > 0 ? (double)(have - first_have) / dt : 0), f->lfs ? "sha256" : "sha1");
     }
     free(part);
     free(url);

@@ -59,6 +59,8 @@ int hub_repo_valid(const char *s);
 /* Whether a file name from the server is safe to create under a directory: relative, no empty,
  * "." or ".." components, no backslash or control characters. */
 int hub_name_safe(const char *name);
+/* A byte count as "12.3 MB" (decimal units) into buf; returns buf. */
+const char *hub_human(char *buf, size_t cap, double b);
 /* The hub cache root ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub), malloc'd. */
 char *hub_cache_root(void);
 

@@ -1,17 +1,34 @@
-/* serve.h -- `plume serve`, an OpenAI-compatible HTTP server (docs/SERVER.md), in three parts:
+/* serve.h -- the room of `plume serve` (docs/SERVER.md): an HTTP server over one model, with
+ * continuous batching, that speaks several API dialects.
  *
- *   serve_req.c    request bytes -> a parsed request or an OpenAI-shaped error; the prompt
- *                  of a chat request; the response JSON builders (chunks, final replies,
- *                  usage, errors). No sockets, no model: a fuzzer or a unit test drives it
- *                  with bytes.
- *   serve_out.c    a request in flight (serve_job) and the writing of its answer: generated
- *                  text -> chat parser -> stop strings -> SSE chunks or the final reply.
- *   serve_sched.c  the scheduler thread: N slots (a session each), a bounded queue, and the
- *                  continuous-batching loop (one plume_batch step for every active slot).
- *   cmd_serve.c    flags, libmicrohttpd, routing, SSE, auth, limits, signals, metrics.
+ * What it owns: the transport (libmicrohttpd), the routes, the internal request, the
+ * scheduler, the answers and the dialects. What it may call: libplume (plume.h and the
+ * utility headers chat/chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
+ * serve_run and nothing else) and the Hub.
  *
- * A request travels as a serve_job: the connection thread parses and tokenizes it, submits
- * it, then waits on the job's bytes (server-sent events, or the final JSON) and sends them. */
+ * Its files, in the order a request goes through them:
+ *
+ *   serve_http.c     the transport: sockets, routes, the API key, limits, waiting on a job and
+ *                    sending its bytes (SSE or NDJSON streams, whole replies), /health,
+ *                    /metrics, /v1/models, the web page; serve_run.
+ *   serve_openai.c   a dialect (there will be more: one file each): request bytes -> the
+ *                    internal request, answer events -> bytes, errors -> bytes. OpenAI's
+ *                    /v1/chat/completions and /v1/completions, and llama-server's /tokenize
+ *                    and /detokenize bodies.
+ *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
+ *                    shares, the chat prompt of a request, the context budget, UTF-8.
+ *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
+ *                    plume_batch step per iteration; a request of n choices takes n slots
+ *                    and prefills once (the session is copied); it hands each generated
+ *                    token to its choice's answer as text and log-probabilities (numbers,
+ *                    never JSON), and the prompt's log-probabilities when asked.
+ *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
+ *                    generated text -> chat parser -> stop strings -> events (text, thought,
+ *                    tool call, end, done, error), each turned into bytes by the job's
+ *                    dialect, or gathered into the whole reply when not streamed.
+ *
+ * The transport, the scheduler and the answer name no JSON field; a dialect names no socket
+ * or slot (../shared/spec/style.md, "Rooms"). */
 #ifndef PLUME_SERVE_H
 #define PLUME_SERVE_H
 
@@ -21,7 +38,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "chat/chat.h"
+#include "common.h"
 #include "plume.h"
 
 #define SERVE_MAX_STOPS 16        /* stop strings a request may give */
@@ -29,67 +47,113 @@
 #define SERVE_MAX_TOP_LOGPROBS 20 /* as OpenAI */
 #define SERVE_MAX_MESSAGES 4096   /* messages of one chat request */
 #define SERVE_PREFILL_CHUNK 64    /* prompt tokens a slot feeds per step, whatever the load */
-#define SERVE_DEFAULT_SEED 0      /* the sampler's seed when a request gives none */
+#define SERVE_LOGPROB_CHUNK 16    /* the same for a prompt whose log-probabilities are asked
+                                     (every row's logits: 16 x V floats, 16 MB for Gemma) */
+#define SERVE_MAX_CHOICES 8       /* n: choices of one request (each takes a slot) */
+#define SERVE_MAX_BIAS 1024       /* logit_bias entries */
+#define SERVE_SEED_MAX ((int64_t)1 << 53) /* drawn seeds are below: exact as a JSON number */
 
-/* ---- requests ------------------------------------------------------------------------- */
+/* ---- errors -----------------------------------------------------------------------------
+ * What went wrong, in no dialect's words: each dialect spells it (serve_dialect.error). */
 
-typedef enum { SERVE_CHAT = 0, SERVE_COMPLETION = 1 } serve_kind;
+typedef struct {
+    int32_t status;     /* HTTP status: 400, 401, 404, 413, 429, 500, 503, ... */
+    char type[32];      /* invalid_request_error, server_error, rate_limit_error, ... */
+    char param[80];     /* the request field at fault, or "" */
+    char code[32];      /* invalid_value, missing_field, ..., or "" */
+    char message[1024];
+} serve_error;
 
-/* One chat message as the client sent it (every string malloc'd, NULL when absent). */
+/* Fill e (param and code may be NULL); returns status. */
+int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
+                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* ---- the internal request -------------------------------------------------------------- */
+
+/* What a request asks for: a chat (messages through the chat template), a raw completion (a
+ * prompt as it is), or nothing (a client loading the model: answered at once). */
+typedef enum { SERVE_CHAT = 0, SERVE_COMPLETION = 1, SERVE_LOAD = 2 } serve_kind;
+
+/* One tool call of an assistant message (strings malloc'd). */
+typedef struct {
+    char *id;        /* or NULL */
+    char *name;
+    char *arguments; /* the arguments as JSON text */
+} serve_tool_call;
+
+/* One chat message (every string malloc'd, NULL when absent). */
 typedef struct {
     char *role;              /* system, developer, user, assistant, tool */
     char *content;           /* a string content; NULL for parts or an assistant's tool calls */
     char **parts;            /* [n_parts] content given as a list of text parts */
     int32_t n_parts;
-    char *reasoning_content; /* assistant: its thought ("reasoning" is taken too) */
-    char *tool_calls;        /* assistant: the tool_calls array, as JSON text */
+    char *reasoning_content; /* assistant: its thought */
+    serve_tool_call *calls;  /* [n_calls] assistant: its tool calls */
+    int32_t n_calls;
     char *tool_call_id;      /* tool: the call it answers */
     char *name;              /* tool: the function's name */
 } serve_message;
 
-/* A parsed /v1/chat/completions or /v1/completions request. */
+/* A generation request as every dialect maps it: a chat (messages through the chat template)
+ * or a raw completion (a prompt as it is). */
 typedef struct {
     serve_kind kind;
     char *model;                /* as given (any name is served by the one model) */
     serve_message *msgs;        /* [n_msgs] chat */
     int32_t n_msgs;
-    char *prompt;               /* completion: the raw prompt */
-    char *tools;                /* the tools array as JSON text, or NULL */
+    size_t cap_msgs;
+    int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
+    char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
+    int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
+    int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
+    char *tools;                /* the tools as the chat template takes them (OpenAI's list), JSON text, or NULL */
     char *tool_choice;          /* "auto" (default), "none", "required", or a function's name */
-    int32_t enable_thinking;    /* reasoning_effort or chat_template_kwargs.enable_thinking */
+    int32_t enable_thinking;
     int32_t stream;
-    int32_t include_usage;      /* stream_options.include_usage */
-    int32_t max_tokens;         /* < 0: until the context is full */
-    plume_sampler_params sp;
+    int32_t include_usage;      /* streams: the usage is sent (OpenAI asks; other dialects always send it) */
+    int32_t max_tokens;         /* < 0: until the context is full; 0 (echo only): nothing generated */
+    int32_t ctx_limit;          /* > 0: this request's context is smaller than the slots' (Ollama's num_ctx) */
+    int32_t n;                  /* choices, 1..SERVE_MAX_CHOICES, sampled from one prefill */
+    plume_sampler_params sp;    /* choice k samples with seed sp.seed + k */
+    int32_t seed_given;         /* the request named its seed; else the server draws one */
+    int32_t *bias_ids;          /* [n_bias] logit bias: bias_vals[i] added to the logit of */
+    float *bias_vals;           /*   bias_ids[i] before sampling */
+    int32_t n_bias;
     char *stops[SERVE_MAX_STOPS];
     int32_t n_stops;
-    int32_t ignore_eos;         /* llama-server's extension: end-of-turn ids do not end the answer */
-    int32_t logprobs;           /* chat: 1 to return the chosen tokens' log-probabilities */
+    int32_t ignore_eos;         /* end-of-turn ids do not end the answer */
+    int32_t logprobs;           /* return the chosen tokens' log-probabilities */
     int32_t top_logprobs;       /* 0..SERVE_MAX_TOP_LOGPROBS alternatives per token */
+    int32_t echo;               /* completion: the answer's text starts with the prompt's (with
+                                   logprobs: the prompt tokens' log-probabilities too) */
+    int32_t prompt_logprobs;    /* -1: none; 0..SERVE_MAX_TOP_LOGPROBS: the prompt tokens' log-
+                                   probabilities with that many alternatives (vLLM's field) */
 } serve_request;
 
-/* An HTTP error status with its OpenAI-shaped JSON body (malloc'd). */
-typedef struct {
-    int32_t status;
-    char *body;
-} serve_error;
+struct serve_dialect;
 
-/* Parse a request body of the given kind. 0, or the HTTP status (400, or 500 when out of
- * memory) with e filled. The body need not be NUL-terminated; invalid UTF-8 is refused. */
-int serve_request_parse(serve_request *r, serve_kind kind, const char *body, size_t len, serve_error *e);
+/* Reset r to an empty request of a kind, with the sampler's defaults. */
+void serve_request_init(serve_request *r, serve_kind kind);
+/* Parse a request body in a dialect into r. 0, or an HTTP status with e filled (r is then
+ * empty: nothing to free). The body need not be NUL-terminated; invalid UTF-8 is refused. */
+int serve_request_parse(serve_request *r, const struct serve_dialect *d, const char *body, size_t len, serve_error *e);
+/* Free every string of r. */
 void serve_request_free(serve_request *r);
+/* Append an empty message of a role to r (the list grows; at most SERVE_MAX_MESSAGES); NULL
+ * with e filled (400 past the limit, 500 out of memory). */
+serve_message *serve_request_add_message(serve_request *r, const char *role, serve_error *e);
+/* Append a tool call to m (every string copied; arguments JSON text, NULL: none). 0 or 500. */
+int serve_message_add_call(serve_message *m, const char *id, const char *name, const char *arguments,
+                           serve_error *e);
+/* Append one text part to m (m->content and parts are exclusive: a content string becomes the
+ * first part). 0 or 500. */
+int serve_message_add_part(serve_message *m, const char *text, serve_error *e);
+/* A seed no request has had: [0, SERVE_SEED_MAX), from a generator seeded by the clock and
+ * the process at the first call (thread-safe). */
+int64_t serve_seed_draw(void);
 
-/* Fill e with status and {"error": {"message", "type", "param", "code"}}; returns status.
- * param and code may be NULL (JSON null). */
-int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
-                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-void serve_error_free(serve_error *e);
-
-/* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-int serve_utf8_valid(const char *s, size_t n);
-
-/* The prompt text of a parsed chat request (*out malloc'd): the chat template with tools,
- * tool calls and replies, content parts and reasoning; tool_choice "none" renders no tools.
+/* The prompt text of a chat request (*out malloc'd): the chat template with tools, tool
+ * calls and replies, content parts and reasoning; tool_choice "none" renders no tools.
  * *in_thought says whether the prompt opened the thought channel. 0, or 400 (500 when out of
  * memory) with e filled. */
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e);
@@ -98,115 +162,269 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
  * 0 or 400 with e filled. */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
 
+/* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+int serve_utf8_valid(const char *s, size_t n);
+
+/* ---- typed JSON readers, shared by the dialects -----------------------------------------
+ * Each reads one field of an object and leaves *out untouched when the field is absent or
+ * null; 0, or a 400 naming the field (500 when out of memory). */
+
+/* Parse a body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
+cJSON *serve_json_object(const char *body, size_t len, serve_error *e);
+int serve_json_bool(const cJSON *o, const char *name, int32_t *out, serve_error *e);
+int serve_json_num(const cJSON *o, const char *name, double lo, double hi, float *out, serve_error *e);
+int serve_json_int(const cJSON *o, const char *name, int64_t lo, int64_t hi, int64_t *out, serve_error *e);
+int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e); /* *out malloc'd */
+/* A seed (any integer of a JSON number's exact range); sets r->seed_given. */
+int serve_json_seed(const cJSON *o, const char *name, serve_request *r, serve_error *e);
+/* Stop strings: a string or a list of at most SERVE_MAX_STOPS (list_only: a string alone is
+ * refused), appended to r->stops. */
+int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_request *r, serve_error *e);
+/* A 400 invalid_value about one field: "'<param>' must be <what>". */
+int serve_json_bad(serve_error *e, const char *param, const char *what);
+/* A 400 unsupported_value about one field plume cannot honour: "'<param>' <why>". */
+int serve_json_unsupported(serve_error *e, const char *param, const char *why);
+/* A tool_choice mode: whether s is "auto", "none" or "required". */
+int serve_tool_mode(const char *s);
+/* A reasoning effort: 1 (thinking on: low, medium, high), 0 (off: none, minimal), -1 (not one). */
+int32_t serve_effort_thinking(const char *effort);
+
+/* ---- answers: events ------------------------------------------------------------------- */
+
+/* Token counts and times of an answer (of one choice, or summed over a request's choices:
+ * the prompt counted once). */
+typedef struct {
+    int32_t prompt, completion, cached; /* cached: prompt tokens reused from a slot */
+    int32_t reasoning;   /* completion tokens that went to the thought */
+    double prompt_ms;    /* slot set up -> the first generated token (the prefill) */
+    double predicted_ms; /* the first generated token -> the last: completion - 1 decode steps */
+} serve_usage;
+
+/* The log-probability of one generated token and its most likely alternatives. */
+typedef struct {
+    int32_t id;
+    float logprob;
+    int32_t rank;  /* prompt tokens: 1 + the ids more likely than it; 0: not computed */
+    int32_t n_top;
+    int32_t top_ids[SERVE_MAX_TOP_LOGPROBS];
+    float top_lps[SERVE_MAX_TOP_LOGPROBS];
+} serve_logprob;
+
+/* The events of a streamed answer, in order: per choice START, [PROMPT], then TEXT, THOUGHT
+ * and TOOL_CALL pieces, END; once every choice has ended, DONE. ERROR ends it instead. The
+ * choices of one request interleave. */
+typedef enum {
+    SERVE_EV_START,     /* a choice begins */
+    SERVE_EV_PROMPT,    /* the prompt was read: its log-probabilities are in the job (echo, prompt_logprobs) */
+    SERVE_EV_TEXT,      /* a piece of the answer's text (may be empty when it only carries lp) */
+    SERVE_EV_THOUGHT,   /* a piece of its thought (reasoning) */
+    SERVE_EV_TOOL_CALL, /* a complete tool call */
+    SERVE_EV_END,       /* a choice is over */
+    SERVE_EV_DONE,      /* every choice is over: the request's usage; the last event */
+    SERVE_EV_ERROR,     /* the answer failed; the last event */
+} serve_event_kind;
+
+/* One event of an answer. */
+typedef struct {
+    serve_event_kind kind;
+    int32_t choice;               /* 0..n-1 (all but DONE, ERROR) */
+    const char *text;             /* TEXT, THOUGHT: [len] bytes, no NUL inside */
+    size_t len;
+    const serve_logprob *lp;      /* TEXT, THOUGHT: the token behind the piece, or NULL */
+    const serve_tool_call *call;  /* TOOL_CALL */
+    int32_t call_index;           /* TOOL_CALL: 0, 1, ... in the choice */
+    const char *finish;           /* END: "stop", "length" or "tool_calls" */
+    const char *stop;             /* END: the stop string that ended the choice, or NULL */
+    const serve_usage *usage;     /* END: the choice's; DONE: the request's */
+    const serve_error *error;     /* ERROR */
+} serve_event;
+
+/* One choice of a whole answer, for the reply of a request that is not streamed. */
+typedef struct {
+    const char *text;             /* the content ("" when none) */
+    const char *thought;          /* the reasoning, or NULL */
+    const serve_tool_call *calls; /* [n_calls] */
+    int32_t n_calls;
+    const serve_logprob *lps;     /* [n_lps] when the request asked for log-probabilities */
+    int32_t n_lps;
+    const char *finish;           /* "stop", "length", "tool_calls" (SERVE_LOAD: "load") */
+    const char *stop;             /* the stop string that ended it, or NULL */
+} serve_reply;
+
+/* What a dialect's endpoints that generate nothing tell about the model (Ollama's /api/tags,
+ * /api/show, /api/ps, ...). */
+typedef struct {
+    const char *model;       /* the name it is served as */
+    const char *weights;     /* "f32", "bf16", "q8", "q4" */
+    int32_t n_ctx;           /* context of each slot */
+    int32_t n_vocab, n_layers;
+    int32_t n_slots, busy;   /* slots, and slots serving a request now */
+    uint64_t bytes;          /* the bundle's files, on disk */
+    int64_t modified;        /* the bundle's newest file, Unix seconds */
+    char digest[65];         /* hex SHA-256 of the bundle's manifest (or of its name and size) */
+} serve_info;
+
+/* ---- JSON writers, shared by the dialects ------------------------------------------------- */
+
+/* The text of one token id (special tokens written out) into text[cap] (cap >= 64); its
+ * length. */
+int64_t serve_token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap);
+/* {"token", "logprob", "bytes"} of one id (a log-probability of -inf, a banned token, as
+ * -9999: JSON has no infinity). */
+cJSON *serve_json_token_logprob(const plume_tokenizer *tok, int32_t id, float logprob);
+/* The same for a generated token, with "top_logprobs": [its alternatives, the same shape]. */
+cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp);
+
+/* ---- dialects ------------------------------------------------------------------------- */
+
+struct serve_job;
+
+/* One API dialect: its bytes -> the internal request; answer events -> its bytes. The job
+ * gives what every reply repeats (id, model, created time, the tokenizer for logprob text,
+ * the prompt's tokens) and, for a stream, the dialect's own state (state_size bytes, zeroed,
+ * freed with state_free). */
+typedef struct serve_dialect {
+    const char *name;        /* "openai-chat", "openai-completion", "ollama-chat", ... */
+    const char *id_prefix;   /* of the answer's id: "chatcmpl", "cmpl", "msg", ... */
+    const char *stream_type; /* the Content-Type of a streamed answer */
+    size_t state_size;       /* bytes of a stream's state (0: none) */
+    /* Parse a request body into r (serve_request_init'ed by the caller; freed by it on error).
+     * 0, or an HTTP status with e filled. */
+    int (*parse)(serve_request *r, const char *body, size_t len, serve_error *e);
+    /* The bytes of one event of a streamed answer, appended to out. */
+    void (*stream)(plume_buf *out, struct serve_job *j, const serve_event *ev);
+    /* The body of a whole (non-streamed) answer of n choices and their usage, malloc'd (NULL:
+     * out of memory). u is NULL for a SERVE_LOAD request. */
+    char *(*reply)(const struct serve_job *j, const serve_reply *r, int32_t n, const serve_usage *u);
+    /* The body of an error reply, malloc'd (NULL: out of memory). */
+    char *(*error)(const serve_error *e);
+    /* The body answering a token count of a parsed request, malloc'd, or NULL (none). */
+    char *(*count)(int32_t n_tokens);
+    /* Free what the dialect keeps in a stream's state (may be NULL). */
+    void (*state_free)(void *state);
+} serve_dialect;
+
+/* An endpoint of a dialect that generates nothing: the reply body (malloc'd) to a request body
+ * about the model, or NULL with e filled (a 4xx, or 500 out of memory). */
+typedef char *(*serve_info_fn)(const serve_info *m, const char *body, size_t len, serve_error *e);
+
+extern const serve_dialect serve_openai_chat;       /* POST /v1/chat/completions */
+extern const serve_dialect serve_openai_completion; /* POST /v1/completions */
+extern const serve_dialect serve_responses;         /* POST /v1/responses */
+/* The body of an OpenAI error (the Responses API's too): {"error": {"message", "type",
+ * "param", "code"}}, malloc'd. */
+char *serve_openai_error(const serve_error *e);
+extern const serve_dialect serve_anthropic;         /* POST /v1/messages */
+extern const serve_dialect serve_anthropic_count;   /* POST /v1/messages/count_tokens */
+extern const serve_dialect serve_ollama_chat;       /* POST /api/chat */
+extern const serve_dialect serve_ollama_generate;   /* POST /api/generate */
+
+/* Ollama's endpoints that generate nothing, and the text of its GET / (a client's probe). */
+char *serve_ollama_version(const serve_info *m, const char *body, size_t len, serve_error *e);
+char *serve_ollama_tags(const serve_info *m, const char *body, size_t len, serve_error *e);
+char *serve_ollama_ps(const serve_info *m, const char *body, size_t len, serve_error *e);
+char *serve_ollama_show(const serve_info *m, const char *body, size_t len, serve_error *e);
+char *serve_ollama_embed(const serve_info *m, const char *body, size_t len, serve_error *e);
+extern const char serve_ollama_banner[];
+
 /* POST /tokenize: {"content": TEXT[, "add_special": bool]}; *content malloc'd. 0 or 400. */
 int serve_tokenize_parse(const char *body, size_t len, char **content, int32_t *add_special, serve_error *e);
 /* POST /detokenize: {"tokens": [ids]} with ids in [0, n_vocab); *ids malloc'd. 0 or 400. */
 int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n,
                            serve_error *e);
 
-/* ---- responses ------------------------------------------------------------------------ */
-
-/* Token counts of a reply. */
-typedef struct {
-    int32_t prompt, completion, cached; /* cached: prompt tokens reused from a slot */
-    double prompt_ms;    /* slot set up -> the first generated token (the prefill) */
-    double predicted_ms; /* the first generated token -> the last: completion - 1 decode steps */
-} serve_usage;
-
-/* What every chunk and reply of one request repeats. */
-typedef struct {
-    serve_kind kind;
-    char id[48];     /* "chatcmpl-..." or "cmpl-..." */
-    const char *model;
-    int64_t created; /* Unix seconds */
-} serve_reply_head;
-
-/* One piece of output: a streamed delta, or (for serve_json_final) the whole answer. The
- * cJSON members are taken over by the builders (freed). */
-typedef struct {
-    const char *content;       /* text, or NULL */
-    const char *reasoning;     /* reasoning_content, or NULL */
-    cJSON *tool_calls;         /* array of tool calls (or deltas), or NULL */
-    cJSON *logprobs;           /* array of logprob entries, or NULL */
-    int32_t role;              /* a chat delta carrying "role": "assistant" (the first) */
-    const char *finish_reason; /* NULL while running */
-    const serve_usage *usage;  /* final reply; or alone, the last chunk of include_usage */
-} serve_delta;
-
-/* A streamed chunk (chat.completion.chunk or text_completion), unformatted JSON, malloc'd. */
-char *serve_json_chunk(const serve_reply_head *h, serve_delta *d);
-/* The non-streamed reply (chat.completion or text_completion), malloc'd. */
-char *serve_json_final(const serve_reply_head *h, serve_delta *d);
-/* One logprobs.content entry: {"token", "logprob", "bytes", "top_logprobs": [...]}. */
-cJSON *serve_json_logprob(const plume_tokenizer *tok, int32_t id, float logprob, const int32_t *top_ids,
-                          const float *top_lps, int32_t n_top);
-/* The usage object {"prompt_tokens", "completion_tokens", "total_tokens",
- * "prompt_tokens_details": {"cached_tokens"}}. */
-cJSON *serve_json_usage(const serve_usage *u);
-
-/* ---- the scheduler ---------------------------------------------------------------------- */
+/* ---- jobs and answers -------------------------------------------------------------------- */
 
 /* A request in flight, shared by its connection thread and the scheduler (reference counted).
  * Everything above `mu` is written by the connection before submitting and read-only after. */
+/* A choice's whole answer, gathered while it is generated (requests not streamed). */
+typedef struct {
+    plume_buf text, thought;
+    serve_tool_call *calls; /* [n_calls] */
+    int32_t n_calls;
+    serve_logprob *lps;     /* [n_lps] */
+    int32_t n_lps;
+    size_t cap_lps;
+    const char *finish;     /* once ended: "stop", "length", "tool_calls" */
+    int32_t stop;           /* the index of the stop string that ended it, or -1 */
+} serve_gathered;
+
 typedef struct serve_job {
     serve_request req;
+    const serve_dialect *dialect;
+    const plume_tokenizer *tok; /* spells the tokens of log-probabilities */
     int32_t *ids;             /* [n_ids] the prompt's tokens */
     int32_t n_ids;
+    int32_t echo_from;        /* ids[echo_from..] are the client's (1 when plume added the <bos>) */
     int32_t in_thought;       /* chat: the prompt opened the thought channel */
-    serve_reply_head head;
+    serve_logprob *prompt_lps;/* [n_ids] when asked (req.echo && logprobs, or prompt_logprobs): */
+                              /*   entry i is ids[i] given ids[<i]; entry 0 has none (NaN) */
+    int32_t prompt_top;       /* alternatives per prompt token */
+    char id[48];              /* "<dialect id_prefix>-..." */
+    const char *model;        /* the name the model is served as */
+    int64_t created;          /* Unix seconds */
+    void *state;              /* the dialect's state of a stream (dialect->state_size bytes) */
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled when bytes arrive or the job ends */
-    char *out;                /* [out_len] bytes to send: SSE events, or the final JSON */
-    size_t out_len, out_cap, out_sent;
+    plume_buf out;            /* bytes to send: stream events, or the whole reply */
+    size_t out_sent;
     int32_t status;           /* HTTP status of a non-streamed reply */
     int32_t done;             /* the scheduler wrote its last byte */
-    int32_t cancelled;        /* the client went away: stop generating */
+    int32_t cancelled;        /* the client went away, or the job failed: stop generating */
+    int32_t n_ended;          /* choices ended */
+    serve_usage usage;        /* summed over the choices ended */
+    serve_gathered *choices;  /* [req.n] not streamed: each choice's answer, moved in as it ends */
     int32_t refs;
     struct serve_job *next;   /* the queue */
 } serve_job;
 
-/* A new job owning req (moved in), with one reference for the caller. NULL if out of memory. */
-serve_job *serve_job_new(serve_request *req);
+/* A new job owning req (moved in) in a dialect, with one reference for the caller. NULL if
+ * out of memory. */
+serve_job *serve_job_new(serve_request *req, const serve_dialect *d);
+/* The whole reply of a SERVE_LOAD job (nothing generated; finish "load"): body, status, done. */
+void serve_job_load(serve_job *j);
 /* Drop a reference; the last frees the job. */
 void serve_job_unref(serve_job *j);
 /* Ask the scheduler to stop the job (the client is gone); it frees its slot at the next step. */
 void serve_job_cancel(serve_job *j);
 /* Whether the job was cancelled. */
 int serve_job_cancelled(serve_job *j);
-/* Append body (may be NULL; freed), set the status, mark the job done and wake its connection. */
-void serve_job_finish(serve_job *j, int32_t status, char *body);
-/* End the job with an error: an error event and [DONE] when streaming, else the error reply. */
+/* End the job without a reply (its client is gone): status, done, its connection woken. */
+void serve_job_abandon(serve_job *j, int32_t status);
+/* End the job with an error: an error event when streaming, else the error reply. */
 void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *msg);
 
-/* The answer of one job as it is generated (serve_out.c). */
+/* The answer of one choice of a job as it is generated. */
 typedef struct {
     serve_job *job;
+    int32_t choice;         /* 0..req.n-1 */
     plume_chat_parser *cp;  /* chat: text -> content, thought, tool calls; NULL: text is content */
     plume_stop_matcher sm;  /* the request's stop strings, on the content */
     int32_t stopped;        /* a stop string completed */
     int32_t n_calls;        /* tool calls delivered */
-    char *text;             /* [text_len] the content so far (non-streamed replies) */
-    size_t text_len, text_cap;
-    char *thought;          /* [thought_len] the reasoning so far (non-streamed replies) */
-    size_t thought_len, thought_cap;
-    cJSON *calls;           /* the tool calls (non-streamed replies) */
-    cJSON *logprobs;        /* logprobs.content entries (non-streamed replies with logprobs) */
-} serve_out;
+    int32_t n_thought;      /* tokens whose text went to the thought only */
+    serve_gathered g;       /* the whole answer, gathered when the request is not streamed */
+} serve_answer;
 
-enum { SERVE_OUT_STOP = 1, SERVE_OUT_END = 2 };
+enum { SERVE_ANSWER_STOP = 1, SERVE_ANSWER_END = 2 };
 
-/* Start the answer of j: parse != 0 runs the chat parser (its text must keep the special
- * tokens it reads); a chat stream gets its role chunk. 0 or a PLUME_E* with *err. */
-int serve_out_init(serve_out *o, serve_job *j, int32_t parse, char **err);
-/* Feed the text of one generated token and its logprobs entry (NULL, or taken over). 0, or
- * SERVE_OUT_STOP (a stop string completed) or SERVE_OUT_END (the parser read an end marker):
- * then the answer is over. */
-int serve_out_put(serve_out *o, const char *piece, size_t len, cJSON *lp);
-/* Send the end: held text, finish_reason ("stop" or "length"; "tool_calls" after calls),
- * the usage, [DONE] or the whole reply; the job is done. */
-void serve_out_finish(serve_out *o, const char *reason, const serve_usage *u);
+/* Start the answer of choice `choice` of j: parse != 0 runs the chat parser (its text must
+ * keep the special tokens it reads). 0 or a PLUME_E* with *err. */
+int serve_answer_init(serve_answer *a, serve_job *j, int32_t choice, int32_t parse, char **err);
+/* The prompt has been read (its log-probabilities, when asked, are in the job): the PROMPT
+ * event of a stream. */
+void serve_answer_prompt(serve_answer *a);
+/* Feed the text of one generated token and its log-probabilities (NULL when not asked). 0,
+ * or SERVE_ANSWER_STOP (a stop string completed) or SERVE_ANSWER_END (the parser read an end
+ * marker): then the answer is over. */
+int serve_answer_put(serve_answer *a, const char *piece, size_t len, const serve_logprob *lp);
+/* End the choice: held text, finish reason ("stop" or "length"; "tool_calls" after calls),
+ * its usage. The last choice to end sends DONE, or the whole reply; the job is then done. */
+void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage *u);
 /* Free the answer's state (not the job). */
-void serve_out_free(serve_out *o);
+void serve_answer_free(serve_answer *a);
+
+/* ---- the scheduler ---------------------------------------------------------------------- */
 
 /* Scheduler settings. */
 typedef struct {
@@ -229,11 +447,12 @@ typedef struct {
 
 typedef struct serve_sched serve_sched;
 
-enum { SERVE_EFULL = 1, SERVE_ESTOPPED = 2 };
+enum { SERVE_EFULL = 1, SERVE_ESTOPPED = 2, SERVE_ESLOTS = 3 };
 
 /* Create the slots (loading --slot-save files when there are) and start the thread. */
 int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params *p, char **err);
-/* Queue a job (the scheduler takes a reference). 0, SERVE_EFULL or SERVE_ESTOPPED. */
+/* Queue a job (the scheduler takes a reference). 0, SERVE_EFULL, SERVE_ESTOPPED, or
+ * SERVE_ESLOTS (it asks for more choices than there are slots). */
 int serve_sched_submit(serve_sched *s, serve_job *j);
 /* Current figures. */
 void serve_sched_stats(serve_sched *s, serve_stats *st);
@@ -242,5 +461,22 @@ void serve_sched_stats(serve_sched *s, serve_stats *st);
 void serve_sched_stop(serve_sched *s);
 /* Save idle slots to the slot directory (if any), free everything. */
 void serve_sched_free(serve_sched *s);
+
+/* ---- the server ---------------------------------------------------------------------------- */
+
+/* What `plume serve` was asked for (tools/cli/cmd_serve.c fills it from the flags). */
+typedef struct {
+    const char *bundle;     /* the model's directory */
+    const char *host, *api_key, *slot_dir, *isa;
+    const char *cors;       /* origins allowed to call from a browser: "A,B,..." or "*"; NULL: none */
+    int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
+    size_t max_body;
+} serve_config;
+
+/* The defaults of every field but bundle. */
+serve_config serve_config_default(void);
+/* Open the model, listen, serve until SIGINT or SIGTERM, shut down in order. Returns the
+ * process exit status (messages printed on stderr). */
+int serve_run(const serve_config *c);
 
 #endif

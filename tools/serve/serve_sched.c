@@ -16,6 +16,15 @@
  * the model agrees with and rewinds the rest, and the slot delivers them all. The session
  * may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
  *
+ * Several choices (n): a request of n choices waits until n slots are idle and takes them all.
+ * Its first slot (the leader) prefills; the others wait, and when the leader's prompt is in,
+ * each gets a copy of its session and its last logits (plume_session_copy), then samples on
+ * its own with seed + its index. One prefill, n answers.
+ *
+ * The prompt's log-probabilities (echo, prompt_logprobs): the leader prefills from position 0
+ * (no reuse: every position's logits are needed) in chunks of SERVE_LOGPROB_CHUNK with every
+ * row's logits, and scores each prompt token under the row before it.
+ *
  * Prompt reuse: a request goes to the idle slot whose tokens share the longest prefix with its
  * prompt; the slot rewinds to that prefix (exact, plume_session_rewind) and prefills only the
  * rest. A client re-sending a growing conversation prefills only the new turn. A rewind never
@@ -33,7 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chat.h"
+#include "chat/chat.h"
 #include "common.h"
 
 /* One slot: a conversation's session and the state of the request it serves. */
@@ -41,8 +50,12 @@ typedef struct {
     plume_session *s;
     serve_job *job;        /* NULL when idle (written under sched->mu) */
     int32_t fresh;         /* admitted, not yet set up */
+    int32_t choice;        /* which of the job's choices it answers (0: the leader, which prefills) */
+    int32_t waiting;       /* a choice > 0 waiting for the leader's prompt */
+    float *rows;           /* [SERVE_LOGPROB_CHUNK, V] every row's logits, while the prompt's
+                              log-probabilities are computed (else NULL) */
     plume_sampler *smp;
-    serve_out out;         /* the answer being written */
+    serve_answer out;      /* the answer being written */
     plume_detok_stream ds;
     float *logits;         /* [V] of the slot's last fed token */
     int32_t pos;           /* prompt tokens in the session (prefill until pos == n_ids) */
@@ -139,11 +152,22 @@ static int32_t slot_pick(serve_sched *s, const int32_t *ids, int32_t n) {
     return best;
 }
 
+/* The least recently used idle slot, or -1. Called with s->mu held. */
+static int32_t slot_pick_lru(serve_sched *s) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (!s->slots[i].job && (best < 0 || s->slots[i].last_used < s->slots[best].last_used)) best = i;
+    return best;
+}
+
 /* Give the slot back (its session keeps its tokens for a later prompt). */
 static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
     sl->smp = NULL;
-    serve_out_free(&sl->out);
+    free(sl->rows);
+    sl->rows = NULL;
+    sl->waiting = 0;
+    serve_answer_free(&sl->out);
     serve_job *j = sl->job;
     pthread_mutex_lock(&s->mu);
     sl->job = NULL;
@@ -152,21 +176,29 @@ static void slot_release(serve_sched *s, serve_slot *sl) {
     serve_job_unref(j);
 }
 
-/* Prepare an admitted slot: rewind to the shared prefix, a sampler, a stop matcher, the
- * role chunk of a stream. */
+/* Prepare an admitted slot: rewind to the shared prefix (the leader), a sampler seeded for its
+ * choice with the request's bias, a stop matcher, the start event of a stream. A choice > 0
+ * waits for the leader's prompt. */
 static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     serve_job *j = sl->job;
     int32_t keep = common_prefix(plume_session_tokens(sl->s), plume_session_n_past(sl->s), j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
+    if (j->prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
     /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
      * other stream waiting, is fed again as prefill chunks between decode steps */
     keep = plume_session_rewind_free(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
-    if (!rc) rc = plume_sampler_new(&sl->smp, &j->req.sp, s->V, err);
+    plume_sampler_params sp = j->req.sp;
+    sp.seed += (uint64_t)sl->choice;
+    if (!rc) rc = plume_sampler_new(&sl->smp, &sp, s->V, err);
+    if (!rc && j->req.n_bias) rc = plume_sampler_set_bias(sl->smp, j->req.bias_ids, j->req.bias_vals, j->req.n_bias, err);
+    if (!rc && j->prompt_lps && sl->choice == 0 &&
+        !(sl->rows = malloc((size_t)SERVE_LOGPROB_CHUNK * (size_t)s->V * sizeof *sl->rows)))
+        rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the prompt's logits");
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
      * for every token as text */
     int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
-    if (!rc) rc = serve_out_init(&sl->out, j, parse, err);
+    if (!rc) rc = serve_answer_init(&sl->out, j, sl->choice, parse, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
@@ -175,6 +207,7 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     sl->cached = keep;
     sl->n_gen = 0;
     sl->next_id = -1;
+    sl->waiting = sl->choice > 0;
     sl->t_setup = plume_now();
     pthread_mutex_lock(&s->mu);
     s->st.cached_tokens += keep;
@@ -220,19 +253,14 @@ static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int 
     if (!stopped) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        if (k > 0 && serve_out_put(&sl->out, piece, (size_t)k, NULL) == SERVE_OUT_STOP) reason = "stop";
+        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = "stop";
     }
     double now = plume_now();
     serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached,
                      .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
                      .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
-    serve_out_finish(&sl->out, reason, &u);
+    serve_answer_finish(&sl->out, reason, &u);
     slot_release(s, sl);
-}
-
-/* Whether id ends a model turn: <eos>, <turn|>, <|tool_response> (as plume run). */
-static int is_end_id(int32_t id) {
-    return id == 1 || id == 106 || id == 50;
 }
 
 /* Deliver the slot's next token id, drawn from logits [V], with n_past tokens before it (in
@@ -244,22 +272,17 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
-    if (is_end_id(id) && !j->req.ignore_eos) {
+    if (plume_model_ends_turn(s->m, id) && !j->req.ignore_eos) {
         slot_finish(s, sl, "stop", 0);
         return 1;
     }
-    cJSON *lp = NULL;
-    if (j->req.logprobs) {
-        int32_t top_ids[SERVE_MAX_TOP_LOGPROBS];
-        float top_lps[SERVE_MAX_TOP_LOGPROBS];
-        float l = logprob_top(logits, s->V, id, j->req.top_logprobs, top_ids, top_lps);
-        lp = serve_json_logprob(s->tok, id, l, top_ids, top_lps, j->req.top_logprobs);
-    }
+    serve_logprob lp = {.id = id, .n_top = j->req.top_logprobs};
+    if (j->req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
     char piece[256];
     int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
     if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
-    int r = serve_out_put(&sl->out, piece, (size_t)k, lp);
-    if (r) slot_finish(s, sl, "stop", r == SERVE_OUT_STOP);
+    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->req.logprobs ? &lp : NULL);
+    if (r) slot_finish(s, sl, "stop", r == SERVE_ANSWER_STOP);
     else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, "length", 0);
     else {
@@ -320,18 +343,78 @@ static void admit_locked(serve_sched *s) {
         *at = j->next;
         if (s->tail == j) s->tail = prev;
         s->n_queued--;
-        serve_job_finish(j, 499, NULL);
+        serve_job_abandon(j, 499);
         serve_job_unref(j);
     }
     while (s->head) {
         serve_job *j = s->head;
-        int32_t i = slot_pick(s, j->ids, j->n_ids);
-        if (i < 0) return;
+        int32_t idle = 0;
+        for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
+        if (idle < j->req.n) return; /* a request of n choices waits for n idle slots */
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         s->n_queued--;
-        s->slots[i].job = j;
-        s->slots[i].fresh = 1;
+        for (int32_t k = 0; k < j->req.n; k++) {
+            int32_t i = k == 0 ? slot_pick(s, j->ids, j->n_ids) : slot_pick_lru(s);
+            if (k > 0) { /* each choice holds a reference, released with its slot */
+                pthread_mutex_lock(&j->mu);
+                j->refs++;
+                pthread_mutex_unlock(&j->mu);
+            }
+            s->slots[i].job = j;
+            s->slots[i].fresh = 1;
+            s->slots[i].choice = k;
+        }
+    }
+}
+
+/* Score the prompt tokens that the rows of the last prefill step predict: row r (position
+ * pos + r) gives the log-probability of the token at pos + r + 1; the last prompt row is kept
+ * as the slot's logits. */
+static void score_rows(serve_sched *s, serve_slot *sl) {
+    serve_job *j = sl->job;
+    for (int32_t r = 0; r < sl->taken; r++) {
+        int32_t p = sl->pos + r;
+        const float *row = sl->rows + (size_t)r * (size_t)s->V;
+        if (p + 1 < j->n_ids) {
+            serve_logprob *lp = &j->prompt_lps[p + 1];
+            lp->id = j->ids[p + 1];
+            lp->n_top = j->prompt_top;
+            lp->logprob = logprob_top(row, s->V, lp->id, lp->n_top, lp->top_ids, lp->top_lps);
+            lp->rank = 1;
+            for (int32_t v = 0; v < s->V; v++) lp->rank += row[v] > row[lp->id];
+        } else {
+            memcpy(sl->logits, row, (size_t)s->V * sizeof *row);
+        }
+    }
+}
+
+/* The leader's prompt is in: give every waiting choice of its job a copy of the session and
+ * of the last logits; then each choice samples its first token (or, when nothing is to be
+ * generated, ends). */
+static void prompt_done(serve_sched *s, serve_slot *leader) {
+    serve_job *j = leader->job;
+    char *err = NULL;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl == leader || sl->job != j || !sl->waiting) continue;
+        if (plume_session_copy(sl->s, leader->s, &err)) {
+            serve_job_fail(j, 500, "server_error", err ? err : "cannot copy a session");
+            free(err);
+            slot_release(s, leader);
+            return; /* the other choices see the job cancelled at the next step */
+        }
+        memcpy(sl->logits, leader->logits, (size_t)s->V * sizeof *sl->logits);
+        sl->pos = j->n_ids;
+        sl->cached = leader->cached;
+        sl->waiting = 0;
+    }
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        serve_slot *sl = &s->slots[i];
+        if (sl->job != j || sl->waiting || sl->pos < j->n_ids || sl->n_gen || sl->next_id >= 0) continue;
+        serve_answer_prompt(&sl->out);
+        if (j->req.max_tokens == 0) slot_finish(s, sl, "length", 0);
+        else slot_sample(s, sl);
     }
 }
 
@@ -343,8 +426,8 @@ static void step(serve_sched *s) {
         serve_slot *sl = &s->slots[i];
         sl->taken = 0;
         if (!sl->job) continue;
-        if (serve_job_cancelled(sl->job)) { /* the client is gone: free the slot now */
-            serve_job_finish(sl->job, 499, NULL);
+        if (serve_job_cancelled(sl->job)) { /* the client is gone (or the job failed): free the slot now */
+            serve_job_abandon(sl->job, 499);
             slot_release(s, sl);
             continue;
         }
@@ -358,18 +441,22 @@ static void step(serve_sched *s) {
                 continue;
             }
         }
+        if (sl->waiting) continue; /* a choice waiting for the leader's prompt */
         serve_job *j = sl->job;
         int prefill = sl->pos < j->n_ids;
         const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
         int32_t n = prefill ? j->n_ids - sl->pos : 1;
-        if (n > SERVE_PREFILL_CHUNK) n = SERVE_PREFILL_CHUNK;
+        int32_t chunk = sl->rows ? SERVE_LOGPROB_CHUNK : SERVE_PREFILL_CHUNK;
+        if (n > chunk) n = chunk;
         int spec = !prefill && sl->drafting;
         if (spec) { /* the pending token and the guesses, every row's logits */
             int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
             n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
             ids = sl->spec_ids;
         }
-        int32_t taken = n < 0 ? n : plume_batch_add(s->batch, sl->s, ids, n, spec ? sl->spec_logits : sl->logits, spec, &err);
+        int rows = spec || (prefill && sl->rows);
+        float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
+        int32_t taken = n < 0 ? n : plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
         if (taken < 0) {
             serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
             free(err);
@@ -395,11 +482,13 @@ static void step(serve_sched *s) {
     int64_t prompt_tokens = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
-        if (!sl->taken) continue;
+        if (!sl->taken || !sl->job) continue;
         if (sl->pos < sl->job->n_ids) {
+            if (sl->rows) score_rows(s, sl);
             sl->pos += sl->taken;
             prompt_tokens += sl->taken;
-            if (sl->pos < sl->job->n_ids) continue;
+            if (sl->pos == sl->job->n_ids) prompt_done(s, sl);
+            continue;
         } else if (sl->drafting) {
             slot_accept(s, sl);
             continue;
@@ -496,12 +585,13 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
     return 0;
 }
 
-/* Queue a job unless stopping or full (idle slots + queue_max). */
+/* Queue a job unless stopping, full (idle slots + queue_max), or of more choices than slots. */
 int serve_sched_submit(serve_sched *s, serve_job *j) {
     pthread_mutex_lock(&s->mu);
     int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
     for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
-    int rc = s->stopping ? SERVE_ESTOPPED : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
+    int rc = s->stopping ? SERVE_ESTOPPED : j->req.n > s->p.n_slots ? SERVE_ESLOTS
+             : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
     if (!rc) {
         pthread_mutex_lock(&j->mu);
         j->refs++;
@@ -554,6 +644,7 @@ void serve_sched_free(serve_sched *s) {
         }
         plume_session_free(sl->s);
         free(sl->logits);
+        free(sl->rows);
         plume_spec_free(sl->spec);
         free(sl->spec_logits);
     }

@@ -1,0 +1,22 @@
+"""The converter: a Hugging Face checkpoint -> a bundle directory, through plume_convert(),
+the function `plume convert` calls (so both write byte-identical bundles).
+
+May use _lib, _errors and _common; needs no model.
+"""
+from ._common import c_path
+from ._errors import check
+from ._lib import byref, c_void_p, lib
+
+
+def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="auto"):
+    """Convert a Hugging Face Gemma 4 checkpoint (config.json + safetensors) into a bundle
+    directory out_dir, which must not exist: the converter of `plume convert`. weights:
+    "f32", "bf16", "q8" or "q4"; n_ctx: the bundle's context (0: min(max_position_embeddings,
+    4096)); progress: a progress line on stderr; layout of q8/q4 weights: "auto" (tiles if
+    this CPU's kernels read them), "tiles" or "rows" (docs/BUNDLE.md)."""
+    p = lib.plume_convert_default_params()
+    w, lay = weights.encode(), layout.encode()
+    p.weights, p.n_ctx, p.progress, p.layout = w, int(n_ctx), int(bool(progress)), lay
+    err = c_void_p()
+    check(lib.plume_convert(c_path(hf_dir), c_path(out_dir), byref(p), byref(err)), err,
+          "convert")

@@ -1,0 +1,123 @@
+"""Generation: the loop of `plume run` behind Model.generate. A prompt becomes token ids,
+is prefilled into a session (the prefix it shares with the session's tokens reused), then
+each step samples an id, turns it into text (whole UTF-8 characters), holds back what may
+be the start of a stop string, and feeds the id back.
+
+May use _lib, _errors, _common and _sampler. It meets the model only through the object it
+is handed (model.session(), model.n_vocab, the bundle's tokenizer), never imports _model
+(which imports this file).
+"""
+import numpy as np
+
+from . import _lib
+from ._common import ids_array
+from ._errors import InvalidArgumentError
+from ._lib import byref, lib
+from ._sampler import Sampler
+
+# ---- stop strings ------------------------------------------------------------------------
+
+
+class StopMatcher:
+    """Holds back generated text that may be the start of a stop string, as the CLI's
+    plume_stop_matcher (src/chat/chat.h) does; text, not bytes, since the pieces are whole
+    characters."""
+
+    def __init__(self, stops):
+        self.stops = [s for s in stops]
+        if any(not isinstance(s, str) or not s for s in self.stops):
+            raise InvalidArgumentError("stop strings must be non-empty str", _lib.EINVAL)
+        self.held = ""
+
+    def feed(self, piece):
+        """(text safe to emit, whether a stop string completed)."""
+        t = self.held + piece
+        hits = [i for i in (t.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            self.held = ""
+            return t[:min(hits)], True
+        keep = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(t)), keep, -1):
+                if t.endswith(s[:k]):
+                    keep = k
+                    break
+        self.held = t[len(t) - keep:]
+        return t[:len(t) - keep], False
+
+    def flush(self):
+        """The text held back, released (the generation ended without a stop string)."""
+        t, self.held = self.held, ""
+        return t
+
+
+# ---- the loop ----------------------------------------------------------------------------
+
+
+def generate(model, prompt, max_tokens, sampling, stop, session):
+    """Model.generate: check the arguments now (tokenize the prompt, make the sampler and
+    the stop matcher) and return the generator of text pieces. sampling: the Sampler's
+    keyword arguments."""
+    ids = model._tokenizer_required().encode(prompt) if isinstance(prompt, str) else prompt
+    ids = ids_array(ids)
+    sampler = Sampler(model.n_vocab, **sampling)
+    matcher = StopMatcher(stop)
+    return _pieces(model, ids, int(max_tokens), sampler, matcher, session)
+
+
+def _prefill(s, ids, sampler):
+    """Feed the prompt ids into session s (keeping the prefix they share with its tokens),
+    record them in the sampler's history, and return the logits of the last one."""
+    if not len(ids):
+        if s.n_past == 0:
+            raise InvalidArgumentError("generate: an empty prompt", _lib.EINVAL)
+        raise InvalidArgumentError("generate: an empty prompt; feed the session first",
+                                   _lib.EINVAL)
+    logits = s.feed(ids) if s.n_past == 0 else s.feed_prompt(ids)[0]
+    for t in ids.tolist():
+        sampler.accept(t)
+    return logits
+
+
+def _text(buf, k):
+    """The text of the k bytes a detok stream call wrote into buf (none when k <= 0)."""
+    return buf.raw[:max(k, 0)].decode("utf-8", "replace")
+
+
+def _pieces(model, ids, max_tokens, sampler, matcher, session):
+    """Yield the text generated after ids on session (None: a fresh one, closed at the end),
+    step by step, until an end-of-turn token, a stop string, max_tokens (< 0: no limit) or
+    a full context. Closes the sampler."""
+    own = session is None
+    s = model.session() if own else session
+    try:
+        logits = _prefill(s, ids, sampler)
+        ds = _lib.DetokStream()
+        lib.plume_detok_stream_init(byref(ds), model._tokenizer_required()._p(), 1)
+        piece = _lib.ctypes.create_string_buffer(256)
+        n_gen, hit = 0, False
+        one = np.zeros(1, np.int32)
+        while max_tokens < 0 or n_gen < max_tokens:
+            tid = sampler.sample(logits)
+            if lib.plume_model_ends_turn(model._p(), tid):
+                break
+            k = lib.plume_detok_stream_put(byref(ds), tid, piece, len(piece))
+            text, hit = matcher.feed(_text(piece, k))
+            if text:
+                yield text
+            n_gen += 1
+            if hit or s.n_past >= s.n_ctx:
+                break
+            sampler.accept(tid)
+            one[0] = tid
+            s.feed(one, out=logits)
+        if not hit:
+            k = lib.plume_detok_stream_flush(byref(ds), piece, len(piece))
+            text, hit = matcher.feed(_text(piece, k))
+            rest = "" if hit else matcher.flush()
+            if text + rest:
+                yield text + rest
+    finally:
+        sampler.close()
+        if own:
+            s.close()

@@ -1,0 +1,69 @@
+/* image.c -- the public image API over the rooms: media/ (bytes -> pixels -> patches) then
+ * encoders/vision.c (patches -> soft tokens), into a plume_embd (embd.h) whose key is the hash
+ * of the resized pixels, so the same image at the same budget has the same key whatever file
+ * it came from. */
+#include <stdlib.h>
+
+#include "embd.h"
+#include "media/media.h"
+#include "model.h"
+
+plume_image_params plume_image_default_params(void) { return (plume_image_params){.max_tokens = 0}; }
+
+/* The plan and resized pixels of img for the model's tower; *rgb malloc'd. */
+static int image_prepare(const plume_model *m, const plume_image *img, const plume_image_params *p, media_plan *plan,
+                         uint8_t **rgb, char **err) {
+    *rgb = NULL;
+    if (!m || !img) return plume_fail(err, PLUME_EINVAL, "image: no model or image given");
+    if (!m->vision)
+        return plume_fail(err, PLUME_EINVAL, "this bundle has no vision tower (converted from a text-only checkpoint)");
+    const plume_vision_config *v = &m->c.vis;
+    int32_t budget = p && p->max_tokens ? p->max_tokens : v->default_tokens;
+    int rc = media_plan_for(img->h, img->w, v->patch, v->pool, budget, plan, err);
+    if (!rc) rc = media_plan_pixels(img, plan, rgb, err);
+    return rc;
+}
+
+/* The key of resized pixels: SHA-256 of their size and bytes. */
+static uint64_t image_key(const media_plan *plan, const uint8_t *rgb) {
+    const int32_t size[2] = {plan->th, plan->tw};
+    return embd_hash(size, sizeof size, rgb, (size_t)plan->th * (size_t)plan->tw * 3);
+}
+
+int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p, int32_t *n_tokens,
+                       uint64_t *key, char **err) {
+    media_plan plan;
+    uint8_t *rgb;
+    int rc = image_prepare(m, img, p, &plan, &rgb, err);
+    if (!rc && n_tokens) *n_tokens = plan.n_tokens;
+    if (!rc && key) *key = image_key(&plan, rgb);
+    free(rgb);
+    return rc;
+}
+
+int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                       char **err) {
+    if (!out) return plume_fail(err, PLUME_EINVAL, "image: no output given");
+    *out = NULL;
+    media_plan plan;
+    uint8_t *rgb;
+    int rc = image_prepare(m, img, p, &plan, &rgb, err);
+    if (rc) return rc;
+    const int32_t per = m->c.vis.patch * m->c.vis.patch * 3;
+    float *pix = plume_alloc((size_t)plan.n_patches * (size_t)per * 4);
+    int32_t *pos = malloc((size_t)plan.n_patches * 2 * sizeof *pos);
+    if (!pix || !pos) rc = plume_fail(err, PLUME_ENOMEM, "image: out of memory for %d patches", plan.n_patches);
+    if (!rc) rc = embd_new(out, plan.n_tokens, m->c.D, m->c.media_id[PLUME_MEDIA_IMAGE], image_key(&plan, rgb), err);
+    if (!rc) {
+        media_patchify(rgb, &plan, m->c.vis.patch, pix, pos);
+        rc = plume_vision_encode(m->vision, m->k, m->pool, pix, pos, plan.ph, plan.pw, NULL, (*out)->rows, err);
+    }
+    if (rc) {
+        plume_embd_free(*out);
+        *out = NULL;
+    }
+    plume_dealloc(pix);
+    free(pos);
+    free(rgb);
+    return rc;
+}

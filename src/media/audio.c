@@ -1,0 +1,333 @@
+/* audio.c -- the bytes of an audio file -> mono float samples at 16 kHz (media.h).
+ *
+ * libsndfile decodes every container and codec plume takes: WAV (PCM 8/16/24/32, float), FLAC,
+ * Ogg Vorbis, Ogg Opus and MP3 (Debian 12's libsndfile 1.2.0 reads MP3 through libmpg123 and
+ * Opus through libopus, so no other decoder is linked). It reads the bytes from memory through a
+ * virtual file over a bounded cursor. Channels are averaged; libsoxr resamples to 16 kHz block
+ * by block as the file decodes, so memory holds the 16 kHz output and one block, whatever the
+ * file's rate and channels.
+ *
+ * Resampling is the one step where plume departs from the reference: Hugging Face's feature
+ * extractor takes 16 kHz samples and refuses any other rate, leaving the resampling to the
+ * caller. 16 kHz files pass through untouched (int16 / 32768, the golden's waveform).
+ *
+ * Untrusted bytes: libsndfile parses the containers (it is fuzzed upstream); plume bounds what
+ * it allocates by MEDIA_AUDIO_MAX_SECONDS, checked against the header's length before decoding
+ * and against the samples decoded while decoding, and refuses what libsndfile lets through
+ * quietly: a WAV data chunk cut short, a stream that ends well before its header's length, NaN
+ * and infinite samples. */
+#include <math.h>
+#include <sndfile.h>
+#include <soxr.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "media.h"
+
+enum { BLOCK_FRAMES = 4096 }; /* frames decoded (and resampled) at a time */
+
+/* ---- a virtual file over bytes in memory ------------------------------------------------ */
+
+/* A read cursor over data[len]; pos may lie past the end (as lseek allows), reads there get 0. */
+typedef struct {
+    const uint8_t *data;
+    sf_count_t len, pos;
+} vfile;
+
+/* libsndfile's length callback. */
+static sf_count_t vf_len(void *u) { return ((vfile *)u)->len; }
+
+/* libsndfile's seek callback: -1 for a position before 0 or past what an sf_count_t holds. */
+static sf_count_t vf_seek(sf_count_t off, int whence, void *u) {
+    vfile *v = u;
+    sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? v->pos : v->len;
+    if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) return -1;
+    if (off > 0 ? off > INT64_MAX - base : off < -base) return -1;
+    v->pos = base + off;
+    return v->pos;
+}
+
+/* libsndfile's read callback: at most n bytes from the cursor. */
+static sf_count_t vf_read(void *ptr, sf_count_t n, void *u) {
+    vfile *v = u;
+    if (n <= 0 || v->pos >= v->len) return 0;
+    sf_count_t k = v->len - v->pos < n ? v->len - v->pos : n;
+    memcpy(ptr, v->data + v->pos, (size_t)k);
+    v->pos += k;
+    return k;
+}
+
+/* libsndfile's write callback: the file is read-only. */
+static sf_count_t vf_write(const void *ptr, sf_count_t n, void *u) {
+    (void)ptr, (void)n, (void)u;
+    return 0;
+}
+
+/* libsndfile's tell callback. */
+static sf_count_t vf_tell(void *u) { return ((vfile *)u)->pos; }
+
+/* ---- checks libsndfile does not make ---------------------------------------------------- */
+
+/* Whether a RIFF/WAVE file's data chunk claims more bytes than follow it (*want, *have): a
+ * file cut short, which libsndfile reads up to its end without an error. Sizes 0 and
+ * 0xFFFFFFFF ("not known yet", written by streaming recorders) pass. Bounded walk over the
+ * chunk list; anything odd before the data chunk is left to libsndfile. */
+static int wav_cut_short(const uint8_t *p, size_t len, uint64_t *want, uint64_t *have) {
+    if (len < 12 || memcmp(p, "RIFF", 4) || memcmp(p + 8, "WAVE", 4)) return 0;
+    size_t off = 12;
+    while (len - off >= 8) {
+        uint32_t size = (uint32_t)p[off + 4] | (uint32_t)p[off + 5] << 8 | (uint32_t)p[off + 6] << 16 |
+                        (uint32_t)p[off + 7] << 24;
+        if (!memcmp(p + off, "data", 4)) {
+            *want = size;
+            *have = len - off - 8;
+            return size != 0 && size != 0xFFFFFFFFu && size > len - off - 8;
+        }
+        uint64_t step = 8 + (uint64_t)size + (size & 1);
+        if (step > len - off) return 0;
+        off += (size_t)step;
+    }
+    return 0;
+}
+
+/* "WAV Signed 16 bit PCM", "Ogg Opus", "MP3": a libsndfile format's container and codec, into
+ * out[cap]. */
+static void format_name(int format, char *out, size_t cap) {
+    static const struct { int major; const char *name; } majors[] = {
+        {SF_FORMAT_WAV, "WAV"}, {SF_FORMAT_WAVEX, "WAV"}, {SF_FORMAT_RF64, "RF64"}, {SF_FORMAT_FLAC, "FLAC"},
+        {SF_FORMAT_OGG, "Ogg"}, {SF_FORMAT_MPEG, "MP3"}, {SF_FORMAT_AIFF, "AIFF"}, {SF_FORMAT_CAF, "CAF"},
+        {SF_FORMAT_W64, "W64"}, {SF_FORMAT_AU, "AU"}};
+    const char *a = "audio";
+    for (size_t i = 0; i < sizeof majors / sizeof *majors; i++)
+        if ((format & SF_FORMAT_TYPEMASK) == majors[i].major) a = majors[i].name;
+    SF_FORMAT_INFO sub = {.format = format & SF_FORMAT_SUBMASK};
+    const char *b = sf_command(NULL, SFC_GET_FORMAT_INFO, &sub, sizeof sub) == 0 && sub.name ? sub.name : "";
+    if ((format & SF_FORMAT_TYPEMASK) == SF_FORMAT_MPEG || (format & SF_FORMAT_TYPEMASK) == SF_FORMAT_FLAC) b = "";
+    snprintf(out, cap, "%s%s%s", a, *b ? " " : "", b);
+}
+
+/* ---- the output buffer ------------------------------------------------------------------ */
+
+/* Samples at 16 kHz, grown by doubling up to the cap. */
+typedef struct {
+    float *pcm;
+    int64_t n, cap;
+} pcm_buf;
+
+/* Room for `more` samples past n; PLUME_EFORMAT past the duration cap, PLUME_ENOMEM. */
+static int pcm_reserve(pcm_buf *b, int64_t more, const char *name, char **err) {
+    const int64_t limit = (int64_t)MEDIA_AUDIO_MAX_SECONDS * MEDIA_AUDIO_RATE + MEDIA_AUDIO_RATE;
+    if (b->n + more <= b->cap) return 0;
+    if (b->n + more > limit)
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio longer than %d s; plume takes at most %d s (split the file)",
+                          name, MEDIA_AUDIO_MAX_SECONDS, MEDIA_AUDIO_MAX_SECONDS);
+    int64_t cap = b->cap ? b->cap : MEDIA_AUDIO_RATE;
+    while (cap < b->n + more) cap *= 2;
+    if (cap > limit) cap = limit;
+    float *p = realloc(b->pcm, (size_t)cap * sizeof(float));
+    if (!p) return plume_fail(err, PLUME_ENOMEM, "%s: out of memory for %lld samples", name, (long long)cap);
+    b->pcm = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Append n samples, through the resampler when there is one (in NULL: flush it). */
+static int pcm_push(pcm_buf *b, soxr_t rs, double ratio, const float *in, size_t n, const char *name, char **err) {
+    if (!rs) {
+        int rc = pcm_reserve(b, (int64_t)n, name, err);
+        if (rc) return rc;
+        memcpy(b->pcm + b->n, in, n * sizeof(float));
+        b->n += (int64_t)n;
+        return 0;
+    }
+    for (;;) {
+        /* each pass has room for all the input's output (and the flush's, 1024 at a time) */
+        size_t room = (size_t)ceil((double)n * ratio) + 1024, idone = 0, odone = 0;
+        int rc = pcm_reserve(b, (int64_t)room, name, err);
+        if (rc) return rc;
+        soxr_error_t e = soxr_process(rs, in, in ? n : 0, &idone, b->pcm + b->n, room, &odone);
+        if (e) return plume_fail(err, PLUME_EFORMAT, "%s: resampling failed (libsoxr: %s)", name, e);
+        b->n += (int64_t)odone;
+        if (in) {
+            in += idone;
+            n -= idone;
+            if (!n) return 0;
+        } else if (!odone) {
+            return 0;
+        }
+    }
+}
+
+/* ---- decoding --------------------------------------------------------------------------- */
+
+/* Check what the header says before anything is decoded: rate, channels, length. */
+static int check_header(const SF_INFO *info, const uint8_t *data, size_t len, const char *name, char **err) {
+    if (info->samplerate < MEDIA_AUDIO_MIN_RATE || info->samplerate > MEDIA_AUDIO_MAX_RATE)
+        return plume_fail(err, PLUME_EFORMAT, "%s: sample rate %d Hz; plume takes %d to %d Hz", name, info->samplerate,
+                          MEDIA_AUDIO_MIN_RATE, MEDIA_AUDIO_MAX_RATE);
+    if (info->channels < 1) return plume_fail(err, PLUME_EFORMAT, "%s: %d channels", name, info->channels);
+    if (info->frames > 0 && info->frames != SF_COUNT_MAX &&
+        (double)info->frames / info->samplerate > MEDIA_AUDIO_MAX_SECONDS)
+        return plume_fail(err, PLUME_EFORMAT, "%s: audio is %.1f s long; plume takes at most %d s (split the file)", name,
+                          (double)info->frames / info->samplerate, MEDIA_AUDIO_MAX_SECONDS);
+    uint64_t want = 0, have = 0;
+    if (wav_cut_short(data, len, &want, &have))
+        return plume_fail(err, PLUME_EFORMAT, "%s: truncated WAV: its data chunk holds %llu of the %llu bytes it declares", name,
+                          (unsigned long long)have, (unsigned long long)want);
+    return 0;
+}
+
+/* Decode every frame of sf into b: blocks mixed down to mono, checked, resampled. */
+static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *frames, const char *name, char **err) {
+    const int32_t ch = info->channels;
+    const double ratio = (double)MEDIA_AUDIO_RATE / info->samplerate;
+    const int64_t max_frames = (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate;
+    float *block = malloc((size_t)BLOCK_FRAMES * (size_t)ch * sizeof(float));
+    float *mono = malloc(BLOCK_FRAMES * sizeof(float));
+    soxr_t rs = NULL;
+    int rc = 0;
+    if (!block || !mono) {
+        rc = plume_fail(err, PLUME_ENOMEM, "%s: out of memory", name);
+        goto done;
+    }
+    if (info->samplerate != MEDIA_AUDIO_RATE) {
+        /* one thread: libsoxr's OpenMP workers would compete with plume's own */
+        soxr_error_t e = NULL;
+        soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
+        soxr_runtime_spec_t r = soxr_runtime_spec(1);
+        rs = soxr_create(info->samplerate, MEDIA_AUDIO_RATE, 1, &e, NULL, &q, &r);
+        if (!rs || e) {
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: cannot resample %d Hz to %d Hz (libsoxr: %s)", name, info->samplerate,
+                            MEDIA_AUDIO_RATE, e ? e : "?");
+            goto done;
+        }
+    }
+    *frames = 0;
+    for (;;) {
+        sf_count_t k = sf_readf_float(sf, block, BLOCK_FRAMES);
+        if (k <= 0) break;
+        if (*frames + k > max_frames) {
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: audio longer than %d s; plume takes at most %d s (split the file)",
+                            name, MEDIA_AUDIO_MAX_SECONDS, MEDIA_AUDIO_MAX_SECONDS);
+            goto done;
+        }
+        for (sf_count_t i = 0; i < k; i++) {
+            float s = 0.0f;
+            for (int32_t c = 0; c < ch; c++) s += block[i * ch + c];
+            s = ch == 1 ? s : s / (float)ch;
+            if (!isfinite(s)) {
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: sample %lld is not a finite number", name,
+                                (long long)(*frames + i));
+                goto done;
+            }
+            mono[i] = s;
+        }
+        *frames += k;
+        if ((rc = pcm_push(b, rs, ratio, mono, (size_t)k, name, err))) goto done;
+    }
+    if (sf_error(sf)) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: corrupt audio after %lld frames (libsndfile: %s)", name, (long long)*frames,
+                        sf_strerror(sf));
+        goto done;
+    }
+    if (rs) rc = pcm_push(b, rs, ratio, NULL, 0, name, err);
+done:
+    soxr_delete(rs);
+    free(block);
+    free(mono);
+    return rc;
+}
+
+int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const char *name, char **err) {
+    memset(a, 0, sizeof *a);
+    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "%s: empty file, not audio", name);
+    if (len > (size_t)INT64_MAX) return plume_fail(err, PLUME_EFORMAT, "%s: file too large", name);
+    vfile v = {data, (sf_count_t)len, 0};
+    SF_VIRTUAL_IO io = {vf_len, vf_seek, vf_read, vf_write, vf_tell};
+    SF_INFO info;
+    memset(&info, 0, sizeof info);
+    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &info, &v);
+    if (!sf)
+        return plume_fail(err, PLUME_EFORMAT, "%s: not an audio file plume can read (libsndfile: %s)", name, sf_strerror(NULL));
+    pcm_buf b = {0};
+    int64_t frames = 0;
+    int rc = check_header(&info, data, len, name, err);
+    if (!rc) rc = decode_frames(sf, &info, &b, &frames, name, err);
+    /* a stream that ends well before its header's length was cut short (MP3 lengths are
+     * estimates: a percent and two MPEG frames of slack) */
+    if (!rc && info.frames > 0 && info.frames != SF_COUNT_MAX && frames < info.frames &&
+        info.frames - frames > info.frames / 100 + 2304)
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: truncated or corrupt: decoded %lld of the %lld frames its header declares",
+                        name, (long long)frames, (long long)info.frames);
+    if (!rc && b.n == 0) rc = plume_fail(err, PLUME_EFORMAT, "%s: no audio samples", name);
+    sf_close(sf);
+    if (rc) {
+        free(b.pcm);
+        return rc;
+    }
+    a->pcm = b.pcm;
+    a->n = b.n;
+    a->src_rate = info.samplerate;
+    a->src_channels = info.channels;
+    format_name(info.format, a->format, sizeof a->format);
+    return 0;
+}
+
+int media_audio_load(media_audio *a, const char *path, char **err) {
+    plume_map m;
+    memset(a, 0, sizeof *a);
+    int rc = plume_map_open(&m, path, err);
+    if (rc) return rc;
+    rc = media_audio_decode(a, m.data, m.size, path, err);
+    plume_map_free(&m);
+    return rc;
+}
+
+int media_audio_from_pcm(media_audio *a, const float *x, int64_t n, int32_t rate, char **err) {
+    memset(a, 0, sizeof *a);
+    if (rate < MEDIA_AUDIO_MIN_RATE || rate > MEDIA_AUDIO_MAX_RATE)
+        return plume_fail(err, PLUME_EINVAL, "audio: sample rate %d Hz; plume takes %d to %d Hz", rate, MEDIA_AUDIO_MIN_RATE,
+                          MEDIA_AUDIO_MAX_RATE);
+    if (!x || n < 1) return plume_fail(err, PLUME_EINVAL, "audio: no samples");
+    if ((double)n / rate > MEDIA_AUDIO_MAX_SECONDS)
+        return plume_fail(err, PLUME_EINVAL, "audio: %.1f s long; plume takes at most %d s", (double)n / rate,
+                          MEDIA_AUDIO_MAX_SECONDS);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return plume_fail(err, PLUME_EINVAL, "audio: sample %lld is not a finite number", (long long)i);
+    pcm_buf b = {0};
+    soxr_t rs = NULL;
+    int rc = 0;
+    if (rate != MEDIA_AUDIO_RATE) {
+        soxr_error_t e = NULL;
+        soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
+        soxr_runtime_spec_t r = soxr_runtime_spec(1);
+        rs = soxr_create(rate, MEDIA_AUDIO_RATE, 1, &e, NULL, &q, &r);
+        if (!rs || e) rc = plume_fail(err, PLUME_ENOMEM, "audio: cannot resample %d Hz (libsoxr: %s)", rate, e ? e : "?");
+    }
+    const double ratio = (double)MEDIA_AUDIO_RATE / rate;
+    for (int64_t i = 0; !rc && i < n; i += BLOCK_FRAMES) /* in blocks, as a file decodes */
+        rc = pcm_push(&b, rs, ratio, x + i, (size_t)(n - i < BLOCK_FRAMES ? n - i : BLOCK_FRAMES), "audio", err);
+    if (!rc && rs) rc = pcm_push(&b, rs, ratio, NULL, 0, "audio", err);
+    soxr_delete(rs);
+    if (!rc && b.n == 0) rc = plume_fail(err, PLUME_EINVAL, "audio: no samples after resampling");
+    if (rc) {
+        free(b.pcm);
+        return rc;
+    }
+    a->pcm = b.pcm;
+    a->n = b.n;
+    a->src_rate = rate;
+    a->src_channels = 1;
+    snprintf(a->format, sizeof a->format, "float samples");
+    return 0;
+}
+
+void media_audio_free(media_audio *a) {
+    if (!a) return;
+    free(a->pcm);
+    memset(a, 0, sizeof *a);
+}
+
+int32_t media_audio_clips(int64_t n) {
+    return n <= 0 ? 0 : (int32_t)((n + MEDIA_AUDIO_CLIP - 1) / MEDIA_AUDIO_CLIP);
+}

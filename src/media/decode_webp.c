@@ -1,0 +1,44 @@
+/* decode_webp.c -- WebP -> RGB with libwebp's animation decoder, as Pillow decodes every WebP
+ * (a still image is a one-frame animation): the first frame on the canvas in RGBA, then the
+ * alpha dropped (convert("RGB")). The demuxer gives the canvas size, checked before the
+ * decoder allocates it, and the EXIF chunk's orientation. */
+#include <stdlib.h>
+
+#include <webp/decode.h>
+#include <webp/demux.h>
+
+#include "media/media.h"
+
+int media_decode_webp(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err) {
+    *out = NULL;
+    WebPData data = {b, n};
+    WebPDemuxer *dmx = WebPDemux(&data);
+    if (!dmx) return plume_fail(err, PLUME_EFORMAT, "WebP: not a valid WebP file (or truncated)");
+    uint32_t w = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_WIDTH), h = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_HEIGHT);
+    int rc = media_check_size("WebP", w, h, err);
+    WebPChunkIterator it;
+    if (!rc && WebPDemuxGetChunk(dmx, "EXIF", 1, &it)) {
+        *orientation = media_exif_orientation(it.chunk.bytes, it.chunk.size);
+        WebPDemuxReleaseChunkIterator(&it);
+    }
+    WebPDemuxDelete(dmx);
+    if (rc) return rc;
+    WebPAnimDecoderOptions opt;
+    if (!WebPAnimDecoderOptionsInit(&opt)) return plume_fail(err, PLUME_EFORMAT, "WebP: libwebp version mismatch");
+    opt.color_mode = MODE_RGBA;
+    opt.use_threads = 0;
+    WebPAnimDecoder *dec = WebPAnimDecoderNew(&data, &opt);
+    if (!dec) return plume_fail(err, PLUME_EFORMAT, "WebP: cannot decode (corrupt or truncated file)");
+    WebPAnimInfo info;
+    uint8_t *rgba = NULL;
+    int ts = 0;
+    if (!WebPAnimDecoderGetInfo(dec, &info) || info.canvas_width != w || info.canvas_height != h)
+        rc = plume_fail(err, PLUME_EFORMAT, "WebP: inconsistent canvas size");
+    else if (!WebPAnimDecoderGetNext(dec, &rgba, &ts) || !rgba)
+        rc = plume_fail(err, PLUME_EFORMAT, "WebP: the first frame cannot be decoded (corrupt or truncated file)");
+    else rc = media_image_new(out, (int32_t)w, (int32_t)h, "WebP", err);
+    if (!rc)
+        for (size_t i = 0; i < (size_t)w * h; i++) memcpy((*out)->rgb + 3 * i, rgba + 4 * i, 3);
+    WebPAnimDecoderDelete(dec);
+    return rc;
+}

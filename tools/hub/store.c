@@ -1,0 +1,328 @@
+/* store.c -- plume's model store: bundle names and places, the pull (store.h, docs/PULL.md).
+ *
+ * A pull resolves ORG/NAME@REV on the Hub (hub.c), fetches only what the converter reads into
+ * the Hugging Face cache (config and tokenizer files, the safetensors index and the shards it
+ * names), then converts the snapshot in-process into the bundle
+ * ~/.cache/plume/ORG--NAME[@REV]-WEIGHTS, recording where it came from in pull.json. The
+ * config is checked as soon as it arrives, before any shard: a checkpoint plume cannot run
+ * costs one small request, not 10 GB. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "hub.h"
+#include "plume.h"
+#include "store.h"
+
+/* Small files the converter or a chat front end reads; absent ones are skipped. */
+static const char *const small_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                          "chat_template.jinja", "chat_template.json", "generation_config.json"};
+
+/* ---- names and places ------------------------------------------------------------------- */
+
+const char *store_dir(void) {
+    static char dir[4096];
+    const char *home = getenv("HOME");
+    snprintf(dir, sizeof dir, "%s/.cache/plume", home && *home ? home : ".");
+    return dir;
+}
+
+int store_is_bundle(const char *dir) {
+    char *p = plume_path_join(dir, "model_config.json");
+    int ok = p && plume_file_exists(p);
+    free(p);
+    return ok;
+}
+
+const char *store_default_bundle(void) {
+    static char path[4200];
+    const char *env = getenv("PLUME_MODEL");
+    if (env && *env) return env;
+    snprintf(path, sizeof path, "%s/" STORE_CONVERTED_NAME, store_dir());
+    if (store_is_bundle(path)) return path;
+    snprintf(path, sizeof path, "%s/" STORE_PULLED_NAME, store_dir());
+    if (store_is_bundle(path)) return path;
+    return NULL;
+}
+
+/* Split SPEC = ORG/NAME[@REV] into repo and rev (default "main"); 0, or -1 if malformed. */
+int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap) {
+    const char *at = strchr(spec, '@');
+    size_t n = at ? (size_t)(at - spec) : strlen(spec);
+    if (n >= rcap || (at && (!at[1] || strlen(at + 1) >= vcap))) return -1;
+    memcpy(repo, spec, n);
+    repo[n] = 0;
+    snprintf(rev, vcap, "%s", at ? at + 1 : "main");
+    return hub_repo_valid(repo) ? 0 : -1;
+}
+
+int store_is_repo_spec(const char *s) {
+    char repo[128], rev[128];
+    return store_spec_split(s, repo, sizeof repo, rev, sizeof rev) == 0;
+}
+
+/* The bundle a pull of repo@rev with these weights makes: ~/.cache/plume/ORG--NAME[@REV]-W
+ * ('/' in a branch name becomes '--'); malloc'd. */
+static char *bundle_for(const char *repo, const char *rev, const char *weights) {
+    char name[400] = "", *o = name;
+    for (const char *p = repo; *p && o < name + 300; p++) {
+        if (*p == '/') o += sprintf(o, "--");
+        else *o++ = *p;
+    }
+    if (strcmp(rev, "main")) {
+        *o++ = '@';
+        for (const char *p = rev; *p && o < name + 380; p++) {
+            if (*p == '/') o += sprintf(o, "--");
+            else *o++ = *p;
+        }
+    }
+    *o = 0;
+    return plume_sprintf("%s/%s-%s", store_dir(), name, weights);
+}
+
+/* The "commit" recorded in BUNDLE/pull.json (malloc'd), or NULL when there is none. */
+char *store_recorded(const char *bundle, const char *key) {
+    char *p = plume_path_join(bundle, "pull.json"), *text = NULL, *err = NULL, *v = NULL;
+    if (p && plume_file_exists(p) && plume_read_file(p, &text, NULL, &err) == 0) {
+        cJSON *root = cJSON_Parse(text);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, key);
+        if (cJSON_IsString(c)) v = strdup(c->valuestring);
+        cJSON_Delete(root);
+    }
+    free(err);
+    free(text);
+    free(p);
+    return v;
+}
+
+/* nftw callback of rm_tree: remove one entry (links themselves, never what they point to). */
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -r path without following links; 0 on success. */
+int store_rm_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* The bytes of the regular files under path, links not followed (a blob counts once). */
+uint64_t store_tree_bytes(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    if (S_ISREG(st.st_mode)) return (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode)) return 0;
+    uint64_t sum = 0;
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = plume_path_join(path, e->d_name);
+        if (p) sum += store_tree_bytes(p);
+        free(p);
+    }
+    if (d) closedir(d);
+    return sum;
+}
+
+/* Free bytes and device of the file system that holds path (or its nearest existing parent). */
+static int free_space(const char *path, uint64_t *avail, dev_t *dev) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    struct stat st;
+    struct statvfs vfs;
+    while (stat(p, &st) != 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) { snprintf(p, sizeof p, "%s", slash ? "/" : "."); break; }
+        *slash = 0;
+    }
+    if (stat(p, &st) != 0 || statvfs(p, &vfs) != 0) return -1;
+    *avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    *dev = st.st_dev;
+    return 0;
+}
+
+/* Refuse to start when the download (into the HF cache) plus the bundle will not fit. */
+static int check_space(const char *cache, uint64_t download, const char *bundle, uint64_t convert, char **err) {
+    uint64_t a1, a2;
+    dev_t d1, d2;
+    if (free_space(cache, &a1, &d1) || free_space(bundle, &a2, &d2)) return 0; /* unknown: let writes tell */
+    char n1[32], n2[32], n3[32];
+    if (d1 == d2 && download + convert > a1)
+        return plume_fail(err, PLUME_EIO, "pull: not enough disk space: %s to download and about %s for the bundle, %s free in %s",
+                          hub_human(n1, sizeof n1, (double)download), hub_human(n2, sizeof n2, (double)convert),
+                          hub_human(n3, sizeof n3, (double)a1), cache);
+    if (download > a1)
+        return plume_fail(err, PLUME_EIO, "pull: not enough disk space in %s: %s to download, %s free", cache,
+                          hub_human(n1, sizeof n1, (double)download), hub_human(n2, sizeof n2, (double)a1));
+    if (convert > a2)
+        return plume_fail(err, PLUME_EIO, "pull: not enough disk space for the bundle %s: about %s needed, %s free", bundle,
+                          hub_human(n1, sizeof n1, (double)convert), hub_human(n2, sizeof n2, (double)a2));
+    return 0;
+}
+
+/* ---- pulling -------------------------------------------------------------------------------- */
+
+/* Refuse a config that is not a Gemma 4 text model plume can run (before any shard is fetched). */
+static int check_config(const char *path, const char *repo, char **err) {
+    char *why = NULL;
+    if (!plume_convert_check_config(path, &why)) return 0;
+    int rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: %s", repo, why);
+    free(why);
+    return rc;
+}
+
+/* The shard names of model.safetensors.index.json (at most cap), each a plain file name. */
+static int index_shards(const char *path, char **names, int cap, int *n, char **err) {
+    char *text = NULL;
+    int rc = plume_read_file(path, &text, NULL, err);
+    if (rc) return rc;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(wm)) rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: no weight_map", path);
+    *n = 0;
+    for (const cJSON *e = cJSON_IsObject(wm) ? wm->child : NULL; e && !rc; e = e->next) {
+        if (!cJSON_IsString(e) || !hub_name_safe(e->valuestring) || strchr(e->valuestring, '/')) {
+            rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: unsafe shard name for %s", path, e->string);
+        } else {
+            int seen = 0;
+            for (int i = 0; i < *n; i++) seen |= !strcmp(names[i], e->valuestring);
+            if (seen) continue;
+            if (*n == cap) rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: more than %d shards", path, cap);
+            else if (!(names[(*n)++] = strdup(e->valuestring))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Fetch what the converter needs into the cache, in order: small files, index, shards. */
+static int fetch_checkpoint(hub *h, const char *bundle, const char *weights, char **err) {
+    char *path = NULL;
+    for (size_t i = 0; i < sizeof small_files / sizeof *small_files; i++) {
+        int r = hub_get(h, small_files[i], i > 1, &path, err);
+        if (r < 0) return r;
+        int bad = i == 0 ? check_config(path, h->repo, err) : 0;
+        free(path);
+        if (bad) return bad;
+    }
+    char *shards[256];
+    int n = 0, rc = 0;
+    int r = hub_get(h, "model.safetensors.index.json", 1, &path, err);
+    if (r < 0) return r;
+    if (r == 0) rc = index_shards(path, shards, 256, &n, err);
+    else if (!(shards[n++] = strdup("model.safetensors"))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    free(path);
+    uint64_t download = 0, total = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        const hub_file *f = hub_find(h, shards[i]);
+        if (f) download += hub_missing_bytes(h, f), total += f->size;
+    }
+    double factor = !strcmp(weights, "f32") ? 2.0 : !strcmp(weights, "bf16") ? 1.0 : 0.6;
+    if (!rc) rc = check_space(h->dir, download, bundle, (uint64_t)(factor * (double)total), err);
+    for (int i = 0; !rc && i < n; i++) {
+        r = hub_get(h, shards[i], 0, NULL, err);
+        if (r < 0) rc = r;
+    }
+    for (int i = 0; i < n; i++) free(shards[i]);
+    if (!rc) rc = hub_write_ref(h, err);
+    return rc;
+}
+
+/* Write BUNDLE/pull.json: where the bundle came from. */
+static int write_record(const char *bundle, const hub *h, const char *weights, char **err) {
+    char *p = plume_path_join(bundle, "pull.json"), *text = NULL;
+    cJSON *o = cJSON_CreateObject();
+    int rc = !p || !o ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
+    if (!rc && (!cJSON_AddStringToObject(o, "repo", h->repo) || !cJSON_AddStringToObject(o, "revision", h->rev) ||
+                !cJSON_AddStringToObject(o, "commit", h->commit) || !cJSON_AddStringToObject(o, "weights", weights) ||
+                !(text = cJSON_Print(o))))
+        rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc) rc = plume_write_file_atomic(p, text, strlen(text), err);
+    cJSON_free(text);
+    cJSON_Delete(o);
+    free(p);
+    return rc;
+}
+
+/* Convert the snapshot into bundle (replacing an older one only once the new one is complete). */
+static int convert_snapshot(const hub *h, const char *bundle, const char *weights, int quiet, char **err) {
+    char *snap = hub_snapshot_dir(h), *fresh = NULL, *old = NULL;
+    int replace = plume_file_exists(bundle);
+    if (!snap || !(fresh = plume_sprintf("%s.new-%d", bundle, (int)getpid())) || !(old = plume_sprintf("%s.old-%d", bundle, (int)getpid()))) {
+        free(snap);
+        free(fresh);
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    const char *out = replace ? fresh : bundle;
+    int rc = plume_mkdir_parent(bundle, err);
+    if (!rc) {
+        if (!quiet) fprintf(stderr, "pull: converting %s@%s into %s (%s)\n", h->repo, h->commit, bundle, weights);
+        plume_convert_params cp = plume_convert_default_params();
+        cp.weights = weights;
+        cp.progress = !quiet && isatty(2);
+        rc = plume_convert(snap, out, &cp, err);
+        if (!rc) rc = write_record(out, h, weights, err);
+        if (rc && replace) store_rm_tree(fresh);
+    }
+    if (!rc && replace) {
+        if (rename(bundle, old) != 0 || rename(fresh, bundle) != 0)
+            rc = plume_fail(err, PLUME_EIO, "pull: cannot replace %s: %s", bundle, strerror(errno));
+        else store_rm_tree(old);
+    }
+    free(snap);
+    free(fresh);
+    free(old);
+    return rc;
+}
+
+/* Resolve, compare with what the bundle was made from, fetch and convert when it moved. */
+static int pull_into(hub *h, const char *bundle, const char *weights, int quiet, char **err) {
+    if (h->offline && store_is_bundle(bundle)) { /* nothing to compare it with */
+        if (!quiet) fprintf(stderr, "pull: HF_HUB_OFFLINE is set: %s is used as it is\n", bundle);
+        return 0;
+    }
+    h->progress = quiet ? -1 : isatty(2);
+    int rc = hub_resolve(h, err);
+    char *had = !rc && store_is_bundle(bundle) ? store_recorded(bundle, "commit") : NULL;
+    if (!rc && store_is_bundle(bundle) && !had) {
+        if (!quiet) fprintf(stderr, "pull: %s exists and was not made by plume pull: used as it is (plume rm it to pull)\n", bundle);
+    } else if (!rc && store_is_bundle(bundle) && !strcmp(had, h->commit)) {
+        if (!quiet) fprintf(stderr, "pull: %s is up to date (%s@%s)\n", bundle, h->repo, h->commit);
+    } else if (!rc) {
+        if (!quiet && had) fprintf(stderr, "pull: %s@%s moved from %.12s to %.12s; updating\n", h->repo, h->rev, had, h->commit);
+        rc = fetch_checkpoint(h, bundle, weights, err);
+        if (!rc) rc = convert_snapshot(h, bundle, weights, quiet, err);
+    }
+    free(had);
+    return rc;
+}
+
+int store_pull(const char *spec, const char *weights, int flags, char **bundle_out, char **err) {
+    char repo[128], rev[128];
+    *bundle_out = NULL;
+    if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev))
+        return plume_fail(err, PLUME_EINVAL, "pull: '%s' is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)", spec);
+    char *bundle = bundle_for(repo, rev, weights);
+    if (!bundle) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if ((flags & STORE_PULL_REUSE) && store_is_bundle(bundle)) {
+        *bundle_out = bundle;
+        return 0;
+    }
+    hub h;
+    int rc = hub_open(&h, repo, rev, err);
+    if (!rc) {
+        rc = pull_into(&h, bundle, weights, flags & STORE_PULL_QUIET, err);
+        hub_close(&h);
+    }
+    if (rc) free(bundle);
+    else *bundle_out = bundle;
+    return rc;
+}

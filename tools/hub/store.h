@@ -1,0 +1,45 @@
+/* store.h -- plume's model store over the Hub client (hub.h): where bundles live
+ * (~/.cache/plume), which one is used without -m, what a model name ORG/NAME[@REV] means, and
+ * the pull: fetch what the converter reads into the Hugging Face cache, then convert it into a
+ * bundle, recording where it came from in BUNDLE/pull.json (docs/PULL.md).
+ *
+ * Part of the hub room (tools/hub/): it may call hub.c and libplume's public API; it knows
+ * nothing of the CLI (which calls it) or the server. Errors come back as messages in *err
+ * (malloc'd, as the library's); progress lines go to stderr unless quiet. */
+#ifndef PLUME_STORE_H
+#define PLUME_STORE_H
+
+#include <stdint.h>
+
+/* The model a pull fetches when given none, and the bundles used without -m. */
+#define STORE_DEFAULT_REPO "google/gemma-4-E2B-it"
+#define STORE_CONVERTED_NAME "gemma-4-e2b"             /* a checkpoint converted by hand */
+#define STORE_PULLED_NAME "google--gemma-4-E2B-it-q8"  /* what `plume pull` makes by default */
+
+#define STORE_PULL_QUIET 1 /* no progress */
+#define STORE_PULL_REUSE 2 /* an existing bundle is used as it is (no network) */
+
+/* Where bundles live: $HOME/.cache/plume (static storage). */
+const char *store_dir(void);
+/* The bundle used without -m: $PLUME_MODEL, else STORE_CONVERTED_NAME, else
+ * STORE_PULLED_NAME under store_dir(); NULL when none of them exists (static storage). */
+const char *store_default_bundle(void);
+/* Whether dir is a bundle (holds model_config.json). */
+int store_is_bundle(const char *dir);
+/* Split SPEC = ORG/NAME[@REV] into repo and rev (default "main"); 0, or -1 if it is not one. */
+int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap);
+/* Whether s reads as ORG/NAME[@REV]. */
+int store_is_repo_spec(const char *s);
+/* A string field of BUNDLE/pull.json (malloc'd), or NULL when there is none. */
+char *store_recorded(const char *bundle, const char *key);
+
+/* Pull ORG/NAME[@REV] with layer weights f32|bf16|q8|q4 and convert it; *bundle (malloc'd) is
+ * where it went. 0, or non-zero with *err. */
+int store_pull(const char *spec, const char *weights, int flags, char **bundle, char **err);
+
+/* rm -r path without following links; 0 on success. */
+int store_rm_tree(const char *path);
+/* The bytes of the regular files under path, links not followed (a blob counts once). */
+uint64_t store_tree_bytes(const char *path);
+
+#endif

@@ -1,0 +1,881 @@
+/* serve_http.c -- the transport of `plume serve`: libmicrohttpd, the routes, the API key,
+ * CORS, limits, signals, waiting on a job and sending its bytes, /health, /metrics,
+ * /v1/models and the web page (docs/SERVER.md).
+ *
+ * libmicrohttpd runs one thread per connection. A connection thread reads the body (at most
+ * max_body bytes), has the route's dialect parse it, renders and tokenizes the prompt, submits
+ * a job to the scheduler (serve_sched.c) and then waits on the job's bytes: a streamed reply is
+ * a content reader that blocks until the scheduler has written more; a whole reply is sent
+ * when the job is done. While waiting, the thread peeks at its socket so that a client that
+ * hangs up cancels its job at once, even during a long prefill. This file names no JSON field
+ * of a generation request: the dialects do. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "digest.h"
+#include "serve.h"
+#include "webui.h"
+
+/* The server: the model, the scheduler, the HTTP daemon and the counters of /metrics. */
+typedef struct {
+    serve_config o;
+    plume_model *m;
+    const plume_tokenizer *tok;
+    serve_sched *sched;
+    struct MHD_Daemon *d;
+    char model_name[256];
+    int32_t n_ctx;
+    serve_info info;       /* what the dialects' model endpoints tell (busy: read when asked) */
+    atomic_int_fast64_t http_requests;
+    atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
+    atomic_int_fast64_t id_counter;
+    atomic_int stopping;
+    atomic_int in_flight; /* connections holding a job (waiting or streaming) */
+} serve_server;
+
+/* What a connection has received so far and what it waits on. */
+typedef struct {
+    char *body;        /* [len] the request body */
+    size_t len, cap;
+    int32_t too_large; /* the body passed --max-body: the rest is dropped, then 413 */
+    serve_job *job;
+} serve_conn;
+
+/* A streamed reply: the job, the socket to watch, the server's in-flight count. */
+typedef struct {
+    serve_job *job;
+    int fd;
+    atomic_int *in_flight;
+} serve_stream;
+
+#define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
+
+/* ---- CORS --------------------------------------------------------------------------------- */
+
+/* The request's Origin when --cors allows it (or "*" for --cors '*'), else NULL. */
+static const char *cors_origin(const serve_server *sv, struct MHD_Connection *c) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!sv->o.cors || !origin) return NULL;
+    if (!strcmp(sv->o.cors, "*")) return "*";
+    size_t n = strlen(origin);
+    for (const char *p = sv->o.cors; *p;) {
+        const char *end = strchr(p, ',');
+        size_t k = end ? (size_t)(end - p) : strlen(p);
+        if (k == n && !strncmp(p, origin, n)) return origin;
+        p += k + (end != NULL);
+    }
+    return NULL;
+}
+
+/* Add the CORS headers of an allowed origin to a response (nothing when none is allowed). */
+static void cors_headers(const serve_server *sv, struct MHD_Connection *c, struct MHD_Response *r) {
+    const char *origin = cors_origin(sv, c);
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    if (strcmp(origin, "*")) MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Plume-Seed, Retry-After");
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+/* Queue a response of len bytes (copied) with a content type; counts it for /metrics. */
+static enum MHD_Result reply(serve_server *sv, struct MHD_Connection *c, unsigned status, const char *type,
+                             const char *body, size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    cors_headers(sv, c, r);
+    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    if (status / 100 < 6) atomic_fetch_add(&sv->http_status[status / 100], 1);
+    return rc;
+}
+
+/* Queue a JSON body (NULL: out of memory, a 500). The body is freed. */
+static enum MHD_Result reply_json(serve_server *sv, struct MHD_Connection *c, unsigned status, char *json) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    enum MHD_Result rc = json ? reply(sv, c, status, "application/json", json, strlen(json))
+                              : reply(sv, c, 500, "application/json", oom, sizeof oom - 1);
+    free(json);
+    return rc;
+}
+
+/* Queue an error in a dialect's words (OpenAI's where no dialect is known). */
+static enum MHD_Result reply_serve_error(serve_server *sv, struct MHD_Connection *c, const serve_dialect *d,
+                                         const serve_error *e) {
+    return reply_json(sv, c, (unsigned)e->status, (d ? d : &serve_openai_chat)->error(e));
+}
+
+/* Queue an error made of its parts. */
+static enum MHD_Result reply_error(serve_server *sv, struct MHD_Connection *c, const serve_dialect *d, unsigned status,
+                                   const char *type, const char *code, const char *msg) {
+    serve_error e;
+    serve_error_set(&e, (int32_t)status, type, NULL, code, "%s", msg);
+    return reply_serve_error(sv, c, d, &e);
+}
+
+/* ---- waiting on a job --------------------------------------------------------------------- */
+
+/* Whether the peer of a connected socket has closed it (or it failed). */
+static int client_gone(int fd) {
+    char ch;
+    ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Wait up to SERVE_WAIT_MS on the job's condition. Called with j->mu held. */
+static void job_wait_locked(serve_job *j) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += SERVE_WAIT_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+/* The socket of a connection. */
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* The content reader of a streamed reply: block until the scheduler has written more bytes,
+ * copy them; end of stream when the job is done; an error when the client has gone. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    serve_stream *st = cls;
+    serve_job *j = st->job;
+    pthread_mutex_lock(&j->mu);
+    while (j->out_sent == j->out.len && !j->done) {
+        job_wait_locked(j);
+        if (j->out_sent == j->out.len && !j->done) {
+            pthread_mutex_unlock(&j->mu);
+            if (client_gone(st->fd)) {
+                serve_job_cancel(j);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+    size_t n = j->out.len - j->out_sent;
+    if (n == 0) {
+        pthread_mutex_unlock(&j->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (n > max) n = max;
+    memcpy(buf, j->out.p + j->out_sent, n);
+    j->out_sent += n;
+    pthread_mutex_unlock(&j->mu);
+    return (ssize_t)n;
+}
+
+/* The end of a streamed reply (sent, or the connection closed): cancel the job if it still
+ * runs and drop the stream's reference. */
+static void stream_free(void *cls) {
+    serve_stream *st = cls;
+    serve_job_cancel(st->job);
+    serve_job_unref(st->job);
+    atomic_fetch_sub(st->in_flight, 1);
+    free(st);
+}
+
+/* Wait for a non-streamed job to end; 0, or -1 when the client hung up (job cancelled). */
+static int job_wait_done(serve_job *j, int fd) {
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        job_wait_locked(j);
+        if (j->done) break;
+        pthread_mutex_unlock(&j->mu);
+        if (client_gone(fd)) {
+            serve_job_cancel(j);
+            return -1;
+        }
+        pthread_mutex_lock(&j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+/* ---- the generation endpoints --------------------------------------------------------------- */
+
+/* Tokenize text (no BOS added) into a malloc'd array. 0 or an error in e. */
+static int tokenize(const plume_tokenizer *tok, const char *text, int32_t **ids, int32_t *n, serve_error *e) {
+    size_t len = strlen(text);
+    int32_t cap = (int32_t)(len < (1u << 28) ? len + 16 : (1u << 28));
+    if (!(*ids = malloc((size_t)cap * sizeof **ids))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    int32_t k = plume_tokenize(tok, text, len, *ids, cap);
+    if (k < 0 || k > cap) {
+        free(*ids);
+        *ids = NULL;
+        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the text is not valid UTF-8");
+    }
+    *n = k;
+    return 0;
+}
+
+/* The prompt given as token ids: each in the vocabulary; <bos> put first unless it is there.
+ * *ids malloc'd, *echo_from the first of them the client gave. 0 or 400. */
+static int prompt_of_ids(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+                         serve_error *e) {
+    int32_t nv = plume_tokenizer_n_vocab(sv->tok), bos = r->prompt_ids[0] != 2;
+    for (int32_t i = 0; i < r->n_prompt_ids; i++)
+        if (r->prompt_ids[i] >= nv)
+            return serve_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                                   "token id %d of the prompt is outside the vocabulary of %d", r->prompt_ids[i], nv);
+    if (!(*ids = malloc(((size_t)r->n_prompt_ids + 1) * sizeof **ids)))
+        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    (*ids)[0] = 2;
+    memcpy(*ids + bos, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof **ids);
+    *n = r->n_prompt_ids + bos;
+    *echo_from = bos;
+    return 0;
+}
+
+/* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
+static int prompt_tokens(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
+                         int32_t *in_thought, serve_error *e) {
+    char *text = NULL;
+    int rc = 0;
+    *echo_from = 0;
+    if (r->kind == SERVE_COMPLETION && r->prompt_ids) return prompt_of_ids(sv, r, ids, n, echo_from, e);
+    if (r->kind == SERVE_CHAT) {
+        rc = serve_chat_render(r, &text, in_thought, e);
+    } else if (!(text = plume_sprintf("<bos>%s", r->prompt))) {
+        rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (!rc) rc = tokenize(sv->tok, text, ids, n, e);
+    if (!rc && r->kind == SERVE_COMPLETION) *echo_from = 1;
+    free(text);
+    return rc;
+}
+
+/* What the prompt decides: the bias ids in the vocabulary, the context budget (the request's
+ * own limit shortening max_tokens), a seed when none was given, the place of the prompt's
+ * log-probabilities. 0 or an error in e. */
+static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e) {
+    int32_t nv = plume_tokenizer_n_vocab(sv->tok);
+    for (int32_t i = 0; i < r->n_bias; i++)
+        if (r->bias_ids[i] >= nv)
+            return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                   "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
+    int32_t ctx = r->ctx_limit > 0 && r->ctx_limit < sv->n_ctx ? r->ctx_limit : sv->n_ctx;
+    int rc = serve_check_budget(n, r->max_tokens, ctx, e);
+    if (rc) return rc;
+    if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
+    if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
+    return 0;
+}
+
+/* Parse, render, tokenize and check a generation request of a dialect into a job. 0 or an
+ * error in e. */
+static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *cn, serve_job **out, serve_error *e) {
+    serve_request r;
+    int rc = serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, e);
+    int32_t in_thought = 0, *ids = NULL, n = 0, echo_from = 0;
+    if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, e);
+    if (!rc && r.kind != SERVE_LOAD) rc = job_fit(sv, &r, n, e);
+    serve_logprob *plp = NULL;
+    int32_t want_plp = r.prompt_logprobs >= 0 || (r.echo && r.logprobs);
+    if (!rc && want_plp && !(plp = calloc((size_t)n, sizeof *plp)))
+        rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    serve_job *j = rc ? NULL : serve_job_new(&r, d);
+    if (!rc && !j) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (rc) {
+        serve_request_free(&r);
+        free(ids);
+        free(plp);
+        return rc;
+    }
+    if (plp) plp[0] = (serve_logprob){.id = ids[0], .logprob = NAN};
+    j->ids = ids;
+    j->n_ids = n;
+    j->echo_from = echo_from;
+    j->prompt_lps = plp;
+    j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs || !j->req.echo ? j->req.prompt_logprobs : j->req.top_logprobs;
+    if (j->prompt_top < 0) j->prompt_top = 0;
+    j->in_thought = in_thought;
+    j->tok = sv->tok;
+    j->created = (int64_t)time(NULL);
+    j->model = sv->model_name;
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", d->id_prefix, (unsigned long long)j->created,
+             (unsigned long long)atomic_fetch_add(&sv->id_counter, 1));
+    *out = j;
+    return 0;
+}
+
+/* The X-Plume-Seed header: the seed a request was sampled with, so it can be replayed. */
+static void seed_header(struct MHD_Response *r, const serve_job *j) {
+    char seed[32];
+    snprintf(seed, sizeof seed, "%lld", (long long)(int64_t)j->req.sp.seed);
+    MHD_add_response_header(r, "X-Plume-Seed", seed);
+}
+
+/* A generation endpoint: the request in a dialect, its answer streamed or whole. */
+static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
+    serve_error e;
+    serve_job *j = NULL;
+    if (make_job(sv, d, cn, &j, &e)) return reply_serve_error(sv, c, d, &e);
+    if (j->req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
+        serve_job_load(j);
+        enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out.p ? j->out.p : "", j->out.len);
+        serve_job_unref(j);
+        return q;
+    }
+    int rc = serve_sched_submit(sv->sched, j);
+    if (rc) {
+        int32_t n = j->req.n;
+        serve_job_unref(j);
+        if (rc == SERVE_ESLOTS) {
+            serve_error_set(&e, 400, "invalid_request_error", "n", "invalid_value",
+                            "%d choices asked, but the server has %d slots (--parallel): at most that many", n,
+                            sv->o.parallel);
+            return reply_serve_error(sv, c, d, &e);
+        }
+        return rc == SERVE_EFULL ? reply_error(sv, c, d, 429, "rate_limit_error", "queue_full",
+                                               "every slot is busy and the queue is full; retry later")
+                                 : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
+    }
+    int fd = conn_fd(c);
+    atomic_fetch_add(&sv->in_flight, 1);
+    if (j->req.stream) {
+        serve_stream *st = malloc(sizeof *st);
+        struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
+        if (!r) {
+            free(st);
+            serve_job_cancel(j);
+            serve_job_unref(j);
+            atomic_fetch_sub(&sv->in_flight, 1);
+            return reply_error(sv, c, d, 500, "server_error", NULL, "out of memory");
+        }
+        st->job = j; /* the connection's reference now belongs to the stream */
+        st->fd = fd;
+        st->in_flight = &sv->in_flight;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        seed_header(r, j);
+        cors_headers(sv, c, r);
+        enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        atomic_fetch_add(&sv->http_status[2], 1);
+        return q;
+    }
+    if (job_wait_done(j, fd)) {
+        serve_job_unref(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
+        return MHD_NO; /* the client is gone: close */
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result q = MHD_NO;
+    if (r) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        seed_header(r, j);
+        cors_headers(sv, c, r);
+        q = MHD_queue_response(c, (unsigned)j->status, r);
+        MHD_destroy_response(r);
+        if (j->status / 100 < 6) atomic_fetch_add(&sv->http_status[j->status / 100], 1);
+    }
+    serve_job_unref(j);
+    atomic_fetch_sub(&sv->in_flight, 1);
+    return q;
+}
+
+/* A dialect's token count of a request (Anthropic's count_tokens): parsed, rendered,
+ * tokenized, counted. */
+static enum MHD_Result handle_count(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
+    serve_error e;
+    serve_request r;
+    int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
+    if (serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) return reply_serve_error(sv, c, d, &e);
+    int rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, &e);
+    serve_request_free(&r);
+    free(ids);
+    if (rc) return reply_serve_error(sv, c, d, &e);
+    return reply_json(sv, c, 200, d->count(n));
+}
+
+/* An endpoint of a dialect that generates nothing: the route's function answers about the
+ * model. */
+static enum MHD_Result handle_info(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d,
+                                   serve_info_fn fn) {
+    serve_error e = {0};
+    serve_stats st;
+    serve_sched_stats(sv->sched, &st);
+    serve_info info = sv->info;
+    info.busy = st.busy;
+    char *body = fn(&info, cn->body ? cn->body : "", cn->len, &e);
+    if (!body && e.status) return reply_serve_error(sv, c, d, &e);
+    return reply_json(sv, c, 200, body);
+}
+
+/* ---- the other endpoints ------------------------------------------------------------------- */
+
+/* POST /tokenize: {"content"} -> {"tokens"}. */
+static enum MHD_Result handle_tokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
+    serve_error e;
+    char *content = NULL;
+    int32_t special = 0, *ids = NULL, n = 0;
+    if (serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &content, &special, &e) ||
+        tokenize(sv->tok, content, &ids, &n, &e)) {
+        free(content);
+        return reply_serve_error(sv, c, NULL, &e);
+    }
+    free(content);
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "tokens");
+    if (special && arr) cJSON_AddItemToArray(arr, cJSON_CreateNumber(2)); /* <bos> */
+    for (int32_t i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+    free(ids);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return reply_json(sv, c, 200, s);
+}
+
+/* POST /detokenize: {"tokens"} -> {"content"}. */
+static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
+    serve_error e;
+    int32_t *ids = NULL, n = 0;
+    if (serve_detokenize_parse(cn->body ? cn->body : "", cn->len, plume_tokenizer_n_vocab(sv->tok), &ids, &n, &e))
+        return reply_serve_error(sv, c, NULL, &e);
+    int64_t need = plume_detokenize(sv->tok, ids, n, 0, NULL, 0);
+    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    if (text) plume_detokenize(sv->tok, ids, n, 0, text, (size_t)need + 1);
+    free(ids);
+    if (!text) return reply_error(sv, c, NULL, 500, "server_error", NULL, "cannot detokenize");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "content", text);
+    free(text);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return reply_json(sv, c, 200, s);
+}
+
+/* GET /v1/models. */
+static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
+    cJSON_AddItemToArray(data, m);
+    cJSON_AddStringToObject(m, "id", sv->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddStringToObject(m, "owned_by", "plume");
+    cJSON_AddNumberToObject(m, "context_length", sv->n_ctx);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return reply_json(sv, c, 200, s);
+}
+
+/* GET /metrics: Prometheus text. */
+static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c) {
+    serve_stats st;
+    serve_sched_stats(sv->sched, &st);
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf,
+        "# HELP plume_http_requests_total HTTP requests received.\n# TYPE plume_http_requests_total counter\n"
+        "plume_http_requests_total %lld\n"
+        "# HELP plume_http_responses_total HTTP responses by status class.\n# TYPE plume_http_responses_total counter\n"
+        "plume_http_responses_total{code=\"2xx\"} %lld\nplume_http_responses_total{code=\"4xx\"} %lld\n"
+        "plume_http_responses_total{code=\"5xx\"} %lld\n"
+        "# HELP plume_requests_total Generation requests accepted by the scheduler.\n# TYPE plume_requests_total counter\n"
+        "plume_requests_total %lld\n"
+        "# HELP plume_prompt_tokens_total Prompt tokens computed (prefilled).\n# TYPE plume_prompt_tokens_total counter\n"
+        "plume_prompt_tokens_total %lld\n"
+        "# HELP plume_prompt_tokens_cached_total Prompt tokens reused from a slot's cache.\n"
+        "# TYPE plume_prompt_tokens_cached_total counter\nplume_prompt_tokens_cached_total %lld\n"
+        "# HELP plume_generated_tokens_total Tokens generated.\n# TYPE plume_generated_tokens_total counter\n"
+        "plume_generated_tokens_total %lld\n"
+        "# HELP plume_decode_tokens_per_second Generated tokens per second of decoding steps.\n"
+        "# TYPE plume_decode_tokens_per_second gauge\nplume_decode_tokens_per_second %.3f\n"
+        "# HELP plume_batch_steps_total Batched forward steps run.\n# TYPE plume_batch_steps_total counter\n"
+        "plume_batch_steps_total %lld\n"
+        "# HELP plume_queue_length Requests waiting for a slot.\n# TYPE plume_queue_length gauge\n"
+        "plume_queue_length %d\n"
+        "# HELP plume_slots_busy Slots serving a request.\n# TYPE plume_slots_busy gauge\nplume_slots_busy %d\n"
+        "# HELP plume_slots_total Slots (--parallel).\n# TYPE plume_slots_total gauge\nplume_slots_total %d\n"
+        "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
+        "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
+        "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
+        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n",
+        (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
+        (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
+        (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
+        st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
+        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted);
+    return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
+}
+
+/* ---- routing ------------------------------------------------------------------------------ */
+
+typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
+
+/* One route: a path, the method it takes (HEAD goes with GET), what answers it and, for a
+ * dialect's endpoint, the dialect its bodies and errors are written in and, for one that
+ * generates nothing, the function that answers it. */
+typedef struct {
+    const char *path;
+    route_kind kind;
+    int post;
+    const serve_dialect *dialect;
+    serve_info_fn info;
+} route;
+
+static const route routes[] = {
+    {"/", R_PAGE, 0, NULL, NULL},
+    {"/health", R_HEALTH, 0, NULL, NULL},
+    {"/v1/health", R_HEALTH, 0, NULL, NULL},
+    {"/v1/models", R_MODELS, 0, NULL, NULL},
+    {"/models", R_MODELS, 0, NULL, NULL},
+    {"/metrics", R_METRICS, 0, NULL, NULL},
+    {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
+    {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
+    {"/v1/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
+    {"/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
+    {"/v1/responses", R_GENERATE, 1, &serve_responses, NULL},
+    {"/responses", R_GENERATE, 1, &serve_responses, NULL},
+    {"/v1/messages", R_GENERATE, 1, &serve_anthropic, NULL},
+    {"/v1/messages/count_tokens", R_COUNT, 1, &serve_anthropic_count, NULL},
+    {"/api/chat", R_GENERATE, 1, &serve_ollama_chat, NULL},
+    {"/api/generate", R_GENERATE, 1, &serve_ollama_generate, NULL},
+    {"/api/version", R_INFO, 0, &serve_ollama_chat, serve_ollama_version},
+    {"/api/tags", R_INFO, 0, &serve_ollama_chat, serve_ollama_tags},
+    {"/api/ps", R_INFO, 0, &serve_ollama_chat, serve_ollama_ps},
+    {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show},
+    {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
+    {"/tokenize", R_TOKENIZE, 1, NULL, NULL},
+    {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
+};
+
+/* The route of a path, or NULL. */
+static const route *route_of(const char *url) {
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (!strcmp(url, routes[i].path)) return &routes[i];
+    return NULL;
+}
+
+/* Whether s equals key, in constant time in key's length. */
+static int same_key(const char *s, const char *key) {
+    size_t lg = strlen(s), lk = strlen(key);
+    unsigned diff = lg != lk;
+    for (size_t i = 0; i < lk; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < lg ? s[i] : 0);
+    return diff == 0;
+}
+
+/* Whether the request carries the API key (or none is required): "Authorization: Bearer KEY",
+ * or Anthropic's "x-api-key: KEY". */
+static int authorized(const serve_server *sv, struct MHD_Connection *c) {
+    if (!sv->o.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    return (h && !strncmp(h, "Bearer ", 7) && same_key(h + 7, sv->o.api_key)) || (x && same_key(x, sv->o.api_key));
+}
+
+/* Whether a GET / comes from a browser (it accepts HTML): the page; other clients (Ollama's
+ * probe) get the banner. */
+static int wants_html(struct MHD_Connection *c) {
+    const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strstr(accept, "text/html");
+}
+
+/* A CORS preflight (OPTIONS from an allowed origin): the methods and the headers asked for. */
+static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, const route *r) {
+    if (!cors_origin(sv, c))
+        return reply_error(sv, c, NULL, 403, "invalid_request_error", "cors_origin",
+                           "this origin may not call the server (see --cors)");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    cors_headers(sv, c, resp);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", r->post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            asked && *asked ? asked : "Authorization, Content-Type, x-api-key");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    enum MHD_Result q = MHD_queue_response(c, 204, resp);
+    MHD_destroy_response(resp);
+    atomic_fetch_add(&sv->http_status[2], 1);
+    return q;
+}
+
+/* Answer a complete request. */
+static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
+                                serve_conn *cn) {
+    const route *r = route_of(url);
+    if (!r) return reply_error(sv, c, NULL, 404, "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
+    const serve_dialect *d = r->dialect;
+    if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get))
+        return reply_error(sv, c, d, 405, "invalid_request_error", "method_not_allowed",
+                           r->post ? "this endpoint takes POST" : "this endpoint takes GET");
+    if (r->kind != R_PAGE && r->kind != R_HEALTH && !authorized(sv, c))
+        return reply_error(sv, c, d, 401, "invalid_request_error", "invalid_api_key",
+                           "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
+    if (cn->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", sv->o.max_body);
+        return reply_error(sv, c, d, 413, "invalid_request_error", "request_too_large", msg);
+    }
+    switch (r->kind) {
+    case R_PAGE:
+        return wants_html(c) ? reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len)
+                             : reply(sv, c, 200, "text/plain; charset=utf-8", serve_ollama_banner, strlen(serve_ollama_banner));
+    case R_HEALTH:
+        return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
+                                          : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
+    case R_MODELS: return handle_models(sv, c);
+    case R_METRICS: return handle_metrics(sv, c);
+    case R_GENERATE: return handle_generate(sv, c, cn, d);
+    case R_COUNT: return handle_count(sv, c, cn, d);
+    case R_INFO: return handle_info(sv, c, cn, d, r->info);
+    case R_TOKENIZE: return handle_tokenize(sv, c, cn);
+    case R_DETOKENIZE: return handle_detokenize(sv, c, cn);
+    default: return MHD_NO;
+    }
+}
+
+/* libmicrohttpd's access handler: called once with the headers, then per piece of the body,
+ * then once more with nothing left (where the request is answered). */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    serve_server *sv = cls;
+    serve_conn *cn = *con_cls;
+    if (!cn) {
+        if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
+        *con_cls = cn;
+        atomic_fetch_add(&sv->http_requests, 1);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > sv->o.max_body) { /* refuse before reading it */
+            cn->too_large = 1;
+            return dispatch(sv, c, url, method, cn);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (cn->too_large || cn->len + n > sv->o.max_body) {
+            cn->too_large = 1;
+            return MHD_YES;
+        }
+        if (cn->len + n + 1 > cn->cap) {
+            size_t cap = cn->cap ? cn->cap : 4096;
+            while (cap < cn->len + n + 1) cap *= 2;
+            char *nb = realloc(cn->body, cap);
+            if (!nb) return MHD_NO;
+            cn->body = nb;
+            cn->cap = cap;
+        }
+        memcpy(cn->body + cn->len, upload, n);
+        cn->len += n;
+        cn->body[cn->len] = 0;
+        return MHD_YES;
+    }
+    return dispatch(sv, c, url, method, cn);
+}
+
+/* A request is over (answered, or the connection dropped): free its state. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    serve_conn *cn = *con_cls;
+    if (!cn) return;
+    free(cn->body);
+    free(cn);
+    *con_cls = NULL;
+}
+
+/* ---- the server ------------------------------------------------------------------------------ */
+
+/* The defaults of plume serve's settings (docs/SERVER.md). */
+serve_config serve_config_default(void) {
+    return (serve_config){.host = "127.0.0.1", .port = 8080, .parallel = 4, .draft = plume_spec_default_params().draft_max,
+                          .queue = 64, .timeout = 60, .max_body = 8u << 20};
+}
+
+/* Start libmicrohttpd on the host and port; prints the address. 0 or 1. */
+static int start_http(serve_server *sv) {
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    struct sockaddr *addr;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, sv->o.host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)sv->o.port);
+        addr = (struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, sv->o.host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)sv->o.port);
+        addr = (struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        {
+        fprintf(stderr, "plume: serve: --host wants a numeric IPv4 or IPv6 address, got '%s'\n", sv->o.host);
+        return 1;
+    }
+    }
+    sv->d = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
+                             MHD_OPTION_SOCK_ADDR, addr,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o.timeout,
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(sv->o.parallel + sv->o.queue + 64),
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+                             MHD_OPTION_END);
+    if (!sv->d) {
+        fprintf(stderr, "plume: serve: cannot listen on %s port %d: %s\n", sv->o.host, sv->o.port, strerror(errno));
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = di ? di->port : sv->o.port;
+    fprintf(stderr, "plume serve: listening on http://%s%s%s:%d\n", addr->sa_family == AF_INET6 ? "[" : "", sv->o.host,
+            addr->sa_family == AF_INET6 ? "]" : "", port);
+    fflush(stderr);
+    return 0;
+}
+
+/* Print a library error (freed) as the CLI does; return 1. */
+static int fail_lib(char *err) {
+    fprintf(stderr, "plume: %s\n", err ? err : "unknown error");
+    free(err);
+    return 1;
+}
+
+/* Add the sizes of the regular files under dir (depth <= 3) to *bytes, their newest mtime
+ * to *newest. */
+static void dir_size(const char *dir, int depth, uint64_t *bytes, int64_t *newest) {
+    DIR *d = depth <= 3 ? opendir(dir) : NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char *path = plume_sprintf("%s/%s", dir, de->d_name);
+        struct stat st;
+        if (path && !stat(path, &st)) {
+            if (S_ISDIR(st.st_mode)) dir_size(path, depth + 1, bytes, newest);
+            else if (S_ISREG(st.st_mode)) {
+                *bytes += (uint64_t)st.st_size;
+                if ((int64_t)st.st_mtime > *newest) *newest = (int64_t)st.st_mtime;
+            }
+        }
+        free(path);
+    }
+    if (d) closedir(d);
+}
+
+/* What the dialects' model endpoints tell: the bundle's size, date and digest (of its
+ * manifest.sha256, which names every file's hash; else of its name and size). */
+static void info_init(serve_server *sv) {
+    serve_info *i = &sv->info;
+    i->model = sv->model_name;
+    i->weights = plume_model_weights(sv->m);
+    i->n_ctx = sv->n_ctx;
+    i->n_vocab = plume_model_n_vocab(sv->m);
+    i->n_layers = plume_model_n_layers(sv->m);
+    i->n_slots = sv->o.parallel;
+    dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
+    sha256_ctx h;
+    sha256_init(&h);
+    char *path = plume_sprintf("%s/manifest.sha256", sv->o.bundle), buf[4096];
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    size_t k;
+    if (f) {
+        while ((k = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, k);
+        fclose(f);
+    } else {
+        snprintf(buf, sizeof buf, "%s %llu", sv->model_name, (unsigned long long)i->bytes);
+        sha256_update(&h, buf, strlen(buf));
+    }
+    free(path);
+    sha256_final_hex(&h, i->digest);
+}
+
+/* Open the model and the scheduler. 0 or 1 (message printed). */
+static int open_model(serve_server *sv) {
+    const char *path = sv->o.bundle;
+    char *err = NULL;
+    plume_model_params mp = plume_model_default_params();
+    mp.isa = sv->o.isa;
+    mp.n_threads = sv->o.n_threads;
+    mp.exact = sv->o.exact;
+    if (plume_model_open(&sv->m, path, &mp, &err)) return fail_lib(err);
+    if (!(sv->tok = plume_model_tokenizer(sv->m))) {
+        fprintf(stderr, "plume: %s: the bundle has no tokenizer (hf_model/tokenizer.json)\n", path);
+        return 1;
+    }
+    const char *base = strrchr(path, '/');
+    while (base && !base[1] && base > path) { /* a trailing slash: the name before it */
+        const char *p = base - 1;
+        while (p > path && *p != '/') p--;
+        base = p;
+    }
+    snprintf(sv->model_name, sizeof sv->model_name, "%s", base && base[1] ? base + 1 : path);
+    char *slash = strchr(sv->model_name, '/');
+    if (slash) *slash = 0;
+    int32_t bundle_ctx = plume_model_n_ctx(sv->m);
+    sv->n_ctx = sv->o.n_ctx ? sv->o.n_ctx : bundle_ctx < 8192 ? bundle_ctx : 8192;
+    serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
+                             .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
+                             .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir};
+    if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
+    info_init(sv);
+    return 0;
+}
+
+/* Serve: open the model, listen, wait for SIGINT/SIGTERM, shut down in order. */
+int serve_run(const serve_config *c) {
+    serve_server *sv = calloc(1, sizeof *sv);
+    if (!sv) {
+        fprintf(stderr, "plume: out of memory\n");
+        return 1;
+    }
+    sv->o = *c;
+    /* Signals go to this thread only (sigwait below); the threads made from here inherit the mask. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = open_model(sv);
+    if (!rc) rc = start_http(sv);
+    if (!rc) {
+        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads\n", sv->model_name, sv->o.parallel,
+                sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m));
+        int sig = 0;
+        sigwait(&stop, &sig);
+        fprintf(stderr, "plume serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        atomic_store(&sv->stopping, 1);
+        MHD_socket listen_fd = MHD_quiesce_daemon(sv->d); /* no new connections */
+        serve_sched_stop(sv->sched);                      /* running and queued requests end */
+        struct timespec tick = {0, 50 * 1000000L};
+        for (int i = 0; i < 40 && atomic_load(&sv->in_flight) > 0; i++) /* their last bytes go out */
+            nanosleep(&tick, NULL);
+        nanosleep(&tick, NULL);
+        MHD_stop_daemon(sv->d);
+        if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+    }
+    serve_sched_free(sv->sched);
+    plume_model_free(sv->m);
+    free(sv);
+    return rc;
+}

@@ -1,0 +1,427 @@
+/* serve_request.c -- the internal request of `plume serve`, in no dialect's words: its
+ * errors, the typed JSON readers every dialect shares, the chat prompt of a request and the
+ * context budget.
+ *
+ * Everything here reads untrusted bytes and nothing here touches a socket or the model, so
+ * tests and fuzzers drive it directly. A field of the wrong type or out of range is a 400
+ * naming the field. */
+#include "serve.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* Fill an error: status, type, the field, a code and a formatted message. */
+int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
+                    const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type);
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    return status;
+}
+
+/* A 400 invalid_request_error about one field. */
+int serve_json_bad(serve_error *e, const char *param, const char *what) {
+    return serve_error_set(e, 400, "invalid_request_error", param, "invalid_value", "'%s' must be %s", param, what);
+}
+
+/* A 400 about a field plume cannot honour. */
+int serve_json_unsupported(serve_error *e, const char *param, const char *why) {
+    return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value", "'%s' %s", param, why);
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+
+/* Strict UTF-8 check: no overlongs, surrogates or code points past U+10FFFF. */
+int serve_utf8_valid(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k;
+        unsigned cp, min;
+        if ((c & 0xe0) == 0xc0) { k = 1; cp = c & 0x1f; min = 0x80; }
+        else if ((c & 0xf0) == 0xe0) { k = 2; cp = c & 0x0f; min = 0x800; }
+        else if ((c & 0xf8) == 0xf0) { k = 3; cp = c & 0x07; min = 0x10000; }
+        else return 0;
+        if (k > n - i - 1) return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* ---- typed field readers ---------------------------------------------------------------- */
+
+/* A boolean field. */
+int serve_json_bool(const cJSON *o, const char *name, int32_t *out, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return serve_json_bad(e, name, "a boolean");
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* A number field in [lo, hi]. */
+int serve_json_num(const cJSON *o, const char *name, double lo, double hi, float *out, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v)) return serve_json_bad(e, name, "a number");
+    double d = v->valuedouble;
+    if (!(d >= lo && d <= hi))
+        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                               "'%s' must be between %g and %g, got %g", name, lo, hi, d);
+    *out = (float)d;
+    return 0;
+}
+
+/* An integer field in [lo, hi]. */
+int serve_json_int(const cJSON *o, const char *name, int64_t lo, int64_t hi, int64_t *out, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 9.0e18)
+        return serve_json_bad(e, name, "an integer");
+    double d = v->valuedouble;
+    if (d < (double)lo || d > (double)hi)
+        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                               "'%s' must be between %lld and %lld, got %.0f", name, (long long)lo,
+                               (long long)hi, d);
+    *out = (int64_t)d;
+    return 0;
+}
+
+/* A string field, copied (malloc'd). */
+int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v)) return serve_json_bad(e, name, "a string");
+    free(*out);
+    if (!(*out = strdup(v->valuestring)))
+        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* Whether s is a tool_choice mode. */
+int serve_tool_mode(const char *s) {
+    return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
+}
+
+/* Thinking of a reasoning effort: on, off, or -1 for a word that is none. */
+int32_t serve_effort_thinking(const char *effort) {
+    static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(effort, on[i])) return 1;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(effort, off[i])) return 0;
+    return -1;
+}
+
+/* A seed: an integer a JSON number holds exactly. */
+int serve_json_seed(const cJSON *o, const char *name, serve_request *r, serve_error *e) {
+    int64_t seed = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    int rc = serve_json_int(o, name, -SERVE_SEED_MAX, SERVE_SEED_MAX, &seed, e);
+    if (rc) return rc;
+    r->sp.seed = (uint64_t)seed;
+    r->seed_given = 1;
+    return 0;
+}
+
+/* Stop strings: a string or a list of strings, each non-empty and at most SERVE_MAX_STOP_LEN
+ * bytes, SERVE_MAX_STOPS in all. */
+int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_request *r, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if ((list_only || !cJSON_IsString(v)) && !cJSON_IsArray(v))
+        return serve_json_bad(e, name, list_only ? "a list of strings" : "a string or a list of strings");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > SERVE_MAX_STOPS - r->n_stops)
+        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value", "'%s' holds at most %d strings",
+                               name, SERVE_MAX_STOPS);
+    int one = cJSON_IsString(v);
+    for (const cJSON *s = one ? v : v->child; s; s = one ? NULL : s->next) {
+        if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > SERVE_MAX_STOP_LEN)
+            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                                   "'%s' strings must be non-empty and at most %d bytes", name, SERVE_MAX_STOP_LEN);
+        if (r->n_stops == SERVE_MAX_STOPS)
+            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+                                   "at most %d stop strings", SERVE_MAX_STOPS);
+        if (!(r->stops[r->n_stops] = strdup(s->valuestring))) return OOM(e);
+        r->n_stops++;
+    }
+    return 0;
+}
+
+/* Parse the body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
+cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
+    if (!serve_utf8_valid(body, len)) {
+        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the request body is not valid UTF-8");
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
+        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body is not valid JSON (near byte %ld)", off);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json", "the request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* ---- JSON writers ------------------------------------------------------------------------ */
+
+/* The text of one token id, NUL-terminated and cut to cap - 1 bytes; its length. */
+int64_t serve_token_text(const plume_tokenizer *tok, int32_t id, char *text, size_t cap) {
+    int64_t k = plume_detokenize(tok, &id, 1, 0, text, cap);
+    if (k < 0) k = 0;
+    if (k >= (int64_t)cap) k = (int64_t)cap - 1;
+    text[k] = 0;
+    return k;
+}
+
+/* {"token", "logprob", "bytes"} of one id. */
+cJSON *serve_json_token_logprob(const plume_tokenizer *tok, int32_t id, float logprob) {
+    char text[512];
+    int64_t k = serve_token_text(tok, id, text, sizeof text);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", isfinite(logprob) ? logprob : -9999.0);
+    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+    for (int64_t i = 0; b && i < k; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)text[i]));
+    return o;
+}
+
+/* A generated token's entry with its alternatives. */
+cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp) {
+    cJSON *o = serve_json_token_logprob(tok, lp->id, lp->logprob);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int32_t i = 0; top && i < lp->n_top; i++)
+        cJSON_AddItemToArray(top, serve_json_token_logprob(tok, lp->top_ids[i], lp->top_lps[i]));
+    return o;
+}
+
+/* ---- the request -------------------------------------------------------------------------- */
+
+/* An empty request of a kind: the sampler's defaults, no seed yet, one choice, no
+ * max_tokens, no prompt log-probabilities. */
+void serve_request_init(serve_request *r, serve_kind kind) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->sp = plume_sampler_default_params();
+    r->max_tokens = -1;
+    r->n = 1;
+    r->prompt_logprobs = -1;
+}
+
+/* Append an empty message with a copy of role. */
+serve_message *serve_request_add_message(serve_request *r, const char *role, serve_error *e) {
+    if (r->n_msgs == SERVE_MAX_MESSAGES) {
+        serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value", "at most %d messages",
+                        SERVE_MAX_MESSAGES);
+        return NULL;
+    }
+    if (plume_grow(&r->msgs, &r->cap_msgs, (size_t)r->n_msgs + 1, sizeof *r->msgs)) {
+        OOM(e);
+        return NULL;
+    }
+    serve_message *m = &r->msgs[r->n_msgs];
+    memset(m, 0, sizeof *m);
+    if (!(m->role = strdup(role))) {
+        OOM(e);
+        return NULL;
+    }
+    r->n_msgs++;
+    return m;
+}
+
+/* Append a tool call (strings copied). */
+int serve_message_add_call(serve_message *m, const char *id, const char *name, const char *arguments, serve_error *e) {
+    serve_tool_call *nc = realloc(m->calls, (size_t)(m->n_calls + 1) * sizeof *nc);
+    if (!nc) return OOM(e);
+    m->calls = nc;
+    serve_tool_call *t = &m->calls[m->n_calls++];
+    memset(t, 0, sizeof *t);
+    if ((id && !(t->id = strdup(id))) || !(t->name = strdup(name ? name : "")) ||
+        (arguments && !(t->arguments = strdup(arguments))))
+        return OOM(e);
+    return 0;
+}
+
+/* Append a text part; a content string already there becomes the first part. */
+int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
+    char **np = realloc(m->parts, (size_t)(m->n_parts + 2) * sizeof *np);
+    if (!np) return OOM(e);
+    m->parts = np;
+    if (m->content) {
+        m->parts[m->n_parts++] = m->content;
+        m->content = NULL;
+    }
+    if (!(m->parts[m->n_parts] = strdup(text))) return OOM(e);
+    m->n_parts++;
+    return 0;
+}
+
+/* ---- seeds ------------------------------------------------------------------------------- */
+
+static pthread_mutex_t seed_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t seed_state; /* splitmix64, started from the clock and the process at first use */
+static int seed_started;
+
+/* A fresh seed in [0, SERVE_SEED_MAX). */
+int64_t serve_seed_draw(void) {
+    pthread_mutex_lock(&seed_mu);
+    if (!seed_started) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed_state = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32;
+        seed_started = 1;
+    }
+    uint64_t x = plume_rng_next(&seed_state);
+    pthread_mutex_unlock(&seed_mu);
+    return (int64_t)(x % (uint64_t)SERVE_SEED_MAX);
+}
+
+/* Parse a body in a dialect; r is freed again on error. */
+int serve_request_parse(serve_request *r, const serve_dialect *d, const char *body, size_t len, serve_error *e) {
+    serve_request_init(r, SERVE_CHAT);
+    int rc = d->parse(r, body, len, e);
+    if (rc) serve_request_free(r);
+    return rc;
+}
+
+/* Free every string of a request. */
+void serve_request_free(serve_request *r) {
+    for (int32_t i = 0; i < r->n_msgs; i++) {
+        serve_message *m = &r->msgs[i];
+        free(m->role);
+        free(m->content);
+        for (int32_t p = 0; p < m->n_parts; p++) free(m->parts[p]);
+        free(m->parts);
+        free(m->reasoning_content);
+        for (int32_t c = 0; c < m->n_calls; c++) {
+            free(m->calls[c].id);
+            free(m->calls[c].name);
+            free(m->calls[c].arguments);
+        }
+        free(m->calls);
+        free(m->tool_call_id);
+        free(m->name);
+    }
+    free(r->msgs);
+    for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->model);
+    free(r->prompt);
+    free(r->prompt_ids);
+    free(r->bias_ids);
+    free(r->bias_vals);
+    free(r->tools);
+    free(r->tool_choice);
+    memset(r, 0, sizeof *r);
+}
+
+/* Refuse a prompt that fills the context, or max_tokens that would pass it. */
+int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
+    if (n_prompt >= n_ctx)
+        return serve_error_set(e, 400, "invalid_request_error", "messages", "context_length_exceeded",
+                               "the prompt has %d tokens, but the context holds %d (and at least one token must "
+                               "be left to answer); shorten it or start the server with a larger --context",
+                               n_prompt, n_ctx);
+    if (max_tokens > 0 && (int64_t)n_prompt + max_tokens > n_ctx)
+        return serve_error_set(e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+                               "the context holds %d tokens, but %d were requested (%d in the prompt, %d to "
+                               "generate); lower max_tokens",
+                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens);
+    return 0;
+}
+
+/* ---- the prompt ------------------------------------------------------------------------------- */
+
+/* A continued last message: the template closed it with "<turn|>\n"; cut that, so the model
+ * goes on writing it (vLLM's continue_final_message, Anthropic's and Ollama's prefill). 0 or
+ * 400 when the last message is not an assistant's text. */
+static int continue_final(const serve_request *r, char *out, serve_error *e) {
+    static const char close[] = "<turn|>\n";
+    size_t n = strlen(out), k = sizeof close - 1;
+    const serve_message *last = &r->msgs[r->n_msgs - 1];
+    if (strcmp(last->role, "assistant") || last->n_calls || n < k || memcmp(out + n - k, close, k))
+        return serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+                               "only a last assistant message of text can be continued");
+    out[n - k] = 0;
+    return 0;
+}
+
+/* The prompt text of a chat request: the chat template with tools, tool calls and replies,
+ * content parts and reasoning (plume_chat_render_full). tool_choice "none" renders no tools;
+ * a continued last message stays open; *in_thought says whether the prompt opened the thought
+ * channel. 0 or an error in e. */
+int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
+    plume_chat_message_full *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
+    plume_chat_tool_call **calls = calloc((size_t)r->n_msgs, sizeof *calls);
+    int rc = msgs && calls ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
+        const serve_message *m = &r->msgs[i];
+        msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
+                                          .n_parts = m->n_parts, .reasoning_content = m->reasoning_content,
+                                          .tool_call_id = m->tool_call_id, .name = m->name};
+        if (!m->n_calls) continue;
+        if (!(calls[i] = calloc((size_t)m->n_calls, sizeof **calls))) {
+            rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            break;
+        }
+        for (int32_t k = 0; k < m->n_calls; k++)
+            calls[i][k] = (plume_chat_tool_call){m->calls[k].id, m->calls[k].name, m->calls[k].arguments};
+        msgs[i].tool_calls = calls[i];
+        msgs[i].n_tool_calls = m->n_calls;
+    }
+    char *err = NULL;
+    if (!rc) {
+        plume_chat_options opt = {.add_generation_prompt = !r->continue_final, .enable_thinking = r->enable_thinking,
+                                  .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
+        int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
+        if (lrc)
+            rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
+                                 lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
+                                 err ? err : "cannot render the messages");
+    }
+    free(err);
+    if (!rc && r->continue_final && (rc = continue_final(r, *out, e))) {
+        free(*out);
+        *out = NULL;
+    }
+    if (!rc) {
+        static const char thought[] = "<|channel>thought\n";
+        size_t n = strlen(*out), k = sizeof thought - 1;
+        *in_thought = n >= k && !memcmp(*out + n - k, thought, k);
+    }
+    for (int32_t i = 0; calls && i < r->n_msgs; i++) free(calls[i]);
+    free(calls);
+    free(msgs);
+    return rc;
+}
