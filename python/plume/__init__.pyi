@@ -92,7 +92,9 @@ class Model(_Closable):
                  repeat_penalty: Optional[float] = ..., repeat_last_n: Optional[int] = ...,
                  presence_penalty: Optional[float] = ..., frequency_penalty: Optional[float] = ...,
                  seed: Optional[int] = ..., stop: Iterable[str] = ...,
-                 session: Optional[Session] = ...) -> Iterator[str]: ...
+                 session: Optional[Session] = ...,
+                 json_schema: Optional[Union[Mapping[str, Any], str]] = ...,
+                 grammar: Optional[str] = ...) -> Iterator[str]: ...
 
 def render_chat(messages: Iterable[Mapping[str, str]], add_generation_prompt: bool = ...,
                 enable_thinking: bool = ...) -> str: ...

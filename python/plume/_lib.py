@@ -44,6 +44,10 @@ class ChatMessage(Structure):
     _fields_ = [("role", c_char_p), ("content", c_char_p)]
 
 
+class ConstraintParams(Structure):
+    _fields_ = [("thinking", c_int32)]
+
+
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p)]
 
@@ -51,7 +55,8 @@ class ConvertParams(Structure):
 # Every struct mirrored here, by its C name (for the ABI test).
 STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelParams,
            "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
-           "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams}
+           "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams,
+           "plume_constraint_params": ConstraintParams}
 
 _ERR = POINTER(c_void_p)  # char **err
 _I32P = POINTER(c_int32)
@@ -76,6 +81,17 @@ _FUNCS = {
     "plume_sampler_accept": (None, [c_void_p, c_int32]),
     "plume_sampler_reset": (None, [c_void_p]),
     "plume_sampler_sample": (c_int32, [c_void_p, _F32P]),
+    "plume_sampler_set_constraint": (None, [c_void_p, c_void_p]),
+    "plume_vocab_new": (c_int, [POINTER(c_void_p), c_void_p, _ERR]),
+    "plume_vocab_free": (None, [c_void_p]),
+    "plume_constraint_default_params": (ConstraintParams, []),
+    "plume_constraint_new_json_schema": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, c_size_t,
+                                                 POINTER(ConstraintParams), _ERR]),
+    "plume_constraint_new_grammar": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, c_size_t,
+                                             POINTER(ConstraintParams), _ERR]),
+    "plume_constraint_free": (None, [c_void_p]),
+    "plume_constraint_reset": (None, [c_void_p]),
+    "plume_constraint_status": (c_int32, [c_void_p]),
     "plume_model_default_params": (ModelParams, []),
     "plume_model_open": (c_int, [POINTER(c_void_p), c_char_p, POINTER(ModelParams), _ERR]),
     "plume_model_free": (None, [c_void_p]),

@@ -85,6 +85,73 @@ class TestLogits(unittest.TestCase):
         self.assertEqual(got, want)
 
 
+class TestStructured(unittest.TestCase):
+    """generate(json_schema=...): a random model's answers are held to the schema (checked
+    here field by field), equal `plume run --json-schema` for the same seed; a keyword the
+    engine cannot enforce raises, naming it."""
+
+    SCHEMA = {"type": "object",
+              "properties": {"name": {"type": "string", "maxLength": 6},
+                             "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                             "role": {"enum": ["admin", "dev", None]},
+                             "tags": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}},
+              "required": ["name", "age", "role"], "additionalProperties": False}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = plume.Model(bundle("q8"), threads=1)
+        cls.prompt = plume.render_chat([{"role": "user", "content": "A person as JSON."}],
+                                       add_generation_prompt=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.close()
+
+    def check(self, text):
+        v = json.loads(text)
+        self.assertIsInstance(v, dict, text)
+        self.assertLessEqual(set(v), {"name", "age", "role", "tags"}, text)
+        self.assertLessEqual({"name", "age", "role"}, set(v), text)
+        self.assertTrue(isinstance(v["name"], str) and len(v["name"]) <= 6, text)
+        self.assertTrue(type(v["age"]) is int and 0 <= v["age"] <= 120, text)
+        self.assertIn(v["role"], ["admin", "dev", None], text)
+        tags = v.get("tags", [])
+        self.assertTrue(isinstance(tags, list) and len(tags) <= 2 and
+                        all(type(t) is bool for t in tags), text)
+
+    def test_answers_valid(self):
+        for seed in range(6):
+            kw = dict(max_tokens=300, seed=seed, temperature=1.0)
+            if seed % 3 == 2:
+                kw.update(top_k=0, top_p=1.0)  # the whole distribution, not best-first
+            self.check("".join(self.m.generate(self.prompt, json_schema=self.SCHEMA, **kw)))
+        text = json.dumps(self.SCHEMA)  # as JSON text too, and greedy
+        self.check("".join(self.m.generate(self.prompt, max_tokens=300, temperature=0,
+                                           json_schema=text)))
+
+    def test_equals_plume_run(self):
+        path = os.path.join(tmpdir(), "person.json")
+        with open(path, "w") as f:
+            json.dump(self.SCHEMA, f)
+        py = "".join(self.m.generate(self.prompt, max_tokens=300, seed=5, temperature=1.0,
+                                     json_schema=self.SCHEMA))
+        _, out, _ = cli("run", "-m", bundle("q8"), "-p", "A person as JSON.", "-t", 1, "-n", 300,
+                        "--seed", 5, "--temp", 1.0, "--json-schema", path)
+        self.assertEqual(py + "\n", out.decode("utf-8"))
+
+    def test_refused_keyword_named(self):
+        with self.assertRaises(plume.InvalidArgumentError) as cm:
+            self.m.generate(self.prompt, json_schema={"type": "array", "uniqueItems": True})
+        self.assertIn("uniqueItems", str(cm.exception))
+        with self.assertRaises(plume.InvalidArgumentError):
+            self.m.generate(self.prompt, json_schema={}, grammar="root ::= \"x\"")
+
+    def test_grammar(self):
+        out = "".join(self.m.generate(self.prompt, max_tokens=40, seed=1,
+                                      grammar='root ::= ("yes" | "no") " " [0-9]{1,3}'))
+        self.assertRegex(out, r"^(yes|no) [0-9]{1,3}$")
+
+
 class TestGenerate(unittest.TestCase):
     """generate() is reproducible and equals `plume run` with the same seed and flags."""
 
