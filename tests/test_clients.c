@@ -132,6 +132,7 @@ static void test_structured_schemas_valid(void) { script_case("structured.mjs", 
 static void test_structured_json_object(void) { script_case("structured.mjs", "json_object"); }
 static void test_structured_length(void) { script_case("structured.mjs", "length"); }
 static void test_structured_greedy_under_load(void) { script_case("structured.mjs", "greedy_load"); }
+static void test_structured_thinking_free(void) { script_case("structured.mjs", "thinking"); }
 static void test_structured_refusals(void) { script_case("structured.mjs", "refusals"); }
 static void test_structured_tools_required(void) { script_case("structured.mjs", "tools_required"); }
 static void test_structured_other_dialects(void) { script_case("structured.mjs", "other_dialects"); }
@@ -228,6 +229,7 @@ int main(void) {
     RUN(test_structured_json_object);
     RUN(test_structured_length);
     RUN(test_structured_greedy_under_load);
+    RUN(test_structured_thinking_free);
     RUN(test_structured_refusals);
     RUN(test_structured_tools_required);
     RUN(test_structured_other_dialects);

@@ -164,6 +164,21 @@ const cases = {
     checkValid("greedy", alone, validator(schema));
   },
 
+  // Thinking on: the thought stays free, the format starts after it. A logit_bias opens the
+  // thought (<|channel>, id 100) and closes it soon (<channel|>, 101): a random model would
+  // rarely do either.
+  async thinking() {
+    const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] };
+    const c = await client.chat.completions.create({
+      messages: ask("Think, then answer in JSON."), reasoning_effort: "high", temperature: 1, seed: 1,
+      max_tokens: MAX, logit_bias: { 100: 30, 101: 12 },
+      response_format: { type: "json_schema", json_schema: { name: "ok", schema } },
+    });
+    const ch = c.choices[0];
+    assert(ch.finish_reason === "stop" && ch.message.reasoning_content?.length > 0, `thinking: ${show(ch)}`);
+    checkValid("after the thought", ch.message.content, validator(schema));
+  },
+
   // A keyword the engine cannot enforce is a 400 naming it, in every dialect.
   async refusals() {
     const bad = { type: "array", items: { type: "integer" }, uniqueItems: true };
