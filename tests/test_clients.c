@@ -130,6 +130,7 @@ static void test_ollama_errors(void) { script_case("ollama.mjs", "errors"); }
 
 static void test_structured_schemas_valid(void) { script_case("structured.mjs", "schemas"); }
 static void test_structured_json_object(void) { script_case("structured.mjs", "json_object"); }
+static void test_structured_n_choices(void) { script_case("structured.mjs", "choices"); }
 static void test_structured_length(void) { script_case("structured.mjs", "length"); }
 static void test_structured_greedy_under_load(void) { script_case("structured.mjs", "greedy_load"); }
 static void test_structured_thinking_free(void) { script_case("structured.mjs", "thinking"); }
@@ -227,6 +228,7 @@ int main(void) {
     RUN(test_ollama_errors);
     RUN(test_structured_schemas_valid);
     RUN(test_structured_json_object);
+    RUN(test_structured_n_choices);
     RUN(test_structured_length);
     RUN(test_structured_greedy_under_load);
     RUN(test_structured_thinking_free);

@@ -137,6 +137,20 @@ const cases = {
     assert(text.startsWith("{"), `streamed json_object: ${JSON.stringify(text)}`);
   },
 
+  // n choices from one prefill: each has its own constraint, each answer valid.
+  async choices() {
+    const schema = schemas().find((s) => s.name === "enums").schema, v = validator(schema);
+    const c = await client.chat.completions.create({
+      messages: ask("Enums."), n: 3, temperature: 1, seed: 21, max_tokens: MAX_SCHEMA,
+      response_format: { type: "json_schema", json_schema: { name: "e", schema } },
+    });
+    assert(c.choices.length === 3, `choices: ${show(c)}`);
+    for (const ch of c.choices) {
+      assert(ch.finish_reason === "stop", `choice ${ch.index}: ${show(ch)}`);
+      checkValid(`choice ${ch.index}`, ch.message.content, v);
+    }
+  },
+
   // max_tokens before the value is complete: finish_reason "length", the text a prefix.
   async length() {
     const c = await client.chat.completions.create({
