@@ -243,7 +243,8 @@ const cases = {
     checkValid("named", ch.message.tool_calls[0].function.arguments, check.get_weather);
   },
 
-  // The Responses API's text.format and the Ollama library's format, schema and "json".
+  // The Responses API's text.format, the Ollama library's format (schema and "json"), and
+  // llama-server's top-level json_schema on /v1/completions.
   async other_dialects() {
     const schema = schemas().find((s) => s.name === "person").schema, v = validator(schema);
     const r = await client.responses.create({
@@ -257,6 +258,9 @@ const cases = {
       options: { num_predict: MAX, seed: 3 } });
     assert(o.done_reason === "stop", `ollama: ${show(o)}`);
     checkValid("ollama schema", o.message.content, v);
+    const top = await client.completions.create({ prompt: "A person: ", max_tokens: MAX_SCHEMA, seed: 2, json_schema: schema });
+    assert(top.choices[0].finish_reason === "stop", `completions json_schema: ${show(top)}`);
+    checkValid("completions json_schema", top.choices[0].text, v);
     const g = await ollama.generate({ model: "plume", prompt: "JSON please", format: "json", stream: false,
       options: { num_predict: 32, temperature: 0 } });
     assert(g.response.startsWith("{"), `ollama json: ${show(g)}`);

@@ -220,9 +220,15 @@ static int parse_thinking(const cJSON *root, serve_request *r, serve_error *e) {
 
 /* "response_format" (docs/STRUCTURED.md): {"type": "text"}, {"type": "json_object"} (any
  * object) or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} (the schema
- * is enforced, strict or not). */
+ * is enforced, strict or not); or llama-server's top-level "json_schema" (a schema). */
 static int parse_response_format(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    if (top && !cJSON_IsNull(top)) {
+        if (rf && !cJSON_IsNull(rf)) return serve_json_bad(e, "json_schema", "alone (not with 'response_format')");
+        if (!cJSON_IsObject(top)) return serve_json_bad(e, "json_schema", "a JSON Schema object");
+        return serve_format_schema(r, "json_schema", top, e);
+    }
     if (!rf || cJSON_IsNull(rf)) return 0;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
     const char *what = "{\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}";
