@@ -158,8 +158,9 @@ static int request_formats(serve_request *r, serve_error *e) {
         char *gbnf = NULL, *err = NULL;
         int rc = plume_tool_call_grammar(r->tools, tc, &gbnf, &err);
         if (rc == PLUME_ENOMEM) rc = OOM(e);
-        else if (rc) rc = serve_error_set(e, 400, "invalid_request_error", strcmp(tc, "required") ? "tool_choice" : "tools",
-                                          "unsupported_value", "%s", err ? err : "the tool call cannot be enforced");
+        else if (rc) /* the message names what is at fault: the choice, or a tool's parameters */
+            rc = serve_error_set(e, 400, "invalid_request_error", err && !strncmp(err, "tool_choice", 11) ? "tool_choice" : "tools",
+                                 "unsupported_value", "%s", err ? err : "the tool call cannot be enforced");
         free(err);
         if (rc) return rc;
         free(r->grammar);

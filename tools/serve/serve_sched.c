@@ -19,9 +19,10 @@
  *
  * Speculative decoding (--draft N, greedy requests only, where it cannot change the answer):
  * a decoding slot queues its pending token and up to N guesses from prompt lookup with the
- * logits of every row (plume_spec_draft), cut where a format's constraint refuses one; after the step plume_spec_accept keeps the guesses
- * the model agrees with and rewinds the rest, and the slot delivers them all. The session
- * may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
+ * logits of every row (plume_spec_draft), cut where a format's constraint refuses one; after
+ * the step plume_spec_accept keeps the guesses the model agrees with and rewinds the rest
+ * (the sampler's rewind takes the constraint back too), and the slot delivers them all. The
+ * session may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
  *
  * Several choices (n): a request of n choices waits until n slots are idle and takes them all.
  * Its first slot (the leader) prefills; the others wait, and when the leader's prompt is in,
