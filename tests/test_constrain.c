@@ -522,11 +522,15 @@ static const char person[] =
 /* The mask against a twin: a second recognizer of the same grammar runs the whole text
  * (accepted prefix + the token's bytes) from the start for every one of the 262144 tokens;
  * the token is allowed exactly when the text is still a live prefix. Several states: before
- * anything, inside a key, inside a string (nearly every token), after a number, at the end. */
+ * anything, inside a key, inside a string (nearly every token), after a number, at the end,
+ * near a string's maxLength. */
 static void test_mask_matches_twin(void) {
     if (!real_ok()) return;
     static const char *const prefixes[] = {"", "{\"na", "{\"name\": \"Ada ", "{\"name\":\"x\",\"age\":1",
-                                           "{\"name\":\"x\",\"age\":12}", "{\"name\":\"\\u00"};
+                                           "{\"name\":\"x\",\"age\":12}", "{\"name\":\"\\u00",
+                                           /* two characters left: most tokens die on a later byte
+                                              (the walk's skip jumps) */
+                                           "{\"name\": \"abcdefghijklmnopqr", "{\"name\": \"abcdefghijklmnopqrs"};
     char *g = NULL;
     CHECK(cs_schema_to_gbnf(person, strlen(person), CS_JSON, &g, NULL) == 0, "compile");
     if (!g) return;

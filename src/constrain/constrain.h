@@ -200,6 +200,9 @@ struct plume_vocab {
     uint8_t *sfx;        /* its bytes from lcp on, one token after another */
     int32_t n_sorted;
     int32_t max_len;     /* the longest token in bytes (at most 255: longer ones are not sorted) */
+    int32_t *skip;       /* [n_sorted] the next index whose lcp is smaller (n_sorted: none): the
+                            end of the trie subtree a dead prefix of the token at i ends */
+    uint32_t *sfx_off;   /* [n_sorted + 1] where each sorted token's suffix starts in sfx */
     int32_t first[257];  /* order[first[b] .. first[b + 1]) start with byte b */
     uint32_t sfx_at[257]; /* where the suffixes of order[first[b]] start in sfx */
 };

@@ -440,11 +440,10 @@ int32_t cst_dfa_walk(cst_dfa *d, int32_t s, const plume_vocab *v, uint32_t *bits
         if (t == CST_LIMIT) return PLUME_ENOMEM;
         if (t < 0) continue; /* no token starting with b */
         st[1] = t;
-        int32_t alive = 1; /* st[0 .. alive] hold along the previous token */
+        int32_t alive = 1, end = v->first[b + 1]; /* st[0 .. alive] hold along the previous token */
         const uint8_t *p = v->sfx + v->sfx_at[b];
-        for (int32_t i = v->first[b]; i < v->first[b + 1]; p += v->len[i] - v->lcp[i], i++) {
+        for (int32_t i = v->first[b]; i < end;) {
             int32_t lcp = v->lcp[i], len = v->len[i], k = lcp > 1 ? lcp : 1;
-            if (k > alive) continue; /* it shares a prefix that died */
             for (; k < len; k++) { /* byte k of the token is p[k - lcp] */
                 int32_t u = step_fast(d, st[k], p[k - lcp]);
                 if (u < 0) {
@@ -458,7 +457,15 @@ int32_t cst_dfa_walk(cst_dfa *d, int32_t s, const plume_vocab *v, uint32_t *bits
                 int32_t id = v->order[i];
                 bits[id >> 5] |= 1u << (id & 31);
                 n++;
+                p += len - lcp;
+                i++;
+                continue;
             }
+            /* byte k died: every next token sharing more than k bytes shares the dead prefix */
+            int32_t j = i + 1;
+            while (j < end && v->lcp[j] > alive) j = v->skip[j];
+            p = j == i + 1 ? p + (len - lcp) : v->sfx + v->sfx_off[j];
+            i = j;
         }
     }
     const int32_t *toks;

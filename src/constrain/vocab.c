@@ -4,7 +4,11 @@
  * to a live one. Tokens sorted by their bytes share prefixes with their neighbours, so a walk
  * in that order re-steps only the bytes after the prefix a token shares with the previous
  * one (lcp), and a prefix found dead skips every token after it that shares it: the walk is
- * a depth-first pass over the token trie without building the trie. The walk reads only
+ * a depth-first pass over the token trie without building the trie. The skip jumps: skip[i]
+ * is the next token whose lcp is below token i's, so from a token that died at byte k the
+ * walk follows skip while the lcp exceeds k, past whole subtrees of the dead prefix (after
+ * two characters of a string of at most two, most of 262144 tokens are passed in a few
+ * jumps, not visited one by one). The walk reads only
  * arrays in sorted order (lengths, shared prefixes, and each token's bytes after its shared
  * prefix: 1.2 MB for Gemma, against 2.3 MB of whole tokens), front to back, so it streams
  * instead of jumping to each token's bytes (which cost ~40 ms a walk over Gemma's 262144
@@ -135,6 +139,24 @@ static int vocab_sort(plume_vocab *v, char **err) {
         at += (size_t)(v->len[i] - v->lcp[i]);
     }
     v->sfx_at[256] = (uint32_t)at;
+    v->skip = malloc(((size_t)n + 1) * sizeof *v->skip);
+    v->sfx_off = malloc(((size_t)n + 1) * sizeof *v->sfx_off);
+    if (!v->skip || !v->sfx_off) return plume_fail(err, PLUME_ENOMEM, "vocab: out of memory");
+    at = 0;
+    for (int32_t i = 0; i < n; i++) {
+        v->sfx_off[i] = (uint32_t)at;
+        at += (size_t)(v->len[i] - v->lcp[i]);
+    }
+    v->sfx_off[n] = (uint32_t)at;
+    /* next smaller lcp, right to left with a stack of candidates (kept in k's place) */
+    int32_t *stack = malloc(((size_t)n + 1) * sizeof *stack), top = 0;
+    if (!stack) return plume_fail(err, PLUME_ENOMEM, "vocab: out of memory");
+    for (int32_t i = n - 1; i >= 0; i--) {
+        while (top > 0 && v->lcp[stack[top - 1]] >= v->lcp[i]) top--;
+        v->skip[i] = top > 0 ? stack[top - 1] : n;
+        stack[top++] = i;
+    }
+    free(stack);
     for (int b = 255; b >= 0; b--) /* a first byte no token starts with: an empty range */
         if (v->first[b] > v->first[b + 1]) { v->first[b] = v->first[b + 1]; v->sfx_at[b] = v->sfx_at[b + 1]; }
     return 0;
@@ -176,5 +198,7 @@ void plume_vocab_free(plume_vocab *v) {
     free(v->lcp);
     free(v->len);
     free(v->sfx);
+    free(v->skip);
+    free(v->sfx_off);
     free(v);
 }
