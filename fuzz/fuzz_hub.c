@@ -1,4 +1,4 @@
-/* fuzz_hub.c -- what `plume pull` reads from the Hugging Face Hub (tools/hub.c): the revision
+/* fuzz_hub.c -- what `plume pull` reads from the Hugging Face Hub (tools/hub/hub.c): the revision
  * API's JSON (commit, siblings with names, sizes, blob ids, lfs.sha256) through
  * hub_parse_revision, response header lines (status, ETag, X-Linked-*, X-Repo-Commit,
  * Content-Range) through hub_header_line and hub_check_headers, and, for some inputs, the

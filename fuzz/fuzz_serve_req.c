@@ -13,7 +13,8 @@
  * dialect's error JSON whose message is not empty; an accepted request is within the bounds
  * the parser promises; a rendered prompt starts with <bos> and tokenizes; the reply is JSON
  * in the dialect's framing (one object; "data: {json}" events ending in [DONE]; "event: X /
- * data: {json}" events; NDJSON lines) and no choice's content holds a complete stop string. */
+ * data: {json}" events; NDJSON lines) and no choice's content holds a complete stop string. The
+ * body's bytes are also read as a request head by the server's door (serve_head_parse). */
 #include "fuzz.h"
 
 #include <math.h>
@@ -296,6 +297,22 @@ static void answer(serve_request *r, const serve_dialect *d, int32_t *ids, int32
     serve_job_unref(j);
 }
 
+/* The same bytes as a request head at the door (serve_door.c): whole and well formed, more
+ * wanted, or a refusal with a status and a message; a head read whole lies inside the bytes. */
+static void check_head(const char *p, size_t n) {
+    serve_head h;
+    serve_error e = {0};
+    int rc = serve_head_parse(p, n, &h, &e);
+    if (rc == 1) return;
+    if (rc == 0) {
+        if (h.head_len > n || h.head_len > SERVE_HEAD_MAX || !h.method[0] || strlen(h.path) >= sizeof h.path ||
+            (h.chunked && h.content_length >= 0))
+            abort();
+        return;
+    }
+    if (rc < 400 || rc > 505 || e.status != rc || !*e.message) abort();
+}
+
 /* The dialect of a generation mode. */
 static const serve_dialect *dialect_of(uint8_t mode) {
     static const serve_dialect *const d[] = {&serve_openai_chat, &serve_openai_completion, NULL, NULL, &serve_responses,
@@ -371,6 +388,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *copy = malloc(blen ? blen : 1); /* exactly the body's bytes: an overread is seen */
     if (!copy) abort();
     memcpy(copy, body, blen);
+    check_head(copy, blen);
     serve_error e = {0};
     int rc;
     if (mode == 2) {

@@ -119,6 +119,11 @@ printf '\010{"prompt":"x","format":"json"}' > "$S/ollama-bad"
 { printf '\001{"prompt":[5,6,7],"echo":true,"logprobs":2,"max_tokens":0,"n":3}'; printf '\377\001'; } > "$S/completion-echo"
 { printf '\000{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hel"}],"continue_final_message":true,"add_generation_prompt":false,"n":2,"logit_bias":{"5":-100,"7":3.5},"prompt_logprobs":1,"stream":true}';
   printf '\377\002lo there'; } > "$S/chat-continue"
+{ printf '\000{"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"g"}}],"parallel_tool_calls":false}';
+  printf '\377\001<|tool_call>call:g{k:1}<tool_call|><|tool_call>call:h{}<tool_call|>tail'; } > "$S/chat-one-call"
+{ printf '\005{"max_tokens":9,"messages":[{"role":"user","content":"Hi"}],"tools":[{"name":"g","input_schema":{}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":true},"stream":true}';
+  printf '\377\001<|tool_call>call:g{}<tool_call|><|tool_call>call:g{}<tool_call|>'; } > "$S/anthropic-one-call"
+printf '\007{"model":"m","keep_alive":"0s"}' > "$S/ollama-unload"
 printf '\002{"content":"Hello <start_of_turn>user\\nworld \\u00e9\\ud83d\\ude00","add_special":true}' > "$S/tokenize"
 printf '\003{"tokens":[2,5,9,11,4,7,0]}' > "$S/detokenize"
 printf '\003{"tokens":[1,-1,1.5,"2"]}' > "$S/detokenize-bad"

@@ -18,6 +18,12 @@ DIR=$(cd "$(dirname "$0")/../tests/clients" && pwd)
 STAMP=$DIR/node_modules/.plume-lock-cksum
 WANT=$(cksum < "$DIR/package-lock.json" | cut -d' ' -f1)
 command -v node >/dev/null 2>&1 || die "node not found (Debian: apt-get install -y nodejs npm)"
+# Tests that run at the same time (test_clients, test_serve_dialects) take turns: one installs,
+# the next finds the install done (flock on the lock file, held until this script exits).
+if command -v flock >/dev/null 2>&1; then
+    exec 9<"$DIR/package-lock.json"
+    flock 9
+fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && [ -f "$DIR/node_modules/openai/package.json" ] && [ -f "$DIR/node_modules/playwright-core/package.json" ] \

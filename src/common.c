@@ -1,9 +1,10 @@
-/* common.c -- errors, growable buffers, half-float conversion, mapped and atomic files, aligned
- * memory. */
+/* common.c -- errors, growable buffers, half-float conversion, mapped files, safe writes,
+ * aligned memory, printable text. */
 #include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -229,7 +230,7 @@ double plume_map_huge_share(const plume_map *m) {
 }
 
 void plume_file_uncache(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return;
     fdatasync(fd);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -253,12 +254,12 @@ void plume_file_uncache(const char *path) { (void)path; }
 static int map_file(plume_map *m, const char *path, int dense, char **err) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = plume_open_regular(path, err); /* a FIFO would block the open */
+    if (fd < 0) return PLUME_EIO;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        return plume_fail(err, PLUME_EIO, "%s: not a regular file", path);
+        return plume_fail(err, PLUME_EIO, "%s: cannot stat: %s", path, strerror(errno));
     }
     if (sb.st_size > 0) {
         void *p = dense ? map_dense(fd, (size_t)sb.st_size) : NULL;
@@ -308,10 +309,34 @@ int plume_read_stream(FILE *f, char **buf, size_t *len) {
     return 0;
 }
 
+int plume_open_regular(const char *path, char **err) {
+    /* O_NONBLOCK: opening a FIFO for reading waits for a writer otherwise */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int dir = S_ISDIR(sb.st_mode);
+        close(fd);
+        plume_fail(err, PLUME_EIO, "%s: %s", path, dir ? "is a directory" : "not a regular file (a FIFO, device or socket)");
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = plume_open_regular(path, err); /* a FIFO would block a plain open */
+    if (fd < 0) return PLUME_EIO;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return plume_fail(err, PLUME_ENOMEM, "%s: out of memory", path);
+    }
     int rc = plume_read_stream(f, buf, len);
     fclose(f);
     if (rc == PLUME_ENOMEM) return plume_fail(err, rc, "%s: out of memory", path);
@@ -319,35 +344,167 @@ int plume_read_file(const char *path, char **buf, size_t *len, char **err) {
     return 0;
 }
 
-int plume_write_file_atomic(const char *path, const void *buf, size_t len, char **err) {
-    char *tmp = plume_sprintf("%s.tmp", path);
-    if (!tmp) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
+/* ---- writing files safely ------------------------------------------------------------------ */
+
+#define PLUME_WFILE_BUF ((size_t)1 << 16) /* bytes gathered before a write(2) */
+
+/* path + ".tmp-" + six random letters and digits, malloc'd: a name no one can have planted
+ * ahead (O_EXCL refuses it anyway if someone did). */
+static char *tmp_name(const char *path) {
+    static atomic_uint_fast64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t rng = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                   (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    uint64_t r = plume_rng_next(&rng);
+    static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    char sfx[7];
+    for (int i = 0; i < 6; i++, r /= 36) sfx[i] = al[r % 36];
+    sfx[6] = 0;
+    return plume_sprintf("%s.tmp-%s", path, sfx);
+}
+
+/* Open an existing destination that is not a regular file for writing through it: without
+ * O_CREAT (nothing is made in its place), O_NONBLOCK while opening (a FIFO without a reader
+ * fails with ENXIO instead of blocking). A link to a regular file is truncated. */
+static int open_through(plume_wfile *w, const char *path, char **err) {
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return plume_fail(err, PLUME_EIO, "%s: cannot write: %s", path,
+                          errno == ENXIO ? "a FIFO (or socket) that no process reads" : strerror(errno));
+    struct stat sb;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &sb) != 0 || (S_ISREG(sb.st_mode) && ftruncate(fd, 0) != 0) ||
+        (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+        int rc = plume_fail(err, PLUME_EIO, "%s: cannot write: %s", path, strerror(errno));
+        close(fd);
         return rc;
     }
-    const uint8_t *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        p += w;
-        left -= (size_t)w;
-    }
-    int ok = left == 0 && fsync(fd) == 0;
-    ok = (close(fd) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    free(tmp);
+    w->fd = fd;
     return 0;
 }
+
+int plume_wfile_open(plume_wfile *w, const char *path, int flags, char **err) {
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    struct stat sb;
+    int there = lstat(path, &sb) == 0;
+    if (there && S_ISDIR(sb.st_mode)) return plume_fail(err, PLUME_EIO, "%s: is a directory", path);
+    if (!(w->path = strdup(path)) || !(w->buf = malloc(PLUME_WFILE_BUF))) {
+        plume_wfile_abort(w);
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    }
+    if (there && !S_ISREG(sb.st_mode) && !(flags & PLUME_WRITE_REPLACE)) {
+        int rc = open_through(w, path, err);
+        if (rc) plume_wfile_abort(w);
+        return rc;
+    }
+    for (int tries = 0; tries < 64 && w->fd < 0; tries++) {
+        free(w->tmp);
+        if (!(w->tmp = tmp_name(path))) break;
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
+        if (w->fd < 0 && errno != EEXIST) break;
+    }
+    if (w->fd < 0) {
+        int rc = !w->tmp ? plume_fail(err, PLUME_ENOMEM, "out of memory")
+                         : plume_fail(err, PLUME_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
+        free(w->tmp);
+        w->tmp = NULL; /* nothing of ours to remove */
+        plume_wfile_abort(w);
+        return rc;
+    }
+    return 0;
+}
+
+/* write(2) all of p, retrying short writes; 0 or errno. */
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int plume_wfile_write(plume_wfile *w, const void *p, size_t n, char **err) {
+    const uint8_t *b = p;
+    if (!w->failed && w->nbuf + n > PLUME_WFILE_BUF) { /* flush, then large writes go straight */
+        w->failed = write_all(w->fd, w->buf, w->nbuf);
+        w->nbuf = 0;
+        if (!w->failed && n >= PLUME_WFILE_BUF) {
+            w->failed = write_all(w->fd, b, n);
+            n = 0;
+        }
+    }
+    if (w->failed) return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->path, strerror(w->failed));
+    memcpy(w->buf + w->nbuf, b, n);
+    w->nbuf += n;
+    return 0;
+}
+
+int plume_wfile_commit(plume_wfile *w, char **err) {
+    if (!w->failed && w->nbuf) w->failed = write_all(w->fd, w->buf, w->nbuf);
+    w->nbuf = 0;
+    int e = w->failed;
+    /* fsync of a pipe or a character device fails with EINVAL: nothing to make durable */
+    if (!e && fsync(w->fd) != 0 && (w->tmp || (errno != EINVAL && errno != EROFS && errno != ENOTSUP))) e = errno;
+    if (close(w->fd) != 0 && !e && errno != EINTR) e = errno;
+    w->fd = -1;
+    if (!e && w->tmp && rename(w->tmp, w->path) != 0) e = errno;
+    int rc = e ? plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->path, strerror(e)) : 0;
+    if (!e) {
+        free(w->tmp);
+        w->tmp = NULL;
+    }
+    plume_wfile_abort(w);
+    return rc;
+}
+
+void plume_wfile_abort(plume_wfile *w) {
+    if (w->fd >= 0) close(w->fd);
+    if (w->tmp) unlink(w->tmp);
+    free(w->tmp);
+    free(w->path);
+    free(w->buf);
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+}
+
+int plume_write_file(const char *path, const void *buf, size_t len, int flags, char **err) {
+    plume_wfile w;
+    int rc = plume_wfile_open(&w, path, flags, err);
+    if (!rc) rc = plume_wfile_write(&w, buf, len, err);
+    if (!rc) return plume_wfile_commit(&w, err);
+    plume_wfile_abort(&w);
+    return rc;
+}
+
+char *plume_mkdtemp_beside(const char *path, char **err) {
+    for (int tries = 0; tries < 64; tries++) {
+        char *d = tmp_name(path);
+        if (!d) break;
+        if (mkdir(d, 0755) == 0) return d;
+        int e = errno;
+        if (e != EEXIST) {
+            plume_fail(err, PLUME_EIO, "%s: cannot create: %s", d, strerror(e));
+            free(d);
+            return NULL;
+        }
+        free(d);
+    }
+    plume_fail(err, PLUME_EIO, "%s: cannot make a temporary directory beside it", path);
+    return NULL;
+}
+
+/* nftw callback of plume_rm_tree: remove one entry (a link itself, never what it points to). */
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int plume_rm_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 char *plume_sprintf(const char *fmt, ...) {
     va_list ap, ap2;
@@ -488,6 +645,49 @@ uint64_t plume_stream_sum(const void *const *spans, int ns, size_t n) {
     for (int s = 0; s < ns; s++)
         for (size_t i = whole; i < n; i++) sum += p[s][i];
     return sum;
+}
+
+/* ---- printing untrusted text ------------------------------------------------------------ */
+
+/* The length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s) {
+    unsigned c = s[0];
+    size_t k;
+    unsigned cp, min;
+    if (c < 0x80) return 1;
+    if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
+    else return 0;
+    for (size_t j = 1; j <= k; j++) {
+        if ((s[j] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+        cp = cp << 6 | (s[j] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return k + 1;
+}
+
+char *plume_str_printable(char *dst, size_t cap, const char *src) {
+    if (!cap) return dst;
+    size_t o = 0;
+    const unsigned char *s = (const unsigned char *)(src ? src : "");
+    while (*s) {
+        size_t k = utf8_len(s);
+        /* C1 controls are U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8 */
+        int bad = k == 0 || (k == 1 && ((*s < 0x20 && *s != '\t') || *s == 0x7f)) || (k == 2 && s[0] == 0xc2 && s[1] < 0xa0);
+        size_t need = bad ? 4 : k;
+        if (o + need >= cap) break;
+        if (bad) {
+            snprintf(dst + o, 5, "\\x%02x", *s);
+            k = 1;
+        } else {
+            memcpy(dst + o, s, k);
+        }
+        o += need;
+        s += k;
+    }
+    dst[o] = 0;
+    return dst;
 }
 
 double plume_now(void) {

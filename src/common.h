@@ -126,19 +126,75 @@ void plume_file_uncache(const char *path);
 /* Read what is left of f into a malloc'd NUL-terminated *buf (*len bytes, len may be NULL):
  * 0, PLUME_ENOMEM or PLUME_EIO (*buf NULL then). */
 int plume_read_stream(FILE *f, char **buf, size_t *len);
-/* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
+/* Read a whole (small) regular file into a malloc'd NUL-terminated buffer. Anything else (a
+ * FIFO, a device, a directory) is refused without blocking: a FIFO planted where a config
+ * belongs must not hang the reader, nor /dev/zero fill its memory. */
 int plume_read_file(const char *path, char **buf, size_t *len, char **err);
-/* Write buf to path through path.tmp + fsync + rename. */
-int plume_write_file_atomic(const char *path, const void *buf, size_t len, char **err);
-/* a + "/" + b, malloc'd (NULL on out of memory). */
+/* Open path for reading if it is a regular file (links followed), never blocking on a FIFO;
+ * the descriptor, or -1 with *err naming the file. */
+int plume_open_regular(const char *path, char **err);
+
+/* ---- writing files safely -----------------------------------------------------------------
+ * Every file plume writes goes through here. A destination that is absent or a regular file
+ * is replaced whole: the bytes go to a temporary file of a fresh random name beside it
+ * (PATH.tmp-XXXXXX, created with O_CREAT|O_EXCL|O_NOFOLLOW, so that a link planted there
+ * cannot redirect the write), are fsync'd, and the file is renamed over the destination.
+ * A destination that exists and is anything else (a link, a device, a FIFO) is written
+ * through, never replaced: `-o /dev/stdout` works and `--cache /dev/null` discards, where a
+ * rename would have put a regular file in place of the device. A FIFO that no process reads
+ * is refused rather than waited on, and a directory is refused.
+ *
+ * PLUME_WRITE_REPLACE is for the names plume owns (entries of a bundle, of the Hugging Face
+ * cache): whatever is at the name is replaced by the new regular file, never followed or
+ * written through (a directory is still refused). */
+enum { PLUME_WRITE_REPLACE = 1 };
+
+/* A file being written (plume_wfile_open ... plume_wfile_commit or plume_wfile_abort). */
+typedef struct {
+    int fd;          /* -1 once closed */
+    char *path;      /* the destination */
+    char *tmp;       /* the temporary file; NULL when writing through */
+    uint8_t *buf;    /* [PLUME_WFILE_BUF] bytes not yet written */
+    size_t nbuf;
+    int failed;      /* errno of the first failed write, 0 if none */
+} plume_wfile;
+
+/* Start writing path (flags: PLUME_WRITE_REPLACE or 0). 0 or PLUME_EIO/ENOMEM naming it. */
+int plume_wfile_open(plume_wfile *w, const char *path, int flags, char **err);
+/* Append n bytes (buffered); 0 or PLUME_EIO naming the file. */
+int plume_wfile_write(plume_wfile *w, const void *p, size_t n, char **err);
+/* Flush, fsync and rename into place (or close the file written through). 0 or PLUME_EIO;
+ * the temporary file is removed on failure. The struct is released either way. */
+int plume_wfile_commit(plume_wfile *w, char **err);
+/* Give up: close and remove the temporary file; a no-op after commit or abort. */
+void plume_wfile_abort(plume_wfile *w);
+/* Write buf to path as one plume_wfile (flags as plume_wfile_open). */
+int plume_write_file(const char *path, const void *buf, size_t len, int flags, char **err);
+/* A fresh directory PATH.tmp-XXXXXX beside path (mkdir never follows or reuses a name),
+ * malloc'd; NULL with *err. */
+char *plume_mkdtemp_beside(const char *path, char **err);
+/* rm -r path without following links (a link is removed, never what it points to); 0 on
+ * success. */
+int plume_rm_tree(const char *path);
+
 /* A malloc'd formatted string (asprintf is not in POSIX), or NULL when out of memory. */
 char *plume_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* a + "/" + b, malloc'd (NULL on out of memory). */
 char *plume_path_join(const char *a, const char *b);
 /* Whether path exists. */
 int plume_file_exists(const char *path);
 /* mkdir -p the directory that will hold path (an output file or directory: "out/" names the
  * directory out); 0, or PLUME_EIO naming the directory that could not be made. */
 int plume_mkdir_parent(const char *path, char **err);
+
+/* ---- printing untrusted text ------------------------------------------------------------ */
+
+/* Copy src into dst (cap bytes, NUL-terminated, cut if needed) with every byte a terminal
+ * could take as a command written as \xNN: C0 controls (ESC, CR, ...; tab kept), DEL, the C1
+ * controls U+0080..U+009F and bytes of invalid UTF-8 (a lone 0x9b is CSI to some
+ * terminals). For text from the network or from files (error headers, pull.json, names)
+ * before it reaches a terminal. Returns dst. */
+char *plume_str_printable(char *dst, size_t cap, const char *src);
 
 /* Allocate n bytes aligned to PLUME_ALIGN, contents undefined (never read before written);
  * NULL on failure or overflow. */

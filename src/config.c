@@ -367,6 +367,48 @@ int plume_config_from_hf(plume_config *c, const char *path, char **err) {
 
 /* ---- model_config.json ----------------------------------------------------------------- */
 
+/* model_config.json's "vision": the tower of vision.safetensors. */
+static void write_vision(cJSON *o, const plume_vision_config *x) {
+    cJSON *v = cJSON_AddObjectToObject(o, "vision");
+    cJSON_AddStringToObject(v, "file", "vision.safetensors");
+    cJSON_AddStringToObject(v, "weights", "f32");
+    cJSON_AddNumberToObject(v, "hidden_size", x->D);
+    cJSON_AddNumberToObject(v, "num_hidden_layers", x->L);
+    cJSON_AddNumberToObject(v, "num_attention_heads", x->H);
+    cJSON_AddNumberToObject(v, "num_key_value_heads", x->Hkv);
+    cJSON_AddNumberToObject(v, "head_dim", x->hd);
+    cJSON_AddNumberToObject(v, "intermediate_size", x->I);
+    cJSON_AddNumberToObject(v, "patch_size", x->patch);
+    cJSON_AddNumberToObject(v, "pooling_kernel_size", x->pool);
+    cJSON_AddNumberToObject(v, "position_embedding_size", x->n_pos);
+    cJSON_AddNumberToObject(v, "default_output_length", x->default_tokens);
+    cJSON_AddBoolToObject(v, "use_clipped_linears", x->clipped);
+    cJSON_AddNumberToObject(v, "rope_theta", x->theta);
+    cJSON_AddNumberToObject(v, "rms_norm_eps", x->eps);
+}
+
+/* model_config.json's "audio": the tower of audio.safetensors, under HF's audio_config keys. */
+static void write_audio(cJSON *o, const plume_audio_config *x) {
+    cJSON *a = cJSON_AddObjectToObject(o, "audio");
+    cJSON_AddStringToObject(a, "file", "audio.safetensors");
+    cJSON_AddStringToObject(a, "weights", "f32");
+    cJSON_AddNumberToObject(a, "hidden_size", x->D);
+    cJSON_AddNumberToObject(a, "num_hidden_layers", x->L);
+    cJSON_AddNumberToObject(a, "num_attention_heads", x->H);
+    const int ch[2] = {x->C0, x->C1};
+    cJSON_AddItemToObject(a, "subsampling_conv_channels", cJSON_CreateIntArray(ch, 2));
+    cJSON_AddNumberToObject(a, "conv_kernel_size", x->K);
+    cJSON_AddNumberToObject(a, "attention_chunk_size", x->chunk);
+    cJSON_AddNumberToObject(a, "attention_context_left", x->left);
+    cJSON_AddNumberToObject(a, "attention_context_right", 0);
+    cJSON_AddNumberToObject(a, "attention_logit_cap", x->cap);
+    cJSON_AddNumberToObject(a, "residual_weight", x->residual);
+    cJSON_AddStringToObject(a, "hidden_act", "silu");
+    cJSON_AddBoolToObject(a, "use_clipped_linears", x->clipped);
+    cJSON_AddNumberToObject(a, "rms_norm_eps", x->eps);
+    cJSON_AddNumberToObject(a, "output_proj_dims", x->out_dims);
+}
+
 int plume_config_write_bundle(const plume_config *c, const char *path, char **err) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -413,46 +455,8 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
     cJSON_AddNumberToObject(o, "pad_token_id", c->pad_id);
     for (int i = 0; i < PLUME_MEDIA_NIDS; i++)
         if (c->media_id[i] >= 0) cJSON_AddNumberToObject(o, plume_media_id_keys[i], c->media_id[i]);
-    if (c->has_vision) { /* the tower of vision.safetensors */
-        const plume_vision_config *x = &c->vis;
-        cJSON *v = cJSON_AddObjectToObject(o, "vision");
-        cJSON_AddStringToObject(v, "file", "vision.safetensors");
-        cJSON_AddStringToObject(v, "weights", "f32");
-        cJSON_AddNumberToObject(v, "hidden_size", x->D);
-        cJSON_AddNumberToObject(v, "num_hidden_layers", x->L);
-        cJSON_AddNumberToObject(v, "num_attention_heads", x->H);
-        cJSON_AddNumberToObject(v, "num_key_value_heads", x->Hkv);
-        cJSON_AddNumberToObject(v, "head_dim", x->hd);
-        cJSON_AddNumberToObject(v, "intermediate_size", x->I);
-        cJSON_AddNumberToObject(v, "patch_size", x->patch);
-        cJSON_AddNumberToObject(v, "pooling_kernel_size", x->pool);
-        cJSON_AddNumberToObject(v, "position_embedding_size", x->n_pos);
-        cJSON_AddNumberToObject(v, "default_output_length", x->default_tokens);
-        cJSON_AddBoolToObject(v, "use_clipped_linears", x->clipped);
-        cJSON_AddNumberToObject(v, "rope_theta", x->theta);
-        cJSON_AddNumberToObject(v, "rms_norm_eps", x->eps);
-    }
-    if (c->has_audio) { /* the tower of audio.safetensors, under HF's audio_config keys */
-        const plume_audio_config *x = &c->aud;
-        cJSON *a = cJSON_AddObjectToObject(o, "audio");
-        cJSON_AddStringToObject(a, "file", "audio.safetensors");
-        cJSON_AddStringToObject(a, "weights", "f32");
-        cJSON_AddNumberToObject(a, "hidden_size", x->D);
-        cJSON_AddNumberToObject(a, "num_hidden_layers", x->L);
-        cJSON_AddNumberToObject(a, "num_attention_heads", x->H);
-        const int ch[2] = {x->C0, x->C1};
-        cJSON_AddItemToObject(a, "subsampling_conv_channels", cJSON_CreateIntArray(ch, 2));
-        cJSON_AddNumberToObject(a, "conv_kernel_size", x->K);
-        cJSON_AddNumberToObject(a, "attention_chunk_size", x->chunk);
-        cJSON_AddNumberToObject(a, "attention_context_left", x->left);
-        cJSON_AddNumberToObject(a, "attention_context_right", 0);
-        cJSON_AddNumberToObject(a, "attention_logit_cap", x->cap);
-        cJSON_AddNumberToObject(a, "residual_weight", x->residual);
-        cJSON_AddStringToObject(a, "hidden_act", "silu");
-        cJSON_AddBoolToObject(a, "use_clipped_linears", x->clipped);
-        cJSON_AddNumberToObject(a, "rms_norm_eps", x->eps);
-        cJSON_AddNumberToObject(a, "output_proj_dims", x->out_dims);
-    }
+    if (c->has_vision) write_vision(o, &c->vis);
+    if (c->has_audio) write_audio(o, &c->aud);
     cJSON *ch = cJSON_AddArrayToObject(o, "chunks");
     for (int32_t i = 0; i < PLUME_N_CHUNKS; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -466,7 +470,7 @@ int plume_config_write_bundle(const plume_config *c, const char *path, char **er
     char *js = cJSON_Print(o);
     cJSON_Delete(o);
     if (!js) return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    int rc = plume_write_file_atomic(path, js, strlen(js), err);
+    int rc = plume_write_file(path, js, strlen(js), PLUME_WRITE_REPLACE, err);
     free(js);
     return rc;
 }

@@ -3,7 +3,7 @@
  * binding and any other caller share it).
  *
  * Order of work: parse and check the config, check every tensor the text decoder needs
- * (present, right shape) before writing a byte, then write into BUNDLE.tmp-PID: sidecars,
+ * (present, right shape) before writing a byte, then write into a fresh BUNDLE.tmp-XXXXXX: sidecars,
  * RoPE tables, hf_model/, the three chunk files, model_config.json; rename at the end.
  * Rows are streamed in blocks of at most BLOCK_BYTES of float32. */
 #include <cjson/cJSON.h>
@@ -142,20 +142,19 @@ static int check_tensors(conv *cv, char **err) {
 
 /* ---- writing helpers ------------------------------------------------------------------- */
 
-/* Open a file in the output directory for writing. */
-static FILE *out_open(conv *cv, const char *name, char **err) {
+/* Open a file of the output directory for writing (common.h's safe writer). */
+static int out_open(conv *cv, plume_wfile *f, const char *name, char **err) {
     char *p = plume_path_join(cv->dir, name);
-    FILE *f = p ? fopen(p, "wb") : NULL;
-    if (!f) plume_fail(err, PLUME_EIO, "%s: cannot create: %s", p ? p : name, strerror(errno));
+    int rc = p ? plume_wfile_open(f, p, PLUME_WRITE_REPLACE, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
     free(p);
-    return f;
+    return rc;
 }
 
-/* Close a written file, checking for write errors. */
-static int out_close(FILE *f, const char *name, char **err) {
-    int bad = ferror(f);
-    bad = (fclose(f) != 0) || bad;
-    return bad ? plume_fail(err, PLUME_EIO, "%s: write failed", name) : 0;
+/* Finish a written file (ok: every write succeeded), or abandon it. */
+static int out_close(plume_wfile *f, int ok, char **err) {
+    if (ok) return plume_wfile_commit(f, err);
+    plume_wfile_abort(f);
+    return PLUME_EIO;
 }
 
 /* Rows per block for a row length. */
@@ -171,24 +170,20 @@ static int write_q8_sidecar(conv *cv, const char *rest, int64_t rows, int64_t co
     tname(cv, name, sizeof name, rest);
     uint16_t *scales = malloc((size_t)rows * 2);
     int8_t *q = malloc((size_t)(block_rows(cols) * cols));
-    FILE *fq = out_open(cv, qname, err);
+    plume_wfile fq, fs;
     int rc = scales && q ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!fq) rc = PLUME_EIO;
+    int opened = !rc && !(rc = out_open(cv, &fq, qname, err));
     for (int64_t r0 = 0; !rc && r0 < rows; r0 += block_rows(cols)) {
         int64_t n = rows - r0 < block_rows(cols) ? rows - r0 : block_rows(cols);
         if ((rc = cv->src->read(cv->src->ctx, name, r0, n, cv->rows, err))) break;
         for (int64_t r = 0; r < n; r++) plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, q + r * cols, &scales[r0 + r]);
-        if (fwrite(q, 1, (size_t)(n * cols), fq) != (size_t)(n * cols)) rc = plume_fail(err, PLUME_EIO, "%s: write failed", qname);
+        rc = plume_wfile_write(&fq, q, (size_t)(n * cols), err);
         progress(cv, n * cols, name);
     }
-    if (fq && out_close(fq, qname, err) && !rc) rc = PLUME_EIO;
-    if (!rc) {
-        FILE *fs = out_open(cv, sname, err);
-        if (!fs) rc = PLUME_EIO;
-        else {
-            if (fwrite(scales, 2, (size_t)rows, fs) != (size_t)rows) rc = plume_fail(err, PLUME_EIO, "%s: write failed", sname);
-            if (out_close(fs, sname, err) && !rc) rc = PLUME_EIO;
-        }
+    if (opened && out_close(&fq, !rc, err) && !rc) rc = PLUME_EIO;
+    if (!rc && !(rc = out_open(cv, &fs, sname, err))) {
+        rc = plume_wfile_write(&fs, scales, (size_t)rows * 2, err);
+        if (out_close(&fs, !rc, err) && !rc) rc = PLUME_EIO;
     }
     free(scales);
     free(q);
@@ -201,24 +196,25 @@ static int write_raw(conv *cv, const char *rest, int64_t rows, int64_t cols, int
     tname(cv, name, sizeof name, rest);
     int64_t br = block_rows(cols ? cols : rows), width = cols ? cols : rows;
     if (!cols) rows = 1;
-    FILE *f = out_open(cv, fname, err);
-    if (!f) return PLUME_EIO;
+    plume_wfile f;
+    int rc = out_open(cv, &f, fname, err);
+    if (rc) return rc;
     uint16_t *h = malloc((size_t)(br * width) * 2);
-    int rc = h ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!h) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
         int64_t n = rows - r0 < br ? rows - r0 : br;
         if ((rc = cv->src->read(cv->src->ctx, name, r0, n, cv->rows, err))) break;
         size_t cnt = (size_t)(n * width);
         if (half) {
             for (size_t i = 0; i < cnt; i++) h[i] = plume_f32_to_f16(cv->rows[i]);
-            if (fwrite(h, 2, cnt, f) != cnt) rc = plume_fail(err, PLUME_EIO, "%s: write failed", fname);
-        } else if (fwrite(cv->rows, 4, cnt, f) != cnt) {
-            rc = plume_fail(err, PLUME_EIO, "%s: write failed", fname);
+            rc = plume_wfile_write(&f, h, cnt * 2, err);
+        } else {
+            rc = plume_wfile_write(&f, cv->rows, cnt * 4, err);
         }
         progress(cv, n * width, name);
     }
     free(h);
-    if (out_close(f, fname, err) && !rc) rc = PLUME_EIO;
+    if (out_close(&f, !rc, err) && !rc) rc = PLUME_EIO;
     return rc;
 }
 
@@ -583,7 +579,7 @@ static int copy_small(conv *cv, const char *name, char **err) {
     if (from && plume_file_exists(from)) {
         rc = plume_read_file(from, &buf, &len, err);
         snprintf(to, sizeof to, "%s/hf_model/%s", cv->dir, name);
-        if (!rc) rc = plume_write_file_atomic(to, buf, len, err);
+        if (!rc) rc = plume_write_file(to, buf, len, PLUME_WRITE_REPLACE, err);
     }
     free(from);
     free(buf);
@@ -596,7 +592,7 @@ static int write_hf_model(conv *cv, char **err) {
     snprintf(path, sizeof path, "%s/hf_model", cv->dir);
     if (mkdir(path, 0755) != 0) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", path, strerror(errno));
     snprintf(path, sizeof path, "%s/hf_model/config.json", cv->dir);
-    int rc = plume_write_file_atomic(path, cv->src->config_json, strlen(cv->src->config_json), err);
+    int rc = plume_write_file(path, cv->src->config_json, strlen(cv->src->config_json), PLUME_WRITE_REPLACE, err);
     if (!rc) rc = copy_small(cv, "tokenizer.json", err);
     if (!rc) rc = copy_small(cv, "tokenizer_config.json", err);
     snprintf(path, sizeof path, "%s/hf_model/tokenizer.json", cv->dir);
@@ -614,28 +610,6 @@ static int write_hf_model(conv *cv, char **err) {
 }
 
 /* ---- the whole conversion -------------------------------------------------------------- */
-
-/* Remove the temporary directory and what is in it (one level plus hf_model/). */
-static void remove_tmp(const char *dir) {
-    static const char *const names[] = {
-        "model_config.json", "embed_tokens_q8.bin", "embed_tokens_scales.bin", "embed_tokens_per_layer_q8.bin",
-        "embed_tokens_per_layer_scales.bin", "per_layer_projection.bin", "per_layer_norm_weight.bin",
-        "cos_sliding.npy", "sin_sliding.npy", "cos_full.npy", "sin_full.npy", "tokenizer.bin",
-        "chunk_1.safetensors", "chunk_2.safetensors", "chunk_3.safetensors", "chunk_1.safetensors.tmp",
-        "chunk_2.safetensors.tmp", "chunk_3.safetensors.tmp", "hf_model/config.json", "hf_model/tokenizer.json",
-        "hf_model/tokenizer_config.json", "vision.safetensors", "vision.safetensors.tmp",
-        "audio.safetensors", "audio.safetensors.tmp", "hf_model"};
-    char p[4096];
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        if (remove(p) != 0 && errno != ENOENT) { /* a .tmp of atomic writes may remain */
-            char t[4200];
-            snprintf(t, sizeof t, "%s.tmp", p);
-            remove(t);
-        }
-    }
-    rmdir(dir);
-}
 
 int convert_run(const conv_source *src, const conv_options *opt, const char *out, char **err) {
     conv cv = {.src = src, .opt = opt, .t0 = plume_now()};
@@ -661,15 +635,16 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
                                                                                              : "model.";
     if ((rc = check_tensors(&cv, err)) || (rc = check_vision(&cv, err)) || (rc = check_audio(&cv, err))) return rc;
-    if (plume_file_exists(out)) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
-    if (!(cv.dir = plume_sprintf("%s.tmp-%d", out, (int)getpid()))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    struct stat sb;
+    if (lstat(out, &sb) == 0) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
+    /* a fresh directory of a random name (common.h), ours alone: nothing in it can be a link
+     * someone planted, and removing it on failure removes only what we wrote */
+    if (!(cv.dir = plume_mkdtemp_beside(out, err))) return PLUME_EIO;
     cv.rows = malloc(BLOCK_BYTES);
-    if (!cv.rows) { free(cv.dir); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
-    if (mkdir(cv.dir, 0755) != 0) {
-        rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", cv.dir, strerror(errno));
+    if (!cv.rows) {
+        rmdir(cv.dir);
         free(cv.dir);
-        free(cv.rows);
-        return rc;
+        return plume_fail(err, PLUME_ENOMEM, "out of memory");
     }
     int64_t LDp = (int64_t)c->L * c->Dp;
     rc = write_hf_model(&cv, err);
@@ -687,7 +662,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (!rc) rc = plume_config_write_bundle(c, mc, err);
     if (!rc) rc = plume_manifest_write(cv.dir, err); /* manifest.c: the last file written */
     if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
-    if (rc) remove_tmp(cv.dir);
+    if (rc) plume_rm_tree(cv.dir);
     else if (opt->progress) fprintf(stderr, "converting: done in %.1f s -> %s\n", plume_now() - cv.t0, out);
     free(cv.dir);
     free(cv.rows);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "digest.h"
@@ -19,22 +20,25 @@
 /* The hex SHA-256 of a file (hex[65]); bytes hashed are added to *done and reported. */
 static int hash_file(const char *path, char hex[65], uint64_t *done, uint64_t total, manifest_progress progress,
                      void *arg, char **err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    /* a regular file only: a FIFO would block the check forever, /dev/zero never end */
+    int fd = plume_open_regular(path, err);
+    if (fd < 0) return PLUME_EIO;
     uint8_t *buf = malloc(1 << 20);
-    if (!buf) { fclose(f); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
+    if (!buf) { close(fd); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
     sha256_ctx c;
     sha256_init(&c);
-    size_t r;
-    while ((r = fread(buf, 1, 1 << 20, f)) > 0) {
-        sha256_update(&c, buf, r);
-        *done += r;
+    ssize_t r;
+    while ((r = read(fd, buf, 1 << 20)) != 0) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) break;
+        sha256_update(&c, buf, (size_t)r);
+        *done += (uint64_t)r;
         if (progress) progress(*done, total, arg);
     }
-    int bad = ferror(f);
-    fclose(f);
+    int bad = r < 0 ? errno : 0;
+    close(fd);
     free(buf);
-    if (bad) return plume_fail(err, PLUME_EIO, "%s: read error", path);
+    if (bad) return plume_fail(err, PLUME_EIO, "%s: read error: %s", path, strerror(bad));
     sha256_final_hex(&c, hex);
     return 0;
 }
@@ -60,8 +64,17 @@ static void list_free(path_list *l) {
     free(l->p);
 }
 
+/* Whether a name is a temporary file of an unfinished write: NAME.tmp (older plume) or
+ * NAME.tmp-XXXXXX (common.h's safe writer). */
+static int is_tmp_name(const char *n) {
+    size_t len = strlen(n);
+    const char *t = strstr(n, ".tmp-");
+    return (len > 4 && !strcmp(n + len - 4, ".tmp")) || (t && strlen(t) == 11);
+}
+
 /* Collect the regular files below root/rel (rel "" for root itself), except the manifest and
- * temporary files of an unfinished write. */
+ * temporary files of an unfinished write. Links are not followed (lstat): a bundle's files
+ * are its own, and a link to a directory above could make the walk endless. */
 static int walk(const char *root, const char *rel, path_list *l, char **err) {
     char *dir = *rel ? plume_sprintf("%s/%s", root, rel) : plume_sprintf("%s", root);
     DIR *d = dir ? opendir(dir) : NULL;
@@ -73,15 +86,12 @@ static int walk(const char *root, const char *rel, path_list *l, char **err) {
     int rc = 0;
     for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
         const char *n = e->d_name;
-        size_t len = strlen(n);
-        if (!strcmp(n, ".") || !strcmp(n, "..") || (!*rel && !strcmp(n, MANIFEST_NAME)) ||
-            (len > 4 && !strcmp(n + len - 4, ".tmp")))
-            continue;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || (!*rel && !strcmp(n, MANIFEST_NAME)) || is_tmp_name(n)) continue;
         char *r = *rel ? plume_sprintf("%s/%s", rel, n) : plume_sprintf("%s", n);
         char *full = r ? plume_sprintf("%s/%s", root, r) : NULL;
         struct stat sb;
         if (!r || !full) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-        else if (stat(full, &sb) != 0) rc = plume_fail(err, PLUME_EIO, "%s: %s", full, strerror(errno));
+        else if (lstat(full, &sb) != 0) rc = plume_fail(err, PLUME_EIO, "%s: %s", full, strerror(errno));
         else if (S_ISDIR(sb.st_mode)) rc = walk(root, r, l, err);
         else if (S_ISREG(sb.st_mode)) {
             l->bytes += (uint64_t)sb.st_size;
@@ -120,7 +130,7 @@ int plume_manifest_write(const char *dir, char **err) {
     }
     if (!rc) {
         char *path = plume_sprintf("%s/%s", dir, MANIFEST_NAME);
-        rc = path ? plume_write_file_atomic(path, text, at, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        rc = path ? plume_write_file(path, text, at, PLUME_WRITE_REPLACE, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
         free(path);
     }
     free(text);

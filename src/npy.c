@@ -135,7 +135,7 @@ int npy_write(const char *path, const char *descr, const int64_t *shape, int32_t
     memset(buf + 10 + n, ' ', pad);
     buf[10 + hlen - 1] = '\n';
     memcpy(buf + 10 + hlen, data, (size_t)count * item);
-    int rc = plume_write_file_atomic(path, buf, bytes, err);
+    int rc = plume_write_file(path, buf, bytes, 0, err);
     free(buf);
     return rc;
 }

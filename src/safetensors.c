@@ -30,8 +30,8 @@ static int dtype_of(const char *s) {
 }
 
 int st_pread(const char *path, uint64_t off, void *buf, size_t n, char **err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plume_fail(err, PLUME_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = plume_open_regular(path, err);
+    if (fd < 0) return PLUME_EIO;
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = pread(fd, p, n, (off_t)off);
@@ -236,11 +236,8 @@ const char *st_meta(const st_file *f, const char *key) {
 int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err) {
     memset(w, 0, sizeof *w);
     w->align = align ? align : 1;
-    w->path = strdup(path);
-    if (!w->path || !(w->tmp = plume_sprintf("%s.tmp", path))) {
-        w->tmp = NULL;
-        return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    }
+    w->f.fd = -1;
+    if (!(w->path = strdup(path))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -291,8 +288,8 @@ int st_writer_meta(st_writer *w, const char *key, const char *value, char **err)
 static int skip_padding(st_writer *w, char **err) {
     static const uint8_t zeros[64];
     while (w->next < w->n && !strncmp(w->t[w->next].name, "__pad.", 6)) {
-        if (fwrite(zeros, 1, w->t[w->next].nbytes, w->fp) != w->t[w->next].nbytes)
-            return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        int rc = plume_wfile_write(&w->f, zeros, w->t[w->next].nbytes, err);
+        if (rc) return rc;
         w->next++;
     }
     return 0;
@@ -321,17 +318,19 @@ int st_writer_begin(st_writer *w, char **err) {
     size_t n = strlen(js);
     size_t hlen = n;
     while ((8 + hlen) % w->align) hlen++; /* space padding: the data start is aligned too */
-    w->fp = fopen(w->tmp, "wb");
-    if (!w->fp) {
+    int rc = plume_wfile_open(&w->f, w->path, PLUME_WRITE_REPLACE, err);
+    if (rc) {
         free(js);
-        return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
+        return rc;
     }
+    w->open = 1;
     uint8_t lenb[8];
     plume_wr_u64le(lenb, hlen);
-    int ok = fwrite(lenb, 1, 8, w->fp) == 8 && fwrite(js, 1, n, w->fp) == n;
-    for (size_t i = n; ok && i < hlen; i++) ok = fputc(' ', w->fp) != EOF;
+    rc = plume_wfile_write(&w->f, lenb, 8, err);
+    if (!rc) rc = plume_wfile_write(&w->f, js, n, err);
+    for (size_t i = n; !rc && i < hlen; i++) rc = plume_wfile_write(&w->f, " ", 1, err);
     free(js);
-    if (!ok) return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+    if (rc) return rc;
     w->next = 0;
     w->written = 0;
     return skip_padding(w, err);
@@ -343,40 +342,31 @@ int st_writer_write(st_writer *w, const void *data, size_t n, char **err) {
         if (w->next >= w->n) return plume_fail(err, PLUME_EINVAL, "%s: more bytes than the planned tensors hold", w->path);
         const st_wtensor *t = &w->t[w->next];
         size_t take = (size_t)(t->nbytes - w->written) < n ? (size_t)(t->nbytes - w->written) : n;
-        if (take && fwrite(p, 1, take, w->fp) != take)
-            return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        int rc = take ? plume_wfile_write(&w->f, p, take, err) : 0;
+        if (rc) return rc;
         p += take;
         n -= take;
         w->written += take;
         if (w->written == t->nbytes) {
             w->next++;
             w->written = 0;
-            int rc = skip_padding(w, err);
-            if (rc) return rc;
+            if ((rc = skip_padding(w, err))) return rc;
         }
     }
     return 0;
 }
 
 int st_writer_finish(st_writer *w, char **err) {
-    if (w->next != w->n || !w->fp)
+    if (w->next != w->n || !w->open)
         return plume_fail(err, PLUME_EINVAL, "%s: tensor %s was not written", w->path,
                           w->next < w->n ? w->t[w->next].name : "?");
-    int ok = fflush(w->fp) == 0 && fsync(fileno(w->fp)) == 0;
-    ok = fclose(w->fp) == 0 && ok;
-    w->fp = NULL;
-    if (!ok || rename(w->tmp, w->path) != 0)
-        return plume_fail(err, PLUME_EIO, "%s: write failed: %s", w->path, strerror(errno));
-    free(w->tmp);
-    w->tmp = NULL;
-    return 0;
+    w->open = 0;
+    return plume_wfile_commit(&w->f, err);
 }
 
 void st_writer_free(st_writer *w) {
     if (!w) return;
-    if (w->fp) fclose(w->fp);
-    if (w->tmp) unlink(w->tmp);
-    free(w->tmp);
+    if (w->open) plume_wfile_abort(&w->f);
     free(w->path);
     for (int32_t i = 0; i < w->n; i++) free(w->t[i].name);
     for (int32_t i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);

@@ -64,9 +64,9 @@ typedef struct {
 } st_wtensor;
 
 typedef struct {
-    char *path;       /* final path; bytes go to path.tmp until st_writer_finish */
-    char *tmp;
-    void *fp;         /* FILE* */
+    char *path;       /* final path; the bytes go to a temporary file beside it until st_writer_finish */
+    plume_wfile f;    /* common.h's safe writer: open between st_writer_begin and finish */
+    int open;         /* f is open */
     uint32_t align;   /* 1 (plain) or 64: tensor offsets and the data start are multiples */
     st_wtensor *t;    /* [n] planned tensors (room for cap) */
     int32_t n;
@@ -78,7 +78,8 @@ typedef struct {
     uint64_t pos;     /* data bytes written */
 } st_writer;
 
-/* Start planning a file at path; align is 1 or 64. */
+/* Start planning a file at path (a name plume owns: whatever is there is replaced, never
+ * followed, PLUME_WRITE_REPLACE); align is 1 or 64. */
 int st_writer_init(st_writer *w, const char *path, uint32_t align, char **err);
 /* Plan one tensor (all tensors are planned before the first write, in write order). */
 int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int32_t ndim,

@@ -452,7 +452,7 @@ const int32_t *plume_session_tokens(const plume_session *s) { return s->tokens; 
 
 typedef struct {
     uint64_t h;
-    FILE *f;
+    plume_wfile *f;
     int ok;
 } state_writer;
 
@@ -460,7 +460,7 @@ typedef struct {
 static void sw_put(state_writer *w, const void *p, size_t n) {
     const uint8_t *b = p;
     for (size_t i = 0; i < n; i++) w->h = (w->h ^ b[i]) * 1099511628211ull;
-    if (w->ok && n && fwrite(p, 1, n, w->f) != n) w->ok = 0;
+    if (w->ok && n && plume_wfile_write(w->f, p, n, NULL)) w->ok = 0;
 }
 
 /* Rows of each cache a state file carries. */
@@ -573,10 +573,9 @@ static void state_header(const plume_session *s, uint8_t *hdr, uint64_t payload)
 }
 
 int plume_session_save(const plume_session *s, const char *path, char **err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    plume_wfile f; /* common.h: a fresh temporary file beside path, or path itself when it is a device or link */
+    int rc = plume_wfile_open(&f, path, 0, err);
+    if (rc) return rc;
     size_t stride;
     uint64_t payload = state_payload(&s->m->c, s->n_ctx, s->n_past, s->n_rewind, s->kv_bits, s->snap_valid, &stride);
     if (s->keys) { /* version 2: keys and media rows */
@@ -586,8 +585,8 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
     uint8_t hdr[64];
     state_header(s, hdr, payload);
     memcpy(hdr + 56, &payload, 8);
-    state_writer w = {1469598103934665603ull, f, 1};
-    w.ok = fwrite(hdr, 1, 64, f) == 64;
+    state_writer w = {1469598103934665603ull, &f, 1};
+    w.ok = plume_wfile_write(&f, hdr, 64, NULL) == 0;
     sw_put(&w, s->tokens, (size_t)s->n_past * 4);
     for (int32_t ci = 0; ci < PLUME_N_CHUNKS; ci++)
         for (int32_t i = 0; i < s->chunk[ci].n_kv; i++) {
@@ -604,14 +603,10 @@ int plume_session_save(const plume_session *s, const char *path, char **err) {
             sw_put(&w, s->spans[i].rows, (size_t)s->spans[i].n * (size_t)s->m->c.D * 4);
         }
     }
-    int ok = w.ok && fwrite(&w.h, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        return rc;
-    }
-    return 0;
+    if (w.ok && plume_wfile_write(&f, &w.h, 8, err) == 0) return plume_wfile_commit(&f, err);
+    rc = plume_fail(err, PLUME_EIO, "%s: write failed: %s", path, f.failed ? strerror(f.failed) : "out of memory");
+    plume_wfile_abort(&f);
+    return rc;
 }
 
 /* Read version 2's media section [p, end): the keys of the n_past positions and the spans'

@@ -321,7 +321,7 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = plume_write_file_atomic(path, s->config_json, strlen(s->config_json), err);
+    int rc = plume_write_file(path, s->config_json, strlen(s->config_json), PLUME_WRITE_REPLACE, err);
     uint64_t total = 0;
     for (int32_t i = 0; i < s->n; i++) total += tensor_bytes(&s->t[i]);
     cJSON *index = cJSON_CreateObject(), *wm = NULL;
@@ -344,7 +344,7 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
     if (!rc) {
         char *js = cJSON_Print(index);
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        rc = js ? plume_write_file_atomic(path, js, strlen(js), err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        rc = js ? plume_write_file(path, js, strlen(js), PLUME_WRITE_REPLACE, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
         free(js);
     }
     cJSON_Delete(index);
@@ -356,7 +356,7 @@ static int write_hf(synth_ctx *s, const char *dir, int32_t shards, const char *t
         if (!plume_file_exists(from) && i) continue;
         rc = plume_read_file(from, &buf, &len, err);
         snprintf(path, sizeof path, "%s/%s", dir, f);
-        if (!rc) rc = plume_write_file_atomic(path, buf, len, err);
+        if (!rc) rc = plume_write_file(path, buf, len, PLUME_WRITE_REPLACE, err);
         if (!rc) free(buf);
     }
     return rc;

@@ -440,7 +440,7 @@ void plume_tokenizer_free(plume_tokenizer *tok) {
 /* Write the binary form as tokenizer.bin (temporary file + rename). */
 int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err) {
     if (!tok || !tok->bin) return plume_fail(err, PLUME_EINVAL, "%s: no tokenizer to save", path);
-    return plume_write_file_atomic(path, tok->bin, tok->bin_size, err);
+    return plume_write_file(path, tok->bin, tok->bin_size, 0, err);
 }
 
 /* Number of ids (0 for NULL). */

@@ -18,6 +18,12 @@ name picks a behaviour:
   test/corrupt*   one byte of a shard is flipped (the listing keeps the true hash)
   test/evil*      the listing also has "../evil"
   test/llama*     config.json says model_type "llama"
+  test/hugesize*  the listing gives a shard a size of 2e15 bytes
+  test/nosize*    the listing gives a shard no size
+  test/biglist*   the listing is 65 MB of JSON
+  test/long*      the first download of a shard sends 100 bytes more than listed (once per repo)
+  test/short*     the first download of a shard is a whole 200 of 100 bytes fewer (once per repo)
+  test/escape*    the API answers 400 with terminal escape sequences in X-Error-Message
   anything else   404 RepoNotFound; a revision other than main or the commit: 404 RevisionNotFound
 
 Each request is logged as one line: METHOD PATH host=H range=R auth=yes|no status=S sent=N.
@@ -87,6 +93,10 @@ def listing(repo):
         e = {"rfilename": n, "blobId": git_blob_sha1(data), "size": len(data)}
         if is_lfs(n):
             e["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+        if n == "model-00002-of-00002.safetensors" and repo.startswith("test/hugesize"):
+            e["lfs"]["size"] = e["size"] = 2e15
+        if n == "model-00002-of-00002.safetensors" and repo.startswith("test/nosize"):
+            del e["lfs"]["size"], e["size"]
         sib.append(e)
     return {"id": repo, "modelId": repo, "sha": commit_of(repo), "private": False, "siblings": sib}
 
@@ -170,13 +180,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 data = bytes(data)
             if repo.startswith("test/flaky") and first_time(repo, "lfs500"):
                 return self.error(500, "Internal", "try again")
+            if repo.startswith("test/long") and first_time(repo, "long"):
+                data = data + b"x" * 100
+            if repo.startswith("test/short") and first_time(repo, "short"):
+                return self.answer(200, data[:-100], {"ETag": '"%s"' % hashlib.sha256(data).hexdigest()})
             cut = (repo.startswith("test/cut") and name == "model-00001-of-00002.safetensors"
                    and not self.headers.get("Range") and first_time(repo, "cut"))
             return self.ranged(data, {"ETag": '"%s"' % hashlib.sha256(data).hexdigest()}, cut)
         if not host.startswith("127.0.0.1:"):
             return self.error(400, "WrongHost", "the API is served on 127.0.0.1")
-        known = lambda r: r == "google/gemma-4-E2B-it" or r in REPOS or any(
-            r.startswith("test/" + k) for k in ("tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama"))
+        known = lambda r: r == "google/gemma-4-E2B-it" or r in REPOS or any(r.startswith("test/" + k) for k in (
+            "tiny", "gated", "cut", "flaky", "corrupt", "evil", "llama", "hugesize", "nosize", "biglist", "long", "short",
+            "escape"))
         if len(parts) == 6 and parts[:2] == ["api", "models"] and parts[4] == "revision":
             repo, rev = parts[2] + "/" + parts[3], parts[5]
             if not known(repo):
@@ -187,6 +202,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev)
             if repo.startswith("test/flaky") and first_time(repo, "api500"):
                 return self.error(500, "Internal", "try again")
+            if repo.startswith("test/escape"):
+                return self.error(400, "BadRequest", "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m")
+            if repo.startswith("test/biglist"):
+                return self.answer(200, b'{"pad": "' + b"x" * (65 << 20) + b'"}', {"Content-Type": "application/json"})
             return self.answer(200, json.dumps(listing(repo)).encode(), {"Content-Type": "application/json"})
         if len(parts) >= 5 and parts[2] == "resolve":
             repo, rev, name = parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:])

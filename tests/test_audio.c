@@ -67,7 +67,7 @@ static int make_checkpoint(const char *dir) {
         free(tp);
     }
     char *json = map ? cJSON_Print(index) : NULL, *op = plume_path_join(dir, "model.safetensors.index.json");
-    rc = json ? plume_write_file_atomic(op, json, strlen(json), &err) : -1;
+    rc = json ? plume_write_file(op, json, strlen(json), 0, &err) : -1;
     if (err) printf("  %s\n", err);
     cJSON_Delete(index);
     free(json), free(op), free(ip), free(text), free(err);

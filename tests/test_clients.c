@@ -103,6 +103,7 @@ static void test_openai_fields(void) { openai_case("fields"); }
 static void test_openai_abort_frees_slot(void) { openai_case("abort"); }
 static void test_openai_abort_while_queued(void) { openai_case("abort_queued"); }
 static void test_openai_completions(void) { openai_case("completions"); }
+static void test_openai_details(void) { openai_case("details"); }
 static void test_openai_errors(void) { openai_case("errors"); }
 
 /* A script's case: a failure prints the script's output. */
@@ -115,17 +116,21 @@ static void test_responses_plain(void) { script_case("responses.mjs", "plain"); 
 static void test_responses_stream(void) { script_case("responses.mjs", "stream"); }
 static void test_responses_tools(void) { script_case("responses.mjs", "tools"); }
 static void test_responses_reasoning(void) { script_case("responses.mjs", "reasoning"); }
+static void test_responses_fields(void) { script_case("responses.mjs", "fields"); }
 static void test_responses_errors(void) { script_case("responses.mjs", "errors"); }
 static void test_anthropic_plain(void) { script_case("anthropic.mjs", "plain"); }
 static void test_anthropic_stream(void) { script_case("anthropic.mjs", "stream"); }
 static void test_anthropic_tools(void) { script_case("anthropic.mjs", "tools"); }
 static void test_anthropic_prefill(void) { script_case("anthropic.mjs", "prefill"); }
+static void test_anthropic_thinking(void) { script_case("anthropic.mjs", "thinking"); }
+static void test_anthropic_sampling(void) { script_case("anthropic.mjs", "sampling"); }
 static void test_anthropic_errors(void) { script_case("anthropic.mjs", "errors"); }
 static void test_ollama_probe(void) { script_case("ollama.mjs", "probe"); }
 static void test_ollama_chat(void) { script_case("ollama.mjs", "chat"); }
 static void test_ollama_generate(void) { script_case("ollama.mjs", "generate"); }
 static void test_ollama_tools(void) { script_case("ollama.mjs", "tools"); }
 static void test_ollama_seeds(void) { script_case("ollama.mjs", "seeds"); }
+static void test_ollama_options(void) { script_case("ollama.mjs", "options"); }
 static void test_ollama_errors(void) { script_case("ollama.mjs", "errors"); }
 
 static void test_structured_schemas_valid(void) { script_case("structured.mjs", "schemas"); }
@@ -209,22 +214,27 @@ int main(void) {
     RUN(test_openai_abort_frees_slot);
     RUN(test_openai_abort_while_queued);
     RUN(test_openai_completions);
+    RUN(test_openai_details);
     RUN(test_openai_errors);
     RUN(test_responses_plain);
     RUN(test_responses_stream);
     RUN(test_responses_tools);
     RUN(test_responses_reasoning);
+    RUN(test_responses_fields);
     RUN(test_responses_errors);
     RUN(test_anthropic_plain);
     RUN(test_anthropic_stream);
     RUN(test_anthropic_tools);
     RUN(test_anthropic_prefill);
+    RUN(test_anthropic_thinking);
+    RUN(test_anthropic_sampling);
     RUN(test_anthropic_errors);
     RUN(test_ollama_probe);
     RUN(test_ollama_chat);
     RUN(test_ollama_generate);
     RUN(test_ollama_tools);
     RUN(test_ollama_seeds);
+    RUN(test_ollama_options);
     RUN(test_ollama_errors);
     RUN(test_structured_schemas_valid);
     RUN(test_structured_json_object);

@@ -282,14 +282,110 @@ static void test_hostile_listing(void) {
     CHECK(st != 0 && strstr(out, "unsafe file name '../evil'"), "../evil: %d %s", st, out);
     t_sh(out, sizeof out, "find %s -name evil | wc -l", tmp);
     CHECK(atoi(out) == 0, "a file named evil was written");
-    /* a snapshot entry that links out of the cache is refused, not read */
+    /* a snapshot entry that links out of the cache is never read: it is replaced by a link
+     * into blobs/ (the file outside is left alone) */
     char commit[41];
     commit_of("test/tiny-link", commit);
-    st = t_sh(out, sizeof out, "d=%s/hf/models--test--tiny-link/snapshots/%s && mkdir -p $d %s/outside && "
-              "cp %s/tiny-a/hf/config.json %s/outside/ && ln -s %s/outside/config.json $d/config.json && "
-              "%s %s/plume pull test/tiny-link",
-              tmp, commit, tmp, t_data(), tmp, tmp, env, t_build());
-    CHECK(st != 0 && strstr(out, "leads out of the cache"), "link out of the cache: %d %s", st, out);
+    st = t_sh(out, sizeof out, "(d=%s/hf/models--test--tiny-link/snapshots/%s && mkdir -p $d %s/outside && "
+              "echo mine > %s/outside/config.json && ln -s %s/outside/config.json $d/config.json && "
+              "%s %s/plume pull test/tiny-link && readlink $d/config.json && cat %s/outside/config.json)",
+              tmp, commit, tmp, tmp, tmp, env, t_build(), tmp);
+    CHECK(st == 0 && strstr(out, "../../blobs/") && strstr(out, "mine"), "link out of the cache: %d %s", st, out);
+    /* a snapshot directory that is a link out of the cache is refused, nothing written there */
+    commit_of("test/tiny-dirlink", commit);
+    st = t_sh(out, sizeof out, "mkdir -p %s/hf/models--test--tiny-dirlink/snapshots %s/outdir && "
+              "ln -s %s/outdir %s/hf/models--test--tiny-dirlink/snapshots/%s && %s %s/plume pull test/tiny-dirlink",
+              tmp, tmp, tmp, tmp, commit, env, t_build());
+    CHECK(st != 0 && strstr(out, "leads out of the cache"), "snapshot dir out of the cache: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/outdir | wc -l", tmp);
+    CHECK(atoi(out) == 0, "something was written out of the cache: %s", out);
+}
+
+/* A Hub that lies: a size of 2e15 or none, a listing over 64 MB, more bytes than listed, a
+ * whole answer shorter than listed: each a clear refusal, and nothing left in the cache that
+ * spoils the next pull (the lying answers come once per repo: the second pull succeeds). */
+static void test_lying_hub(void) {
+    char out[16384];
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/hugesize", env, t_build());
+    CHECK(st != 0 && strstr(out, "no usable size") && strstr(out, "out of range"), "size 2e15: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/nosize", env, t_build());
+    CHECK(st != 0 && strstr(out, "no usable size") && strstr(out, "missing"), "no size: %d %s", st, out);
+    char *log = log_since(m);
+    CHECK(!count_lines(log, "/lfs/", NULL), "content fetched from a listing that lies: %s", log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/biglist", env, t_build());
+    CHECK(st != 0 && strstr(out, "larger than 64 MB"), "a 65 MB listing: %d %s", st, out);
+    const char *liars[] = {"test/long", "test/short"}, *said[] = {"more bytes than the listed", "the listing says"};
+    for (int i = 0; i < 2; i++) {
+        st = t_sh(out, sizeof out, "%s %s/plume pull %s", env, t_build(), liars[i]);
+        CHECK(st != 0 && strstr(out, said[i]) && strstr(out, "removed"), "%s: %d %s", liars[i], st, out);
+        t_sh(out, sizeof out, "ls %s/hf/models--test--%s/blobs/ | grep -c incomplete", tmp, liars[i] + 5);
+        CHECK(atoi(out) == 0, "%s: a partial download was kept: %s", liars[i], out);
+        st = t_sh(out, sizeof out, "%s %s/plume pull %s", env, t_build(), liars[i]);
+        CHECK(st == 0, "%s, the next pull: %d %s", liars[i], st, out);
+    }
+}
+
+/* Escape sequences from the Hub (X-Error-Message) and from pull.json never reach the
+ * terminal: they are printed as \xNN. */
+static void test_escapes_not_printed(void) {
+    char out[16384];
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/escape", env, t_build());
+    CHECK(st != 0 && !strchr(out, 0x1b) && !strchr(out, 0x07) && strstr(out, "\\x1b[31mred"), "X-Error-Message: %d %s", st,
+          out);
+    st = t_sh(out, sizeof out, "b=%s/home/.cache/plume/evil-q8 && mkdir -p $b && echo '{}' > $b/model_config.json && "
+              "printf '{\"repo\": \"a\\u001b[2Jb\\u009bc\", \"commit\": \"\\u001b]0;x\\u0007\"}' > $b/pull.json && "
+              "%s %s/plume list",
+              tmp, env, t_build());
+    CHECK(st == 0 && strstr(out, "evil-q8") && !strchr(out, 0x1b) && !strchr(out, 0x07) && !strstr(out, "\xc2\x9b") &&
+              strstr(out, "a\\x1b[2Jb"),
+          "plume list of a pull.json with escapes: %d %s", st, out);
+    t_sh(out, sizeof out, "rm -rf %s/home/.cache/plume/evil-q8", tmp);
+}
+
+/* A directory at the bundle's path that plume did not make (no model_config.json) is left
+ * alone, by pull and by run -m ORG/NAME, with a message that says what to do. */
+static void test_foreign_directory_kept(void) {
+    char out[16384], b[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tiny-mine-q8", tmp);
+    t_sh(out, sizeof out, "mkdir -p %s && echo precious > %s/notes.txt", b, b);
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny-mine", env, t_build());
+    CHECK(st != 0 && strstr(out, "not a bundle") && strstr(out, "move it away"), "pull: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume run -m test/tiny-mine -p hi -n 1", env, t_build());
+    CHECK(st != 0 && strstr(out, "not a bundle"), "run -m: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "cat %s/notes.txt", b) == 0 && !strcmp(out, "precious\n"), "the directory was touched: %s", out);
+}
+
+/* Links and FIFOs planted in the Hugging Face cache: refs/main a link to a file outside, a
+ * blob's .incomplete a link and a FIFO, a blob a link out of the cache. None is followed or
+ * read; each is replaced by what the pull makes. A FIFO pull.json does not hang plume list. */
+static void test_planted_cache_entries(void) {
+    char out[16384], sha[80], d[800];
+    t_sh(sha, sizeof sha, "sha256sum %s/tiny-a/hf/model-00001-of-00002.safetensors | cut -c1-64", t_data());
+    char sha2[80];
+    t_sh(sha2, sizeof sha2, "sha256sum %s/tiny-a/hf/model-00002-of-00002.safetensors | cut -c1-64", t_data());
+    sha[strcspn(sha, "\n")] = sha2[strcspn(sha2, "\n")] = 0;
+    snprintf(d, sizeof d, "%s/hf/models--test--tiny-planted", tmp);
+    int st = t_sh(out, sizeof out, "(mkdir -p %s/refs %s/blobs && echo victim > %s/victim && ln -s %s/victim %s/refs/main && "
+                  "ln -s %s/victim %s/blobs/%s.incomplete && mkfifo %s/blobs/%s.incomplete && "
+                  "timeout 60 sh -c '%s %s/plume pull test/tiny-planted')",
+                  d, d, tmp, tmp, d, tmp, d, sha, d, sha2, env, t_build());
+    CHECK(st == 0, "pull with planted entries: %d %s", st, out);
+    st = t_sh(out, sizeof out, "cat %s/victim && test -f %s/refs/main -a ! -L %s/refs/main && test -f %s/blobs/%s -a ! -L %s/blobs/%s "
+              "&& test -f %s/blobs/%s",
+              tmp, d, d, d, sha, d, sha, d, sha2);
+    CHECK(st == 0 && !strcmp(out, "victim\n"), "the planted entries were followed: %d %s", st, out);
+    /* a blob that links out of the cache: removed, fetched again */
+    st = t_sh(out, sizeof out, "(%s %s/plume rm test--tiny-planted-q8 && rm -f %s/blobs/%s && ln -s %s/victim %s/blobs/%s && "
+              "rm -rf %s/snapshots && timeout 60 sh -c '%s %s/plume pull test/tiny-planted' && test ! -L %s/blobs/%s && cat %s/victim)",
+              env, t_build(), d, sha, tmp, d, sha, d, env, t_build(), d, sha, tmp);
+    CHECK(st == 0 && strstr(out, "victim"), "a blob linked out of the cache: %d %s", st, out);
+    /* a FIFO pull.json */
+    st = t_sh(out, sizeof out, "rm %s/home/.cache/plume/test--tiny-planted-q8/pull.json && "
+              "mkfifo %s/home/.cache/plume/test--tiny-planted-q8/pull.json && timeout 20 sh -c '%s %s/plume list'",
+              tmp, tmp, env, t_build());
+    CHECK(st == 0 && strstr(out, "test--tiny-planted-q8"), "plume list with a FIFO pull.json: %d %s", st, out);
 }
 
 static void test_not_gemma(void) {
@@ -433,6 +529,10 @@ int main(void) {
     RUN(test_corrupt_byte);
     RUN(test_hostile_listing);
     RUN(test_not_gemma);
+    RUN(test_lying_hub);
+    RUN(test_escapes_not_printed);
+    RUN(test_foreign_directory_kept);
+    RUN(test_planted_cache_entries);
     RUN(test_list_rm_and_default);
     RUN(test_default_model);
     RUN(test_e4b_by_name);

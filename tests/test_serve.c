@@ -8,152 +8,11 @@
  * the prompt's log-probabilities, continued assistant messages, CORS, Ollama's model
  * endpoints, a client hanging up frees its slot, /metrics and /tokenize, SIGTERM exits 0 and
  * --slot-save keeps the slots across a restart. Every curl has a time limit. */
-#include "t.h"
+#include "t_serve.h"
 
-#include <cjson/cJSON.h>
-#include <signal.h>
-#include <spawn.h>
 #include <strings.h>
-#include <time.h>
-#include <unistd.h>
-
-extern char **environ;
-
-static char *tmp;
-static char bundle[600];
-
-/* A server started in the background. */
-typedef struct {
-    pid_t pid;
-    int port;
-    char log[700];
-} server;
 
 static server A; /* --parallel 4, the default limits */
-
-/* Start `sh -c cmd` in the background; its pid (the shell execs the last command). */
-static pid_t spawn_sh(const char *cmd) {
-    pid_t pid;
-    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
-    return posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ? -1 : pid;
-}
-
-/* Sleep ms milliseconds. */
-static void nap(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Start plume serve with flags on a free port; 0 when it listens (port parsed from its log). */
-static int server_start(server *sv, const char *tag, const char *flags) {
-    char cmd[2048];
-    snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
-    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
-    sv->port = 0;
-    if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
-    for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
-        nap(50);
-        FILE *f = fopen(sv->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "listening on http://127.0.0.1:");
-            if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        }
-        if (f) fclose(f);
-        int st;
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return -1;
-    }
-    return sv->port ? 0 : -1;
-}
-
-/* SIGTERM the server and wait up to 10 s; its exit status (-1: still running, killed, or
- * not a normal exit). *secs receives the time it took. */
-static int server_stop(server *sv, double *secs) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    kill(sv->pid, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            if (secs) *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        nap(50);
-    }
-    kill(sv->pid, SIGKILL);
-    waitpid(sv->pid, &st, 0);
-    return -1;
-}
-
-/* curl the server with extra arguments (fmt); the HTTP status (0: no answer), the body in
- * out, the response headers in tmp/headers. */
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...) {
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "curl -s -m 60 -D %s/headers -w '\\n%%{http_code}' %s http://127.0.0.1:%d%s", tmp, args,
-             sv->port, path);
-    t_sh(out, cap, "%s", cmd);
-    char *nl = strrchr(out, '\n');
-    if (!nl) return 0;
-    int status = atoi(nl + 1);
-    *nl = 0;
-    return status;
-}
-
-/* POST a JSON body (no single quotes in it) to path; the status. */
-static int post(const server *sv, char *out, size_t cap, const char *path, const char *json) {
-    return http(sv, out, cap, path, "-H 'Content-Type: application/json' -d '%s'", json);
-}
-
-/* Whether the response headers (tmp/headers) contain s. */
-static int header_has(const char *s) {
-    char path[800], buf[4096] = {0};
-    snprintf(path, sizeof path, "%s/headers", tmp);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return strstr(buf, s) != NULL;
-}
-
-/* Whether body is an OpenAI error {"error": {"message", "type", "param", "code"}} whose code
- * (when want_code is given) is want_code. */
-static int is_error(const char *body, const char *want_code) {
-    cJSON *root = cJSON_Parse(body);
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message"), *code = cJSON_GetObjectItemCaseSensitive(e, "code");
-    int ok = cJSON_IsString(msg) && *msg->valuestring && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "type")) &&
-             cJSON_GetObjectItemCaseSensitive(e, "param") && code &&
-             (!want_code || (cJSON_IsString(code) && !strcmp(code->valuestring, want_code)));
-    cJSON_Delete(root);
-    return ok;
-}
-
-/* The value of a metric line "name value" in the /metrics text, or -1. */
-static double metric(const server *sv, const char *name) {
-    char out[8192];
-    if (http(sv, out, sizeof out, "/metrics", "%s", "") != 200) return -1;
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    char *p = strstr(out, key);
-    return p ? atof(p + strlen(key)) : -1;
-}
-
-/* Poll /metrics until name == want (up to ms); whether it got there. */
-static int metric_reaches(const server *sv, const char *name, double want, int ms) {
-    for (int t = 0; t < ms; t += 20) {
-        if (metric(sv, name) == want) return 1;
-        nap(20);
-    }
-    return 0;
-}
 
 /* A string at a path of keys/indices in a JSON text: e.g. get_str(j, "choices", 0, "text"). */
 static cJSON *dig(cJSON *root, const char *k1, int i, const char *k2) {
@@ -697,21 +556,21 @@ static const char *const dialect_reqs[][3] = {
      ", \"stream\": true"},
 };
 
-/* Every dialect, whole and streamed, gives want (the OpenAI chat endpoint's greedy text). */
-static void dialects_agree(const char *want, const char *when) {
+/* Dialect request i, whole and streamed, gives want (the OpenAI chat endpoint's greedy text). */
+static void dialect_agrees(size_t i, const char *want, const char *when) {
     static char out[262144], body[4096], text[65536];
-    for (size_t i = 0; i < sizeof dialect_reqs / sizeof *dialect_reqs; i++)
-        for (int stream = 0; stream < 2; stream++) {
-            snprintf(body, sizeof body, "%s%s}", dialect_reqs[i][1], stream ? dialect_reqs[i][2] : "");
-            int st = post(&A, out, sizeof out, dialect_reqs[i][0], body);
-            int n = answer_text(dialect_reqs[i][0], out, text, sizeof text);
-            CHECK(st == 200 && n >= 1 && !strcmp(text, want), "%s: %s %s: %d '%s', want '%s'\n%.600s", when,
-                  dialect_reqs[i][0], stream ? "streamed" : "whole", st, text, want, out);
-        }
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "%s%s}", dialect_reqs[i][1], stream ? dialect_reqs[i][2] : "");
+        int st = post(&A, out, sizeof out, dialect_reqs[i][0], body);
+        int n = answer_text(dialect_reqs[i][0], out, text, sizeof text);
+        CHECK(st == 200 && n >= 1 && !strcmp(text, want), "%s: %s %s: %d '%s', want '%s'\n%.600s", when, dialect_reqs[i][0],
+              stream ? "streamed" : "whole", st, text, want, out);
+    }
 }
 
 /* The same greedy text through every dialect, whole and streamed, alone and with three
- * other requests running. */
+ * other requests running (started afresh for each dialect, so they still run when its two
+ * requests are compared, however slow the machine). */
 static void test_dialects_same_greedy(void) {
     static char out[65536], want[65536];
     char body[4096];
@@ -719,12 +578,15 @@ static void test_dialects_same_greedy(void) {
     CHECK(post(&A, out, sizeof out, dialect_reqs[0][0], body) == 200, "chat: %s", out);
     answer_text(dialect_reqs[0][0], out, want, sizeof want);
     CHECK(*want, "an empty greedy answer: %s", out);
-    dialects_agree(want, "alone");
-    pid_t others[3];
-    others_start(others);
-    dialects_agree(want, "amid 3 others");
-    others_stop(others);
-    CHECK(metric_reaches(&A, "plume_slots_busy", 0, 3000), "slots not freed after the clients hung up");
+    size_t n = sizeof dialect_reqs / sizeof *dialect_reqs;
+    for (size_t i = 0; i < n; i++) dialect_agrees(i, want, "alone");
+    for (size_t i = 0; i < n; i++) {
+        pid_t others[3];
+        others_start(others);
+        dialect_agrees(i, want, "amid 3 others");
+        others_stop(others);
+        CHECK(metric_reaches(&A, "plume_slots_busy", 0, 3000), "slots not freed after the clients hung up");
+    }
 }
 
 /* The value of a response header (tmp/headers) in v[cap]; 0 when there is one. */
@@ -782,9 +644,14 @@ static void test_seeds(void) {
 
 /* The id /tokenize gives a one-token text, or -1. */
 static int token_id(const char *text) {
-    char body[256], out[4096];
-    snprintf(body, sizeof body, "{\"content\": \"%s\"}", text);
-    if (post(&A, out, sizeof out, "/tokenize", body) != 200) return -1;
+    char out[4096];
+    cJSON *req = cJSON_CreateObject(); /* escaped: a token may be a control character */
+    cJSON_AddStringToObject(req, "content", text);
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    int st = body ? post(&A, out, sizeof out, "/tokenize", body) : -1;
+    free(body);
+    if (st != 200) return -1;
     cJSON *root = cJSON_Parse(out), *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     int id = cJSON_GetArraySize(t) == 1 ? cJSON_GetArrayItem(t, 0)->valueint : -1;
     cJSON_Delete(root);
@@ -903,6 +770,7 @@ static void test_n_choices(void) {
     cJSON_Delete(r3);
     CHECK(post(&A, out, sizeof out, "/v1/chat/completions",
                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 6, \"n\": 2, \"stream\": true, "
+               "\"ignore_eos\": true, "
                "\"stream_options\": {\"include_usage\": true}}") == 200,
           "streamed n = 2: %s", out);
     CHECK(strstr(out, "\"index\":0,\"delta\":{\"role\"") && strstr(out, "\"index\":1,\"delta\":{\"role\"") &&
@@ -957,7 +825,7 @@ static void test_continue_final(void) {
     CHECK(st == 400 && strstr(out, "continue_final_message"), "continuing a user message: %d %s", st, out);
 }
 
-/* --cors http://a.example (server A): a preflight from it is answered, every response to it
+/* --cors http://z.example,http://a.example (server A): a preflight from the second is answered, every response to it
  * carries Access-Control-Allow-Origin (streams too); another origin gets nothing. */
 static void test_cors(void) {
     char out[65536], v[256];
@@ -1002,6 +870,25 @@ static void test_model_endpoints(void) {
     CHECK(st == 400 && strstr(out, "{\"error\":\""), "show without a model: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/embed", "{\"model\": \"tiny\", \"input\": \"a\"}");
     CHECK(st == 400 && strstr(out, "embedding"), "embed: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": false, "
+                                                "\"options\": {\"num_ctx\": 8192}}");
+    CHECK(st == 400 && strstr(out, "{\"error\":\"'num_ctx' 8192 is more than the server's context of 4096"), "num_ctx: %d %s", st,
+          out);
+    st = post(&A, out, sizeof out, "/api/generate", "{\"prompt\": \"x\", \"raw\": true, \"stream\": false, \"options\": "
+                                                    "{\"num_ctx\": 6, \"num_predict\": -1, \"temperature\": 0}}");
+    CHECK(st == 200 && strstr(out, "\"prompt_eval_count\":2,") && strstr(out, "\"eval_count\":4,") &&
+              strstr(out, "\"done_reason\":\"length\""),
+          "num_ctx 6 leaves 4 tokens after a prompt of 2: %d %s", st, out);
+    CHECK(http(&A, out, sizeof out, "/v1/models/tiny", "%s", "") == 200 && strstr(out, "{\"id\":\"tiny\",\"object\":\"model\""),
+          "a model: %s", out);
+    CHECK(http(&A, out, sizeof out, "/models/gpt-4o", "%s", "") == 200 && strstr(out, "{\"id\":\"gpt-4o\",\"object\":\"model\""),
+          "any name: %s", out);
+    st = http(&A, out, sizeof out, "/v1/models/a/b", "%s", "");
+    CHECK(st == 404, "a path under a model: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/api/pull", "{\"model\": \"other\"}"); /* unknown: in Ollama's words */
+    CHECK(st == 404 && strstr(out, "{\"error\":\"no such endpoint") && strstr(out, "pull"), "pull: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/messages/batches", "{}");
+    CHECK(st == 404 && strstr(out, "\"type\":\"error\"") && strstr(out, "not_found_error"), "batches: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
     CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
@@ -1028,9 +915,34 @@ static void test_model_endpoints(void) {
     cJSON_Delete(root);
 }
 
+/* A bundle with a vision tower (tiny-a's text weights, tiny-mm-a's tower): Ollama's /api/show
+ * lists "vision" (and no "audio"); images sent to /api/chat are still a 400 naming them. */
+static void test_show_vision(void) {
+    char out[65536], mm[700];
+    snprintf(mm, sizeof mm, "%s/mm", tmp);
+    CHECK(t_sh(out, sizeof out,
+               "mkdir -p %s/hf && for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors tokenizer.json "
+               "tokenizer_config.json; do ln -s \"$(cd %s/tiny-a/hf && pwd)/$f\" %s/hf/$f; done && cp %s/tiny-mm-a/hf/* %s/hf/ && "
+               "%s/plume convert %s/hf %s/b --weights q8 --quiet",
+               mm, t_data(), mm, t_data(), mm, t_build(), mm, mm) == 0,
+          "the vision bundle: %s", out);
+    server V;
+    char flags[800];
+    snprintf(flags, sizeof flags, "-m %s/b --parallel 1", mm);
+    CHECK(server_start(&V, "v", flags) == 0, "server V did not start");
+    if (!V.port) return;
+    CHECK(post(&V, out, sizeof out, "/api/show", "{\"model\": \"b\"}") == 200 &&
+              strstr(out, "\"capabilities\":[\"completion\",\"tools\",\"thinking\",\"vision\"]"),
+          "show: %s", out);
+    int st = post(&V, out, sizeof out, "/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\", \"images\": [\"aGk=\"]}]}");
+    CHECK(st == 400 && strstr(out, "messages[0].images"), "images: %d %s", st, out);
+    double secs;
+    CHECK(server_stop(&V, &secs) == 0, "server V's exit");
+}
+
 static void test_auth_and_limits(void) {
     server B;
-    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1") == 0, "server B did not start");
+    CHECK(server_start(&B, "b", "--parallel 1 --queue 0 --api-key sekret --max-body 2000 --isa scalar -t 1 --timeout 1 --cors '*'") == 0, "server B did not start");
     if (!B.port) return;
     char out[65536];
     const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}";
@@ -1045,6 +957,17 @@ static void test_auth_and_limits(void) {
     CHECK(st == 200 && strstr(out, "\"type\":\"message\""), "x-api-key: %d %s", st, out);
     st = http(&B, out, sizeof out, "/v1/messages", "-H 'x-api-key: wrong' -d '{\"messages\": [], \"max_tokens\": 2}'");
     CHECK(st == 401 && strstr(out, "authentication_error"), "wrong x-api-key, Anthropic's error: %d %s", st, out);
+    /* --cors '*': a preflight from any origin needs no key; a 401 carries the header too, so
+     * a page reads the error */
+    char v[256];
+    st = http(&B, out, sizeof out, "/v1/messages", "-X OPTIONS -H 'Origin: https://any.example' "
+              "-H 'Access-Control-Request-Method: POST' -H 'Access-Control-Request-Headers: x-api-key, anthropic-version'");
+    CHECK(st == 204 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "*") &&
+              header_value("Vary", v, sizeof v) && !header_value("Access-Control-Allow-Headers", v, sizeof v) &&
+              strstr(v, "anthropic-version"),
+          "preflight under --cors '*': %d", st);
+    st = http(&B, out, sizeof out, "/api/tags", "-H 'Origin: https://other.example'");
+    CHECK(st == 401 && !header_value("Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "*"), "a 401 to a page: %d", st);
     CHECK(http(&B, out, sizeof out, "/health", "%s", "") == 200, "health needs no key");
     CHECK(http(&B, out, sizeof out, "/", "%s", "") == 200, "the page needs no key");
     /* headers past the connection's memory: refused, the server goes on */
@@ -1164,7 +1087,7 @@ int main(void) {
     char out[4096];
     if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet", t_build(), t_data(), bundle))
         printf("  setup: %s\n", out);
-    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64 --cors http://a.example")) {
+    if (server_start(&A, "a", "--parallel 4 --snapshot-every 64 --cors http://z.example,http://a.example")) {
         printf("FAIL test_serve: the server did not start (log: %s)\n", A.log);
         return 1;
     }
@@ -1191,6 +1114,7 @@ int main(void) {
     double secs = 0;
     int st = server_stop(&A, &secs);
     if (st != 0) printf("  server A exit status %d\n", st);
+    RUN(test_show_vision);
     RUN(test_auth_and_limits);
     RUN(test_sigterm_and_slot_save);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);

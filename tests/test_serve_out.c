@@ -77,6 +77,24 @@ static void test_content(void) {
     cJSON_Delete(root);
 }
 
+/* The seed of a whole reply is the integer sent (or drawn), every digit of it: the largest
+ * seed a request may give, 2^53 - 1, comes back as written (cJSON's number printer keeps 15
+ * digits, so a drawn seed above ~4.5e15 came back rounded and did not replay). */
+static void test_seed_every_digit(void) {
+    const char *pieces[] = {"ok", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"seed\": 9007199254740991}", 1, 0, pieces, "stop", &put, NULL);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
+    char *txt = root ? cJSON_PrintUnformatted(seed) : NULL;
+    CHECK(cJSON_IsNumber(seed) && seed->valuedouble == 9007199254740991.0, "seed %s", txt ? txt : "-");
+    cJSON_Delete(root);
+    free(txt);
+    root = answer(SERVE_COMPLETION, "{\"prompt\": \"a\", \"seed\": -6888072206463179}", 0, 0, pieces, "stop", &put, NULL);
+    seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
+    CHECK(cJSON_IsNumber(seed) && seed->valuedouble == -6888072206463179.0, "a negative seed");
+    cJSON_Delete(root);
+}
+
 static void test_thought_is_reasoning(void) {
     const char *pieces[] = {"<|channel>", "thought\n", "let me see", "\n<chan", "nel|>", "It is 4.", "<turn|>", "ignored", NULL};
     int put;
@@ -130,6 +148,30 @@ static void test_tool_call_streamed(void) {
           "finish and usage: %s", sse);
     size_t n = sse ? strlen(sse) : 0;
     CHECK(n > 14 && !strcmp(sse + n - 14, "data: [DONE]\n\n"), "ends with [DONE]: %s", sse);
+    free(sse);
+}
+
+/* Two calls in a row: both come back; with parallel_tool_calls false the answer ends with
+ * the first (put says it stopped there), whole and streamed. */
+static void test_one_call(void) {
+    const char *pieces[] = {"<|tool_call>call:a{x:1}<tool_call|>", "<|tool_call>call:b{y:2}<tool_call|>", " after", NULL};
+    int put;
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "stop", &put, NULL);
+    CHECK(put == 0 && cJSON_GetArraySize(msg_field(root, "tool_calls")) == 2, "two calls");
+    cJSON_Delete(root);
+    root = answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *calls = msg_field(root, "tool_calls");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, 0), "function"),
+                                                         "name");
+    CHECK(put == SERVE_ANSWER_STOP && cJSON_GetArraySize(calls) == 1 && cJSON_IsString(name) && !strcmp(name->valuestring, "a") &&
+              !strcmp(finish_of(root), "tool_calls") && cJSON_IsNull(msg_field(root, "content")),
+          "one call: put %d, finish %s", put, finish_of(root));
+    cJSON_Delete(root);
+    char *sse = NULL;
+    answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false, \"stream\": true}", 1, 0, pieces, "stop", &put, &sse);
+    CHECK(sse && strstr(sse, "\"name\":\"a\"") && !strstr(sse, "\"name\":\"b\"") && !strstr(sse, "after") &&
+              strstr(sse, "\"finish_reason\":\"tool_calls\""),
+          "streamed: %s", sse ? sse : "-");
     free(sse);
 }
 
@@ -245,9 +287,11 @@ static void test_fail(void) {
 
 int main(void) {
     RUN(test_content);
+    RUN(test_seed_every_digit);
     RUN(test_thought_is_reasoning);
     RUN(test_tool_call);
     RUN(test_tool_call_streamed);
+    RUN(test_one_call);
     RUN(test_unparseable_call_is_text);
     RUN(test_stop_strings);
     RUN(test_nul_byte);

@@ -61,7 +61,8 @@ static void test_chat_fields(void) {
         " \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 5, \"min_p\": 0.1, \"presence_penalty\": 0.5,"
         " \"frequency_penalty\": -0.5, \"seed\": 42, \"stop\": [\"x\", \"yz\"], \"logprobs\": true, \"top_logprobs\": 3,"
         " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
-        " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\"}";
+        " \"tool_choice\": \"required\", \"reasoning_effort\": \"high\", \"user\": \"ignored\", \"modalities\": [\"text\"],"
+        " \"audio\": null, \"functions\": null}";
     int st = parse(&r, SERVE_CHAT, body, &e);
     CHECK(st == 0, "parse: %s", body_of(&e));
     if (st) return;
@@ -166,6 +167,13 @@ static void test_chat_errors(void) {
                "\"tool_choice\": \"required\"}", "tools");
     expect_400("{" MSG ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}", "ignore_eos");
     expect_400("{" MSG ", \"model\": 7}", "model");
+    expect_400("{" MSG ", \"modalities\": [\"text\", \"audio\"]}", "modalities");
+    expect_400("{" MSG ", \"modalities\": \"text\"}", "modalities");
+    expect_400("{" MSG ", \"audio\": {\"voice\": \"alloy\", \"format\": \"wav\"}}", "audio");
+    expect_400("{" MSG ", \"functions\": [{\"name\": \"f\"}]}", "functions");
+    expect_400("{" MSG ", \"function_call\": \"auto\"}", "function_call");
+    expect_400("{" MSG ", \"web_search_options\": {}}", "web_search_options");
+    expect_400("{" MSG ", \"parallel_tool_calls\": 0}", "parallel_tool_calls");
     serve_request r;
     serve_error e = {0};
     const char bad[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}";
@@ -204,6 +212,33 @@ static void test_budget(void) {
           "max_tokens past the context: %s", e.message);
     CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.message, "16 tokens"),
           "prompt fills the context: %s", e.message);
+    /* a request's check names its dialect's fields */
+    static const struct { const serve_dialect *d; const char *body, *prompt, *length; } named[] = {
+        {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 7}", "messages",
+         "max_tokens"},
+        {&serve_openai_completion, "{\"prompt\": \"q\", \"max_tokens\": 7}", "prompt", "max_tokens"},
+        {&serve_responses, "{\"input\": \"q\", \"max_output_tokens\": 7}", "input", "max_output_tokens"},
+        {&serve_anthropic, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 7}", "messages",
+         "max_tokens"},
+        {&serve_ollama_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"options\": {\"num_predict\": 7}}",
+         "messages", "num_predict"},
+        {&serve_ollama_generate, "{\"prompt\": \"q\", \"options\": {\"num_predict\": 7}}", "prompt", "num_predict"},
+        {&serve_ollama_generate, "{\"prompt\": \"q\", \"raw\": true, \"options\": {\"num_predict\": 7}}", "prompt",
+         "num_predict"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) {
+        serve_request r;
+        int st = serve_request_parse(&r, named[i].d, named[i].body, strlen(named[i].body), &e);
+        CHECK(st == 0, "%s: %s", named[i].body, e.message);
+        if (st) continue;
+        char want[64];
+        snprintf(want, sizeof want, "lower %s", named[i].length);
+        CHECK(serve_check_request_budget(&r, 10, 16, &e) == 400 && is_400(&e, named[i].length) && strstr(e.message, want),
+              "%s: %s %s", named[i].d->name, e.param, e.message);
+        CHECK(serve_check_request_budget(&r, 16, 16, &e) == 400 && is_400(&e, named[i].prompt), "%s: %s", named[i].d->name,
+              e.param);
+        serve_request_free(&r);
+    }
 }
 
 static void test_tokenize_bodies(void) {
@@ -341,6 +376,66 @@ static void test_truncated_and_corrupt(void) {
     CHECK(bad == 0, "%d bodies gave neither a request nor a 400", bad);
 }
 
+/* The door's head parser (serve_door.c): whole heads, heads still coming, and each refusal
+ * with its status; every prefix of a good head asks for more. */
+static void test_head_parse(void) {
+    static const struct {
+        const char *head;
+        int want;
+        const char *path;
+    } cases[] = {
+        {"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 0, "/health"},
+        {"\r\nPOST /v1/chat/completions?x=1 HTTP/1.0\r\nContent-Length: 12\r\n\r\n{", 0, "/v1/chat/completions"},
+        {"GET http://h:1/metrics HTTP/1.1\nHost: h\n\n", 0, "/metrics"},
+        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 0, ""},
+        {"GET /health HTTP/1.1\r\nHost: x\r\n", 1, NULL},
+        {"GE", 1, NULL},
+        {"GET /health HTTP/2.0\r\n\r\n", 505, NULL},
+        {"GET /health HTTP/1.1\r\n\r\n", 400, NULL},
+        {"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, NULL},
+        {"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400, NULL},
+        {"G(T / HTTP/1.1\r\n\r\n", 400, NULL},
+        {"\x16\x03\x01", 400, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", 400, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n", 400, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n", 400, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", 413, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400, NULL},
+        {"GETTINGTOOLONGMETHODNAME / HTTP/1.1\r\n\r\n", 501, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        serve_head h;
+        serve_error e = {0};
+        int rc = serve_head_parse(cases[i].head, strlen(cases[i].head), &h, &e);
+        CHECK(rc == cases[i].want, "case %zu: %d, want %d (%s)", i, rc, cases[i].want, e.message);
+        if (rc >= 400) CHECK(e.status == rc && *e.message, "case %zu: the error", i);
+        if (rc == 0 && cases[i].path) CHECK(!strcmp(h.path, cases[i].path), "case %zu: path '%s'", i, h.path);
+    }
+    const char *ok = "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n";
+    int more = 0;
+    for (size_t n = 0; n < strlen(ok); n++) {
+        serve_head h;
+        serve_error e = {0};
+        more += serve_head_parse(ok, n, &h, &e) == 1;
+    }
+    serve_head h;
+    serve_error e = {0};
+    CHECK(more == (int)strlen(ok) && serve_head_parse(ok, strlen(ok), &h, &e) == 0 && h.content_length == 5 &&
+              h.head_len == strlen(ok) && h.http11,
+          "prefixes of a good head: %d of %zu want more", more, strlen(ok));
+    char *big = malloc(SERVE_HEAD_MAX + 100);
+    int k = snprintf(big, 64, "GET / HTTP/1.1\r\nHost: x\r\nX: ");
+    memset(big + k, 'a', SERVE_HEAD_MAX + 100 - (size_t)k);
+    CHECK(serve_head_parse(big, SERVE_HEAD_MAX + 100, &h, &e) == 431, "a head past SERVE_HEAD_MAX");
+    memcpy(big, "GET /", 5);
+    memset(big + 5, 'a', SERVE_HEAD_MAX + 95);
+    CHECK(serve_head_parse(big, SERVE_HEAD_MAX + 100, &h, &e) == 414, "a request line past SERVE_HEAD_MAX");
+    free(big);
+}
+
 int main(void) {
     RUN(test_chat_fields);
     RUN(test_chat_errors);
@@ -351,5 +446,6 @@ int main(void) {
     RUN(test_utf8);
     RUN(test_reply_json);
     RUN(test_truncated_and_corrupt);
+    RUN(test_head_parse);
     return t_total_failed != 0;
 }

@@ -425,7 +425,8 @@ static void attn_run(int v, float *out, float *p, int64_t ldp, const float *q, i
     int i8 = r->ks != NULL;
     for (int32_t h = 0; h < nh;) {
         int32_t w = nh - h >= 8 ? 8 : nh - h >= 4 ? 4 : 1;
-        float *ph = p + h * ldp, *oh = out + (int64_t)h * hd;
+        /* out is NULL for the scores (v = 0): no offset from it then (NULL + 0 is undefined) */
+        float *ph = p + h * ldp, *oh = v ? out + (int64_t)h * hd : NULL;
         const float *qh = q + (int64_t)h * hd;
         if (!v && w == 8) i8 ? attn_scores(8, 1, ph, ldp, qh, hd, r) : attn_scores(8, 0, ph, ldp, qh, hd, r);
         else if (!v && w == 4) i8 ? attn_scores(4, 1, ph, ldp, qh, hd, r) : attn_scores(4, 0, ph, ldp, qh, hd, r);

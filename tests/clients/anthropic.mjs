@@ -75,6 +75,48 @@ const cases = {
     assert(text(m) === want, `prefill ${show(text(m))} != ${show(want)}`);
   },
 
+  async sampling() {
+    // Two sampled messages (temperature 1, top_k, top_p) differ (each request draws its own
+    // seed); a stop sequence taken from the greedy answer ends it there, named in the reply.
+    const ask = () => client.messages.create({ model: "tiny", max_tokens: 16, messages: [{ role: "user", content: "Sample" }],
+      temperature: 1, top_k: 50, top_p: 0.95 });
+    const [a, b] = [await ask(), await ask()];
+    assert(text(a) !== text(b), `two sampled messages are equal: ${show(text(a))}`);
+    const want = await reference();
+    const cut = [...want].slice(2, 4).join("");
+    assert(cut.length > 0, `the greedy answer is too short to cut: ${show(want)}`);
+    const m = await client.messages.create({ model: "tiny", max_tokens: MAX, system, messages: [{ role: "user", content: user }],
+      temperature: 0, stop_sequences: ["zq-never-zq", cut] });
+    assert(m.stop_reason === "stop_sequence" && m.stop_sequence === cut && text(m) === want.slice(0, want.indexOf(cut)),
+      `stop at ${show(cut)}: ${show(m)} (greedy ${show(want)})`);
+  },
+
+  async thinking() {
+    // Thinking on (a budget below max_tokens, as Anthropic checks) and a past turn's thinking
+    // block (its signature ignored) sent back: accepted; the template drops an earlier turn's
+    // thought (the count equals the one without it) and keeps the thought of the turn being
+    // continued (a longer count). A budget of max_tokens is refused.
+    const m = await client.messages.create({ model: "tiny", max_tokens: 1100, thinking: { type: "enabled", budget_tokens: 1024 },
+      messages: [{ role: "user", content: user }], temperature: 1, stop_sequences: ["\n\n\n"] });
+    assert(m.type === "message" && m.content.every((b) => ["thinking", "text"].includes(b.type)), `message: ${show(m)}`);
+    const thought = { type: "thinking", thinking: "Colours are wavelengths.", signature: "sig" }, red = { type: "text", text: "Red." };
+    const count = async (turns) => (await client.messages.countTokens({ model: "tiny",
+      thinking: { type: "enabled", budget_tokens: 1024 }, messages: [{ role: "user", content: user }, ...turns] })).input_tokens;
+    const more = { role: "user", content: "More." };
+    const [past, pastPlain] = [await count([{ role: "assistant", content: [thought, red] }, more]),
+      await count([{ role: "assistant", content: [red] }, more])];
+    assert(past === pastPlain, `an earlier turn's thought counted: ${past} vs ${pastPlain}`);
+    const [last, lastPlain] = [await count([{ role: "assistant", content: [thought, red] }]), await count([{ role: "assistant", content: [red] }])];
+    assert(last > lastPlain, `the continued turn's thought not counted: ${last} vs ${lastPlain}`);
+    try {
+      await client.messages.create({ model: "tiny", max_tokens: 1024, thinking: { type: "enabled", budget_tokens: 1024 },
+        messages: [{ role: "user", content: user }] });
+      throw new Error("a budget of max_tokens was accepted");
+    } catch (e) {
+      assert(e instanceof Anthropic.BadRequestError && /budget_tokens/.test(e.message), `expected BadRequestError, got ${e}`);
+    }
+  },
+
   async errors() {
     try {
       await client.messages.create({ model: "tiny", max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "aGk=" } }] }] });

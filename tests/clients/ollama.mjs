@@ -94,6 +94,29 @@ const cases = {
     assert(c.response !== d.response, `two unseeded answers are equal: ${show(c.response)}`);
   },
 
+  async options() {
+    // Every option the issue names, think and keep_alive: accepted, and a seeded sampled chat
+    // replays; num_ctx beyond the slots' context is a 400; keep_alive 0 with no messages unloads.
+    const info = await client.show({ model: model || "tiny" });
+    const ctx = info.model_info["gemma4.context_length"];
+    const options = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0.05, seed: 1234, num_predict: MAX, num_ctx: 1024,
+      stop: ["\n\n\n"], repeat_penalty: 1.1, num_thread: 2, num_gpu: 0 };
+    const ask = () => client.chat({ model: model || "tiny", messages: [{ role: "user", content: user }], think: true, keep_alive: "10m", options });
+    const [a, b] = [await ask(), await ask()];
+    assert(a.done && a.message.content === b.message.content && (a.message.thinking || "") === (b.message.thinking || ""),
+      `seeded chats differ: ${show(a.message)} vs ${show(b.message)}`);
+    const high = await client.chat({ model: model || "tiny", messages: [{ role: "user", content: user }], think: "high", options: { num_predict: 2 } });
+    assert(high.done && high.eval_count >= 1, `think high: ${show(high)}`);
+    try {
+      await client.chat({ model: model || "tiny", messages: [{ role: "user", content: user }], options: { num_ctx: ctx * 2 } });
+      throw new Error("num_ctx beyond the context was accepted");
+    } catch (e) {
+      assert(e.name === "ResponseError" && e.status_code === 400 && /num_ctx|context/.test(e.error), `num_ctx: ${e}`);
+    }
+    const unload = await client.generate({ model: model || "tiny", prompt: "", keep_alive: 0, stream: false });
+    assert(unload.done && unload.done_reason === "unload", `unload: ${show(unload)}`);
+  },
+
   async errors() {
     try {
       await client.chat({ model: model || "tiny", messages: [{ role: "user", content: "hi" }],

@@ -1,12 +1,14 @@
 // openai.mjs -- the official OpenAI library (npm `openai`) against plume serve: a plain chat
 // completion, a streamed one equal to it, a tool-call round trip, /v1/completions (plain and
-// streamed), models.list and the error shapes the library maps to its exception classes.
+// streamed), models.list, the details real clients rely on (a drawn seed replayed, logit_bias,
+// n choices, echo + logprobs, prompt_logprobs, a continued assistant message) and the error
+// shapes the library maps to its exception classes.
 //
 // usage: node tests/clients/openai.mjs http://127.0.0.1:PORT [CASE...]
 // The model is a tiny random one: its text is noise, so the checks are on shapes, equalities
 // and counts, never on what the words say.
 import OpenAI from "openai";
-import { base, apiKey, deadline, assert, show, runCases, waitIdle, metrics, metricValue } from "./lib.mjs";
+import { base, apiKey, deadline, assert, show, runCases, waitIdle, metrics, metricValue, authHeaders } from "./lib.mjs";
 
 // Poll cond() every 50 ms for up to `seconds`; throw naming what was awaited.
 async function waitFor(cond, seconds, what) {
@@ -58,6 +60,8 @@ const cases = {
     assert(Array.isArray(page.data) && page.data.length >= 1, `data: ${show(page.data)}`);
     for (const m of page.data) assert(typeof m.id === "string" && m.id && m.object === "model", `model: ${show(m)}`);
     model = page.data[0].id;
+    const one = await client.models.retrieve(model);
+    assert(one.id === model && one.object === "model", `retrieve: ${show(one)}`);
   },
 
   async chat() {
@@ -250,6 +254,59 @@ const cases = {
     }
     assert(n >= 2, `expected several chunks, got ${n}`);
     assert(text === c.choices[0].text, `streamed ${show(text)} != plain ${show(c.choices[0].text)}`);
+  },
+
+  async details() {
+    // The issue's chat/completions details through the library: a drawn seed said in the
+    // reply and the X-Plume-Seed header replays it, two unseeded answers differ; logit_bias;
+    // n choices (whole and streamed); echo + logprobs scoring a prompt; prompt_logprobs; a
+    // continued assistant message.
+    const m = await modelId();
+    const tok = async (text) => {
+      const r = await fetch(base + "/tokenize", { method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() },
+        body: JSON.stringify({ content: text }) });
+      const j = await r.json();
+      assert(r.ok && j.tokens.length === 1, `tokenize ${show(text)}: ${show(j)}`);
+      return j.tokens[0];
+    };
+    const sampled = { model: m, messages: [{ role: "user", content: "Sample" }], temperature: 1, max_tokens: 16 };
+    const { data: a, response } = await client.chat.completions.create(sampled).withResponse();
+    const b = await client.chat.completions.create(sampled);
+    assert(Number.isInteger(a.seed) && String(a.seed) === response.headers.get("x-plume-seed"), `seed ${a.seed} vs header ${response.headers.get("x-plume-seed")}`);
+    assert(a.choices[0].message.content !== b.choices[0].message.content && a.seed !== b.seed, `two unseeded answers: ${show(a.choices[0].message)}`);
+    const again = await client.chat.completions.create({ ...sampled, seed: a.seed });
+    assert(again.choices[0].message.content === a.choices[0].message.content, `the seed ${a.seed} does not replay`);
+
+    const x = await tok("x");
+    const biased = await client.completions.create({ model: m, prompt: "abc", max_tokens: 4, temperature: 0, logit_bias: { [x]: 100 } });
+    assert(biased.choices[0].text === "xxxx", `logit_bias +100 on 'x': ${show(biased.choices[0].text)}`);
+
+    const three = await client.chat.completions.create({ ...sampled, n: 3, seed: 5 });
+    assert(three.choices.length === 3 && three.choices.every((c, i) => c.index === i && c.message.content), `n = 3: ${show(three.choices)}`);
+    const one = await client.chat.completions.create({ ...sampled, seed: 5 });
+    assert(three.choices[0].message.content === one.choices[0].message.content, `choice 0 is not n = 1's answer with the seed`);
+    const texts = ["", ""], ends = [null, null];
+    for await (const chunk of await client.chat.completions.create({ ...sampled, n: 2, seed: 5, stream: true }))
+      for (const c of chunk.choices) {
+        texts[c.index] += c.delta.content || "";
+        if (c.finish_reason) ends[c.index] = c.finish_reason;
+      }
+    assert(texts[0] === one.choices[0].message.content && texts[1] === three.choices[1].message.content && ends.every((e) => e),
+      `streamed n = 2: ${show(texts)} ${show(ends)}`);
+
+    const ids = [await tok("a"), await tok("b"), await tok("c")];
+    const echo = await client.completions.create({ model: m, prompt: ids, echo: true, logprobs: 1, max_tokens: 0, temperature: 0 });
+    const lp = echo.choices[0].logprobs;
+    assert(echo.choices[0].text === "abc" && lp.tokens.length === 3 && lp.token_logprobs.every((v) => typeof v === "number" && v <= 0),
+      `echo: ${show(echo.choices[0])}`);
+
+    const pl = await client.chat.completions.create({ model: m, messages: [{ role: "user", content: "hi" }], max_tokens: 1, prompt_logprobs: 1 });
+    assert(pl.prompt_logprobs.length === pl.usage.prompt_tokens && pl.prompt_logprobs[0] === null, `prompt_logprobs: ${show(pl.prompt_logprobs)}`);
+
+    const cont = await client.chat.completions.create({ model: m, messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "Hel" }],
+      continue_final_message: true, add_generation_prompt: false, max_tokens: 4, temperature: 0, ignore_eos: true });
+    const raw = await client.completions.create({ model: m, prompt: "<|turn>user\nhi<turn|>\n<|turn>model\nHel", max_tokens: 4, temperature: 0, ignore_eos: true });
+    assert(cont.choices[0].message.content === raw.choices[0].text, `continued ${show(cont.choices[0].message.content)} != ${show(raw.choices[0].text)}`);
   },
 
   async errors() {

@@ -80,6 +80,24 @@ const cases = {
     assert(again.status && again.usage.input_tokens > 0, `round trip: ${show(again)}`);
   },
 
+  async fields() {
+    // Sampling fields and seeds: a seeded sampled response replays, two unseeded ones differ;
+    // the output text's log-probabilities with their alternatives (include); the parameters
+    // echoed as sent; reasoning.summary accepted.
+    const ask = (extra) => client.responses.create({ model: "tiny", input: "Sample", temperature: 1, top_p: 0.95,
+      max_output_tokens: 16, ...extra });
+    const [a, b] = [await ask({ seed: 99 }), await ask({ seed: 99 })];
+    assert(a.output_text === b.output_text && a.temperature === 1 && a.top_p === 0.95, `seeded: ${show(a)} vs ${show(b.output_text)}`);
+    const [c, d] = [await ask({}), await ask({})];
+    assert(c.output_text !== d.output_text, `two unseeded responses are equal: ${show(c.output_text)}`);
+    const lp = await client.responses.create({ model: "tiny", input: user, temperature: 0, max_output_tokens: 3,
+      include: ["message.output_text.logprobs"], top_logprobs: 2, reasoning: { effort: "low", summary: "auto" } });
+    const part = lp.output.find((o) => o.type === "message").content[0];
+    assert(part.logprobs.length >= 1 && part.logprobs.every((t) => typeof t.logprob === "number" && t.top_logprobs.length === 2),
+      `logprobs: ${show(part)}`);
+    assert(part.logprobs.map((t) => t.token).join("") === part.text, `the tokens spell ${show(part.text)}: ${show(part.logprobs)}`);
+  },
+
   async errors() {
     try {
       await client.responses.create({ model: "tiny", input: "hi", previous_response_id: "resp_123" });

@@ -13,13 +13,36 @@
 
 /* ---- errors and numbers ---------------------------------------------------------------- */
 
+/* Print text on stderr line by line, each line made printable (plume_str_printable): error
+ * messages quote what servers and files said, and no escape sequence of theirs may reach the
+ * terminal. */
+static void print_printable(const char *text) {
+    for (const char *p = text;;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = strndup(p, n), *safe = line ? malloc(4 * n + 1) : NULL;
+        if (safe) fputs(plume_str_printable(safe, 4 * n + 1, line), stderr);
+        free(line);
+        free(safe);
+        if (!nl) break;
+        fputc('\n', stderr);
+        p = nl + 1;
+    }
+}
+
 int cli_error(const char *fmt, ...) {
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    fputs("plume: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *msg = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (msg) vsnprintf(msg, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
     va_end(ap);
+    fputs("plume: ", stderr);
+    print_printable(msg ? msg : "out of memory");
+    fputc('\n', stderr);
+    free(msg);
     return 1;
 }
 

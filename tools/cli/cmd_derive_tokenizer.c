@@ -168,7 +168,7 @@ static int derive_mkdirs(const char *path) {
 static int derive_write(const char *dir, const char *name, char *text) {
     char *path = plume_path_join(dir, name), *err = NULL;
     int rc = !text || !path ? derive_fail("out of memory")
-             : plume_write_file_atomic(path, text, strlen(text), &err) ? cli_lib_error_free(err)
+             : plume_write_file(path, text, strlen(text), PLUME_WRITE_REPLACE, &err) ? cli_lib_error_free(err)
                                                                        : 0;
     cJSON_free(text);
     free(path);

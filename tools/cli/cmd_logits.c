@@ -80,82 +80,109 @@ static int encode_media(plume_model *m, const char *const *paths, int32_t n, int
     return 0;
 }
 
-int cmd_logits(int argc, char **argv) {
-    const char *model = NULL, *ids_s = NULL, *ids_npy = NULL, *outp = NULL, *isa = NULL, *load = NULL, *save = NULL;
-    const char *images[LOGITS_MAX_IMAGES], *audios[LOGITS_MAX_AUDIO];
-    int64_t step = 0, threads = 0, ctx = 0, image_tokens = 0;
-    int32_t n_images = 0, n_audios = 0;
-    int fast = 0;
+/* What one run asks for: the flags. */
+typedef struct {
+    const char *model, *ids_s, *ids_npy, *outp, *isa, *load, *save;
+    const char *images[LOGITS_MAX_IMAGES], *audios[LOGITS_MAX_AUDIO]; /* [n_images], [n_audios] */
+    int32_t n_images, n_audios;
+    int64_t step, threads, ctx, image_tokens;
+    int fast;
+} logits_opts;
+
+/* Parse the flags into o. -1: go on; else the exit status (help printed, or an error). */
+static int logits_parse(logits_opts *o, int argc, char **argv) {
+    *o = (logits_opts){0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(logits_usage, stdout); return 0; }
-        else if (!strcmp(a, "-m") && more) model = argv[++i];
-        else if (!strcmp(a, "--ids") && more) ids_s = argv[++i];
-        else if (!strcmp(a, "--ids-npy") && more) ids_npy = argv[++i];
-        else if (!strcmp(a, "-o") && more) outp = argv[++i];
-        else if (!strcmp(a, "--isa") && more) isa = argv[++i];
-        else if (!strcmp(a, "--fast")) fast = 1;
-        else if (!strcmp(a, "--load-state") && more) load = argv[++i];
-        else if (!strcmp(a, "--save-state") && more) save = argv[++i];
+        else if (!strcmp(a, "-m") && more) o->model = argv[++i];
+        else if (!strcmp(a, "--ids") && more) o->ids_s = argv[++i];
+        else if (!strcmp(a, "--ids-npy") && more) o->ids_npy = argv[++i];
+        else if (!strcmp(a, "-o") && more) o->outp = argv[++i];
+        else if (!strcmp(a, "--isa") && more) o->isa = argv[++i];
+        else if (!strcmp(a, "--fast")) o->fast = 1;
+        else if (!strcmp(a, "--load-state") && more) o->load = argv[++i];
+        else if (!strcmp(a, "--save-state") && more) o->save = argv[++i];
         else if (!strcmp(a, "--image") && more) {
-            if (n_images == LOGITS_MAX_IMAGES) return cli_error("logits: at most %d --image files", LOGITS_MAX_IMAGES);
-            images[n_images++] = argv[++i];
+            if (o->n_images == LOGITS_MAX_IMAGES) return cli_error("logits: at most %d --image files", LOGITS_MAX_IMAGES);
+            o->images[o->n_images++] = argv[++i];
         } else if (!strcmp(a, "--audio") && more) {
-            if (n_audios == LOGITS_MAX_AUDIO) return cli_error("logits: at most %d --audio files", LOGITS_MAX_AUDIO);
-            audios[n_audios++] = argv[++i];
+            if (o->n_audios == LOGITS_MAX_AUDIO) return cli_error("logits: at most %d --audio files", LOGITS_MAX_AUDIO);
+            o->audios[o->n_audios++] = argv[++i];
         } else if (!strcmp(a, "--image-tokens") && more) {
-            if (cli_int(argv[++i], 1, 1120, &image_tokens)) return cli_error("logits: --image-tokens wants 70..1120");
+            if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("logits: --image-tokens wants 70..1120");
         }
         else if (!strcmp(a, "--step") && more) {
-            if (cli_int(argv[++i], 1, 1 << 20, &step)) return cli_error("logits: --step wants a positive integer");
+            if (cli_int(argv[++i], 1, 1 << 20, &o->step)) return cli_error("logits: --step wants a positive integer");
         } else if (!strcmp(a, "-t") && more) {
-            if (cli_int(argv[++i], 1, 1024, &threads)) return cli_error("logits: -t wants 1..1024");
+            if (cli_int(argv[++i], 1, 1024, &o->threads)) return cli_error("logits: -t wants 1..1024");
         } else if (!strcmp(a, "--context") && more) {
-            if (cli_int(argv[++i], 1, 1 << 24, &ctx)) return cli_error("logits: --context wants a positive integer");
+            if (cli_int(argv[++i], 1, 1 << 24, &o->ctx)) return cli_error("logits: --context wants a positive integer");
         } else return cli_error("logits: unknown option '%s' (see plume logits --help)", a);
     }
-    if ((!ids_s == !ids_npy) || !outp) { fputs(logits_usage, stderr); return 2; }
-    if (cli_mkdir_parent(outp) || (save && cli_mkdir_parent(save))) return 1;
-    model = cli_model_path(model);
+    if ((!o->ids_s == !o->ids_npy) || !o->outp) { fputs(logits_usage, stderr); return 2; }
+    return -1;
+}
+
+/* Feed ids [n] to s, the logits of every position into logits [n, V]: with media, one feed
+ * through them (the images fill the image runs, then the audio the audio runs, in order; the
+ * session steps --step rows at a time); else --step tokens a feed. 0 or a PLUME_E*. */
+static int logits_feed(const logits_opts *o, plume_model *m, plume_session *s, const int32_t *ids, int32_t n,
+                       float *logits, char **err) {
+    plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO]; /* the images, then the audio */
+    const int32_t n_media = o->n_images + o->n_audios;
+    if (n_media) { /* encode_media frees what it made when it fails */
+        int rc = o->n_images ? encode_media(m, o->images, o->n_images, 0, (int32_t)o->image_tokens, media, err) : 0;
+        if (rc) return rc;
+        if (o->n_audios && (rc = encode_media(m, o->audios, o->n_audios, 1, 0, media + o->n_images, err))) {
+            for (int32_t i = 0; i < o->n_images; i++) plume_embd_free(media[i]);
+            return rc;
+        }
+        rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)media, n_media, logits, 1, err);
+        for (int32_t i = 0; i < n_media; i++) plume_embd_free(media[i]);
+        return rc;
+    }
+    int rc = 0;
+    const int64_t V = plume_model_n_vocab(m);
+    const int32_t chunk = o->step > 0 ? (int32_t)o->step : n;
+    for (int32_t i = 0; !rc && i < n; i += chunk) {
+        int32_t k = n - i < chunk ? n - i : chunk;
+        rc = plume_session_feed(s, ids + i, k, logits + (int64_t)i * V, 1, err);
+    }
+    return rc;
+}
+
+int cmd_logits(int argc, char **argv) {
+    logits_opts o;
+    int rc = logits_parse(&o, argc, argv);
+    if (rc >= 0) return rc;
+    if (cli_mkdir_parent(o.outp) || (o.save && cli_mkdir_parent(o.save))) return 1;
+    const char *model = cli_model_path(o.model);
     if (!model) return 1;
     int32_t *ids = NULL, n = 0;
-    if (ids_s && cli_int_list(ids_s, INT32_MIN, INT32_MAX, 0, &ids, &n))
+    if (o.ids_s && cli_int_list(o.ids_s, INT32_MIN, INT32_MAX, 0, &ids, &n))
         return cli_error("logits: --ids wants comma-separated integers");
-    if (ids_npy && read_ids_npy(ids_npy, &ids, &n)) return 1;
+    if (o.ids_npy && read_ids_npy(o.ids_npy, &ids, &n)) return 1;
     char *err = NULL;
     plume_model *m;
     plume_model_params mp = plume_model_default_params();
-    mp.isa = isa;
-    mp.n_threads = (int32_t)threads;
-    mp.exact = !fast;
+    mp.isa = o.isa;
+    mp.n_threads = (int32_t)o.threads;
+    mp.exact = !o.fast;
     if (plume_model_open(&m, model, &mp, &err)) { free(ids); return cli_lib_error_free(err); }
     plume_session_params sp = plume_session_default_params();
-    sp.n_ctx = (int32_t)ctx;
-    if (step > 0) sp.n_batch = (int32_t)step;
-    else sp.n_batch = n;
+    sp.n_ctx = (int32_t)o.ctx;
+    sp.n_batch = o.step > 0 ? (int32_t)o.step : n;
     plume_session *s = NULL;
-    int rc = load ? plume_session_load(&s, m, load, &err) : plume_session_new(&s, m, &sp, &err);
+    rc = o.load ? plume_session_load(&s, m, o.load, &err) : plume_session_new(&s, m, &sp, &err);
     int64_t V = plume_model_n_vocab(m);
     float *logits = rc ? NULL : malloc((size_t)(n * V) * sizeof *logits);
     if (!rc && !logits) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory for %d x %lld logits", n, (long long)V);
-    plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO]; /* the images, then the audio */
-    const int32_t n_media = n_images + n_audios;
-    if (!rc && n_images) rc = encode_media(m, images, n_images, 0, (int32_t)image_tokens, media, &err);
-    if (!rc && n_audios && (rc = encode_media(m, audios, n_audios, 1, 0, media + n_images, &err)))
-        for (int32_t i = 0; i < n_images; i++) plume_embd_free(media[i]);
-    if (!rc && n_media) { /* one feed: the session steps --step rows at a time through the media */
-        rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)media, n_media, logits, 1, &err);
-        for (int32_t i = 0; i < n_media; i++) plume_embd_free(media[i]);
-    }
-    int32_t chunk = step > 0 ? (int32_t)step : n;
-    for (int32_t i = 0; !rc && !n_media && i < n; i += chunk) {
-        int32_t k = n - i < chunk ? n - i : chunk;
-        rc = plume_session_feed(s, ids + i, k, logits + (int64_t)i * V, 1, &err);
-    }
+    if (!rc) rc = logits_feed(&o, m, s, ids, n, logits, &err);
     int64_t shape[2] = {n, V};
-    if (!rc) rc = npy_write(outp, "<f4", shape, 2, logits, &err);
-    if (!rc && save) rc = plume_session_save(s, save, &err);
+    if (!rc) rc = npy_write(o.outp, "<f4", shape, 2, logits, &err);
+    if (!rc && o.save) rc = plume_session_save(s, o.save, &err);
     free(logits);
     free(ids);
     plume_session_free(s);

@@ -59,10 +59,13 @@ static void list_bundles(void) {
     for (struct dirent *e; d && (e = readdir(d));) {
         char *p = plume_path_join(dir, e->d_name), real[PATH_MAX], sz[32];
         if (e->d_name[0] != '.' && p && store_is_bundle(p)) {
-            char *repo = store_recorded(p, "repo"), *commit = store_recorded(p, "commit");
+            /* pull.json and the names are anyone's text: printed without their escape sequences */
+            char *repo = store_recorded(p, "repo"), *commit = store_recorded(p, "commit"), name[1100], r[600], c[64];
             int is_def = realpath(p, real) && !strcmp(real, defreal);
-            printf("  %c %-40s %9s  %s%s%.12s\n", is_def ? '*' : ' ', e->d_name, hub_human(sz, sizeof sz, (double)store_tree_bytes(p)),
-                   repo ? repo : "(converted by hand)", commit ? " @ " : "", commit ? commit : "");
+            printf("  %c %-40s %9s  %s%s%.12s\n", is_def ? '*' : ' ', plume_str_printable(name, sizeof name, e->d_name),
+                   hub_human(sz, sizeof sz, (double)store_tree_bytes(p)),
+                   repo ? plume_str_printable(r, sizeof r, repo) : "(converted by hand)", commit ? " @ " : "",
+                   commit ? plume_str_printable(c, sizeof c, commit) : "");
             free(repo);
             free(commit);
             n++;
@@ -71,7 +74,8 @@ static void list_bundles(void) {
     }
     if (d) closedir(d);
     if (!n) printf("    (none: plume pull makes one)\n");
-    if (def && !defreal[0]) printf("    default: %s (does not exist)\n", def);
+    char shown[4 * PATH_MAX];
+    if (def && !defreal[0]) printf("    default: %s (does not exist)\n", plume_str_printable(shown, sizeof shown, def));
 }
 
 /* List the model repos of the Hugging Face cache with their size and refs. */
@@ -90,7 +94,10 @@ static void list_checkpoints(void) {
         memmove(sep + 1, sep + 2, strlen(sep + 2) + 1);
         char *p = plume_path_join(cache, e->d_name), *refs = p ? plume_path_join(p, "refs/main") : NULL, *c = NULL, *err = NULL;
         if (refs && plume_file_exists(refs) && plume_read_file(refs, &c, NULL, &err) == 0) c[strcspn(c, "\r\n")] = 0;
-        printf("    %-40s %9s  %s%.12s\n", name, hub_human(sz, sizeof sz, p ? (double)store_tree_bytes(p) : 0), c ? "main @ " : "", c ? c : "");
+        char shown[1300], cs[64];
+        printf("    %-40s %9s  %s%.12s\n", plume_str_printable(shown, sizeof shown, name),
+               hub_human(sz, sizeof sz, p ? (double)store_tree_bytes(p) : 0), c ? "main @ " : "",
+               c ? plume_str_printable(cs, sizeof cs, c) : "");
         free(c);
         free(err);
         free(refs);
@@ -120,7 +127,7 @@ int cmd_list(int argc, char **argv) {
 static int rm_say(const char *path) {
     char sz[32];
     uint64_t b = store_tree_bytes(path);
-    if (store_rm_tree(path) != 0) return cli_error("rm: cannot remove %s: %s", path, strerror(errno));
+    if (plume_rm_tree(path) != 0) return cli_error("rm: cannot remove %s: %s", path, strerror(errno));
     printf("removed %s (%s)\n", path, hub_human(sz, sizeof sz, (double)b));
     return 0;
 }

@@ -24,7 +24,10 @@ static const char serve_help[] =
     "                       'https://a.example,http://localhost:3000', or '*' for any\n"
     "  --slot-save DIR      save idle slots there at exit and load them at start\n"
     "  --max-body BYTES     largest request body (default 8388608)\n"
-    "  --timeout SECONDS    close connections idle that long (default 60)\n"
+    "  --max-request-memory MB  memory for the requests in flight: their bodies and what\n"
+    "                       parsing them takes; past it 413 (one too large) or 429 (default 512)\n"
+    "  --timeout SECONDS    a request's head, then its body, must arrive within it; idle\n"
+    "                       connections are closed after it (default 60)\n"
     "  -t N                 threads (default: physical cores)\n"
     "  --kv-bits 8|32       8: int8 K/V for the full-attention layers\n"
     "  --snapshot-every N   keep a copy of a slot's sliding-window caches every N tokens, so a\n"
@@ -52,7 +55,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
-                                            "--snapshot-every", "--draft", "--cors"};
+                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -76,6 +79,10 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         else if (!strcmp(a, "--snapshot-every")) { bad = cli_int(v, 1, 1 << 24, &n); o->snapshot_every = (int32_t)n; }
         else if (!strcmp(a, "--draft")) { bad = cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n); o->draft = (int32_t)n; }
         else if (!strcmp(a, "--max-body")) { bad = cli_int(v, 1, (int64_t)1 << 32, &n); o->max_body = (size_t)n; }
+        else if (!strcmp(a, "--max-request-memory")) {
+            bad = cli_int(v, 1, (int64_t)1 << 24, &n);
+            o->max_request_memory = (size_t)n << 20;
+        }
         if (bad) return cli_error("serve: bad value '%s' for %s (see plume serve --help)", v, a), 2;
     }
     return 0;

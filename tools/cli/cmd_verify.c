@@ -13,6 +13,13 @@ static const char verify_usage[] =
     "  Check the SHA-256 of every file of the bundle (default: -m's default bundle) against its\n"
     "  manifest.sha256; each corrupt, missing or unlisted file is named. Exit 0: all match.\n";
 
+/* What the progress bar and the reports share: whether a bar is drawn (a report starts a new
+ * line then), and how many bad files were reported. */
+typedef struct {
+    int bar;
+    int reported;
+} verify_state;
+
 /* Draw the progress bar on stderr. */
 static void verify_progress(uint64_t done, uint64_t total, void *arg) {
     (void)arg;
@@ -23,9 +30,11 @@ static void verify_progress(uint64_t done, uint64_t total, void *arg) {
 
 /* One bad file: its own line on stderr. */
 static void verify_report(const char *line, void *arg) {
-    if (*(int *)arg) fputc('\n', stderr);
-    *(int *)arg = 0;
-    fprintf(stderr, "plume: %s\n", line);
+    verify_state *vs = arg;
+    if (vs->bar) fputc('\n', stderr);
+    vs->bar = 0;
+    vs->reported++;
+    cli_error("%s", line);
 }
 
 int cmd_verify(int argc, char **argv) {
@@ -39,11 +48,11 @@ int cmd_verify(int argc, char **argv) {
         else return cli_error("verify: too many arguments");
     }
     if (!dir && !(dir = cli_model_path(NULL))) return 1;
-    int bar = !quiet && isatty(2);
+    verify_state vs = {!quiet && isatty(2), 0};
     char *err = NULL;
-    int rc = plume_manifest_verify(dir, bar ? verify_progress : NULL, &bar, verify_report, &err);
-    if (bar) fputc('\n', stderr);
-    if (rc == PLUME_EFORMAT && err) { /* the files were named one per line already */
+    int rc = plume_manifest_verify(dir, vs.bar ? verify_progress : NULL, &vs, verify_report, &err);
+    if (vs.bar) fputc('\n', stderr);
+    if (rc && vs.reported) { /* the files were named one per line already */
         free(err);
         return 1;
     }

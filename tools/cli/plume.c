@@ -1,4 +1,4 @@
-/* plume.c -- the command line: one binary, one subcommand per concern (tools/cmd_*.c). */
+/* plume.c -- the command line: one binary, one subcommand per concern (tools/cli/cmd_*.c). */
 #include <stdio.h>
 #include <string.h>
 

@@ -27,6 +27,7 @@
 
 #define API_MAX_BYTES (64u << 20) /* a revision listing is a few KB; refuse absurd ones */
 #define ERR_BODY_BYTES 512        /* the start of an error response kept for the message */
+#define HUB_SIZE_MAX 1e15         /* bytes: a listed size at or past it is a lie (1 PB) */
 
 /* ---- names and paths ---------------------------------------------------------------------- */
 
@@ -182,6 +183,7 @@ typedef struct {
     size_t mem_len, mem_cap;
     int write_errno;            /* a failed write to fd */
     int too_long, bad_range;    /* more bytes than listed; a 206 not starting where we are */
+    int mem_over;               /* an in-memory body (the listing) passed API_MAX_BYTES */
     int started;                /* the 2xx body has begun */
     /* file downloads: hashing and progress */
     const hub_file *file;
@@ -312,6 +314,7 @@ static size_t on_body(char *buf, size_t size, size_t nmemb, void *ud) {
     size_t cap = r->fd >= 0 ? ERR_BODY_BYTES : API_MAX_BYTES;
     if (r->mem_len + n > cap) {
         if (r->fd >= 0) return n; /* only the start of an error text is kept */
+        r->mem_over = 1;
         return 0;
     }
     if (r->mem_len + n + 1 > r->mem_cap) {
@@ -411,8 +414,9 @@ static int request_error(const hub *h, const char *url, CURLcode rc, const req *
             return plume_fail(err, PLUME_EIO, "%s has no file %s at %s (404 from %s)", h->repo, what, h->commit, url);
         return plume_fail(err, PLUME_EIO, "no model %s on the Hub (404 from %s)", h->repo, url);
     }
-    return plume_fail(err, PLUME_EIO, "%s: HTTP %ld%s%s", url, r->hd.status, r->hd.error_message[0] ? ": " : "",
-                      r->hd.error_message);
+    char said[4 * sizeof r->hd.error_message]; /* the server's words, never its escape sequences */
+    plume_str_printable(said, sizeof said, r->hd.error_message);
+    return plume_fail(err, PLUME_EIO, "%s: HTTP %ld%s%s", url, r->hd.status, said[0] ? ": " : "", said);
 }
 
 /* ---- the revision listing ------------------------------------------------------------------- */
@@ -441,9 +445,11 @@ static int parse_siblings(hub *h, const cJSON *sib, const char *url, char **err)
     for (const cJSON *e = sib->child; e; e = e->next) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "rfilename");
         if (!cJSON_IsString(name)) return plume_fail(err, PLUME_EFORMAT, "%s: a sibling without rfilename", url);
-        if (!hub_name_safe(name->valuestring))
-            return plume_fail(err, PLUME_EFORMAT, "%s: refusing the listing: unsafe file name '%.200s'", url,
-                              name->valuestring);
+        if (!hub_name_safe(name->valuestring)) {
+            char shown[804];
+            return plume_fail(err, PLUME_EFORMAT, "%s: refusing the listing: unsafe file name '%s'", url,
+                              plume_str_printable(shown, sizeof shown, name->valuestring));
+        }
         hub_file *f = &h->files[h->n_files++];
         f->name = strdup(name->valuestring);
         if (!f->name) return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -459,7 +465,13 @@ static int parse_siblings(hub *h, const cJSON *sib, const char *url, char **err)
             if (!is_hex(blob->valuestring, 40)) return plume_fail(err, PLUME_EFORMAT, "%s: bad blobId for %s", url, f->name);
             snprintf(f->blob, sizeof f->blob, "%s", blob->valuestring);
         }
-        if (cJSON_IsNumber(size) && size->valuedouble >= 0 && size->valuedouble < 1e15) f->size = (uint64_t)size->valuedouble;
+        /* a file of 1 PB or more, or one of no size, is a listing that lies: every download of
+         * it would end in a misleading error, and the size is what a download stops at */
+        if (!cJSON_IsNumber(size) || !(size->valuedouble >= 0 && size->valuedouble < HUB_SIZE_MAX) ||
+            size->valuedouble != (double)(uint64_t)size->valuedouble)
+            return plume_fail(err, PLUME_EFORMAT, "%s: refusing the listing: no usable size for %s (%s)", url, f->name,
+                              cJSON_IsNumber(size) ? "out of range" : "missing");
+        f->size = (uint64_t)size->valuedouble;
     }
     return 0;
 }
@@ -514,8 +526,10 @@ int hub_resolve(hub *h, char **err) {
         if (!transient(cc, r.hd.status) || attempt >= h->retries) break;
         backoff(h, attempt);
     }
-    int rc = cc != CURLE_OK || r.hd.status != 200 ? request_error(h, url, cc, &r, NULL, err)
-                                                   : hub_parse_revision(h, r.mem, r.mem_len, url, err);
+    int rc = r.mem_over ? plume_fail(err, PLUME_EFORMAT, "%s: the revision listing is larger than %u MB: refused (a listing "
+                                     "is a few KB; is HF_ENDPOINT a Hub?)", url, API_MAX_BYTES >> 20)
+             : cc != CURLE_OK || r.hd.status != 200 ? request_error(h, url, cc, &r, NULL, err)
+                                                    : hub_parse_revision(h, r.mem, r.mem_len, url, err);
     free(r.mem);
     free(url);
     return rc;
@@ -560,15 +574,51 @@ static int hash_existing(int fd, uint64_t n, sha256_ctx *s256, sha1_ctx *s1) {
 
 int hub_check_headers(const hub *h, const hub_file *f, const hub_headers *hd, const char *url, char **err) {
     const char *said = f->lfs ? hd->linked_etag : hd->etag;
+    char shown[4 * sizeof hd->etag];
     if (said[0] && strcmp(said, f->blob))
-        return plume_fail(err, PLUME_EFORMAT, "%s: the server's ETag %s differs from the listed hash %s", url, said, f->blob);
+        return plume_fail(err, PLUME_EFORMAT, "%s: the server's ETag %s differs from the listed hash %s", url,
+                          plume_str_printable(shown, sizeof shown, said), f->blob);
     if (hd->repo_commit[0] && strcmp(hd->repo_commit, h->commit))
-        return plume_fail(err, PLUME_EFORMAT, "%s: X-Repo-Commit %s is not the resolved commit %s", url, hd->repo_commit,
-                          h->commit);
+        return plume_fail(err, PLUME_EFORMAT, "%s: X-Repo-Commit %s is not the resolved commit %s", url,
+                          plume_str_printable(shown, sizeof shown, hd->repo_commit), h->commit);
+    if (hd->has_range && hd->range_total != f->size)
+        return plume_fail(err, PLUME_EFORMAT, "%s: Content-Range says the file has %llu bytes, the listing %llu", url,
+                          (unsigned long long)hd->range_total, (unsigned long long)f->size);
     if (f->lfs && hd->linked_size && hd->linked_size != f->size)
         return plume_fail(err, PLUME_EFORMAT, "%s: X-Linked-Size %llu differs from the listed size %llu", url,
                           (unsigned long long)hd->linked_size, (unsigned long long)f->size);
     return 0;
+}
+
+/* Remove a cache entry that is not a regular file (a link, a FIFO, a device: planted, or left
+ * by another tool), so that it is made again; 0, or -1 when it cannot be (a directory is never
+ * removed: it may hold someone's files). */
+static int clear_odd_entry(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return -1;
+    }
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* Open blobs/BLOB.incomplete to resume or start a download: a regular file of ours, never
+ * through a link (O_NOFOLLOW) nor a FIFO (O_NONBLOCK, then checked); an odd entry is removed
+ * first. The descriptor, or -1 with *rc and *err. */
+static int open_partial(const char *part, int *rc, char **err) {
+    int fd = -1;
+    struct stat st;
+    if (clear_odd_entry(part) == 0)
+        fd = open(part, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) { /* replaced between the two calls */
+        close(fd);
+        fd = -1;
+        errno = EEXIST;
+    }
+    if (fd < 0) *rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", part, strerror(errno));
+    else fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
 }
 
 /* Download f into blobs/BLOB.incomplete (resuming what is there), verify, rename to blobs/BLOB. */
@@ -576,11 +626,10 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
     char *part = plume_sprintf("%s.incomplete", blob_path), *ename = url_escape(f->name, 1);
     char *url = ename ? plume_sprintf("%s/%s/resolve/%s/%s", h->endpoint, h->repo, h->commit, ename) : NULL;
     free(ename);
-    int fd = part ? open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
-    int rc = 0;
-    if (!part || !url) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-    else if (fd < 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", part, strerror(errno));
-    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) /* released by close */
+    int rc = !part || !url ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
+    int fd = rc ? -1 : open_partial(part, &rc, err);
+    if (rc) {
+    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) /* released by close */
         rc = plume_fail(err, PLUME_EIO, "%s: another plume pull is downloading it; wait for that one", part);
     sha256_ctx s256;
     sha1_ctx s1;
@@ -599,6 +648,7 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
     memset(&r, 0, sizeof r);
     double t0 = plume_now();
     uint64_t first_have = have;
+    int drop = 0; /* the partial file is wrong, not merely short: remove it */
     for (int attempt = 0; !rc; attempt++) {
         memset(&r, 0, sizeof r);
         r.fd = fd;
@@ -627,13 +677,17 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
         }
         if (cc == CURLE_OK && (r.hd.status == 200 || r.hd.status == 206)) {
             if ((rc = hub_check_headers(h, f, &r.hd, url, err))) break;
-            if (have != f->size)
-                rc = plume_fail(err, PLUME_EFORMAT, "%s: got %llu bytes, the listing says %llu", url,
-                                (unsigned long long)have, (unsigned long long)f->size);
+            if (have != f->size) { /* a whole answer of another size: the server and the listing disagree */
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: got %llu bytes, the listing says %llu (the download was removed)",
+                                url, (unsigned long long)have, (unsigned long long)f->size);
+                drop = 1;
+            }
             break;
         }
-        if (r.too_long) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: more bytes than the listed %llu", url, (unsigned long long)f->size);
+        if (r.too_long) { /* what came is not the listed file: nothing of it is kept for a resume */
+            rc = plume_fail(err, PLUME_EFORMAT, "%s: more bytes than the listed %llu (the download was removed)", url,
+                            (unsigned long long)f->size);
+            drop = 1;
             break;
         }
         if (!transient(cc, r.hd.status) || attempt >= h->retries) {
@@ -647,6 +701,7 @@ static int download(hub *h, const hub_file *f, const char *blob_path, char **err
         }
         backoff(h, attempt);
     }
+    if (drop) unlink(part);
     if (fd >= 0 && close(fd) != 0 && !rc) rc = plume_fail(err, PLUME_EIO, "%s: close failed: %s", part, strerror(errno));
     if (!rc) { /* verify the whole content */
         char got[65];
@@ -693,6 +748,30 @@ static int link_snapshot(const hub *h, const hub_file *f, const char *snap, char
     return rc;
 }
 
+/* Whether the snapshot entry of f is usable: 1 when it is a regular file of the listed size
+ * (through a link into this repo's folder, as the official client makes, or a plain copy), 0
+ * when there is none, -1 when something else is there (a link out of the cache or to nothing,
+ * a FIFO, a device, the wrong size): to be removed and made again. */
+static int snapshot_ok(const hub *h, const hub_file *f, const char *snap) {
+    struct stat st;
+    if (lstat(snap, &st) != 0) return 0;
+    if (!inside(h->dir, snap)) return -1; /* resolves out of the cache, or to nothing */
+    if (stat(snap, &st) != 0 || !S_ISREG(st.st_mode) || (f && (uint64_t)st.st_size != f->size)) return -1;
+    return 1;
+}
+
+/* Whether the directory that holds path, when it exists, lies inside the repo's folder (a
+ * snapshot directory that is a link out of the cache is never written in or cleaned). */
+static int parent_inside(const hub *h, const char *path) {
+    char *dir = strdup(path);
+    struct stat st;
+    if (!dir) return 0;
+    *strrchr(dir, '/') = 0;
+    int ok = lstat(dir, &st) != 0 || inside(h->dir, dir);
+    free(dir);
+    return ok;
+}
+
 int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
     if (path) *path = NULL;
     if (!hub_name_safe(name)) return plume_fail(err, PLUME_EINVAL, "unsafe file name '%s'", name);
@@ -701,9 +780,12 @@ int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
     const hub_file *f = hub_find(h, name);
     int rc = 0;
     struct stat st;
-    if (lstat(snap, &st) == 0 && stat(snap, &st) == 0 && (!f || (uint64_t)st.st_size == f->size)) {
+    int have = parent_inside(h, snap) ? snapshot_ok(h, f, snap) : 0;
+    if (!parent_inside(h, snap)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", snap, h->dir);
+    else if (have < 0 && clear_odd_entry(snap) != 0) /* a bad entry goes, and is made again below */
+        rc = plume_fail(err, PLUME_EIO, "%s: a bad cache entry that cannot be removed: %s", snap, strerror(errno));
+    if (rc || have > 0) {
         /* already there (downloaded by us, huggingface-cli or transformers) */
-        if (!inside(h->dir, snap)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", snap, h->dir);
     } else if (h->offline) {
         rc = optional ? 1 : plume_fail(err, PLUME_EIO, "%s: not in the cache, and HF_HUB_OFFLINE is set (no network)", snap);
     } else if (!f) {
@@ -715,7 +797,9 @@ int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
         if (!blobs || !blob) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
         else if (mkdirs(blobs)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", blobs, strerror(errno));
         else if (!inside(h->dir, blobs)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", blobs, h->dir);
-        else if (!(stat(blob, &st) == 0 && (uint64_t)st.st_size == f->size)) rc = download(h, f, blob, err);
+        else if (clear_odd_entry(blob) != 0)
+            rc = plume_fail(err, PLUME_EIO, "%s: a bad cache entry that cannot be removed: %s", blob, strerror(errno));
+        else if (!(lstat(blob, &st) == 0 && (uint64_t)st.st_size == f->size)) rc = download(h, f, blob, err);
         if (!rc) rc = link_snapshot(h, f, snap, err);
         free(blobs);
         free(blob);
@@ -735,7 +819,7 @@ int hub_write_ref(hub *h, char **err) {
     int rc = 0;
     if (mkdirs(dir)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
     if (!rc && !inside(h->dir, dir)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir);
-    if (!rc) rc = plume_write_file_atomic(ref, h->commit, strlen(h->commit), err);
+    if (!rc) rc = plume_write_file(ref, h->commit, strlen(h->commit), PLUME_WRITE_REPLACE, err);
     free(dir);
     free(ref);
     return rc;

@@ -9,7 +9,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,15 +102,6 @@ char *store_recorded(const char *bundle, const char *key) {
     free(p);
     return v;
 }
-
-/* nftw callback of rm_tree: remove one entry (links themselves, never what they point to). */
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -r path without following links; 0 on success. */
-int store_rm_tree(const char *path) { return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* The bytes of the regular files under path, links not followed (a blob counts once). */
 uint64_t store_tree_bytes(const char *path) {
@@ -245,37 +235,44 @@ static int write_record(const char *bundle, const hub *h, const char *weights, c
                 !cJSON_AddStringToObject(o, "commit", h->commit) || !cJSON_AddStringToObject(o, "weights", weights) ||
                 !(text = cJSON_Print(o))))
         rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!rc) rc = plume_write_file_atomic(p, text, strlen(text), err);
+    if (!rc) rc = plume_write_file(p, text, strlen(text), PLUME_WRITE_REPLACE, err);
     cJSON_free(text);
     cJSON_Delete(o);
     free(p);
     return rc;
 }
 
-/* Convert the snapshot into bundle (replacing an older one only once the new one is complete). */
+/* Convert the snapshot into bundle; an older bundle (a directory plume pull made: pull_into
+ * checked) is replaced only once the new one is complete. The new one is made under a fresh
+ * name beside it, and the old one moves to another before it is removed, so that a failure at
+ * any step leaves one whole bundle at the name. */
 static int convert_snapshot(const hub *h, const char *bundle, const char *weights, int quiet, char **err) {
+    struct stat st;
+    int replace = lstat(bundle, &st) == 0;
     char *snap = hub_snapshot_dir(h), *fresh = NULL, *old = NULL;
-    int replace = plume_file_exists(bundle);
-    if (!snap || !(fresh = plume_sprintf("%s.new-%d", bundle, (int)getpid())) || !(old = plume_sprintf("%s.old-%d", bundle, (int)getpid()))) {
-        free(snap);
-        free(fresh);
-        return plume_fail(err, PLUME_ENOMEM, "out of memory");
-    }
-    const char *out = replace ? fresh : bundle;
-    int rc = plume_mkdir_parent(bundle, err);
+    int rc = snap ? plume_mkdir_parent(bundle, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    /* fresh: a name no one has (made, then removed, so that the converter can make it) */
+    if (!rc && replace && (!(fresh = plume_mkdtemp_beside(bundle, err)) || rmdir(fresh) != 0)) rc = PLUME_EIO;
     if (!rc) {
         if (!quiet) fprintf(stderr, "pull: converting %s@%s into %s (%s)\n", h->repo, h->commit, bundle, weights);
         plume_convert_params cp = plume_convert_default_params();
         cp.weights = weights;
         cp.progress = !quiet && isatty(2);
+        const char *out = replace ? fresh : bundle;
         rc = plume_convert(snap, out, &cp, err);
-        if (!rc) rc = write_record(out, h, weights, err);
-        if (rc && replace) store_rm_tree(fresh);
+        if (!rc && (rc = write_record(out, h, weights, err))) plume_rm_tree(out); /* ours: the converter made it */
     }
     if (!rc && replace) {
-        if (rename(bundle, old) != 0 || rename(fresh, bundle) != 0)
+        if (!(old = plume_mkdtemp_beside(bundle, err)) || rename(bundle, old) != 0) {
+            rc = old ? plume_fail(err, PLUME_EIO, "pull: cannot replace %s: %s", bundle, strerror(errno)) : PLUME_EIO;
+            if (old) rmdir(old);
+        } else if (rename(fresh, bundle) != 0) {
             rc = plume_fail(err, PLUME_EIO, "pull: cannot replace %s: %s", bundle, strerror(errno));
-        else store_rm_tree(old);
+            rename(old, bundle); /* the old one back */
+        } else {
+            plume_rm_tree(old);
+        }
+        if (rc) plume_rm_tree(fresh);
     }
     free(snap);
     free(fresh);
@@ -283,21 +280,43 @@ static int convert_snapshot(const hub *h, const char *bundle, const char *weight
     return rc;
 }
 
+/* Whether a pull may make or replace the bundle at path: 1 when nothing is there, 2 when it is
+ * a directory plume pull made (its pull.json says so: replaced when the commit moved), 0 when
+ * it is a bundle made otherwise (used as it is), or a refusal in *err when something else is
+ * there (a directory the user keeps things in, a file): never removed. */
+static int bundle_state(const char *path, char **err) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 1;
+    if (store_is_bundle(path)) {
+        char *had = S_ISDIR(st.st_mode) ? store_recorded(path, "commit") : NULL;
+        int ours = had != NULL;
+        free(had);
+        return ours ? 2 : 0;
+    }
+    return plume_fail(err, PLUME_EIO, "pull: %s exists but is not a bundle (no model_config.json); plume did not make it, "
+                      "so it is left as it is: move it away (or remove it) and pull again", path);
+}
+
 /* Resolve, compare with what the bundle was made from, fetch and convert when it moved. */
 static int pull_into(hub *h, const char *bundle, const char *weights, int quiet, char **err) {
-    if (h->offline && store_is_bundle(bundle)) { /* nothing to compare it with */
+    int state = bundle_state(bundle, err);
+    if (state < 0) return state;
+    if (h->offline && state != 1) { /* nothing to compare it with */
         if (!quiet) fprintf(stderr, "pull: HF_HUB_OFFLINE is set: %s is used as it is\n", bundle);
         return 0;
     }
     h->progress = quiet ? -1 : isatty(2);
     int rc = hub_resolve(h, err);
-    char *had = !rc && store_is_bundle(bundle) ? store_recorded(bundle, "commit") : NULL;
-    if (!rc && store_is_bundle(bundle) && !had) {
+    char *had = !rc && state == 2 ? store_recorded(bundle, "commit") : NULL;
+    char c1[64], c2[64];
+    if (!rc && state == 0) {
         if (!quiet) fprintf(stderr, "pull: %s exists and was not made by plume pull: used as it is (plume rm it to pull)\n", bundle);
-    } else if (!rc && store_is_bundle(bundle) && !strcmp(had, h->commit)) {
+    } else if (!rc && had && !strcmp(had, h->commit)) {
         if (!quiet) fprintf(stderr, "pull: %s is up to date (%s@%s)\n", bundle, h->repo, h->commit);
     } else if (!rc) {
-        if (!quiet && had) fprintf(stderr, "pull: %s@%s moved from %.12s to %.12s; updating\n", h->repo, h->rev, had, h->commit);
+        if (!quiet && had)
+            fprintf(stderr, "pull: %s@%s moved from %.12s to %.12s; updating\n", h->repo, h->rev,
+                    plume_str_printable(c1, sizeof c1, had), plume_str_printable(c2, sizeof c2, h->commit));
         rc = fetch_checkpoint(h, bundle, weights, err);
         if (!rc) rc = convert_snapshot(h, bundle, weights, quiet, err);
     }

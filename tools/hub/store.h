@@ -37,8 +37,6 @@ char *store_recorded(const char *bundle, const char *key);
  * where it went. 0, or non-zero with *err. */
 int store_pull(const char *spec, const char *weights, int flags, char **bundle, char **err);
 
-/* rm -r path without following links; 0 on success. */
-int store_rm_tree(const char *path);
 /* The bytes of the regular files under path, links not followed (a blob counts once). */
 uint64_t store_tree_bytes(const char *path);
 

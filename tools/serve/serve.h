@@ -8,6 +8,9 @@
  *
  * Its files, in the order a request goes through them:
  *
+ *   serve_door.c     the front door: the listening socket; a connection waits there (a poll
+ *                    set, a deadline, a share per client address) until its request head is
+ *                    whole and checked, then goes to the daemon; bad heads get JSON errors.
  *   serve_http.c     the transport: sockets, routes, the API key, limits, waiting on a job and
  *                    sending its bytes (SSE or NDJSON streams, whole replies), /health,
  *                    /metrics, /v1/models, the web page; serve_run.
@@ -35,6 +38,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <cjson/cJSON.h>
 
@@ -103,6 +107,11 @@ typedef struct {
     int32_t n_msgs;
     size_t cap_msgs;
     int32_t continue_final;     /* chat: the last message (the assistant's) is continued, not closed */
+    int32_t unload;             /* SERVE_LOAD: Ollama's keep_alive 0 (answered "unload"; the model stays) */
+    int32_t one_call;           /* at most one tool call: the answer ends after the first (parallel_tool_calls
+                                 * false, Anthropic's disable_parallel_tool_use) */
+    const char *prompt_name;    /* the dialect's names of the prompt and of max_tokens, for errors: */
+    const char *length_name;    /* "messages", "input", "prompt"; "max_tokens", "num_predict", ... */
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
@@ -164,6 +173,8 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
 /* Check that a prompt of n_prompt tokens and max_tokens (< 0: none) fit a context of n_ctx;
  * 0 or 400 with e filled. */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
+/* The same for a request's max_tokens, its error naming the fields in the request's dialect. */
+int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e);
 
 /* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 int serve_utf8_valid(const char *s, size_t n);
@@ -172,8 +183,16 @@ int serve_utf8_valid(const char *s, size_t n);
  * Each reads one field of an object and leaves *out untouched when the field is absent or
  * null; 0, or a 400 naming the field (500 when out of memory). */
 
-/* Parse a body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
+/* Parse a body as a JSON object (after checking its UTF-8 and serve_json_check); NULL and a
+ * 400 if it is not one, or if bytes other than white space follow it. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e);
+/* Scan a JSON body without parsing it: refuse (400) what the parser would take silently and
+ * C strings cannot hold, a raw control character or an escaped \u0000 inside a string (the
+ * text would be cut there); count in *nodes an upper bound of the values a parse makes (the
+ * parsed tree costs about SERVE_JSON_NODE_BYTES each: the transport's memory budget). 0 or a
+ * 400 in e. */
+int serve_json_check(const char *body, size_t len, size_t *nodes, serve_error *e);
+#define SERVE_JSON_NODE_BYTES 128 /* a cJSON node (64 bytes), its key and malloc's overhead */
 int serve_json_bool(const cJSON *o, const char *name, int32_t *out, serve_error *e);
 int serve_json_num(const cJSON *o, const char *name, double lo, double hi, float *out, serve_error *e);
 int serve_json_int(const cJSON *o, const char *name, int64_t lo, int64_t hi, int64_t *out, serve_error *e);
@@ -265,6 +284,7 @@ typedef struct {
     const char *weights;     /* "f32", "bf16", "q8", "q4" */
     int32_t n_ctx;           /* context of each slot */
     int32_t n_vocab, n_layers;
+    int32_t vision, audio;   /* the bundle has a vision / an audio tower */
     int32_t n_slots, busy;   /* slots, and slots serving a request now */
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */
@@ -305,6 +325,10 @@ typedef struct serve_dialect {
     char *(*reply)(const struct serve_job *j, const serve_reply *r, int32_t n, const serve_usage *u);
     /* The body of an error reply, malloc'd (NULL: out of memory). */
     char *(*error)(const serve_error *e);
+    /* Bytes a client of a stream skips (an SSE comment line ":"; a space before the next of
+     * JSON lines), sent once when the client's input ends: a client that only half-closed
+     * reads them, a gone one resets. NULL: the end of its input ends the stream. */
+    const char *idle;
     /* The body answering a token count of a parsed request, malloc'd, or NULL (none). */
     char *(*count)(int32_t n_tokens);
     /* Free what the dialect keeps in a stream's state (may be NULL). */
@@ -466,8 +490,52 @@ void serve_sched_stats(serve_sched *s, serve_stats *st);
 /* Refuse new jobs, end every queued and running one (with a "shutting down" error), and
  * join the thread. Idempotent. */
 void serve_sched_stop(serve_sched *s);
-/* Save idle slots to the slot directory (if any), free everything. */
-void serve_sched_free(serve_sched *s);
+/* Save idle slots to the slot directory (if any), free everything. 0, or -1 when a slot
+ * could not be saved (said on stderr): the server then exits 1. */
+int serve_sched_free(serve_sched *s);
+
+/* ---- the door (serve_door.c) ----------------------------------------------------------------
+ * Connections wait at the door until their request head is whole; only then does the HTTP
+ * daemon see them. */
+
+#define SERVE_HEAD_MAX (32 * 1024) /* bytes of a request head (request line and headers) */
+
+/* A request head, as the door reads it. */
+typedef struct {
+    char method[16];
+    char path[256];          /* the target's path without its query; "" when longer or none */
+    int32_t http11;          /* HTTP/1.1, else 1.0 */
+    int64_t content_length;  /* -1: none given */
+    int32_t chunked;         /* Transfer-Encoding: chunked */
+    size_t head_len;         /* bytes of the head, through its empty line */
+} serve_head;
+
+/* Read the request head at the start of buf[0..n) (bytes of the body may follow): 0 when it is
+ * whole and well formed (h filled), 1 when more bytes are needed and nothing is wrong so far,
+ * or the HTTP status of a refusal (400, 413, 414, 431, 501, 505) with e saying why. */
+int serve_head_parse(const char *buf, size_t n, serve_head *h, serve_error *e);
+
+typedef struct serve_door serve_door;
+
+/* What the door asks of the server. */
+typedef struct {
+    void *ctx;
+    /* A whole, well-formed head came on fd: take the connection (0: the fd is the server's
+     * now) or refuse it (a status, with e filled: the door answers and closes). */
+    int (*admit)(void *ctx, int fd, const struct sockaddr *addr, socklen_t alen, const serve_head *h, serve_error *e);
+    /* The body of an error reply for a request to path ("" unknown), malloc'd (NULL: "{}"). */
+    char *(*error_body)(void *ctx, const char *path, const serve_error *e);
+    /* Told of each connection the door ends: the status it answered, 0 when dropped (may be NULL). */
+    void (*refused)(void *ctx, int32_t status);
+    double head_timeout;   /* seconds from accept for the whole head (--timeout) */
+    int32_t per_addr;      /* heads awaited from one client address */
+    int32_t pending_max;   /* heads awaited in all */
+} serve_door_params;
+
+/* Start the door's thread on a bound, listening socket (it becomes the door's). */
+int serve_door_start(serve_door **out, int listen_fd, const serve_door_params *p, char **err);
+/* Stop accepting, close what the door holds (and the listening socket), join its thread. */
+void serve_door_stop(serve_door *d);
 
 /* ---- the server ---------------------------------------------------------------------------- */
 
@@ -478,6 +546,7 @@ typedef struct {
     const char *cors;       /* origins allowed to call from a browser: "A,B,..." or "*"; NULL: none */
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
     size_t max_body;
+    size_t max_request_memory; /* bytes for the requests in flight: bodies and what parsing them takes */
 } serve_config;
 
 /* The defaults of every field but bundle. */

@@ -198,7 +198,7 @@ static int put_content(serve_answer *a, const char *text, size_t n, const serve_
 
 /* Deliver the chat parser's deltas: content through the stop matcher, thought, tool calls.
  * *lp goes with the first text; *thought_only says whether only thought came. 1 when a stop
- * string completed, else 0. */
+ * string completed or, for a request of one call, the call came; else 0. */
 static int put_deltas(serve_answer *a, const plume_chat_delta *dl, int32_t n, const serve_logprob **lp,
                       int *thought_only) {
     *thought_only = n > 0;
@@ -206,6 +206,7 @@ static int put_deltas(serve_answer *a, const plume_chat_delta *dl, int32_t n, co
         if (dl[i].type != PLUME_CHAT_REASONING) *thought_only = 0;
         if (dl[i].type == PLUME_CHAT_TOOL_CALL) {
             put_call(a, dl[i].name, dl[i].arguments);
+            if (a->job->req.one_call) return 1; /* one call asked for: the answer ends with it */
         } else if (dl[i].type == PLUME_CHAT_REASONING) {
             put_text(a, SERVE_EV_THOUGHT, dl[i].text, dl[i].len, *lp);
             *lp = NULL;

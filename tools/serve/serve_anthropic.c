@@ -218,11 +218,16 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     return rc;
 }
 
-/* "tool_choice": {"type": "auto" | "any" | "tool" (with "name") | "none"}. */
+/* "tool_choice": {"type": "auto" | "any" | "tool" (with "name") | "none",
+ * "disable_parallel_tool_use": at most one call}. */
 static int parse_tool_choice(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type"), *name = cJSON_GetObjectItemCaseSensitive(v, "name");
     const char *choice = "auto";
+    if (v && !cJSON_IsNull(v) && cJSON_IsObject(v)) {
+        int rc = serve_json_bool(v, "disable_parallel_tool_use", &r->one_call, e);
+        if (rc) return rc;
+    }
     if (v && !cJSON_IsNull(v)) {
         if (!cJSON_IsString(type)) return serve_json_bad(e, "tool_choice", "an object with a 'type'");
         if (!strcmp(type->valuestring, "any")) choice = "required";
@@ -551,7 +556,7 @@ static char *anthropic_count(int32_t n_tokens) {
 const serve_dialect serve_anthropic = {
     .name = "anthropic", .id_prefix = "msg", .stream_type = "text/event-stream",
     .state_size = sizeof(anthropic_state), .parse = parse_messages_body, .stream = anthropic_stream,
-    .reply = anthropic_reply, .error = anthropic_error, .count = anthropic_count,
+    .reply = anthropic_reply, .error = anthropic_error, .count = anthropic_count, .idle = ":\n\n",
 };
 
 const serve_dialect serve_anthropic_count = {

@@ -2,24 +2,32 @@
  * CORS, limits, signals, waiting on a job and sending its bytes, /health, /metrics,
  * /v1/models and the web page (docs/SERVER.md).
  *
- * libmicrohttpd runs one thread per connection. A connection thread reads the body (at most
- * max_body bytes), has the route's dialect parse it, renders and tokenizes the prompt, submits
+ * Connections come from the door (serve_door.c) once their request head is whole; the
+ * server admits them (admit: /health and /metrics even when every connection is taken) and
+ * libmicrohttpd runs one thread per connection, one request per connection (Connection:
+ * close: a later request on it would meet no door). A connection thread reads the body (at
+ * most max_body bytes, within --timeout, within the memory budget of requests in flight),
+ * has the route's dialect parse it, renders and tokenizes the prompt, submits
  * a job to the scheduler (serve_sched.c) and then waits on the job's bytes: a streamed reply is
  * a content reader that blocks until the scheduler has written more; a whole reply is sent
  * when the job is done. While waiting, the thread peeks at its socket so that a client that
- * hangs up cancels its job at once, even during a long prefill. This file names no JSON field
- * of a generation request: the dialects do. */
+ * hangs up cancels its job at once, even during a long prefill (a client that only closed its
+ * sending side still gets its answer). This file names no JSON field of a generation request:
+ * the dialects do. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +37,12 @@
 #include "digest.h"
 #include "serve.h"
 #include "webui.h"
+
+/* A client address (its family and IP, not its port) and its connections in the daemon. */
+typedef struct {
+    uint8_t key[17];
+    int32_t n;
+} serve_addr_count;
 
 /* The server: the model, the scheduler, the HTTP daemon and the counters of /metrics. */
 typedef struct {
@@ -45,6 +59,13 @@ typedef struct {
     atomic_int_fast64_t id_counter;
     atomic_int stopping;
     atomic_int in_flight; /* connections holding a job (waiting or streaming) */
+    serve_door *door;
+    atomic_int conns;       /* connections handed to the daemon and not yet closed */
+    pthread_mutex_t addr_mu; /* guards addrs: the door adds, the daemon's threads remove */
+    serve_addr_count *addrs; /* [n_addrs] client addresses with connections in the daemon */
+    int32_t n_addrs;
+    size_t cap_addrs;
+    atomic_size_t mem_used; /* bytes of the memory budget taken by requests in flight */
 } serve_server;
 
 /* What a connection has received so far and what it waits on. */
@@ -52,14 +73,30 @@ typedef struct {
     char *body;        /* [len] the request body */
     size_t len, cap;
     int32_t too_large; /* the body passed --max-body: the rest is dropped, then 413 */
+    int32_t busy;      /* the body did not fit the memory budget: the rest is dropped, then 429 */
+    int32_t http11;    /* the request is HTTP/1.1 (it may be sent an interim 100) */
+    size_t reserved;   /* bytes of the memory budget this request holds (its body, its parse) */
+    double t_head;     /* when its head was read: the body must come within --timeout */
     serve_job *job;
 } serve_conn;
 
-/* A streamed reply: the job, the socket to watch, the server's in-flight count. */
+/* What a waiting connection knows of its client. A client that closed only its sending side
+ * (a half-close after a whole request: `nc -N`, some HTTP/1.0 clients) still reads the answer,
+ * and the end of its input looks the same as a client that went away; what tells them apart
+ * is sending it something: a closed socket answers with a reset. */
+typedef struct {
+    int fd;
+    int http11;  /* may be sent an interim "100 Continue" (HTTP/1.0 clients may not) */
+    int probed;  /* the end of input was seen and the probe sent */
+} peer;
+
+/* A streamed reply: the job, the client to watch, the server's in-flight count, how long the
+ * reader may wait without sending anything. */
 typedef struct {
     serve_job *job;
-    int fd;
+    peer pe;
     atomic_int *in_flight;
+    double keepalive;
 } serve_stream;
 
 #define SERVE_WAIT_MS 100 /* how often a waiting connection checks that its client is there */
@@ -92,16 +129,20 @@ static void cors_headers(const serve_server *sv, struct MHD_Connection *c, struc
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
+/* The methods a route takes, for a 405's Allow header (set by dispatch). */
+static _Thread_local const char *allow_methods;
+
 /* Queue a response of len bytes (copied) with a content type; counts it for /metrics. */
 static enum MHD_Result reply(serve_server *sv, struct MHD_Connection *c, unsigned status, const char *type,
                              const char *body, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* one request per connection */
     cors_headers(sv, c, r);
     if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
+    if (status == 405 && allow_methods) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow_methods);
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     if (status / 100 < 6) atomic_fetch_add(&sv->http_status[status / 100], 1);
@@ -131,13 +172,84 @@ static enum MHD_Result reply_error(serve_server *sv, struct MHD_Connection *c, c
     return reply_serve_error(sv, c, d, &e);
 }
 
+/* ---- the memory budget of requests in flight ----------------------------------------------
+ * A JSON body takes far more memory parsed than as bytes (a cJSON node per value: an 8 MB
+ * list of small numbers is 4 million nodes, about 500 MB), and a client may send many at
+ * once. Every request holds a share of --max-request-memory while it is in flight: its body
+ * as it arrives (or as its Content-Length declares), then, for the time of parsing, what the
+ * parsed tree and the text and ids made from it will take (serve_json_check counts the
+ * values before anything is parsed). A request that cannot fit even alone is a 413, one that
+ * does not fit beside the others now a 429 (Retry-After: 1). */
+
+/* Take n bytes of the budget for cn (0), or take nothing when they do not fit (-1). */
+static int budget_take(serve_server *sv, serve_conn *cn, size_t n) {
+    size_t cap = sv->o.max_request_memory, cur = atomic_load(&sv->mem_used);
+    do {
+        if (n > cap || cur > cap - n) return -1;
+    } while (!atomic_compare_exchange_weak(&sv->mem_used, &cur, cur + n));
+    cn->reserved += n;
+    return 0;
+}
+
+/* Give n bytes of cn's share back (all of it when n is SIZE_MAX). */
+static void budget_give(serve_server *sv, serve_conn *cn, size_t n) {
+    if (n > cn->reserved) n = cn->reserved;
+    atomic_fetch_sub(&sv->mem_used, n);
+    cn->reserved -= n;
+}
+
+/* Reserve what handling cn's JSON body will take beyond the body itself: the parsed tree
+ * (values x SERVE_JSON_NODE_BYTES) and per_byte bytes per body byte (copies of its strings,
+ * the prompt, token ids, the reply). 0 with *took set, or an error in e (400: the body is
+ * not JSON a parser may be given; 413: too large for the budget; 429: not now). */
+static int budget_parse(serve_server *sv, serve_conn *cn, size_t per_byte, size_t *took, serve_error *e) {
+    size_t nodes = 0;
+    *took = 0;
+    int rc = serve_json_check(cn->body ? cn->body : "", cn->len, &nodes, e);
+    if (rc) return rc;
+    size_t need = nodes > SIZE_MAX / SERVE_JSON_NODE_BYTES / 2 || cn->len > SIZE_MAX / 64 ? SIZE_MAX
+                                                                                           : nodes * SERVE_JSON_NODE_BYTES + cn->len * per_byte;
+    if (need > sv->o.max_request_memory - (cn->reserved < sv->o.max_request_memory ? cn->reserved : sv->o.max_request_memory))
+        return serve_error_set(e, 413, "invalid_request_error", NULL, "request_too_large",
+                               "handling this request would take about %zu MB (%zu JSON values), more than the server "
+                               "allows for all requests in flight (--max-request-memory %zu MB)",
+                               need >> 20, nodes, sv->o.max_request_memory >> 20);
+    if (budget_take(sv, cn, need))
+        return serve_error_set(e, 429, "rate_limit_error", NULL, "server_busy",
+                               "the server is busy with other large requests; retry later");
+    *took = need;
+    return 0;
+}
+
 /* ---- waiting on a job --------------------------------------------------------------------- */
 
-/* Whether the peer of a connected socket has closed it (or it failed). */
-static int client_gone(int fd) {
+enum { PEER_HERE, PEER_GONE, PEER_PROBE };
+
+/* What the socket says of the client: here, gone (reset, or an error), or, the first time its
+ * input is seen to end, PEER_PROBE: send it something now (a reset will answer if it is gone). */
+static int peer_check(peer *pe) {
     char ch;
-    ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    ssize_t r = recv(pe->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return PEER_HERE;
+    if (r < 0) return PEER_GONE;
+    /* the end of its input: from there on a read says so whatever comes, and a reset that came
+     * later (the answer to the probe) shows only as the socket's error */
+    int e = 0;
+    socklen_t el = sizeof e;
+    if (getsockopt(pe->fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e) return PEER_GONE;
+    if (pe->probed) return PEER_HERE;
+    pe->probed = 1;
+    return PEER_PROBE;
+}
+
+/* Whether the client of a whole reply is gone. The probe is an interim "HTTP/1.1 100
+ * Continue" (every HTTP/1.1 client must take 1xx replies before the final one); an HTTP/1.0
+ * client may not be sent one, so its end of input is taken as a half-close. */
+static int client_gone(peer *pe) {
+    int st = peer_check(pe);
+    if (st != PEER_PROBE) return st == PEER_GONE;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return pe->http11 && send(pe->fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
 }
 
 /* Wait up to SERVE_WAIT_MS on the job's condition. Called with j->mu held. */
@@ -159,17 +271,28 @@ static int conn_fd(struct MHD_Connection *c) {
 }
 
 /* The content reader of a streamed reply: block until the scheduler has written more bytes,
- * copy them; end of stream when the job is done; an error when the client has gone. */
+ * copy them; end of stream when the job is done; an error when the client has gone. A reader
+ * that waits (in the queue, a long prefill) sends the dialect's idle bytes every keepalive
+ * seconds: libmicrohttpd closes a connection that sent nothing for --timeout, even while its
+ * reader blocks, and the stream ended empty. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     serve_stream *st = cls;
     serve_job *j = st->job;
+    double t0 = plume_now();
     pthread_mutex_lock(&j->mu);
     while (j->out_sent == j->out.len && !j->done) {
         job_wait_locked(j);
         if (j->out_sent == j->out.len && !j->done) {
             pthread_mutex_unlock(&j->mu);
-            if (client_gone(st->fd)) {
+            int said = peer_check(&st->pe);
+            const char *idle = j->dialect->idle; /* a stream's probe: bytes its client skips */
+            if ((said == PEER_PROBE || (said == PEER_HERE && plume_now() - t0 >= st->keepalive)) && idle &&
+                strlen(idle) <= max) {
+                memcpy(buf, idle, strlen(idle));
+                return (ssize_t)strlen(idle);
+            }
+            if (said != PEER_HERE) {
                 serve_job_cancel(j);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
@@ -199,13 +322,13 @@ static void stream_free(void *cls) {
 }
 
 /* Wait for a non-streamed job to end; 0, or -1 when the client hung up (job cancelled). */
-static int job_wait_done(serve_job *j, int fd) {
+static int job_wait_done(serve_job *j, peer *pe) {
     pthread_mutex_lock(&j->mu);
     while (!j->done) {
         job_wait_locked(j);
         if (j->done) break;
         pthread_mutex_unlock(&j->mu);
-        if (client_gone(fd)) {
+        if (client_gone(pe)) {
             serve_job_cancel(j);
             return -1;
         }
@@ -277,8 +400,12 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
         if (r->bias_ids[i] >= nv)
             return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
                                    "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
-    int32_t ctx = r->ctx_limit > 0 && r->ctx_limit < sv->n_ctx ? r->ctx_limit : sv->n_ctx;
-    int rc = serve_check_budget(n, r->max_tokens, ctx, e);
+    if (r->ctx_limit > sv->n_ctx)
+        return serve_error_set(e, 400, "invalid_request_error", "num_ctx", "invalid_value",
+                               "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
+                               "--context)", r->ctx_limit, sv->n_ctx);
+    int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
+    int rc = serve_check_request_budget(r, n, ctx, e);
     if (rc) return rc;
     if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
     if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
@@ -333,7 +460,10 @@ static void seed_header(struct MHD_Response *r, const serve_job *j) {
 static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
     serve_job *j = NULL;
-    if (make_job(sv, d, cn, &j, &e)) return reply_serve_error(sv, c, d, &e);
+    size_t took = 0; /* the parse: its strings' copies, the prompt, its ids (4 bytes each) */
+    int bad = budget_parse(sv, cn, 6, &took, &e) || make_job(sv, d, cn, &j, &e);
+    budget_give(sv, cn, took);
+    if (bad) return reply_serve_error(sv, c, d, &e);
     if (j->req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
         serve_job_load(j);
         enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out.p ? j->out.p : "", j->out.len);
@@ -354,7 +484,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
                                                "every slot is busy and the queue is full; retry later")
                                  : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
     }
-    int fd = conn_fd(c);
+    peer pe = {conn_fd(c), cn->http11, 0};
     atomic_fetch_add(&sv->in_flight, 1);
     if (j->req.stream) {
         serve_stream *st = malloc(sizeof *st);
@@ -367,10 +497,12 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
             return reply_error(sv, c, d, 500, "server_error", NULL, "out of memory");
         }
         st->job = j; /* the connection's reference now belongs to the stream */
-        st->fd = fd;
+        st->pe = pe;
         st->in_flight = &sv->in_flight;
+        st->keepalive = sv->o.timeout / 2.0 > 0.2 ? sv->o.timeout / 2.0 : 0.2;
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
         seed_header(r, j);
         cors_headers(sv, c, r);
         enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
@@ -378,7 +510,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
         atomic_fetch_add(&sv->http_status[2], 1);
         return q;
     }
-    if (job_wait_done(j, fd)) {
+    if (job_wait_done(j, &pe)) {
         serve_job_unref(j);
         atomic_fetch_sub(&sv->in_flight, 1);
         return MHD_NO; /* the client is gone: close */
@@ -404,10 +536,15 @@ static enum MHD_Result handle_count(serve_server *sv, struct MHD_Connection *c, 
     serve_error e;
     serve_request r;
     int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
-    if (serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) return reply_serve_error(sv, c, d, &e);
+    size_t took = 0; /* the parse, the prompt and its ids, as for a generation */
+    if (budget_parse(sv, cn, 6, &took, &e) || serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) {
+        budget_give(sv, cn, took);
+        return reply_serve_error(sv, c, d, &e);
+    }
     int rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, &e);
     serve_request_free(&r);
     free(ids);
+    budget_give(sv, cn, took);
     if (rc) return reply_serve_error(sv, c, d, &e);
     return reply_json(sv, c, 200, d->count(n));
 }
@@ -421,59 +558,94 @@ static enum MHD_Result handle_info(serve_server *sv, struct MHD_Connection *c, s
     serve_sched_stats(sv->sched, &st);
     serve_info info = sv->info;
     info.busy = st.busy;
+    size_t took = 0; /* a body's parse (POST /api/show, /api/embed) */
+    if (cn->len && budget_parse(sv, cn, 2, &took, &e)) return reply_serve_error(sv, c, d, &e);
     char *body = fn(&info, cn->body ? cn->body : "", cn->len, &e);
+    budget_give(sv, cn, took);
     if (!body && e.status) return reply_serve_error(sv, c, d, &e);
     return reply_json(sv, c, 200, body);
 }
 
 /* ---- the other endpoints ------------------------------------------------------------------- */
 
-/* POST /tokenize: {"content"} -> {"tokens"}. */
+/* POST /tokenize: {"content"} -> {"tokens"}. The reply is written as it is (at most 12 bytes
+ * an id), not built as a tree of a node per id. */
 static enum MHD_Result handle_tokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
     serve_error e;
     char *content = NULL;
     int32_t special = 0, *ids = NULL, n = 0;
-    if (serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &content, &special, &e) ||
+    size_t took = 0; /* the content's copy, its ids, the reply */
+    if (budget_parse(sv, cn, 1 + 4 + 12, &took, &e) ||
+        serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &content, &special, &e) ||
         tokenize(sv->tok, content, &ids, &n, &e)) {
         free(content);
+        budget_give(sv, cn, took);
         return reply_serve_error(sv, c, NULL, &e);
     }
     free(content);
-    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "tokens");
-    if (special && arr) cJSON_AddItemToArray(arr, cJSON_CreateNumber(2)); /* <bos> */
-    for (int32_t i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+    char *out = malloc((size_t)n * 12 + 32), *o = out;
+    if (out) {
+        o += sprintf(o, "{\"tokens\":[%s", special ? "2" : ""); /* 2: <bos> */
+        for (int32_t i = 0; i < n; i++) o += sprintf(o, "%s%d", i || special ? "," : "", ids[i]);
+        strcpy(o, "]}");
+    }
     free(ids);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
+    enum MHD_Result q = reply_json(sv, c, 200, out);
+    budget_give(sv, cn, took);
+    return q;
 }
 
-/* POST /detokenize: {"tokens"} -> {"content"}. */
+/* POST /detokenize: {"tokens"} -> {"content"}. The text's share of the budget (its copy and
+ * its JSON escaped, up to 6 bytes a byte) is taken once its length is known. */
 static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection *c, serve_conn *cn) {
     serve_error e;
     int32_t *ids = NULL, n = 0;
-    if (serve_detokenize_parse(cn->body ? cn->body : "", cn->len, plume_tokenizer_n_vocab(sv->tok), &ids, &n, &e))
+    size_t took = 0, took_text = 0; /* the parse and the ids; then the text */
+    if (budget_parse(sv, cn, 1, &took, &e) ||
+        serve_detokenize_parse(cn->body ? cn->body : "", cn->len, plume_tokenizer_n_vocab(sv->tok), &ids, &n, &e)) {
+        budget_give(sv, cn, took);
         return reply_serve_error(sv, c, NULL, &e);
+    }
     int64_t need = plume_detokenize(sv->tok, ids, n, 0, NULL, 0);
-    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-    if (text) plume_detokenize(sv->tok, ids, n, 0, text, (size_t)need + 1);
+    char *text = NULL;
+    if (need >= 0 && (uint64_t)need > (sv->o.max_request_memory >> 3)) {
+        serve_error_set(&e, 413, "invalid_request_error", "tokens", "request_too_large",
+                        "the text of these tokens is %lld bytes, more than the server allows (--max-request-memory)",
+                        (long long)need);
+    } else if (need >= 0 && budget_take(sv, cn, (took_text = 8 * (size_t)need))) {
+        took_text = 0;
+        serve_error_set(&e, 429, "rate_limit_error", NULL, "server_busy", "the server is busy with other large requests; retry later");
+    } else if (need >= 0 && (text = malloc((size_t)need + 1))) {
+        plume_detokenize(sv->tok, ids, n, 0, text, (size_t)need + 1);
+    } else {
+        serve_error_set(&e, 500, "server_error", NULL, NULL, "cannot detokenize");
+    }
     free(ids);
-    if (!text) return reply_error(sv, c, NULL, 500, "server_error", NULL, "cannot detokenize");
+    budget_give(sv, cn, took);
+    if (!text) {
+        budget_give(sv, cn, took_text);
+        return reply_serve_error(sv, c, NULL, &e);
+    }
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "content", text);
     free(text);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
+    enum MHD_Result q = reply_json(sv, c, 200, s);
+    budget_give(sv, cn, took_text);
+    return q;
 }
 
-/* GET /v1/models. */
-static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
-    cJSON_AddStringToObject(m, "id", sv->model_name);
+/* GET /v1/models: the list of the one model; GET /v1/models/NAME (one not NULL): that model
+ * (any name is served by the one model, as in a request's "model"). */
+static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c, const char *one) {
+    cJSON *root = cJSON_CreateObject(), *m = root;
+    if (!one) {
+        cJSON_AddStringToObject(root, "object", "list");
+        cJSON *data = cJSON_AddArrayToObject(root, "data");
+        cJSON_AddItemToArray(data, m = cJSON_CreateObject());
+    }
+    cJSON_AddStringToObject(m, "id", one ? one : sv->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "plume");
@@ -513,18 +685,23 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
         "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
         "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
-        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n",
+        "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n"
+        "# HELP plume_http_connections Connections the HTTP daemon holds (this one included).\n"
+        "# TYPE plume_http_connections gauge\nplume_http_connections %d\n"
+        "# HELP plume_request_memory_bytes Bytes of --max-request-memory held by requests in flight.\n"
+        "# TYPE plume_request_memory_bytes gauge\nplume_request_memory_bytes %zu\n",
         (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted);
+        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
+        (size_t)atomic_load(&sv->mem_used));
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
+typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
 
 /* One route: a path, the method it takes (HEAD goes with GET), what answers it and, for a
  * dialect's endpoint, the dialect its bodies and errors are written in and, for one that
@@ -543,6 +720,8 @@ static const route routes[] = {
     {"/v1/health", R_HEALTH, 0, NULL, NULL},
     {"/v1/models", R_MODELS, 0, NULL, NULL},
     {"/models", R_MODELS, 0, NULL, NULL},
+    {"/v1/models/", R_MODEL, 0, NULL, NULL}, /* a path ending in '/': NAME follows (no '/' in it) */
+    {"/models/", R_MODEL, 0, NULL, NULL},
     {"/metrics", R_METRICS, 0, NULL, NULL},
     {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
     {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
@@ -564,10 +743,16 @@ static const route routes[] = {
     {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
 };
 
-/* The route of a path, or NULL. */
+/* The route of a path, or NULL: the path itself, else a route (other than "/") ending in '/'
+ * and one more non-empty component. */
 static const route *route_of(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (!strcmp(url, routes[i].path)) return &routes[i];
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        size_t k = strlen(routes[i].path);
+        if (k > 1 && routes[i].path[k - 1] == '/' && !strncmp(url, routes[i].path, k) && url[k] && !strchr(url + k, '/'))
+            return &routes[i];
+    }
     return NULL;
 }
 
@@ -579,13 +764,16 @@ static int same_key(const char *s, const char *key) {
     return diff == 0;
 }
 
-/* Whether the request carries the API key (or none is required): "Authorization: Bearer KEY",
- * or Anthropic's "x-api-key: KEY". */
+/* Whether the request carries the API key (or none is required): "Authorization: Bearer KEY"
+ * (the scheme in any case, "bearer" too, RFC 9110 section 11.1, then one or more spaces), or
+ * Anthropic's "x-api-key: KEY". */
 static int authorized(const serve_server *sv, struct MHD_Connection *c) {
     if (!sv->o.api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
-    return (h && !strncmp(h, "Bearer ", 7) && same_key(h + 7, sv->o.api_key)) || (x && same_key(x, sv->o.api_key));
+    const char *given = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : NULL;
+    while (given && *given == ' ') given++;
+    return (given && same_key(given, sv->o.api_key)) || (x && same_key(x, sv->o.api_key));
 }
 
 /* Whether a GET / comes from a browser (it accepts HTML): the page; other clients (Ollama's
@@ -618,13 +806,23 @@ static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, con
 static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
                                 serve_conn *cn) {
     const route *r = route_of(url);
-    if (!r) return reply_error(sv, c, NULL, 404, "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
+    if (!r && !strncmp(url, "/api/", 5)) /* Ollama's clients read its words */
+        return reply_error(sv, c, &serve_ollama_chat, 404, "invalid_request_error", "not_found",
+                           "no such endpoint: plume serves its one model and manages no models through the API "
+                           "(no pull, create, copy, push or delete: see docs/SERVER.md)");
+    if (!r) return reply_error(sv, c, !strncmp(url, "/v1/messages", 12) ? &serve_anthropic : NULL, 404,
+                               "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
     const serve_dialect *d = r->dialect;
     if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get))
-        return reply_error(sv, c, d, 405, "invalid_request_error", "method_not_allowed",
-                           r->post ? "this endpoint takes POST" : "this endpoint takes GET");
+    if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get)) {
+        /* the route's own, in the Allow header (and OPTIONS where --cors answers preflights) */
+        allow_methods = r->post ? (sv->o.cors ? "POST, OPTIONS" : "POST") : (sv->o.cors ? "GET, HEAD, OPTIONS" : "GET, HEAD");
+        enum MHD_Result q = reply_error(sv, c, d, 405, "invalid_request_error", "method_not_allowed",
+                                        r->post ? "this endpoint takes POST" : "this endpoint takes GET");
+        allow_methods = NULL;
+        return q;
+    }
     if (r->kind != R_PAGE && r->kind != R_HEALTH && !authorized(sv, c))
         return reply_error(sv, c, d, 401, "invalid_request_error", "invalid_api_key",
                            "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
@@ -633,6 +831,9 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", sv->o.max_body);
         return reply_error(sv, c, d, 413, "invalid_request_error", "request_too_large", msg);
     }
+    if (cn->busy)
+        return reply_error(sv, c, d, 429, "rate_limit_error", "server_busy",
+                           "the server is busy with other large requests; retry later");
     switch (r->kind) {
     case R_PAGE:
         return wants_html(c) ? reply(sv, c, 200, "text/html; charset=utf-8", plume_webui_html, plume_webui_html_len)
@@ -640,7 +841,8 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     case R_HEALTH:
         return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
                                           : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
-    case R_MODELS: return handle_models(sv, c);
+    case R_MODELS: return handle_models(sv, c, NULL);
+    case R_MODEL: return handle_models(sv, c, url + strlen(r->path));
     case R_METRICS: return handle_metrics(sv, c);
     case R_GENERATE: return handle_generate(sv, c, cn, d);
     case R_COUNT: return handle_count(sv, c, cn, d);
@@ -651,20 +853,77 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     }
 }
 
+/* ---- libmicrohttpd's own errors, in JSON ------------------------------------------------------
+ * The door refuses the heads libmicrohttpd would refuse with its own HTML page; what is left
+ * is the body: a malformed chunked encoding (400), a chunk too large (413). libmicrohttpd
+ * offers no hook for those pages, but tells its logger first, in the connection's own thread
+ * (one thread per connection): there the route's JSON error is written on the socket and its
+ * sending side shut, so that the HTML that follows goes nowhere. */
+
+/* The connection this thread serves: set when its head reaches on_request. */
+static _Thread_local struct {
+    serve_server *sv;
+    int fd;
+    const serve_dialect *d;
+} mhd_conn;
+
+/* This thread serves connection c, a request for url. */
+static void mhd_conn_enter(serve_server *sv, struct MHD_Connection *c, const char *url) {
+    const route *r = route_of(url);
+    mhd_conn.sv = sv;
+    mhd_conn.fd = conn_fd(c);
+    mhd_conn.d = r ? r->dialect : NULL;
+}
+
+/* The request of this thread is over. */
+static void mhd_conn_leave(void) { memset(&mhd_conn, 0, sizeof mhd_conn); }
+
+/* libmicrohttpd's logger: its error replies become the route's JSON error; the rest of what
+ * it says is dropped, as before there was a logger. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    static const char prefix[] = "Error processing request (HTTP response code is %u";
+    if (strncmp(fmt, prefix, sizeof prefix - 1) || !mhd_conn.sv || mhd_conn.fd < 0) return;
+    unsigned status = va_arg(ap, unsigned);
+    serve_error e;
+    serve_error_set(&e, (int32_t)status, "invalid_request_error", NULL, status == 413 ? "request_too_large" : "bad_request",
+                    "%s", status == 413 ? "a chunk of the request body is too large"
+                          : status == 400 ? "the request body is malformed (chunked encoding)"
+                                          : "the request could not be read");
+    char *body = (mhd_conn.d ? mhd_conn.d : &serve_openai_chat)->error(&e);
+    char *msg = plume_sprintf("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                              "Connection: close\r\n\r\n%s",
+                              status, status == 413 ? "Content Too Large" : status == 400 ? "Bad Request" : "Error",
+                              body ? strlen(body) : 2, body ? body : "{}");
+    if (msg && send(mhd_conn.fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        shutdown(mhd_conn.fd, SHUT_WR);
+        if (status / 100 < 6) atomic_fetch_add(&mhd_conn.sv->http_status[status / 100], 1);
+    }
+    free(msg);
+    free(body);
+}
+
 /* libmicrohttpd's access handler: called once with the headers, then per piece of the body,
  * then once more with nothing left (where the request is answered). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
     serve_server *sv = cls;
     serve_conn *cn = *con_cls;
     if (!cn) {
         if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
         *con_cls = cn;
         atomic_fetch_add(&sv->http_requests, 1);
+        cn->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+        cn->t_head = plume_now();
+        mhd_conn_enter(sv, c, url);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > sv->o.max_body) { /* refuse before reading it */
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > sv->o.max_body) { /* refuse before reading it */
             cn->too_large = 1;
+            return dispatch(sv, c, url, method, cn);
+        }
+        if (declared && budget_take(sv, cn, (size_t)declared)) { /* a body that does not fit now: 429, unread */
+            cn->busy = 1;
             return dispatch(sv, c, url, method, cn);
         }
         return MHD_YES;
@@ -672,8 +931,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cn->too_large || cn->len + n > sv->o.max_body) {
-            cn->too_large = 1;
+        if (plume_now() - cn->t_head > sv->o.timeout) return MHD_NO; /* a body trickling in: close */
+        if (cn->too_large || cn->busy || cn->len + n > sv->o.max_body) {
+            cn->too_large |= !cn->busy;
+            return MHD_YES;
+        }
+        if (cn->len + n > cn->reserved && budget_take(sv, cn, cn->len + n - cn->reserved)) { /* chunked: as it grows */
+            cn->busy = 1;
             return MHD_YES;
         }
         if (cn->len + n + 1 > cn->cap) {
@@ -694,11 +958,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* A request is over (answered, or the connection dropped): free its state. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)c;
     (void)toe;
     serve_conn *cn = *con_cls;
+    mhd_conn_leave();
     if (!cn) return;
+    budget_give(cls, cn, SIZE_MAX);
     free(cn->body);
     free(cn);
     *con_cls = NULL;
@@ -709,47 +974,165 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 /* The defaults of plume serve's settings (docs/SERVER.md). */
 serve_config serve_config_default(void) {
     return (serve_config){.host = "127.0.0.1", .port = 8080, .parallel = 4, .draft = plume_spec_default_params().draft_max,
-                          .queue = 64, .timeout = 60, .max_body = 8u << 20};
+                          .queue = 64, .timeout = 60, .max_body = 8u << 20, .max_request_memory = (size_t)512 << 20};
 }
 
-/* Start libmicrohttpd on the host and port; prints the address. 0 or 1. */
-static int start_http(serve_server *sv) {
-    struct sockaddr_in a4;
-    struct sockaddr_in6 a6;
-    struct sockaddr *addr;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    if (inet_pton(AF_INET, sv->o.host, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)sv->o.port);
-        addr = (struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, sv->o.host, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)sv->o.port);
-        addr = (struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
+/* ---- admission: the door hands connections over --------------------------------------------- */
+
+#define SERVE_LIGHT_RESERVE 16   /* connections kept beyond the limit for /health, /metrics, ... */
+#define SERVE_ADDR_SHORT 16      /* connections of one address beyond its slots and queue places */
+#define SERVE_DOOR_PER_ADDR 32   /* heads awaited from one client address */
+#define SERVE_DOOR_PENDING 512   /* heads awaited in all */
+
+/* Connections the daemon serves at once, light requests aside: every slot and queue place,
+ * and 64 for the short requests (/tokenize, refusals) beside them. */
+static unsigned conn_limit(const serve_server *sv) { return (unsigned)(sv->o.parallel + sv->o.queue + 64); }
+
+/* Connections one client address may hold in the daemon: every slot and queue place and
+ * SERVE_ADDR_SHORT short requests beside them. conn_limit has 64 beyond the slots and queue,
+ * so one client (slow bodies, a flood) always leaves the others 64 - SERVE_ADDR_SHORT. */
+static int32_t addr_limit(const serve_server *sv) { return sv->o.parallel + sv->o.queue + SERVE_ADDR_SHORT; }
+
+/* The key of a client address: its family and IP (a port is not a client). */
+static void addr_key(const struct sockaddr *a, uint8_t key[17]) {
+    memset(key, 0, 17);
+    if (!a) return;
+    key[0] = (uint8_t)a->sa_family;
+    if (a->sa_family == AF_INET) memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
+    else if (a->sa_family == AF_INET6) memcpy(key + 1, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+}
+
+/* Count a connection of address a in (delta 1) or out (-1); with delta 1 and limit > 0, take
+ * nothing and return -1 when a holds limit already. */
+static int addr_count(serve_server *sv, const struct sockaddr *a, int32_t delta, int32_t limit) {
+    uint8_t key[17];
+    addr_key(a, key);
+    int rc = 0;
+    pthread_mutex_lock(&sv->addr_mu);
+    int32_t i = 0;
+    while (i < sv->n_addrs && memcmp(sv->addrs[i].key, key, 17)) i++;
+    if (i == sv->n_addrs && delta > 0) {
+        if (plume_grow(&sv->addrs, &sv->cap_addrs, i + 1, sizeof *sv->addrs) == 0) {
+            memcpy(sv->addrs[i].key, key, 17);
+            sv->addrs[i].n = 0;
+            sv->n_addrs++;
+        }
+    }
+    if (i < sv->n_addrs) {
+        if (delta > 0 && limit > 0 && sv->addrs[i].n >= limit) rc = -1;
+        else if ((sv->addrs[i].n += delta) <= 0) sv->addrs[i] = sv->addrs[--sv->n_addrs];
+    }
+    pthread_mutex_unlock(&sv->addr_mu);
+    return rc;
+}
+
+/* The door's admit: a whole head came; the daemon takes the connection unless it serves
+ * conn_limit already (a GET of a page that answers at once, /health or /metrics, still gets
+ * one of the reserve: a probe is answered while every generation connection is busy) or the
+ * client's address holds addr_limit of them (a 429: the others keep their places). */
+static int door_admit(void *ctx, int fd, const struct sockaddr *addr, socklen_t alen, const serve_head *h, serve_error *e) {
+    serve_server *sv = ctx;
+    const route *r = route_of(h->path);
+    int light = r && !r->post && (!strcmp(h->method, "GET") || !strcmp(h->method, "HEAD"));
+    if ((unsigned)atomic_load(&sv->conns) >= conn_limit(sv) + (light ? SERVE_LIGHT_RESERVE : 0))
+        return serve_error_set(e, 503, "server_error", NULL, "too_many_connections",
+                               "every connection of the server is taken; retry later");
+    if (addr_count(sv, addr, 1, light ? 0 : addr_limit(sv)))
+        return serve_error_set(e, 429, "rate_limit_error", NULL, "too_many_connections",
+                               "this client address holds %d connections, the most the server gives one; retry later",
+                               addr_limit(sv));
+    /* counted here, not when the daemon's thread gets to it (it takes them in asynchronously:
+     * a burst would pass the limit), and uncounted when it closes (on_connection) */
+    atomic_fetch_add(&sv->conns, 1);
+    if (MHD_add_connection(sv->d, fd, addr, alen) != MHD_YES) { /* it closed the socket */
+        atomic_fetch_sub(&sv->conns, 1);
+        addr_count(sv, addr, -1, 0);
+    }
+    return 0;
+}
+
+/* libmicrohttpd's connection notices: a connection it served is closed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe) {
+    (void)socket_context;
+    serve_server *sv = cls;
+    if (toe != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    addr_count(sv, ci ? ci->client_addr : NULL, -1, 0);
+    atomic_fetch_sub(&sv->conns, 1);
+}
+
+/* The door's error bodies: in the dialect of the path's route (OpenAI's for others). */
+static char *door_error_body(void *ctx, const char *path, const serve_error *e) {
+    (void)ctx;
+    const route *r = route_of(path);
+    return (r && r->dialect ? r->dialect : &serve_openai_chat)->error(e);
+}
+
+/* The door answered a connection (status) or dropped it (0): counted for /metrics. */
+static void door_refused(void *ctx, int32_t status) {
+    serve_server *sv = ctx;
+    if (!status) return;
+    atomic_fetch_add(&sv->http_requests, 1);
+    if (status / 100 < 6) atomic_fetch_add(&sv->http_status[status / 100], 1);
+}
+
+/* A socket bound to the host and port and listening; -1 with a message printed. */
+static int listen_on(const serve_config *o, int *port) {
+    struct sockaddr_storage ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len;
+    memset(&ss, 0, sizeof ss);
+    if (inet_pton(AF_INET, o->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)o->port);
+        len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, o->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)o->port);
+        len = sizeof *a6;
     } else {
-        {
-        fprintf(stderr, "plume: serve: --host wants a numeric IPv4 or IPv6 address, got '%s'\n", sv->o.host);
-        return 1;
+        fprintf(stderr, "plume: serve: --host wants a numeric IPv4 or IPv6 address, got '%s'\n", o->host);
+        return -1;
     }
+    int one = 1, fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 ||
+        listen(fd, SOMAXCONN) != 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+        fprintf(stderr, "plume: serve: cannot listen on %s port %d: %s\n", o->host, o->port, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
     }
-    sv->d = MHD_start_daemon(flags, (uint16_t)sv->o.port, NULL, NULL, on_request, sv,
-                             MHD_OPTION_SOCK_ADDR, addr,
+    *port = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
+    return fd;
+}
+
+/* Listen, start libmicrohttpd (no socket of its own: connections come from the door) and the
+ * door; prints the address. 0 or 1. */
+static int start_http(serve_server *sv) {
+    int port = 0, lfd = listen_on(&sv->o, &port);
+    if (lfd < 0) return 1;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL |
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG;
+    sv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sv,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o.timeout,
-                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(sv->o.parallel + sv->o.queue + 64),
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(4 * SERVE_HEAD_MAX),
+                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(sv) + SERVE_LIGHT_RESERVE,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv,
                              MHD_OPTION_END);
-    if (!sv->d) {
-        fprintf(stderr, "plume: serve: cannot listen on %s port %d: %s\n", sv->o.host, sv->o.port, strerror(errno));
+    serve_door_params dp = {.ctx = sv, .admit = door_admit, .error_body = door_error_body, .refused = door_refused,
+                            .head_timeout = sv->o.timeout, .per_addr = SERVE_DOOR_PER_ADDR, .pending_max = SERVE_DOOR_PENDING};
+    char *err = NULL;
+    if (!sv->d || serve_door_start(&sv->door, lfd, &dp, &err)) {
+        fprintf(stderr, "plume: serve: %s\n", err ? err : "cannot start the HTTP daemon");
+        free(err);
+        close(lfd);
         return 1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
-    int port = di ? di->port : sv->o.port;
-    fprintf(stderr, "plume serve: listening on http://%s%s%s:%d\n", addr->sa_family == AF_INET6 ? "[" : "", sv->o.host,
-            addr->sa_family == AF_INET6 ? "]" : "", port);
+    int v6 = strchr(sv->o.host, ':') != NULL;
+    fprintf(stderr, "plume serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", sv->o.host, v6 ? "]" : "", port);
     fflush(stderr);
     return 0;
 }
@@ -791,12 +1174,16 @@ static void info_init(serve_server *sv) {
     i->n_ctx = sv->n_ctx;
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
+    i->vision = plume_model_has_vision(sv->m);
+    i->audio = plume_model_has_audio(sv->m);
     i->n_slots = sv->o.parallel;
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
     sha256_ctx h;
     sha256_init(&h);
     char *path = plume_sprintf("%s/manifest.sha256", sv->o.bundle), buf[4096];
-    FILE *f = path ? fopen(path, "rb") : NULL;
+    int fd = path ? plume_open_regular(path, NULL) : -1; /* a FIFO there must not hang the start */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) close(fd);
     size_t k;
     if (f) {
         while ((k = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, k);
@@ -849,6 +1236,7 @@ int serve_run(const serve_config *c) {
         return 1;
     }
     sv->o = *c;
+    pthread_mutex_init(&sv->addr_mu, NULL);
     /* Signals go to this thread only (sigwait below); the threads made from here inherit the mask. */
     sigset_t stop;
     sigemptyset(&stop);
@@ -865,17 +1253,21 @@ int serve_run(const serve_config *c) {
         sigwait(&stop, &sig);
         fprintf(stderr, "plume serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
         atomic_store(&sv->stopping, 1);
-        MHD_socket listen_fd = MHD_quiesce_daemon(sv->d); /* no new connections */
-        serve_sched_stop(sv->sched);                      /* running and queued requests end */
+        serve_door_stop(sv->door); /* no new connections */
+        sv->door = NULL;
+        serve_sched_stop(sv->sched); /* running and queued requests end */
         struct timespec tick = {0, 50 * 1000000L};
         for (int i = 0; i < 40 && atomic_load(&sv->in_flight) > 0; i++) /* their last bytes go out */
             nanosleep(&tick, NULL);
         nanosleep(&tick, NULL);
         MHD_stop_daemon(sv->d);
-        if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     }
-    serve_sched_free(sv->sched);
+    serve_door_stop(sv->door); /* when the server did not start */
+    if (rc && sv->d) MHD_stop_daemon(sv->d);
+    if (serve_sched_free(sv->sched)) rc = 1; /* a slot of --slot-save was lost */
     plume_model_free(sv->m);
+    pthread_mutex_destroy(&sv->addr_mu);
+    free(sv->addrs);
     free(sv);
     return rc;
 }

@@ -20,6 +20,7 @@
 
 #define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 #define OLLAMA_VERSION "0.12.0" /* the API level plume speaks (tools, thinking, logprobs) */
+#define IMAGES_WHY "are not supported yet: the server takes no images (plume run/chat --image do)"
 
 const char serve_ollama_banner[] = "Ollama is running";
 
@@ -47,6 +48,7 @@ static int parse_options(const cJSON *root, serve_request *r, serve_error *e) {
     p->repeat_last_n = (int32_t)last_n;
     if (p->top_p <= 0) p->temperature = 0;
     r->max_tokens = n_predict > 0 ? (int32_t)n_predict : -1; /* -1, -2: until the context is full */
+    r->length_name = "num_predict";
     r->ctx_limit = (int32_t)n_ctx;
     /* Sampling plume does not do: refused unless they ask for nothing. */
     static const struct { const char *name; double off; const char *why; } no[] = {
@@ -102,14 +104,19 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "keep_alive"); /* the model is always loaded */
     if (k && !cJSON_IsNull(k) && !cJSON_IsString(k) && !cJSON_IsNumber(k))
         return serve_json_bad(e, "keep_alive", "a duration (\"5m\") or a number of seconds");
+    char *end = NULL; /* 0, "0", "0s", "0m": the client unloads the model (told "unload"; it stays) */
+    r->unload = cJSON_IsNumber(k) ? k->valuedouble == 0
+                                  : cJSON_IsString(k) && *k->valuestring && strtod(k->valuestring, &end) == 0 &&
+                                        end != k->valuestring && strspn(end, "smhun") == strlen(end);
     return 0;
 }
 
-/* A list that must be empty when present: images (no vision yet), generate's context. */
-static int refuse_list(const cJSON *o, const char *name, const char *why, serve_error *e) {
+/* A list that must be empty when present (param: its name in the error): images (the server
+ * takes no media yet), generate's context. */
+static int refuse_list(const cJSON *o, const char *name, const char *param, const char *why, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!v || cJSON_IsNull(v) || (cJSON_IsArray(v) && !cJSON_GetArraySize(v))) return 0;
-    return serve_json_unsupported(e, name, why);
+    return serve_json_unsupported(e, param, why);
 }
 
 /* A message's tool_calls: [{"function": {"name", "arguments": {object}}}]. */
@@ -152,7 +159,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content)) return serve_json_bad(e, param, "a string");
     if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return OOM(e);
     snprintf(param, sizeof param, "messages[%d].images", i);
-    int rc = refuse_list(m, "images", "are not supported (no vision yet)", e);
+    int rc = refuse_list(m, "images", param, IMAGES_WHY, e);
     if (rc) return rc;
     if (!strcmp(out->role, "assistant")) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
@@ -209,8 +216,8 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
     if (!rc) rc = serve_json_str(root, "prompt", &prompt, e);
     if (!rc) rc = serve_json_str(root, "system", &system, e);
     if (!rc) rc = serve_json_bool(root, "raw", &raw, e);
-    if (!rc) rc = refuse_list(root, "images", "are not supported (no vision yet)", e);
-    if (!rc) rc = refuse_list(root, "context", "is not supported (send the conversation to /api/chat)", e);
+    if (!rc) rc = refuse_list(root, "images", "images", IMAGES_WHY, e);
+    if (!rc) rc = refuse_list(root, "context", "context", "is not supported (send the conversation to /api/chat)", e);
     static const char *const empty_only[] = {"suffix", "template"};
     for (int k = 0; !rc && k < 2; k++) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, empty_only[k]);
@@ -221,9 +228,11 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
         r->kind = SERVE_LOAD;
     } else if (!rc && raw) {
         r->kind = SERVE_COMPLETION;
+        r->prompt_name = "prompt";
         r->prompt = prompt;
         prompt = NULL;
     } else if (!rc) {
+        r->prompt_name = "prompt";
         serve_message *m = system ? serve_request_add_message(r, "system", e) : NULL;
         if (system && !m) rc = e->status;
         else if (m) m->content = system, system = NULL;
@@ -393,7 +402,7 @@ static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, c
             for (int32_t i = 0; i < a->n_calls; i++) cJSON_AddItemToArray(calls, json_call(&a->calls[i], i));
         }
     }
-    add_done(o, a->finish, u);
+    add_done(o, j->req.unload && !strcmp(a->finish, "load") ? "unload" : a->finish, u);
     if (j->req.logprobs) add_logprobs(o, j, a->lps, a->n_lps);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -403,13 +412,13 @@ static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, c
 const serve_dialect serve_ollama_chat = {
     .name = "ollama-chat", .id_prefix = "ollama", .stream_type = "application/x-ndjson",
     .state_size = sizeof(ollama_state), .parse = parse_chat, .stream = ollama_stream, .reply = ollama_reply,
-    .error = ollama_error,
+    .error = ollama_error, .idle = " ", /* JSON lines have no comment: a space before the next line */
 };
 
 const serve_dialect serve_ollama_generate = {
     .name = "ollama-generate", .id_prefix = "ollama", .stream_type = "application/x-ndjson",
     .state_size = sizeof(ollama_state), .parse = parse_generate, .stream = ollama_stream, .reply = ollama_reply,
-    .error = ollama_error,
+    .error = ollama_error, .idle = " ", /* JSON lines have no comment: a space before the next line */
 };
 
 /* ---- the model endpoints --------------------------------------------------------------------- */
@@ -524,6 +533,8 @@ char *serve_ollama_show(const serve_info *m, const char *body, size_t len, serve
     if ((caps = cJSON_AddArrayToObject(o, "capabilities"))) {
         static const char *const can[] = {"completion", "tools", "thinking"};
         for (int i = 0; i < 3; i++) cJSON_AddItemToArray(caps, cJSON_CreateString(can[i]));
+        if (m->vision) cJSON_AddItemToArray(caps, cJSON_CreateString("vision"));
+        if (m->audio) cJSON_AddItemToArray(caps, cJSON_CreateString("audio"));
     }
     cJSON_AddStringToObject(o, "modified_at", date);
     return print_info(o, e);

@@ -11,6 +11,8 @@
  * field plume cannot honour is a 400 naming it. */
 #include "serve.h"
 
+#include <inttypes.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +288,35 @@ static int parse_continue(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
+/* "parallel_tool_calls": false asks for at most one call (the answer ends after it). */
+static int parse_parallel(const cJSON *root, serve_request *r, serve_error *e) {
+    int32_t parallel = 1;
+    int rc = serve_json_bool(root, "parallel_tool_calls", &parallel, e);
+    r->one_call = !parallel;
+    return rc;
+}
+
+/* Chat fields plume cannot honour, refused rather than ignored: output modalities other than
+ * text, output audio, the legacy function calling (functions, function_call), hosted web
+ * search. */
+static int refuse_chat_fields(const cJSON *root, serve_error *e) {
+    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(root, "modalities"), *x;
+    if (mod && !cJSON_IsNull(mod) && !cJSON_IsArray(mod)) return serve_json_bad(e, "modalities", "a list");
+    cJSON_ArrayForEach(x, mod) if (!cJSON_IsString(x) || strcmp(x->valuestring, "text"))
+        return serve_json_unsupported(e, "modalities", "other than [\"text\"] is not supported (plume answers in text)");
+    static const char *const no[][2] = {
+        {"audio", "is not supported (plume answers in text)"},
+        {"functions", "is not supported: send 'tools' (the legacy function calling is not served)"},
+        {"function_call", "is not supported: send 'tool_choice' (the legacy function calling is not served)"},
+        {"web_search_options", "is not supported (plume has no hosted tools)"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, no[i][0]);
+        if (v && !cJSON_IsNull(v)) return serve_json_unsupported(e, no[i][0], no[i][1]);
+    }
+    return 0;
+}
+
 /* Parse a /v1/chat/completions body. */
 static int parse_chat(serve_request *r, const char *body, size_t len, serve_error *e) {
     serve_request_init(r, SERVE_CHAT);
@@ -293,9 +324,10 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
     if (!root) return e->status;
     int rc;
     int64_t top = 0;
-    if (!(rc = parse_common(root, r, e)) && !(rc = parse_messages(root, r, e)) && !(rc = parse_tools(root, r, e)) &&
+    if (!(rc = refuse_chat_fields(root, e)) && !(rc = parse_common(root, r, e)) && !(rc = parse_messages(root, r, e)) &&
+        !(rc = parse_tools(root, r, e)) &&
         !(rc = parse_thinking(root, r, e)) && !(rc = parse_continue(root, r, e)) &&
-        !(rc = serve_json_bool(root, "logprobs", &r->logprobs, e)) &&
+        !(rc = serve_json_bool(root, "logprobs", &r->logprobs, e)) && !(rc = parse_parallel(root, r, e)) &&
         !(rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e))) {
         r->top_logprobs = (int32_t)top;
         if (top > 0 && !r->logprobs)
@@ -709,20 +741,22 @@ static char *openai_reply(const serve_job *j, const serve_reply *a, int32_t n, c
         cJSON_AddItemToObject(root, "usage", json_usage(u));
         cJSON_AddItemToObject(root, "timings", json_timings(u));
     }
-    cJSON_AddNumberToObject(root, "seed", (double)(int64_t)j->req.sp.seed);
+    char seed[32]; /* written as an integer: cJSON prints 15 significant digits, and a drawn seed has 16 */
+    snprintf(seed, sizeof seed, "%" PRId64, (int64_t)j->req.sp.seed);
+    cJSON_AddRawToObject(root, "seed", seed);
     return print_free(root);
 }
 
 const serve_dialect serve_openai_chat = {
     .name = "openai-chat", .id_prefix = "chatcmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_chat, .stream = openai_stream, .reply = openai_reply,
-    .error = serve_openai_error,
+    .error = serve_openai_error, .idle = ":\n\n",
 };
 
 const serve_dialect serve_openai_completion = {
     .name = "openai-completion", .id_prefix = "cmpl", .stream_type = "text/event-stream",
     .state_size = sizeof(openai_state), .parse = parse_completion, .stream = openai_stream, .reply = openai_reply,
-    .error = serve_openai_error,
+    .error = serve_openai_error, .idle = ":\n\n",
 };
 
 /* ---- llama-server's /tokenize and /detokenize ------------------------------------------------ */

@@ -122,6 +122,32 @@ int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e)
     return 0;
 }
 
+int serve_json_check(const char *body, size_t len, size_t *nodes, serve_error *e) {
+    size_t n = 1; /* the root */
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)body[i];
+        if (!in_str) {
+            n += c == ',' || c == '[' || c == '{'; /* each element after the first, and each container's first */
+            in_str = c == '"';
+            continue;
+        }
+        if (c < 0x20)
+            return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                                   "the request body is not valid JSON: a raw control character (0x%02x) inside a string "
+                                   "at byte %zu (write it escaped, as \\u%04x)", c, i, c);
+        if (c == '"') in_str = 0;
+        else if (c == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && len - i >= 6 && !memcmp(body + i + 2, "0000", 4))
+                return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_value",
+                                       "a string holds \\u0000 (at byte %zu): NUL characters are not supported", i);
+            i++; /* the escaped character */
+        }
+    }
+    if (nodes) *nodes = n;
+    return 0;
+}
+
 /* Whether s is a tool_choice mode. */
 int serve_tool_mode(const char *s) {
     return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
@@ -223,7 +249,17 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
         serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the request body is not valid UTF-8");
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (serve_json_check(body, len, NULL, e)) return NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    size_t tail = root && end >= body && end <= body + len ? (size_t)(end - body) : len;
+    while (root && tail < len && body[tail] && strchr(" \t\r\n", body[tail])) tail++;
+    if (root && tail < len) { /* one JSON text per body: "{...} x" and "{...}{...}" are not requests */
+        cJSON_Delete(root);
+        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body is not valid JSON: bytes follow the object (at byte %zu)", tail);
+        return NULL;
+    }
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
@@ -282,6 +318,8 @@ void serve_request_init(serve_request *r, serve_kind kind) {
     r->max_tokens = -1;
     r->n = 1;
     r->prompt_logprobs = -1;
+    r->prompt_name = kind == SERVE_COMPLETION ? "prompt" : "messages";
+    r->length_name = "max_tokens";
 }
 
 /* Append an empty message with a copy of role. */
@@ -393,18 +431,31 @@ void serve_request_free(serve_request *r) {
 }
 
 /* Refuse a prompt that fills the context, or max_tokens that would pass it. */
-int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
+/* The budget check with the names of the prompt's and the length's fields. */
+static int check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, const char *prompt_name,
+                        const char *length_name, serve_error *e) {
     if (n_prompt >= n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", "messages", "context_length_exceeded",
+        return serve_error_set(e, 400, "invalid_request_error", prompt_name, "context_length_exceeded",
                                "the prompt has %d tokens, but the context holds %d (and at least one token must "
                                "be left to answer); shorten it or start the server with a larger --context",
                                n_prompt, n_ctx);
     if (max_tokens > 0 && (int64_t)n_prompt + max_tokens > n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+        return serve_error_set(e, 400, "invalid_request_error", length_name, "context_length_exceeded",
                                "the context holds %d tokens, but %d were requested (%d in the prompt, %d to "
-                               "generate); lower max_tokens",
-                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens);
+                               "generate); lower %s",
+                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens, length_name);
     return 0;
+}
+
+/* Whether a prompt and max_tokens fit the context (OpenAI's chat names). */
+int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
+    return check_budget(n_prompt, max_tokens, n_ctx, "messages", "max_tokens", e);
+}
+
+/* Whether a request's prompt and max_tokens fit the context (its dialect's names). */
+int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e) {
+    return check_budget(n_prompt, r->max_tokens, n_ctx, r->prompt_name ? r->prompt_name : "messages",
+                        r->length_name ? r->length_name : "max_tokens", e);
 }
 
 /* ---- the prompt ------------------------------------------------------------------------------- */

@@ -275,11 +275,12 @@ static int parse_responses(serve_request *r, const char *body, size_t len, serve
     cJSON *root = serve_json_object(body, len, e);
     if (!root) return e->status;
     int64_t max_tokens = -1, top = 0, k = r->sp.top_k;
-    int32_t store = 0;
+    int32_t store = 0, parallel = 1; /* parallel_tool_calls false: at most one call */
     int rc;
     r->include_usage = 1;
     if (!(rc = serve_json_str(root, "model", &r->model, e)) && !(rc = serve_json_bool(root, "stream", &r->stream, e)) &&
         !(rc = serve_json_bool(root, "store", &store, e)) &&
+        !(rc = serve_json_bool(root, "parallel_tool_calls", &parallel, e)) &&
         !(rc = serve_json_int(root, "max_output_tokens", 1, 1 << 24, &max_tokens, e)) &&
         !(rc = serve_json_num(root, "temperature", 0, 2, &r->sp.temperature, e)) &&
         !(rc = serve_json_num(root, "top_p", 0, 1, &r->sp.top_p, e)) &&
@@ -289,11 +290,22 @@ static int parse_responses(serve_request *r, const char *body, size_t len, serve
         !(rc = parse_input(root, r, e)))
         rc = parse_tools(root, r, e);
     r->max_tokens = (int32_t)max_tokens;
+    r->one_call = !parallel;
+    r->prompt_name = "input";
+    r->length_name = "max_output_tokens";
     r->top_logprobs = r->logprobs ? (int32_t)top : 0;
     r->sp.top_k = (int32_t)k;
     if (r->sp.top_p <= 0) r->sp.temperature = 0;
     cJSON_Delete(root);
     return rc;
+}
+
+/* A float sampling parameter as the request wrote it: 0.95f is 0.949999988079071 as a double,
+ * so it goes through its shortest decimal form (7 significant digits). */
+static double float_value(float f) {
+    char s[32];
+    snprintf(s, sizeof s, "%.7g", (double)f);
+    return strtod(s, NULL);
 }
 
 /* ---- the Response object -------------------------------------------------------------------- */
@@ -419,7 +431,7 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
         if (*a->text || !a->n_calls) cJSON_AddItemToArray(out, json_message(j, a->text, a->lps, a->n_lps, 1));
         for (int32_t i = 0; i < a->n_calls; i++) cJSON_AddItemToArray(out, json_call(j, &a->calls[i], i, 1));
     }
-    cJSON_AddBoolToObject(o, "parallel_tool_calls", 1);
+    cJSON_AddBoolToObject(o, "parallel_tool_calls", !j->req.one_call);
     const char *tc = j->req.tool_choice ? j->req.tool_choice : "auto";
     if (serve_tool_mode(tc)) {
         cJSON_AddStringToObject(o, "tool_choice", tc);
@@ -429,8 +441,8 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
         cJSON_AddStringToObject(c, "name", tc);
     }
     cJSON_AddArrayToObject(o, "tools");
-    cJSON_AddNumberToObject(o, "temperature", j->req.sp.temperature);
-    cJSON_AddNumberToObject(o, "top_p", j->req.sp.top_p);
+    cJSON_AddNumberToObject(o, "temperature", float_value(j->req.sp.temperature));
+    cJSON_AddNumberToObject(o, "top_p", float_value(j->req.sp.top_p));
     if (j->req.max_tokens > 0) cJSON_AddNumberToObject(o, "max_output_tokens", j->req.max_tokens);
     else cJSON_AddNullToObject(o, "max_output_tokens");
     cJSON_AddBoolToObject(o, "store", 0);
@@ -653,5 +665,5 @@ static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev
 const serve_dialect serve_responses = {
     .name = "openai-responses", .id_prefix = "resp", .stream_type = "text/event-stream",
     .state_size = sizeof(resp_state), .parse = parse_responses, .stream = responses_stream, .reply = responses_reply,
-    .error = serve_openai_error, .state_free = resp_state_free,
+    .error = serve_openai_error, .state_free = resp_state_free, .idle = ":\n\n",
 };

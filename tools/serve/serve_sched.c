@@ -44,11 +44,13 @@
  * cancelled jobs from the queue); the model is touched by this thread only. */
 #include "serve.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "chat/chat.h"
 #include "common.h"
@@ -102,6 +104,19 @@ struct serve_sched {
 /* The file of slot i in the slot directory (malloc'd). */
 static char *slot_path(const serve_sched *s, int32_t i) {
     return plume_sprintf("%s/slot-%d.state", s->p.slot_dir, i);
+}
+
+/* Make sure --slot-save names a directory this process can write in (made when absent): found
+ * at start, not when the slots are saved at exit. 0 or PLUME_EIO. */
+static int slot_dir_check(const char *dir, char **err) {
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return plume_fail(err, PLUME_EIO, "--slot-save %s: cannot create the directory: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return plume_fail(err, PLUME_EIO, "--slot-save %s: not a directory (it names the directory the slots are saved in)", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return plume_fail(err, PLUME_EIO, "--slot-save %s: cannot write in it: %s", dir, strerror(errno));
+    return 0;
 }
 
 /* A session for slot i: loaded from the slot directory when a file of this bundle and
@@ -591,8 +606,7 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
     pthread_cond_init(&s->cv, NULL);
     int rc = 0;
     if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-    if (!rc && p->slot_dir && mkdir(p->slot_dir, 0755) && !plume_file_exists(p->slot_dir))
-        rc = plume_fail(err, PLUME_EIO, "%s: cannot create the slot directory", p->slot_dir);
+    if (!rc && p->slot_dir) rc = slot_dir_check(p->slot_dir, err);
     for (int32_t i = 0; !rc && i < p->n_slots; i++) {
         rc = slot_open(s, i, err);
         if (!rc && !(s->slots[i].logits = malloc((size_t)s->V * sizeof(float))))
@@ -663,15 +677,20 @@ void serve_sched_stop(serve_sched *s) {
 }
 
 /* Save the slots (--slot-save), free them, the batch and the scheduler. */
-void serve_sched_free(serve_sched *s) {
-    if (!s) return;
+int serve_sched_free(serve_sched *s) {
+    if (!s) return 0;
+    int failed = 0;
     serve_sched_stop(s);
     for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
         if (s->p.slot_dir && sl->s && plume_session_n_past(sl->s) > 0) {
             char *path = slot_path(s, i), *err = NULL;
-            if (path && plume_session_save(sl->s, path, &err))
-                fprintf(stderr, "plume serve: slot %d: %s\n", i, err);
+            struct stat st; /* slot-N.state is plume's name: a link or FIFO there is replaced, not followed */
+            if (path && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) unlink(path);
+            if (!path || plume_session_save(sl->s, path, &err)) {
+                fprintf(stderr, "plume: serve: slot %d not saved: %s\n", i, err ? err : "out of memory");
+                failed = -1;
+            }
             free(err);
             free(path);
         }
@@ -687,4 +706,5 @@ void serve_sched_free(serve_sched *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
+    return failed;
 }
