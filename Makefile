@@ -51,7 +51,7 @@ else
 BUILD   ?= build
 endif
 
-LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
+LIB_SRC := $(wildcard src/*.c src/chat/*.c src/media/*.c src/encoders/*.c src/constrain/*.c) src/kernels/scalar.c src/kernels/dispatch.c src/kernels/qact.c src/kernels/tiles.c
 ifeq ($(ARCH),x86_64)
 LIB_SRC += src/kernels/avx2.c src/kernels/avx512.c src/kernels/avx512_vnni.c src/kernels/amx.c src/kernels/avx2_qact.c \
            src/kernels/avxvnni.c
@@ -68,7 +68,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 # The longest tests first: tests/run.sh runs them JOBS at a time and the rest fill the gaps.
-TESTS_FIRST := test_spec test_clients test_batch test_kernels test_cli test_qact
+TESTS_FIRST := test_spec test_clients test_structured test_batch test_kernels test_cli test_qact
 TESTS_ALL   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TESTS    := $(filter $(TESTS_ALL),$(addprefix $(BUILD)/tests/,$(TESTS_FIRST))) \
             $(filter-out $(addprefix $(BUILD)/tests/,$(TESTS_FIRST)),$(TESTS_ALL))

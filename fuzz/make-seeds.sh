@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_gbnf fuzz_schema; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -127,6 +127,21 @@ printf '\007{"model":"m","keep_alive":"0s"}' > "$S/ollama-unload"
 printf '\002{"content":"Hello <start_of_turn>user\\nworld \\u00e9\\ud83d\\ude00","add_special":true}' > "$S/tokenize"
 printf '\003{"tokens":[2,5,9,11,4,7,0]}' > "$S/detokenize"
 printf '\003{"tokens":[1,-1,1.5,"2"]}' > "$S/detokenize-bad"
+
+# grammars: flags | GBNF [0xFF text to match] (see fuzz_gbnf.c); schemas: flags (1 Gemma
+# dialect, 2 tools) | schema, or tools 0xFF tool_choice (see fuzz_schema.c)
+G=$C/fuzz_gbnf
+{ printf '\000'; printf 'root ::= expr\nexpr ::= term ([-+] term)*\nterm ::= [0-9]+ | "(" expr ")"\n'; printf '\377(12+3)-4'; } > "$G/arith"
+{ printf '\000'; "$PLUME" run --json-schema "$ROOT/tests/data/schemas/person.json" --print-grammar;
+  printf '\377{"name": "Ada", "age": 36, "tags": ["dev"]}'; } > "$G/person"
+{ printf '\000'; printf '# comment\nroot ::= <|tool_call> "call:" name <[49]> | [^\\x00-\\x1f\\u00e9-\\U0001F600]{2,5} "\\n"?\nname ::= [a-z_]+\n';
+  printf '\377abc\n'; } > "$G/tokens"
+{ printf '\000'; printf 'root ::= x\nx ::= x "a" | y\ny ::= "b" ( z\n'; } > "$G/broken"
+S2=$C/fuzz_schema
+for f in "$ROOT"/tests/data/schemas/*.json; do n=$(basename "$f" .json); seed '\000' "$f" "$S2/$n"; done
+seed '\001' "$ROOT/tests/data/schemas/nested.json" "$S2/nested-gemma"
+printf '\002%s\377required' "$tools" > "$S2/tools-required"
+printf '\002%s\377{"type":"function","function":{"name":"get_weather"}}' "$tools" > "$S2/tools-named"
 
 # Hub API answers as tests/mock_hub.py gives them: flags (1: repo and rev follow; 2: put the
 # files in a scratch cache; 4: write refs/REV) | [repo 0xFF rev 0xFF] | header lines 0xFF | JSON

@@ -94,6 +94,11 @@ int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
 int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
+/* The bytes id adds to the text decoded with special tokens kept, before byte tokens are
+ * fused into characters: a byte token's one byte, any other piece's UTF-8 with U+2581 as a
+ * space, a special token's text. Writes at most cap bytes; returns the length, or
+ * PLUME_EINVAL for an id outside the vocabulary. */
+int32_t plume_token_bytes(const plume_tokenizer *tok, int32_t id, uint8_t *out, int32_t cap);
 
 /* ---------------------------------------------------------------------------------------
  * Chat format: the E2B chat template, rendered in C (docs/CHAT.md)
@@ -244,6 +249,98 @@ double plume_sampler_prob(const plume_sampler *s, int32_t id);
 int32_t plume_sampler_draw(plume_sampler *s, int32_t without);
 /* A uniform number in [0, 1) from the sampler's generator. */
 double plume_sampler_uniform(plume_sampler *s);
+/* A format the output is held to (the structured-output API below). */
+typedef struct plume_constraint plume_constraint;
+/* Hold the sampler's draws to a constraint (NULL: none), which must outlive the attachment.
+ * From now on
+ * plume_sampler_accept() also advances c and plume_sampler_rewind() takes it back, so attach
+ * it after the prompt's ids were accepted. sample/prepare/draw see only the ids c allows;
+ * with no id allowed (a DEAD constraint) they return PLUME_EINVAL. */
+void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c);
+/* How many of ids[0, n), taken in order from the sampler's position, its constraint allows
+ * (n without one): speculative drafts are cut there. The constraint is left as it was. */
+int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n);
+
+/* ---------------------------------------------------------------------------------------
+ * Structured output: JSON Schema, JSON mode, GBNF grammars, forced tool calls
+ * (docs/STRUCTURED.md)
+ *
+ * A constraint holds generation to a format: at each step only the tokens that keep the text
+ * a prefix of something the format accepts are allowed, and the end of the turn (<turn|>,
+ * <eos>; after a tool call also <|tool_response>) only where the value is complete. Formats
+ * compile to GBNF grammars (what plume_json_schema_to_grammar() returns), run as a pushdown
+ * automaton over bytes; the vocabulary's bytes are indexed once per tokenizer (plume_vocab).
+ *
+ *     plume_vocab *v;                    // once per tokenizer (~0.1 s, ~5 MB), shareable
+ *     plume_vocab_new(&v, plume_model_tokenizer(m), &err);
+ *     plume_constraint *c;               // a schema outside the subset is refused, named
+ *     if (plume_constraint_new_json_schema(&c, v, schema, strlen(schema), NULL, &err)) ...
+ *     ... feed the prompt and plume_sampler_accept() its ids ...
+ *     plume_sampler_set_constraint(smp, c);   // from now on accept/rewind move c too
+ *     ... sample, accept, feed as usual (speculative decoding included) ...
+ *
+ * A sampler with a constraint draws from exactly the distribution of the unconstrained chain
+ * over the logits with every disallowed id set to -inf; greedy and top-k find the allowed
+ * candidates best-first and read the whole mask only when the best ones are refused.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_vocab plume_vocab;
+
+/* The tokens of tok as bytes, sorted for mask walks (tok must outlive it). Read-only once
+ * made: constraints on many threads may share one. 0 or PLUME_ENOMEM / PLUME_EINVAL. */
+int plume_vocab_new(plume_vocab **out, const plume_tokenizer *tok, char **err);
+void plume_vocab_free(plume_vocab *v);
+
+typedef struct {
+    int32_t thinking; /* 0: the format starts at the first token; 1: a thought
+                         ("<|channel>...<channel|>", free text) may come first; 2: the prompt
+                         opened the thought (it ends with "<|channel>thought\n"): free text up
+                         to "<channel|>" first */
+} plume_constraint_params;
+
+plume_constraint_params plume_constraint_default_params(void);
+/* A value valid against a JSON Schema (the subset of docs/STRUCTURED.md). PLUME_EINVAL names
+ * what is refused and where ("json schema: #/properties/a: \"uniqueItems\" is not supported"). */
+int plume_constraint_new_json_schema(plume_constraint **out, const plume_vocab *v, const char *schema, size_t len,
+                                     const plume_constraint_params *p, char **err);
+/* Any JSON object (OpenAI's json_object, Ollama's format "json"). */
+int plume_constraint_new_json(plume_constraint **out, const plume_vocab *v, const plume_constraint_params *p,
+                              char **err);
+/* Text matching a GBNF grammar (start rule root; <[ID]> and <TEXT> name special tokens). */
+int plume_constraint_new_grammar(plume_constraint **out, const plume_vocab *v, const char *gbnf, size_t len,
+                                 const plume_constraint_params *p, char **err);
+/* A tool call in Gemma 4's format, arguments valid against the function's parameters:
+ * tools_json is OpenAI's "tools" array; tool_choice "required" (one or more calls of any of
+ * the tools) or a function's name, or its JSON form {"type":"function","function":{"name":..}}
+ * (one call of that function). */
+int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v, const char *tools_json,
+                                   const char *tool_choice, const plume_constraint_params *p, char **err);
+void plume_constraint_free(plume_constraint *c);
+
+/* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
+int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
+int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
+
+enum {
+    PLUME_CONSTRAINT_OPEN = 0,     /* more text is needed */
+    PLUME_CONSTRAINT_COMPLETE = 1, /* the value is complete: the end of turn is allowed */
+    PLUME_CONSTRAINT_DONE = 2,     /* the end of turn was accepted: nothing more */
+    PLUME_CONSTRAINT_DEAD = 3,     /* a disallowed id was accepted (rewind it) */
+};
+int32_t plume_constraint_status(plume_constraint *c);
+/* Whether id may come next (1 or 0). */
+int32_t plume_constraint_allows(plume_constraint *c, int32_t id);
+/* Advance by id: 0, or PLUME_EINVAL when it was not allowed (the constraint is then DEAD
+ * until rewound), or PLUME_ENOMEM. */
+int plume_constraint_accept(plume_constraint *c, int32_t id);
+/* Take back the last n accepted ids (any n up to what was accepted): 0 or PLUME_EINVAL. */
+int plume_constraint_rewind(plume_constraint *c, int32_t n);
+/* Back to the start. */
+void plume_constraint_reset(plume_constraint *c);
+/* Ids accepted since the start (less those rewound). */
+int32_t plume_constraint_n_accepted(const plume_constraint *c);
+/* The allowed ids as a bitmap: bit (id & 31) of bits[id >> 5], (n_vocab + 31) / 32 words.
+ * Returns how many are allowed, or a negative PLUME_E*. */
+int32_t plume_constraint_mask(plume_constraint *c, uint32_t *bits);
 
 /* ---------------------------------------------------------------------------------------
  * Model

@@ -4,8 +4,10 @@
 # usage: scripts/fetch-test-clients.sh
 #
 # Runs `npm ci --ignore-scripts` in tests/clients (package.json + package-lock.json: the
-# official `openai`, `ollama` and `@anthropic-ai/sdk` libraries, and `playwright-core`, which
-# drives Debian's /usr/bin/chromium and downloads no browser of its own). Idempotent: nothing is fetched when node_modules already
+# official `openai`, `ollama` and `@anthropic-ai/sdk` libraries, `playwright-core`, which
+# drives Debian's /usr/bin/chromium and downloads no browser of its own, and `ajv` +
+# `ajv-formats`, the JSON Schema validator of the structured-output tests). Idempotent:
+# nothing is fetched when node_modules already
 # matches the lock file. Exits non-zero with the reason on stderr when node or npm is missing
 # or the install fails; tests/test_clients.c then skips, printing that reason.
 set -eu
@@ -25,7 +27,8 @@ fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && [ -f "$DIR/node_modules/openai/package.json" ] && [ -f "$DIR/node_modules/playwright-core/package.json" ] \
-    && [ -f "$DIR/node_modules/ollama/package.json" ] && [ -f "$DIR/node_modules/@anthropic-ai/sdk/package.json" ]; then
+    && [ -f "$DIR/node_modules/ollama/package.json" ] && [ -f "$DIR/node_modules/@anthropic-ai/sdk/package.json" ] \
+    && [ -f "$DIR/node_modules/ajv/package.json" ] && [ -f "$DIR/node_modules/ajv-formats/package.json" ]; then
     exit 0
 fi
 command -v npm >/dev/null 2>&1 || die "npm not found (Debian: apt-get install -y npm)"

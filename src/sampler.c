@@ -18,8 +18,17 @@
  *     sorts V floats; only ranges of at most SAMPLER_SORT_MAX candidates are sorted;
  *   - every buffer is sized V and allocated once in plume_sampler_new().
  * Candidates are ordered by (logit descending, id ascending), so ties always favour the
- * lower id and every result is deterministic. */
+ * lower id and every result is deterministic.
+ *
+ * With a constraint attached (docs/STRUCTURED.md), the chain runs over the allowed ids only,
+ * exactly as over logits whose other ids are -inf. Greedy and top-k need only the best
+ * allowed ids: a heap of the best candidates is walked in rank order and each is asked of the
+ * constraint (a few table loads per candidate), as long as no id left out of the heap could
+ * rank before it; if the heap runs out first (a state that refuses most tokens, whose mask is
+ * cheap to make), or the state's whole mask is cached anyway, the candidates are gathered
+ * from the mask with one heap pass over the allowed ids. */
 #include "common.h"
+#include "constrain/constrain.h"
 
 #include <float.h>
 #include <math.h>
@@ -27,6 +36,9 @@
 
 #define SAMPLER_HEAP_MAX_K 1024 /* top-k above this uses quickselect instead of a heap */
 #define SAMPLER_SORT_MAX 32     /* quickselect ranges this small are insertion-sorted */
+#define SAMPLER_BEST_FIRST 64   /* constrained top-k: candidates heaped beyond k, best-first */
+#define SAMPLER_BEST_WIDE 4096  /* ... and in a dense state, a second try this wide */
+#define SAMPLER_DENSE 128       /* a state is dense when it accepts this many first bytes */
 
 /* One token still in the running. */
 typedef struct {
@@ -57,6 +69,7 @@ struct plume_sampler {
     int32_t *bias_id;      /* [n_bias] */
     float *bias;           /* [n_bias] finite, or -inf (the id is never drawn) */
     int32_t n_bias;
+    plume_constraint *con; /* the attached constraint, or NULL */
 };
 
 /* ---- parameters and lifetime ------------------------------------------------------------ */
@@ -235,6 +248,7 @@ static int32_t ring_at(const plume_sampler *s, int32_t k) {
 /* Record id (prompt or generated) for the penalties. Ids outside [0, n_vocab) are ignored;
  * with penalties off this does nothing. Invariant: ring_len >= min(n_seen, window). */
 void plume_sampler_accept(plume_sampler *s, int32_t id) {
+    if (s && s->con) plume_constraint_accept(s->con, id); /* a refused id leaves it DEAD */
     if (!s || !s->count || id < 0 || id >= s->n_vocab) return;
     if (s->ring_len < s->ring_cap) s->ring_len++;
     s->ring[s->ring_pos] = id;
@@ -251,7 +265,8 @@ void plume_sampler_accept(plume_sampler *s, int32_t id) {
  * forgotten. With penalties off there is no history and this always succeeds. */
 int plume_sampler_rewind(plume_sampler *s, int32_t n) {
     if (!s || n < 0) return PLUME_EINVAL;
-    if (!s->count) return 0;
+    if (s->con && n > plume_constraint_n_accepted(s->con)) return PLUME_EINVAL;
+    if (!s->count) return s->con ? plume_constraint_rewind(s->con, n) : 0;
     int32_t win = s->p.repeat_last_n;
     /* Each undo needs the id it removes and, while the history is longer than the window, the
      * one coming back into it: the last of those (undo number back) is the (win + back)-th
@@ -259,6 +274,7 @@ int plume_sampler_rewind(plume_sampler *s, int32_t n) {
     if (n > s->ring_len) return PLUME_EINVAL;
     int64_t back = win > 0 ? (s->n_seen - win < n ? s->n_seen - win : n) : 0;
     if (back > 0 && s->ring_len < win + back) return PLUME_EINVAL;
+    if (s->con) plume_constraint_rewind(s->con, n); /* checked above: it holds n */
     for (int32_t i = 0; i < n; i++) {
         history_drop(s, ring_at(s, 0));
         s->ring_pos = (s->ring_pos - 1 + s->ring_cap) % s->ring_cap;
@@ -269,9 +285,11 @@ int plume_sampler_rewind(plume_sampler *s, int32_t n) {
     return 0;
 }
 
-/* Forget the history (O(distinct ids), not O(V)) and restart the generator at the seed. */
+/* Forget the history (O(distinct ids), not O(V)), take an attached constraint back to its
+ * start and restart the generator at the seed. */
 void plume_sampler_reset(plume_sampler *s) {
     if (!s) return;
+    if (s->con) plume_constraint_reset(s->con);
     for (int32_t i = 0; i < s->n_distinct; i++) s->count[s->distinct[i]] = 0;
     s->n_distinct = 0;
     s->ring_len = 0;
@@ -335,21 +353,25 @@ static void heap_down(sampler_cand *h, int32_t n, int32_t i) {
     }
 }
 
+/* Offer id (logit v) to a heap of at most k: in while it is not full, then in place of the
+ * root when strictly better (ids come in increasing order, so ties keep the lower id). */
+static inline void heap_offer(sampler_cand *c, int32_t *n, int32_t k, float raw, int32_t id) {
+    float v;
+    if (!cand_usable(raw, &v)) return;
+    if (*n < k) {
+        c[*n] = (sampler_cand){v, 0.0f, id};
+        heap_up(c, (*n)++);
+    } else if (v > c[0].logit) {
+        c[0] = (sampler_cand){v, 0.0f, id};
+        heap_down(c, *n, 0);
+    }
+}
+
 /* The k best usable logits into c (heap order); returns how many (< k if fewer usable). Ids
  * arrive in increasing order, so a newcomer beats the root only with a strictly larger logit. */
 static int32_t gather_top_k(sampler_cand *c, const float *l, int32_t n_vocab, int32_t k) {
     int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        float v;
-        if (!cand_usable(l[i], &v)) continue;
-        if (n < k) {
-            c[n] = (sampler_cand){v, 0.0f, i};
-            heap_up(c, n++);
-        } else if (v > c[0].logit) {
-            c[0] = (sampler_cand){v, 0.0f, i};
-            heap_down(c, n, 0);
-        }
-    }
+    for (int32_t i = 0; i < n_vocab; i++) heap_offer(c, &n, k, l[i], i);
     return n;
 }
 
@@ -387,11 +409,13 @@ static int32_t adjust_heap(const plume_sampler *s, sampler_cand *c, int32_t n, c
     for (int32_t i = 0; s->count && i < s->n_distinct; i++) {
         int32_t id = s->distinct[i];
         float v;
+        if (s->con && !cst_allows(s->con, id)) continue; /* under a constraint: allowed ones only */
         if (cand_usable(sampler_adjusted(s, id, logits[id]), &v)) c[m++] = (sampler_cand){v, 0.0f, id};
     }
     for (int32_t i = 0; i < s->n_bias; i++) {
         int32_t id = s->bias_id[i];
         float v;
+        if (s->con && !cst_allows(s->con, id)) continue;
         if ((!s->count || s->count[id] == 0) && cand_usable(sampler_adjusted(s, id, logits[id]), &v))
             c[m++] = (sampler_cand){v, 0.0f, id};
     }
@@ -493,7 +517,7 @@ static int32_t select_mass(sampler_cand *c, int32_t n, double target) {
     return hi > 0 ? hi : 1; /* rounding left the target just out of reach: keep the range */
 }
 
-/* ---- the chain -------------------------------------------------------------------------- */
+/* ---- the chain's steps ------------------------------------------------------------------ */
 
 /* Set w = exp((logit - max) / temperature) and drop candidates whose w underflows to 0
  * (they can never be drawn). Returns the new count (>= 1 unless every logit is -inf: the max
@@ -559,6 +583,101 @@ static int32_t cand_top_p(sampler_cand *c, int32_t n, float top_p, double z) {
     return select_mass(c, n, (double)top_p * z);
 }
 
+/* ---- under a constraint ----------------------------------------------------------------- */
+
+/* Order two candidates for qsort: rank order. */
+static int cand_cmp(const void *a, const void *b) {
+    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+/* The usable logits of the ids the mask allows: every one in id order (k = 0), or the best k
+ * in heap order (k > 0). Returns how many. */
+static int32_t gather_mask(const cst_mask *m, sampler_cand *c, const float *l, int32_t n_vocab, int32_t k) {
+    int32_t n = 0;
+    float v;
+    if (m->ids) {
+        for (int32_t i = 0; i < m->n; i++) {
+            if (k > 0) heap_offer(c, &n, k, l[m->ids[i]], m->ids[i]);
+            else if (cand_usable(l[m->ids[i]], &v)) c[n++] = (sampler_cand){v, 0.0f, m->ids[i]};
+        }
+        return n;
+    }
+    for (int32_t w = 0; w < (n_vocab + 31) / 32; w++)
+        for (uint32_t x = m->bits[w]; x; x &= x - 1) {
+            int32_t id = w * 32 + __builtin_ctz(x);
+            if (k > 0) heap_offer(c, &n, k, l[id], id);
+            else if (cand_usable(l[id], &v)) c[n++] = (sampler_cand){v, 0.0f, id};
+        }
+    return n;
+}
+
+/* The k best allowed candidates, best-first: heap the best `want` by raw logit, apply the
+ * bias and penalties, sort, and keep allowed ones while they are sure to rank before every
+ * id left out (the heap's worst raw logit bounds every unadjusted id not heaped; every
+ * adjusted one is in).
+ * Returns how many were found (<= k) when that settles it, else -1 (try a larger heap). */
+static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj, int32_t want) {
+    sampler_cand *c = s->cand;
+    int32_t n = gather_top_k(c, logits, s->n_vocab, want);
+    int full = n == want; /* some usable ids were left out */
+    float bound = full ? c[0].logit : -INFINITY;
+    if (n_adj) n = adjust_heap(s, c, n, logits);
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n && kept < k; i++) {
+        /* Sure to rank before every id left out: a logit above the bound; or on it, unless
+         * adjusted (biased or penalized): the heap keeps the lowest ids among equal raw logits
+         * (a newcomer must be strictly better), so an id left out with the bound's logit has a
+         * higher id. (Ties are common: logits saturate at the softcap.) */
+        int sure = c[i].logit > bound || (c[i].logit == bound && !sampler_adjusts(s, c[i].id));
+        if (full && !sure) return -1; /* an id left out might rank here */
+        if (cst_allows(s->con, c[i].id)) c[kept++] = c[i];
+    }
+    return kept == k || !full ? kept : -1;
+}
+
+/* The candidates under a constraint, bias and penalties applied: at least the k best allowed
+ * (k > 0; the chain selects k of them), or every allowed one (k = 0: the chain needs the
+ * whole distribution). PLUME_EINVAL when the mask cannot be made. */
+static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj) {
+    if (k > 0 && !cst_mask_cached(s->con)) {
+        /* When the best k + 64 do not settle it, the state refuses many tokens. Mostly it
+         * refuses nearly all (after '{' only tokens starting with '"', '}' or whitespace are
+         * allowed), and there the mask's walk is cheap: it skips whole first bytes. In a
+         * dense state (inside a string: most first bytes live) a walk visits every token
+         * (~2.5 ms on Gemma's), a wider heap less than a fifth of that. */
+        int32_t want = k + n_adj + SAMPLER_BEST_FIRST;
+        int32_t n = best_first(s, logits, k, n_adj, want < s->n_vocab ? want : s->n_vocab);
+        if (n >= 0) return n;
+        want = k + n_adj + SAMPLER_BEST_WIDE;
+        if (cst_live_first_bytes(s->con) >= SAMPLER_DENSE &&
+            (n = best_first(s, logits, k, n_adj, want < s->n_vocab ? want : s->n_vocab)) >= 0)
+            return n;
+    }
+    cst_mask m;
+    if (cst_mask_get(s->con, &m)) return PLUME_EINVAL;
+    int32_t n = gather_mask(&m, s->cand, logits, s->n_vocab, k > 0 ? k + n_adj : 0);
+    if (n > 0 && n_adj) n = k > 0 ? adjust_heap(s, s->cand, n, logits) : (adjust_sorted(s, s->cand, n, logits), n);
+    return n;
+}
+
+/* Attach (or detach, c NULL) a constraint. */
+void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c) {
+    if (s) s->con = c;
+}
+
+/* How many leading ids the constraint allows in sequence (tried, then taken back). */
+int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n) {
+    if (!s || !ids || n <= 0) return 0;
+    if (!s->con) return n;
+    int32_t k = 0;
+    while (k < n && plume_constraint_accept(s->con, ids[k]) == 0) k++;
+    plume_constraint_rewind(s->con, k < n ? k + 1 : k); /* a refused id was pushed too */
+    return k;
+}
+
+/* ---- the chain -------------------------------------------------------------------------- */
+
 /* Bias and penalties, then greedy or top-k -> softmax(T) -> top-p -> min-p: the candidates the draw
  * chooses from, in s->cand[0, n) with weights w (greedy: the argmax alone, w = 1). Returns
  * n >= 1, or PLUME_EINVAL when no logit is usable (all NaN or -inf).
@@ -573,7 +692,10 @@ static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
     int32_t n_adjust = (s->count ? s->n_distinct : 0) + s->n_bias; /* may count an id twice */
     int32_t k = greedy ? 1 : p->top_k > 0 && p->top_k < s->n_vocab ? p->top_k : 0;
     int32_t n;
-    if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust) {
+    if (s->con) {
+        n = gather_constrained(s, logits, k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust ? k : 0, n_adjust);
+        if (n < 0) return n;
+    } else if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust) {
         n = gather_top_k(c, logits, s->n_vocab, k + n_adjust);
         if (n_adjust) n = adjust_heap(s, c, n, logits);
     } else {

@@ -30,6 +30,12 @@
  * model outputs depends on it (greedy: the same tokens; sampling: the same distribution,
  * since a length chosen from the past is a draft distribution fixed before the step).
  *
+ * With a constraint on the sampler (docs/STRUCTURED.md), the guesses are cut at the first one
+ * it refuses before they are fed (plume_spec_step; callers of the two halves ask
+ * plume_sampler_allowed_prefix() themselves), and a refused guess could never be accepted
+ * anyway: the sampler gives it probability 0. The constraint moves with the sampler's
+ * accept and rewind, so rejected guesses leave it where plain decoding would.
+ *
  * Knows the session's internals only to size a step so that its rewind is free (the sliding
  * rings keep n_rewind extra slots) and does not straddle a ring snapshot. */
 #include <stdlib.h>
@@ -241,6 +247,8 @@ int32_t plume_spec_step(plume_spec *sp, plume_session *s, plume_sampler *smp, in
     if (!smp || !out) return plume_fail(err, PLUME_EINVAL, "spec: a NULL argument");
     int32_t n = plume_spec_draft(sp, s, pending, sp ? sp->ids : NULL, cap, err);
     if (n < 0) return n;
+    int32_t ok = plume_sampler_allowed_prefix(smp, sp->ids, n); /* a constraint refuses the rest */
+    if (ok < n) n = ok > 1 ? ok : 1;
     int rc = plume_session_feed(s, sp->ids, n, sp->logits, 1, err);
     return rc ? rc : plume_spec_accept(sp, s, smp, sp->ids, n, sp->logits, out, err);
 }

@@ -454,6 +454,29 @@ int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id) {
     return (tok->flags[id] & TOK_SPECIAL) != 0;
 }
 
+/* The bytes id adds to decoded text with special tokens kept, without the byte-run fusing:
+ * a byte token's byte, any other piece's UTF-8 with U+2581 as a space. Writes at most cap
+ * bytes; returns the length, or PLUME_EINVAL for an id out of range. */
+int32_t plume_token_bytes(const plume_tokenizer *tok, int32_t id, uint8_t *out, int32_t cap) {
+    if (!tok || id < 0 || (uint32_t)id >= tok->n_vocab || cap < 0 || (!out && cap > 0)) return PLUME_EINVAL;
+    const uint8_t *p = tok->pieces + tok->offsets[id];
+    size_t n = tok->offsets[id + 1] - tok->offsets[id];
+    if (tok->flags[id] & TOK_BYTE) {
+        if (cap > 0) out[0] = (uint8_t)tok_byte_piece(p, n); /* checked at open */
+        return 1;
+    }
+    int32_t len = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t b = p[i];
+        size_t step = 1;
+        if (i + 3 <= n && p[i] == 0xe2 && p[i + 1] == 0x96 && p[i + 2] == 0x81) b = ' ', step = 3;
+        if (len < cap) out[len] = b;
+        len++;
+        i += step;
+    }
+    return len;
+}
+
 /* ---- encoding ---------------------------------------------------------------------------- */
 
 /* A symbol of the BPE word being merged: a doubly linked list over an array, so a

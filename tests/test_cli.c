@@ -1,7 +1,9 @@
 /* test_cli.c -- the text path through the CLI on tiny-a (its small tokenizer has the real
  * structural tokens): plume run, plume chat with the cache kept between turns, --cache,
- * --help everywhere, and bad input (unknown flags, invalid UTF-8, a prompt longer than the
- * context, no model). */
+ * --help everywhere, bad input (unknown flags, invalid UTF-8, a prompt longer than the
+ * context, no model), and the formats of plume run (--json-schema, --json, --grammar). */
+#include <cjson/cJSON.h>
+
 #include "t.h"
 
 static char *tmp;
@@ -175,6 +177,58 @@ static void test_output_parents_created(void) {
     }
 }
 
+/* The answer of a `plume run` output (stdout and stderr): the text before the stats line,
+ * cut in place. */
+static char *run_answer(char *out) {
+    char *end = strstr(out, "\n[prompt");
+    if (end) *end = 0;
+    return out;
+}
+
+/* --json-schema, --json, --grammar: a random model's answers held to the format (a schema's
+ * fields checked), greedy the same with drafts, -n too small says the value is incomplete,
+ * what cannot be enforced refused naming it, --print-grammar. */
+static void test_run_formats(void) {
+    char out[16384], schema[700], bad[700], gram[700];
+    snprintf(schema, sizeof schema, "%s/schema.json", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.json", tmp);
+    snprintf(gram, sizeof gram, "%s/yn.gbnf", tmp);
+    t_sh(out, sizeof out,
+         "printf '%%s' '{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":3,\"maximum\":9},"
+         "\"s\":{\"enum\":[\"a\",\"b\"]}},\"required\":[\"n\",\"s\"],\"additionalProperties\":false}' > %s && "
+         "printf '%%s' '{\"type\":\"array\",\"uniqueItems\":true}' > %s && printf '%%s' 'root ::= \"yes\" | \"no\"' > %s",
+         schema, bad, gram);
+    for (int seed = 1; seed <= 3; seed++) {
+        int st = t_sh(out, sizeof out, "%s/plume run -m %s -p json -n 300 --seed %d --json-schema %s", t_build(), bundle,
+                      seed, schema);
+        cJSON *v = st == 0 ? cJSON_Parse(run_answer(out)) : NULL;
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "n"), *s = cJSON_GetObjectItemCaseSensitive(v, "s");
+        CHECK(cJSON_IsObject(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsNumber(n) && n->valuedouble >= 3 &&
+                  n->valuedouble <= 9 && n->valuedouble == (int)n->valuedouble && cJSON_IsString(s) &&
+                  (!strcmp(s->valuestring, "a") || !strcmp(s->valuestring, "b")),
+              "seed %d: %s", seed, out);
+        cJSON_Delete(v);
+    }
+    char a[16384], b[16384];
+    t_sh(a, sizeof a, "%s/plume run -m %s -p json -n 300 --temp 0 --draft 0 --json-schema %s", t_build(), bundle, schema);
+    t_sh(b, sizeof b, "%s/plume run -m %s -p json -n 300 --temp 0 --draft 3 --json-schema %s", t_build(), bundle, schema);
+    CHECK(!strcmp(run_answer(a), run_answer(b)) && a[0] == '{', "greedy with drafts differs:\n%s\n%s", a, b);
+    int st = t_sh(out, sizeof out, "%s/plume run -m %s -p json -n 300 --seed 4 --json", t_build(), bundle);
+    cJSON *v = st == 0 ? cJSON_Parse(run_answer(out)) : NULL;
+    CHECK(cJSON_IsObject(v), "--json: %s", out);
+    cJSON_Delete(v);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p yn -n 20 --seed 5 --grammar %s", t_build(), bundle, gram);
+    CHECK(st == 0 && (!strcmp(run_answer(out), "yes") || !strcmp(out, "no")), "--grammar: %s", out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p json -n 2 --seed 1 --json-schema %s", t_build(), bundle, schema);
+    CHECK(st == 0 && strstr(out, "the value is incomplete"), "-n 2: %s", out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p json --json-schema %s", t_build(), bundle, bad);
+    CHECK(st != 0 && strstr(out, "uniqueItems"), "refused keyword: %s", out);
+    st = t_sh(out, sizeof out, "%s/plume run -m %s -p json --json --grammar %s", t_build(), bundle, gram);
+    CHECK(st != 0 && strstr(out, "exclude"), "two formats: %s", out);
+    st = t_sh(out, sizeof out, "%s/plume run --json-schema %s --print-grammar", t_build(), schema);
+    CHECK(st == 0 && strstr(out, "root ::="), "--print-grammar: %s", out);
+}
+
 int main(void) {
     tmp = t_tmpdir("cli");
     snprintf(bundle, sizeof bundle, "%s/tiny", tmp);
@@ -188,6 +242,7 @@ int main(void) {
     RUN(test_draft_keeps_greedy_output);
     RUN(test_help_everywhere);
     RUN(test_bad_input);
+    RUN(test_run_formats);
     RUN(test_output_parents_created);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);

@@ -1,7 +1,8 @@
 /* test_clients.c -- `plume serve` driven by real clients: the official OpenAI library (npm
  * `openai`: chat, completions and the Responses API), the official Ollama and Anthropic
  * libraries (npm `ollama`, `@anthropic-ai/sdk`), headless Chromium on the web page at / (npm
- * `playwright-core` driving Debian's /usr/bin/chromium), and a bounded load test (16
+ * `playwright-core` driving Debian's /usr/bin/chromium), structured outputs through all of
+ * them with every answer checked by ajv (structured.mjs), and a bounded load test (16
  * streaming clients x 8 requests). The scripts
  * live in tests/clients/ and talk to 127.0.0.1 only; this program builds a tiny random model
  * with the real vocabulary (its answers do not end early: the end-of-turn token is 1 in 262144),
@@ -132,6 +133,17 @@ static void test_ollama_seeds(void) { script_case("ollama.mjs", "seeds"); }
 static void test_ollama_options(void) { script_case("ollama.mjs", "options"); }
 static void test_ollama_errors(void) { script_case("ollama.mjs", "errors"); }
 
+static void test_structured_schemas_valid(void) { script_case("structured.mjs", "schemas"); }
+static void test_structured_json_object(void) { script_case("structured.mjs", "json_object"); }
+static void test_structured_n_choices(void) { script_case("structured.mjs", "choices"); }
+static void test_structured_length(void) { script_case("structured.mjs", "length"); }
+static void test_structured_greedy_under_load(void) { script_case("structured.mjs", "greedy_load"); }
+static void test_structured_thinking_free(void) { script_case("structured.mjs", "thinking"); }
+static void test_structured_refusals(void) { script_case("structured.mjs", "refusals"); }
+static void test_structured_tools_required(void) { script_case("structured.mjs", "tools_required"); }
+static void test_structured_other_dialects(void) { script_case("structured.mjs", "other_dialects"); }
+static void test_structured_anthropic_tool(void) { script_case("structured.mjs", "anthropic_tool"); }
+
 static void test_webui_in_chromium(void) {
     int st = client("webui.mjs", shots);
     CHECK(st == 0, "webui.mjs (exit %d):\n%s", st, out);
@@ -224,6 +236,16 @@ int main(void) {
     RUN(test_ollama_seeds);
     RUN(test_ollama_options);
     RUN(test_ollama_errors);
+    RUN(test_structured_schemas_valid);
+    RUN(test_structured_json_object);
+    RUN(test_structured_n_choices);
+    RUN(test_structured_length);
+    RUN(test_structured_greedy_under_load);
+    RUN(test_structured_thinking_free);
+    RUN(test_structured_refusals);
+    RUN(test_structured_tools_required);
+    RUN(test_structured_other_dialects);
+    RUN(test_structured_anthropic_tool);
     const char *chromium = getenv("CHROMIUM");
     if (access(chromium && *chromium ? chromium : "/usr/bin/chromium", X_OK))
         printf("SKIP test_webui_in_chromium: chromium not installed (Debian: apt-get install chromium)\n");

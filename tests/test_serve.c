@@ -894,8 +894,8 @@ static void test_model_endpoints(void) {
     st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
     CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
-                                                "\"format\": \"json\"}");
-    CHECK(st == 400 && strstr(out, "format"), "format: %d %s", st, out);
+                                                "\"format\": {\"type\": \"array\", \"uniqueItems\": true}}");
+    CHECK(st == 400 && strstr(out, "format") && strstr(out, "uniqueItems"), "format: %d %s", st, out);
     st = post(&A, out, sizeof out, "/v1/messages", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}");
     CHECK(st == 400 && strstr(out, "\"type\":\"error\"") && strstr(out, "invalid_request_error") && strstr(out, "max_tokens"),
           "messages without max_tokens: %d %s", st, out);

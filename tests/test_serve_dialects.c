@@ -151,8 +151,9 @@ static void test_ollama_requests(void) {
     CHECK(st == 0 && r.kind == SERVE_LOAD, "an empty prompt: a load");
     if (!st) serve_request_free(&r);
 #define OM "\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]"
-    expect_400(&serve_ollama_chat, "{" OM ", \"format\": \"json\"}", "format");
-    expect_400(&serve_ollama_chat, "{" OM ", \"format\": {\"type\": \"object\"}}", "format");
+    expect_400(&serve_ollama_chat, "{" OM ", \"format\": \"xml\"}", "format");
+    expect_400(&serve_ollama_chat, "{" OM ", \"format\": 7}", "format");
+    expect_400(&serve_ollama_chat, "{" OM ", \"format\": {\"type\": \"object\", \"minProperties\": 1}}", "format");
     expect_400(&serve_ollama_chat, "{" OM ", \"options\": {\"mirostat\": 2}}", "mirostat");
     expect_400(&serve_ollama_chat, "{" OM ", \"options\": {\"typical_p\": 0.5}}", "typical_p");
     expect_400(&serve_ollama_chat, "{" OM ", \"options\": {\"temperature\": \"hot\"}}", "temperature");
@@ -339,7 +340,9 @@ static void test_responses_requests(void) {
     expect_400(&serve_responses, "{\"input\": \"hi\", \"conversation\": \"c\"}", "conversation");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"background\": true}", "background");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"truncation\": \"auto\"}", "truncation");
-    expect_400(&serve_responses, "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\"}}}", "format");
+    expect_400(&serve_responses, "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\"}}}", "text.format");
+    expect_400(&serve_responses, "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"x\", "
+               "\"schema\": {\"type\": \"string\", \"pattern\": \"(a)\\\\1\"}}}}", "text.format");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"include\": [\"file_search_call.results\"]}", "include");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", "tools");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"reasoning\": {\"effort\": \"max\"}}", "effort");
@@ -586,6 +589,7 @@ static void test_one_call_fields(void) {
         {&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
                            "\"tool_choice\": {\"type\": \"auto\", \"disable_parallel_tool_use\": true}}", 1},
         {&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                           "\"tools\": [{\"name\": \"f\", \"input_schema\": {\"type\": \"object\"}}], "
                            "\"tool_choice\": {\"type\": \"any\", \"disable_parallel_tool_use\": false}}", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -90,6 +90,31 @@ static void test_chat_fields(void) {
     serve_request_free(&r);
 }
 
+/* Formats (docs/STRUCTURED.md): each surface compiles to req.grammar; text and auto leave
+ * none; a forced tool_choice replaces a response format. */
+#define FMSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+static void test_formats(void) {
+    static const struct { const char *body, *in_grammar; } ok[] = {
+        {"{" FMSG ", \"response_format\": {\"type\": \"text\"}}", NULL},
+        {"{" FMSG ", \"response_format\": {\"type\": \"json_object\"}}", "root"},
+        {"{" FMSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"strict\": true, "
+         "\"schema\": {\"type\": \"object\", \"properties\": {\"zq\": {\"type\": \"integer\"}}}}}}", "zq"},
+        {"{" FMSG ", \"json_schema\": {\"enum\": [\"xyzzy\"]}}", "xyzzy"},
+        {"{" FMSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": \"auto\"}", NULL},
+        {"{" FMSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"fn_q\"}}], \"tool_choice\": \"required\", "
+         "\"response_format\": {\"type\": \"json_object\"}}", "fn_q"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        serve_request r;
+        serve_error e = {0};
+        int st = parse(&r, SERVE_CHAT, ok[i].body, &e);
+        CHECK(st == 0 && (ok[i].in_grammar ? r.grammar && strstr(r.grammar, ok[i].in_grammar) : !r.grammar), "%s: %d %s %s",
+              ok[i].body, st, body_of(&e), st == 0 && r.grammar ? r.grammar : "(no grammar)");
+        if (!st) serve_request_free(&r);
+    }
+}
+#undef FMSG
+
 static void test_chat_errors(void) {
     expect_400("{\"messages\": ", NULL);
     expect_400("[1, 2]", NULL);
@@ -129,7 +154,18 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"tool_choice\": \"sometimes\"}", "tool_choice");
     expect_400("{" MSG ", \"reasoning_effort\": \"extreme\"}", "reasoning_effort");
     expect_400("{" MSG ", \"chat_template_kwargs\": {\"enable_thinking\": \"yes\"}}", "enable_thinking");
-    expect_400("{" MSG ", \"response_format\": {\"type\": \"json_object\"}}", "response_format");
+    expect_400("{" MSG ", \"response_format\": {\"type\": \"xml\"}}", "response_format");
+    expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\"}}", "response_format");
+    expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"u\", "
+               "\"schema\": {\"type\": \"array\", \"uniqueItems\": true}}}}", "response_format");
+    expect_400("{" MSG ", \"json_schema\": {\"not\": {}}}", "json_schema");
+    expect_400("{" MSG ", \"tool_choice\": \"required\"}", "tool_choice");
+    expect_400("{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], "
+               "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice");
+    expect_400("{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+               "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"contains\": {}}}}}}], "
+               "\"tool_choice\": \"required\"}", "tools");
+    expect_400("{" MSG ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}", "ignore_eos");
     expect_400("{" MSG ", \"model\": 7}", "model");
     expect_400("{" MSG ", \"modalities\": [\"text\", \"audio\"]}", "modalities");
     expect_400("{" MSG ", \"modalities\": \"text\"}", "modalities");
@@ -403,6 +439,7 @@ static void test_head_parse(void) {
 int main(void) {
     RUN(test_chat_fields);
     RUN(test_chat_errors);
+    RUN(test_formats);
     RUN(test_completion_fields);
     RUN(test_budget);
     RUN(test_tokenize_bodies);

@@ -3,17 +3,23 @@ is prefilled into a session (the prefix it shares with the session's tokens reus
 each step samples an id, turns it into text (whole UTF-8 characters), holds back what may
 be the start of a stop string, and feeds the id back.
 
+With a format (json_schema or grammar: docs/STRUCTURED.md) a constraint is attached to the
+sampler once the prompt is in: every step draws only what keeps the text a prefix of a value
+the format accepts, and the end of turn comes only where the value is complete.
+
 May use _lib, _errors, _common, _sampler and _media (images and audio: encoded when generate
 is called, their placeholders expanded into runs, fed with the prompt). It meets the model only through the object it
 is handed (model.session(), model.n_vocab, the bundle's tokenizer), never imports _model
 (which imports this file).
 """
+import json
+
 import numpy as np
 
 from . import _lib, _media
-from ._common import ids_array
-from ._errors import InvalidArgumentError
-from ._lib import byref, lib
+from ._common import Closing, ids_array
+from ._errors import InvalidArgumentError, check
+from ._lib import byref, c_void_p, lib
 from ._sampler import Sampler
 
 # ---- stop strings ------------------------------------------------------------------------
@@ -55,10 +61,46 @@ class StopMatcher:
 # ---- the loop ----------------------------------------------------------------------------
 
 
-def generate(model, prompt, max_tokens, sampling, stop, session, images=None, audio=None):
+# ---- formats ------------------------------------------------------------------------------
+
+
+class Constraint(Closing):
+    """A C plume_constraint, freed by close() (or on garbage collection)."""
+
+    def __init__(self, ptr):
+        self._ptr = ptr
+
+    def close(self):
+        if self._ptr:
+            lib.plume_constraint_free(self._ptr)
+        self._ptr = None
+
+
+def constraint(model, json_schema=None, grammar=None):
+    """The Constraint of a JSON Schema (a dict, or its JSON text) or a GBNF grammar (text,
+    start rule root), or None for neither. A schema outside the subset is an
+    InvalidArgumentError naming the keyword."""
+    if json_schema is not None and grammar is not None:
+        raise InvalidArgumentError("generate: json_schema and grammar exclude each other", _lib.EINVAL)
+    if json_schema is None and grammar is None:
+        return None
+    if json_schema is not None:
+        text = json_schema if isinstance(json_schema, (str, bytes)) else json.dumps(json_schema)
+        make = lib.plume_constraint_new_json_schema
+    else:
+        text, make = grammar, lib.plume_constraint_new_grammar
+    b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    out, err = c_void_p(), c_void_p()
+    p = lib.plume_constraint_default_params()
+    check(make(byref(out), model._vocab(), b, len(b), byref(p), byref(err)), err)
+    return Constraint(out.value)
+
+
+def generate(model, prompt, max_tokens, sampling, stop, session, images=None, audio=None, json_schema=None,
+             grammar=None):
     """Model.generate: check the arguments now (tokenize the prompt, encode the images and
-    audio, make the sampler and the stop matcher) and return the generator of text pieces.
-    sampling: the Sampler's keyword arguments."""
+    audio, make the sampler, the stop matcher and the format's constraint) and return the
+    generator of text pieces. sampling: the Sampler's keyword arguments."""
     media = None
     if images or audio:
         if not isinstance(prompt, str):
@@ -74,9 +116,15 @@ def generate(model, prompt, max_tokens, sampling, stop, session, images=None, au
     else:
         ids = model._tokenizer_required().encode(prompt) if isinstance(prompt, str) else prompt
         ids = ids_array(ids)
-    sampler = Sampler(model.n_vocab, **sampling)
     matcher = StopMatcher(stop)
-    return _pieces(model, ids, int(max_tokens), sampler, matcher, session, media)
+    try:
+        con = constraint(model, json_schema, grammar)
+    except BaseException:
+        for e in media or ():
+            e.close()
+        raise
+    sampler = Sampler(model.n_vocab, **sampling)
+    return _pieces(model, ids, int(max_tokens), sampler, matcher, session, media, con)
 
 
 def _prefill(s, ids, sampler, media=None):
@@ -102,10 +150,11 @@ def _text(buf, k):
     return buf.raw[:max(k, 0)].decode("utf-8", "replace")
 
 
-def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None):
+def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=None):
     """Yield the text generated after ids on session (None: a fresh one, closed at the end),
     step by step, until an end-of-turn token, a stop string, max_tokens (< 0: no limit) or
-    a full context. Closes the sampler."""
+    a full context, held to the constraint con when not None. Closes the sampler and frees
+    con."""
     own = session is None
     s = model.session() if own else session
     try:
@@ -114,6 +163,8 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None):
         finally:  # the session keeps its own copy of the rows
             for e in media or ():
                 e.close()
+        if con:  # from here on the sampler's accepts move the constraint
+            lib.plume_sampler_set_constraint(sampler._p(), con._ptr)
         ds = _lib.DetokStream()
         lib.plume_detok_stream_init(byref(ds), model._tokenizer_required()._p(), 1)
         piece = _lib.ctypes.create_string_buffer(256)
@@ -140,6 +191,8 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None):
             if text + rest:
                 yield text + rest
     finally:
-        sampler.close()
+        sampler.close()  # first: it points to the constraint
+        if con:
+            con.close()
         if own:
             s.close()

@@ -46,6 +46,8 @@ class ChatMessage(Structure):
 
 class ImageParams(Structure):
     _fields_ = [("max_tokens", c_int32)]
+class ConstraintParams(Structure):
+    _fields_ = [("thinking", c_int32)]
 
 
 class ConvertParams(Structure):
@@ -57,7 +59,8 @@ class ConvertParams(Structure):
 STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelParams,
            "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
            "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams,
-           "plume_image_params": ImageParams}
+           "plume_image_params": ImageParams,
+           "plume_constraint_params": ConstraintParams}
 
 _ERR = POINTER(c_void_p)  # char **err
 _I32P = POINTER(c_int32)
@@ -82,6 +85,17 @@ _FUNCS = {
     "plume_sampler_accept": (None, [c_void_p, c_int32]),
     "plume_sampler_reset": (None, [c_void_p]),
     "plume_sampler_sample": (c_int32, [c_void_p, _F32P]),
+    "plume_sampler_set_constraint": (None, [c_void_p, c_void_p]),
+    "plume_vocab_new": (c_int, [POINTER(c_void_p), c_void_p, _ERR]),
+    "plume_vocab_free": (None, [c_void_p]),
+    "plume_constraint_default_params": (ConstraintParams, []),
+    "plume_constraint_new_json_schema": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, c_size_t,
+                                                 POINTER(ConstraintParams), _ERR]),
+    "plume_constraint_new_grammar": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, c_size_t,
+                                             POINTER(ConstraintParams), _ERR]),
+    "plume_constraint_free": (None, [c_void_p]),
+    "plume_constraint_reset": (None, [c_void_p]),
+    "plume_constraint_status": (c_int32, [c_void_p]),
     "plume_model_default_params": (ModelParams, []),
     "plume_model_open": (c_int, [POINTER(c_void_p), c_char_p, POINTER(ModelParams), _ERR]),
     "plume_model_free": (None, [c_void_p]),

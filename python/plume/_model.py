@@ -44,6 +44,7 @@ class Model(Closing):
 
     def __init__(self, path=None, threads=0, *, isa=None, exact=False):
         self._ptr = None
+        self._vocab_ptr = None  # the constraints' index of the tokens' bytes (see _vocab)
         self._sessions = weakref.WeakSet()
         self.path = _resolve_model(path)
         p = lib.plume_model_default_params()
@@ -107,7 +108,8 @@ class Model(Closing):
 
     def generate(self, prompt, max_tokens=512, *, temperature=None, top_k=None, top_p=None,
                  min_p=None, repeat_penalty=None, repeat_last_n=None, presence_penalty=None,
-                 frequency_penalty=None, seed=None, stop=(), session=None, images=None, audio=None):
+                 frequency_penalty=None, seed=None, stop=(), session=None, images=None, audio=None,
+                 json_schema=None, grammar=None):
         """Generate text after prompt, yielding it in pieces (whole UTF-8 characters) as it
         comes: the loop of `plume run`, which it equals for the same seed and sampling flags.
 
@@ -124,12 +126,18 @@ class Model(Closing):
         goes where the text prompt says <|image|> / <|audio|> (each kind in order); a prompt
         without any gets them first (at the start of the last user turn of chat text). The
         bundle needs the towers (InvalidArgumentError otherwise). A session re-fed the same
-        image reuses its cache (media are keyed by their pixels and samples)."""
+        image reuses its cache (media are keyed by their pixels and samples).
+        json_schema: the answer is JSON valid against this schema (a dict or its JSON text;
+        a subset of JSON Schema, and what is outside it raises InvalidArgumentError naming
+        the keyword: docs/STRUCTURED.md); {"type": "object"} is JSON mode. grammar: the
+        answer matches this GBNF grammar (start rule root). Either way the generation ends
+        only where the value is complete, or at max_tokens with the value cut short."""
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                         repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                         presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                         seed=seed)
-        return _generate.generate(self, prompt, max_tokens, sampling, stop, session, images, audio)
+        return _generate.generate(self, prompt, max_tokens, sampling, stop, session, images, audio, json_schema,
+                                  grammar)
 
     # ---- images and audio ------------------------------------------------------------------
 
@@ -184,11 +192,22 @@ class Model(Closing):
             lines.append("".join(self.generate(prompt, max_tokens, temperature=0.0, audio=[piece])))
         return "\n".join(lines)
 
+    def _vocab(self):
+        """The tokens' bytes indexed for constraints (plume_vocab), made at the first use."""
+        if not self._vocab_ptr:
+            out, err = c_void_p(), c_void_p()
+            check(lib.plume_vocab_new(byref(out), self._tokenizer_required()._p(), byref(err)), err)
+            self._vocab_ptr = out.value
+        return self._vocab_ptr
+
     def close(self):
         """Free the model now, and every session still open on it (also done on garbage
         collection, once no session refers to it)."""
         for s in list(self._sessions):
             s.close()
+        if getattr(self, "_vocab_ptr", None):
+            lib.plume_vocab_free(self._vocab_ptr)
+            self._vocab_ptr = None
         if self._ptr:
             lib.plume_model_free(self._ptr)
         self._ptr = None

@@ -119,10 +119,12 @@ const cases = {
 
   async errors() {
     try {
-      await client.chat({ model: model || "tiny", messages: [{ role: "user", content: "hi" }], format: "json" });
-      throw new Error("format json was accepted");
+      await client.chat({ model: model || "tiny", messages: [{ role: "user", content: "hi" }],
+                          format: { type: "array", uniqueItems: true } });
+      throw new Error("format with uniqueItems was accepted");
     } catch (e) {
-      assert(e.name === "ResponseError" && e.status_code === 400 && /format/.test(e.error), `expected a 400 about format, got ${e}`);
+      assert(e.name === "ResponseError" && e.status_code === 400 && /format/.test(e.error) && /uniqueItems/.test(e.error),
+             `expected a 400 about format naming uniqueItems, got ${e}`);
     }
     try {
       await client.embed({ model: model || "tiny", input: "x" });

@@ -39,6 +39,18 @@ const char *cli_model_path(const char *flag);
  * printed the error. */
 int cli_mkdir_parent(const char *path);
 
+/* `plume bench --json-schema`: the cost of a constraint per decode step (bench_constrain.c). */
+typedef struct {
+    const char *model, *schema, *tokenizer, *isa; /* bundle, schema file, --tokenizer or NULL, --isa */
+    int32_t threads, exact;
+    int64_t n_gen, reps;  /* steps per repetition, repetitions */
+    float temp;           /* the sampler's temperature */
+    int64_t top_k;        /* its top-k, -1: the default */
+    int json;             /* one JSON line instead of the table */
+} bench_constraint_opts;
+/* Measure and print; 0, or 1 having printed the error. */
+int bench_constraint_costs(const bench_constraint_opts *o);
+
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

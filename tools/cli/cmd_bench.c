@@ -15,6 +15,7 @@ static const char bench_usage[] =
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
     "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]]\n"
     "                   [--threads-profile]\n"
+    "                   [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
     "  threads streaming the weights right before and after each decode, and decode speed over\n"
@@ -34,7 +35,15 @@ static const char bench_usage[] =
     "  --image       only this: the vision tower (the bundle needs one): the encode time of a\n"
     "                640x480 image at --image-tokens (default 280: 266 soft tokens), its resize\n"
     "                alone, and the time to first token of a chat prompt holding it (encode +\n"
-    "                prefill of the prompt), -r repetitions\n";
+    "                prefill of the prompt), -r repetitions\n"
+    "  --json-schema FILE  only this: the cost of holding decode to the schema (docs/STRUCTURED.md):\n"
+    "                -n steps of a chat answer per repetition, each sampled twice from the same\n"
+    "                logits, without and with a fresh constraint (its masks made as the answer\n"
+    "                goes); the constraint's cost per step (constrained sample + accept, less the\n"
+    "                plain sample, in the thread's CPU time), median and worst, against the median\n"
+    "                decode step (wall time). --temp and --top-k set the sampler (default: the\n"
+    "                model's, top-k 64; --temp 0 greedy); --tokenizer: a tokenizer.bin or\n"
+    "                tokenizer.json for a bundle made without one\n";
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -389,6 +398,10 @@ typedef struct {
     float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
     int image;               /* --image: only the vision tower's costs */
     int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
+    const char *schema;      /* --json-schema: only the constraint's cost per step */
+    const char *tokenizer;   /* --tokenizer: for it, when the bundle has none */
+    float temp;              /* --temp (its sampler), default 1 */
+    int64_t top_k;           /* --top-k (its sampler), -1: the default */
     int32_t *batch, n_batch; /* --batch: sessions per step */
     int32_t *depth, n_depth; /* --depth: history positions before a decode */
 } bench_opts;
@@ -407,7 +420,7 @@ typedef struct {
 
 /* Parse the flags into o. -1: go on; else the exit status (help printed, or an error). */
 static int bench_parse(bench_opts *o, int argc, char **argv) {
-    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 3, .kv_bits = 32};
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 3, .kv_bits = 32, .temp = 1.0f, .top_k = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -419,6 +432,10 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--spec")) o->spec = 1;
         else if (!strcmp(a, "--threads-profile")) o->threads_profile = 1;
         else if (!strcmp(a, "--image")) o->image = 1;
+        else if (!strcmp(a, "--json-schema") && more) o->schema = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && more) o->tokenizer = argv[++i];
+        else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &o->temp) || o->temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
+        else if (!strcmp(a, "--top-k") && more) { if (cli_int(argv[++i], 0, 1 << 24, &o->top_k)) return cli_error("bench: --top-k wants an integer >= 0"); }
         else if (!strcmp(a, "--image-tokens") && more) {
             if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("bench: --image-tokens wants 70..1120");
         }
@@ -709,6 +726,11 @@ int cmd_bench(int argc, char **argv) {
     if (rc < 0 && !f) rc = cli_error("bench: out of memory");
     if (rc < 0 && !(o.model = cli_model_path(o.model))) rc = 1;
     if (rc < 0 && o.audio_secs > 0) rc = audio_bench(o.model, o.isa, (int32_t)o.threads, o.audio_secs, o.reps, o.json);
+    if (rc < 0 && o.schema) {
+        bench_constraint_opts co = {o.model, o.schema, o.tokenizer, o.isa, (int32_t)o.threads, o.exact, o.n_gen,
+                                    o.reps, o.temp, o.top_k, o.json};
+        rc = bench_constraint_costs(&co);
+    }
     if (rc < 0 && o.image && o.reps > 16) rc = cli_error("bench: --image takes -r up to 16");
     if (rc < 0 && o.image)
         rc = image_costs(o.model, o.isa, (int32_t)o.threads, o.exact, o.reps, (int32_t)o.image_tokens, o.json);

@@ -14,7 +14,8 @@ static const char run_usage[] =
     "  --raw                no chat template\n"
     "  --cache FILE         a reusable prompt cache: the session state after the prompt is\n"
     "                       saved there, and a later prompt sharing its prefix (e.g. a long\n"
-    "                       system prompt, the same image) prefills only the rest\n";
+    "                       system prompt, the same image) prefills only the rest\n"
+    "  --print-grammar      print the GBNF grammar of --json-schema / --json / --grammar and exit\n";
 
 /* Prefill through the prompt cache at path (load it if it is there and belongs to this
  * bundle, reuse the shared prefix, save the state after the prompt), then generate. */
@@ -48,6 +49,7 @@ static int prefill_cached(gen_ctx *g, const char *path, const int32_t *ids, int3
 int cmd_run(int argc, char **argv) {
     gen_options o;
     gen_options_default(&o);
+    int print_grammar = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s%s", run_usage, gen_options_help);
@@ -59,7 +61,16 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) o.prompt = argv[++i];
         else if (!strcmp(argv[i], "--raw")) o.raw = 1;
         else if (!strcmp(argv[i], "--cache") && i + 1 < argc) o.cache = argv[++i];
+        else if (!strcmp(argv[i], "--print-grammar")) print_grammar = 1;
         else return cli_error("run: unknown option '%s' (see plume run --help)", argv[i]), 2;
+    }
+    if (print_grammar) {
+        char *gbnf = NULL;
+        if (gen_format_grammar(&o, &gbnf)) return 1;
+        if (!gbnf) return cli_error("run: --print-grammar wants --json-schema, --json or --grammar"), 2;
+        fputs(gbnf, stdout);
+        free(gbnf);
+        return 0;
     }
     if (!o.prompt) {
         fprintf(stderr, "%s%s", run_usage, gen_options_help);

@@ -39,7 +39,14 @@ const char gen_options_help[] =
     "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
     "  --audio FILE         a WAV, FLAC, Ogg (Vorbis, Opus) or MP3 clip for the prompt (repeatable,\n"
     "                       in order; the bundle needs an audio tower); it goes where the prompt\n"
-    "                       says <|audio|>, else first; over 30 s it is heard as 30 s clips\n";
+    "                       says <|audio|>, else first; over 30 s it is heard as 30 s clips\n"
+
+    "  --json-schema FILE   the answer is JSON valid against the schema in FILE (a subset of JSON\n"
+    "                       Schema; what is outside it is refused by name: docs/STRUCTURED.md)\n"
+    "  --json               the answer is a JSON object\n"
+    "  --grammar FILE       the answer matches the GBNF grammar in FILE (start rule root)\n"
+    "                       (with --thinking the thought stays free; -n cuts the answer short:\n"
+    "                       the stats line says when the value is incomplete)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -63,7 +70,8 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--system", "--isa", "--kv-bits", "--draft", "--image",
-                                             "--image-tokens", "--audio"};
+                                             "--image-tokens", "--audio", "--json-schema",
+                                             "--grammar"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
     float f;
@@ -92,6 +100,9 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--isa")) { o->isa = v; }
     else if (FLAG("--kv-bits")) { if (cli_int(v, 8, 32, &n) || (n != 8 && n != 32)) return cli_error("%s: --kv-bits wants 8 or 32", cmd), -1; o->kv_bits = (int32_t)n; }
     else if (FLAG("--draft")) { if (cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n)) return cli_error("%s: --draft wants 0..%d", cmd, PLUME_SAMPLER_UNDO - 1), -1; o->draft = (int32_t)n; }
+    else if (FLAG("--json-schema")) { o->json_schema = v; }
+    else if (FLAG("--grammar")) { o->grammar = v; }
+    else if (FLAG("--json")) o->json = 1;
     else if (FLAG("--image")) {
         if (o->n_images == GEN_MAX_IMAGES) return cli_error("%s: at most %d --image files", cmd, GEN_MAX_IMAGES), -1;
         o->images[o->n_images++] = v;
@@ -127,6 +138,50 @@ static int32_t gen_draft(const gen_options *o) {
     return o->sp.temperature <= 0.0f ? plume_spec_default_params().draft_max : 0;
 }
 
+int gen_format_grammar(const gen_options *o, char **gbnf) {
+    *gbnf = NULL;
+    if ((o->json_schema != NULL) + (o->grammar != NULL) + (o->json != 0) > 1)
+        return cli_error("--json-schema, --json and --grammar exclude each other");
+    char *err = NULL, *text = NULL;
+    size_t len = 0;
+    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    if (path && plume_read_file(path, &text, &len, &err)) return cli_lib_error_free(err);
+    int rc = 0;
+    if (o->grammar) {
+        *gbnf = text;
+        return 0;
+    }
+    if (o->json) rc = plume_json_schema_to_grammar("{\"type\": \"object\"}", 18, gbnf, &err);
+    else if (o->json_schema) rc = plume_json_schema_to_grammar(text, len, gbnf, &err);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "plume: %s: %s\n", path ? path : "--json", err ? err : "error");
+        free(err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The constraint the options ask for (none when they ask for no format): every format is a
+ * grammar (a schema's is what plume_json_schema_to_grammar() writes). */
+static int gen_constraint(gen_ctx *g, const gen_options *o) {
+    char *gbnf = NULL, *err = NULL;
+    if (gen_format_grammar(o, &gbnf)) return 1;
+    if (!gbnf) return 0;
+    plume_constraint_params cp = plume_constraint_default_params();
+    cp.thinking = o->thinking && !o->raw ? 1 : 0;
+    int rc = plume_vocab_new(&g->vocab, plume_model_tokenizer(g->m), &err);
+    if (!rc) rc = plume_constraint_new_grammar(&g->con, g->vocab, gbnf, strlen(gbnf), &cp, &err);
+    free(gbnf);
+    if (rc) {
+        const char *what = o->json_schema ? o->json_schema : o->grammar ? o->grammar : "--json";
+        fprintf(stderr, "plume: %s: %s\n", what, err ? err : "error");
+        free(err);
+        return 1;
+    }
+    return 0;
+}
+
 int gen_open(gen_ctx *g, const gen_options *o) {
     memset(g, 0, sizeof *g);
     g->o = *o;
@@ -150,6 +205,10 @@ int gen_open(gen_ctx *g, const gen_options *o) {
         gen_close(g);
         return cli_lib_error_free(err);
     }
+    if (gen_constraint(g, o)) {
+        gen_close(g);
+        return 1;
+    }
     plume_spec_params dp = plume_spec_default_params();
     dp.draft_max = gen_draft(o);
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
@@ -170,6 +229,8 @@ int gen_open(gen_ctx *g, const gen_options *o) {
 
 void gen_close(gen_ctx *g) {
     free(g->logits);
+    plume_constraint_free(g->con);
+    plume_vocab_free(g->vocab);
     plume_spec_free(g->spec);
     plume_sampler_free(g->smp);
     plume_session_free(g->s);
@@ -357,6 +418,10 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
     if (fed) return cli_lib_error_free(err);
     for (int32_t i = 0; i < n; i++) plume_sampler_accept(g->smp, ids[i]);
     stats->t_prefill = plume_now() - t0;
+    if (g->con) { /* from here on, what the sampler accepts moves the constraint */
+        plume_constraint_reset(g->con);
+        plume_sampler_set_constraint(g->smp, g->con);
+    }
     plume_stop_matcher sm;
     if (plume_stop_matcher_init(&sm, g->o.stops, g->o.n_stops, &err)) return cli_lib_error_free(err);
     plume_detok_stream ds;
@@ -375,7 +440,11 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
         if (gen_interrupted) { stats->stopped_by = 3; break; }
         int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - stats->n_gen;
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
-        if (id < 0) { rc = g->spec && pending >= 0 ? 1 : cli_error("sampling failed (no finite logit)"); break; }
+        if (id < 0) {
+            rc = g->spec && pending >= 0 ? 1
+                 : cli_error(g->con ? "sampling failed (no allowed token has a finite logit)" : "sampling failed (no finite logit)");
+            break;
+        }
         stats->last_id = id;
         if (plume_model_ends_turn(g->m, id)) { stats->stopped_by = 1; break; }
         int32_t k = plume_detok_stream_put(&ds, id, piece, sizeof piece);
@@ -391,6 +460,10 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
         if (plume_session_feed(g->s, &id, 1, g->logits, 0, &err)) { rc = cli_lib_error_free(err); break; }
     }
     if (g->spec && !rc) rc = gen_settle(g, pos, pending);
+    if (g->con) {
+        stats->incomplete = plume_constraint_status(g->con) == PLUME_CONSTRAINT_OPEN;
+        plume_sampler_set_constraint(g->smp, NULL);
+    }
     if (stats->stopped_by != 2) {
         int32_t k = plume_detok_stream_flush(&ds, piece, sizeof piece);
         plume_stop_matcher_feed(&sm, piece, k > 0 ? (size_t)k : 0, &emit, &n_emit);
@@ -417,9 +490,10 @@ void gen_print_stats(const gen_stats *stats) {
                  (long long)stats->n_accepted, (long long)stats->n_drafted,
                  stats->n_drafted ? 100.0 * (double)stats->n_accepted / (double)stats->n_drafted : 0.0,
                  stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0);
-    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s]\n",
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s%s]\n",
             stats->n_prompt, stats->t_prefill > 0 ? stats->n_prompt / stats->t_prefill : 0.0, stats->n_gen,
-            stats->t_decode > 0 ? stats->n_gen / stats->t_decode : 0.0, draft, why[stats->stopped_by]);
+            stats->t_decode > 0 ? stats->n_gen / stats->t_decode : 0.0, draft, why[stats->stopped_by],
+            stats->incomplete ? ", the value is incomplete" : "");
 }
 
 int gen_render_first(const gen_options *o, const char *msg, char **out, char **err) {

@@ -18,6 +18,8 @@ typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
     int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, exact, kv_bits;
     int32_t draft; /* --draft: tokens guessed per step; -1: the default (on only when greedy) */
+    const char *json_schema, *grammar; /* --json-schema FILE, --grammar FILE: the answer's format */
+    int32_t json;                      /* --json: any JSON object */
     plume_sampler_params sp;
     const char *stops[GEN_MAX_STOPS];
     int32_t n_stops;
@@ -33,6 +35,7 @@ typedef struct {
     int32_t n_prompt, n_gen;
     double t_prefill, t_decode; /* seconds */
     int32_t stopped_by;         /* 0 limit, 1 end-of-turn id, 2 stop string, 3 interrupted, 4 context full */
+    int32_t incomplete;         /* a format was asked for and the answer stopped before its value was whole */
     int32_t last_id;
     int32_t draft;                            /* draft length in use, 0: off */
     int64_t n_steps, n_drafted, n_accepted;   /* speculative steps and drafts of this run */
@@ -43,6 +46,8 @@ typedef struct {
     plume_session *s;
     plume_sampler *smp;
     plume_spec *spec; /* speculative decoding, or NULL */
+    plume_vocab *vocab;     /* the tokens as bytes, when a format is asked for */
+    plume_constraint *con;  /* --json-schema, --json, --grammar; or NULL */
     float *logits; /* [V] of the last fed token */
     gen_options o;
 } gen_ctx;
@@ -54,7 +59,11 @@ extern volatile sig_atomic_t gen_interrupted;
 int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *cmd);
 /* Defaults: the model's generation config. */
 void gen_options_default(gen_options *o);
-/* Open the model, a session and a sampler; installs the SIGINT handler. */
+/* The GBNF grammar of the format the options ask for (malloc'd), or NULL when none; 0, or 1
+ * having printed the error. */
+int gen_format_grammar(const gen_options *o, char **gbnf);
+/* Open the model, a session and a sampler (and the format's constraint); installs the SIGINT
+ * handler. */
 int gen_open(gen_ctx *g, const gen_options *o);
 void gen_close(gen_ctx *g);
 /* Tokenize text (no BOS); a malloc'd array. Invalid UTF-8 is an error message. */

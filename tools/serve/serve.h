@@ -123,6 +123,9 @@ typedef struct {
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
     char *tools;                /* the tools as the chat template takes them (OpenAI's list), JSON text, or NULL */
     char *tool_choice;          /* "auto" (default), "none", "required", or a function's name */
+    char *grammar;              /* the answer's format as GBNF (docs/STRUCTURED.md): a JSON schema,
+                                   JSON mode or a forced tool call, compiled when the request is
+                                   parsed (what cannot be enforced is a 400 then); NULL: free */
     int32_t enable_thinking;
     int32_t stream;
     int32_t include_usage;      /* streams: the usage is sent (OpenAI asks; other dialects always send it) */
@@ -210,6 +213,10 @@ int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_
 int serve_json_bad(serve_error *e, const char *param, const char *what);
 /* A 400 unsupported_value about one field plume cannot honour: "'<param>' <why>". */
 int serve_json_unsupported(serve_error *e, const char *param, const char *why);
+/* The answer's format (r->grammar) from a JSON Schema, or any JSON object when schema is NULL
+ * (OpenAI's json_object, Ollama's "json"). A schema outside the subset plume enforces is a 400
+ * about param naming the keyword and where it is. */
+int serve_format_schema(serve_request *r, const char *param, const cJSON *schema, serve_error *e);
 /* A tool_choice mode: whether s is "auto", "none" or "required". */
 int serve_tool_mode(const char *s);
 /* A reasoning effort: 1 (thinking on: low, medium, high), 0 (off: none, minimal), -1 (not one). */

@@ -93,9 +93,13 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
         return rc;
     r->top_logprobs = (int32_t)top;
     r->include_usage = 1;
+    /* "format": "json" (any JSON object) or a JSON Schema (docs/STRUCTURED.md); "" is none */
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (f && !cJSON_IsNull(f) && !(cJSON_IsString(f) && !*f->valuestring))
-        return serve_json_unsupported(e, "format", "is not supported yet (structured outputs are not built)");
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, "json")) rc = serve_format_schema(r, "format", NULL, e);
+    else if (cJSON_IsObject(f)) rc = serve_format_schema(r, "format", f, e);
+    else if (f && !cJSON_IsNull(f) && !(cJSON_IsString(f) && !*f->valuestring))
+        rc = serve_json_bad(e, "format", "\"json\" or a JSON Schema object");
+    if (rc) return rc;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "keep_alive"); /* the model is always loaded */
     if (k && !cJSON_IsNull(k) && !cJSON_IsString(k) && !cJSON_IsNumber(k))
         return serve_json_bad(e, "keep_alive", "a duration (\"5m\") or a number of seconds");

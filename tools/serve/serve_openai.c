@@ -224,6 +224,31 @@ static int parse_thinking(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
+/* "response_format" (docs/STRUCTURED.md): {"type": "text"}, {"type": "json_object"} (any
+ * object) or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} (the schema
+ * is enforced, strict or not); or llama-server's top-level "json_schema" (a schema). */
+static int parse_response_format(const cJSON *root, serve_request *r, serve_error *e) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    if (top && !cJSON_IsNull(top)) {
+        if (rf && !cJSON_IsNull(rf)) return serve_json_bad(e, "json_schema", "alone (not with 'response_format')");
+        if (!cJSON_IsObject(top)) return serve_json_bad(e, "json_schema", "a JSON Schema object");
+        return serve_format_schema(r, "json_schema", top, e);
+    }
+    if (!rf || cJSON_IsNull(rf)) return 0;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    const char *what = "{\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}";
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(type)) return serve_json_bad(e, "response_format", what);
+    if (!strcmp(type->valuestring, "text")) return 0;
+    if (!strcmp(type->valuestring, "json_object")) return serve_format_schema(r, "response_format", NULL, e);
+    if (strcmp(type->valuestring, "json_schema")) return serve_json_bad(e, "response_format", what);
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    if (!cJSON_IsObject(js) || !cJSON_IsObject(schema))
+        return serve_json_bad(e, "response_format", "{\"type\": \"json_schema\", \"json_schema\": {\"name\", \"schema\": {...}}}");
+    return serve_format_schema(r, "response_format", schema, e);
+}
+
 /* ---- the requests ------------------------------------------------------------------------- */
 
 /* Fields both endpoints take: model, stream, max_tokens (0 allowed with echo), sampling,
@@ -248,13 +273,7 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
         if (!cJSON_IsObject(so)) return serve_json_bad(e, "stream_options", "an object");
         if ((rc = serve_json_bool(so, "include_usage", &r->include_usage, e))) return rc;
     }
-    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
-    const cJSON *rft = cJSON_GetObjectItemCaseSensitive(rf, "type");
-    if (rf && !cJSON_IsNull(rf) && (!cJSON_IsString(rft) || strcmp(rft->valuestring, "text")))
-        return serve_json_unsupported(e, "response_format",
-                                      "other than {\"type\": \"text\"} is not supported (structured outputs are not "
-                                      "built yet)");
-    return 0;
+    return parse_response_format(root, r, e);
 }
 
 /* vLLM's continue_final_message, or add_generation_prompt: false: the last (assistant)

@@ -153,6 +153,50 @@ int serve_tool_mode(const char *s) {
     return !strcmp(s, "auto") || !strcmp(s, "none") || !strcmp(s, "required");
 }
 
+/* ---- structured outputs ------------------------------------------------------------------ */
+
+/* Compile a JSON Schema (NULL: any object) into r->grammar; a refusal is a 400 about param. */
+int serve_format_schema(serve_request *r, const char *param, const cJSON *schema, serve_error *e) {
+    char *text = schema ? cJSON_PrintUnformatted(schema) : NULL, *gbnf = NULL, *err = NULL;
+    if (schema && !text) return OOM(e);
+    const char *src = text ? text : "{\"type\": \"object\"}";
+    int rc = plume_json_schema_to_grammar(src, strlen(src), &gbnf, &err);
+    free(text);
+    if (rc == PLUME_ENOMEM) rc = OOM(e);
+    else if (rc) rc = serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value", "'%s': %s", param,
+                                      err ? err : "the schema cannot be enforced");
+    free(err);
+    if (rc) return rc;
+    free(r->grammar);
+    r->grammar = gbnf;
+    return 0;
+}
+
+/* After a dialect's parse: tool_choice "required" or a function's name holds the answer to a
+ * call in Gemma 4's format, arguments valid against the function's parameters (it replaces a
+ * response format: the answer is the call); a format cannot go with ignore_eos (the value's
+ * end is the answer's end). */
+static int request_formats(serve_request *r, serve_error *e) {
+    const char *tc = r->tool_choice;
+    if (tc && strcmp(tc, "auto") && strcmp(tc, "none")) {
+        if (!r->tools)
+            return serve_json_bad(e, "tool_choice", "\"auto\" or \"none\" when no tools are given");
+        char *gbnf = NULL, *err = NULL;
+        int rc = plume_tool_call_grammar(r->tools, tc, &gbnf, &err);
+        if (rc == PLUME_ENOMEM) rc = OOM(e);
+        else if (rc) /* the message names what is at fault: the choice, or a tool's parameters */
+            rc = serve_error_set(e, 400, "invalid_request_error", err && !strncmp(err, "tool_choice", 11) ? "tool_choice" : "tools",
+                                 "unsupported_value", "%s", err ? err : "the tool call cannot be enforced");
+        free(err);
+        if (rc) return rc;
+        free(r->grammar);
+        r->grammar = gbnf;
+    }
+    if (r->grammar && r->ignore_eos)
+        return serve_json_unsupported(e, "ignore_eos", "cannot be combined with a response format or a forced tool call");
+    return 0;
+}
+
 /* Thinking of a reasoning effort: on, off, or -1 for a word that is none. */
 int32_t serve_effort_thinking(const char *effort) {
     static const char *const on[] = {"low", "medium", "high"}, *const off[] = {"none", "minimal"};
@@ -387,6 +431,7 @@ int64_t serve_seed_draw(void) {
 int serve_request_parse(serve_request *r, const serve_dialect *d, const char *body, size_t len, serve_error *e) {
     serve_request_init(r, SERVE_CHAT);
     int rc = d->parse(r, body, len, e);
+    if (!rc) rc = request_formats(r, e);
     if (rc) serve_request_free(r);
     return rc;
 }
@@ -420,6 +465,7 @@ void serve_request_free(serve_request *r) {
     free(r->tools);
     free(r->tool_choice);
     serve_media_free(r->media);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 

@@ -228,15 +228,22 @@ static int parse_reasoning(const cJSON *root, serve_request *r, serve_error *e) 
     return 0;
 }
 
-/* "text": {"format": {"type": "text"}, "verbosity": "medium"}; other formats need structured
- * outputs. */
-static int parse_text(const cJSON *root, serve_error *e) {
+/* "text": {"format": {"type": "text" | "json_object"} or {"type": "json_schema", "name",
+ * "schema", "strict"} (docs/STRUCTURED.md), "verbosity": "medium"}. */
+static int parse_text(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "text");
     if (!v || cJSON_IsNull(v)) return 0;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(v, "format"), *ft = cJSON_GetObjectItemCaseSensitive(f, "type");
-    if (f && !cJSON_IsNull(f) && (!cJSON_IsString(ft) || strcmp(ft->valuestring, "text")))
-        return serve_json_unsupported(e, "format", "other than {\"type\": \"text\"} is not supported (structured outputs "
-                                                   "are not built yet)");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(f, "schema");
+    int rc = 0;
+    if (!f || cJSON_IsNull(f) || (cJSON_IsString(ft) && !strcmp(ft->valuestring, "text"))) rc = 0;
+    else if (cJSON_IsString(ft) && !strcmp(ft->valuestring, "json_object")) rc = serve_format_schema(r, "text.format", NULL, e);
+    else if (cJSON_IsString(ft) && !strcmp(ft->valuestring, "json_schema") && cJSON_IsObject(schema))
+        rc = serve_format_schema(r, "text.format", schema, e);
+    else
+        rc = serve_json_bad(e, "text.format", "{\"type\": \"text\" | \"json_object\"} or {\"type\": \"json_schema\", "
+                                              "\"name\", \"schema\": {...}}");
+    if (rc) return rc;
     const cJSON *verb = cJSON_GetObjectItemCaseSensitive(v, "verbosity");
     if (verb && !cJSON_IsNull(verb) && !(cJSON_IsString(verb) && !strcmp(verb->valuestring, "medium")))
         return serve_json_unsupported(e, "verbosity", "other than medium is not supported");
@@ -288,7 +295,7 @@ static int parse_responses(serve_request *r, const char *body, size_t len, serve
         !(rc = serve_json_num(root, "top_p", 0, 1, &r->sp.top_p, e)) &&
         !(rc = serve_json_int(root, "top_k", 0, 1 << 24, &k, e)) && !(rc = serve_json_seed(root, "seed", r, e)) &&
         !(rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e)) &&
-        !(rc = refuse_state(root, r, e)) && !(rc = parse_text(root, e)) && !(rc = parse_reasoning(root, r, e)) &&
+        !(rc = refuse_state(root, r, e)) && !(rc = parse_text(root, r, e)) && !(rc = parse_reasoning(root, r, e)) &&
         !(rc = parse_input(root, r, e)))
         rc = parse_tools(root, r, e);
     r->max_tokens = (int32_t)max_tokens;

@@ -10,11 +10,19 @@
  * its prompt is cut into the same chunks whatever the load, and its sampler is its own,
  * seeded by the request. So the tokens a request gets do not depend on other requests.
  *
+ * Structured outputs (docs/STRUCTURED.md): a request with a format (req.grammar) gets a
+ * constraint per choice, attached to the slot's sampler once the prompt's ids are accepted, so
+ * it starts at the first generated token (after the thought, which the grammar leaves free);
+ * the sampler draws only what it allows and moves it with every accept and rewind. Prefill,
+ * prompt reuse and the batch step are unchanged; the tokens' bytes are indexed once
+ * (plume_vocab), at the first request with a format.
+ *
  * Speculative decoding (--draft N, greedy requests only, where it cannot change the answer):
  * a decoding slot queues its pending token and up to N guesses from prompt lookup with the
- * logits of every row (plume_spec_draft); after the step plume_spec_accept keeps the guesses
- * the model agrees with and rewinds the rest, and the slot delivers them all. The session
- * may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
+ * logits of every row (plume_spec_draft), cut where a format's constraint refuses one; after
+ * the step plume_spec_accept keeps the guesses the model agrees with and rewinds the rest
+ * (the sampler's rewind takes the constraint back too), and the slot delivers them all. The
+ * session may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
  *
  * Several choices (n): a request of n choices waits until n slots are idle and takes them all.
  * Its first slot (the leader) prefills; the others wait, and when the leader's prompt is in,
@@ -57,6 +65,7 @@ typedef struct {
     float *rows;           /* [SERVE_LOGPROB_CHUNK, V] every row's logits, while the prompt's
                               log-probabilities are computed (else NULL) */
     plume_sampler *smp;
+    plume_constraint *con; /* the request's format, or NULL */
     serve_answer out;      /* the answer being written */
     plume_detok_stream ds;
     float *logits;         /* [V] of the slot's last fed token */
@@ -87,6 +96,7 @@ struct serve_sched {
     int32_t n_queued, stopping;
     serve_stats st;
     int64_t tick;
+    plume_vocab *vocab;    /* the tokens' bytes for constraints, made at the first format */
 };
 
 /* ---- slots --------------------------------------------------------------------------------- */
@@ -182,6 +192,8 @@ static int32_t slot_pick_lru(serve_sched *s) {
 static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
     sl->smp = NULL;
+    plume_constraint_free(sl->con);
+    sl->con = NULL;
     free(sl->rows);
     sl->rows = NULL;
     sl->waiting = 0;
@@ -192,6 +204,22 @@ static void slot_release(serve_sched *s, serve_slot *sl) {
     sl->last_used = ++s->tick;
     pthread_mutex_unlock(&s->mu);
     serve_job_unref(j);
+}
+
+/* The constraint of the slot's request format, attached to its sampler (whose prompt ids are
+ * accepted: it starts at the first generated token). The thought stays free: the prompt
+ * opened it, or thinking is on and the model may open it. */
+static int slot_constrain(serve_sched *s, serve_slot *sl, char **err) {
+    const serve_job *j = sl->job;
+    if (!s->vocab) {
+        int rc = plume_vocab_new(&s->vocab, s->tok, err);
+        if (rc) return rc;
+    }
+    plume_constraint_params cp = plume_constraint_default_params();
+    cp.thinking = j->req.kind != SERVE_CHAT ? 0 : j->in_thought ? 2 : j->req.enable_thinking ? 1 : 0;
+    int rc = plume_constraint_new_grammar(&sl->con, s->vocab, j->req.grammar, strlen(j->req.grammar), &cp, err);
+    if (!rc) plume_sampler_set_constraint(sl->smp, sl->con);
+    return rc;
 }
 
 /* Prepare an admitted slot: rewind to the shared prefix (the leader), a sampler seeded for its
@@ -222,6 +250,7 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     if (!rc) rc = serve_answer_init(&sl->out, j, sl->choice, parse, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
+    if (j->req.grammar && (rc = slot_constrain(s, sl, err))) return rc;
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
     sl->drafting = sl->spec && j->req.sp.temperature <= 0.0f;
     sl->pos = keep;
@@ -317,7 +346,9 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
 static void slot_sample(serve_sched *s, serve_slot *sl) {
     int32_t id = plume_sampler_sample(sl->smp, sl->logits);
     if (id < 0) {
-        serve_job_fail(sl->job, 500, "server_error", "sampling failed (no finite logit)");
+        serve_job_fail(sl->job, 500, "server_error",
+                       sl->con ? "sampling failed (no token the format allows has a finite logit)"
+                               : "sampling failed (no finite logit)");
         slot_release(s, sl);
         return;
     }
@@ -474,6 +505,8 @@ static void step(serve_sched *s) {
             int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
             n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
             ids = sl->spec_ids;
+            int32_t ok = n > 1 && sl->con ? plume_sampler_allowed_prefix(sl->smp, ids, n) : n; /* the format's */
+            if (ok < n) n = ok > 1 ? ok : 1;
         }
         int rows = spec || (prefill && sl->rows);
         float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
@@ -681,6 +714,7 @@ int serve_sched_free(serve_sched *s) {
         free(sl->spec_logits);
     }
     plume_batch_free(s->batch);
+    plume_vocab_free(s->vocab);
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -1,0 +1,931 @@
+/* schema.c -- JSON Schema -> GBNF (docs/STRUCTURED.md "The JSON Schema subset").
+ *
+ * Each schema node the output can reach becomes one rule, memoized by node, so $ref cycles
+ * are rule cycles (recursion) and a shared definition is one rule. A keyword outside the
+ * subset is refused with its name and place; annotations are ignored; keywords that do not
+ * apply to the generated type are ignored, as JSON Schema says.
+ *
+ * What is enforced and how:
+ *   type (one or a list; without it, the type the keywords imply, or any value), enum/const
+ *   (their values spelled out, filtered by type), anyOf (alternatives), oneOf (alternatives,
+ *   accepted only when the branches are disjoint: different types, or a property both require
+ *   with different const/enum values), allOf (one constraining member), $ref (local JSON
+ *   pointers, "#", $defs/definitions), objects (properties in order, required ones always,
+ *   optional ones skippable; additionalProperties false, true or a schema, extra keys after
+ *   the named ones and never equal to one), arrays (items, minItems, maxItems), strings
+ *   (schema_str.c), integers and numbers with bounds (schema_num.c).
+ * Choices that narrow what JSON Schema allows (every answer stays valid): properties come in
+ * the schema's order (Gemma calls: the template's sorted order); an object that names
+ * properties gets no others unless additionalProperties says so (an object naming none takes
+ * any members); keys the schema does not name are written without escapes; whitespace between
+ * tokens is at most
+ * one space or one newline with up to 20 spaces or tabs (`ws`), so a model cannot loop on it.
+ * Gemma tool-call arguments (CS_GEMMA) are written as the chat template writes them: keys
+ * bare, strings between <|"|> tokens, no whitespace. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "constrain.h"
+
+#define CS_MAX_DEPTH 100 /* schema nesting followed while compiling */
+
+/* Common rules a grammar uses, appended once at the end. */
+enum { U_WS = 1, U_JCHAR = 2, U_JVALUE = 4, U_GCHAR = 8, U_GVALUE = 16 };
+
+struct cs_ctx {
+    int dialect;
+    gbuf out;             /* the rules */
+    const cJSON *doc;     /* the document $ref resolves in */
+    struct { const cJSON *node; int32_t id; } *memo;
+    int32_t n_memo, cap_memo;
+    int32_t n_rules;      /* names: s0, s1, ... */
+    unsigned used;
+    int depth;
+    char **err;
+};
+
+static const char *const annotation_kw[] = {"title", "description", "$schema", "$id", "$comment", "default",
+                                            "examples", "deprecated", "readOnly", "writeOnly", "$defs",
+                                            "definitions", NULL};
+static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+                                         "properties", "required", "additionalProperties", "items", "minItems",
+                                         "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
+                                         "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+
+/* Whether s is one of the NULL-terminated list. */
+static int in_list(const char *s, const char *const *list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(s, list[i])) return 1;
+    return 0;
+}
+
+/* ---- JSON values ------------------------------------------------------------------------- */
+
+/* The JSON types a value has, as a bit set (integers are numbers too). */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_INT = 64, T_ALL = 127 };
+
+/* The type bits of a JSON value. */
+static unsigned value_types(const cJSON *v) {
+    if (cJSON_IsNull(v)) return T_NULL;
+    if (cJSON_IsBool(v)) return T_BOOL;
+    if (cJSON_IsObject(v)) return T_OBJ;
+    if (cJSON_IsArray(v)) return T_ARR;
+    if (cJSON_IsString(v)) return T_STR;
+    if (cJSON_IsNumber(v)) return T_NUM | (isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble ? T_INT : 0);
+    return 0;
+}
+
+/* The bit of a type name, or 0. */
+static unsigned type_bit(const char *t) {
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"null", T_NULL}, {"boolean", T_BOOL}, {"object", T_OBJ}, {"array", T_ARR},
+        {"string", T_STR}, {"number", T_NUM | T_INT}, {"integer", T_INT}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(t, names[i].name)) return names[i].bit;
+    return 0;
+}
+
+/* Whether (key, Gemma order) a ranks before b: Python's key.lower() order (ASCII folding),
+ * what the chat template's dictsort gives. */
+static int gemma_key_cmp(const char *a, const char *b) {
+    for (;; a++, b++) {
+        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+        if (x >= 'A' && x <= 'Z') x = (unsigned char)(x + 32);
+        if (y >= 'A' && y <= 'Z') y = (unsigned char)(y + 32);
+        if (x != y || !x) return x < y ? -1 : x > y;
+    }
+}
+
+/* Append a number as the shortest text that reads back as the same double (cJSON prints 15
+ * digits, which changes 9007199254740993 into another number). */
+static void put_number(gbuf *b, double x) {
+    char t[40];
+    if (x > -1e17 && x < 1e17 && floor(x) == x) snprintf(t, sizeof t, "%lld", (long long)x);
+    else
+        for (int p = 1; p <= 17; p++) {
+            snprintf(t, sizeof t, "%.*g", p, x);
+            if (strtod(t, NULL) == x) break;
+        }
+    gb_literal(b, t, strlen(t));
+    gb_puts(b, " ");
+}
+
+/* Append a JSON value in the dialect's spelling as GBNF literals. JSON: compact text.
+ * Gemma: the template's format_argument (strings between <|"|>, keys bare and sorted).
+ * 0, or PLUME_EINVAL (a string Gemma cannot spell). */
+static int put_value(cs_ctx *c, gbuf *b, const cJSON *v, const char *path) {
+    if (cJSON_IsNumber(v)) {
+        put_number(b, v->valuedouble);
+        return 0;
+    }
+    if (c->dialect == CS_JSON && (cJSON_IsObject(v) || cJSON_IsArray(v))) { /* members one by one */
+        int arr = cJSON_IsArray(v), rc = 0;
+        gb_puts(b, arr ? "\"[\" " : "\"{\" ");
+        for (const cJSON *x = v->child; x && !rc; x = x->next) {
+            if (x != v->child) gb_puts(b, "\",\" ");
+            if (!arr) {
+                cJSON k = {0};
+                k.type = cJSON_String;
+                k.valuestring = x->string;
+                put_value(c, b, &k, path);
+                gb_puts(b, "\":\" ");
+            }
+            rc = put_value(c, b, x, path);
+        }
+        gb_puts(b, arr ? "\"]\" " : "\"}\" ");
+        return rc;
+    }
+    if (c->dialect == CS_JSON || !(cJSON_IsString(v) || cJSON_IsObject(v) || cJSON_IsArray(v))) {
+        char *t = cJSON_PrintUnformatted(v);
+        if (!t) { b->oom = 1; return 0; }
+        gb_literal(b, t, strlen(t));
+        gb_puts(b, " ");
+        free(t);
+        return 0;
+    }
+    if (cJSON_IsString(v)) {
+        const char *s = v->valuestring;
+        for (const char *q = s; *q; q++)
+            if (*q == '<' || ((unsigned char)*q < 0x20 && *q != '\t' && *q != '\n' && *q != '\r'))
+                return plume_fail(c->err, PLUME_EINVAL,
+                                  "json schema: %s: the value \"%s\" holds '<' or a control character, which a Gemma "
+                                  "tool-call string cannot", path, s);
+        gb_puts(b, "<|\"|> ");
+        if (*s) { gb_literal(b, s, strlen(s)); gb_puts(b, " "); }
+        gb_puts(b, "<|\"|> ");
+        return 0;
+    }
+    if (cJSON_IsArray(v)) {
+        gb_puts(b, "\"[\" ");
+        int first = 1;
+        for (const cJSON *x = v->child; x; x = x->next) {
+            if (!first) gb_puts(b, "\",\" ");
+            first = 0;
+            if (put_value(c, b, x, path)) return PLUME_EINVAL;
+        }
+        gb_puts(b, "\"]\" ");
+        return 0;
+    }
+    int n = cJSON_GetArraySize(v), k = 0; /* an object: keys in dictsort order */
+    const cJSON **m = malloc((size_t)(n ? n : 1) * sizeof *m);
+    if (!m) { b->oom = 1; return 0; }
+    for (const cJSON *x = v->child; x; x = x->next) {
+        int i = k++;
+        while (i > 0 && gemma_key_cmp(x->string, m[i - 1]->string) < 0) { m[i] = m[i - 1]; i--; }
+        m[i] = x;
+    }
+    gb_puts(b, "\"{\" ");
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        if (i) gb_puts(b, "\",\" ");
+        gb_literal(b, m[i]->string, strlen(m[i]->string));
+        gb_puts(b, " \":\" ");
+        rc = put_value(c, b, m[i], path);
+    }
+    gb_puts(b, "\"}\" ");
+    free(m);
+    return rc;
+}
+
+/* ---- $ref -------------------------------------------------------------------------------- */
+
+/* The node a local reference ("#", "#/a/b~1c", percent-escapes decoded) names, or NULL (error
+ * set). */
+static const cJSON *resolve(cs_ctx *c, const char *ref, const char *path) {
+    if (ref[0] != '#' || (ref[1] && ref[1] != '/')) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (only local references "
+                   "\"#\" and \"#/...\")", path, ref);
+        return NULL;
+    }
+    const cJSON *node = c->doc;
+    const char *p = ref + 1;
+    while (node && *p == '/') {
+        p++;
+        char tok[256];
+        size_t n = 0;
+        for (; *p && *p != '/' && n + 1 < sizeof tok; p++) {
+            char ch = *p;
+            if (ch == '~' && (p[1] == '0' || p[1] == '1')) { ch = p[1] == '0' ? '~' : '/'; p++; }
+            else if (ch == '%' && p[1] && p[2]) {
+                char hex[3] = {p[1], p[2], 0};
+                char *e;
+                long v = strtol(hex, &e, 16);
+                if (*e == 0 && v > 0) { ch = (char)v; p += 2; }
+            }
+            tok[n++] = ch;
+        }
+        tok[n] = 0;
+        if (cJSON_IsArray(node)) {
+            char *e;
+            long i = strtol(tok, &e, 10);
+            node = *tok && *e == 0 && i >= 0 && i < cJSON_GetArraySize(node) ? cJSON_GetArrayItem(node, (int)i) : NULL;
+        } else node = cJSON_IsObject(node) ? cJSON_GetObjectItemCaseSensitive(node, tok) : NULL;
+    }
+    if (!node || *p)
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" does not resolve in this document", path, ref);
+    return *p ? NULL : node;
+}
+
+/* The node s refers to when it is a bare $ref (followed through chains), else s; NULL on an
+ * error or a cycle of bare references. */
+static const cJSON *follow(cs_ctx *c, const cJSON *s, const char *path) {
+    for (int hops = 0; hops < 64; hops++) {
+        const cJSON *r = cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, "$ref") : NULL;
+        if (!r) return s;
+        if (!cJSON_IsString(r)) {
+            plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\" is not a string", path);
+            return NULL;
+        }
+        s = resolve(c, r->valuestring, path);
+        if (!s) return NULL;
+    }
+    plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\" chain without a schema (a cycle of references)", path);
+    return NULL;
+}
+
+/* ---- oneOf: disjoint branches ------------------------------------------------------------ */
+
+/* The type bits a schema can produce (a superset is fine; T_ALL when unsure). */
+static unsigned schema_types(cs_ctx *c, const cJSON *s, int depth) {
+    if (depth > 16) return T_ALL;
+    s = follow(c, s, "oneOf");
+    if (!s || cJSON_IsBool(s)) return T_ALL;
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *co = cJSON_GetObjectItemCaseSensitive(s, "const");
+    unsigned t = 0;
+    if (co) return value_types(co) | (value_types(co) & T_INT ? T_NUM : 0);
+    if (cJSON_IsArray(en)) {
+        for (const cJSON *x = en->child; x; x = x->next) t |= value_types(x);
+        return t | (t & T_INT ? T_NUM : 0);
+    }
+    const char *comb[2] = {"anyOf", "oneOf"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        if (cJSON_IsArray(a)) {
+            for (const cJSON *x = a->child; x; x = x->next) t |= schema_types(c, x, depth + 1);
+            return t;
+        }
+    }
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (cJSON_IsString(ty)) t = type_bit(ty->valuestring);
+    else if (cJSON_IsArray(ty))
+        for (const cJSON *x = ty->child; x; x = x->next) t |= cJSON_IsString(x) ? type_bit(x->valuestring) : 0;
+    else return T_ALL;
+    return t & T_INT ? t | T_NUM : t;
+}
+
+/* The const/enum values of a required property p of object schema s, or NULL. */
+static const cJSON *tag_values(cs_ctx *c, const cJSON *s, const char *p, int *is_const) {
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    int required = 0;
+    for (const cJSON *x = cJSON_IsArray(req) ? req->child : NULL; x && !required; x = x->next)
+        required = cJSON_IsString(x) && !strcmp(x->valuestring, p);
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *ps = required && cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, p) : NULL;
+    ps = ps ? follow(c, ps, "oneOf") : NULL;
+    if (!cJSON_IsObject(ps)) return NULL;
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(ps, "const");
+    if (co) { *is_const = 1; return co; }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(ps, "enum");
+    *is_const = 0;
+    return cJSON_IsArray(en) ? en : NULL;
+}
+
+/* Whether a value is among a tag's values. */
+static int tag_has(const cJSON *vals, int is_const, const cJSON *v) {
+    if (is_const) return cJSON_Compare(vals, v, 1);
+    for (const cJSON *x = vals->child; x; x = x->next)
+        if (cJSON_Compare(x, v, 1)) return 1;
+    return 0;
+}
+
+/* Whether no value can match both schemas: no type in common, or a property both require
+ * with const/enum value sets that do not meet. */
+static int disjoint(cs_ctx *c, const cJSON *a, const cJSON *b) {
+    if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
+    a = follow(c, a, "oneOf");
+    b = follow(c, b, "oneOf");
+    const cJSON *props = a ? cJSON_GetObjectItemCaseSensitive(a, "properties") : NULL;
+    for (const cJSON *p = cJSON_IsObject(props) && b ? props->child : NULL; p; p = p->next) {
+        int ca, cb;
+        const cJSON *va = tag_values(c, a, p->string, &ca), *vb = tag_values(c, b, p->string, &cb);
+        if (!va || !vb) continue;
+        int meet = 0;
+        if (ca) meet = tag_has(vb, cb, va);
+        else
+            for (const cJSON *x = va->child; x && !meet; x = x->next) meet = tag_has(vb, cb, x);
+        if (!meet) return 1;
+    }
+    return 0;
+}
+
+/* ---- compiling --------------------------------------------------------------------------- */
+
+static int rule_for(cs_ctx *c, const cJSON *s, const char *path, char *name);
+
+/* A child path "path/seg" (truncated to fit). */
+static void sub_path(char *out, size_t cap, const char *path, const char *seg) {
+    snprintf(out, cap, "%s/%s", path, seg);
+}
+
+/* The name of the any-value rule of the dialect (marking it used). */
+static const char *any_value(cs_ctx *c) {
+    c->used |= c->dialect == CS_GEMMA ? U_GVALUE : U_JVALUE;
+    return c->dialect == CS_GEMMA ? "gvalue" : "jvalue";
+}
+
+/* Separator between members or items: JSON "ws , ws", Gemma ",". */
+static const char *sep(cs_ctx *c) {
+    if (c->dialect == CS_GEMMA) return "\",\" ";
+    c->used |= U_WS;
+    return "ws \",\" ws ";
+}
+
+/* The rule of a subschema (rule_for), or of any value when sub is NULL or true. */
+static int value_rule(cs_ctx *c, const cJSON *sub, const char *path, char *name) {
+    if (!sub || cJSON_IsTrue(sub)) { snprintf(name, 64, "%s", any_value(c)); return 0; }
+    return rule_for(c, sub, path, name);
+}
+
+/* A key as the dialect writes it, as GBNF: JSON "\"name\"" (escaped), Gemma the bare name or,
+ * when bare would not parse back, <|"|>name<|"|>. */
+static int put_key(cs_ctx *c, gbuf *b, const char *name, const char *path) {
+    if (c->dialect == CS_JSON) {
+        cJSON *s = cJSON_CreateString(name);
+        char *t = s ? cJSON_PrintUnformatted(s) : NULL;
+        cJSON_Delete(s);
+        if (!t) { b->oom = 1; return 0; }
+        gb_literal(b, t, strlen(t));
+        gb_puts(b, " ");
+        free(t);
+        return 0;
+    }
+    int bare = *name && name[0] != ' ' && name[strlen(name) - 1] != ' ';
+    for (const char *q = name; *q && bare; q++) bare = !strchr(",:{}[]<\t\n\r", *q) && (unsigned char)*q >= 0x20;
+    if (bare) { gb_literal(b, name, strlen(name)); gb_puts(b, " "); return 0; }
+    cJSON v = {0};
+    v.type = cJSON_String;
+    v.valuestring = (char *)name;
+    return put_value(c, b, &v, path);
+}
+
+/* A trie node of the names extra keys must avoid. */
+typedef struct {
+    uint32_t cp;      /* the character into this node */
+    int32_t first;    /* first child, or -1 */
+    int32_t next;     /* next sibling, or -1 */
+    int end;          /* a name ends here */
+} xnode;
+
+/* Rules for a key that is none of names[0, n): one rule per trie node of the names, where a
+ * character that leaves the trie leads to a free tail. base: rule name prefix. JSON keys are
+ * "..." with plain characters (no escapes, so a key's text is its value); Gemma keys bare. */
+static int put_extra_key(cs_ctx *c, const char *base, const char *const *names, int32_t n) {
+    int32_t cap = 1, used = 1;
+    for (int32_t i = 0; i < n; i++) cap += (int32_t)strlen(names[i]);
+    xnode *t = malloc((size_t)cap * sizeof *t);
+    if (!t) { c->out.oom = 1; return 0; }
+    t[0] = (xnode){0, -1, -1, 0};
+    for (int32_t i = 0; i < n; i++) {
+        int32_t at = 0;
+        for (const unsigned char *q = (const unsigned char *)names[i]; *q;) {
+            uint32_t cp = *q;
+            int k = cp < 0x80 ? 1 : cp >= 0xf0 ? 4 : cp >= 0xe0 ? 3 : 2;
+            if (k > 1) cp &= 0x3f >> (k - 1);
+            for (int j = 1; j < k && q[j]; j++) cp = (cp << 6) | (q[j] & 0x3f);
+            q += k;
+            int32_t ch = t[at].first;
+            while (ch >= 0 && t[ch].cp != cp) ch = t[ch].next;
+            if (ch < 0) {
+                ch = used++;
+                t[ch] = (xnode){cp, -1, t[at].first, 0};
+                t[at].first = ch;
+            }
+            at = ch;
+        }
+        t[at].end = 1;
+    }
+    gbuf *o = &c->out;
+    const char *cls = c->dialect == CS_GEMMA ? "A-Za-z0-9_\\-" : "^\"\\\\\\x00-\\x1F";
+    const char *close = c->dialect == CS_GEMMA ? "" : "\"\\\"\" ";
+    gb_printf(o, "%s-t ::= [%s]* %s\n", base, cls, *close ? close : "");
+    for (int32_t k = 0; k < used; k++) {
+        gb_printf(o, "%s-%d ::= ", base, k);
+        int alts = 0;
+        if (!t[k].end && (c->dialect == CS_JSON || k > 0)) { gb_puts(o, *close ? close : "\"\" "); alts++; }
+        gbuf others = {0}; /* the characters that leave the trie here */
+        gb_puts(&others, cls);
+        for (int32_t ch = t[k].first; ch >= 0; ch = t[ch].next) {
+            int usable = c->dialect == CS_GEMMA
+                             ? ((t[ch].cp >= 'a' && t[ch].cp <= 'z') || (t[ch].cp >= 'A' && t[ch].cp <= 'Z') ||
+                                (t[ch].cp >= '0' && t[ch].cp <= '9') || t[ch].cp == '_' || t[ch].cp == '-')
+                             : t[ch].cp >= 0x20 && t[ch].cp != '"' && t[ch].cp != '\\';
+            if (!usable) continue;
+            if (alts++) gb_puts(o, "| ");
+            gb_puts(o, "[");
+            gb_class_cp(o, t[ch].cp);
+            gb_printf(o, "] %s-%d ", base, ch);
+            if (c->dialect == CS_JSON) gb_class_cp(&others, t[ch].cp);
+        }
+        if (alts++) gb_puts(o, "| ");
+        if (c->dialect == CS_GEMMA) { /* [allowed] minus the children: a negated class of both */
+            gb_puts(o, "[^\\x00-\\x2C\\x2E\\x2F\\x3A-\\x40\\x5B-\\x5E\\x60\\x7B-\\U0010FFFF");
+            for (int32_t ch = t[k].first; ch >= 0; ch = t[ch].next)
+                if (t[ch].cp < 0x80) gb_class_cp(o, t[ch].cp);
+            gb_printf(o, "] %s-t\n", base);
+        } else {
+            gb_printf(o, "[%s] %s-t\n", others.p ? others.p : cls, base);
+        }
+        free(others.p);
+    }
+    free(t);
+    return 0;
+}
+
+/* Order of the names in an object: the schema's (JSON), or dictsort (Gemma). */
+typedef struct {
+    const char *name;
+    const cJSON *schema; /* NULL: any value */
+    int required;
+} member;
+
+/* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
+ * i on, e: whether one was written already, so a separator is due). */
+static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"properties\" is not an object", path);
+    if (req && !cJSON_IsArray(req))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" is not an array", path);
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"additionalProperties\" is not a schema", path);
+    int extras = addl ? !cJSON_IsFalse(addl) : !props; /* may other keys come? */
+    const cJSON *extra_schema = addl && cJSON_IsObject(addl) ? addl : NULL;
+    int32_t n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0;
+    member *mem = malloc((size_t)(n ? n : 1) * sizeof *mem);
+    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+    if (!mem || !names) { free(mem); free(names); b->oom = 1; return 0; }
+    int rc = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
+        int dup = 0;
+        for (int32_t i = 0; i < m && !dup; i++) dup = !strcmp(mem[i].name, p->string);
+        if (!dup) mem[m++] = (member){p->string, p, 0};
+    }
+    int32_t named = m; /* names a property may not take (false) stay in the list, never written */
+    for (const cJSON *r = req ? req->child : NULL; r && !rc; r = r->next) {
+        if (!cJSON_IsString(r)) { rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" holds a non-string", path); break; }
+        int32_t i = 0;
+        while (i < m && strcmp(mem[i].name, r->valuestring)) i++;
+        if (i == m) {
+            if (addl && cJSON_IsFalse(addl)) {
+                rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is not in \"properties\" and "
+                                "additionalProperties is false: no object is valid", path, r->valuestring);
+                break;
+            }
+            mem[m++] = (member){r->valuestring, extra_schema, 0};
+        }
+        if (i < named && cJSON_IsFalse(mem[i].schema)) {
+            rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" has the schema false: no object is "
+                            "valid", path, r->valuestring);
+            break;
+        }
+        mem[i].required = 1;
+    }
+    if (!rc && c->dialect == CS_GEMMA) /* the template's dictsort order (stable) */
+        for (int32_t i = 1; i < m; i++) {
+            member x = mem[i];
+            int32_t j = i;
+            for (; j > 0 && gemma_key_cmp(x.name, mem[j - 1].name) < 0; j--) mem[j] = mem[j - 1];
+            mem[j] = x;
+        }
+    /* member rules: NAME-kI ::= key ws ":" ws value */
+    for (int32_t i = 0; i < m && !rc; i++) {
+        char vname[64], sp[512];
+        names[i] = mem[i].name;
+        if (cJSON_IsFalse(mem[i].schema)) continue; /* never written (not required: checked) */
+        sub_path(sp, sizeof sp, path, mem[i].name);
+        rc = value_rule(c, mem[i].schema, sp, vname);
+        if (rc) break;
+        gbuf kv = {0};
+        gb_printf(&kv, "%s-k%d ::= ", self, i);
+        rc = put_key(c, &kv, mem[i].name, sp);
+        if (c->dialect == CS_GEMMA) gb_printf(&kv, "\":\" %s\n", vname);
+        else { gb_printf(&kv, "ws \":\" ws %s\n", vname); c->used |= U_WS; }
+        gb_put(&c->out, kv.p ? kv.p : "", kv.len);
+        if (kv.oom) c->out.oom = 1;
+        free(kv.p);
+    }
+    if (!rc && extras) { /* NAME-x ::= key-not-named ws ":" ws value */
+        char vname[64], base[64], sp[512];
+        sub_path(sp, sizeof sp, path, "additionalProperties");
+        rc = value_rule(c, extra_schema, sp, vname);
+        snprintf(base, sizeof base, "%s-xk", self);
+        if (!rc) rc = put_extra_key(c, base, names, m);
+        if (c->dialect == CS_JSON) {
+            gb_printf(&c->out, "%s-x ::= \"\\\"\" %s-0 ws \":\" ws %s\n", self, base, vname);
+            c->used |= U_WS;
+        } else gb_printf(&c->out, "%s-x ::= %s-0 \":\" %s\n", self, base, vname);
+    }
+    /* P(i, e): NAME-pIe */
+    for (int32_t i = m; i >= 0 && !rc; i--)
+        for (int e = 0; e < 2; e++) {
+            gb_printf(&c->out, "%s-p%d%d ::= ", self, i, e);
+            const char *s0 = e ? sep(c) : "";
+            if (i == m) {
+                if (extras) gb_printf(&c->out, "( %s%s-x ( %s%s-x )* )?\n", s0, self, sep(c), self);
+                else gb_puts(&c->out, "\"\"\n");
+            } else if (cJSON_IsFalse(mem[i].schema)) gb_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
+            else if (mem[i].required) gb_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
+            else gb_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
+        }
+    if (c->dialect == CS_GEMMA) gb_printf(b, "\"{\" %s-p00 \"}\" ", self);
+    else {
+        gb_printf(b, "\"{\" ws %s-p00 ws \"}\" ", self);
+        c->used |= U_WS;
+    }
+    free(mem);
+    free(names);
+    return rc;
+}
+
+/* An array's body: "[" items "]" with minItems/maxItems. */
+static int array_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+    double lo = 0, hi = -1;
+    if (lo_kw) {
+        if (!cJSON_IsNumber(lo_kw) || lo_kw->valuedouble < 0 || lo_kw->valuedouble > CG_MAX_REPEAT ||
+            lo_kw->valuedouble != (double)(int64_t)lo_kw->valuedouble)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minItems\" is not an integer in 0..%d", path, CG_MAX_REPEAT);
+        lo = lo_kw->valuedouble;
+    }
+    if (hi_kw) {
+        if (!cJSON_IsNumber(hi_kw) || hi_kw->valuedouble < 0 || hi_kw->valuedouble > CG_MAX_REPEAT ||
+            hi_kw->valuedouble != (double)(int64_t)hi_kw->valuedouble)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"maxItems\" is not an integer in 0..%d", path, CG_MAX_REPEAT);
+        hi = hi_kw->valuedouble;
+    }
+    if (hi >= 0 && lo > hi) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems > maxItems", path);
+    if (cJSON_IsArray(items))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported", path);
+    if (items && !cJSON_IsBool(items) && !cJSON_IsObject(items))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" is not a schema", path);
+    const char *ws = c->dialect == CS_GEMMA ? "" : "ws ";
+    if (*ws) c->used |= U_WS;
+    if (cJSON_IsFalse(items)) hi = 0;
+    if (hi == 0) {
+        if (lo > 0) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\": false with minItems > 0", path);
+        gb_printf(b, "\"[\" %s\"]\" ", ws);
+        return 0;
+    }
+    char item[64], sp[512];
+    sub_path(sp, sizeof sp, path, "items");
+    int rc = value_rule(c, items, sp, item);
+    if (rc) return rc;
+    gb_printf(b, "\"[\" %s", ws);
+    if (lo == 0) gb_puts(b, "( ");
+    gb_printf(b, "%s ( %s%s ){%d,", item, sep(c), item, lo > 0 ? (int)lo - 1 : 0);
+    if (hi > 0) gb_printf(b, "%d", (int)hi - 1);
+    gb_printf(b, "} %s", ws);
+    if (lo == 0) gb_puts(b, ")? ");
+    gb_puts(b, "\"]\" ");
+    return 0;
+}
+
+/* The body of one type of a typed schema. */
+static int type_body(cs_ctx *c, unsigned t, const cJSON *s, const char *path, const char *self, gbuf *b) {
+    switch (t) {
+    case T_NULL: gb_puts(b, "\"null\" "); return 0;
+    case T_BOOL: gb_puts(b, "( \"true\" | \"false\" ) "); return 0;
+    case T_INT: return cs_number_expr(b, 1, s, path, c->err);
+    case T_NUM: return cs_number_expr(b, 0, s, path, c->err);
+    case T_STR:
+        c->used |= c->dialect == CS_GEMMA ? U_GCHAR : U_JCHAR;
+        return cs_string_expr(b, s, c->dialect, c->dialect == CS_GEMMA ? "gchar" : "jchar", path, c->err);
+    case T_OBJ: return object_body(c, s, path, self, b);
+    default: return array_body(c, s, path, b);
+    }
+}
+
+/* Which keyword groups a schema without "type" uses, as type bits. */
+static unsigned implied_types(const cJSON *s) {
+    static const struct { const char *kw; unsigned t; } groups[] = {
+        {"minLength", T_STR}, {"maxLength", T_STR}, {"pattern", T_STR}, {"format", T_STR},
+        {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
+        {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ},
+        {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}};
+    unsigned t = 0;
+    for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
+        if (cJSON_GetObjectItemCaseSensitive(s, groups[i].kw)) t |= groups[i].t;
+    return t;
+}
+
+/* The first keyword of s that is neither an annotation nor one of allowed, or NULL. */
+static const char *other_keyword(const cJSON *s, const char *const *allowed) {
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!in_list(k->string, annotation_kw) && !in_list(k->string, allowed)) return k->string;
+    return NULL;
+}
+
+/* enum / const: the values spelled out, filtered by "type". */
+static int enum_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
+    static const char *const with[] = {"enum", "const", "type", NULL};
+    const char *o = other_keyword(s, with);
+    if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to enum/const is not supported "
+                             "(list only the values that are valid)", path, o);
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(s, "const"), *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    if (co && en) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: both \"enum\" and \"const\"", path);
+    if (en && (!cJSON_IsArray(en) || !en->child))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"enum\" is not a non-empty array", path);
+    unsigned allow = T_ALL;
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (ty) {
+        allow = 0;
+        if (cJSON_IsString(ty)) allow = type_bit(ty->valuestring);
+        for (const cJSON *x = cJSON_IsArray(ty) ? ty->child : NULL; x; x = x->next)
+            allow |= cJSON_IsString(x) ? type_bit(x->valuestring) : 0;
+    }
+    int n = 0, rc = 0;
+    gb_puts(b, "( ");
+    for (const cJSON *v = co ? co : en->child; v && !rc; v = co ? NULL : v->next) {
+        if (!(value_types(v) & allow)) continue; /* "integer" is T_INT alone: 5.5 is left out */
+        if (n++) gb_puts(b, "| ");
+        rc = put_value(c, b, v, path);
+    }
+    gb_puts(b, ") ");
+    if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no enum/const value has the schema's type", path);
+    return rc;
+}
+
+/* anyOf / oneOf / allOf. */
+static int combinator_body(cs_ctx *c, const cJSON *s, const char *kw, const cJSON *list, const char *path, gbuf *b) {
+    const char *allowed[] = {kw, NULL};
+    const char *o = other_keyword(s, allowed);
+    if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"%s\" is not supported", path, o, kw);
+    if (!cJSON_IsArray(list) || !list->child)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a non-empty array", path, kw);
+    char sp[512];
+    if (!strcmp(kw, "allOf")) { /* one member that constrains; the others must be annotations */
+        const cJSON *only = NULL;
+        int idx = 0, at = 0;
+        for (const cJSON *x = list->child; x; x = x->next, at++) {
+            static const char *const none[] = {NULL};
+            if (cJSON_IsTrue(x) || (cJSON_IsObject(x) && !other_keyword(x, none))) continue;
+            if (only) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"allOf\" with more than one constraining "
+                                        "subschema is not supported", path);
+            only = x;
+            idx = at;
+        }
+        char name[64], seg[32];
+        snprintf(seg, sizeof seg, "allOf/%d", idx);
+        sub_path(sp, sizeof sp, path, seg);
+        int rc = value_rule(c, only, sp, name);
+        if (!rc) gb_printf(b, "%s ", name);
+        return rc;
+    }
+    if (!strcmp(kw, "oneOf")) {
+        int i = 0;
+        for (const cJSON *x = list->child; x; x = x->next, i++) {
+            int j = i + 1;
+            for (const cJSON *y = x->next; y; y = y->next, j++) {
+                if (!disjoint(c, x, y)) {
+                    if (c->err && *c->err) return PLUME_EINVAL; /* a bad $ref found on the way */
+                    return plume_fail(c->err, PLUME_EINVAL,
+                                      "json schema: %s: \"oneOf\" branches %d and %d may both match; plume enforces oneOf "
+                                      "only when its branches are disjoint (different types, or a property both require "
+                                      "with different const/enum values): use anyOf if either may match", path, i, j);
+                }
+            }
+        }
+    }
+    gb_puts(b, "( ");
+    int i = 0, n = 0, rc = 0;
+    for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
+        if (cJSON_IsFalse(x)) continue; /* a branch that accepts nothing */
+        char name[64], seg[32];
+        snprintf(seg, sizeof seg, "%s/%d", kw, i);
+        sub_path(sp, sizeof sp, path, seg);
+        rc = value_rule(c, x, sp, name);
+        if (!rc) gb_printf(b, "%s%s ", n++ ? "| " : "", name);
+    }
+    gb_puts(b, ") ");
+    if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: every \"%s\" branch is false: nothing is valid", path, kw);
+    return rc;
+}
+
+/* The body of schema node s (the right side of its rule, named self). */
+static int body_for(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
+    if (cJSON_IsTrue(s)) { gb_printf(b, "%s ", any_value(c)); return 0; }
+    if (cJSON_IsFalse(s))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing", path);
+    if (!cJSON_IsObject(s))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a schema must be an object or a boolean", path);
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!in_list(k->string, annotation_kw) && !in_list(k->string, handled_kw))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not supported", path, k->string);
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (ref) {
+        static const char *const only_ref[] = {"$ref", NULL};
+        const char *o = other_keyword(s, only_ref);
+        if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"$ref\" is not supported", path, o);
+        if (!cJSON_IsString(ref)) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\" is not a string", path);
+        const cJSON *target = resolve(c, ref->valuestring, path);
+        if (!target) return PLUME_EINVAL;
+        char name[64];
+        int rc = rule_for(c, target, ref->valuestring, name);
+        if (!rc) gb_printf(b, "%s ", name);
+        return rc;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "enum") || cJSON_GetObjectItemCaseSensitive(s, "const"))
+        return enum_body(c, s, path, b);
+    static const char *const comb[] = {"anyOf", "oneOf", "allOf"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        if (list) return combinator_body(c, s, comb[k], list, path, b);
+    }
+    unsigned types;
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (ty) {
+        types = 0;
+        if (cJSON_IsString(ty) && type_bit(ty->valuestring)) types = type_bit(ty->valuestring);
+        else if (cJSON_IsArray(ty) && ty->child)
+            for (const cJSON *x = ty->child; x; x = x->next) {
+                unsigned t = cJSON_IsString(x) ? type_bit(x->valuestring) : 0;
+                if (!t) { types = 0; break; }
+                types |= t;
+            }
+        if (!types)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"type\" is not a type name or a list of them", path);
+    } else {
+        types = implied_types(s);
+        if (!types) { gb_printf(b, "%s ", any_value(c)); return 0; }
+        if (types & (types - 1))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: keywords of several types without \"type\" are not "
+                              "supported (say which type)", path);
+        if (types == T_NUM) types = T_NUM | T_INT;
+    }
+    if ((types & T_NUM) && (types & T_INT)) types &= ~(unsigned)T_INT; /* number holds integer */
+    int n = 0, rc = 0;
+    gb_puts(b, "( ");
+    for (unsigned t = 1; t <= T_INT && !rc; t <<= 1) {
+        if (!(types & t)) continue;
+        if (n++) gb_puts(b, "| ");
+        rc = type_body(c, t, s, path, self, b);
+    }
+    gb_puts(b, ") ");
+    return rc;
+}
+
+/* The rule of schema node s, made on first use (memoized by node, so a $ref cycle is a
+ * rule cycle). name gets its name (64 bytes). */
+static int rule_for(cs_ctx *c, const cJSON *s, const char *path, char *name) {
+    for (int32_t i = 0; i < c->n_memo; i++)
+        if (c->memo[i].node == s) { snprintf(name, 64, "s%d", c->memo[i].id); return 0; }
+    if (c->depth >= CS_MAX_DEPTH)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: nested deeper than %d levels", path, CS_MAX_DEPTH);
+    if (c->n_memo == c->cap_memo) {
+        int32_t cap = c->cap_memo ? c->cap_memo * 2 : 32;
+        void *m = realloc(c->memo, (size_t)cap * sizeof *c->memo);
+        if (!m) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        c->memo = m;
+        c->cap_memo = cap;
+    }
+    int32_t id = c->n_rules++;
+    c->memo[c->n_memo].node = s;
+    c->memo[c->n_memo++].id = id;
+    char self[64];
+    snprintf(self, sizeof self, "s%d", id);
+    snprintf(name, 64, "%s", self);
+    gbuf body = {0};
+    c->depth++;
+    int rc = body_for(c, s, path, self, &body);
+    c->depth--;
+    if (!rc) gb_printf(&c->out, "%s ::= %s\n", self, body.p ? body.p : "\"\"");
+    if (body.oom) c->out.oom = 1;
+    free(body.p);
+    return rc;
+}
+
+/* ---- the context ------------------------------------------------------------------------- */
+
+/* A compiler for the dialect. */
+int cs_new(cs_ctx **out, int dialect, char **err) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
+    (*out)->dialect = dialect;
+    (*out)->err = err;
+    return 0;
+}
+
+/* Free the compiler; NULL is a no-op. */
+void cs_free(cs_ctx *c) {
+    if (!c) return;
+    free(c->out.p);
+    free(c->memo);
+    free(c);
+}
+
+/* The rule of any object in the dialect (marking it used). */
+const char *cs_any_object(cs_ctx *c) {
+    any_value(c);
+    return c->dialect == CS_GEMMA ? "gobject" : "jobject";
+}
+
+/* The rules text, for callers that add rules of their own. */
+gbuf *cs_out(cs_ctx *c) { return &c->out; }
+
+/* The rule for schema s of document doc ($ref resolves in doc). */
+int cs_rule(cs_ctx *c, const cJSON *doc, const cJSON *s, const char *path, char *name) {
+    c->doc = doc;
+    return rule_for(c, s, path, name);
+}
+
+/* Append the common rules used and hand the text over (*gbnf malloc'd). */
+int cs_finish(cs_ctx *c, char **gbnf) {
+    gbuf *o = &c->out;
+    if (c->used & U_JVALUE) c->used |= U_WS | U_JCHAR;
+    if (c->used & U_GVALUE) c->used |= U_GCHAR;
+    if (c->used & U_WS) gb_puts(o, "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n");
+    if (c->used & U_JCHAR)
+        gb_puts(o, "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9A-Ca-cE-Fe-f] [0-9A-Fa-f]{3} | "
+                   "[Dd] [0-7] [0-9A-Fa-f]{2} ) )\n");
+    if (c->used & (U_JVALUE | U_GVALUE))
+        gb_puts(o, "jnumber ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n");
+    if (c->used & U_JVALUE)
+        gb_puts(o, "jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
+                   "jvalue ::= jobject | jarray | jstring | jnumber | \"true\" | \"false\" | \"null\"\n"
+                   "jobject ::= \"{\" ws ( jstring ws \":\" ws jvalue ( ws \",\" ws jstring ws \":\" ws jvalue )* ws )? \"}\"\n"
+                   "jarray ::= \"[\" ws ( jvalue ( ws \",\" ws jvalue )* ws )? \"]\"\n");
+    if (c->used & U_GCHAR) gb_puts(o, "gchar ::= [^<\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]\n");
+    if (c->used & U_GVALUE)
+        gb_puts(o, "gstring ::= <|\"|> gchar* <|\"|>\n"
+                   "gkey ::= [A-Za-z0-9_] [A-Za-z0-9_\\-]*\n"
+                   "gvalue ::= gobject | garray | gstring | jnumber | \"true\" | \"false\" | \"null\"\n"
+                   "gobject ::= \"{\" ( gkey \":\" gvalue ( \",\" gkey \":\" gvalue )* )? \"}\"\n"
+                   "garray ::= \"[\" ( gvalue ( \",\" gvalue )* )? \"]\"\n");
+    if (o->oom) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+    *gbnf = o->p;
+    o->p = NULL;
+    o->len = o->cap = 0;
+    return 0;
+}
+
+/* Whether s[0, n) is valid UTF-8 (strict). */
+int cs_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        int k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!k || i + (size_t)k > n) return 0;
+        for (int j = 1; j < k; j++)
+            if ((p[i + j] & 0xc0) != 0x80) return 0;
+        if (k == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f))) return 0;
+        if (k == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
+/* Parse JSON text whole (valid UTF-8, nothing after the value); NULL with the error set. */
+cJSON *cs_parse_json(const char *text, size_t len, const char *what, char **err) {
+    if (!text) { plume_fail(err, PLUME_EINVAL, "%s: NULL", what); return NULL; }
+    if (!cs_utf8_valid(text, len)) { plume_fail(err, PLUME_EINVAL, "%s: not valid UTF-8", what); return NULL; }
+    if (memchr(text, 0, len)) { plume_fail(err, PLUME_EINVAL, "%s: holds a NUL byte", what); return NULL; }
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!doc) {
+        plume_fail(err, PLUME_EINVAL, "%s: bad JSON at offset %ld", what, end ? (long)(end - text) : 0L);
+        return NULL;
+    }
+    while (end && end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end && end < text + len) {
+        plume_fail(err, PLUME_EINVAL, "%s: text after the JSON value at offset %ld", what, (long)(end - text));
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* A schema's whole grammar: its rules, root ::= the schema's rule, the common rules. */
+int cs_schema_to_gbnf(const char *schema, size_t len, int dialect, char **gbnf, char **err) {
+    if (!gbnf) return plume_fail(err, PLUME_EINVAL, "json schema: gbnf is NULL");
+    *gbnf = NULL;
+    cJSON *doc = cs_parse_json(schema, len, "json schema", err);
+    if (!doc) return PLUME_EINVAL;
+    cs_ctx *c = NULL;
+    int rc = cs_new(&c, dialect, err);
+    char name[64];
+    if (!rc) rc = cs_rule(c, doc, doc, "#", name);
+    if (!rc) {
+        gb_printf(&c->out, "root ::= %s\n", name);
+        rc = cs_finish(c, gbnf);
+    }
+    cs_free(c);
+    cJSON_Delete(doc);
+    return rc;
+}

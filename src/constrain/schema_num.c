@@ -1,0 +1,377 @@
+/* schema_num.c -- integers and numbers within bounds, as GBNF (docs/STRUCTURED.md).
+ *
+ * A bound is a decimal (the shortest digits that give the schema's double back). A number
+ * with j fraction digits is N / 10^j for an integer N, so "lo <= x <= hi" with j digits is
+ * "ceil(lo 10^j) <= N <= floor(hi 10^j)": exact, in integers, on digit strings (no floating
+ * point anywhere). The grammar is the union over j = 0 (no fraction) .. NUM_FRAC of N's range
+ * written with a '.' before its last j digits; each range is the classic one over digit
+ * strings: per length, the common prefix, then "above a's rest", "strictly between", "below
+ * b's rest". Exponents are not generated where bounds apply.
+ *
+ * Unbounded sides stop at NUM_INT_DIGITS integer digits (a model cannot run on in digits,
+ * and 15 digits stay exact in the double a JSON reader makes). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "constrain.h"
+
+#define NUM_INT_DIGITS 15 /* integer digits where no bound limits them */
+#define NUM_FRAC 6        /* fraction digits of a bounded number, at most (more if a bound needs) */
+#define NUM_DIGITS 80     /* longest digit string handled (bounds up to ~1e60) */
+
+/* A signed integer as decimal digits, or an unbounded side. */
+typedef struct {
+    int inf;               /* 1: no bound on this side */
+    int neg;
+    char d[NUM_DIGITS + 1]; /* digits, no leading zeros ("0" for zero) */
+} bigint;
+
+/* Strip leading zeros (keeping one). */
+static void big_trim(char *d) {
+    size_t z = 0, n = strlen(d);
+    while (z + 1 < n && d[z] == '0') z++;
+    memmove(d, d + z, n - z + 1);
+}
+
+/* Compare two non-negative digit strings. */
+static int dig_cmp(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la != lb) return la < lb ? -1 : 1;
+    return strcmp(a, b) < 0 ? -1 : strcmp(a, b) > 0;
+}
+
+/* a + 1 on a digit string (room for one more digit). */
+static void dig_inc(char *a) {
+    size_t n = strlen(a);
+    for (size_t i = n; i-- > 0;) {
+        if (a[i] < '9') { a[i]++; return; }
+        a[i] = '0';
+    }
+    memmove(a + 1, a, n + 1);
+    a[0] = '1';
+}
+
+/* a - 1 on a digit string > 0. */
+static void dig_dec(char *a) {
+    for (size_t i = strlen(a); i-- > 0;) {
+        if (a[i] > '0') { a[i]--; break; }
+        a[i] = '9';
+    }
+    big_trim(a);
+}
+
+/* Compare two signed bigints (neither infinite). */
+static int big_cmp(const bigint *a, const bigint *b) {
+    int za = !strcmp(a->d, "0"), zb = !strcmp(b->d, "0");
+    int sa = za ? 0 : a->neg ? -1 : 1, sb = zb ? 0 : b->neg ? -1 : 1;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    if (sa == 0) return 0;
+    int c = dig_cmp(a->d, b->d);
+    return sa > 0 ? c : -c;
+}
+
+/* x + 1 (signed). */
+static void big_inc(bigint *x) {
+    if (!x->neg) dig_inc(x->d);
+    else {
+        dig_dec(x->d);
+        if (!strcmp(x->d, "0")) x->neg = 0;
+    }
+}
+
+/* x - 1 (signed). */
+static void big_dec(bigint *x) {
+    if (!strcmp(x->d, "0")) { strcpy(x->d, "1"); x->neg = 1; }
+    else if (x->neg) dig_inc(x->d);
+    else dig_dec(x->d);
+}
+
+/* A double as (negative, digits, exponent): the shortest digits that round-trip, value =
+ * digits x 10^exp. */
+static void dec_of(double v, int *neg, char *digits, int *exp) {
+    char s[64];
+    *neg = v < 0;
+    double a = fabs(v);
+    for (int p = 1; p <= 17; p++) {
+        snprintf(s, sizeof s, "%.*e", p - 1, a);
+        if (strtod(s, NULL) == a) break;
+    }
+    /* s is d[.ddd]e[+-]XX */
+    int k = 0;
+    const char *q = s;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') digits[k++] = *q;
+    digits[k] = 0;
+    int e = atoi(q + 1);
+    *exp = e - (k - 1);
+    while (k > 1 && digits[k - 1] == '0') { digits[--k] = 0; (*exp)++; } /* 1.50e0 -> 15e-1 -> 15 * 10^-1 */
+    if (!strcmp(digits, "0")) *exp = 0;
+}
+
+/* The bound v x 10^j rounded up (ceil) or down, and whether it was exact. 0, or -1 when the
+ * digits would not fit NUM_DIGITS. */
+static int scaled(double v, int j, int up, bigint *out, int *exact) {
+    int neg, e;
+    char d[32];
+    dec_of(v, &neg, d, &e);
+    e += j;
+    memset(out, 0, sizeof *out);
+    size_t n = strlen(d);
+    if (e >= 0) {
+        if (n + (size_t)e > NUM_DIGITS) return -1;
+        memcpy(out->d, d, n);
+        memset(out->d + n, '0', (size_t)e);
+        out->d[n + (size_t)e] = 0;
+        *exact = 1;
+    } else {
+        size_t cut = (size_t)-e; /* digits after the point */
+        *exact = 1;
+        for (size_t i = (cut > n ? 0 : n - cut); i < n; i++) *exact &= d[i] == '0';
+        if (cut >= n) strcpy(out->d, "0");
+        else {
+            memcpy(out->d, d, n - cut);
+            out->d[n - cut] = 0;
+        }
+    }
+    big_trim(out->d);
+    out->neg = neg && strcmp(out->d, "0") != 0;
+    if (!*exact) { /* truncation went toward zero */
+        int away = neg ? !up : up; /* rounding away from zero is +1 on the magnitude */
+        if (away) dig_inc(out->d);
+        out->neg = neg && strcmp(out->d, "0") != 0;
+    }
+    return 0;
+}
+
+/* ---- digit-string ranges as GBNF --------------------------------------------------------- */
+
+/* The layout of one length: L digits, a '.' before digit index dot (dot = L: none). */
+typedef struct {
+    gbuf *b;
+    int L, dot;
+} lay;
+
+/* Append the '.' if digit index i is where it goes. */
+static void at_dot(const lay *y, int i) {
+    if (i == y->dot) gb_puts(y->b, "\".\" ");
+}
+
+/* Digits i .. L-1, any. */
+static void any_from(const lay *y, int i) {
+    if (i >= y->L) return;
+    if (y->dot > i && y->dot < y->L) {
+        gb_printf(y->b, "[0-9]{%d} \".\" [0-9]{%d} ", y->dot - i, y->L - y->dot);
+    } else {
+        at_dot(y, i);
+        gb_printf(y->b, "[0-9]{%d} ", y->L - i);
+    }
+}
+
+/* One digit c at index i. */
+static void digit(const lay *y, int i, char c) {
+    at_dot(y, i);
+    gb_printf(y->b, "\"%c\" ", c);
+}
+
+/* A digit class [lo-hi] at index i. */
+static void digits(const lay *y, int i, char lo, char hi) {
+    at_dot(y, i);
+    if (lo == hi) gb_printf(y->b, "\"%c\" ", lo);
+    else gb_printf(y->b, "[%c-%c] ", lo, hi);
+}
+
+/* Digits i.. that are >= a[i..] (as strings of equal length). */
+static void ge_from(const lay *y, const char *a, int i) {
+    if (i >= y->L) return;
+    int zeros = 1;
+    for (int k = i; k < y->L; k++) zeros &= a[k] == '0';
+    if (zeros) { any_from(y, i); return; }
+    gb_puts(y->b, "( ");
+    digit(y, i, a[i]);
+    ge_from(y, a, i + 1);
+    if (a[i] < '9') {
+        gb_puts(y->b, "| ");
+        digits(y, i, (char)(a[i] + 1), '9');
+        any_from(y, i + 1);
+    }
+    gb_puts(y->b, ") ");
+}
+
+/* Digits i.. that are <= b[i..]. */
+static void le_from(const lay *y, const char *b, int i) {
+    if (i >= y->L) return;
+    int nines = 1;
+    for (int k = i; k < y->L; k++) nines &= b[k] == '9';
+    if (nines) { any_from(y, i); return; }
+    gb_puts(y->b, "( ");
+    digit(y, i, b[i]);
+    le_from(y, b, i + 1);
+    if (b[i] > '0') {
+        gb_puts(y->b, "| ");
+        digits(y, i, '0', (char)(b[i] - 1));
+        any_from(y, i + 1);
+    }
+    gb_puts(y->b, ") ");
+}
+
+/* Digits i.. between a[i..] and b[i..] (a <= b, same length). */
+static void between(const lay *y, const char *a, const char *b, int i) {
+    while (i < y->L && a[i] == b[i]) { digit(y, i, a[i]); i++; }
+    if (i >= y->L) return;
+    gb_puts(y->b, "( ");
+    digit(y, i, a[i]);
+    ge_from(y, a, i + 1);
+    if (b[i] - a[i] > 1) {
+        gb_puts(y->b, "| ");
+        digits(y, i, (char)(a[i] + 1), (char)(b[i] - 1));
+        any_from(y, i + 1);
+    }
+    gb_puts(y->b, "| ");
+    digit(y, i, b[i]);
+    le_from(y, b, i + 1);
+    gb_puts(y->b, ") ");
+}
+
+/* s (la digits) with zeros in front up to L digits, into out. */
+static void pad(char *out, const char *s, int L) {
+    int la = (int)strlen(s);
+    memset(out, '0', (size_t)(L - la));
+    memcpy(out + (L - la), s, (size_t)la + 1);
+}
+
+/* Naturals in [A, B] (digit strings, A <= B) written with at least j + 1 digits (zeros in
+ * front up to that, none beyond) and a '.' before the last j: alternatives appended to b,
+ * each but the first preceded by "| " (*first tracks it). */
+static void nat_range(gbuf *b, const char *A, const char *B, int j, int *first) {
+    int la = (int)strlen(A), lb = (int)strlen(B);
+    int L0 = la > j + 1 ? la : j + 1, L1 = lb > j + 1 ? lb : j + 1;
+    for (int L = L0; L <= L1; L++) {
+        char lo[NUM_DIGITS + 2], hi[NUM_DIGITS + 2], a[NUM_DIGITS + 2], bb[NUM_DIGITS + 2];
+        memset(lo, '0', (size_t)L); /* the smallest L-digit form: 0..0 at j + 1 digits, else 10..0 */
+        lo[L] = 0;
+        if (L > j + 1) lo[0] = '1';
+        memset(hi, '9', (size_t)L);
+        hi[L] = 0;
+        pad(a, A, L);
+        if (strcmp(a, lo) < 0) strcpy(a, lo);
+        if (lb > L) strcpy(bb, hi);
+        else pad(bb, B, L);
+        if (strcmp(a, bb) > 0) continue;
+        if (!*first) gb_puts(b, "| ");
+        *first = 0;
+        lay y = {b, L, j > 0 ? L - j : L};
+        gb_puts(b, "( ");
+        between(&y, a, bb, 0);
+        gb_puts(b, ") ");
+    }
+}
+
+/* The signed integers N in [lo, hi] with j implied fraction digits, as alternatives. */
+static void signed_range(gbuf *b, const bigint *lo, const bigint *hi, int j, int *first) {
+    char cap[NUM_DIGITS + 2];
+    int capd = NUM_INT_DIGITS + j;
+    if (!lo->inf && (int)strlen(lo->d) > capd) capd = (int)strlen(lo->d);
+    if (!hi->inf && (int)strlen(hi->d) > capd) capd = (int)strlen(hi->d);
+    if (capd > NUM_DIGITS) capd = NUM_DIGITS;
+    memset(cap, '9', (size_t)capd);
+    cap[capd] = 0;
+    /* non-negative part: [max(lo, 0), hi] */
+    int hi_nonneg = hi->inf || !hi->neg || !strcmp(hi->d, "0");
+    if (hi_nonneg) {
+        const char *A = lo->inf || lo->neg ? "0" : lo->d, *B = hi->inf ? cap : hi->d;
+        if (dig_cmp(A, B) <= 0) nat_range(b, A, B, j, first);
+    }
+    /* negative part: N = -M, M in [max(1, -hi), -lo] */
+    int lo_neg = lo->inf || (lo->neg && strcmp(lo->d, "0"));
+    if (lo_neg) {
+        const char *A = (!hi->inf && hi->neg) ? hi->d : "1", *B = lo->inf ? cap : lo->d;
+        if (dig_cmp(A, B) <= 0) {
+            if (!*first) gb_puts(b, "| ");
+            *first = 0;
+            gb_puts(b, "\"-\" ( ");
+            int f2 = 1;
+            nat_range(b, A, B, j, &f2);
+            gb_puts(b, ") ");
+        }
+    }
+}
+
+/* Digits after the point that the double v needs (0 for integers). */
+static int frac_digits(double v) {
+    int neg, e;
+    char d[32];
+    dec_of(v, &neg, d, &e);
+    return e < 0 ? -e : 0;
+}
+
+/* Read one bound keyword: 0 (absent), 1 (present, value in *v), or -1 (not a finite number:
+ * the error is set). */
+static int bound(const cJSON *s, const char *key, double *v, const char *path, char **err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!x) return 0;
+    if (cJSON_IsBool(x) && (!strcmp(key, "exclusiveMinimum") || !strcmp(key, "exclusiveMaximum"))) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: boolean \"%s\" (draft 4) is not supported: give the bound as a number",
+                   path, key);
+        return -1;
+    }
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || fabs(x->valuedouble) > 1e50) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a number (within 1e50)", path, key);
+        return -1;
+    }
+    *v = x->valuedouble;
+    return 1;
+}
+
+/* GBNF for an integer (is_int) or a number valid against the schema's minimum, maximum,
+ * exclusiveMinimum and exclusiveMaximum; appended to b as one parenthesized expression. */
+int cs_number_expr(gbuf *b, int is_int, const cJSON *s, const char *path, char **err) {
+    double v[4];
+    static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    int has[4], any = 0;
+    for (int k = 0; k < 4; k++) {
+        has[k] = bound(s, keys[k], &v[k], path, err);
+        if (has[k] < 0) return PLUME_EINVAL;
+        any |= has[k];
+    }
+    if (!any) { /* the plain forms */
+        if (is_int) gb_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ) ");
+        else gb_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )? ) ");
+        return 0;
+    }
+    int jmax = 0;
+    if (!is_int) {
+        jmax = NUM_FRAC;
+        for (int k = 0; k < 4; k++)
+            if (has[k] && frac_digits(v[k]) > jmax) jmax = frac_digits(v[k]);
+        if (jmax > 20) jmax = 20;
+    }
+    int first = 1;
+    gb_puts(b, "( ");
+    for (int j = 0; j <= jmax; j++) {
+        bigint lo = {.inf = 1}, hi = {.inf = 1};
+        for (int k = 0; k < 4; k++) { /* the tightest of the bounds at this scale */
+            if (!has[k]) continue;
+            bigint x;
+            int exact, lower = k < 2;
+            if (scaled(v[k], j, lower, &x, &exact)) {
+                return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" needs more than %d digits", path, keys[k],
+                                  NUM_DIGITS);
+            }
+            if (k == 1 && exact) big_inc(&x); /* exclusive: the next integer */
+            if (k == 3 && exact) big_dec(&x);
+            bigint *t = lower ? &lo : &hi;
+            if (t->inf || (lower ? big_cmp(&x, t) > 0 : big_cmp(&x, t) < 0)) *t = x, t->inf = 0;
+        }
+        if (!lo.inf && !hi.inf && big_cmp(&lo, &hi) > 0) continue;
+        signed_range(b, &lo, &hi, j, &first);
+    }
+    gb_puts(b, ") ");
+    if (first)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: no %s lies within the bounds", path,
+                          is_int ? "integer" : "number");
+    return 0;
+}

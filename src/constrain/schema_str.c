@@ -1,0 +1,102 @@
+/* schema_str.c -- strings of a JSON Schema as GBNF: the spelling of a character in each
+ * dialect, lengths, `format` and `pattern` (docs/STRUCTURED.md "Strings").
+ *
+ * One grammar character is one code point of the string's value, so minLength/maxLength
+ * (which count code points, as ajv does) are repetition counts: in JSON a character is a raw
+ * code point other than '"', '\' and controls, or one escape (\" \\ \/ \b \f \n \r \t, or \u
+ * with four hex digits that is not a surrogate, so an escape is always a whole character).
+ * In a Gemma tool call a character is any code point but '<' and the controls other than tab,
+ * newline and return: the call format has no escape, and every marker that ends a call or a
+ * string starts with '<'.
+ *
+ * (The spelling of one character of a set in each dialect, cs_char_expr, is in gbuf.c: the
+ * regular expressions of `pattern` use it too.)
+ *
+ * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
+ * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
+ * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
+ * is refused (their intersection is not built). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "constrain.h"
+
+/* The content of a string of a format (no quotes), as one group; 0 or PLUME_EINVAL. */
+static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {
+    static const char date[] =
+        "( [0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"
+        " | ( \"04\" | \"06\" | \"09\" | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" )"
+        " | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"
+        " | ( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [048] | [2468] [048] | [13579] [26] ) \"00\" ) \"-02-29\" ) ";
+    static const char time[] =
+        "( ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
+        "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] ) ) ";
+    if (!strcmp(fmt, "date")) gb_puts(b, date);
+    else if (!strcmp(fmt, "time")) gb_puts(b, time);
+    else if (!strcmp(fmt, "date-time")) { gb_puts(b, "( "); gb_puts(b, date); gb_puts(b, "\"T\" "); gb_puts(b, time); gb_puts(b, ") "); }
+    else if (!strcmp(fmt, "uuid"))
+        gb_puts(b, "( [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-5] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" [0-9a-f]{12} ) ");
+    else if (!strcmp(fmt, "email"))
+        gb_puts(b, "( [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" "
+                   "( [a-z0-9] ( [a-z0-9-]{0,30} [a-z0-9] )? \".\" ){1,3} [a-z] [a-z0-9]{1,10} ) ");
+    else if (!strcmp(fmt, "ipv4"))
+        gb_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
+                   "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
+    else
+        return plume_fail(err, PLUME_EINVAL,
+                          "json schema: %s: \"format\": \"%s\" is not supported (plume enforces date, time, date-time, "
+                          "uuid, email, ipv4)", path, fmt);
+    return 0;
+}
+
+/* A non-negative integer keyword within [0, 100000], or -1 when absent; -2 on a bad value
+ * (error set). */
+static int64_t count_kw(const cJSON *s, const char *key, const char *path, char **err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
+    if (!x) return -1;
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0) || floor(x->valuedouble) != x->valuedouble) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a non-negative integer", path, key);
+        return -2;
+    }
+    if (x->valuedouble > CG_MAX_REPEAT) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" above %d is not supported", path, key, CG_MAX_REPEAT);
+        return -2;
+    }
+    return (int64_t)x->valuedouble;
+}
+
+/* A whole string valid against the schema's string keywords: the quotes of the dialect (JSON
+ * ", Gemma's <|"|> tokens) around the content. char_rule names the rule of one free
+ * character. 0 or PLUME_EINVAL. */
+int cs_string_expr(gbuf *b, const cJSON *s, int dialect, const char *char_rule, const char *path, char **err) {
+    int64_t lo = count_kw(s, "minLength", path, err), hi = count_kw(s, "maxLength", path, err);
+    if (lo == -2 || hi == -2) return PLUME_EINVAL;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    if (fmt && !cJSON_IsString(fmt)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" is not a string", path);
+    if (pat && !cJSON_IsString(pat)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"pattern\" is not a string", path);
+    if ((fmt || pat) && (lo >= 0 || hi >= 0))
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" together with minLength/maxLength is not supported",
+                          path, fmt ? "format" : "pattern");
+    if (fmt && pat)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with \"pattern\" is not supported", path);
+    if (hi >= 0 && lo > hi)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: minLength %lld > maxLength %lld", path, (long long)lo,
+                          (long long)hi);
+    const char *quote = dialect == CS_GEMMA ? "<|\"|> " : "\"\\\"\" ";
+    gb_puts(b, "( ");
+    gb_puts(b, quote);
+    int rc = 0;
+    if (fmt) rc = format_expr(b, fmt->valuestring, path, err);
+    else if (pat) rc = cs_regex_expr(b, pat->valuestring, dialect, path, err);
+    else if (lo < 0 && hi < 0) gb_printf(b, "%s* ", char_rule);
+    else if (hi < 0) gb_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
+    else gb_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);
+    gb_puts(b, quote);
+    gb_puts(b, ") ");
+    return rc;
+}
