@@ -165,6 +165,9 @@ $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a
 # The micro-benchmarks of bench/ (plume bench is the end-to-end one).
 benches: $(BENCHES)
 
+# The test programs built, not run (make check builds them with clang too: -Werror clean).
+test-bins: $(TESTS)
+
 test: all $(TESTS) $(REPLAYS) vocab
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py
 
@@ -233,7 +236,7 @@ check:
 	$(MAKE) -j$(JOBS) test SAN=1
 	$(MAKE) -j$(JOBS) test PORTABLE=1
 	$(MAKE) -j$(JOBS) test-python
-	@if command -v clang >/dev/null; then $(MAKE) -j$(JOBS) CC=clang BUILD=build-clang all benches; \
+	@if command -v clang >/dev/null; then $(MAKE) -j$(JOBS) CC=clang BUILD=build-clang all benches test-bins; \
 	    else echo "note: no clang, the second-compiler build was skipped"; fi
 	@if command -v clang >/dev/null; then $(MAKE) --no-print-directory -j$(JOBS) test-cli-san; \
 	    else echo "note: no clang, the CLI's paths were not run under clang's sanitizers"; fi
@@ -285,5 +288,5 @@ demo: all vocab
 clean:
 	rm -rf build build-san build-*
 
-.PHONY: all test install clean vocab check demo benches test-neon test-python test-cli-san test-cluster fuzz fuzzers fuzz-lib
+.PHONY: all test test-bins install clean vocab check demo benches test-neon test-python test-cli-san test-cluster fuzz fuzzers fuzz-lib
 .SECONDARY:

@@ -88,8 +88,8 @@ static void test_run_cache_reuses_prefix(void) {
  * plume run, and plume chat over three turns (the session after a turn must hold what plain
  * decoding leaves: stopped by the limit, a stop string, or the end of the turn). */
 static void test_draft_keeps_greedy_output(void) {
-    const char *runs[] = {"run -p 'la la la la la la' --temp 0 -n 60", "run --raw -p 'abcabcabcabc' --temp 0 -n 50 "
-                          "--repeat-penalty 1.2 --repeat-last-n 8",
+    const char *runs[] = {"run -p 'la la la la la la' --temp 0 -n 60", ("run --raw -p 'abcabcabcabc' --temp 0 -n 50 "
+                           "--repeat-penalty 1.2 --repeat-last-n 8"),
                           "chat --temp 0 -n 2 < %s/turns", "chat --temp 0 -n 24 < %s/turns", "chat --temp 0 -n 24 --stop 'a' < %s/turns"};
     char out[3][16384], cmd[600], setup[1024];
     t_sh(setup, sizeof setup, "printf 'hello hello hello\\nhello again hello\\n/reset\\nsay it: la la la\\n' > %s/turns",
