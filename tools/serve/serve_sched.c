@@ -470,76 +470,73 @@ static void prompt_done(serve_sched *s, serve_slot *leader) {
     }
 }
 
-/* One batch step over the active slots: queue their tokens, run, deliver. */
-static void step(serve_sched *s) {
-    char *err = NULL;
-    int decoding = 0;
-    for (int32_t i = 0; i < s->p.n_slots; i++) {
-        serve_slot *sl = &s->slots[i];
-        sl->taken = 0;
-        if (!sl->job) continue;
-        if (serve_job_cancelled(sl->job)) { /* the client is gone (or the job failed): free the slot now */
-            serve_job_abandon(sl->job, 499);
-            slot_release(s, sl);
-            continue;
-        }
-        if (sl->fresh) {
-            sl->fresh = 0;
-            if (slot_setup(s, sl, &err)) {
-                serve_job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
-                free(err);
-                err = NULL;
-                slot_release(s, sl);
-                continue;
-            }
-        }
-        if (sl->waiting) continue; /* a choice waiting for the leader's prompt */
-        serve_job *j = sl->job;
-        int prefill = sl->pos < j->n_ids;
-        const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
-        int32_t n = prefill ? j->n_ids - sl->pos : 1;
-        int32_t chunk = sl->rows ? SERVE_LOGPROB_CHUNK : SERVE_PREFILL_CHUNK;
-        if (n > chunk) n = chunk;
-        int spec = !prefill && sl->drafting;
-        if (spec) { /* the pending token and the guesses, every row's logits */
-            int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
-            n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
-            ids = sl->spec_ids;
-            int32_t ok = n > 1 && sl->con ? plume_sampler_allowed_prefix(sl->smp, ids, n) : n; /* the format's */
-            if (ok < n) n = ok > 1 ? ok : 1;
-        }
-        int rows = spec || (prefill && sl->rows);
-        float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
-        int32_t taken = n;
-        if (n >= 0 && prefill && j->req.media) { /* rows of images and audio among the prompt's */
-            const plume_embd *const *media;
-            int32_t skip, n_media = serve_media_at(j->req.media, sl->pos, &media, &skip);
-            taken = plume_batch_add_media(s->batch, sl->s, ids, n, media, n_media, skip, out, rows, &err);
-        } else if (n >= 0) {
-            taken = plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
-        }
-        if (taken < 0) {
-            serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
+/* Whether slot sl has rows for this step: a job that is not cancelled (the slot is freed),
+ * has its session set up (a failure tells the job and frees the slot) and is not a choice
+ * waiting for its leader's prompt. */
+static int slot_ready(serve_sched *s, serve_slot *sl) {
+    sl->taken = 0;
+    if (!sl->job) return 0;
+    if (serve_job_cancelled(sl->job)) { /* the client is gone (or the job failed): free the slot now */
+        serve_job_abandon(sl->job, 499);
+        slot_release(s, sl);
+        return 0;
+    }
+    if (sl->fresh) {
+        char *err = NULL;
+        sl->fresh = 0;
+        if (slot_setup(s, sl, &err)) {
+            serve_job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
             free(err);
-            err = NULL;
             slot_release(s, sl);
-            continue;
+            return 0;
         }
-        sl->taken = taken;
-        decoding |= !prefill;
     }
-    if (plume_batch_n_tokens(s->batch) == 0) return;
-    double t0 = plume_now();
-    if (plume_batch_run(s->batch, &err)) {
-        for (int32_t i = 0; i < s->p.n_slots; i++)
-            if (s->slots[i].taken) {
-                serve_job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
-                slot_release(s, &s->slots[i]);
-            }
+    return !sl->waiting;
+}
+
+/* Put slot sl's rows of this step into the batch: a chunk of its prompt (with the rows of its
+ * images and audio), its next token, or, drafting, that token and the guesses (cut where the
+ * format refuses). 1 when it decodes, 0 when it prefills; a failure tells the job and frees
+ * the slot (0). */
+static int slot_queue(serve_sched *s, serve_slot *sl) {
+    char *err = NULL;
+    serve_job *j = sl->job;
+    int prefill = sl->pos < j->n_ids;
+    const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
+    int32_t n = prefill ? j->n_ids - sl->pos : 1;
+    int32_t chunk = sl->rows ? SERVE_LOGPROB_CHUNK : SERVE_PREFILL_CHUNK;
+    if (n > chunk) n = chunk;
+    int spec = !prefill && sl->drafting;
+    if (spec) { /* the pending token and the guesses, every row's logits */
+        int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
+        n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
+        ids = sl->spec_ids;
+        int32_t ok = n > 1 && sl->con ? plume_sampler_allowed_prefix(sl->smp, ids, n) : n; /* the format's */
+        if (ok < n) n = ok > 1 ? ok : 1;
+    }
+    int rows = spec || (prefill && sl->rows);
+    float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
+    int32_t taken = n;
+    if (n >= 0 && prefill && j->req.media) { /* rows of images and audio among the prompt's */
+        const plume_embd *const *media;
+        int32_t skip, n_media = serve_media_at(j->req.media, sl->pos, &media, &skip);
+        taken = plume_batch_add_media(s->batch, sl->s, ids, n, media, n_media, skip, out, rows, &err);
+    } else if (n >= 0) {
+        taken = plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
+    }
+    if (taken < 0) {
+        serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
         free(err);
-        return;
+        slot_release(s, sl);
+        return 0;
     }
-    double dt = plume_now() - t0;
+    sl->taken = taken;
+    return !prefill;
+}
+
+/* After the step ran (dt seconds): each slot's prompt moves on, its drafts are accepted, or
+ * its next token is drawn; the step's figures. */
+static void step_done(serve_sched *s, double dt, int decoding) {
     int64_t prompt_tokens = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
@@ -561,6 +558,26 @@ static void step(serve_sched *s) {
     s->st.prompt_tokens += prompt_tokens;
     if (decoding) s->st.decode_seconds += dt;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* One iteration of the scheduler: every ready slot's rows in one plume_batch step. */
+static void step(serve_sched *s) {
+    int decoding = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (slot_ready(s, &s->slots[i])) decoding |= slot_queue(s, &s->slots[i]);
+    if (plume_batch_n_tokens(s->batch) == 0) return;
+    char *err = NULL;
+    double t0 = plume_now();
+    if (plume_batch_run(s->batch, &err)) {
+        for (int32_t i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].taken) {
+                serve_job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
+                slot_release(s, &s->slots[i]);
+            }
+        free(err);
+        return;
+    }
+    step_done(s, plume_now() - t0, decoding);
 }
 
 /* Whether any slot has a job. Called with s->mu held. */
