@@ -882,16 +882,11 @@ int cg_parse(cg_grammar *out, const char *text, size_t len, char **err) {
     return rc;
 }
 
-/* Append the rules of the generation wrapper (cg_wrap) by reparsing nothing: they are built
- * as elements directly, under names GBNF text cannot spell (they contain a space). */
-int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err) {
-    /* New rules: 0 "plume root", 1 "plume end", 2 "plume thought" (when thinking), 3 its text
-     * loop "plume text". Elements appended after the existing ones. */
-    int32_t extra_rules = thinking ? 4 : 2;
+/* Grow g's arrays for the wrapper's extra_rules rules and n_end end tokens (worst case). */
+static int wrap_grow(cg_grammar *g, int32_t extra_rules, int32_t n_end, char **err) {
     int32_t R = g->n_rules;
     /* worst-case sizes */
     int32_t add_elems = 8 + 2 * n_end + 16, add_alts = n_end + 8;
-    int32_t text_tok = -1, open_tok = -1, close_tok = -1;
     cg_elem *e = realloc(g->elems, ((size_t)g->n_elems + (size_t)add_elems) * sizeof *e);
     if (!e) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
     g->elems = e;
@@ -914,6 +909,11 @@ int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_e
     uint64_t(*sets)[4] = realloc(g->sets, ((size_t)g->n_sets + 8) * sizeof *sets);
     if (!sets) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
     g->sets = sets;
+    return 0;
+}
+
+/* Name the wrapper's extra_rules new rules, from index R ("plume root", "plume end", ...). */
+static int wrap_names(cg_grammar *g, int32_t R, int32_t extra_rules, char **err) {
     static const char *const rule_names[4] = {"plume root", "plume end", "plume thought", "plume text"};
     for (int32_t i = 0; i < extra_rules; i++) {
         g->names[R + i] = strdup(rule_names[i]);
@@ -922,22 +922,70 @@ int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_e
             return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
         }
     }
-    /* token references */
-    int32_t end_tok0 = g->n_toks;
+    return 0;
+}
+
+/* Add the wrapper's token references: the n_end end tokens from *end_tok0, then (thinking)
+ * <|channel> at *open_tok and <channel|> at *close_tok. */
+static int wrap_tokens(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, int32_t *end_tok0,
+                       int32_t *open_tok, int32_t *close_tok, char **err) {
+    *end_tok0 = g->n_toks;
     for (int32_t i = 0; i < n_end; i++) {
         g->tok_text[g->n_toks] = strdup(end[i]);
         g->tok_id[g->n_toks++] = -1;
         if (!g->tok_text[g->n_toks - 1]) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
     }
     if (thinking) {
-        open_tok = g->n_toks;
+        *open_tok = g->n_toks;
         g->tok_text[g->n_toks] = strdup("<|channel>");
         g->tok_id[g->n_toks++] = -1;
-        close_tok = g->n_toks;
+        *close_tok = g->n_toks;
         g->tok_text[g->n_toks] = strdup("<channel|>");
         g->tok_id[g->n_toks++] = -1;
-        if (!g->tok_text[open_tok] || !g->tok_text[close_tok]) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
+        if (!g->tok_text[*open_tok] || !g->tok_text[*close_tok]) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
     }
+    return 0;
+}
+
+/* The thought's rules at R + 2 and R + 3, elements from *ne and alternatives from *na. */
+static void wrap_thought_rules(cg_grammar *g, int32_t R, int32_t open_tok, int32_t close_tok, int32_t *ne_io,
+                               int32_t *na_io) {
+    int32_t ne = *ne_io, na = *na_io;
+    /* plume thought ::= <|channel> text <channel|> */
+    g->rule_alts[R + 2] = na;
+    g->alts[na++] = ne;
+    g->elems[ne++] = (cg_elem){CG_TOKEN, open_tok};
+    g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
+    g->elems[ne++] = (cg_elem){CG_TOKEN, close_tok};
+    g->elems[ne++] = (cg_elem){CG_END, 0};
+    /* plume text ::= any-byte text | ""  (bytes, not characters: the thought is free; a
+     * byte-level loop also keeps the walk cheap) */
+    uint64_t all[4] = {~0ull, ~0ull, ~0ull, ~0ull};
+    memcpy(g->sets[g->n_sets], all, sizeof all);
+    int32_t text_tok = g->n_sets++;
+    g->rule_alts[R + 3] = na;
+    g->alts[na++] = ne;
+    g->elems[ne++] = (cg_elem){CG_BYTES, text_tok};
+    g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
+    g->elems[ne++] = (cg_elem){CG_END, 0};
+    g->alts[na++] = ne;
+    g->elems[ne++] = (cg_elem){CG_END, 0};
+    *ne_io = ne;
+    *na_io = na;
+}
+
+/* Append the rules of the generation wrapper (cg_wrap) by reparsing nothing: they are built
+ * as elements directly, under names GBNF text cannot spell (they contain a space). */
+int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err) {
+    /* New rules: 0 "plume root", 1 "plume end", 2 "plume thought" (when thinking), 3 its text
+     * loop "plume text". Elements appended after the existing ones. */
+    int32_t extra_rules = thinking ? 4 : 2;
+    int32_t R = g->n_rules;
+    int32_t end_tok0 = 0, open_tok = -1, close_tok = -1;
+    int rc = wrap_grow(g, extra_rules, n_end, err);
+    if (!rc) rc = wrap_names(g, R, extra_rules, err);
+    if (!rc) rc = wrap_tokens(g, thinking, end, n_end, &end_tok0, &open_tok, &close_tok, err);
+    if (rc) return rc;
     int32_t ne = g->n_elems, na = g->rule_alts[R];
     /* plume root ::= [thought | text <channel|>] root end   (thinking 1 | 2) */
     g->rule_alts[R] = na;
@@ -963,27 +1011,7 @@ int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_e
         g->elems[ne++] = (cg_elem){CG_TOKEN, end_tok0 + i};
         g->elems[ne++] = (cg_elem){CG_END, 0};
     }
-    if (thinking) {
-        /* plume thought ::= <|channel> text <channel|> */
-        g->rule_alts[R + 2] = na;
-        g->alts[na++] = ne;
-        g->elems[ne++] = (cg_elem){CG_TOKEN, open_tok};
-        g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
-        g->elems[ne++] = (cg_elem){CG_TOKEN, close_tok};
-        g->elems[ne++] = (cg_elem){CG_END, 0};
-        /* plume text ::= any-byte text | ""  (bytes, not characters: the thought is free; a
-         * byte-level loop also keeps the walk cheap) */
-        uint64_t all[4] = {~0ull, ~0ull, ~0ull, ~0ull};
-        memcpy(g->sets[g->n_sets], all, sizeof all);
-        text_tok = g->n_sets++;
-        g->rule_alts[R + 3] = na;
-        g->alts[na++] = ne;
-        g->elems[ne++] = (cg_elem){CG_BYTES, text_tok};
-        g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
-        g->elems[ne++] = (cg_elem){CG_END, 0};
-        g->alts[na++] = ne;
-        g->elems[ne++] = (cg_elem){CG_END, 0};
-    }
+    if (thinking) wrap_thought_rules(g, R, open_tok, close_tok, &ne, &na);
     g->rule_alts[R + extra_rules] = na;
     g->n_elems = ne;
     g->n_rules = R + extra_rules;

@@ -452,24 +452,11 @@ typedef struct {
     int required;
 } member;
 
-/* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
- * i on, e: whether one was written already, so a separator is due). */
-static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
-    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"properties\" is not an object", path);
-    if (req && !cJSON_IsArray(req))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" is not an array", path);
-    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"additionalProperties\" is not a schema", path);
-    int extras = addl ? !cJSON_IsFalse(addl) : !props; /* may other keys come? */
-    const cJSON *extra_schema = addl && cJSON_IsObject(addl) ? addl : NULL;
-    int32_t n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0;
-    member *mem = malloc((size_t)(n ? n : 1) * sizeof *mem);
-    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
-    if (!mem || !names) { free(mem); free(names); b->oom = 1; return 0; }
+/* An object's members into mem (*m of them): the properties in order, then required names
+ * not among them, marked required; sorted in the template's dictsort order for Gemma. */
+static int object_members(cs_ctx *c, const char *path, const cJSON *props, const cJSON *req, const cJSON *addl,
+                          const cJSON *extra_schema, member *mem, int32_t *m_out) {
+    int32_t m = 0;
     int rc = 0;
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
         int dup = 0;
@@ -503,7 +490,15 @@ static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *
             for (; j > 0 && gemma_key_cmp(x.name, mem[j - 1].name) < 0; j--) mem[j] = mem[j - 1];
             mem[j] = x;
         }
-    /* member rules: NAME-kI ::= key ws ":" ws value */
+    *m_out = m;
+    return rc;
+}
+
+/* The member rules NAME-kI ::= key ws ":" ws value, one per member that may be written;
+ * names[] gets every member's name. */
+static int object_member_rules(cs_ctx *c, const char *path, const char *self, const member *mem, int32_t m,
+                               const char **names) {
+    int rc = 0;
     for (int32_t i = 0; i < m && !rc; i++) {
         char vname[64], sp[512];
         names[i] = mem[i].name;
@@ -520,19 +515,27 @@ static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *
         if (kv.oom) c->out.oom = 1;
         free(kv.p);
     }
-    if (!rc && extras) { /* NAME-x ::= key-not-named ws ":" ws value */
-        char vname[64], base[64], sp[512];
-        sub_path(sp, sizeof sp, path, "additionalProperties");
-        rc = value_rule(c, extra_schema, sp, vname);
-        snprintf(base, sizeof base, "%s-xk", self);
-        if (!rc) rc = put_extra_key(c, base, names, m);
-        if (c->dialect == CS_JSON) {
-            gb_printf(&c->out, "%s-x ::= \"\\\"\" %s-0 ws \":\" ws %s\n", self, base, vname);
-            c->used |= U_WS;
-        } else gb_printf(&c->out, "%s-x ::= %s-0 \":\" %s\n", self, base, vname);
-    }
-    /* P(i, e): NAME-pIe */
-    for (int32_t i = m; i >= 0 && !rc; i--)
+    return rc;
+}
+
+/* The rule for the other keys, NAME-x ::= key-not-named ws ":" ws value. */
+static int object_extra_rule(cs_ctx *c, const char *path, const char *self, const cJSON *extra_schema,
+                             const char **names, int32_t m) {
+    char vname[64], base[64 + 4], sp[512]; /* base: self (under 64 bytes) "-xk" */
+    sub_path(sp, sizeof sp, path, "additionalProperties");
+    int rc = value_rule(c, extra_schema, sp, vname);
+    snprintf(base, sizeof base, "%s-xk", self);
+    if (!rc) rc = put_extra_key(c, base, names, m);
+    if (c->dialect == CS_JSON) {
+        gb_printf(&c->out, "%s-x ::= \"\\\"\" %s-0 ws \":\" ws %s\n", self, base, vname);
+        c->used |= U_WS;
+    } else gb_printf(&c->out, "%s-x ::= %s-0 \":\" %s\n", self, base, vname);
+    return rc;
+}
+
+/* The rules P(i, e), NAME-pIe: members i on, e: whether one was written already. */
+static void object_presence_rules(cs_ctx *c, const char *self, const member *mem, int32_t m, int extras) {
+    for (int32_t i = m; i >= 0; i--)
         for (int e = 0; e < 2; e++) {
             gb_printf(&c->out, "%s-p%d%d ::= ", self, i, e);
             const char *s0 = e ? sep(c) : "";
@@ -543,6 +546,30 @@ static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *
             else if (mem[i].required) gb_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
             else gb_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
         }
+}
+
+/* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
+ * i on, e: whether one was written already, so a separator is due). */
+static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"properties\" is not an object", path);
+    if (req && !cJSON_IsArray(req))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" is not an array", path);
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"additionalProperties\" is not a schema", path);
+    int extras = addl ? !cJSON_IsFalse(addl) : !props; /* may other keys come? */
+    const cJSON *extra_schema = addl && cJSON_IsObject(addl) ? addl : NULL;
+    int32_t n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0;
+    member *mem = malloc((size_t)(n ? n : 1) * sizeof *mem);
+    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+    if (!mem || !names) { free(mem); free(names); b->oom = 1; return 0; }
+    int rc = object_members(c, path, props, req, addl, extra_schema, mem, &m);
+    if (!rc) rc = object_member_rules(c, path, self, mem, m, names);
+    if (!rc && extras) rc = object_extra_rule(c, path, self, extra_schema, names, m);
+    if (!rc) object_presence_rules(c, self, mem, m, extras);
     if (c->dialect == CS_GEMMA) gb_printf(b, "\"{\" %s-p00 \"}\" ", self);
     else {
         gb_printf(b, "\"{\" ws %s-p00 ws \"}\" ", self);

@@ -464,6 +464,59 @@ static void seed_header(struct MHD_Response *r, const serve_job *j) {
     MHD_add_response_header(r, "X-Plume-Seed", seed);
 }
 
+/* A submitted job's answer streamed: the job's reference and its in_flight count pass to
+ * the stream (given up here if the reply cannot be made). */
+static enum MHD_Result reply_streamed(serve_server *sv, struct MHD_Connection *c, const serve_dialect *d, serve_job *j,
+                                      peer pe) {
+    serve_stream *st = malloc(sizeof *st);
+    struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
+    if (!r) {
+        free(st);
+        serve_job_cancel(j);
+        serve_job_unref(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
+        return reply_error(sv, c, d, 500, "server_error", NULL, "out of memory");
+    }
+    st->job = j; /* the connection's reference now belongs to the stream */
+    st->pe = pe;
+    st->in_flight = &sv->in_flight;
+    st->keepalive = sv->o.timeout / 2.0 > 0.2 ? sv->o.timeout / 2.0 : 0.2;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    seed_header(r, j);
+    cors_headers(sv, c, r);
+    enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    atomic_fetch_add(&sv->http_status[2], 1);
+    return q;
+}
+
+/* A submitted job's answer whole, once done: the job's reference and its in_flight count
+ * are given up here (MHD_NO, closing, when the client left while waiting). */
+static enum MHD_Result reply_whole(serve_server *sv, struct MHD_Connection *c, const serve_dialect *d, serve_job *j,
+                                   peer pe) {
+    if (job_wait_done(j, &pe)) {
+        serve_job_unref(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
+        return MHD_NO; /* the client is gone: close */
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result q = MHD_NO;
+    if (r) {
+        const char *type = d->content_type && j->status == 200 ? d->content_type(j) : NULL;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type ? type : "application/json");
+        seed_header(r, j);
+        cors_headers(sv, c, r);
+        q = MHD_queue_response(c, (unsigned)j->status, r);
+        MHD_destroy_response(r);
+        if (j->status / 100 < 6) atomic_fetch_add(&sv->http_status[j->status / 100], 1);
+    }
+    serve_job_unref(j);
+    atomic_fetch_sub(&sv->in_flight, 1);
+    return q;
+}
+
 /* A generation endpoint: the request in a dialect, its answer streamed or whole. */
 static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
@@ -498,49 +551,8 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
                                  : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
     }
     peer pe = {conn_fd(c), cn->http11, 0};
-    if (j->req.stream) {
-        serve_stream *st = malloc(sizeof *st);
-        struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free) : NULL;
-        if (!r) {
-            free(st);
-            serve_job_cancel(j);
-            serve_job_unref(j);
-            atomic_fetch_sub(&sv->in_flight, 1);
-            return reply_error(sv, c, d, 500, "server_error", NULL, "out of memory");
-        }
-        st->job = j; /* the connection's reference now belongs to the stream */
-        st->pe = pe;
-        st->in_flight = &sv->in_flight;
-        st->keepalive = sv->o.timeout / 2.0 > 0.2 ? sv->o.timeout / 2.0 : 0.2;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, d->stream_type);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-        seed_header(r, j);
-        cors_headers(sv, c, r);
-        enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        atomic_fetch_add(&sv->http_status[2], 1);
-        return q;
-    }
-    if (job_wait_done(j, &pe)) {
-        serve_job_unref(j);
-        atomic_fetch_sub(&sv->in_flight, 1);
-        return MHD_NO; /* the client is gone: close */
-    }
-    struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
-    enum MHD_Result q = MHD_NO;
-    if (r) {
-        const char *type = d->content_type && j->status == 200 ? d->content_type(j) : NULL;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type ? type : "application/json");
-        seed_header(r, j);
-        cors_headers(sv, c, r);
-        q = MHD_queue_response(c, (unsigned)j->status, r);
-        MHD_destroy_response(r);
-        if (j->status / 100 < 6) atomic_fetch_add(&sv->http_status[j->status / 100], 1);
-    }
-    serve_job_unref(j);
-    atomic_fetch_sub(&sv->in_flight, 1);
-    return q;
+    if (j->req.stream) return reply_streamed(sv, c, d, j, pe);
+    return reply_whole(sv, c, d, j, pe);
 }
 
 /* A dialect's token count of a request (Anthropic's count_tokens): parsed, rendered,
