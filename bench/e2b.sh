@@ -7,7 +7,7 @@
 #            `plume synth --config e2b --bundle` (about 1 minute and 4.6 / 3.1 GB each) if missing
 #   THREADS  default 2
 #   CONFIG   e2b (default) or e4b: the same figures for E4B-shaped bundles e4b-q8 and e4b-q4
-#            (`plume synth --config e4b`, 7.6 / 5.8 GB; each is read into the page cache
+#            (`plume synth --config e4b`, 9.5 / 7.7 GB with the float32 towers; each is read into the page cache
 #            before its rounds)
 # Prints plume bench's markdown tables (add --json to plume bench for machine-readable output);
 # bench/serve.sh gives the server figures and bench/compare.sh the side-by-side with llama.cpp.
