@@ -42,11 +42,12 @@ static void nap(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Start plume serve with flags on a free port; 0 when it listens (port parsed from its log). */
-static int server_start(server *sv, const char *tag, const char *flags) {
+/* Start plume serve on bundle dir with flags on a free port; 0 when it listens (port parsed
+ * from its log). */
+static int server_start_on(server *sv, const char *tag, const char *dir, const char *flags) {
     char cmd[2048];
     snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
-    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
+    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 %s >%s 2>&1", t_build(), dir, flags, sv->log);
     sv->port = 0;
     if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
     for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
@@ -63,6 +64,9 @@ static int server_start(server *sv, const char *tag, const char *flags) {
     }
     return sv->port ? 0 : -1;
 }
+
+/* Start plume serve on the test's bundle with flags on a free port; 0 when it listens. */
+static int server_start(server *sv, const char *tag, const char *flags) { return server_start_on(sv, tag, bundle, flags); }
 
 /* SIGTERM the server and wait up to 10 s; its exit status (-1: still running, killed, or
  * not a normal exit). *secs receives the time it took. */

@@ -13,115 +13,17 @@
  * on the same server, skipped with the reason when node, the npm packages or chromium are
  * missing. Every curl has a time limit. */
 #include "serve/serve.h"
-#include "t.h"
 #include "t_mm.h"
+#include "t_serve.h"
 
-#include <arpa/inet.h>
-#include <cjson/cJSON.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <sndfile.h>
-#include <spawn.h>
-#include <time.h>
-#include <unistd.h>
 
-extern char **environ;
-
-static char *tmp;
-static char mm[600], text_bundle[600];
+static char text_bundle[600]; /* tiny-a, text only (the tiny-mm-a bundle is t_serve.h's bundle) */
 static char big_out[1 << 20];
-
-/* A server started in the background. */
-typedef struct {
-    pid_t pid;
-    int port;
-    char log[700];
-} server;
 
 static server M; /* the tiny-mm-a bundle, --allow-remote-media=private */
 static server T; /* tiny-a (text only), remote media off */
 static server P; /* tiny-mm-a, --allow-remote-media (public addresses only) */
-
-/* Start `sh -c cmd` in the background; its pid (the shell execs the last command). */
-static pid_t spawn_sh(const char *cmd) {
-    pid_t pid;
-    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
-    return posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ? -1 : pid;
-}
-
-/* Sleep ms milliseconds. */
-static void nap(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Start plume serve on a bundle with flags on a free port; 0 when it listens. */
-static int server_start(server *sv, const char *tag, const char *bundle, const char *flags) {
-    char cmd[2048];
-    snprintf(sv->log, sizeof sv->log, "%s/%s.log", tmp, tag);
-    snprintf(cmd, sizeof cmd, "exec %s/plume serve -m %s --port 0 -t 1 %s >%s 2>&1", t_build(), bundle, flags, sv->log);
-    sv->port = 0;
-    if ((sv->pid = spawn_sh(cmd)) < 0) return -1;
-    for (int i = 0; i < 600 && !sv->port; i++) { /* up to 30 s (a sanitized build opens slowly) */
-        nap(50);
-        FILE *f = fopen(sv->log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "listening on http://127.0.0.1:");
-            if (p) sv->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        }
-        if (f) fclose(f);
-        int st;
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return -1;
-    }
-    return sv->port ? 0 : -1;
-}
-
-/* SIGTERM the server and wait up to 10 s; its exit status (-1: not a normal exit). */
-static int server_stop(server *sv) {
-    if (sv->pid <= 0) return -1;
-    kill(sv->pid, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(sv->pid, &st, WNOHANG) == sv->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        nap(50);
-    }
-    kill(sv->pid, SIGKILL);
-    waitpid(sv->pid, &st, 0);
-    return -1;
-}
-
-/* curl the server with extra arguments; the HTTP status (0: no answer), the body in out, the
- * response headers in tmp/headers. */
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int http(const server *sv, char *out, size_t cap, const char *path, const char *fmt, ...) {
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "curl -s -m 60 -D %s/headers -w '\\n%%{http_code}' %s http://127.0.0.1:%d%s", tmp, args,
-             sv->port, path);
-    t_sh(out, cap, "%s", cmd);
-    char *nl = strrchr(out, '\n');
-    if (!nl) return 0;
-    int status = atoi(nl + 1);
-    *nl = 0;
-    return status;
-}
-
-/* Whether the response headers (tmp/headers) contain s. */
-static int header_has(const char *s) {
-    char path[800], buf[4096] = {0};
-    snprintf(path, sizeof path, "%s/headers", tmp);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return strstr(buf, s) != NULL;
-}
 
 /* Write text to tmp/name; the path (static, one at a time). */
 static const char *write_tmp(const char *name, const char *text) {
@@ -197,8 +99,8 @@ static int refused(const char *body, const char *param, const char *what) {
 
 /* What `plume run` answers greedily to a prompt with media flags, n tokens (malloc'd; its last
  * newline cut). */
-static char *cli_answer(const char *bundle, const char *media_flags, const char *prompt, int n) {
-    if (t_sh(big_out, sizeof big_out, "( %s/plume run -m %s %s -p '%s' -n %d --temp 0 2>/dev/null )", t_build(), bundle,
+static char *cli_answer(const char *dir, const char *media_flags, const char *prompt, int n) {
+    if (t_sh(big_out, sizeof big_out, "( %s/plume run -m %s %s -p '%s' -n %d --temp 0 2>/dev/null )", t_build(), dir,
              media_flags, prompt, n))
         return NULL;
     size_t k = strlen(big_out);
@@ -282,7 +184,7 @@ static void test_image_and_audio_answer_as_run(void) {
     CHECK(got, "image: HTTP %d %.300s", st, big_out);
     char flags[800];
     snprintf(flags, sizeof flags, "--image %s", fx("A.png"));
-    char *want = cli_answer(mm, flags, "What is this?", 8);
+    char *want = cli_answer(bundle, flags, "What is this?", 8);
     CHECK(got && want && !strcmp(got, want), "image: serve '%s' vs run '%s'", got ? got : "", want ? want : "");
     CHECK(prompt > 256, "image: %d prompt tokens (the image's run is missing)", prompt);
     free(got), free(want), free(parts);
@@ -291,7 +193,7 @@ static void test_image_and_audio_answer_as_run(void) {
     got = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL;
     CHECK(got, "audio: HTTP %d %.300s", st, big_out);
     snprintf(flags, sizeof flags, "--audio %s", fx("speechlike.wav"));
-    want = cli_answer(mm, flags, "What is said?", 8);
+    want = cli_answer(bundle, flags, "What is said?", 8);
     CHECK(got && want && !strcmp(got, want), "audio: serve '%s' vs run '%s'", got ? got : "", want ? want : "");
     free(got), free(want), free(parts), free(img), free(aud);
 }
@@ -394,13 +296,13 @@ static void test_resent_image_is_cached(void) {
           c3, p3);
     /* the same request on a fresh server slot state: the answer for image b alone */
     server F;
-    if (server_start(&F, "fresh", mm, "--parallel 1") == 0) {
+    if (server_start_on(&F, "fresh", bundle, "-t 1 --parallel 1") == 0) {
         chat(&F, big_out, sizeof big_out, parts_b, 6, ",\"seed\":1");
         char *r4 = reply_of(big_out, 0, &p4, &c4);
         CHECK(r3 && r4 && !strcmp(r3, r4) && c4 == 0, "image b after image a: '%s', fresh: '%s' (cached %d)", r3 ? r3 : "",
               r4 ? r4 : "", c4);
         free(r4);
-        CHECK(server_stop(&F) == 0, "the fresh server did not exit 0");
+        CHECK(server_stop(&F, NULL) == 0, "the fresh server did not exit 0");
     } else {
         CHECK(0, "a fresh server did not start");
     }
@@ -619,7 +521,7 @@ static void test_transcriptions(void) {
     CHECK(cJSON_IsString(text), "json: HTTP %d %s", st, out);
     /* plume transcribe's text, trimmed */
     char want[4096] = "";
-    if (t_sh(want, sizeof want, "%s/plume transcribe -m %s %s 2>/dev/null | tr -d '\\n'", t_build(), mm, wav) == 0)
+    if (t_sh(want, sizeof want, "%s/plume transcribe -m %s %s 2>/dev/null | tr -d '\\n'", t_build(), bundle, wav) == 0)
         CHECK(cJSON_IsString(text) && !strcmp(text->valuestring, want), "serve '%s' vs transcribe '%s'",
               cJSON_IsString(text) ? text->valuestring : "", want);
     char json_text[4096];
@@ -694,17 +596,17 @@ int main(void) {
     tmp = t_tmpdir("serve_media");
     char ck[700], out[4096];
     snprintf(ck, sizeof ck, "%s/hf", tmp);
-    snprintf(mm, sizeof mm, "%s/mm", tmp);
+    snprintf(bundle, sizeof bundle, "%s/bundle", tmp);
     snprintf(text_bundle, sizeof text_bundle, "%s/text", tmp);
     RUN(test_parsers);
     if (t_mm_checkpoint(ck) ||
         t_sh(out, sizeof out, "%s/plume convert %s %s --weights f32 --quiet && %s/plume convert %s/tiny-a/hf %s --weights q8 --quiet",
-             t_build(), ck, mm, t_build(), t_data(), text_bundle)) {
+             t_build(), ck, bundle, t_build(), t_data(), text_bundle)) {
         printf("FAIL test_serve_media: setup: %s\n", out);
         return 1;
     }
-    if (server_start(&M, "m", mm, "--parallel 2 --snapshot-every 64 --allow-remote-media=private") ||
-        server_start(&T, "t", text_bundle, "--parallel 1") || server_start(&P, "p", mm, "--parallel 1 --allow-remote-media")) {
+    if (server_start_on(&M, "m", bundle, "-t 1 --parallel 2 --snapshot-every 64 --allow-remote-media=private") ||
+        server_start_on(&T, "t", text_bundle, "-t 1 --parallel 1") || server_start_on(&P, "p", bundle, "-t 1 --parallel 1 --allow-remote-media")) {
         printf("FAIL test_serve_media: a server did not start (logs in %s)\n", tmp);
         return 1;
     }
@@ -719,7 +621,7 @@ int main(void) {
     RUN(test_transcriptions);
     RUN(test_openai_library);
     RUN(test_webui_media_in_chromium);
-    int st = server_stop(&M) | server_stop(&T) | server_stop(&P);
+    int st = server_stop(&M, NULL) | server_stop(&T, NULL) | server_stop(&P, NULL);
     CHECK(st == 0, "a server did not exit 0 on SIGTERM");
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
