@@ -25,6 +25,22 @@ static plume_model *t_tiny_open(const char *dir, const char *isa, int32_t thread
     return m;
 }
 
+/* A session of model with context n_ctx, steps of n_batch rows, a ring of n_rewind positions
+ * and snapshots every snap; NULL on error (printed). */
+static plume_session *t_tiny_session(plume_model *model, int32_t n_ctx, int32_t n_batch, int32_t n_rewind,
+                                     int32_t snap) {
+    plume_session_params p = plume_session_default_params();
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_rewind = n_rewind;
+    p.snapshot_every = snap;
+    plume_session *s = NULL;
+    char *err = NULL;
+    if (plume_session_new(&s, model, &p, &err)) printf("  %s\n", err);
+    free(err);
+    return s;
+}
+
 /* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out). */
 static void t_tiny_bundles(const char *model, const char *dir, char out[4][600]) {
     char log[4096];

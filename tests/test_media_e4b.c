@@ -100,16 +100,7 @@ static int make_checkpoint(const char *dir) {
 
 /* A session of context n_ctx on m; NULL on error (printed). */
 static plume_session *session(int32_t n_ctx, int32_t n_batch, int32_t n_rewind, int32_t snap) {
-    plume_session_params p = plume_session_default_params();
-    p.n_ctx = n_ctx;
-    p.n_batch = n_batch;
-    p.n_rewind = n_rewind;
-    p.snapshot_every = snap;
-    plume_session *s = NULL;
-    char *err = NULL;
-    if (plume_session_new(&s, m, &p, &err)) printf("  %s\n", err);
-    free(err);
-    return s;
+    return t_tiny_session(m, n_ctx, n_batch, n_rewind, snap);
 }
 
 /* The mixed prompt: text, the image (A or C) run, text, the clip's run, text; malloc'd, length in

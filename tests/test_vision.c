@@ -12,6 +12,7 @@
 #include "npy.h"
 #include "t.h"
 #include "t_mm.h"
+#include "t_tiny.h"
 
 /* tiny-mm-a's f32-vs-f64 floor is 5.6e-7 (embeddings) and 3.9e-6 (logits); the README's
  * acceptance is 1e-4 relative RMS (max 1e-3 / 2e-3), 25x above it. */
@@ -64,16 +65,7 @@ static void check_close(const char *what, const float *a, const float *b, size_t
 
 /* A session of context n_ctx; NULL on error (printed). */
 static plume_session *session(int32_t n_ctx, int32_t n_batch, int32_t n_rewind, int32_t snap) {
-    plume_session_params p = plume_session_default_params();
-    p.n_ctx = n_ctx;
-    p.n_batch = n_batch;
-    p.n_rewind = n_rewind;
-    p.snapshot_every = snap;
-    plume_session *s = NULL;
-    char *err = NULL;
-    if (plume_session_new(&s, m, &p, &err)) printf("  %s\n", err);
-    free(err);
-    return s;
+    return t_tiny_session(m, n_ctx, n_batch, n_rewind, snap);
 }
 
 /* The golden rows (logits_q8emb_*_rows.npy at the positions of its _idx file) against
