@@ -216,29 +216,11 @@ typedef struct {
 } vis_run;
 
 /* A parallel matmul: Y[T, w.rows] = X[T, w.cols] @ W^T, rows of W split over the threads. */
-typedef struct {
-    const vis_run *r;
-    float *y;
-    int64_t ldy;
-    const float *x;
-    int64_t ldx;
-    int32_t T;
-    const plume_weight *w;
-} vis_mm;
-
-/* Items [i0, i1): rows of W. */
-static void vis_mm_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
-    (void)ith;
-    const vis_mm *m = ctx;
-    m->r->k->matmul[PLUME_W_F32](m->y, m->ldy, m->x, m->ldx, m->T, m->w, (int32_t)i0, (int32_t)i1);
-}
-
-/* Y = X W^T on every thread (chunks of about an eighth of a thread's share, whole 16s). */
+/* Y = X W^T, the rows of W split across the pool (the encoders' enc_matmul). */
 static void vis_matmul(const vis_run *r, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                        const plume_weight *w) {
-    vis_mm m = {r, y, ldy, x, ldx, T, w};
-    int64_t grain = ((int64_t)w->rows / (r->nth * 8) + 15) / 16 * 16;
-    plume_pool_for(r->pool, w->rows, grain < 16 ? 16 : grain, vis_mm_rows, &m);
+    const enc_run run = {r->k, r->pool};
+    enc_matmul(&run, y, ldy, x, ldx, T, w);
 }
 
 /* Work on row t (norms, RoPE, residuals, clamps): rows are independent. */
