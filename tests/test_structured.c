@@ -222,7 +222,7 @@ static void test_schemas_valid_for_ajv(void) {
             plume_constraint *c = NULL;
             if (plume_constraint_new_json_schema(&c, g_v, text, len, NULL, &err)) { CHECK(0, "%s: %s", path, err); break; }
             memset(j, 0, sizeof *j);
-            snprintf(j->label, sizeof j->label, "%s #%d", e->d_name, a);
+            snprintf(j->label, sizeof j->label, "%.140s #%d", e->d_name, a);
             j->schema = strdup(text);
             j->open = open;
             if (job_start(j, c, kinds[a], 100 + (uint64_t)n, BUDGET)) {
