@@ -35,29 +35,37 @@ static void disposition_param(const char *h, const char *end, const char *key, c
     }
 }
 
+/* Where needle [n] first occurs in hay [len], or NULL: memmem, which the portable (POSIX)
+ * build does not have. */
+static const char *find_bytes(const char *hay, size_t len, const char *needle, size_t n) {
+    for (size_t i = 0; n && i + n <= len; i++)
+        if (hay[i] == needle[0] && !memcmp(hay + i, needle, n)) return hay + i;
+    return NULL;
+}
+
 /* Split a multipart/form-data body into fields (at most cap). The boundary is the body's first
  * line ("--BOUNDARY"), as every client writes it. Returns how many, or -1 for a body that is
  * not a whole multipart form. */
 int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap) {
     const char *end = body + len;
     if (len < 4 || body[0] != '-' || body[1] != '-') return -1;
-    const char *eol = memmem(body, len, "\r\n", 2);
+    const char *eol = find_bytes(body, len, "\r\n", 2);
     if (!eol || eol - body > 200 || eol - body < 3) return -1;
     char delim[256];
     int dl = snprintf(delim, sizeof delim, "\r\n%.*s", (int)(eol - body), body);
     const char *p = eol + 2;
     int n = 0;
     for (;;) {
-        const char *hend = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
+        const char *hend = find_bytes(p, (size_t)(end - p), "\r\n\r\n", 4);
         if (!hend) return -1;
         const char *data = hend + 4;
-        const char *next = memmem(data, (size_t)(end - data), delim, (size_t)dl);
+        const char *next = find_bytes(data, (size_t)(end - data), delim, (size_t)dl);
         if (!next) return -1;
         if (n < cap) {
             serve_form_field *ff = &f[n];
             memset(ff, 0, sizeof *ff);
             for (const char *h = p; h < hend;) { /* the part's header lines */
-                const char *le = memmem(h, (size_t)(hend - h), "\r\n", 2);
+                const char *le = find_bytes(h, (size_t)(hend - h), "\r\n", 2);
                 if (!le) le = hend;
                 if ((size_t)(le - h) > 20 && !strncasecmp(h, "Content-Disposition:", 20)) {
                     disposition_param(h + 20, le, "name", ff->name, sizeof ff->name);
