@@ -91,6 +91,9 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
         (rc = serve_json_bool(root, "logprobs", &r->logprobs, e)) ||
         (rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e)))
         return rc;
+    if (top && !r->logprobs) /* as Ollama and OpenAI: the alternatives come with the token's own */
+        return serve_error_set(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+                               "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = (int32_t)top;
     r->include_usage = 1;
     /* "format": "json" (any JSON object) or a JSON Schema (docs/STRUCTURED.md); "" is none */
