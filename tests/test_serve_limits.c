@@ -160,8 +160,9 @@ static void test_health_when_full(void) {
     int refused = replies(fds, n, 503, "too_many_connections", n - LIMIT, 10000, &json);
     int st = http(&M, out, sizeof out, "/health", "%s", "-m 5");
     CHECK(st == 200, "/health with every connection taken: %d %s", st, out);
-    /* a connection of the test before may still be closing on the server's side: one more
-     * refusal is the limit working, not a fault */
+    /* one refusal more than the count was seen once in four parallel runs at load 16 (the
+     * connection count above was 1 before, so not a leftover of the test before); the cause is
+     * not found: the limit itself holds either way */
     CHECK(n == ADDRS * EACH && refused >= n - LIMIT && refused <= n - LIMIT + 1 && json == refused,
           "%d connections, %d past the limit: %d refused, %d with a JSON 503", n, n - LIMIT, refused, json);
     for (int i = 0; i < n; i++) close(fds[i]);
@@ -252,7 +253,7 @@ static void test_memory_budget(void) {
         raw_send(fds[i], req, len);
         raw_send(fds[i], "{\"content\": \"", 13);
     }
-    CHECK(metric_within(&M, "plume_request_memory_bytes", 4 * 1900000, 8 << 20, 30000), "the four bodies' share: %.0f",
+    CHECK(metric_within(&M, "plume_request_memory_bytes", 4 * 1900000, 8 << 20, 10000), "the four bodies' share: %.0f",
           metric(&M, "plume_request_memory_bytes"));
     st = raw_request(&M, req, len, 0, out, sizeof out, 5000);
     CHECK(st == 429 && raw_is_error(out, "server_busy") && strstr(out, "Retry-After: 1"), "a fifth body: %d %s", st, out);
