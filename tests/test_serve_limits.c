@@ -343,19 +343,22 @@ static void test_half_close(void) {
     /* every dialect's stream: SSE comment lines (OpenAI, Responses, Anthropic), a space before
      * a JSON line (Ollama) */
     static const struct {
-        const char *path, *body, *end;
+        const char *path, *body, *end, *end2;
     } streams[] = {
-        {"/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 3, \"stream\": true}", "data: [DONE]"},
-        {"/v1/responses", "{\"input\": \"hi\", \"max_output_tokens\": 3, \"stream\": true}", "event: response.incomplete"},
+        {"/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 3, \"stream\": true}", "data: [DONE]", NULL},
+        /* sampled: the tiny model may end before its 3 tokens, so either closing event */
+        {"/v1/responses", "{\"input\": \"hi\", \"max_output_tokens\": 3, \"stream\": true}", "event: response.incomplete",
+         "event: response.completed"},
         {"/v1/messages", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3, \"stream\": true}",
-         "message_stop"},
-        {"/api/generate", "{\"prompt\": \"hi\", \"options\": {\"num_predict\": 3}}", "\"done\":true"},
+         "message_stop", NULL},
+        {"/api/generate", "{\"prompt\": \"hi\", \"options\": {\"num_predict\": 3}}", "\"done\":true", NULL},
     };
     for (size_t i = 0; i < sizeof streams / sizeof *streams; i++) {
         n = req_text(req, sizeof req, "POST", streams[i].path, "Authorization: Bearer k\r\n", streams[i].body,
                      strlen(streams[i].body));
         st = behind(req, n, 1, out, sizeof out);
-        CHECK(st == 200 && strstr(out, streams[i].end), "%s streamed, half-closed: %d %s", streams[i].path, st, out);
+        int ended = strstr(out, streams[i].end) || (streams[i].end2 && strstr(out, streams[i].end2));
+        CHECK(st == 200 && ended, "%s streamed, half-closed: %d %s", streams[i].path, st, out);
     }
 }
 
