@@ -706,6 +706,20 @@ void serve_sched_stop(serve_sched *s) {
     s->started = 0;
 }
 
+/* Save a slot's session at path, a name plume owns: written in a fresh private directory
+ * beside it (nothing can be planted there), then renamed over path, which replaces a link or
+ * FIFO someone put there instead of writing through it (an unlink before the save would
+ * leave a moment to plant one again). 0 or an error in *err. */
+static int slot_save(const plume_session *ss, const char *path, char **err) {
+    char *dir = plume_mkdtemp_beside(path, err), *file = dir ? plume_sprintf("%s/slot.state", dir) : NULL;
+    int rc = !dir ? PLUME_EIO : !file ? plume_fail(err, PLUME_ENOMEM, "out of memory") : plume_session_save(ss, file, err);
+    if (!rc && rename(file, path) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (dir) plume_rm_tree(dir);
+    free(file);
+    free(dir);
+    return rc;
+}
+
 /* Save the slots (--slot-save), free them, the batch and the scheduler. */
 int serve_sched_free(serve_sched *s) {
     if (!s) return 0;
@@ -715,9 +729,7 @@ int serve_sched_free(serve_sched *s) {
         serve_slot *sl = &s->slots[i];
         if (s->p.slot_dir && sl->s && plume_session_n_past(sl->s) > 0) {
             char *path = slot_path(s, i), *err = NULL;
-            struct stat st; /* slot-N.state is plume's name: a link or FIFO there is replaced, not followed */
-            if (path && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) unlink(path);
-            if (!path || plume_session_save(sl->s, path, &err)) {
+            if (!path || slot_save(sl->s, path, &err)) {
                 fprintf(stderr, "plume: serve: slot %d not saved: %s\n", i, err ? err : "out of memory");
                 failed = -1;
             }
