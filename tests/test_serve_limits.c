@@ -160,9 +160,11 @@ static void test_health_when_full(void) {
     int refused = replies(fds, n, 503, "too_many_connections", n - LIMIT, 10000, &json);
     int st = http(&M, out, sizeof out, "/health", "%s", "-m 5");
     CHECK(st == 200, "/health with every connection taken: %d %s", st, out);
-    /* one refusal more than the count was seen once in four parallel runs at load 16 (the
-     * connection count above was 1 before, so not a leftover of the test before); the cause is
-     * not found: the limit itself holds either way */
+    /* one refusal more than the count is allowed: the count of 1 above was read on a connection
+     * the server closes after its reply (one request per connection) and counts closed only a
+     * moment later (libmicrohttpd's cleanup, after the close the client sees), so a burst sent
+     * right then can find that place still taken; seen once in four parallel runs at load 16.
+     * (Holding that connection instead is not possible: the server closes it.) */
     CHECK(n == ADDRS * EACH && refused >= n - LIMIT && refused <= n - LIMIT + 1 && json == refused,
           "%d connections, %d past the limit: %d refused, %d with a JSON 503", n, n - LIMIT, refused, json);
     for (int i = 0; i < n; i++) close(fds[i]);
