@@ -130,6 +130,7 @@ struct serve_sched {
     pthread_cond_t enc_cv; /* a task queued, or stop */
     enc_task *enc_head, *enc_tail;
     enc_task *enc_now;     /* the task being encoded (the abort callback reads it) */
+    int64_t enc_finished;  /* tasks the encoder is through with, so far */
 };
 
 /* ---- slots --------------------------------------------------------------------------------- */
@@ -696,6 +697,7 @@ static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int32_t ms) {
 static void *sched_main(void *arg) {
     serve_sched *s = arg;
     int idle = 0;
+    int64_t seen = 0; /* enc_finished before the last step: an encode done since is no reason to sleep */
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         int32_t admitted = admit_locked(s);
@@ -703,11 +705,12 @@ static void *sched_main(void *arg) {
             pthread_cond_wait(&s->cv, &s->mu);
             continue;
         }
-        if (idle && !admitted) {
+        if (idle && !admitted && seen == s->enc_finished) {
             idle = 0;
             cond_wait_ms(&s->cv, &s->mu, SERVE_IDLE_MS);
             continue;
         }
+        seen = s->enc_finished;
         pthread_mutex_unlock(&s->mu);
         idle = !step(s);
         pthread_mutex_lock(&s->mu);
@@ -765,6 +768,7 @@ static void *encode_main(void *arg) {
         s->enc_now = NULL;
         t->rc = rc;
         t->done = 1;
+        s->enc_finished++;
         s->st.encoding--;
         s->st.encodes += n;
         s->st.encode_seconds += dt;
