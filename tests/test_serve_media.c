@@ -284,14 +284,20 @@ static void test_resent_image_is_cached(void) {
     char *parts_a = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pa);
     char *parts_b = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pb);
     int p1, c1, p2, c2, p3, c3, p4, c4;
+    double e0 = metric(&M, "plume_media_encodes_total");
     chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
     char *r1 = reply_of(big_out, 0, &p1, &c1);
+    double e1 = metric(&M, "plume_media_encodes_total");
     chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
     char *r2 = reply_of(big_out, 0, &p2, &c2);
+    double e2 = metric(&M, "plume_media_encodes_total");
     CHECK(r1 && r2 && !strcmp(r1, r2), "the re-sent answer differs: '%s' '%s'", r1 ? r1 : "", r2 ? r2 : "");
     CHECK(p1 == p2 && c2 == p2 - 1, "re-sent: cached %d of %d prompt tokens", c2, p2);
+    CHECK(e0 >= 0 && e1 == e0 + 1 && e2 == e1, "images encoded: %.0f, then %.0f, then %.0f (the re-sent one from the cache)",
+          e0, e1, e2);
     chat(&M, big_out, sizeof big_out, parts_b, 6, ",\"seed\":1");
     char *r3 = reply_of(big_out, 0, &p3, &c3);
+    CHECK(metric(&M, "plume_media_encodes_total") == e2 + 1, "another image of the same size is encoded");
     CHECK(p3 == p1 && c3 >= 64 && c3 < p3 - 64, "another image of the same size: cached %d of %d (must stop at the image)",
           c3, p3);
     /* the same request on a fresh server slot state: the answer for image b alone */
