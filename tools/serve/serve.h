@@ -21,13 +21,14 @@
  *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
  *                    shares, the chat prompt of a request, the context budget, UTF-8.
  *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
- *                    plume_batch step per iteration; a request of n choices takes n slots
+ *                    plume_batch step per iteration, and the encoder thread that runs the
+ *                    towers for a slot while the others step; a request of n choices takes n slots
  *                    and prefills once (the session is copied); it hands each generated
  *                    token to its choice's answer as text and log-probabilities (numbers,
  *                    never JSON), and the prompt's log-probabilities when asked.
  *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
  *                    URLs, the prompt of a request with media (runs and keys), their encoding
- *                    on the scheduler's thread.
+ *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
  *   serve_transcribe.c  /v1/audio/transcriptions: a multipart form -> a chat request of a clip.
  *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
@@ -470,8 +471,8 @@ void serve_answer_free(serve_answer *a);
 
 /* ---- media (serve_media.c) -----------------------------------------------------------------
  * A request's images and audio: the dialect's parser keeps each part's bytes, the connection
- * thread decodes and counts them while it makes the prompt, the scheduler encodes them when a
- * slot must compute their rows. */
+ * thread decodes and counts them while it makes the prompt, the scheduler's encoder thread
+ * encodes them, beside the batch steps, when a slot must compute their rows. */
 
 /* One image or audio clip of a request. */
 typedef struct {
@@ -485,7 +486,7 @@ typedef struct {
     int32_t n_tokens;   /* soft tokens (the run's placeholders) */
     uint64_t key;       /* its identity (pixels / samples hash) */
     int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
-    plume_embd *emb;    /* encoded by the scheduler, when its rows must be computed */
+    plume_embd *emb;    /* encoded by the encoder thread, when its rows must be computed */
 } serve_medium;
 
 typedef struct serve_media {
