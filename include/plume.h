@@ -46,6 +46,7 @@ enum {
     PLUME_EINVAL = -4,    /* a bad argument: id out of vocabulary, bad flag value, ... */
     PLUME_ERANGE = -5,    /* more tokens than the context holds */
     PLUME_EMISMATCH = -6, /* a state file from another bundle, or a shape that disagrees */
+    PLUME_ECANCELED = -7, /* an encode stopped by its abort callback (plume_encoder_set_abort) */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -542,6 +543,37 @@ int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_to
  * of the decoder's width whose placeholder is the model's audio id. PLUME_EINVAL when the bundle
  * has no audio tower or a is too short. */
 int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
+
+/* ---------------------------------------------------------------------------------------
+ * Encoders on threads of their own
+ *
+ * plume_image_encode() and plume_audio_encode() run the towers on the model's threads, the
+ * ones a decode step uses. A plume_encoder runs them on threads of its own, so that one thread
+ * can encode a request's media while another keeps decoding other sessions on the model's
+ * threads (plume serve does). Its rows are the same bits as the model's encode gives (the
+ * towers' sums do not depend on the thread count). One encode at a time per encoder; several
+ * encoders may share a model. n_threads counts the calling thread: 1 runs the towers on the
+ * caller alone, <= 0 takes as many as the model has (plume_model_n_threads).
+ *
+ *     plume_encoder *enc;
+ *     plume_encoder_new(&enc, m, 1, &err);
+ *     plume_encoder_image(enc, &e, img, NULL, &err);      // on another thread than the decode
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_encoder plume_encoder;
+
+/* A new encoder of m (which must outlive it) with n_threads threads. 0 or PLUME_ENOMEM
+ * (the threads cannot be started). */
+int plume_encoder_new(plume_encoder **out, plume_model *m, int32_t n_threads, char **err);
+void plume_encoder_free(plume_encoder *e);
+int32_t plume_encoder_n_threads(const plume_encoder *e);
+/* Ask fn(ctx) between the towers' layers (and between 30 s clips): when it returns nonzero
+ * the encode stops, frees what it made and returns PLUME_ECANCELED (a client gone, a server
+ * stopping). fn runs on the encoding thread; NULL: never stopped. */
+void plume_encoder_set_abort(plume_encoder *e, int (*fn)(void *ctx), void *ctx);
+/* plume_image_encode() and plume_audio_encode() on e's threads; PLUME_ECANCELED as above. */
+int plume_encoder_image(plume_encoder *e, plume_embd **out, const plume_image *img, const plume_image_params *p,
+                        char **err);
+int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "embd.h"
+#include "encoder.h"
 #include "media/media.h"
 #include "model.h"
 
@@ -96,14 +97,13 @@ int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_to
     return rc;
 }
 
-int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err) {
+int audio_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_audio *a, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "audio: no output given");
     *out = NULL;
     int32_t n;
     int rc = audio_count(m, a, &n, err);
     if (rc) return rc;
     const enc_audio *t = m->audio;
-    const enc_run r = {m->k, m->pool};
     float *soft = plume_alloc((size_t)enc_audio_tokens(media_mel_frames_valid(MEDIA_AUDIO_CLIP)) * t->c.out_dims * sizeof(float));
     if (!soft) return plume_fail(err, PLUME_ENOMEM, "audio: out of memory");
     rc = embd_new(out, n, m->c.D, m->c.media_id[PLUME_MEDIA_AUDIO], audio_key(a), err);
@@ -112,10 +112,11 @@ int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, c
         clip_span(a, c, &at, &len);
         const int32_t k = enc_audio_tokens(media_mel_frames_valid(len));
         if (!k) continue; /* a tail under 10 ms */
+        if ((rc = enc_aborted(run, err))) break;
         media_mel mel;
         rc = media_mel_compute(&mel, a->pcm + at, len, err);
-        if (!rc) rc = enc_audio_tower(t, &r, mel.feat, mel.n_valid, soft, err);
-        if (!rc) rc = enc_audio_embed(t, &r, soft, k, (*out)->rows + (size_t)row * m->c.D, err);
+        if (!rc) rc = enc_audio_tower(t, run, mel.feat, mel.n_valid, soft, err);
+        if (!rc) rc = enc_audio_embed(t, run, soft, k, (*out)->rows + (size_t)row * m->c.D, err);
         media_mel_free(&mel);
         row += k;
     }
@@ -125,4 +126,9 @@ int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, c
         *out = NULL;
     }
     return rc;
+}
+
+int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err) {
+    const enc_run run = {.k = m ? m->k : NULL, .pool = m ? m->pool : NULL};
+    return audio_encode_run(out, m, &run, a, err);
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "embd.h"
+#include "encoder.h"
+#include "encoders/vision.h"
 #include "media/media.h"
 #include "model.h"
 
@@ -41,8 +43,8 @@ int plume_image_tokens(const plume_model *m, const plume_image *img, const plume
     return rc;
 }
 
-int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
-                       char **err) {
+int image_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_image *img,
+                     const plume_image_params *p, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "image: no output given");
     *out = NULL;
     media_plan plan;
@@ -56,7 +58,7 @@ int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img,
     if (!rc) rc = embd_new(out, plan.n_tokens, m->c.D, m->c.media_id[PLUME_MEDIA_IMAGE], image_key(&plan, rgb), err);
     if (!rc) {
         media_patchify(rgb, &plan, m->c.vis.patch, pix, pos);
-        rc = plume_vision_encode(m->vision, m->k, m->pool, pix, pos, plan.ph, plan.pw, NULL, (*out)->rows, err);
+        rc = plume_vision_encode(m->vision, run, pix, pos, plan.ph, plan.pw, NULL, (*out)->rows, err);
     }
     if (rc) {
         plume_embd_free(*out);
@@ -66,4 +68,10 @@ int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img,
     free(pos);
     free(rgb);
     return rc;
+}
+
+int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                       char **err) {
+    const enc_run run = {.k = m ? m->k : NULL, .pool = m ? m->pool : NULL};
+    return image_encode_run(out, m, &run, img, p, err);
 }

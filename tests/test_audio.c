@@ -239,6 +239,49 @@ static void test_long_audio(void) {
     free(x), free(err);
 }
 
+/* An abort callback: stop at the call counted by *ctx reaching 0 (counted down). */
+static int stop_at(void *ctx) {
+    int *left = ctx;
+    return --*left < 0;
+}
+
+/* A plume_encoder (threads of its own, 1 and 3) gives the rows of plume_audio_encode bit for
+ * bit, 32 s in two clips; its abort callback stops an encode between layers or clips with
+ * PLUME_ECANCELED and no rows (the first call, and a later one). */
+static void test_encoder_own_threads(void) {
+    if (!model) return;
+    float *x = test_signal(32 * 16000, 5);
+    plume_audio *a = NULL;
+    plume_embd *want = NULL;
+    char *err = NULL;
+    int rc = plume_audio_from_pcm(&a, x, 32 * 16000, 16000, &err);
+    if (!rc) rc = plume_audio_encode(&want, model, a, &err);
+    CHECK(rc == 0, "%s", err ? err : "");
+    for (int32_t nt = 1; !rc && nt <= 3; nt += 2) {
+        plume_encoder *enc = NULL;
+        plume_embd *got = NULL;
+        rc = plume_encoder_new(&enc, model, nt, &err);
+        if (!rc) rc = plume_encoder_audio(enc, &got, a, &err);
+        CHECK(rc == 0 && plume_encoder_n_threads(enc) == nt && plume_embd_n_tokens(got) == plume_embd_n_tokens(want) &&
+                  !memcmp(plume_embd_data(got), plume_embd_data(want), (size_t)plume_embd_n_tokens(want) * D * sizeof(float)),
+              "%d threads: rc %d %s", nt, rc, err ? err : "");
+        plume_embd_free(got);
+        for (int at = 0; !rc && at <= 3; at += 3) {
+            int left = at;
+            got = NULL;
+            plume_encoder_set_abort(enc, stop_at, &left);
+            int st = plume_encoder_audio(enc, &got, a, &err);
+            CHECK(st == PLUME_ECANCELED && !got && err && strstr(err, "stopped"), "stopped at call %d: %d %s", at, st,
+                  err ? err : "");
+            free(err), err = NULL;
+        }
+        plume_encoder_free(enc);
+    }
+    CHECK(plume_encoder_new(&(plume_encoder *){NULL}, NULL, 1, &err) == PLUME_EINVAL, "an encoder of no model");
+    plume_encoder_free(NULL);
+    plume_embd_free(want), plume_audio_free(a), free(x), free(err);
+}
+
 /* Samples handed in: 8 kHz resampled (a second stays a second), 16 kHz passed through bit for
  * bit; bad rates, NaN and no samples refused. */
 static void test_from_pcm(void) {
@@ -345,6 +388,7 @@ int main(void) {
     RUN(test_encode_golden);
     RUN(test_mixed_prompt);
     RUN(test_long_audio);
+    RUN(test_encoder_own_threads);
     RUN(test_from_pcm);
     RUN(test_cli);
     plume_model_free(model);

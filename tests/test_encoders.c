@@ -146,7 +146,7 @@ static float *golden_case(int j, const plume_kernels *k, plume_pool *pool, int q
     if (n != ss[0] || es[0] != n) goto done;
     soft = malloc((size_t)n * 48 * sizeof(float));
     emb = malloc((size_t)n * 64 * sizeof(float));
-    enc_run r = {k, pool};
+    enc_run r = {.k = k, .pool = pool};
     int rc = enc_audio_tower(&tower, &r, feat, n_valid, soft, &err);
     if (!rc) rc = enc_audio_embed(&tower, &r, soft, n, emb, &err);
     CHECK(rc == 0, "clip %d: %s", j, err ? err : "");
@@ -207,7 +207,7 @@ static void test_wav_to_rows(void) {
         const int32_t n = enc_audio_tokens(m.n_valid);
         soft = malloc((size_t)n * 48 * sizeof(float));
         emb = malloc((size_t)n * 64 * sizeof(float));
-        enc_run r = {plume_kernels_get(NULL), NULL};
+        enc_run r = {.k = plume_kernels_get(NULL)};
         rc = enc_audio_tower(&tower, &r, m.feat, m.n_valid, soft, &err);
         if (!rc) rc = enc_audio_embed(&tower, &r, soft, n, emb, &err);
         CHECK(rc == 0 && n == es[0], "%s (%d tokens)", err ? err : "", n);
@@ -225,7 +225,7 @@ static void test_tower_bad_lengths(void) {
     if (!tower_ok) return;
     float mel[128] = {0}, soft[48];
     char *err = NULL;
-    enc_run r = {&plume_kernels_scalar, NULL};
+    enc_run r = {.k = &plume_kernels_scalar};
     CHECK(enc_audio_tower(&tower, &r, mel, 0, soft, &err) == PLUME_EINVAL && err, "0 frames accepted");
     free(err), err = NULL;
     CHECK(enc_audio_tower(&tower, &r, mel, 3001, soft, &err) == PLUME_EINVAL && err, "3001 frames accepted");

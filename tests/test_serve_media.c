@@ -284,14 +284,20 @@ static void test_resent_image_is_cached(void) {
     char *parts_a = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pa);
     char *parts_b = plume_sprintf("[{\"type\":\"text\",\"text\":\"%s\"},%s]", lead, pb);
     int p1, c1, p2, c2, p3, c3, p4, c4;
+    double e0 = metric(&M, "plume_media_encodes_total");
     chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
     char *r1 = reply_of(big_out, 0, &p1, &c1);
+    double e1 = metric(&M, "plume_media_encodes_total");
     chat(&M, big_out, sizeof big_out, parts_a, 6, ",\"seed\":1");
     char *r2 = reply_of(big_out, 0, &p2, &c2);
+    double e2 = metric(&M, "plume_media_encodes_total");
     CHECK(r1 && r2 && !strcmp(r1, r2), "the re-sent answer differs: '%s' '%s'", r1 ? r1 : "", r2 ? r2 : "");
     CHECK(p1 == p2 && c2 == p2 - 1, "re-sent: cached %d of %d prompt tokens", c2, p2);
+    CHECK(e0 >= 0 && e1 == e0 + 1 && e2 == e1, "images encoded: %.0f, then %.0f, then %.0f (the re-sent one from the cache)",
+          e0, e1, e2);
     chat(&M, big_out, sizeof big_out, parts_b, 6, ",\"seed\":1");
     char *r3 = reply_of(big_out, 0, &p3, &c3);
+    CHECK(metric(&M, "plume_media_encodes_total") == e2 + 1, "another image of the same size is encoded");
     CHECK(p3 == p1 && c3 >= 64 && c3 < p3 - 64, "another image of the same size: cached %d of %d (must stop at the image)",
           c3, p3);
     /* the same request on a fresh server slot state: the answer for image b alone */
@@ -375,6 +381,127 @@ static const char *silence(const char *name, int64_t n, int rate, int flac) {
     }
     sf_close(f);
     return path;
+}
+
+/* ---- encoding off the scheduler's thread ------------------------------------------------------ */
+
+/* The figures names[0..n) of one GET /metrics (one answer: one moment) into v (-1 when absent);
+ * 0, or -1 when /metrics did not answer. A raw socket, not curl: polls stay a few ms apart. */
+static int metrics_now(const server *sv, const char *const *names, int n, double *v) {
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    char out[16384];
+    const char *body;
+    for (int k = 0; k < n; k++) v[k] = -1;
+    if (raw_request(sv, req, sizeof req - 1, 0, out, sizeof out, 10000) != 200) return -1;
+    raw_reply(out, &body);
+    for (int k = 0; k < n; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "\n%s ", names[k]);
+        const char *p = strstr(body - 1, key);
+        if (p) v[k] = atof(p + strlen(key));
+    }
+    return 0;
+}
+
+/* A chat request of one user message (an input_audio part of the WAV at wav, then text) into
+ * tmp/name, written by the shell: the clip's base64 is larger than b64_file's buffer. 0 or -1. */
+static int audio_body(const char *name, const char *wav, int max_tokens, const char *extra) {
+    char out[1024];
+    return t_sh(out, sizeof out,
+                "{ printf '{\"max_tokens\":%d%s,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\","
+                "\"input_audio\":{\"format\":\"wav\",\"data\":\"'; base64 -w0 '%s'; printf '\"}},{\"type\":\"text\","
+                "\"text\":\"What is said?\"}]}]}'; } > '%s/%s'",
+                max_tokens, extra, wav, tmp, name);
+}
+
+/* Post tmp/name to sv's chat endpoint in the background (curl, at most secs), its reply into
+ * tmp/name.out; the pid. */
+static pid_t post_bg(const server *sv, const char *name, int secs) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "exec curl -sN -m %d -H 'Content-Type: application/json' --data-binary @%s/%s "
+             "http://127.0.0.1:%d/v1/chat/completions > %s/%s.out 2>/dev/null",
+             secs, tmp, name, sv->port, tmp, name);
+    return spawn_sh(cmd);
+}
+
+/* A request's images and audio are encoded beside the batch steps, not in them: while a 150 s
+ * clip (3750 soft tokens, the tiny audio tower on a 30 s clip at a time) is encoded for one
+ * request, a stream admitted after it is prefilled and decodes. Told by /metrics, without a
+ * clock: plume_prompt_tokens_total stays below the clip request's first prefill chunk (64
+ * tokens; the stream's prompt is shorter) until its encode is done, and the stream's tokens
+ * (plume_generated_tokens_total) must grow inside that window; a scheduler that encodes on its
+ * own thread runs no step until the encode ends (0 tokens there). Then: the clip request's
+ * answer, the stream's [DONE], the encode counted. A client hanging up during an encode
+ * frees its slot; a server stopped during one exits 0. */
+static void test_encode_does_not_stall(void) {
+    server E;
+    char out[8192], *text = NULL, *err = NULL, path[800];
+    if (server_start_on(&E, "enc", bundle, "-t 1 --parallel 2 --draft 0 --drain 0")) {
+        CHECK(0, "the server did not start (log %s)", E.log);
+        return;
+    }
+    audio_body("clip.json", silence("clip.wav", 150 * 16000, 16000, 0), 1, ",\"temperature\":0");
+    t_sh(out, sizeof out,
+         "printf '{\"max_tokens\":48,\"temperature\":0,\"ignore_eos\":true,\"stream\":true,\"messages\":"
+         "[{\"role\":\"user\",\"content\":\"Count to ten.\"}]}' > %s/stream.json", tmp);
+    static const char *const names[] = {"plume_generated_tokens_total", "plume_prompt_tokens_total", "plume_requests_total",
+                                        "plume_media_encodes_total", "plume_media_encode_seconds_total",
+                                        "plume_media_encoding", "plume_slots_busy"};
+    double v[7], base[7];
+    metrics_now(&E, names, 7, base);
+    pid_t clip = post_bg(&E, "clip.json", 120);
+    for (int i = 0; i < 3000 && (metrics_now(&E, names, 7, v) || v[2] < base[2] + 1); i++) nap(10); /* queued */
+    pid_t stream = post_bg(&E, "stream.json", 120);
+    double grown = 0, last[7] = {0};
+    int polls = 0;
+    for (int i = 0; i < 24000; i++) { /* until the clip's prefill starts (120 s at most) */
+        if (metrics_now(&E, names, 7, v)) break;
+        if (v[1] >= base[1] + 64) break;
+        memcpy(last, v, sizeof v);
+        grown = v[0] - base[0];
+        polls++;
+        nap(5);
+    }
+    printf("  a stream generated %.0f tokens while a 150 s clip was encoded beside it (%d polls of /metrics)\n", grown, polls);
+    CHECK(grown >= 16, "a stream generated %.0f tokens while another request's 150 s clip was encoded (%d polls; last: "
+          "prompt tokens %.0f -> %.0f, encoding %.0f, busy %.0f; want >= 16: the encode must not stall the batch steps)",
+          grown, polls, base[1], last[1], last[5], last[6]);
+    int st = 0;
+    waitpid(clip, &st, 0);
+    waitpid(stream, &st, 0);
+    snprintf(path, sizeof path, "%s/clip.json.out", tmp);
+    char *got = plume_read_file(path, &text, NULL, &err) ? NULL : reply_of(text, 0, NULL, NULL);
+    CHECK(got != NULL, "the clip request's answer: %.300s", text ? text : err);
+    free(got), free(text), free(err);
+    text = err = NULL;
+    snprintf(path, sizeof path, "%s/stream.json.out", tmp);
+    int ok = !plume_read_file(path, &text, NULL, &err) && strstr(text, "data: [DONE]") && !strstr(text, "\"error\"");
+    CHECK(ok, "the stream beside the encode ended whole: %.300s", text ? text : err);
+    free(text), free(err);
+    text = err = NULL;
+    metrics_now(&E, names, 7, v);
+    CHECK(v[3] == base[3] + 1 && v[4] > base[4] && v[5] == 0, "/metrics: %.0f media encoded (want %.0f), %.3f s, %.0f in flight",
+          v[3], base[3] + 1, v[4], v[5]);
+
+    /* a client that hangs up while its clip is encoded: the encode stops, its slot is freed */
+    audio_body("gone.json", silence("gone.wav", 140 * 16000, 16000, 0), 1, ",\"temperature\":0");
+    pid_t gone = post_bg(&E, "gone.json", 120);
+    for (int i = 0; i < 3000 && (metrics_now(&E, names, 7, v) || v[5] < 1); i++) nap(10);
+    kill(gone, SIGKILL);
+    waitpid(gone, &st, 0);
+    int freed = metric_reaches(&E, "plume_media_encoding", 0, 30000) && metric_reaches(&E, "plume_slots_busy", 0, 30000);
+    CHECK(freed, "a client gone during its encode: encoding %.0f, busy %.0f", metric(&E, "plume_media_encoding"),
+          metric(&E, "plume_slots_busy"));
+    st = chat(&E, out, sizeof out, "[{\"type\":\"text\",\"text\":\"hi\"}]", 2, NULL);
+    CHECK(st == 200, "after a client left during its encode: %d %s", st, out);
+
+    /* the server stopped while a clip is encoded: it exits 0 (the encode is cut short) */
+    audio_body("cut.json", silence("cut.wav", 130 * 16000, 16000, 0), 1, ",\"temperature\":0");
+    pid_t cut = post_bg(&E, "cut.json", 120);
+    for (int i = 0; i < 3000 && (metrics_now(&E, names, 7, v) || v[5] < 1); i++) nap(10);
+    CHECK(server_stop(&E, NULL) == 0, "a server stopped during an encode did not exit 0 (log %s)", E.log);
+    waitpid(cut, &st, 0);
 }
 
 /* Every bad medium is a 400 naming the part, and the server keeps serving. */
@@ -616,6 +743,7 @@ int main(void) {
     RUN(test_resent_image_is_cached);
     RUN(test_several_media_and_choices);
     RUN(test_concurrent_images);
+    RUN(test_encode_does_not_stall);
     RUN(test_refusals_name_the_part);
     RUN(test_remote_urls);
     RUN(test_transcriptions);

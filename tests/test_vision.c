@@ -103,7 +103,8 @@ static void test_tower_matches_golden(void) {
         float *pix = malloc((size_t)p.n_patches * 768 * 4), *soft = malloc((size_t)cs * 4), *e = malloc((size_t)ce * 4);
         int32_t *pos = malloc((size_t)p.n_patches * 8);
         media_patchify(rgb, &p, 16, pix, pos);
-        CHECK(plume_vision_encode(m->vision, m->k, m->pool, pix, pos, p.ph, p.pw, soft, e, &err) == 0, "%s", err ? err : "");
+        const enc_run run = {.k = m->k, .pool = m->pool};
+        CHECK(plume_vision_encode(m->vision, &run, pix, pos, p.ph, p.pw, soft, e, &err) == 0, "%s", err ? err : "");
         check_close("image0 soft", soft, gs, (size_t)cs, TOWER_RMS, TOWER_MAX);
         free(pix), free(soft), free(e), free(pos);
     }
@@ -118,6 +119,46 @@ static void test_tower_matches_golden(void) {
     free(ge);
 }
 
+/* An abort callback: stop at the call counted by *ctx reaching 0 (counted down). */
+static int stop_at(void *ctx) {
+    int *left = ctx;
+    return --*left < 0;
+}
+
+/* A plume_encoder (threads of its own, 1 and 3) gives plume_image_encode's rows and key bit
+ * for bit; its abort callback stops an encode between layers with PLUME_ECANCELED and no rows
+ * (at the first layer, and at the second). */
+static void test_encoder_own_threads(void) {
+    plume_image *img = NULL;
+    plume_embd *want = NULL;
+    char *err = NULL;
+    int rc = plume_image_load(&img, fx("A.png"), &err);
+    if (!rc) rc = plume_image_encode(&want, m, img, NULL, &err);
+    CHECK(rc == 0, "%s", err ? err : "");
+    for (int32_t nt = 1; !rc && nt <= 3; nt += 2) {
+        plume_encoder *enc = NULL;
+        plume_embd *got = NULL;
+        rc = plume_encoder_new(&enc, m, nt, &err);
+        if (!rc) rc = plume_encoder_image(enc, &got, img, NULL, &err);
+        size_t bytes = (size_t)plume_embd_n_tokens(want) * (size_t)plume_embd_dim(want) * sizeof(float);
+        CHECK(rc == 0 && plume_embd_n_tokens(got) == 273 && plume_embd_key(got) == plume_embd_key(want) &&
+                  !memcmp(plume_embd_data(got), plume_embd_data(want), bytes),
+              "%d threads: rc %d %s", nt, rc, err ? err : "");
+        plume_embd_free(got);
+        for (int at = 0; !rc && at <= 1; at++) {
+            int left = at;
+            got = NULL;
+            plume_encoder_set_abort(enc, stop_at, &left);
+            int st = plume_encoder_image(enc, &got, img, NULL, &err);
+            CHECK(st == PLUME_ECANCELED && !got && err && strstr(err, "stopped"), "stopped at layer %d: %d %s", at, st,
+                  err ? err : "");
+            free(err), err = NULL;
+        }
+        plume_encoder_free(enc);
+    }
+    plume_embd_free(want), plume_image_free(img), free(err);
+}
+
 /* The tower on every kernel table against the scalar one, on a small odd grid (6 x 9 patches
  * of random pixels, with out-of-range positions refused). */
 static void test_tower_every_isa_vs_scalar(void) {
@@ -130,23 +171,23 @@ static void test_tower_every_isa_vs_scalar(void) {
     const int32_t n = N / 9;
     float ref[n * 64], got[n * 64], rs[n * 32], gs[n * 32];
     char *err = NULL;
-    const plume_kernels *sc = plume_kernels_get("scalar");
-    CHECK(plume_vision_encode(m->vision, sc, m->pool, pix, pos, PH, PW, rs, ref, &err) == 0, "scalar: %s", err ? err : "");
+    const enc_run sc = {.k = plume_kernels_get("scalar"), .pool = m->pool};
+    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, PW, rs, ref, &err) == 0, "scalar: %s", err ? err : "");
     const char *names[8];
     int na = plume_kernels_available(names, 8);
     for (int i = 0; i < na; i++) {
-        const plume_kernels *k = plume_kernels_get(names[i]);
-        CHECK(plume_vision_encode(m->vision, k, m->pool, pix, pos, PH, PW, gs, got, &err) == 0, "%s: %s", names[i],
+        const enc_run k = {.k = plume_kernels_get(names[i]), .pool = m->pool};
+        CHECK(plume_vision_encode(m->vision, &k, pix, pos, PH, PW, gs, got, &err) == 0, "%s: %s", names[i],
               err ? err : "");
         double r = t_rel_rms(got, ref, (size_t)n * 64), r2 = t_rel_rms(gs, rs, (size_t)n * 32);
         CHECK(r <= ISA_RMS && r2 <= ISA_RMS, "%s vs scalar: emb %.3g, soft %.3g", names[i], r, r2);
     }
-    CHECK(plume_vision_encode(m->vision, sc, m->pool, pix, pos, PH, 7, gs, got, &err) == PLUME_EINVAL,
+    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, 7, gs, got, &err) == PLUME_EINVAL,
           "a width that is not a multiple of the pool was accepted");
     free(err);
     err = NULL;
     pos[0] = PW;
-    CHECK(plume_vision_encode(m->vision, sc, m->pool, pix, pos, PH, PW, gs, got, &err) == PLUME_EINVAL, "a patch outside the grid");
+    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, PW, gs, got, &err) == PLUME_EINVAL, "a patch outside the grid");
     free(err);
     free(pix);
 }
@@ -490,6 +531,7 @@ int main(void) {
     }
     RUN(test_tower_matches_golden);
     RUN(test_tower_every_isa_vs_scalar);
+    RUN(test_encoder_own_threads);
     RUN(test_two_images_logits_and_greedy);
     RUN(test_one_image_logits);
     RUN(test_prompt_expand);

@@ -578,7 +578,8 @@ int enc_audio_tower(const enc_audio *a, const enc_run *r, const float *mel, int3
     int rc = subsample(a, r, mel, n_valid, sub, err);
     if (!rc) {
         enc_linear_apply(r, &a->in_proj, f.x, sub, T);
-        for (int32_t l = 0; l < c->L; l++) {
+        for (int32_t l = 0; !rc && l < c->L; l++) {
+            if ((rc = enc_aborted(r, err))) break;
             f.ly = &a->layer[l];
             feed_forward(&f, &f.ly->ff1);
             attention(&f);
@@ -586,7 +587,7 @@ int enc_audio_tower(const enc_audio *a, const enc_run *r, const float *mel, int3
             feed_forward(&f, &f.ly->ff2);
             norm_rows(&f, f.x, f.x, f.ly->norm_out);
         }
-        enc_linear_apply(r, &a->out_proj, soft, f.x, T);
+        if (!rc) enc_linear_apply(r, &a->out_proj, soft, f.x, T);
     }
     plume_dealloc(buf);
     return rc;

@@ -56,11 +56,17 @@ typedef struct {
     float out_lo, out_hi;  /* output clamp */
 } enc_linear;
 
-/* Where an encoder runs: the kernel table and the pool (NULL: the calling thread alone). */
+/* Where an encoder runs: the kernel table and the pool (NULL: the calling thread alone), and
+ * who may stop it (plume_encoder_set_abort). */
 typedef struct {
     const plume_kernels *k;
     plume_pool *pool;
+    int (*abort)(void *ctx); /* NULL, or asked between layers and clips: nonzero stops the encode */
+    void *abort_ctx;
 } enc_run;
+
+/* PLUME_ECANCELED (with a message in *err) when r's abort callback asks to stop, else 0. */
+int enc_aborted(const enc_run *r, char **err);
 
 /* Threads of the pool (1 without one): the size of per-thread scratch. */
 int32_t enc_threads(const enc_run *r);

@@ -8,6 +8,11 @@
 
 int32_t enc_threads(const enc_run *r) { return r->pool ? plume_pool_size(r->pool) : 1; }
 
+int enc_aborted(const enc_run *r, char **err) {
+    if (!r->abort || !r->abort(r->abort_ctx)) return 0;
+    return plume_fail(err, PLUME_ECANCELED, "encode stopped: its abort callback asked to stop");
+}
+
 /* ---- matmul ------------------------------------------------------------------------------ */
 
 typedef struct {

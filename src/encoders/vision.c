@@ -198,6 +198,7 @@ void plume_vision_free(plume_vision *v) {
 /* One encode's buffers and what every step reads. */
 typedef struct {
     const plume_vision *v;
+    const enc_run *run;    /* the kernel table, the pool, the abort callback */
     const plume_kernels *k;
     plume_pool *pool;
     int32_t N, ph, pw, nth;
@@ -219,8 +220,7 @@ typedef struct {
 /* Y = X W^T, the rows of W split across the pool (the encoders' enc_matmul). */
 static void vis_matmul(const vis_run *r, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
                        const plume_weight *w) {
-    const enc_run run = {r->k, r->pool};
-    enc_matmul(&run, y, ldy, x, ldx, T, w);
+    enc_matmul(r->run, y, ldy, x, ldx, T, w);
 }
 
 /* Work on row t (norms, RoPE, residuals, clamps): rows are independent. */
@@ -485,14 +485,15 @@ static void vis_row_embed_norm(const vis_run *r, void *arg, int32_t t) {
     r->k->rmsnorm(r->xa + (int64_t)t * D, soft + (int64_t)t * D, NULL, D, r->v->c.eps);
 }
 
-int plume_vision_encode(const plume_vision *v, const plume_kernels *k, plume_pool *pool, const float *pix,
+int plume_vision_encode(const plume_vision *v, const enc_run *run, const float *pix,
                         const int32_t *pos, int32_t ph, int32_t pw, float *soft, float *emb, char **err) {
     const plume_vision_config *c = &v->c;
     if (ph < c->pool || pw < c->pool || ph % c->pool || pw % c->pool || ph > c->n_pos || pw > c->n_pos ||
         (int64_t)ph * pw > (1 << 20))
         return plume_fail(err, PLUME_EINVAL, "vision: a grid of %d x %d patches does not fit the tower (pool %d, %d positions)",
                           pw, ph, c->pool, c->n_pos);
-    vis_run r = {.v = v, .k = k, .pool = pool, .N = ph * pw, .ph = ph, .pw = pw, .nth = plume_pool_size(pool),
+    vis_run r = {.v = v, .run = run, .k = run->k, .pool = run->pool, .N = ph * pw, .ph = ph, .pw = pw,
+                 .nth = plume_pool_size(run->pool),
                  .pix = pix, .pos = pos};
     for (int32_t t = 0; t < r.N; t++)
         if (pos[2 * t] < 0 || pos[2 * t] >= pw || pos[2 * t + 1] < 0 || pos[2 * t + 1] >= ph)
@@ -509,11 +510,15 @@ int plume_vision_encode(const plume_vision *v, const plume_kernels *k, plume_poo
     vis_for_rows(&r, r.N, vis_row_pixels, NULL);
     vis_matmul(&r, r.h, c->D, r.xc, v->patch_proj.cols, r.N, &v->patch_proj);
     vis_for_rows(&r, r.N, vis_row_positions, NULL);
-    for (int32_t l = 0; l < c->L; l++) vis_layer(&r, l);
-    vis_pool(&r, soft);
-    vis_for_rows(&r, n, vis_row_embed_norm, soft);
-    vis_matmul(&r, emb, v->D_text, r.xa, c->D, n, &v->embed_proj);
+    int rc = 0;
+    for (int32_t l = 0; !rc && l < c->L; l++)
+        if (!(rc = enc_aborted(run, err))) vis_layer(&r, l);
+    if (!rc) {
+        vis_pool(&r, soft);
+        vis_for_rows(&r, n, vis_row_embed_norm, soft);
+        vis_matmul(&r, emb, v->D_text, r.xa, c->D, n, &v->embed_proj);
+    }
     vis_run_free(&r);
     plume_dealloc(own);
-    return 0;
+    return rc;
 }

@@ -63,9 +63,9 @@ void plume_vision_free(plume_vision *v);
 /* The tower on one image's patches: pix [ph*pw, patch*patch*3] (media_patchify), pos
  * [ph*pw, 2] = (x, y), with ph and pw multiples of the pool. Writes soft [n, D] (the pooled
  * tower output, HF's last_hidden_state; may be NULL) and emb [n, D_text], n = ph*pw / pool^2,
- * on the pool's threads with kernel table k. 0, PLUME_EINVAL (a grid the tower cannot take),
- * PLUME_ENOMEM. */
-int plume_vision_encode(const plume_vision *v, const plume_kernels *k, plume_pool *pool, const float *pix,
+ * with run's kernel table on its pool's threads. 0, PLUME_EINVAL (a grid the tower cannot take),
+ * PLUME_ENOMEM, PLUME_ECANCELED (run's abort callback asked to stop, checked between layers). */
+int plume_vision_encode(const plume_vision *v, const enc_run *run, const float *pix,
                         const int32_t *pos, int32_t ph, int32_t pw, float *soft, float *emb, char **err);
 
 #endif

@@ -32,6 +32,8 @@ static const char serve_help[] =
     "                       ones finish for up to SECONDS (default 30; 0: cut them; a second\n"
     "                       signal cuts them too)\n"
     "  -t N                 threads (default: physical cores)\n"
+    "  --encode-threads N   threads of the image and audio towers, which run beside the batch\n"
+    "                       steps so that other streams go on (default: half of -t, at least 1)\n"
     "  --kv-bits 8|32       8: int8 K/V for the full-attention layers\n"
     "  --snapshot-every N   keep a copy of a slot's sliding-window caches every N tokens, so a\n"
     "                       prompt reuses a slot's prefix beyond the window from there\n"
@@ -65,7 +67,8 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
-                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory", "--drain"};
+                                            "--snapshot-every", "--draft", "--cors", "--max-request-memory", "--drain",
+                                            "--encode-threads"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -86,6 +89,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         else if (!strcmp(a, "--timeout")) { bad = cli_int(v, 1, 86400, &n); o->timeout = (int32_t)n; }
         else if (!strcmp(a, "--drain")) { bad = cli_int(v, 0, 86400, &n); o->drain = (int32_t)n; }
         else if (!strcmp(a, "-t")) { bad = cli_int(v, 1, 1024, &n); o->n_threads = (int32_t)n; }
+        else if (!strcmp(a, "--encode-threads")) { bad = cli_int(v, 1, 1024, &n); o->encode_threads = (int32_t)n; }
         else if (!strcmp(a, "--kv-bits")) { bad = cli_int(v, 8, 32, &n) || (n != 8 && n != 32); o->kv_bits = (int32_t)n; }
         else if (!strcmp(a, "--snapshot-every")) { bad = cli_int(v, 1, 1 << 24, &n); o->snapshot_every = (int32_t)n; }
         else if (!strcmp(a, "--draft")) { bad = cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n); o->draft = (int32_t)n; }

@@ -21,13 +21,14 @@
  *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
  *                    shares, the chat prompt of a request, the context budget, UTF-8.
  *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
- *                    plume_batch step per iteration; a request of n choices takes n slots
+ *                    plume_batch step per iteration, and the encoder thread that runs the
+ *                    towers for a slot while the others step; a request of n choices takes n slots
  *                    and prefills once (the session is copied); it hands each generated
  *                    token to its choice's answer as text and log-probabilities (numbers,
  *                    never JSON), and the prompt's log-probabilities when asked.
  *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
  *                    URLs, the prompt of a request with media (runs and keys), their encoding
- *                    on the scheduler's thread.
+ *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
  *   serve_transcribe.c  /v1/audio/transcriptions: a multipart form -> a chat request of a clip.
  *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
@@ -55,6 +56,7 @@
 #define SERVE_MAX_TOP_LOGPROBS 20 /* as OpenAI */
 #define SERVE_MAX_MESSAGES 4096   /* messages of one chat request */
 #define SERVE_PREFILL_CHUNK 64    /* prompt tokens a slot feeds per step, whatever the load */
+#define SERVE_IDLE_MS 50          /* the scheduler's nap when its slots wait for the encoder */
 #define SERVE_LOGPROB_CHUNK 16    /* the same for a prompt whose log-probabilities are asked
                                      (every row's logits: 16 x V floats, 16 MB for Gemma) */
 #define SERVE_MAX_CHOICES 8       /* n: choices of one request (each takes a slot) */
@@ -469,8 +471,8 @@ void serve_answer_free(serve_answer *a);
 
 /* ---- media (serve_media.c) -----------------------------------------------------------------
  * A request's images and audio: the dialect's parser keeps each part's bytes, the connection
- * thread decodes and counts them while it makes the prompt, the scheduler encodes them when a
- * slot must compute their rows. */
+ * thread decodes and counts them while it makes the prompt, the scheduler's encoder thread
+ * encodes them, beside the batch steps, when a slot must compute their rows. */
 
 /* One image or audio clip of a request. */
 typedef struct {
@@ -484,7 +486,7 @@ typedef struct {
     int32_t n_tokens;   /* soft tokens (the run's placeholders) */
     uint64_t key;       /* its identity (pixels / samples hash) */
     int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
-    plume_embd *emb;    /* encoded by the scheduler, when its rows must be computed */
+    plume_embd *emb;    /* encoded by the encoder thread, when its rows must be computed */
 } serve_medium;
 
 typedef struct serve_media {
@@ -542,9 +544,14 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
                        int32_t **ids, int32_t *n, serve_error *e);
 /* Each prompt position's media key (0: a token), or NULL when the request has no media. */
 const uint64_t *serve_media_keys(const serve_media *md);
-/* Encode (the towers) every medium whose rows a prefill from position `from` needs, then free
- * the pixels and samples. Scheduler thread only, once per request. 0 or a PLUME_E* with *err. */
-int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err);
+/* How many media a prefill from position `from` needs encoded (their rows start at or after it,
+ * or run past it, and are not encoded yet). */
+int32_t serve_media_pending(const serve_media *md, int32_t from);
+/* Encode with enc (the towers, on its own threads) every medium whose rows a prefill from
+ * position `from` needs, then free the pixels and samples. The scheduler's encoder thread,
+ * once per request, while no other thread reads the media; *n_encoded: media encoded. 0 or a
+ * PLUME_E* with *err (PLUME_ECANCELED: enc's abort callback stopped it). */
+int serve_media_encode(serve_media *md, plume_encoder *enc, int32_t from, int32_t *n_encoded, char **err);
 /* The media of a prefill from position pos, for plume_batch_add_media: *list (valid until the
  * next call), how many of the first one's rows lie before pos (*skip); returns the count. */
 int32_t serve_media_at(serve_media *md, int32_t pos, const plume_embd *const **list, int32_t *skip);
@@ -574,6 +581,8 @@ typedef struct {
     int32_t draft;          /* speculative decoding of greedy requests: tokens guessed per step, 0: off */
     int32_t queue_max;      /* requests waiting for a slot (beyond the idle slots) */
     const char *slot_dir;   /* --slot-save, or NULL */
+    int32_t encode_threads; /* threads of the media encoder (--encode-threads); 0: half the
+                               model's, at least 1 */
 } serve_sched_params;
 
 /* Figures for /metrics. */
@@ -581,7 +590,11 @@ typedef struct {
     int64_t requests, prompt_tokens, cached_tokens, generated_tokens, steps;
     int64_t drafted, accepted; /* speculative decoding: tokens guessed, guesses accepted */
     double decode_seconds;  /* time in steps that decoded at least one token */
+    int64_t encodes;        /* images and audio clips encoded */
+    double encode_seconds;  /* time the encoder spent encoding (stopped encodes too) */
     int32_t queued, busy, n_slots;
+    int32_t encoding;       /* requests whose media are being encoded or wait for the encoder */
+    int32_t encode_threads;
 } serve_stats;
 
 typedef struct serve_sched serve_sched;
@@ -654,6 +667,7 @@ typedef struct {
     const char *cors;       /* origins allowed to call from a browser: "A,B,..." or "*"; NULL: none */
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
     int32_t drain;          /* seconds running requests may take to finish after SIGTERM; 0: cut them */
+    int32_t encode_threads; /* threads of the media encoder; 0: half of -t's, at least 1 */
     size_t max_body;
     size_t max_request_memory; /* bytes for the requests in flight: bodies and what parsing them takes */
     int32_t allow_remote_media; /* image URLs: 0 refused, 1 fetched from public addresses, 2 private too */

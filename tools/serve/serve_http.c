@@ -685,7 +685,7 @@ static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c,
 static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c) {
     serve_stats st;
     serve_sched_stats(sv->sched, &st);
-    char buf[4096];
+    char buf[6144];
     int n = snprintf(buf, sizeof buf,
         "# HELP plume_http_requests_total HTTP requests received.\n# TYPE plume_http_requests_total counter\n"
         "plume_http_requests_total %lld\n"
@@ -715,13 +715,21 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# HELP plume_http_connections Connections the HTTP daemon holds (this one included).\n"
         "# TYPE plume_http_connections gauge\nplume_http_connections %d\n"
         "# HELP plume_request_memory_bytes Bytes of --max-request-memory held by requests in flight.\n"
-        "# TYPE plume_request_memory_bytes gauge\nplume_request_memory_bytes %zu\n",
+        "# TYPE plume_request_memory_bytes gauge\nplume_request_memory_bytes %zu\n"
+        "# HELP plume_media_encoding Requests whose images and audio the encoder thread has (encoding or queued).\n"
+        "# TYPE plume_media_encoding gauge\nplume_media_encoding %d\n"
+        "# HELP plume_media_encodes_total Images and audio clips encoded by the towers.\n"
+        "# TYPE plume_media_encodes_total counter\nplume_media_encodes_total %lld\n"
+        "# HELP plume_media_encode_seconds_total Time the encoder thread spent in the towers.\n"
+        "# TYPE plume_media_encode_seconds_total counter\nplume_media_encode_seconds_total %.3f\n"
+        "# HELP plume_media_encode_threads Threads of the media encoder (--encode-threads; 0: no towers).\n"
+        "# TYPE plume_media_encode_threads gauge\nplume_media_encode_threads %d\n",
         (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
         st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
-        (size_t)atomic_load(&sv->mem_used));
+        (size_t)atomic_load(&sv->mem_used), st.encoding, (long long)st.encodes, st.encode_seconds, st.encode_threads);
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
 }
 
@@ -1253,7 +1261,8 @@ static int open_model(serve_server *sv) {
     sv->n_ctx = sv->o.n_ctx ? sv->o.n_ctx : bundle_ctx < 8192 ? bundle_ctx : 8192;
     serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
                              .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
-                             .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir};
+                             .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir,
+                             .encode_threads = sv->o.encode_threads};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
     info_init(sv);
     return 0;
@@ -1311,8 +1320,12 @@ int serve_run(const serve_config *c) {
     int rc = open_model(sv);
     if (!rc) rc = start_http(sv);
     if (!rc) {
-        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads\n", sv->model_name, sv->o.parallel,
-                sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m));
+        serve_stats st;
+        serve_sched_stats(sv->sched, &st);
+        char towers[64] = "";
+        if (st.encode_threads) snprintf(towers, sizeof towers, ", %d for the towers", st.encode_threads);
+        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads%s\n", sv->model_name, sv->o.parallel,
+                sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m), towers);
         int sig = 0;
         sigwait(&stop, &sig);
         if (sv->o.drain > 0) drain(sv, &stop, sig == SIGINT ? "SIGINT" : "SIGTERM");

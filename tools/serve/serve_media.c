@@ -1,15 +1,16 @@
 /* serve_media.c -- images and audio in `plume serve` (docs/SERVER.md, "Images and audio"):
  * OpenAI's content parts {"type": "image_url"} and {"type": "input_audio"}, remote image URLs
  * (--allow-remote-media), the prompt of a request with media (placeholders -> runs, and the key
- * of every position for prefix reuse), the encoding on the scheduler's thread, and
+ * of every position for prefix reuse), the encoding on the scheduler's encoder thread
  * (serve_transcribe.c makes requests of audio files with the same media).
  *
  * A medium goes through three hands: the dialect's parser keeps its bytes (a data URL decoded,
  * or the URL of a remote image); the connection thread fetches, decodes, checks and counts it
  * (plume_image_tokens / plume_audio_tokens: no tower, no model state touched) while it builds
- * the prompt; the scheduler thread encodes it with the tower (the model's thread pool is the
- * scheduler's) only when a slot has to compute its rows: a conversation re-sent with the same
- * image reuses the cache and encodes nothing. Every refusal is a 400 naming the part. */
+ * the prompt; the scheduler's encoder thread encodes it with the tower (a plume_encoder: threads
+ * of its own, not the model's pool the batch steps run on) only when a slot has to compute its
+ * rows: a conversation re-sent with the same image reuses the cache and encodes nothing. Every
+ * refusal is a 400 naming the part. */
 #include "serve.h"
 
 #include <arpa/inet.h>
@@ -468,16 +469,30 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
 /* Each prompt position's key (0: a token), or NULL. */
 const uint64_t *serve_media_keys(const serve_media *md) { return md && md->n ? md->keys : NULL; }
 
-/* Encode, with the towers, every medium whose rows start at or after `from`, or run past it
- * (the ones a prefill from `from` needs), unless already encoded; then free every medium's
- * pixels and samples (a request's slot is set up once). On the scheduler's thread. */
-int serve_media_encode(serve_media *md, plume_model *m, int32_t from, char **err) {
+/* Whether a prefill from `from` needs the medium encoded: its rows run past `from`, and it is
+ * not encoded yet. */
+static int medium_needed(const serve_medium *it, int32_t from) { return !it->emb && it->start + it->n_tokens > from; }
+
+/* How many media a prefill from `from` needs encoded. */
+int32_t serve_media_pending(const serve_media *md, int32_t from) {
+    int32_t n = 0;
+    for (int32_t i = 0; md && i < md->n; i++) n += medium_needed(&md->items[i], from);
+    return n;
+}
+
+/* Encode, with the towers on enc's threads, every medium whose rows start at or after `from`,
+ * or run past it (the ones a prefill from `from` needs), unless already encoded; then free
+ * every medium's pixels and samples (a request's slot is set up once). On the scheduler's
+ * encoder thread (serve_sched.c), which alone touches the media until it says it is done. */
+int serve_media_encode(serve_media *md, plume_encoder *enc, int32_t from, int32_t *n_encoded, char **err) {
+    *n_encoded = 0;
     for (int32_t i = 0; md && i < md->n; i++) {
         serve_medium *it = &md->items[i];
-        if (it->emb || it->start + it->n_tokens <= from) continue;
-        int rc = it->kind == PLUME_CHAT_PART_IMAGE ? plume_image_encode(&it->emb, m, it->img, NULL, err)
-                                                   : plume_audio_encode(&it->emb, m, it->aud, err);
+        if (!medium_needed(it, from)) continue;
+        int rc = it->kind == PLUME_CHAT_PART_IMAGE ? plume_encoder_image(enc, &it->emb, it->img, NULL, err)
+                                                   : plume_encoder_audio(enc, &it->emb, it->aud, err);
         if (rc) return rc;
+        ++*n_encoded;
     }
     for (int32_t i = 0; md && i < md->n; i++) { /* pixels and samples are not needed again */
         plume_image_free(md->items[i].img);

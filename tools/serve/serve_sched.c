@@ -39,9 +39,21 @@
  * recomputes in this thread: it stops at the last point that costs nothing
  * (plume_session_rewind_free) and the tokens after it go in as ordinary prefill chunks.
  *
- * Locks: s->mu guards the queue, the slots' job pointers and the figures; j->mu guards a job's
- * output bytes and flags. When both are held, s->mu is taken first (submitting, dropping
- * cancelled jobs from the queue); the model is touched by this thread only. */
+ * Images and audio: a leader whose prompt has media to compute (those past the kept prefix: a
+ * re-sent image in the reused prefix needs none) hands its job to the encoder thread, which runs
+ * the towers on a plume_encoder (threads of its own, --encode-threads, not the model's pool the
+ * batch steps use) one request at a time, in order. Meanwhile the slot puts nothing in the steps
+ * and the other slots go on decoding and prefilling; when the encode is done the scheduler is
+ * woken and the slot prefills as any other. A client gone, a failed job or the server stopping
+ * make the encoder's abort callback stop the towers at the next layer; the slot does not wait
+ * for it (the task, orphaned, is the encoder's to free). An encode that fails ends its request
+ * alone (500). n choices encode once: the other choices wait for the leader's prompt, as ever.
+ *
+ * Locks: s->mu guards the queue, the slots' job pointers, the encoder's tasks and the figures;
+ * j->mu guards a job's output bytes and flags. When both are held, s->mu is taken first
+ * (submitting, dropping cancelled jobs from the queue, the encoder's abort callback); the model
+ * is touched by this thread only, but for the towers, which the encoder thread runs on its own
+ * threads (they read the model's mapped weights and kernel table, which no step writes). */
 #include "serve.h"
 
 #include <errno.h>
@@ -55,10 +67,24 @@
 #include "chat/chat.h"
 #include "common.h"
 
+/* A leader's media handed to the encoder thread. Under s->mu; the job's media are the
+ * encoder's alone until `done`. Whoever lets go of it last frees it: the slot once done, the
+ * encoder when the slot gave it up first (orphaned). */
+typedef struct enc_task {
+    serve_job *job;        /* a reference of the task's own */
+    int32_t from;          /* the slot's kept prefix: media wholly before it need no encode */
+    int32_t done;          /* the encoder is through with it: rc, err */
+    int32_t orphaned;      /* the slot let go (client gone, job failed, server stopping) */
+    int rc;
+    char *err;
+    struct enc_task *next; /* the encoder's queue */
+} enc_task;
+
 /* One slot: a conversation's session and the state of the request it serves. */
 typedef struct {
     plume_session *s;
     serve_job *job;        /* NULL when idle (written under sched->mu) */
+    enc_task *task;        /* its media at the encoder, or NULL (under sched->mu) */
     int32_t fresh;         /* admitted, not yet set up */
     int32_t choice;        /* which of the job's choices it answers (0: the leader, which prefills) */
     int32_t waiting;       /* a choice > 0 waiting for the leader's prompt */
@@ -97,6 +123,14 @@ struct serve_sched {
     serve_stats st;
     int64_t tick;
     plume_vocab *vocab;    /* the tokens' bytes for constraints, made at the first format */
+    /* the encoder thread (a bundle with towers): its threads, its queue of tasks */
+    plume_encoder *enc;
+    pthread_t enc_thread;
+    int32_t enc_started, enc_stopping;
+    pthread_cond_t enc_cv; /* a task queued, or stop */
+    enc_task *enc_head, *enc_tail;
+    enc_task *enc_now;     /* the task being encoded (the abort callback reads it) */
+    int64_t enc_finished;  /* tasks the encoder is through with, so far */
 };
 
 /* ---- slots --------------------------------------------------------------------------------- */
@@ -188,6 +222,35 @@ static int32_t slot_pick_lru(serve_sched *s) {
     return best;
 }
 
+/* Free an encoder task and its job reference (NULL: nothing). Without s->mu. */
+static void task_free(enc_task *t) {
+    if (!t) return;
+    free(t->err);
+    serve_job_unref(t->job);
+    free(t);
+}
+
+/* Hand the slot's media to the encoder: those a prefill from `from` needs. The slot puts
+ * nothing in the steps until the task is done (slot_ready). 0 or PLUME_ENOMEM. */
+static int encode_submit(serve_sched *s, serve_slot *sl, int32_t from, char **err) {
+    enc_task *t = calloc(1, sizeof *t);
+    if (!t) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    t->job = sl->job;
+    t->from = from;
+    pthread_mutex_lock(&t->job->mu);
+    t->job->refs++;
+    pthread_mutex_unlock(&t->job->mu);
+    pthread_mutex_lock(&s->mu);
+    if (s->enc_tail) s->enc_tail->next = t;
+    else s->enc_head = t;
+    s->enc_tail = t;
+    sl->task = t;
+    s->st.encoding++;
+    pthread_cond_signal(&s->enc_cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 /* Give the slot back (its session keeps its tokens for a later prompt). */
 static void slot_release(serve_sched *s, serve_slot *sl) {
     plume_sampler_free(sl->smp);
@@ -200,9 +263,16 @@ static void slot_release(serve_sched *s, serve_slot *sl) {
     serve_answer_free(&sl->out);
     serve_job *j = sl->job;
     pthread_mutex_lock(&s->mu);
+    enc_task *t = sl->task; /* at the encoder still: it stops and frees the task */
+    if (t && !t->done) {
+        t->orphaned = 1;
+        t = NULL;
+    }
+    sl->task = NULL;
     sl->job = NULL;
     sl->last_used = ++s->tick;
     pthread_mutex_unlock(&s->mu);
+    task_free(t);
     serve_job_unref(j);
 }
 
@@ -234,9 +304,6 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
      * other stream waiting, is fed again as prefill chunks between decode steps */
     keep = plume_session_rewind_free(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
-    /* the images and audio whose rows the prefill computes, through their towers (once: the
-     * other choices copy the leader's session) */
-    if (!rc && sl->choice == 0) rc = serve_media_encode(j->req.media, s->m, keep, err);
     plume_sampler_params sp = j->req.sp;
     sp.seed += (uint64_t)sl->choice;
     if (!rc) rc = plume_sampler_new(&sl->smp, &sp, s->V, err);
@@ -262,7 +329,13 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     pthread_mutex_lock(&s->mu);
     s->st.cached_tokens += keep;
     pthread_mutex_unlock(&s->mu);
-    return 0;
+    /* the images and audio whose rows the prefill computes go through their towers on the
+     * encoder thread (once: the other choices copy the leader's session); with none to encode,
+     * their pixels and samples are freed here */
+    if (sl->choice > 0) return 0;
+    if (serve_media_pending(j->req.media, keep)) return encode_submit(s, sl, keep, err);
+    int32_t none;
+    return serve_media_encode(j->req.media, s->enc, keep, &none, err);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -381,8 +454,10 @@ static void slot_accept(serve_sched *s, serve_slot *sl) {
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-/* Move queued jobs into idle slots (cancelled ones are dropped). Called with s->mu held. */
-static void admit_locked(serve_sched *s) {
+/* Move queued jobs into idle slots (cancelled ones are dropped); how many were admitted.
+ * Called with s->mu held. */
+static int32_t admit_locked(serve_sched *s) {
+    int32_t admitted = 0;
     /* Jobs whose clients left while they waited: no slot, and no place in the queue. */
     serve_job **at = &s->head, *prev = NULL;
     while (*at) {
@@ -402,7 +477,8 @@ static void admit_locked(serve_sched *s) {
         serve_job *j = s->head;
         int32_t idle = 0;
         for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
-        if (idle < j->req.n) return; /* a request of n choices waits for n idle slots */
+        if (idle < j->req.n) return admitted; /* a request of n choices waits for n idle slots */
+        admitted++;
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         s->n_queued--;
@@ -418,6 +494,7 @@ static void admit_locked(serve_sched *s) {
             s->slots[i].choice = k;
         }
     }
+    return admitted;
 }
 
 /* Score the prompt tokens that the rows of the last prefill step predict: row r (position
@@ -491,6 +568,20 @@ static int slot_ready(serve_sched *s, serve_slot *sl) {
             return 0;
         }
     }
+    if (sl->task) { /* its media at the encoder: nothing to step until they are encoded */
+        pthread_mutex_lock(&s->mu);
+        enc_task *t = sl->task->done ? sl->task : NULL;
+        if (t) sl->task = NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (!t) return 0;
+        if (t->rc) serve_job_fail(sl->job, 500, "server_error", t->err ? t->err : "cannot encode the media");
+        int rc = t->rc;
+        task_free(t);
+        if (rc) {
+            slot_release(s, sl);
+            return 0;
+        }
+    }
     return !sl->waiting;
 }
 
@@ -560,12 +651,13 @@ static void step_done(serve_sched *s, double dt, int decoding) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* One iteration of the scheduler: every ready slot's rows in one plume_batch step. */
-static void step(serve_sched *s) {
+/* One iteration of the scheduler: every ready slot's rows in one plume_batch step. 0 when no
+ * slot had rows (they wait for the encoder, or were freed), else 1. */
+static int step(serve_sched *s) {
     int decoding = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++)
         if (slot_ready(s, &s->slots[i])) decoding |= slot_queue(s, &s->slots[i]);
-    if (plume_batch_n_tokens(s->batch) == 0) return;
+    if (plume_batch_n_tokens(s->batch) == 0) return 0;
     char *err = NULL;
     double t0 = plume_now();
     if (plume_batch_run(s->batch, &err)) {
@@ -575,9 +667,10 @@ static void step(serve_sched *s) {
                 slot_release(s, &s->slots[i]);
             }
         free(err);
-        return;
+        return 1;
     }
     step_done(s, plume_now() - t0, decoding);
+    return 1;
 }
 
 /* Whether any slot has a job. Called with s->mu held. */
@@ -587,18 +680,39 @@ static int any_busy_locked(const serve_sched *s) {
     return 0;
 }
 
-/* The scheduler thread: admit, step, until stopped; then end every job left. */
+/* Wait on cv (mu held) until signalled or ms milliseconds pass. */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int32_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* The scheduler thread: admit, step, until stopped; then end every job left. When a step had
+ * nothing to run (its slots wait for the encoder) and nothing new came in, it sleeps until the
+ * encoder or a new job wakes it, or SERVE_IDLE_MS pass (a client gone meanwhile frees its slot
+ * then). */
 static void *sched_main(void *arg) {
     serve_sched *s = arg;
+    int idle = 0;
+    int64_t seen = 0; /* enc_finished before the last step: an encode done since is no reason to sleep */
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
-        admit_locked(s);
+        int32_t admitted = admit_locked(s);
         if (!any_busy_locked(s)) {
             pthread_cond_wait(&s->cv, &s->mu);
             continue;
         }
+        if (idle && !admitted && seen == s->enc_finished) {
+            idle = 0;
+            cond_wait_ms(&s->cv, &s->mu, SERVE_IDLE_MS);
+            continue;
+        }
+        seen = s->enc_finished;
         pthread_mutex_unlock(&s->mu);
-        step(s);
+        idle = !step(s);
         pthread_mutex_lock(&s->mu);
     }
     serve_job *q = s->head;
@@ -620,6 +734,63 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
+/* ---- the encoder thread ------------------------------------------------------------------- */
+
+/* The towers' abort callback: stop the encode in progress when the server stops, or when its
+ * job was cancelled (the client left, the job failed) or its slot let it go. */
+static int encode_abort(void *ctx) {
+    serve_sched *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    int stop = s->enc_stopping || (s->enc_now && (s->enc_now->orphaned || serve_job_cancelled(s->enc_now->job)));
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+/* The encoder thread: take the tasks in order, encode each one's media on the encoder's
+ * threads, mark it done and wake the scheduler (or free it, when its slot let it go). */
+static void *encode_main(void *arg) {
+    serve_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->enc_stopping && !s->enc_head) pthread_cond_wait(&s->enc_cv, &s->mu);
+        if (s->enc_stopping) break;
+        enc_task *t = s->enc_head;
+        s->enc_head = t->next;
+        if (!s->enc_head) s->enc_tail = NULL;
+        s->enc_now = t;
+        int skip = t->orphaned;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = plume_now();
+        int32_t n = 0;
+        int rc = skip ? PLUME_ECANCELED : serve_media_encode(t->job->req.media, s->enc, t->from, &n, &t->err);
+        double dt = plume_now() - t0;
+        pthread_mutex_lock(&s->mu);
+        s->enc_now = NULL;
+        t->rc = rc;
+        t->done = 1;
+        s->enc_finished++;
+        s->st.encoding--;
+        s->st.encodes += n;
+        s->st.encode_seconds += dt;
+        pthread_cond_signal(&s->cv);
+        if (t->orphaned) {
+            pthread_mutex_unlock(&s->mu);
+            task_free(t);
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    enc_task *q = s->enc_head; /* the scheduler has stopped: every task left is orphaned */
+    s->enc_head = s->enc_tail = NULL;
+    for (enc_task *t = q; t; t = t->next) s->st.encoding--;
+    pthread_mutex_unlock(&s->mu);
+    while (q) {
+        enc_task *next = q->next;
+        task_free(q);
+        q = next;
+    }
+    return NULL;
+}
+
 /* ---- public ------------------------------------------------------------------------------ */
 
 /* Open the slots and the batch, start the scheduler thread. */
@@ -634,6 +805,7 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
     s->st.n_slots = p->n_slots;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->enc_cv, NULL);
     int rc = 0;
     if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc && p->slot_dir) rc = slot_dir_check(p->slot_dir, err);
@@ -651,6 +823,15 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
     }
     int32_t per_slot = SERVE_PREFILL_CHUNK > p->draft ? SERVE_PREFILL_CHUNK + 1 : p->draft + 1;
     if (!rc) rc = plume_batch_new(&s->batch, m, p->n_slots * per_slot, err);
+    if (!rc && (plume_model_has_vision(m) || plume_model_has_audio(m))) { /* the towers' own threads */
+        int32_t half = plume_model_n_threads(m) / 2;
+        rc = plume_encoder_new(&s->enc, m, p->encode_threads > 0 ? p->encode_threads : half > 1 ? half : 1, err);
+        if (!rc) plume_encoder_set_abort(s->enc, encode_abort, s);
+        if (!rc && pthread_create(&s->enc_thread, NULL, encode_main, s))
+            rc = plume_fail(err, PLUME_ENOMEM, "cannot start the encoder thread");
+        if (!rc) s->enc_started = 1;
+        if (!rc) s->st.encode_threads = plume_encoder_n_threads(s->enc);
+    }
     if (!rc && pthread_create(&s->thread, NULL, sched_main, s))
         rc = plume_fail(err, PLUME_ENOMEM, "cannot start the scheduler thread");
     if (rc) {
@@ -695,15 +876,30 @@ void serve_sched_stats(serve_sched *s, serve_stats *st) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Stop the thread: every queued and running job ends with a 503. */
-void serve_sched_stop(serve_sched *s) {
-    if (!s || !s->started) return;
+/* Stop the encoder thread (after the scheduler: every task is orphaned by then); the encode in
+ * progress stops at its next layer. */
+static void encode_stop(serve_sched *s) {
+    if (!s->enc_started) return;
     pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    pthread_cond_signal(&s->cv);
+    s->enc_stopping = 1;
+    pthread_cond_signal(&s->enc_cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    s->started = 0;
+    pthread_join(s->enc_thread, NULL);
+    s->enc_started = 0;
+}
+
+/* Stop the threads: every queued and running job ends with a 503. */
+void serve_sched_stop(serve_sched *s) {
+    if (!s) return;
+    if (s->started) {
+        pthread_mutex_lock(&s->mu);
+        s->stopping = 1;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+        s->started = 0;
+    }
+    encode_stop(s);
 }
 
 /* Save a slot's session at path, a name plume owns: written in a fresh private directory
@@ -743,10 +939,12 @@ int serve_sched_free(serve_sched *s) {
         free(sl->spec_logits);
     }
     plume_batch_free(s->batch);
+    plume_encoder_free(s->enc);
     plume_vocab_free(s->vocab);
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->enc_cv);
     free(s);
     return failed;
 }
