@@ -255,7 +255,8 @@ typedef struct plume_constraint plume_constraint;
  * From now on
  * plume_sampler_accept() also advances c and plume_sampler_rewind() takes it back, so attach
  * it after the prompt's ids were accepted. sample/prepare/draw see only the ids c allows;
- * with no id allowed (a DEAD constraint) they return PLUME_EINVAL. */
+ * with no id allowed (a DEAD constraint) they return PLUME_EINVAL, and PLUME_ENOMEM when
+ * deciding which ids are allowed passed the recognizer's limits (status LIMIT). */
 void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c);
 /* How many of ids[0, n), taken in order from the sampler's position, its constraint allows
  * (n without one): speculative drafts are cut there. The constraint is left as it was. */
@@ -325,6 +326,9 @@ enum {
     PLUME_CONSTRAINT_COMPLETE = 1, /* the value is complete: the end of turn is allowed */
     PLUME_CONSTRAINT_DONE = 2,     /* the end of turn was accepted: nothing more */
     PLUME_CONSTRAINT_DEAD = 3,     /* a disallowed id was accepted (rewind it) */
+    PLUME_CONSTRAINT_LIMIT = 4,    /* a step passed the recognizer's limits: the grammar is too
+                                      ambiguous or nested too deep for the text (an error; the
+                                      sampler returns PLUME_ENOMEM until reset) */
 };
 int32_t plume_constraint_status(plume_constraint *c);
 /* Whether id may come next (1 or 0). */
@@ -334,7 +338,7 @@ int32_t plume_constraint_allows(plume_constraint *c, int32_t id);
 int plume_constraint_accept(plume_constraint *c, int32_t id);
 /* Take back the last n accepted ids (any n up to what was accepted): 0 or PLUME_EINVAL. */
 int plume_constraint_rewind(plume_constraint *c, int32_t n);
-/* Back to the start. */
+/* Back to the start (a LIMIT status is cleared too). */
 void plume_constraint_reset(plume_constraint *c);
 /* Ids accepted since the start (less those rewound). */
 int32_t plume_constraint_n_accepted(const plume_constraint *c);

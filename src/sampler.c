@@ -638,7 +638,8 @@ static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int3
 
 /* The candidates under a constraint, bias and penalties applied: at least the k best allowed
  * (k > 0; the chain selects k of them), or every allowed one (k = 0: the chain needs the
- * whole distribution). PLUME_EINVAL when the mask cannot be made. */
+ * whole distribution). PLUME_EINVAL when the mask cannot be made, PLUME_ENOMEM when making
+ * it passed the recognizer's limits. */
 static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj) {
     if (k > 0 && !cst_mask_cached(s->con)) {
         /* When the best k + 64 do not settle it, the state refuses many tokens. Mostly it
@@ -655,7 +656,8 @@ static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t
             return n;
     }
     cst_mask m;
-    if (cst_mask_get(s->con, &m)) return PLUME_EINVAL;
+    int rc = cst_mask_get(s->con, &m);
+    if (rc) return rc == PLUME_ENOMEM ? rc : PLUME_EINVAL;
     int32_t n = gather_mask(&m, s->cand, logits, s->n_vocab, k > 0 ? k + n_adj : 0);
     if (n > 0 && n_adj) n = k > 0 ? adjust_heap(s, s->cand, n, logits) : (adjust_sorted(s, s->cand, n, logits), n);
     return n;
@@ -670,9 +672,10 @@ void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c) {
 int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n) {
     if (!s || !ids || n <= 0) return 0;
     if (!s->con) return n;
-    int32_t k = 0;
+    int32_t k = 0, limited = cst_limited(s->con);
     while (k < n && plume_constraint_accept(s->con, ids[k]) == 0) k++;
     plume_constraint_rewind(s->con, k < n ? k + 1 : k); /* a refused id was pushed too */
+    cst_set_limited(s->con, limited); /* a guess past the limits is cut, not an error: the sampler decides there */
     return k;
 }
 
@@ -695,6 +698,7 @@ static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
     if (s->con) {
         n = gather_constrained(s, logits, k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust ? k : 0, n_adjust);
         if (n < 0) return n;
+        if (cst_limited(s->con)) return PLUME_ENOMEM; /* an id's step passed the limits: undecided */
     } else if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust) {
         n = gather_top_k(c, logits, s->n_vocab, k + n_adjust);
         if (n_adjust) n = adjust_heap(s, c, n, logits);
@@ -724,7 +728,8 @@ static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
 }
 
 /* The chain, then a draw. Returns an id in [0, n_vocab), or PLUME_EINVAL when s or logits is
- * NULL or no logit is usable. A non-greedy call advances the generator by exactly one step. */
+ * NULL or no logit is usable, PLUME_ENOMEM when the constraint passed its limits. A
+ * non-greedy call advances the generator by exactly one step. */
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
     if (!s || !logits) return PLUME_EINVAL;
     double z;
