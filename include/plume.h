@@ -317,6 +317,13 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
                                    const char *tool_choice, const plume_constraint_params *p, char **err);
 void plume_constraint_free(plume_constraint *c);
 
+/* Whether GBNF text would make a constraint, without a vocabulary index (a server checks a
+ * request's grammar before queueing it): parsed (errors name the line and column, or the
+ * rule), and when tok is not NULL its special-token references resolved against tok and its
+ * start state made within the recognizer's per-step budget (docs/STRUCTURED.md "Limits").
+ * 0, PLUME_EINVAL with the message, or PLUME_ENOMEM. */
+int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
+
 /* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
 int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
 int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);

@@ -248,6 +248,22 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
     return rc;
 }
 
+/* Parse GBNF text; with a tokenizer, bind it and make its start state (the plume.h contract). */
+int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err) {
+    if (!gbnf) return plume_fail(err, PLUME_EINVAL, "grammar: NULL text");
+    cg_grammar g;
+    int rc = cg_parse(&g, gbnf, len, err);
+    if (rc) return rc;
+    cst_dfa *d = NULL;
+    if (tok && !(rc = cg_bind(&g, tok, err)) && !(rc = cst_dfa_new(&d, &g, err)) && cst_dfa_start(d) == CST_LIMIT)
+        rc = plume_fail(err, PLUME_EINVAL,
+                        "grammar: the start state passes the recognizer's limit (more than %d stacks to expand: too "
+                        "ambiguous)", CST_STEP_WORK);
+    cst_dfa_free(d);
+    cg_free(&g);
+    return rc;
+}
+
 /* The GBNF of a schema, spelled as JSON. */
 int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err) {
     return cs_schema_to_gbnf(schema, len, CS_JSON, gbnf, err);
