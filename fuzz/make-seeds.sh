@@ -100,6 +100,7 @@ printf '\000{"messages":[{"role":"robot","content":"x"}],"temperature":3}' > "$S
   printf '\377\004 there was a tiny model.\n\nTHE END'; } > "$S/completion"
 { printf '\001{"prompt":["one"],"seed":-5,"top_k":0,"n":1,"suffix":null}'; printf '\377\007, two, three'; } > "$S/completion-list"
 printf '\001{"prompt":"a","logprobs":2}' > "$S/completion-bad"
+{ printf '\001{"prompt":"list","grammar":"root ::= \\"(\\" [0-9]{1,3} (\\",\\" [0-9]{1,3}){0,3} \\")\\""}'; printf '\377\002(12,345)'; } > "$S/completion-grammar"
 # the other dialects: 4 responses, 5 anthropic, 6 count_tokens, 7 ollama chat, 8 ollama generate
 { printf '\004{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"weather?"}]},{"type":"reasoning","summary":[],"encrypted_content":"look it up"},{"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"},{"type":"function_call_output","call_id":"c1","output":"21"}],"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],"stream":true,"store":false,"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content","message.output_text.logprobs"],"top_logprobs":2,"max_output_tokens":30,"temperature":0.7}';
   printf '\377\003<|channel>thought\nhmm<channel|>Sunny. <|tool_call>call:get_weather{city:%sRome%s}<tool_call|>' "$Q" "$Q"; } > "$S/responses"

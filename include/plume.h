@@ -256,7 +256,8 @@ typedef struct plume_constraint plume_constraint;
  * From now on
  * plume_sampler_accept() also advances c and plume_sampler_rewind() takes it back, so attach
  * it after the prompt's ids were accepted. sample/prepare/draw see only the ids c allows;
- * with no id allowed (a DEAD constraint) they return PLUME_EINVAL. */
+ * with no id allowed (a DEAD constraint) they return PLUME_EINVAL, and PLUME_ENOMEM when
+ * deciding which ids are allowed passed the recognizer's limits (status LIMIT). */
 void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c);
 /* How many of ids[0, n), taken in order from the sampler's position, its constraint allows
  * (n without one): speculative drafts are cut there. The constraint is left as it was. */
@@ -317,6 +318,13 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
                                    const char *tool_choice, const plume_constraint_params *p, char **err);
 void plume_constraint_free(plume_constraint *c);
 
+/* Whether GBNF text would make a constraint, without a vocabulary index (a server checks a
+ * request's grammar before queueing it): parsed (errors name the line and column, or the
+ * rule), and when tok is not NULL its special-token references resolved against tok and its
+ * start state made within the recognizer's per-step budget (docs/STRUCTURED.md "Limits").
+ * 0, PLUME_EINVAL with the message, or PLUME_ENOMEM. */
+int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
+
 /* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
 int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
 int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
@@ -326,6 +334,9 @@ enum {
     PLUME_CONSTRAINT_COMPLETE = 1, /* the value is complete: the end of turn is allowed */
     PLUME_CONSTRAINT_DONE = 2,     /* the end of turn was accepted: nothing more */
     PLUME_CONSTRAINT_DEAD = 3,     /* a disallowed id was accepted (rewind it) */
+    PLUME_CONSTRAINT_LIMIT = 4,    /* a step passed the recognizer's limits: the grammar is too
+                                      ambiguous or nested too deep for the text (an error; the
+                                      sampler returns PLUME_ENOMEM until reset) */
 };
 int32_t plume_constraint_status(plume_constraint *c);
 /* Whether id may come next (1 or 0). */
@@ -335,7 +346,7 @@ int32_t plume_constraint_allows(plume_constraint *c, int32_t id);
 int plume_constraint_accept(plume_constraint *c, int32_t id);
 /* Take back the last n accepted ids (any n up to what was accepted): 0 or PLUME_EINVAL. */
 int plume_constraint_rewind(plume_constraint *c, int32_t n);
-/* Back to the start. */
+/* Back to the start (a LIMIT status is cleared too). */
 void plume_constraint_reset(plume_constraint *c);
 /* Ids accepted since the start (less those rewound). */
 int32_t plume_constraint_n_accepted(const plume_constraint *c);

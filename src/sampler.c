@@ -8,8 +8,9 @@
  * forward pass has just streamed gigabytes, so the sampler must cost about one pass over the
  * logits on the default chain (top-k 64) and allocate nothing. Hence:
  *   - top-k up to SAMPLER_HEAP_MAX_K is one read-only pass over the logits with a min-heap
- *     (a compare per logit; the heap changes ~k ln(V/k) times on shuffled logits). Greedy is
- *     the same pass with k = 1;
+ *     (the heap changes ~k ln(V/k) times on shuffled logits, so blocks of 16 logits none of
+ *     which beats its root are skipped with a few vector compares). Greedy is the same pass
+ *     with k = 1;
  *   - penalties and a logit bias touch only their ids (those in the window, those biased):
  *     the heap is made that many larger and those ids are re-scored after the pass, so the
  *     logits are never copied;
@@ -24,9 +25,12 @@
  * exactly as over logits whose other ids are -inf. Greedy and top-k need only the best
  * allowed ids: a heap of the best candidates is walked in rank order and each is asked of the
  * constraint (a few table loads per candidate), as long as no id left out of the heap could
- * rank before it; if the heap runs out first (a state that refuses most tokens, whose mask is
- * cheap to make), or the state's whole mask is cached anyway, the candidates are gathered
- * from the mask with one heap pass over the allowed ids. */
+ * rank before it. When that does not settle it in a dense state (a string near its length:
+ * most first bytes live, most tokens too long), 4096 more are tried, gathered by a threshold
+ * that a sample of the logits sets (a heap that wide costs 1.5 ms, the first visit of such a
+ * state was the worst step of a constrained decode); if the candidates run out first (a state
+ * that refuses most tokens, whose mask is cheap to make), or the state's whole mask is cached
+ * anyway, the candidates are gathered from the mask with one heap pass over the allowed ids. */
 #include "common.h"
 #include "constrain/constrain.h"
 
@@ -39,6 +43,11 @@
 #define SAMPLER_BEST_FIRST 64   /* constrained top-k: candidates heaped beyond k, best-first */
 #define SAMPLER_BEST_WIDE 4096  /* ... and in a dense state, a second try this wide */
 #define SAMPLER_DENSE 128       /* a state is dense when it accepts this many first bytes */
+#define SAMPLER_WIDE_MIN 1024   /* best-first heaps this wide gather by threshold instead */
+#define SAMPLER_WIDE_SAMPLE 8192 /* logits sampled to set that threshold */
+#define SAMPLER_RANK_CHUNK 256  /* best-first orders its candidates this many at a time */
+#define SAMPLER_BLOCK 16        /* logits a heap pass skips at once when none can enter */
+#define SAMPLER_WIDE_BLOCK 8    /* ... and a wide gather when none reaches its threshold */
 
 /* One token still in the running. */
 typedef struct {
@@ -52,6 +61,7 @@ struct plume_sampler {
     int32_t n_vocab;       /* V */
     uint64_t rng;          /* splitmix64 state; starts at p.seed */
     sampler_cand *cand;    /* [V] candidates of the current call */
+    float *sample;         /* [SAMPLER_WIDE_SAMPLE] logits sampled by a wide gather */
     int32_t n;             /* candidates of the last plume_sampler_prepare(), 0: none */
     double z;              /* their sum of w */
     /* History the penalties see: the window of the last repeat_last_n accepted ids (all when
@@ -131,7 +141,8 @@ int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_
     s->rng = prm.seed;
     size_t V = (size_t)n_vocab;
     s->cand = calloc(V, sizeof *s->cand);
-    if (!s->cand) goto fail;
+    s->sample = malloc(SAMPLER_WIDE_SAMPLE * sizeof *s->sample);
+    if (!s->cand || !s->sample) goto fail;
     if (sampler_penalties_on(&prm)) {
         s->count = calloc(V, sizeof *s->count);
         s->distinct = calloc(V, sizeof *s->distinct);
@@ -155,6 +166,7 @@ fail:
 void plume_sampler_free(plume_sampler *s) {
     if (!s) return;
     free(s->cand);
+    free(s->sample);
     free(s->ring);
     free(s->count);
     free(s->distinct);
@@ -367,11 +379,25 @@ static inline void heap_offer(sampler_cand *c, int32_t *n, int32_t k, float raw,
     }
 }
 
+/* Whether any of the SAMPLER_BLOCK logits at l is above r (NaN is not; the compiler makes
+ * it a few vector compares). */
+static inline int block_above(const float *l, float r) {
+    int any = 0;
+    for (int j = 0; j < SAMPLER_BLOCK; j++) any |= l[j] > r;
+    return any;
+}
+
 /* The k best usable logits into c (heap order); returns how many (< k if fewer usable). Ids
- * arrive in increasing order, so a newcomer beats the root only with a strictly larger logit. */
+ * arrive in increasing order, so a newcomer beats the root only with a strictly larger logit.
+ * Once the heap is full, a block none of whose logits beats the root is skipped whole (most
+ * are: the heap changes ~k ln(V/k) times). */
 static int32_t gather_top_k(sampler_cand *c, const float *l, int32_t n_vocab, int32_t k) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab; i++) heap_offer(c, &n, k, l[i], i);
+    int32_t n = 0, i = 0;
+    for (; i < n_vocab && n < k; i++) heap_offer(c, &n, k, l[i], i);
+    for (; i + SAMPLER_BLOCK <= n_vocab; i += SAMPLER_BLOCK)
+        if (block_above(l + i, c[0].logit))
+            for (int32_t j = i; j < i + SAMPLER_BLOCK; j++) heap_offer(c, &n, k, l[j], j);
+    for (; i < n_vocab; i++) heap_offer(c, &n, k, l[i], i);
     return n;
 }
 
@@ -611,23 +637,97 @@ static int32_t gather_mask(const cst_mask *m, sampler_cand *c, const float *l, i
     return n;
 }
 
-/* The k best allowed candidates, best-first: heap the best `want` by raw logit, apply the
- * bias and penalties, sort, and keep allowed ones while they are sure to rank before every
- * id left out (the heap's worst raw logit bounds every unadjusted id not heaped; every
- * adjusted one is in).
- * Returns how many were found (<= k) when that settles it, else -1 (try a larger heap). */
+/* The r-th largest (from 0) of a[0, n), 0 <= r < n, by quickselect (a is reordered). */
+static float float_rank_desc(float *a, int32_t n, int32_t r) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float p = a[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) { /* Hoare: a[lo, i) >= p >= a(j, hi] */
+            while (a[i] > p) i++;
+            while (a[j] < p) j--;
+            if (i <= j) {
+                float t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (r <= j) hi = j;
+        else if (r >= i) lo = i;
+        else return p; /* between j and i: equal to the pivot */
+    }
+    return a[r];
+}
+
+/* The k best usable logits into c, in no particular order: the same set as gather_top_k
+ * (the first k in rank order), for a wide k, where the heap's ~k ln(V/k) updates cost more
+ * than the pass (4096 of 262144: ~1.5 ms; this: ~0.1 ms). Every (V / 8192)th logit, into
+ * smp [SAMPLER_WIDE_SAMPLE], sets a threshold: the sample's rank e + 4 sqrt(e) + 8, where e
+ * = k * 8192 / V is where the k-th best should fall (~1.6 k ids reach it on shuffled
+ * logits); one pass keeps those at or above it (blocks of 8 below it skipped, the rest
+ * stored without a branch), a quickselect keeps the k best. Every id left out is below the
+ * threshold, so below all of them: the result is exact whatever the logits, and when the
+ * threshold lets fewer than k through (logits the sample misjudged) the heap does it.
+ * Returns how many (< k when fewer are usable). */
+static int32_t gather_top_wide(sampler_cand *c, float *smp, const float *l, int32_t n_vocab, int32_t k) {
+    int32_t stride = n_vocab / SAMPLER_WIDE_SAMPLE;
+    if (stride < 8) return gather_top_k(c, l, n_vocab, k);
+    int32_t ns = 0;
+    for (int32_t i = 0; i < n_vocab && ns < SAMPLER_WIDE_SAMPLE; i += stride)
+        if (cand_usable(l[i], &smp[ns])) ns++;
+    double e = (double)k * ns / n_vocab;
+    int64_t r = (int64_t)(e + 4.0 * sqrt(e) + 8.0);
+    if (r >= ns) return gather_top_k(c, l, n_vocab, k);
+    float t = float_rank_desc(smp, ns, (int32_t)r), below = nextafterf(t, -INFINITY);
+    int32_t n = 0, i = 0;
+    for (; i + SAMPLER_WIDE_BLOCK <= n_vocab; i += SAMPLER_WIDE_BLOCK) {
+        int any = 0;
+        for (int32_t j = 0; j < SAMPLER_WIDE_BLOCK; j++) any |= l[i + j] > below;
+        if (!any) continue; /* none reaches t */
+        for (int32_t j = i; j < i + SAMPLER_WIDE_BLOCK; j++) { /* n <= j: c[n] is free */
+            float x = l[j];
+            c[n] = (sampler_cand){x > FLT_MAX ? FLT_MAX : x, 0.0f, j};
+            n += x >= t; /* false for NaN; t is finite, so -inf is below it */
+        }
+    }
+    for (float v; i < n_vocab; i++)
+        if (l[i] >= t && cand_usable(l[i], &v)) c[n++] = (sampler_cand){v, 0.0f, i};
+    if (n < k) return gather_top_k(c, l, n_vocab, k);
+    if (n > k) select_rank(c, n, k);
+    return k;
+}
+
+/* Order the best SAMPLER_RANK_CHUNK of c[from, n) into rank order at c[from, ...) (the rest
+ * after them, unordered); returns where the ordered run ends. */
+static int32_t rank_next(sampler_cand *c, int32_t from, int32_t n) {
+    int32_t len = n - from;
+    if (len > SAMPLER_RANK_CHUNK) {
+        select_rank(c + from, len, SAMPLER_RANK_CHUNK);
+        len = SAMPLER_RANK_CHUNK;
+    }
+    qsort(c + from, (size_t)len, sizeof *c, cand_cmp);
+    return from + len;
+}
+
+/* The k best allowed candidates, best-first: gather the best `want` by raw logit, apply the
+ * bias and penalties, and walk them in rank order (ordered a chunk at a time: the walk mostly
+ * stops early), keeping allowed ones while they are sure to rank before every id left out
+ * (the worst raw logit gathered bounds every unadjusted id left out; every adjusted one is
+ * in). Returns how many were found (<= k) when that settles it, else -1 (try a larger heap). */
 static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj, int32_t want) {
     sampler_cand *c = s->cand;
-    int32_t n = gather_top_k(c, logits, s->n_vocab, want);
+    int32_t n = want >= SAMPLER_WIDE_MIN ? gather_top_wide(c, s->sample, logits, s->n_vocab, want)
+                                         : gather_top_k(c, logits, s->n_vocab, want);
     int full = n == want; /* some usable ids were left out */
     float bound = full ? c[0].logit : -INFINITY;
+    for (int32_t i = 1; full && i < n; i++) bound = c[i].logit < bound ? c[i].logit : bound;
     if (n_adj) n = adjust_heap(s, c, n, logits);
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
-    int32_t kept = 0;
+    int32_t kept = 0, ranked = 0;
     for (int32_t i = 0; i < n && kept < k; i++) {
+        if (i == ranked) ranked = rank_next(c, i, n);
         /* Sure to rank before every id left out: a logit above the bound; or on it, unless
-         * adjusted (biased or penalized): the heap keeps the lowest ids among equal raw logits
-         * (a newcomer must be strictly better), so an id left out with the bound's logit has a
+         * adjusted (biased or penalized): the gather keeps the lowest ids among equal raw logits
+         * (as the heap, whose newcomer must be strictly better), so an id left out with the bound's logit has a
          * higher id. (Ties are common: logits saturate at the softcap.) */
         int sure = c[i].logit > bound || (c[i].logit == bound && !sampler_adjusts(s, c[i].id));
         if (full && !sure) return -1; /* an id left out might rank here */
@@ -638,7 +738,8 @@ static int32_t best_first(plume_sampler *s, const float *logits, int32_t k, int3
 
 /* The candidates under a constraint, bias and penalties applied: at least the k best allowed
  * (k > 0; the chain selects k of them), or every allowed one (k = 0: the chain needs the
- * whole distribution). PLUME_EINVAL when the mask cannot be made. */
+ * whole distribution). PLUME_EINVAL when the mask cannot be made, PLUME_ENOMEM when making
+ * it passed the recognizer's limits. */
 static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t k, int32_t n_adj) {
     if (k > 0 && !cst_mask_cached(s->con)) {
         /* When the best k + 64 do not settle it, the state refuses many tokens. Mostly it
@@ -655,7 +756,8 @@ static int32_t gather_constrained(plume_sampler *s, const float *logits, int32_t
             return n;
     }
     cst_mask m;
-    if (cst_mask_get(s->con, &m)) return PLUME_EINVAL;
+    int rc = cst_mask_get(s->con, &m);
+    if (rc) return rc == PLUME_ENOMEM ? rc : PLUME_EINVAL;
     int32_t n = gather_mask(&m, s->cand, logits, s->n_vocab, k > 0 ? k + n_adj : 0);
     if (n > 0 && n_adj) n = k > 0 ? adjust_heap(s, s->cand, n, logits) : (adjust_sorted(s, s->cand, n, logits), n);
     return n;
@@ -670,9 +772,10 @@ void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c) {
 int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n) {
     if (!s || !ids || n <= 0) return 0;
     if (!s->con) return n;
-    int32_t k = 0;
+    int32_t k = 0, limited = cst_limited(s->con);
     while (k < n && plume_constraint_accept(s->con, ids[k]) == 0) k++;
     plume_constraint_rewind(s->con, k < n ? k + 1 : k); /* a refused id was pushed too */
+    cst_set_limited(s->con, limited); /* a guess past the limits is cut, not an error: the sampler decides there */
     return k;
 }
 
@@ -695,6 +798,7 @@ static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
     if (s->con) {
         n = gather_constrained(s, logits, k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust ? k : 0, n_adjust);
         if (n < 0) return n;
+        if (cst_limited(s->con)) return PLUME_ENOMEM; /* an id's step passed the limits: undecided */
     } else if (k > 0 && k <= SAMPLER_HEAP_MAX_K - n_adjust) {
         n = gather_top_k(c, logits, s->n_vocab, k + n_adjust);
         if (n_adjust) n = adjust_heap(s, c, n, logits);
@@ -724,7 +828,8 @@ static int32_t sampler_chain(plume_sampler *s, const float *logits, double *z) {
 }
 
 /* The chain, then a draw. Returns an id in [0, n_vocab), or PLUME_EINVAL when s or logits is
- * NULL or no logit is usable. A non-greedy call advances the generator by exactly one step. */
+ * NULL or no logit is usable, PLUME_ENOMEM when the constraint passed its limits. A
+ * non-greedy call advances the generator by exactly one step. */
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits) {
     if (!s || !logits) return PLUME_EINVAL;
     double z;

@@ -189,8 +189,9 @@ static char *run_answer(char *out) {
  * fields checked), greedy the same with drafts, -n too small says the value is incomplete,
  * what cannot be enforced refused naming it, --print-grammar. */
 static void test_run_formats(void) {
-    char out[16384], schema[700], bad[700], gram[700];
+    char out[16384], schema[700], bad[700], gram[700], deep[700];
     snprintf(schema, sizeof schema, "%s/schema.json", tmp);
+    snprintf(deep, sizeof deep, "%s/deep.gbnf", tmp);
     snprintf(bad, sizeof bad, "%s/bad.json", tmp);
     snprintf(gram, sizeof gram, "%s/yn.gbnf", tmp);
     t_sh(out, sizeof out,
@@ -198,6 +199,10 @@ static void test_run_formats(void) {
          "\"s\":{\"enum\":[\"a\",\"b\"]}},\"required\":[\"n\",\"s\"],\"additionalProperties\":false}' > %s && "
          "printf '%%s' '{\"type\":\"array\",\"uniqueItems\":true}' > %s && printf '%%s' 'root ::= \"yes\" | \"no\"' > %s",
          schema, bad, gram);
+    /* ambiguous from the first "(": the ways to read them double with each, and "x" comes only
+       after 40 (the recognizer's budget ends it first) */
+    t_sh(out, sizeof out, "printf '%%s' 'root ::= e\ne ::= \"(\" e \"a\" | \"(\" e \"b\" | \"%.40s%s\"' > %s",
+         "((((((((((((((((((((((((((((((((((((((((", "x", deep);
     for (int seed = 1; seed <= 3; seed++) {
         int st = t_sh(out, sizeof out, "%s/plume run -m %s -p json -n 300 --seed %d --json-schema %s", t_build(), bundle,
                       seed, schema);
@@ -219,6 +224,12 @@ static void test_run_formats(void) {
     cJSON_Delete(v);
     st = t_sh(out, sizeof out, "%s/plume run -m %s -p yn -n 20 --seed 5 --grammar %s", t_build(), bundle, gram);
     CHECK(st == 0 && (!strcmp(run_answer(out), "yes") || !strcmp(out, "no")), "--grammar: %s", out);
+    for (int draft = 0; draft <= 3; draft += 3) {
+        st = t_sh(out, sizeof out, "%s/plume run -m %s -p deep -n 60 --seed 1 --draft %d --grammar %s", t_build(), bundle,
+                  draft, deep);
+        CHECK(st != 0 && strstr(out, "too ambiguous or nested too deep") && !strstr(out, "spec:"),
+              "--draft %d: a grammar past the recognizer's budget: %s", draft, out);
+    }
     st = t_sh(out, sizeof out, "%s/plume run -m %s -p json -n 2 --seed 1 --json-schema %s", t_build(), bundle, schema);
     CHECK(st == 0 && strstr(out, "the value is incomplete"), "-n 2: %s", out);
     st = t_sh(out, sizeof out, "%s/plume run -m %s -p json --json-schema %s", t_build(), bundle, bad);

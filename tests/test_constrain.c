@@ -9,6 +9,7 @@
  * The real vocabulary (tests/vocab, `make vocab`) is needed by the second half: without it
  * those tests FAIL, or print SKIP lines when PLUME_OFFLINE=1. */
 #include <cjson/cJSON.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -124,6 +125,63 @@ static void test_gbnf_no_traps(void) {
     CHECK(s >= 0 && cst_dfa_step(d, s, 'c') == CST_DEAD && cst_dfa_step(d, s, 'b') >= 0, "the loop was not dropped");
     cst_dfa_free(d);
     cg_free(&g);
+}
+
+/* Seconds of CPU time of the process. */
+static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+/* Where a walk over "(((..." (n bytes) from a fresh recognizer of gbnf ends: the index of
+ * the byte whose step failed (n if none did); its states into st[0 .. n]. */
+static int32_t paren_walk(cst_dfa *d, int32_t n, int32_t *st) {
+    st[0] = cst_dfa_start(d);
+    int32_t k = 0;
+    for (; k < n && st[k] >= 0; k++) st[k + 1] = cst_dfa_step(d, st[k], '(');
+    return st[k] < 0 ? k - 1 : n;
+}
+
+/* A grammar as ambiguous as fuzz_gbnf found (fuzz/regressions/fuzz_gbnf/deep-ambiguous-
+ * nesting): "(" is a character of a term, an operator, or opens a group, so the ways to read
+ * "((((" double with each byte. A step past CST_STEP_WORK fails in milliseconds (the finding
+ * filled CST_MAX_FRAMES in 14 s), at the same byte on every walk and in every recognizer,
+ * whatever it stepped before; the states before it are the same on a second walk. A deep
+ * but unambiguous nesting is not limited. */
+static const char amb[] = "root ::= expr\nexpr ::= term ([-+(] term)*\nterm ::= [0-9(]* | \"(\" expr \")\"\n";
+
+static void test_deep_nesting_bounded(void) {
+    static const char deep[] = "root ::= e\ne ::= \"(\" e \")\" | \"x\"\n";
+    enum { N = 300 };
+    int32_t a[N + 1], b[N + 1], c[N + 1];
+    cg_grammar g;
+    CHECK(cg_parse(&g, amb, strlen(amb), NULL) == 0, "parse");
+    cst_dfa *d = NULL, *e = NULL;
+    CHECK(cst_dfa_new(&d, &g, NULL) == 0 && cst_dfa_new(&e, &g, NULL) == 0, "new");
+    if (!d || !e) goto done;
+    double t0 = cpu_s();
+    int32_t ka = paren_walk(d, N, a);
+    double t1 = cpu_s();
+    CHECK(ka >= 8 && ka < 40 && a[ka + 1] == CST_LIMIT, "the walk should fail at the budget: byte %d, state %d", ka,
+          a[ka + 1]);
+    CHECK(t1 - t0 < 1.0, "the walk to the limit took %.2f s", t1 - t0);
+    int32_t kb = paren_walk(d, N, b); /* again, from the caches */
+    CHECK(kb == ka && !memcmp(a, b, (size_t)(ka + 2) * sizeof *a), "the second walk differs: byte %d vs %d", kb, ka);
+    /* another recognizer, which steps other text first (its own frames, states and ids) */
+    CHECK(cst_dfa_matches(e, "1+(2)-((3))", 11) == 1 && cst_dfa_matches(e, "((0(", 4) == 1, "e matches");
+    int32_t kc = paren_walk(e, N, c);
+    CHECK(kc == ka && c[kc + 1] == CST_LIMIT, "another recognizer stops at byte %d, not %d", kc, ka);
+    CHECK(cst_dfa_matches(d, "(1+2)-3", 7) == 1, "a shallow text still runs after the limit");
+done:
+    cst_dfa_free(d);
+    cst_dfa_free(e);
+    cg_free(&g);
+    /* unambiguous: 5000 groups deep and back */
+    enum { DEEP = 5000 };
+    char *text = malloc(2 * DEEP + 2);
+    memset(text, '(', DEEP);
+    text[DEEP] = 'x';
+    memset(text + DEEP + 1, ')', DEEP);
+    text[2 * DEEP + 1] = 0;
+    CHECK(gbnf_match(deep, text, NULL) == 1, "5000 unambiguous groups");
+    free(text);
 }
 
 /* ---- JSON Schema -------------------------------------------------------------------------- */
@@ -616,7 +674,10 @@ static void test_same_distribution(void) {
     float *logits = malloc((size_t)V * sizeof *logits), *masked = malloc((size_t)V * sizeof *masked);
     uint32_t *bits = malloc((size_t)(V + 31) / 32 * 4);
     ranked *rk = malloc((size_t)V * sizeof *rk);
-    static const char *const prefixes[] = {"", "{\"name\": \"Ada", "{\"name\":\"x\",\"age\":1", "{\"name\":\"x\",\"age\":15"};
+    static const char *const prefixes[] = {"", "{\"name\": \"Ada", "{\"name\":\"x\",\"age\":1", "{\"name\":\"x\",\"age\":15",
+                                           /* one character left: most of the best ids are refused
+                                              although most first bytes live (the wide gather) */
+                                           "{\"name\": \"abcdefghijklmnopqrs"};
     uint64_t rng = 3;
     int32_t history[6] = {236743, 623, 827, 1201, 14937, 236800}; /* ids the penalties see */
     for (int kind = 0; kind < 6; kind++)
@@ -802,6 +863,57 @@ static void test_tool_call_format(void) {
     free(text);
 }
 
+/* The budget through a constraint and the sampler (test_deep_nesting_bounded has the
+ * recognizer alone): "(" accepted one at a time until a step passes the limit. A speculative
+ * probe is cut there and leaves no mark; accept says PLUME_ENOMEM and the status is LIMIT;
+ * the sampler then returns PLUME_ENOMEM (greedy, best-first, and the whole distribution);
+ * a second constraint stops at the same token; reset clears the mark. */
+static void test_deep_nesting_constraint(void) {
+    if (!real_ok()) return;
+    int32_t open, at[2] = {-1, -2};
+    CHECK(ids_of("(", &open, 1) == 1, "one token for (");
+    int32_t V = g_vocab->n_vocab;
+    float *l = calloc((size_t)V, sizeof *l);
+    l[open] = 10.0f; /* the best candidate: greedy asks about it first */
+    for (int r = 0; r < 2; r++) {
+        plume_constraint *c = NULL;
+        char *err = NULL;
+        CHECK(plume_constraint_new_grammar(&c, g_vocab, amb, strlen(amb), NULL, &err) == 0, "%s", err ? err : "");
+        free(err);
+        plume_sampler_params sp = plume_sampler_default_params();
+        if (r == 0) sp.temperature = 0;
+        else sp.top_k = 0; /* the whole distribution: the mask's walk */
+        plume_sampler *s = NULL;
+        plume_sampler_new(&s, &sp, V, NULL);
+        if (!c || !s) {
+            plume_constraint_free(c);
+            plume_sampler_free(s);
+            break;
+        }
+        plume_sampler_set_constraint(s, c);
+        int32_t probe[60], k = 0, rc = 0;
+        for (int i = 0; i < 60; i++) probe[i] = open;
+        int32_t cut = plume_sampler_allowed_prefix(s, probe, 60);
+        CHECK(cut >= 8 && cut < 40 && plume_constraint_status(c) == PLUME_CONSTRAINT_COMPLETE &&
+                  plume_constraint_n_accepted(c) == 0, "probe cut at %d, status %d", cut, plume_constraint_status(c));
+        while (k < 60 && (rc = plume_constraint_accept(c, open)) == 0) k++;
+        at[r] = k;
+        CHECK(rc == PLUME_ENOMEM && k == cut && plume_constraint_status(c) == PLUME_CONSTRAINT_LIMIT,
+              "accept: rc %d after %d, probe %d, status %d", rc, k, cut, plume_constraint_status(c));
+        plume_constraint_rewind(c, 1); /* the refused one */
+        plume_constraint_reset(c);
+        CHECK(plume_constraint_status(c) == PLUME_CONSTRAINT_COMPLETE, "reset clears the mark"); /* "" is a term */
+        for (int32_t i = 0; i < k; i++) plume_constraint_accept(c, open);
+        CHECK(plume_constraint_status(c) == PLUME_CONSTRAINT_COMPLETE, "the last state before the limit");
+        CHECK(plume_sampler_sample(s, l) == PLUME_ENOMEM && plume_constraint_status(c) == PLUME_CONSTRAINT_LIMIT,
+              "sampling where ( passes the limit (%s)", r ? "whole distribution" : "greedy");
+        plume_sampler_free(s);
+        plume_constraint_free(c);
+    }
+    CHECK(at[0] == at[1], "the second constraint stopped at %d, the first at %d", at[1], at[0]);
+    free(l);
+}
+
 /* Random walks: uniform draws among the allowed tokens until the end of turn (taken half the
  * time it is allowed). Every text is complete JSON (cJSON parses it), and every forced call
  * reads back through the chat parser as a call with a JSON object of arguments. The schemas
@@ -867,6 +979,7 @@ int main(void) {
     RUN(test_gbnf_accepts);
     RUN(test_gbnf_refusals);
     RUN(test_gbnf_no_traps);
+    RUN(test_deep_nesting_bounded);
     RUN(test_schema_accepts);
     RUN(test_schema_refusals);
     RUN(test_number_bounds_twin);
@@ -877,6 +990,7 @@ int main(void) {
     RUN_REAL(test_thinking);
     RUN_REAL(test_tool_call_format);
     RUN_REAL(test_random_walks);
+    RUN_REAL(test_deep_nesting_constraint);
     plume_vocab_free(g_vocab);
     plume_tokenizer_free(g_tok);
     return t_total_failed != 0;

@@ -12,6 +12,7 @@
  * a time limit. */
 #include "t_serve.h"
 
+#include <regex.h>
 #include <strings.h>
 
 static server A; /* --parallel 4, the default limits */
@@ -180,6 +181,63 @@ static int read_stream(const char *out, char *content, size_t cap, char *finish,
     }
     return done && role ? 0 : -5;
 }
+
+/* llama-server's "grammar" (docs/STRUCTURED.md) through the real server: sampled answers of
+ * the random model on /v1/chat/completions (n = 2, and a stream) and /v1/completions, every
+ * one matched whole by a POSIX regex of the same language (an independent check); a parse
+ * error is a 400 naming the line and column, so is a token the vocabulary lacks and a grammar
+ * with a response format; a grammar too ambiguous for its text ends the request with a 400
+ * naming the recognizer's limit. */
+#define GBNF_LIST "root ::= \\\"(\\\" [0-9]{1,3} (\\\",\\\" [0-9]{1,3}){0,3} \\\")\\\""
+static void test_grammar(void) {
+    regex_t re;
+    CHECK(regcomp(&re, "^\\([0-9]{1,3}(,[0-9]{1,3}){0,3}\\)$", REG_EXTENDED | REG_NOSUB) == 0, "regcomp");
+    char out[65536], body[4096], content[4096], finish[32];
+    int answers = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        int chat = seed % 2;
+        snprintf(body, sizeof body,
+                 chat ? "{\"messages\": [{\"role\": \"user\", \"content\": \"numbers\"}], \"max_tokens\": 40, \"seed\": %d, "
+                        "\"n\": 2, \"grammar\": \"" GBNF_LIST "\"}"
+                      : "{\"prompt\": \"numbers\", \"max_tokens\": 40, \"seed\": %d, \"n\": 2, \"grammar\": \"" GBNF_LIST "\"}",
+                 seed);
+        int st = post(&A, out, sizeof out, chat ? "/v1/chat/completions" : "/v1/completions", body);
+        cJSON *root = cJSON_Parse(out);
+        for (int i = 0; i < 2; i++) {
+            cJSON *t = chat ? cJSON_GetObjectItemCaseSensitive(dig(root, "choices", i, "message"), "content")
+                            : dig(root, "choices", i, "text");
+            cJSON *fr = dig(root, "choices", i, "finish_reason");
+            int ok = st == 200 && cJSON_IsString(t) && cJSON_IsString(fr) && !strcmp(fr->valuestring, "stop") &&
+                     regexec(&re, t->valuestring, 0, NULL, 0) == 0;
+            CHECK(ok, "seed %d choice %d (%s): %d %s", seed, i, chat ? "chat" : "completion", st, out);
+            answers += ok;
+        }
+        cJSON_Delete(root);
+    }
+    int st = post(&A, out, sizeof out, "/v1/chat/completions",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"numbers\"}], \"max_tokens\": 40, \"seed\": 9, "
+                  "\"stream\": true, \"grammar\": \"" GBNF_LIST "\"}");
+    int completion, n_events;
+    CHECK(st == 200 && read_stream(out, content, sizeof content, finish, &completion, &n_events) == 0 &&
+              !strcmp(finish, "stop") && regexec(&re, content, 0, NULL, 0) == 0,
+          "stream: %d %s", st, out);
+    CHECK(answers == 12, "%d of 12 answers matched", answers);
+    regfree(&re);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\"}");
+    CHECK(st == 400 && is_error(out, "invalid_value") && strstr(out, "line 1, column"), "a parse error: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/completions", "{\"prompt\": \"x\", \"grammar\": \"root ::= <|nope|>\"}");
+    CHECK(st == 400 && is_error(out, "invalid_value") && strstr(out, "<|nope|>"), "an unknown token: %d %s", st, out);
+    st = post(&A, out, sizeof out, "/v1/chat/completions",
+              "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"grammar\": \"root ::= \\\"a\\\"\", "
+              "\"response_format\": {\"type\": \"json_object\"}}");
+    CHECK(st == 400 && is_error(out, "unsupported_value") && strstr(out, "response_format"), "with a format: %d %s", st, out);
+    /* every "(" doubles the ways to read the text; "x" may come only after 40 of them */
+    st = post(&A, out, sizeof out, "/v1/completions",
+              "{\"prompt\": \"x\", \"max_tokens\": 60, \"grammar\": \"root ::= e\\ne ::= \\\"(\\\" e \\\"a\\\" | \\\"(\\\" e "
+              "\\\"b\\\" | \\\"((((((((((((((((((((((((((((((((((((((((x\\\"\"}");
+    CHECK(st == 400 && is_error(out, NULL) && strstr(out, "too ambiguous or nested too deep"), "past the limit: %d %s", st, out);
+}
+#undef GBNF_LIST
 
 static void test_stream_equals_plain(void) {
     char out[65536], plain[65536];
@@ -1159,6 +1217,7 @@ int main(void) {
     RUN(test_errors);
     RUN(test_chat_reply_and_usage);
     RUN(test_stream_equals_plain);
+    RUN(test_grammar);
     RUN(test_completions_stop);
     RUN(test_tools_and_thinking);
     RUN(test_logprobs);

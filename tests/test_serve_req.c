@@ -91,7 +91,8 @@ static void test_chat_fields(void) {
 }
 
 /* Formats (docs/STRUCTURED.md): each surface compiles to req.grammar; text and auto leave
- * none; a forced tool_choice replaces a response format. */
+ * none; a forced tool_choice replaces a response format or a grammar; llama-server's
+ * "grammar" is taken as given ("" and null: none). */
 #define FMSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
 static void test_formats(void) {
     static const struct { const char *body, *in_grammar; } ok[] = {
@@ -103,6 +104,12 @@ static void test_formats(void) {
         {"{" FMSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": \"auto\"}", NULL},
         {"{" FMSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"fn_q\"}}], \"tool_choice\": \"required\", "
          "\"response_format\": {\"type\": \"json_object\"}}", "fn_q"},
+        {"{" FMSG ", \"grammar\": \"root ::= [a-c]+ \\\"!\\\"\"}", "root ::= [a-c]+"},
+        {"{" FMSG ", \"grammar\": \"\"}", NULL},
+        {"{" FMSG ", \"grammar\": null, \"response_format\": {\"type\": \"text\"}}", NULL},
+        {"{" FMSG ", \"grammar\": \"root ::= \\\"x\\\"\", \"response_format\": {\"type\": \"text\"}}", "root ::= \"x\""},
+        {"{" FMSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"fn_g\"}}], \"tool_choice\": \"required\", "
+         "\"grammar\": \"root ::= \\\"x\\\"\"}", "fn_g"},
     };
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         serve_request r;
@@ -110,6 +117,8 @@ static void test_formats(void) {
         int st = parse(&r, SERVE_CHAT, ok[i].body, &e);
         CHECK(st == 0 && (ok[i].in_grammar ? r.grammar && strstr(r.grammar, ok[i].in_grammar) : !r.grammar), "%s: %d %s %s",
               ok[i].body, st, body_of(&e), st == 0 && r.grammar ? r.grammar : "(no grammar)");
+        CHECK(st || r.grammar_given == (strstr(ok[i].body, "\"grammar\": \"root") && !strstr(ok[i].body, "tool_choice")),
+              "%s: grammar_given %d", ok[i].body, r.grammar_given);
         if (!st) serve_request_free(&r);
     }
 }
@@ -159,6 +168,13 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"u\", "
                "\"schema\": {\"type\": \"array\", \"uniqueItems\": true}}}}", "response_format");
     expect_400("{" MSG ", \"json_schema\": {\"not\": {}}}", "json_schema");
+    expect_400("{" MSG ", \"grammar\": 5}", "grammar");
+    expect_400("{" MSG ", \"grammar\": \"root ::= \\\"a\"}", "grammar");          /* unterminated */
+    expect_400("{" MSG ", \"grammar\": \"start ::= \\\"a\\\"\"}", "grammar");   /* no root */
+    expect_400("{" MSG ", \"grammar\": \"root ::= x\"}", "grammar");                /* x undefined */
+    expect_400("{" MSG ", \"grammar\": \"root ::= \\\"a\\\"\", \"response_format\": {\"type\": \"json_object\"}}", "grammar");
+    expect_400("{" MSG ", \"grammar\": \"root ::= \\\"a\\\"\", \"json_schema\": {\"type\": \"string\"}}", "grammar");
+    expect_400("{" MSG ", \"grammar\": \"root ::= \\\"a\\\"\", \"ignore_eos\": true}", "ignore_eos");
     expect_400("{" MSG ", \"tool_choice\": \"required\"}", "tool_choice");
     expect_400("{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], "
                "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice");

@@ -163,15 +163,24 @@ typedef struct cst_dfa cst_dfa;
 #define CST_LIMIT (-2)    /* a step that would pass the limits below (an error) */
 #define CST_MAX_STATES (1 << 20)
 #define CST_MAX_FRAMES (1 << 24)
+/* The work one step (one byte, one token, or the start) may do: (position, stack) pairs
+ * queued for expansion. A step past it is CST_LIMIT, whatever the recognizer made before:
+ * the count depends only on the state and the byte, so the outcome is the same on every
+ * walk. Real schemas' grammars stay below 1,000 (docs/STRUCTURED.md "Limits"); an ambiguous
+ * grammar nested deep (every "(" doubling the ways to read the text) reaches it in a few
+ * milliseconds instead of filling CST_MAX_FRAMES in seconds. */
+#define CST_STEP_WORK (1 << 16)
 
 /* A recognizer of g (which must outlive it); 0 or PLUME_ENOMEM. */
 int cst_dfa_new(cst_dfa **out, const cg_grammar *g, char **err);
 void cst_dfa_free(cst_dfa *d);
-/* The start state, or CST_LIMIT. */
+/* The start state, or CST_LIMIT (computed once: every call gives the same). */
 int32_t cst_dfa_start(cst_dfa *d);
-/* The state after byte b from state s (s >= 0): a state, CST_DEAD or CST_LIMIT. */
+/* The state after byte b from state s (s >= 0): a state, CST_DEAD or CST_LIMIT. Each
+ * outcome, CST_LIMIT included, is cached: the same bytes reach the same states again. */
 int32_t cst_dfa_step(cst_dfa *d, int32_t s, uint8_t b);
-/* The state after token id from state s; CST_DEAD when no top of s is that token. */
+/* The state after token id from state s; CST_DEAD when no top of s is that token (cached
+ * as cst_dfa_step's). */
 int32_t cst_dfa_step_token(cst_dfa *d, int32_t s, int32_t id);
 /* The special tokens s accepts next: *ids (valid until the next call on d) and their count. */
 int32_t cst_dfa_tokens(cst_dfa *d, int32_t s, const int32_t **ids);
@@ -220,8 +229,14 @@ typedef struct {
     int32_t n;            /* how many ids are allowed */
 } cst_mask;
 
-/* Whether id may come next. */
+/* Whether id may come next (0 too when the step passed the recognizer's limits: then the
+ * constraint is marked, see cst_limited). */
 int cst_allows(plume_constraint *c, int32_t id);
+/* Whether a step from a current state passed the recognizer's limits since the last reset
+ * (plume_constraint_status LIMIT); cst_set_limited puts the mark back as it was (a
+ * speculative probe does not leave it). */
+int cst_limited(const plume_constraint *c);
+void cst_set_limited(plume_constraint *c, int limited);
 /* How many of the 256 first bytes the current state accepts (a dense state accepts most). */
 int32_t cst_live_first_bytes(plume_constraint *c);
 /* Whether the whole mask of the current state is cached (then reading it is cheap). */

@@ -44,6 +44,7 @@ struct plume_constraint {
     mask_slot *slots;
     int32_t n_slots, cap_slots;
     size_t cache_bytes;
+    int limited;            /* a step passed the recognizer's limits (status LIMIT until reset) */
     uint32_t *wbits;        /* [W] a walk's bitmap */
     int32_t *depth;         /* [max_len + 1] states along the current token's bytes */
 };
@@ -109,23 +110,34 @@ static const mask_slot *cache_put(plume_constraint *c, int32_t s, int32_t n) {
 
 /* ---- the walk ---------------------------------------------------------------------------- */
 
-/* The whole mask of state s into c->wbits: the vocabulary walked by the recognizer. */
-static int32_t walk(plume_constraint *c, int32_t s) { return cst_dfa_walk(c->d, s, c->v, c->wbits, c->depth); }
+/* The whole mask of state s into c->wbits: the vocabulary walked by the recognizer (a walk
+ * fails only where a step passed its limits: the constraint is marked). */
+static int32_t walk(plume_constraint *c, int32_t s) {
+    int32_t n = cst_dfa_walk(c->d, s, c->v, c->wbits, c->depth);
+    if (n < 0) c->limited = 1;
+    return n;
+}
 
 /* ---- stepping ---------------------------------------------------------------------------- */
 
-/* The state after id from state s: a special token the state names, else the id's bytes. */
+/* The state after id from state s: a special token the state names, else the id's bytes.
+ * CST_LIMIT marks the constraint. */
 static int32_t step_id(plume_constraint *c, int32_t s, int32_t id) {
     if (s < 0) return CST_DEAD;
     const int32_t *toks;
     int32_t nt = cst_dfa_tokens(c->d, s, &toks);
     for (int32_t i = 0; i < nt; i++)
-        if (toks[i] == id) return cst_dfa_step_token(c->d, s, id);
+        if (toks[i] == id) {
+            s = cst_dfa_step_token(c->d, s, id);
+            if (s == CST_LIMIT) c->limited = 1;
+            return s;
+        }
     if (c->v->symbol[id]) return CST_DEAD;
     const uint8_t *p = c->v->bytes + c->v->off[id];
     int32_t len = (int32_t)(c->v->off[id + 1] - c->v->off[id]);
     if (len == 0) return CST_DEAD;
     for (int32_t k = 0; k < len && s >= 0; k++) s = cst_dfa_step(c->d, s, p[k]);
+    if (s == CST_LIMIT) c->limited = 1;
     return s;
 }
 
@@ -185,7 +197,9 @@ static int constraint_from_gbnf(plume_constraint **out, const plume_vocab *v, co
     c->hist[0] = cst_dfa_start(c->d);
     c->n_hist = 1;
     if (c->hist[0] < 0) {
-        rc = plume_fail(err, PLUME_ENOMEM, "constraint: the grammar's start is too large");
+        rc = plume_fail(err, PLUME_EINVAL,
+                        "constraint: the grammar's start state passes the recognizer's limit (more than %d stacks "
+                        "to expand: too ambiguous)", CST_STEP_WORK);
         goto fail;
     }
     *out = c;
@@ -234,6 +248,22 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
     return rc;
 }
 
+/* Parse GBNF text; with a tokenizer, bind it and make its start state (the plume.h contract). */
+int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err) {
+    if (!gbnf) return plume_fail(err, PLUME_EINVAL, "grammar: NULL text");
+    cg_grammar g;
+    int rc = cg_parse(&g, gbnf, len, err);
+    if (rc) return rc;
+    cst_dfa *d = NULL;
+    if (tok && !(rc = cg_bind(&g, tok, err)) && !(rc = cst_dfa_new(&d, &g, err)) && cst_dfa_start(d) == CST_LIMIT)
+        rc = plume_fail(err, PLUME_EINVAL,
+                        "grammar: the start state passes the recognizer's limit (more than %d stacks to expand: too "
+                        "ambiguous)", CST_STEP_WORK);
+    cst_dfa_free(d);
+    cg_free(&g);
+    return rc;
+}
+
 /* The GBNF of a schema, spelled as JSON. */
 int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err) {
     return cs_schema_to_gbnf(schema, len, CS_JSON, gbnf, err);
@@ -262,6 +292,7 @@ void plume_constraint_free(plume_constraint *c) {
 
 /* Where the generation stands (see the enum in plume.h). */
 int32_t plume_constraint_status(plume_constraint *c) {
+    if (c->limited) return PLUME_CONSTRAINT_LIMIT;
     int32_t s = current(c);
     if (s < 0) return PLUME_CONSTRAINT_DEAD;
     if (cst_dfa_accepting(c->d, s)) return PLUME_CONSTRAINT_DONE;
@@ -298,9 +329,19 @@ int32_t plume_constraint_allows(plume_constraint *c, int32_t id) { return c ? cs
  * few tokens. */
 int32_t cst_live_first_bytes(plume_constraint *c) {
     int32_t s = current(c), n = 0;
-    for (int b = 0; s >= 0 && b < 256; b++) n += cst_dfa_step(c->d, s, (uint8_t)b) >= 0;
+    for (int b = 0; s >= 0 && b < 256; b++) {
+        int32_t t = cst_dfa_step(c->d, s, (uint8_t)b);
+        if (t == CST_LIMIT) c->limited = 1;
+        n += t >= 0;
+    }
     return n;
 }
+
+/* The mark of a step past the limits. */
+int cst_limited(const plume_constraint *c) { return c->limited; }
+
+/* Put the mark as it was. */
+void cst_set_limited(plume_constraint *c, int limited) { c->limited = limited; }
 
 /* Whether the current state's whole mask is made already. */
 int cst_mask_cached(const plume_constraint *c) { return cache_get(c, current(c)) != NULL; }
@@ -361,7 +402,9 @@ int plume_constraint_rewind(plume_constraint *c, int32_t n) {
 
 /* Back to the start state (the caches stay). */
 void plume_constraint_reset(plume_constraint *c) {
-    if (c) c->n_hist = 1;
+    if (!c) return;
+    c->n_hist = 1;
+    c->limited = 0;
 }
 
 /* Ids accepted since the start. */

@@ -15,8 +15,16 @@
  * a 256-entry table per state, allocated at the state's first step, and a step that was seen
  * before costs one load. A new transition costs one expansion over the state's stacks.
  * States and frames only grow (a generation reaches few thousand; the limits below turn a
- * runaway grammar into an error, never into unbounded memory). Not thread-safe: one
- * recognizer per constraint. */
+ * runaway grammar into an error, never into unbounded memory).
+ *
+ * Determinism. An ambiguous grammar can double its stacks at every byte (`term ::= [(]* |
+ * "(" expr ")"` read over "((((": each "(" is a character or opens a group), so one step
+ * may cost without bound. An expansion stops after CST_STEP_WORK queued pairs: that count is
+ * a function of the state's stacks and the byte alone (frames are interned, so a frame id
+ * is a stack), so the same step fails the same way on every walk, in milliseconds. The
+ * memory limits (CST_MAX_FRAMES, CST_MAX_STATES) depend on what was made before; every
+ * outcome, a failure too, is cached (the start state included), so a walk over bytes seen
+ * before finds the same states. Not thread-safe: one recognizer per constraint. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,9 +62,11 @@ struct cst_dfa {
     int64_t n_pool, cap_pool;
     int32_t *tpool, *tnext;  /* special tokens of the states, and where each leads */
     int64_t n_tpool, cap_tpool;
+    int32_t start;           /* the start state once computed (UNKNOWN before) */
     /* scratch of one expansion */
     dfa_frame *work;         /* (pos, parent) pairs to expand */
     int32_t n_work, cap_work;
+    int32_t n_queued;        /* pairs queued by this expansion, against CST_STEP_WORK */
     int32_t *out;            /* terminal frames found */
     int32_t n_out, cap_out;
     int32_t out_accept;
@@ -99,11 +109,25 @@ static uint64_t mix(uint64_t x) {
 
 /* ---- frames ------------------------------------------------------------------------------ */
 
-/* The id of frame (pos, parent), made if new; -1 past the limit or out of memory. */
+/* The id of frame (pos, parent) if it exists, else -1. */
+static int32_t frame_find(const cst_dfa *d, int32_t pos, int32_t parent) {
+    if (!d->fht_cap) return -1;
+    uint64_t key = (uint64_t)(uint32_t)pos << 32 | (uint32_t)parent;
+    for (uint32_t h = (uint32_t)mix(key) & (uint32_t)(d->fht_cap - 1); d->fht[h]; h = (h + 1) & (uint32_t)(d->fht_cap - 1)) {
+        const dfa_frame *f = &d->frames[d->fht[h] - 1];
+        if (f->pos == pos && f->parent == parent) return d->fht[h] - 1;
+    }
+    return -1;
+}
+
+/* The id of frame (pos, parent), made if new; -1 past the limit or out of memory (a frame
+ * that exists is found at the limit too). */
 static int32_t frame_intern(cst_dfa *d, int32_t pos, int32_t parent) {
+    int32_t id = frame_find(d, pos, parent);
+    if (id >= 0) return id;
+    if (d->n_frames >= CST_MAX_FRAMES) return -1;
     uint64_t key = (uint64_t)(uint32_t)pos << 32 | (uint32_t)parent;
     if (2 * (d->n_frames + 1) > d->fht_cap) { /* rehash at half load */
-        if (d->n_frames >= CST_MAX_FRAMES) return -1;
         int32_t cap = d->fht_cap ? d->fht_cap * 2 : 1024;
         int32_t *ht = calloc((size_t)cap, sizeof *ht);
         if (!ht) { d->oom = 1; return -1; }
@@ -118,10 +142,7 @@ static int32_t frame_intern(cst_dfa *d, int32_t pos, int32_t parent) {
         d->fht_cap = cap;
     }
     uint32_t h = (uint32_t)mix(key) & (uint32_t)(d->fht_cap - 1);
-    for (; d->fht[h]; h = (h + 1) & (uint32_t)(d->fht_cap - 1)) {
-        const dfa_frame *f = &d->frames[d->fht[h] - 1];
-        if (f->pos == pos && f->parent == parent) return d->fht[h] - 1;
-    }
+    while (d->fht[h]) h = (h + 1) & (uint32_t)(d->fht_cap - 1);
     if (grow32((void **)&d->frames, d->n_frames, &d->cap_frames, sizeof *d->frames)) { d->oom = 1; return -1; }
     d->frames[d->n_frames] = (dfa_frame){pos, parent};
     d->fht[h] = d->n_frames + 1;
@@ -163,6 +184,7 @@ static int visited(cst_dfa *d, int32_t pos, int32_t parent) {
 /* Start an expansion: empty scratch, a new generation of marks. */
 static void expand_begin(cst_dfa *d) {
     d->n_work = 0;
+    d->n_queued = 0;
     d->n_out = 0;
     d->out_accept = 0;
     d->n_vis = 0;
@@ -172,10 +194,12 @@ static void expand_begin(cst_dfa *d) {
     }
 }
 
-/* Queue (pos, parent) for expansion. */
-static void work_push(cst_dfa *d, int32_t pos, int32_t parent) {
-    if (grow32((void **)&d->work, d->n_work, &d->cap_work, sizeof *d->work)) { d->oom = 1; return; }
+/* Queue (pos, parent) for expansion; 0, or -1 past CST_STEP_WORK or out of memory. */
+static int work_push(cst_dfa *d, int32_t pos, int32_t parent) {
+    if (++d->n_queued > CST_STEP_WORK) return -1;
+    if (grow32((void **)&d->work, d->n_work, &d->cap_work, sizeof *d->work)) { d->oom = 1; return -1; }
     d->work[d->n_work++] = (dfa_frame){pos, parent};
+    return 0;
 }
 
 /* Expand everything queued: follow rule references and returns until each stack's top is a
@@ -197,12 +221,13 @@ static int expand_run(cst_dfa *d) {
                 cont = frame_intern(d, w.pos + 1, w.parent);
                 if (cont < 0) return -1;
             }
-            for (int32_t a = g->rule_alts[e->v]; a < g->rule_alts[e->v + 1]; a++) work_push(d, g->alts[a], cont);
+            for (int32_t a = g->rule_alts[e->v]; a < g->rule_alts[e->v + 1]; a++)
+                if (work_push(d, g->alts[a], cont)) return -1;
         } else if (w.parent < 0) { /* CG_END of root */
             d->out_accept = 1;
         } else { /* CG_END: return */
             dfa_frame p = d->frames[w.parent];
-            work_push(d, p.pos, p.parent);
+            if (work_push(d, p.pos, p.parent)) return -1;
         }
     }
     return d->oom ? -1 : 0;
@@ -309,6 +334,7 @@ int cst_dfa_new(cst_dfa **out, const cg_grammar *g, char **err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "constraint: out of memory");
     (*out)->g = g;
+    (*out)->start = UNKNOWN;
     (*out)->cap_pool = 64; /* never NULL, so that pool + off is always defined */
     (*out)->pool = malloc(64 * sizeof *(*out)->pool);
     if (!(*out)->pool) {
@@ -338,13 +364,15 @@ void cst_dfa_free(cst_dfa *d) {
     free(d);
 }
 
-/* The start state: root's alternatives expanded with nothing to return to. */
+/* The start state: root's alternatives expanded with nothing to return to (once). */
 int32_t cst_dfa_start(cst_dfa *d) {
+    if (d->start != UNKNOWN) return d->start;
     const cg_grammar *g = d->g;
     expand_begin(d);
-    for (int32_t a = g->rule_alts[g->root]; a < g->rule_alts[g->root + 1]; a++) work_push(d, g->alts[a], -1);
-    if (expand_run(d)) return CST_LIMIT;
-    return state_of_out(d);
+    int rc = 0;
+    for (int32_t a = g->rule_alts[g->root]; a < g->rule_alts[g->root + 1] && !rc; a++) rc = work_push(d, g->alts[a], -1);
+    d->start = rc || expand_run(d) ? CST_LIMIT : state_of_out(d);
+    return d->start;
 }
 
 /* One byte from state s (the file comment says what is cached). */
@@ -360,14 +388,14 @@ int32_t cst_dfa_step(cst_dfa *d, int32_t s, uint8_t b) {
     }
     expand_begin(d);
     const cg_grammar *g = d->g;
-    for (int32_t i = 0; i < d->st[s].n; i++) {
+    int rc = 0;
+    for (int32_t i = 0; i < d->st[s].n && !rc; i++) {
         dfa_frame f = d->frames[d->pool[d->st[s].off + i]];
         const cg_elem *e = &g->elems[f.pos];
-        if (e->type == CG_BYTES && (g->sets[e->v][b >> 6] >> (b & 63) & 1)) work_push(d, f.pos + 1, f.parent);
+        if (e->type == CG_BYTES && (g->sets[e->v][b >> 6] >> (b & 63) & 1)) rc = work_push(d, f.pos + 1, f.parent);
     }
-    if (expand_run(d)) return CST_LIMIT;
-    int32_t t = state_of_out(d);
-    if (t != CST_LIMIT) d->st[s].next[b] = t; /* d->st may have moved: index again */
+    int32_t t = rc || expand_run(d) ? CST_LIMIT : state_of_out(d);
+    d->st[s].next[b] = t; /* d->st may have moved: index again */
     return t;
 }
 
@@ -381,14 +409,14 @@ int32_t cst_dfa_step_token(cst_dfa *d, int32_t s, int32_t id) {
     if (d->tnext[k] != UNKNOWN) return d->tnext[k];
     expand_begin(d);
     const cg_grammar *g = d->g;
-    for (int32_t i = 0; i < d->st[s].n; i++) {
+    int rc = 0;
+    for (int32_t i = 0; i < d->st[s].n && !rc; i++) {
         dfa_frame f = d->frames[d->pool[d->st[s].off + i]];
         const cg_elem *e = &g->elems[f.pos];
-        if (e->type == CG_TOKEN && g->tok_id[e->v] == id) work_push(d, f.pos + 1, f.parent);
+        if (e->type == CG_TOKEN && g->tok_id[e->v] == id) rc = work_push(d, f.pos + 1, f.parent);
     }
-    if (expand_run(d)) return CST_LIMIT;
-    int32_t t = state_of_out(d);
-    if (t != CST_LIMIT) d->tnext[k] = t;
+    int32_t t = rc || expand_run(d) ? CST_LIMIT : state_of_out(d);
+    d->tnext[k] = t; /* tnext may have moved: index again */
     return t;
 }
 

@@ -274,6 +274,7 @@ static int32_t gen_next(gen_ctx *g, gen_queue *q, int32_t pending, int32_t cap) 
     if (q->next == q->n) {
         char *err = NULL;
         int32_t n = plume_spec_step(g->spec, g->s, g->smp, pending, q->id, cap, &err);
+        if (n < 0 && g->con && plume_constraint_status(g->con) == PLUME_CONSTRAINT_LIMIT) return free(err), n; /* said by the caller */
         if (n < 0) return cli_lib_error_free(err), n;
         q->n = n;
         q->next = 0;
@@ -441,7 +442,10 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
         int32_t want = g->o.n_predict < 0 ? PLUME_SAMPLER_UNDO : g->o.n_predict - stats->n_gen;
         int32_t id = gen_next(g, &q, pending, want < PLUME_SAMPLER_UNDO ? want : PLUME_SAMPLER_UNDO);
         if (id < 0) {
-            rc = g->spec && pending >= 0 ? 1
+            rc = g->con && plume_constraint_status(g->con) == PLUME_CONSTRAINT_LIMIT
+                     ? cli_error("the grammar is too ambiguous or nested too deep for the text so far: a step passed "
+                                 "the recognizer's limit (docs/STRUCTURED.md, Limits)")
+                 : g->spec && pending >= 0 ? 1
                  : cli_error(g->con ? "sampling failed (no allowed token has a finite logit)" : "sampling failed (no finite logit)");
             break;
         }

@@ -127,7 +127,10 @@ typedef struct {
     char *tool_choice;          /* "auto" (default), "none", "required", or a function's name */
     char *grammar;              /* the answer's format as GBNF (docs/STRUCTURED.md): a JSON schema,
                                    JSON mode or a forced tool call, compiled when the request is
-                                   parsed (what cannot be enforced is a 400 then); NULL: free */
+                                   parsed (what cannot be enforced is a 400 then), or the
+                                   request's own grammar; NULL: free */
+    int32_t grammar_given;      /* 1: grammar is the request's GBNF text ("grammar"), parsed but
+                                   its token references not yet bound (done with the tokenizer) */
     int32_t enable_thinking;
     int32_t stream;
     int32_t include_usage;      /* streams: the usage is sent (OpenAI asks; other dialects always send it) */

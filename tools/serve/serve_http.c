@@ -399,9 +399,10 @@ static int prompt_tokens(serve_server *sv, serve_request *r, int32_t **ids, int3
     return rc;
 }
 
-/* What the prompt decides: the bias ids in the vocabulary, the context budget (the request's
- * own limit shortening max_tokens), a seed when none was given, the place of the prompt's
- * log-probabilities. 0 or an error in e. */
+/* What the prompt and the tokenizer decide: the bias ids in the vocabulary, a request's own
+ * grammar bound to the tokens, the context budget (the request's own limit shortening
+ * max_tokens), a seed when none was given, the place of the prompt's log-probabilities. 0 or
+ * an error in e. */
 static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e) {
     int32_t nv = plume_tokenizer_n_vocab(sv->tok);
     for (int32_t i = 0; i < r->n_bias; i++)
@@ -412,6 +413,15 @@ static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e
         return serve_error_set(e, 400, "invalid_request_error", "num_ctx", "invalid_value",
                                "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
                                "--context)", r->ctx_limit, sv->n_ctx);
+    if (r->grammar_given) { /* the request's own GBNF: its token references, its start state */
+        char *err = NULL;
+        int g = plume_grammar_check(r->grammar, strlen(r->grammar), sv->tok, &err);
+        if (g == PLUME_ENOMEM) g = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (g) g = serve_error_set(e, 400, "invalid_request_error", "grammar", "invalid_value", "'grammar': %s",
+                                        !err ? "cannot be enforced" : strncmp(err, "grammar: ", 9) ? err : err + 9);
+        free(err);
+        if (g) return g;
+    }
     int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
     int rc = serve_check_request_budget(r, n, ctx, e);
     if (rc) return rc;

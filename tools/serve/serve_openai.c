@@ -249,6 +249,29 @@ static int parse_response_format(const cJSON *root, serve_request *r, serve_erro
     return serve_format_schema(r, "response_format", schema, e);
 }
 
+/* llama-server's "grammar": GBNF text the answer is held to (docs/STRUCTURED.md), checked
+ * here (a parse error is a 400 naming the line and column; its token references are bound
+ * once the tokenizer is at hand); "" or null is none. One format per request: not with a
+ * response format or "json_schema". */
+static int parse_grammar(const cJSON *root, serve_request *r, serve_error *e) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (!g || cJSON_IsNull(g) || (cJSON_IsString(g) && !g->valuestring[0])) return 0;
+    if (!cJSON_IsString(g)) return serve_json_bad(e, "grammar", "GBNF text (a string)");
+    if (r->grammar)
+        return serve_json_unsupported(e, "grammar", "cannot be combined with 'response_format' or 'json_schema' "
+                                                    "(one format per request)");
+    char *err = NULL;
+    int rc = plume_grammar_check(g->valuestring, strlen(g->valuestring), NULL, &err);
+    if (rc == PLUME_ENOMEM) rc = OOM(e);
+    else if (rc) rc = serve_error_set(e, 400, "invalid_request_error", "grammar", "invalid_value", "'grammar': %s",
+                                      !err ? "not valid GBNF" : strncmp(err, "grammar: ", 9) ? err : err + 9);
+    free(err);
+    if (rc) return rc;
+    if (!(r->grammar = strdup(g->valuestring))) return OOM(e);
+    r->grammar_given = 1;
+    return 0;
+}
+
 /* ---- the requests ------------------------------------------------------------------------- */
 
 /* Fields both endpoints take: model, stream, max_tokens (0 allowed with echo), sampling,
@@ -273,7 +296,8 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
         if (!cJSON_IsObject(so)) return serve_json_bad(e, "stream_options", "an object");
         if ((rc = serve_json_bool(so, "include_usage", &r->include_usage, e))) return rc;
     }
-    return parse_response_format(root, r, e);
+    if ((rc = parse_response_format(root, r, e))) return rc;
+    return parse_grammar(root, r, e);
 }
 
 /* vLLM's continue_final_message, or add_generation_prompt: false: the last (assistant)

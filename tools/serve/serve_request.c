@@ -174,7 +174,7 @@ int serve_format_schema(serve_request *r, const char *param, const cJSON *schema
 
 /* After a dialect's parse: tool_choice "required" or a function's name holds the answer to a
  * call in Gemma 4's format, arguments valid against the function's parameters (it replaces a
- * response format: the answer is the call); a format cannot go with ignore_eos (the value's
+ * response format or a grammar: the answer is the call); a format cannot go with ignore_eos (the value's
  * end is the answer's end). */
 static int request_formats(serve_request *r, serve_error *e) {
     const char *tc = r->tool_choice;
@@ -191,6 +191,7 @@ static int request_formats(serve_request *r, serve_error *e) {
         if (rc) return rc;
         free(r->grammar);
         r->grammar = gbnf;
+        r->grammar_given = 0;
     }
     if (r->grammar && r->ignore_eos)
         return serve_json_unsupported(e, "ignore_eos", "cannot be combined with a response format or a forced tool call");

@@ -415,13 +415,24 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
     return 1;
 }
 
+/* Whether the slot's format passed the recognizer's limits (then its job fails with a 400
+ * saying so: the request's grammar is too ambiguous or nested too deep for the text). */
+static int slot_format_limited(serve_slot *sl) {
+    if (!sl->con || plume_constraint_status(sl->con) != PLUME_CONSTRAINT_LIMIT) return 0;
+    serve_job_fail(sl->job, 400, "invalid_request_error",
+                   "the format's grammar is too ambiguous or nested too deep for the text so far: a step passed "
+                   "the recognizer's limit (docs/STRUCTURED.md, Limits)");
+    return 1;
+}
+
 /* Sample the slot's next token from its logits and deliver it. */
 static void slot_sample(serve_sched *s, serve_slot *sl) {
     int32_t id = plume_sampler_sample(sl->smp, sl->logits);
     if (id < 0) {
-        serve_job_fail(sl->job, 500, "server_error",
-                       sl->con ? "sampling failed (no token the format allows has a finite logit)"
-                               : "sampling failed (no finite logit)");
+        if (!slot_format_limited(sl))
+            serve_job_fail(sl->job, 500, "server_error",
+                           sl->con ? "sampling failed (no token the format allows has a finite logit)"
+                                   : "sampling failed (no finite logit)");
         slot_release(s, sl);
         return;
     }
@@ -437,7 +448,7 @@ static void slot_accept(serve_sched *s, serve_slot *sl) {
     int32_t out[PLUME_SAMPLER_UNDO];
     int32_t n = plume_spec_accept(sl->spec, sl->s, sl->smp, sl->spec_ids, sl->taken, sl->spec_logits, out, &err);
     if (n < 0) {
-        serve_job_fail(sl->job, 500, "server_error", err ? err : "speculative step failed");
+        if (!slot_format_limited(sl)) serve_job_fail(sl->job, 500, "server_error", err ? err : "speculative step failed");
         free(err);
         slot_release(s, sl);
         return;
