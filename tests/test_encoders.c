@@ -301,6 +301,21 @@ static void test_open_refused(void) {
     free(wp), free(tp), free(err);
 }
 
+/* The towers' clamp is torch.clamp's: values within stay, NaN stays NaN (fmaxf would make it
+ * lo), infinities are bounded, hi wins when lo > hi; in place and into another buffer alike. */
+static void test_clamp_is_torch_clamp(void) {
+    float x[] = {-3.0f, -1.0f, 0.5f, 2.0f, 7.0f, NAN, INFINITY, -INFINITY}, y[8], z[8];
+    enc_clamp(y, x, 8, -1.0f, 2.0f);
+    const float want[] = {-1.0f, -1.0f, 0.5f, 2.0f, 2.0f, NAN, 2.0f, -1.0f};
+    for (int i = 0; i < 8; i++)
+        CHECK(i == 5 ? isnan(y[i]) : y[i] == want[i], "clamp(%g) = %g, want %g", (double)x[i], (double)y[i], (double)want[i]);
+    memcpy(z, x, sizeof z);
+    enc_clamp(z, z, 8, -1.0f, 2.0f);
+    CHECK(!memcmp(y, z, sizeof y), "in place differs");
+    enc_clamp(z, x, 5, 3.0f, 1.0f); /* lo > hi: every value is hi */
+    for (int i = 0; i < 5; i++) CHECK(z[i] == 1.0f, "lo > hi: clamp(%g) = %g", (double)x[i], (double)z[i]);
+}
+
 int main(void) {
     RUN(test_config_and_open);
     RUN(test_tensor_list);
@@ -310,6 +325,7 @@ int main(void) {
     RUN(test_tower_bad_lengths);
     RUN(test_config_refused);
     RUN(test_open_refused);
+    RUN(test_clamp_is_torch_clamp);
     enc_audio_free(&tower);
     return t_total_failed ? 1 : 0;
 }

@@ -72,6 +72,8 @@ int enc_aborted(const enc_run *r, char **err);
 int32_t enc_threads(const enc_run *r);
 /* Y[T, w.rows] (row stride ldy) = X[T, w.cols] (row stride ldx) @ W^T, rows split across the pool. */
 void enc_matmul(const enc_run *r, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T, const plume_weight *w);
+/* y[n] = min(max(x[n], lo), hi) as torch.clamp: hi wins when lo > hi, NaN stays NaN; y may be x. */
+void enc_clamp(float *y, const float *x, int64_t n, float lo, float hi);
 /* y[T, out] = lin(x[T, in]) (rows packed): x is clamped in place when lin has input bounds. */
 void enc_linear_apply(const enc_run *r, const enc_linear *lin, float *y, float *x, int32_t T);
 /* fn(ctx, t) for every row t < T on the pool. */

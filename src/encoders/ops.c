@@ -40,13 +40,20 @@ void enc_matmul(const enc_run *r, float *y, int64_t ldy, const float *x, int64_t
 
 /* ---- clipped linear ----------------------------------------------------------------------- */
 
-/* x = min(max(x, lo), hi) over n values, as torch.clamp (hi wins when lo > hi, NaN stays). */
-static void clamp(float *x, int64_t n, float lo, float hi) {
-    if (lo == -INFINITY && hi == INFINITY) return;
+/* y = min(max(x, lo), hi) over n values, as torch.clamp (hi wins when lo > hi, NaN stays);
+ * y may be x. Compares, not fmaxf/fminf: those are libm calls per value (the vision tower
+ * spent 18% of its time in them) and turn NaN into lo. */
+void enc_clamp(float *y, const float *x, int64_t n, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i] < lo ? lo : x[i];
-        x[i] = v > hi ? hi : v;
+        y[i] = v > hi ? hi : v;
     }
+}
+
+/* x clamped in place; nothing to do without bounds. */
+static void clamp(float *x, int64_t n, float lo, float hi) {
+    if (lo == -INFINITY && hi == INFINITY) return;
+    enc_clamp(x, x, n, lo, hi);
 }
 
 typedef struct {

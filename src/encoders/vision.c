@@ -261,7 +261,7 @@ static void vis_clamp_row(const vis_run *r, void *arg, int32_t t) {
     const vis_clamp *c = arg;
     const float *x = c->x + (int64_t)t * c->ldx;
     float *y = c->y + (int64_t)t * c->cols;
-    for (int64_t i = 0; i < c->cols; i++) y[i] = fminf(fmaxf(x[i], c->lo), c->hi);
+    enc_clamp(y, x, c->cols, c->lo, c->hi);
 }
 
 /* Y[T, rows] (stride ldy) = CL(X[T, cols] (stride ldx)); the clamped input goes to tmp
@@ -278,8 +278,7 @@ static void vis_linear(const vis_run *r, const vision_linear *L, float *y, int64
     if (L->out_min != -INFINITY || L->out_max != INFINITY) {
         vis_clamp c = {y, y, ldy, L->w.rows, L->out_min, L->out_max};
         if (ldy != L->w.rows) { /* in place: clamp row by row where it lies */
-            for (int32_t t = 0; t < T; t++)
-                for (int32_t i = 0; i < L->w.rows; i++) y[(int64_t)t * ldy + i] = fminf(fmaxf(y[(int64_t)t * ldy + i], L->out_min), L->out_max);
+            for (int32_t t = 0; t < T; t++) enc_clamp(y + (int64_t)t * ldy, y + (int64_t)t * ldy, L->w.rows, L->out_min, L->out_max);
         } else {
             vis_for_rows(r, T, vis_clamp_row, &c);
         }
