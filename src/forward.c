@@ -18,6 +18,13 @@
 
 #include "forward.h"
 
+/* Int8 activations of a matmul's input (qact.h): bytes, block scales, corrections. */
+typedef struct {
+    int8_t *xq;
+    float *xs;
+    int32_t *xcor;
+} qact_buf;
+
 /* What every function of one step shares. */
 typedef struct {
     const plume_model *m;
@@ -28,6 +35,7 @@ typedef struct {
     int qact;            /* int8 activations (the model has the kernels: exact = 0) */
     plume_region mm;     /* the profile region of the matmuls now: the layers', embed's or the head's */
     int fold;            /* a layer's last row work (row_ple_out) runs in the next layer's first loop */
+    qact_buf qa, qin;    /* x->xq..., and x->xq_in... (the gate/up loop's input) */
 } step_ctx;
 
 /* The profile region of what follows (plume bench --threads-profile; a no-op otherwise). */
@@ -58,13 +66,15 @@ typedef struct {
     int64_t ldx;
     int32_t T;
     const plume_model *m;
-    const plume_scratch *q; /* int8 activations in q->xq, or NULL */
+    const qact_buf *q;      /* the int8 input, or NULL (set by matmul_run unless the caller has) */
     int32_t n;
     matmul_out o[3];
     int64_t start[4];       /* o[j] owns items [start[j], start[j+1]); paired: all of them [0, start[1]) */
     int32_t pair;           /* o[0] and o[1] share the items (same rows) */
     matmul_epi epi;
     float cap;              /* EPI_SOFTCAP */
+    const qact_buf *qin;    /* where matmul_run quantizes the input (NULL: step->qa) */
+    const qact_buf *qout;   /* EPI_GELU: quantize the result into this too (chunks of 128 items) */
 } matmul_task;
 
 /* Rows [r0, r1) of one output with the task's kernel. */
@@ -100,10 +110,15 @@ static void matmul_untiled(const matmul_task *t, const matmul_out *o, int32_t it
  * row) as in one call per row: the bits of any cut (kernels.h, the elementwise kernels). */
 static void matmul_epilogue(const matmul_task *t, int32_t c0, int32_t c1) {
     const matmul_out *o = &t->o[0];
+    const int32_t cols = o->w->rows; /* of the result, as the next matmul's input */
     for (int32_t r = 0; r < t->T; r++) {
         float *y = o->y + r * o->ldy + c0;
         if (t->epi == EPI_GELU) t->k->gelu_mul(y, t->o[1].y + r * t->o[1].ldy + c0, c1 - c0);
         else t->k->softcap(y, c1 - c0, t->cap);
+        if (t->qout) /* its chunks of 128 columns, at their place in the row (chunks are independent) */
+            t->m->qact_quantize(y, o->ldy, 1, c1 - c0, t->qout->xq + r * plume_qact_stride(cols) + c0,
+                                t->qout->xs + (int64_t)r * plume_qact_groups(cols) + c0 / PLUME_QACT_GROUP,
+                                t->qout->xcor + (int64_t)r * plume_qact_lanes(cols) + c0 / PLUME_QACT_CHUNK * PLUME_QACT_LANES);
     }
 }
 
@@ -150,7 +165,7 @@ typedef struct {
     const float *x;
     int64_t ldx;
     int32_t cols;
-    plume_scratch *q;  /* quantize X into q->xq/xs/xcor, or NULL */
+    const qact_buf *q; /* quantize X into q, or NULL */
 } prep_task;
 
 /* Items [i0, i1): rows prepared, then quantized (the bytes of a row do not depend on the others). */
@@ -175,7 +190,7 @@ static void prep_run(prep_task *t, int32_t T) {
         plume_pool_for(m->pool, T, 1, prep_rows, t);
         return;
     }
-    plume_scratch *q = t->q;
+    const qact_buf *q = t->q;
     if (t->prep) {
         region(t->step, PLUME_REG_NORMS);
         t->q = NULL;
@@ -204,32 +219,34 @@ static void prep_run(prep_task *t, int32_t T) {
 static void matmul_run(const step_ctx *step, matmul_task *t, int32_t l, row_fn prep) {
     const plume_model *m = step->m;
     const int32_t n = t->n, T = t->T;
-    int q = step->qact && m->qact_matmul;
+    int q = step->qact && m->qact_matmul && !t->q;
     for (int32_t j = 0; j < n; j++) {
         t->start[j + 1] = t->start[j] + (t->o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
         q = q && plume_qact_supported(t->o[j].w);
     }
+    const qact_buf *qin = t->qin ? t->qin : &step->qa;
     if (q || prep) {
-        prep_task pt = {step, l, prep, t->x, t->ldx, t->o[0].w->cols, q ? step->x : NULL};
+        prep_task pt = {step, l, prep, t->x, t->ldx, t->o[0].w->cols, q ? qin : NULL};
         prep_run(&pt, T);
     }
-    if (q) t->q = step->x;
+    if (q) t->q = qin;
     const int64_t items = t->pair ? t->start[1] : t->start[n];
+    const int64_t align = t->qout ? PLUME_QACT_CHUNK : PLUME_TILE_ROWS; /* chunks start on multiples */
     region(step, step->mm);
     if (T <= STREAM_TOKENS_MAX) {
-        plume_pool_for_guided(m->pool, items, STREAM_GRAIN, matmul_rows, t);
+        plume_pool_for_guided(m->pool, items, STREAM_GRAIN > align ? STREAM_GRAIN : align, matmul_rows, t);
         return;
     }
     int32_t nth = plume_pool_size(m->pool);
-    int64_t grain = (items / (nth * 8) + 15) / 16 * 16;
-    plume_pool_for(m->pool, items, grain < 16 ? 16 : grain, matmul_rows, t);
+    int64_t grain = (items / (nth * 8) + align - 1) / align * align;
+    plume_pool_for(m->pool, items, grain < align ? align : grain, matmul_rows, t);
 }
 
 /* matmul_run of n weights of the same cols on X (row stride ldx), after prep(step, l, row)
  * on every row (NULL: none) has written X. */
 static void matmul_n(const step_ctx *step, int32_t l, row_fn prep, const float *x, int64_t ldx, int32_t T, int32_t n,
                      const matmul_out *o) {
-    matmul_task t = {step->m->k, x, ldx, T, step->m, NULL, n, {{0}}, {0}, 0, EPI_NONE, 0.0f};
+    matmul_task t = {step->m->k, x, ldx, T, step->m, NULL, n, {{0}}, {0}, 0, EPI_NONE, 0.0f, NULL, NULL};
     for (int32_t j = 0; j < n; j++) t.o[j] = o[j];
     matmul_run(step, &t, l, prep);
 }
@@ -578,11 +595,15 @@ static void layer_forward(const step_ctx *step, int32_t l) {
     matmul(step, l, NULL, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
 
     /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h); gate and up paired, the gelu
-     * in their loop */
+     * in their loop, and with int8 activations the down matmul's input rounded there too (the
+     * loop's own input in x->xq_in meanwhile) */
+    const int qdown = step->qact && m->qact_matmul && plume_qact_supported(&L->down_proj);
     matmul_task gu = {m->k, x->xa, D, T, m, NULL, 2, {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}},
-                      {0}, 1, EPI_GELU, 0.0f};
+                      {0}, 1, EPI_GELU, 0.0f, qdown ? &step->qin : NULL, qdown ? &step->qa : NULL};
     matmul_run(step, &gu, l, row_attn_out);
-    matmul(step, l, NULL, x->o, D, x->gate, I, T, &L->down_proj);
+    matmul_task down = {m->k, x->gate, I, T, m, qdown ? &step->qa : NULL, 1, {{x->o, D, &L->down_proj}},
+                        {0}, 0, EPI_NONE, 0.0f, NULL, NULL};
+    matmul_run(step, &down, l, NULL);
 
     /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar (here,
      * or at the start of the next layer when step->fold) */
@@ -701,7 +722,7 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
     for (int32_t i = 0; i < n; i++)
         m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
     matmul_task t = {m->k, x->xa, c->D, n, m, NULL, 1, {{logits, c->V, &m->head}}, {0}, 0,
-                     c->softcap > 0 ? EPI_SOFTCAP : EPI_NONE, (float)c->softcap};
+                     c->softcap > 0 ? EPI_SOFTCAP : EPI_NONE, (float)c->softcap, NULL, NULL};
     matmul_run(step, &t, 0, NULL); /* the softcap in the head's loop */
 }
 
@@ -709,7 +730,7 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
     const plume_config *c = &m->c;
-    step_ctx step = {m, x, e, n, 0, 0, PLUME_REG_EMBED, 0};
+    step_ctx step = {m, x, e, n, 0, 0, PLUME_REG_EMBED, 0, {0}, {0}};
     for (int32_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < e[i].T; t++) {
             x->row_ent[e[i].row0 + t] = i;
@@ -718,6 +739,8 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         step.T += e[i].T;
     }
     step.qact = m->qact_matmul != NULL;
+    step.qa = (qact_buf){x->xq, x->xs, x->xcor};
+    step.qin = (qact_buf){x->xq_in, x->xs_in, x->xcor_in};
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
     step.fold = !(tr && tr->trace_hidden);      /* a trace copies h after each layer */
     int64_t TD = (int64_t)step.T * c->D;
