@@ -5,6 +5,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
  * this replaced, were 480 us on the first). */
 #define SPIN_NS_DEFAULT 500000
 #define SPIN_CHECK 64 /* pauses between two reads of the clock */
+#define SPIN_PAUSE_NS 5000 /* the first part of the spin: pauses only; then a sched_yield a check */
 
 /* state: bits 63..32 the loop's generation, bit 31 "closed", bits 30..0 members inside. */
 #define CLOSED (1ull << 31)
@@ -59,6 +61,7 @@ struct plume_pool {
     uint64_t t_start;
     int32_t region;
     uint64_t spin_ns;          /* how long an idle worker spins before it sleeps */
+    int yield;                 /* after SPIN_PAUSE_NS of it, yield the CPU at each check */
 };
 
 /* ---- sleep and wake -------------------------------------------------------------------- */
@@ -190,7 +193,7 @@ static void *worker(void *argp) {
     for (;;) {
         uint32_t g;
         uint32_t spins = 0;
-        uint64_t spin_end = 0; /* read from the clock at the first check */
+        uint64_t spin_end = 0, yield_from = 0; /* read from the clock at the first check */
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
             if (p->spin_ns && ++spins % SPIN_CHECK) {
                 cpu_relax();
@@ -198,8 +201,11 @@ static void *worker(void *argp) {
             }
             if (p->spin_ns) {
                 uint64_t now = plume_prof_now();
-                if (!spin_end) spin_end = now + p->spin_ns;
-                if (now < spin_end) continue;
+                if (!spin_end) spin_end = now + p->spin_ns, yield_from = now + SPIN_PAUSE_NS;
+                if (now < spin_end) {
+                    if (now >= yield_from && p->yield) sched_yield(); /* others may want this CPU */
+                    continue;
+                }
             }
             atomic_fetch_add(&p->sleepers, 1);
             gen_wait(p, seen);
@@ -239,6 +245,8 @@ plume_pool *plume_pool_new(int32_t n) {
                     SPIN_NS_DEFAULT / 1000);
         else p->spin_ns = (uint64_t)us * 1000;
     }
+    const char *y = getenv("PLUME_POOL_YIELD");
+    p->yield = !(y && !strcmp(y, "0"));
     p->threads = calloc((size_t)n, sizeof *p->threads);
     if (!p->threads) { free(p); return NULL; }
     for (int32_t i = 1; i < n; i++) {
