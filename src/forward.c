@@ -11,7 +11,8 @@
  * (which run after their source layer, maybe in a later chunk) see the same step's keys.
  *
  * Every output element of a row is computed in the same order whatever the other rows are
- * (kernels reduce per element, elementwise ops run per row), so a session's logits are
+ * (kernels reduce per element, elementwise ops give the same bits however a row is cut on
+ * multiples of 16: kernels.h), so a session's logits are
  * bit-identical alone or in any batch. Files, sampling and ISAs are not known here. */
 #include <math.h>
 #include <stdlib.h>
@@ -205,8 +206,8 @@ static void prep_run(prep_task *t, int32_t T) {
 }
 
 /* Y_j = X[T, cols] (row stride ldx) @ W_j^T for t's n weights of the same cols, on every thread.
- * Each weight starts on a multiple of 16 items, and chunks are whole multiples of 16, so that a
- * chunk holds whole groups of a tiled weight. Prefill: chunks of about an eighth of a thread's
+ * Each weight starts on a multiple of 16 items, and chunks are whole multiples of 16 (of 128
+ * when the epilogue quantizes), so that a chunk holds whole groups of a tiled weight. Prefill: chunks of about an eighth of a thread's
  * share. Decode and speculative steps (up to STREAM_TOKENS_MAX tokens): guided chunks, long
  * first, 4 groups last, so that a thread's streams seldom restart and the threads end together
  * (AMD EPYC, q8, 2 threads: 3% of samples spinning at the end of a loop, 6% with eighths), in
