@@ -11,12 +11,20 @@
  * (which run after their source layer, maybe in a later chunk) see the same step's keys.
  *
  * Every output element of a row is computed in the same order whatever the other rows are
- * (kernels reduce per element, elementwise ops run per row), so a session's logits are
+ * (kernels reduce per element, elementwise ops give the same bits however a row is cut on
+ * multiples of 16: kernels.h), so a session's logits are
  * bit-identical alone or in any batch. Files, sampling and ISAs are not known here. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "forward.h"
+
+/* Int8 activations of a matmul's input (qact.h): bytes, block scales, corrections. */
+typedef struct {
+    int8_t *xq;
+    float *xs;
+    int32_t *xcor;
+} qact_buf;
 
 /* What every function of one step shares. */
 typedef struct {
@@ -27,6 +35,8 @@ typedef struct {
     int32_t T;           /* rows, all entries */
     int qact;            /* int8 activations (the model has the kernels: exact = 0) */
     plume_region mm;     /* the profile region of the matmuls now: the layers', embed's or the head's */
+    int fold;            /* a layer's last row work (row_ple_out) runs in the next layer's first loop */
+    qact_buf qa, qin;    /* x->xq..., and x->xq_in... (the gate/up loop's input) */
 } step_ctx;
 
 /* The profile region of what follows (plume bench --threads-profile; a no-op otherwise). */
@@ -43,18 +53,29 @@ typedef struct {
     const plume_weight *w;
 } matmul_out;
 
+/* What a matmul chunk does after its rows, on the same thread (no loop of its own):
+ * nothing, gelu(gate) * up on the chunk's columns (the paired gate/up), or the softcap. */
+typedef enum { EPI_NONE, EPI_GELU, EPI_SOFTCAP } matmul_epi;
+
 /* Up to three weights applied to one input in one parallel region (q/k/v, gate/up): one
- * synchronization instead of three, and the int8 activations quantized once. */
+ * synchronization instead of three, and the int8 activations quantized once. Paired (gate/up):
+ * item r is row r of both weights, so that a chunk holds the same columns of gate and up and
+ * applies gelu(gate) * up to them itself, with no loop (and no synchronization) of its own. */
 typedef struct {
     const plume_kernels *k;
     const float *x;
     int64_t ldx;
     int32_t T;
     const plume_model *m;
-    const plume_scratch *q; /* int8 activations in q->xq, or NULL */
+    const qact_buf *q;      /* the int8 input, or NULL (set by matmul_run unless the caller has) */
     int32_t n;
     matmul_out o[3];
-    int64_t start[4];       /* o[j] owns items [start[j], start[j+1]) */
+    int64_t start[4];       /* o[j] owns items [start[j], start[j+1]); paired: all of them [0, start[1]) */
+    int32_t pair;           /* o[0] and o[1] share the items (same rows) */
+    matmul_epi epi;
+    float cap;              /* EPI_SOFTCAP */
+    const qact_buf *qin;    /* where matmul_run quantizes the input (NULL: step->qa) */
+    const qact_buf *qout;   /* EPI_GELU: quantize the result into this too (chunks of 128 items) */
 } matmul_task;
 
 /* Rows [r0, r1) of one output with the task's kernel. */
@@ -84,20 +105,40 @@ static void matmul_untiled(const matmul_task *t, const matmul_out *o, int32_t it
     }
 }
 
-/* Items [i0, i1): rows of the outputs they fall in. */
+/* The epilogue on output columns [c0, c1) of every token row. Chunks start on multiples of
+ * 16 items and the last one of a row ends at its end, so these calls cut a row on multiples of
+ * 16 and the same elements fall in the kernels' scalar tails (the last n % 16 or n % 8 of a
+ * row) as in one call per row: the bits of any cut (kernels.h, the elementwise kernels). */
+static void matmul_epilogue(const matmul_task *t, int32_t c0, int32_t c1) {
+    const matmul_out *o = &t->o[0];
+    const int32_t cols = o->w->rows; /* of the result, as the next matmul's input */
+    for (int32_t r = 0; r < t->T; r++) {
+        float *y = o->y + r * o->ldy + c0;
+        if (t->epi == EPI_GELU) t->k->gelu_mul(y, t->o[1].y + r * t->o[1].ldy + c0, c1 - c0);
+        else t->k->softcap(y, c1 - c0, t->cap);
+        if (t->qout) /* its chunks of 128 columns, at their place in the row (chunks are independent) */
+            t->m->qact_quantize(y, o->ldy, 1, c1 - c0, t->qout->xq + r * plume_qact_stride(cols) + c0,
+                                t->qout->xs + (int64_t)r * plume_qact_groups(cols) + c0 / PLUME_QACT_GROUP,
+                                t->qout->xcor + (int64_t)r * plume_qact_lanes(cols) + c0 / PLUME_QACT_CHUNK * PLUME_QACT_LANES);
+    }
+}
+
+/* Items [i0, i1): rows of the outputs they fall in, then the epilogue on them. */
 static void matmul_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     const matmul_task *t = ctx;
     for (int32_t j = 0; j < t->n; j++) {
         const matmul_out *o = &t->o[j];
-        int64_t end = t->start[j] + o->w->rows;
-        int64_t a = i0 > t->start[j] ? i0 : t->start[j], b = i1 < end ? i1 : end;
+        const int64_t start = t->pair ? 0 : t->start[j], end = start + o->w->rows;
+        int64_t a = i0 > start ? i0 : start, b = i1 < end ? i1 : end;
         if (a >= b) continue;
-        int32_t r0 = (int32_t)(a - t->start[j]), r1 = (int32_t)(b - t->start[j]);
+        int32_t r0 = (int32_t)(a - start), r1 = (int32_t)(b - start);
         if (o->w->layout == PLUME_L_TILES && !(t->q ? plume_qact_reads_tiles(t->m->qact_matmul) : t->k->reads_tiles))
             matmul_untiled(t, o, ith, r0, r1);
         else
             matmul_call(t, o, o->y, o->w, r0, r1);
     }
+    const int64_t rows = t->o[0].w->rows;
+    if (t->epi != EPI_NONE && i0 < rows) matmul_epilogue(t, (int32_t)i0, (int32_t)(i1 < rows ? i1 : rows));
 }
 
 enum {
@@ -113,26 +154,60 @@ static void on_rows(const plume_model *m, int32_t T, plume_pool_fn fn, void *ctx
     else plume_pool_for(m->pool, T, 1, fn, ctx);
 }
 
+/* Work on row t of layer l (norms, RoPE, residuals): rows are independent. */
+typedef void (*row_fn)(const step_ctx *step, int32_t l, int32_t t);
+
+/* A matmul's input made ready, row by row: per-row work that writes it (norms, residuals),
+ * then its int8 rounding, in one loop. */
 typedef struct {
-    const plume_model *m;
+    const step_ctx *step;
+    int32_t l;
+    row_fn prep;       /* or NULL */
     const float *x;
     int64_t ldx;
     int32_t cols;
-    plume_scratch *q;
-} quantize_task;
+    const qact_buf *q; /* quantize X into q, or NULL */
+} prep_task;
 
-/* Items [i0, i1): rows of X quantized (the bytes of a row do not depend on the others). */
-static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
+/* Items [i0, i1): rows prepared, then quantized (the bytes of a row do not depend on the others). */
+static void prep_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
     (void)ith;
-    const quantize_task *t = ctx;
-    t->m->qact_quantize(t->x + i0 * t->ldx, t->ldx, (int32_t)(i1 - i0), t->cols,
-                        t->q->xq + i0 * plume_qact_stride(t->cols), t->q->xs + i0 * plume_qact_groups(t->cols),
-                        t->q->xcor + i0 * plume_qact_lanes(t->cols));
+    const prep_task *t = ctx;
+    if (t->prep)
+        for (int64_t r = i0; r < i1; r++) t->prep(t->step, t->l, (int32_t)r);
+    if (t->q)
+        t->step->m->qact_quantize(t->x + i0 * t->ldx, t->ldx, (int32_t)(i1 - i0), t->cols,
+                                  t->q->xq + i0 * plume_qact_stride(t->cols), t->q->xs + i0 * plume_qact_groups(t->cols),
+                                  t->q->xcor + i0 * plume_qact_lanes(t->cols));
 }
 
-/* Y_j = X[T, cols] (row stride ldx) @ W_j^T for n weights of the same cols, on every thread.
- * Each weight starts on a multiple of 16 items, and chunks are whole multiples of 16, so that a
- * chunk holds whole groups of a tiled weight. Prefill: chunks of about an eighth of a thread's
+/* Run a prep_task: one parallel loop over the rows once there are enough of them (prefill;
+ * one synchronization for both parts), else on the calling thread, each part in its profile
+ * region (decode). */
+static void prep_run(prep_task *t, int32_t T) {
+    const plume_model *m = t->step->m;
+    if (T >= ROWS_PARALLEL_MIN && plume_pool_size(m->pool) >= 2) {
+        region(t->step, t->prep ? PLUME_REG_NORMS : PLUME_REG_QUANT);
+        plume_pool_for(m->pool, T, 1, prep_rows, t);
+        return;
+    }
+    const qact_buf *q = t->q;
+    if (t->prep) {
+        region(t->step, PLUME_REG_NORMS);
+        t->q = NULL;
+        prep_rows(t, 0, 0, T);
+        t->q = q;
+    }
+    if (q) {
+        region(t->step, PLUME_REG_QUANT);
+        t->prep = NULL;
+        prep_rows(t, 0, 0, T);
+    }
+}
+
+/* Y_j = X[T, cols] (row stride ldx) @ W_j^T for t's n weights of the same cols, on every thread.
+ * Each weight starts on a multiple of 16 items, and chunks are whole multiples of 16 (of 128
+ * when the epilogue quantizes), so that a chunk holds whole groups of a tiled weight. Prefill: chunks of about an eighth of a thread's
  * share. Decode and speculative steps (up to STREAM_TOKENS_MAX tokens): guided chunks, long
  * first, 4 groups last, so that a thread's streams seldom restart and the threads end together
  * (AMD EPYC, q8, 2 threads: 3% of samples spinning at the end of a loop, 6% with eighths), in
@@ -140,72 +215,51 @@ static void quantize_rows(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
  * in flight).
  * Unless the model is exact, q8/q4 weights take int8 activations: X is quantized once per row
  * and block of 32 (the same bytes whatever T), then the int8 kernels run; a row's output is
- * the same bits in any step (qact.h, "Float order"). */
-static void matmul_n(const step_ctx *step, const float *x, int64_t ldx, int32_t T, int32_t n, const matmul_out *o) {
+ * the same bits in any step (qact.h, "Float order"). prep(step, l, row), when given, runs
+ * on every row before (in the quantizer's loop: one synchronization for both). */
+static void matmul_run(const step_ctx *step, matmul_task *t, int32_t l, row_fn prep) {
     const plume_model *m = step->m;
-    matmul_task t = {m->k, x, ldx, T, m, NULL, n, {{0}}, {0}};
-    int q = step->qact && m->qact_matmul;
+    const int32_t n = t->n, T = t->T;
+    int q = step->qact && m->qact_matmul && !t->q;
     for (int32_t j = 0; j < n; j++) {
-        t.o[j] = o[j];
-        t.start[j + 1] = t.start[j] + (o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
-        q = q && plume_qact_supported(o[j].w);
+        t->start[j + 1] = t->start[j] + (t->o[j].w->rows + PLUME_TILE_ROWS - 1) / PLUME_TILE_ROWS * PLUME_TILE_ROWS;
+        q = q && plume_qact_supported(t->o[j].w);
     }
-    if (q) {
-        quantize_task qt = {m, x, ldx, o[0].w->cols, step->x};
-        region(step, PLUME_REG_QUANT);
-        on_rows(m, T, quantize_rows, &qt);
-        t.q = step->x;
+    const qact_buf *qin = t->qin ? t->qin : &step->qa;
+    if (q || prep) {
+        prep_task pt = {step, l, prep, t->x, t->ldx, t->o[0].w->cols, q ? qin : NULL};
+        prep_run(&pt, T);
     }
+    if (q) t->q = qin;
+    const int64_t items = t->pair ? t->start[1] : t->start[n];
+    const int64_t align = t->qout ? PLUME_QACT_CHUNK : PLUME_TILE_ROWS; /* chunks start on multiples */
     region(step, step->mm);
     if (T <= STREAM_TOKENS_MAX) {
-        plume_pool_for_guided(m->pool, t.start[n], STREAM_GRAIN, matmul_rows, &t);
+        plume_pool_for_guided(m->pool, items, STREAM_GRAIN > align ? STREAM_GRAIN : align, matmul_rows, t);
         return;
     }
     int32_t nth = plume_pool_size(m->pool);
-    int64_t grain = (t.start[n] / (nth * 8) + 15) / 16 * 16;
-    plume_pool_for(m->pool, t.start[n], grain < 16 ? 16 : grain, matmul_rows, &t);
+    int64_t grain = (items / (nth * 8) + align - 1) / align * align;
+    plume_pool_for(m->pool, items, grain < align ? align : grain, matmul_rows, t);
 }
 
-/* One weight: Y[T, w.rows] (row stride ldy) = X @ W^T. */
-static void matmul(const step_ctx *step, float *y, int64_t ldy, const float *x, int64_t ldx, int32_t T,
-                   const plume_weight *w) {
+/* matmul_run of n weights of the same cols on X (row stride ldx), after prep(step, l, row)
+ * on every row (NULL: none) has written X. */
+static void matmul_n(const step_ctx *step, int32_t l, row_fn prep, const float *x, int64_t ldx, int32_t T, int32_t n,
+                     const matmul_out *o) {
+    matmul_task t = {step->m->k, x, ldx, T, step->m, NULL, n, {{0}}, {0}, 0, EPI_NONE, 0.0f, NULL, NULL};
+    for (int32_t j = 0; j < n; j++) t.o[j] = o[j];
+    matmul_run(step, &t, l, prep);
+}
+
+/* One weight: Y[T, w.rows] (row stride ldy) = X @ W^T, after prep (as matmul_n). */
+static void matmul(const step_ctx *step, int32_t l, row_fn prep, float *y, int64_t ldy, const float *x, int64_t ldx,
+                   int32_t T, const plume_weight *w) {
     matmul_out o = {y, ldy, w};
-    matmul_n(step, x, ldx, T, 1, &o);
+    matmul_n(step, l, prep, x, ldx, T, 1, &o);
 }
 
-/* ---- elementwise ----------------------------------------------------------------------- */
-
-typedef struct {
-    const plume_kernels *k;
-    float *x;
-    const float *u;
-    int64_t n;      /* elements per row */
-    int64_t chunks; /* items per row */
-    float cap;      /* softcap when u is NULL */
-} elementwise_task;
-
-enum { ELEMENTWISE_CHUNK = 4096 };
-
-/* Items [i0, i1) of gelu_mul or softcap: chunks of ELEMENTWISE_CHUNK within one row. */
-static void elementwise_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
-    (void)ith;
-    const elementwise_task *t = ctx;
-    for (int64_t it = i0; it < i1; it++) {
-        int64_t a = (it / t->chunks) * t->n + (it % t->chunks) * ELEMENTWISE_CHUNK;
-        int64_t b = (it % t->chunks + 1) * ELEMENTWISE_CHUNK < t->n ? a + ELEMENTWISE_CHUNK
-                                                                     : (it / t->chunks + 1) * t->n;
-        if (t->u) t->k->gelu_mul(t->x + a, t->u + a, b - a);
-        else t->k->softcap(t->x + a, b - a, t->cap);
-    }
-}
-
-/* x = gelu_tanh(x) * u (u != NULL) or x = cap * tanh(x / cap) on rows x n elements, on
- * every thread. A row is cut the same way whatever the number of rows, so the vector and
- * scalar parts of a kernel see the same elements of it in any batch. */
-static void elementwise(const plume_model *m, float *x, const float *u, int32_t rows, int64_t n, float cap) {
-    elementwise_task t = {m->k, x, u, n, (n + ELEMENTWISE_CHUNK - 1) / ELEMENTWISE_CHUNK, cap};
-    plume_pool_for(m->pool, rows * t.chunks, 1, elementwise_items, &t);
-}
+/* ---- RoPE ---------------------------------------------------------------------------- */
 
 /* Rotate one head in place, NeoX layout: pairs (i, i + hd/2) for the rotated i < rot. */
 static void rope(float *x, const float *cs, const float *sn, int32_t hd, int32_t rot) {
@@ -425,9 +479,6 @@ static void attention(const step_ctx *step, int32_t l) {
 
 /* ---- one decoder layer (§3.2) ---------------------------------------------------------- */
 
-/* Work on row t of layer l (norms, RoPE, residuals): rows are independent. */
-typedef void (*row_fn)(const step_ctx *step, int32_t l, int32_t t);
-
 typedef struct {
     const step_ctx *step;
     int32_t l;
@@ -512,6 +563,13 @@ static void row_ple_out(const step_ctx *step, int32_t l, int32_t t) {
     for (int32_t i = 0; i < step->m->c.D; i++) h[i] *= L->layer_scalar;
 }
 
+/* The end of layer l - 1 and the start of layer l in one pass over row t: row_ple_out of
+ * l - 1, then row_attn_in of l (one loop instead of two in prefill). */
+static void row_ple_out_attn_in(const step_ctx *step, int32_t l, int32_t t) {
+    row_ple_out(step, l - 1, t);
+    row_attn_in(step, l, t);
+}
+
 /* §3.2 for the step's rows; h [T, D] is updated in place. */
 static void layer_forward(const step_ctx *step, int32_t l) {
     const plume_model *m = step->m;
@@ -521,35 +579,38 @@ static void layer_forward(const step_ctx *step, int32_t l) {
     int32_t T = step->T, D = c->D, hd = c->hd[l], H = c->H, Hkv = c->Hkv, I = c->I[l], Dp = c->Dp;
     int32_t width = Hkv * hd;
 
-    /* attention: a = norm(h); q = rope(norm(a Wq)); own K/V -> step buffer */
-    for_rows(step, l, row_attn_in);
+    /* attention: a = norm(h) (after the previous layer's last row work, when step->fold);
+     * q = rope(norm(a Wq)); own K/V -> step buffer */
+    row_fn first = l > 0 && step->fold ? row_ple_out_attn_in : row_attn_in;
     int own = c->kv_src[l] == l;
     if (own) { /* q, k and v in one region; K/V of a cache owner go to the step buffer */
         matmul_out qkv[3] = {{x->q, (int64_t)H * hd, &L->q_proj}, {x->k_new[l], width, &L->k_proj},
                              {x->v_new[l], width, &L->v_proj}};
-        matmul_n(step, x->xa, D, T, 3, qkv);
+        matmul_n(step, l, first, x->xa, D, T, 3, qkv);
     } else {
-        matmul(step, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
+        matmul(step, l, first, x->q, (int64_t)H * hd, x->xa, D, T, &L->q_proj);
     }
     for_rows(step, l, row_qkv_norm);
     if (own) round_step_kv(step, l);
     attention(step, l);
-    matmul(step, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
-    for_rows(step, l, row_attn_out);
+    matmul(step, l, NULL, x->o, D, x->att, (int64_t)H * hd, T, &L->o_proj);
 
-    /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h) */
-    matmul_out gu[2] = {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}};
-    matmul_n(step, x->xa, D, T, 2, gu);
-    region(step, PLUME_REG_GELU);
-    elementwise(m, x->gate, x->up, T, I, 0.0f);
-    matmul(step, x->o, D, x->gate, I, T, &L->down_proj);
-    for_rows(step, l, row_ff_out);
+    /* MLP: h += norm(down(gelu(gate(x)) * up(x))), x = norm(h); gate and up paired, the gelu
+     * in their loop, and with int8 activations the down matmul's input rounded there too (the
+     * loop's own input in x->xq_in meanwhile) */
+    const int qdown = step->qact && m->qact_matmul && plume_qact_supported(&L->down_proj);
+    matmul_task gu = {m->k, x->xa, D, T, m, NULL, 2, {{x->gate, I, &L->gate_proj}, {x->up, I, &L->up_proj}},
+                      {0}, 1, EPI_GELU, 0.0f, qdown ? &step->qin : NULL, qdown ? &step->qa : NULL};
+    matmul_run(step, &gu, l, row_attn_out);
+    matmul_task down = {m->k, x->gate, I, T, m, qdown ? &step->qa : NULL, 1, {{x->o, D, &L->down_proj}},
+                        {0}, 0, EPI_NONE, 0.0f, NULL, NULL};
+    matmul_run(step, &down, l, NULL);
 
-    /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar */
-    matmul(step, x->plg, Dp, x->h, D, T, &L->pl_gate);
-    for_rows(step, l, row_ple_mid);
-    matmul(step, x->o, D, x->plg, Dp, T, &L->pl_proj);
-    for_rows(step, l, row_ple_out);
+    /* per-layer input: h += norm(proj(gelu(gate(h)) * ple[l])); then h *= layer_scalar (here,
+     * or at the start of the next layer when step->fold) */
+    matmul(step, l, row_ff_out, x->plg, Dp, x->h, D, T, &L->pl_gate);
+    matmul(step, l, row_ple_mid, x->o, D, x->plg, Dp, T, &L->pl_proj);
+    if (!step->fold) for_rows(step, l, row_ple_out);
 }
 
 /* ---- embeddings and per-layer inputs (§3.1) -------------------------------------------- */
@@ -589,7 +650,7 @@ static void embed(const step_ctx *step) {
         if (given) memcpy(x->h + t * D, given, (size_t)D * sizeof(float));
         else deq_row(x->h + t * D, (const int8_t *)m->embed_q8.data + (int64_t)id * D, es[id], D, (float)c->embed_scale);
     }
-    matmul(step, x->ple, LDp, x->h, D, T, &m->ple_proj);
+    matmul(step, 0, NULL, x->ple, LDp, x->h, D, T, &m->ple_proj);
     region(step, PLUME_REG_EMBED);
     for (int32_t t = 0; t < T; t++) {
         const int32_t id = row_emb(step, t) ? c->pad_id : row_id(step, t);
@@ -661,15 +722,16 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
     region(step, PLUME_REG_HEAD);
     for (int32_t i = 0; i < n; i++)
         m->k->rmsnorm(x->xa + (int64_t)i * c->D, x->h + (int64_t)rows[i] * c->D, m->final_norm, c->D, c->eps);
-    matmul(step, logits, c->V, x->xa, c->D, n, &m->head);
-    if (c->softcap > 0) elementwise(m, logits, NULL, n, c->V, c->softcap);
+    matmul_task t = {m->k, x->xa, c->D, n, m, NULL, 1, {{logits, c->V, &m->head}}, {0}, 0,
+                     c->softcap > 0 ? EPI_SOFTCAP : EPI_NONE, (float)c->softcap, NULL, NULL};
+    matmul_run(step, &t, 0, NULL); /* the softcap in the head's loop */
 }
 
 /* ---- a step ---------------------------------------------------------------------------- */
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
     const plume_config *c = &m->c;
-    step_ctx step = {m, x, e, n, 0, 0, PLUME_REG_EMBED};
+    step_ctx step = {m, x, e, n, 0, 0, PLUME_REG_EMBED, 0, {0}, {0}};
     for (int32_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < e[i].T; t++) {
             x->row_ent[e[i].row0 + t] = i;
@@ -678,7 +740,10 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         step.T += e[i].T;
     }
     step.qact = m->qact_matmul != NULL;
+    step.qa = (qact_buf){x->xq, x->xs, x->xcor};
+    step.qin = (qact_buf){x->xq_in, x->xs_in, x->xcor_in};
     plume_session *tr = n == 1 ? e[0].s : NULL; /* test traces: single-session steps */
+    step.fold = !(tr && tr->trace_hidden);      /* a trace copies h after each layer */
     int64_t TD = (int64_t)step.T * c->D;
     embed(&step);
     step.mm = PLUME_REG_MATMUL;
@@ -689,6 +754,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         layer_forward(&step, l);
         if (tr && tr->trace_hidden) memcpy(tr->trace_hidden + (l + 1) * TD, x->h, (size_t)TD * 4);
     }
+    if (step.fold) for_rows(&step, c->L - 1, row_ple_out);
     for (int32_t i = 0; i < n; i++) commit(&step, &e[i]);
     /* the head: straight into the caller's logits for one entry, else through out_logits */
     step.mm = PLUME_REG_HEAD;

@@ -113,6 +113,9 @@ typedef struct {
     int8_t *xq;      /* [B, qact stride of the widest input] int8 activations (qact.h) */
     float *xs;       /* [B, qact groups] block scales */
     int32_t *xcor;   /* [B, qact lanes] u8 x s8 corrections */
+    int8_t *xq_in;   /* [B, qact stride of D] the gate/up loop's int8 input, while that loop */
+    float *xs_in;    /*   writes the rounded gelu(gate) * up, the down matmul's, into xq */
+    int32_t *xcor_in;
     int32_t *row_ent;/* [B] entry of each row */
     int32_t *row_pos;/* [B] position of each row */
     int32_t *row_head;/* [B] rows the head runs on */

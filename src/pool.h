@@ -15,7 +15,12 @@ typedef struct plume_pool plume_pool;
 /* fn(ctx, ith, i0, i1): thread ith (0 = the caller) processes items [i0, i1). */
 typedef void (*plume_pool_fn)(void *ctx, int32_t ith, int64_t i0, int64_t i1);
 
-/* A pool of n threads in all (the caller counts as one); NULL on failure. */
+/* A pool of n threads in all (the caller counts as one); NULL on failure. An idle worker
+ * spins 500 us before it sleeps, yielding the CPU (sched_yield) after the first 5 us, so that
+ * on a shared, loaded host the spin does not take time the caller's thread or others need;
+ * PLUME_POOL_SPIN_US=N (0..1000000) sets N microseconds (0: sleep at once) and
+ * PLUME_POOL_YIELD=0 spins without yielding, to measure either (bench/bench_pool,
+ * plume bench --threads-profile). */
 plume_pool *plume_pool_new(int32_t n);
 void plume_pool_free(plume_pool *p);
 int32_t plume_pool_size(const plume_pool *p);

@@ -6,7 +6,7 @@
 
 static const char *const region_names[PLUME_REG_N] = {
     "embeddings", "rope tables", "norms, RoPE, residuals", "int8 quantizer", "matmuls",
-    "attention",  "gelu",        "K/V round and commit",   "head",
+    "attention",  "K/V round and commit", "head",
 };
 
 uint64_t plume_prof_now(void) {

@@ -16,9 +16,8 @@ typedef enum {
     PLUME_REG_ROPE,   /* cos/sin of the step's positions */
     PLUME_REG_NORMS,  /* per-row work of a layer: norms, RoPE, residual adds */
     PLUME_REG_QUANT,  /* int8 activations: the quantizer of a matmul's input */
-    PLUME_REG_MATMUL, /* the layers' matmuls */
+    PLUME_REG_MATMUL, /* the layers' matmuls (and gelu(gate) * up, in the gate/up loop) */
     PLUME_REG_ATTN,   /* attention over the caches */
-    PLUME_REG_GELU,   /* gelu(gate) * up */
     PLUME_REG_KV,     /* the step's K/V: int8 rounding, commit to the caches */
     PLUME_REG_HEAD,   /* final norm, tied head, softcap */
     PLUME_REG_N

@@ -77,7 +77,10 @@ int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_
         x->xq = plume_alloc((size_t)(B * plume_qact_stride(widest)));
         x->xs = plume_alloc((size_t)(B * plume_qact_groups(widest)) * 4);
         x->xcor = plume_alloc((size_t)(B * plume_qact_lanes(widest)) * 4);
-        ok = x->xq && x->xs && x->xcor;
+        x->xq_in = plume_alloc((size_t)(B * plume_qact_stride((int32_t)D)));
+        x->xs_in = plume_alloc((size_t)(B * plume_qact_groups((int32_t)D)) * 4);
+        x->xcor_in = plume_alloc((size_t)(B * plume_qact_lanes((int32_t)D)) * 4);
+        ok = x->xq && x->xs && x->xcor && x->xq_in && x->xs_in && x->xcor_in;
     }
     if (!ok) {
         plume_scratch_free(x);
@@ -89,7 +92,7 @@ int plume_scratch_init(plume_scratch *x, const plume_model *m, int32_t B, int64_
 /* Free every buffer (plume_dealloc(NULL) is a no-op, so a half-made scratch frees too). */
 void plume_scratch_free(plume_scratch *x) {
     float *bufs[] = {x->h, x->xa, x->q, x->att, x->o, x->gate, x->up, x->ple, x->plg, x->rope_cos[0],
-                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->blk, x->part, x->xs};
+                     x->rope_cos[1], x->rope_sin[0], x->rope_sin[1], x->scores, x->blk, x->part, x->xs, x->xs_in};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) plume_dealloc(bufs[i]);
     for (int32_t l = 0; l < PLUME_MAX_LAYERS; l++) {
         plume_dealloc(x->k_new[l]);
@@ -101,6 +104,8 @@ void plume_scratch_free(plume_scratch *x) {
     }
     plume_dealloc(x->xq);
     plume_dealloc(x->xcor);
+    plume_dealloc(x->xq_in);
+    plume_dealloc(x->xcor_in);
     plume_dealloc(x->row_ent);
     plume_dealloc(x->row_pos);
     plume_dealloc(x->row_head);

@@ -543,6 +543,36 @@ static void test_elementwise_match_scalar(void) {
     free(g), free(gref), free(u);
 }
 
+/* gelu_mul and softcap cut into pieces that start on multiples of 16 (the last ending at n)
+ * give the bits of one call (kernels.h): forward.c applies them per matmul chunk. */
+static void test_elementwise_cut_on_16(void) {
+    enum { NMAX = 4200 };
+    float *g = malloc(NMAX * sizeof(float)), *whole = malloc(NMAX * sizeof(float)), *u = malloc(NMAX * sizeof(float));
+    uint64_t rng = 11;
+    const int32_t lens[] = {1, 15, 16, 17, 40, 71, 200, 1000, 4096, NMAX};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int32_t n = lens[li];
+        for (int f = 0; f < 2; f++) {
+            for (int32_t i = 0; i < n; i++) {
+                g[i] = whole[i] = (plume_rng_float(&rng) - 0.5f) * (f ? 400.0f : 12.0f);
+                u[i] = (plume_rng_float(&rng) - 0.5f) * 4.0f;
+            }
+            if (f) cur->softcap(whole, n, 30.0f);
+            else cur->gelu_mul(whole, u, n);
+            for (int32_t a = 0; a < n;) { /* pieces of 16, 32, ... 112 floats */
+                int32_t len = 16 * (1 + (int32_t)(plume_rng_float(&rng) * 7.0f));
+                if (a + len > n) len = n - a;
+                if (f) cur->softcap(g + a, len, 30.0f);
+                else cur->gelu_mul(g + a, u + a, len);
+                a += len;
+            }
+            CHECK(!memcmp(g, whole, (size_t)n * sizeof *g), "%s %s n=%d: pieces differ from one call in bits", cur->name,
+                  f ? "softcap" : "gelu_mul", n);
+        }
+    }
+    free(g), free(whole), free(u);
+}
+
 /* sigmoid_mul at every length 1..80 and a long one: gates from saturated (+-90, where exp(-|g|)
  * underflows) to tiny; then as silu in place (y, a and g one array) and as a GLU with y = a.
  * The polynomial exp's relative error (2e-7) moves sigmoid by less than that, relative. */
@@ -706,6 +736,7 @@ int main(void) {
         if (cur->reads_tiles) run_on_table("matmul_tiles", test_matmul_tiles);
         run_on_table("dot_axpy_match_scalar", test_dot_axpy_match_scalar);
         run_on_table("elementwise_match_scalar", test_elementwise_match_scalar);
+        run_on_table("elementwise_cut_on_16", test_elementwise_cut_on_16);
         run_on_table("sigmoid_mul_match_scalar", test_sigmoid_mul_match_scalar);
         run_on_table("softmax_match_scalar", test_softmax_match_scalar);
         run_on_table("rmsnorm_same_bits", test_rmsnorm_same_bits);

@@ -67,6 +67,28 @@ static void test_every_item_once_across_sleeps(void) {
     plume_pool_free(p);
 }
 
+/* PLUME_POOL_SPIN_US=0: workers sleep as soon as a loop is done, so that every loop wakes them
+ * (the futex or condition variable on every loop, back to back); a bad value keeps the default. */
+static void test_every_item_once_without_spinning(void) {
+    const char *vals[] = {"0", "junk"};
+    for (int v = 0; v < 2; v++) {
+        setenv("PLUME_POOL_SPIN_US", vals[v], 1);
+        plume_pool *p = plume_pool_new(3);
+        unsetenv("PLUME_POOL_SPIN_US");
+        CHECK(p != NULL, "pool with PLUME_POOL_SPIN_US=%s", vals[v]);
+        static count_task t;
+        for (int loop = 0; p && loop < 200; loop++) {
+            int64_t n = 50 + loop * 13 % 900;
+            atomic_store(&t.sum, 0);
+            for (int64_t i = 0; i < n; i++) atomic_store(&t.hits[i], 0);
+            (loop % 2 ? plume_pool_for_guided : plume_pool_for)(p, n, 4, count_items, &t);
+            CHECK(atomic_load(&t.sum) == n * (n - 1) / 2, "spin %s loop %d: sum", vals[v], loop);
+            for (int64_t i = 0; i < n; i++) CHECK(atomic_load(&t.hits[i]) == 1, "spin %s loop %d item %lld", vals[v], loop, (long long)i);
+        }
+        plume_pool_free(p);
+    }
+}
+
 static void test_wait_kind_is_the_builds(void) {
     const char *k = plume_pool_wait_kind();
 #if defined(PLUME_PORTABLE)
@@ -151,6 +173,7 @@ static void test_profile_counts(void) {
 
 int main(void) {
     RUN(test_every_item_once_across_sleeps);
+    RUN(test_every_item_once_without_spinning);
     RUN(test_profile_counts);
     RUN(test_wait_kind_is_the_builds);
     return t_total_failed != 0;

@@ -219,6 +219,48 @@ static void test_quantize_simd_matches(void) {
         }
 }
 
+/* A row quantized in column slices that start on multiples of 128 (the last ending at cols),
+ * each slice's bytes, scales and corrections at its chunk's place in the row, gives the bytes
+ * of the whole row at once (qact.h: chunks are independent), for the reference and every SIMD
+ * quantizer: forward.c quantizes gelu(gate) * up per matmul chunk. */
+static void test_quantize_slices(void) {
+    static const int32_t sizes[] = {100, 128, 300, 1537, 6144};
+    qkern ks[5];
+    int nk = kernels_here(ks + 1) + 1;
+    ks[0] = (qkern){"reference", plume_qact_quantize, plume_qact_matmul_ref};
+    uint64_t rng = 5;
+    for (int ki = 0; ki < nk; ki++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            const int32_t cols = sizes[k], T = 3, ldx = cols + 5;
+            const int64_t stride = plume_qact_stride(cols), groups = plume_qact_groups(cols), lanes = plume_qact_lanes(cols);
+            float *x = malloc(sizeof(float) * ldx * T);
+            qbuf a = {0}, b = {0};
+            int ok = x && qbuf_new(&a, T, cols) == 0 && qbuf_new(&b, T, cols) == 0;
+            CHECK(ok, "out of memory");
+            for (int i = 0; ok && i < ldx * T; i++) x[i] = (2.0f * plume_rng_float(&rng) - 1.0f) * (float)(1 + (i / 32) % 7);
+            if (ok) {
+                ks[ki].quantize(x, ldx, T, cols, a.xq, a.xs, a.xcor);
+                memset(b.xq, 0x55, (size_t)(T * stride));
+                for (int32_t t = 0; t < T; t++)
+                    for (int32_t c0 = 0; c0 < cols;) {
+                        int32_t len = PLUME_QACT_CHUNK * (1 + (int32_t)(plume_rng_float(&rng) * 3.0f));
+                        if (c0 + len > cols) len = cols - c0;
+                        ks[ki].quantize(x + t * ldx + c0, ldx, 1, len, b.xq + t * stride + c0,
+                                        b.xs + t * groups + c0 / PLUME_QACT_GROUP,
+                                        b.xcor + t * lanes + c0 / PLUME_QACT_CHUNK * PLUME_QACT_LANES);
+                        c0 += len;
+                    }
+                CHECK(!memcmp(a.xq, b.xq, (size_t)(T * stride)), "%s cols %d: xq of slices differs", ks[ki].name, cols);
+                CHECK(!memcmp(a.xs, b.xs, sizeof(float) * T * groups), "%s cols %d: xs of slices differs", ks[ki].name, cols);
+                CHECK(!memcmp(a.xcor, b.xcor, sizeof(int32_t) * T * lanes), "%s cols %d: xcor of slices differs",
+                      ks[ki].name, cols);
+            }
+            free(x);
+            qbuf_free(&a);
+            qbuf_free(&b);
+        }
+}
+
 /* ---- matmul against the reference ------------------------------------------------------- */
 
 /* Random Q8 or Q4 [rows, cols] matrix, data and scales a few bytes off alignment as in a
@@ -808,6 +850,7 @@ int main(void) {
     RUN(test_tiles_matmul_exact);
     if (nk) {
         RUN(test_quantize_simd_matches);
+    RUN(test_quantize_slices);
         RUN(test_matmul_simd_exact);
         RUN(test_matmul_simd_any_scales);
         RUN(test_matmul_same_bits_any_T);

@@ -102,6 +102,10 @@ typedef struct {
     int reads_tiles;                          /* the Q8/Q4 matmuls take PLUME_L_TILES weights */
     float (*dot)(const float *a, const float *b, int32_t n);      /* sum a[i]*b[i] */
     void (*axpy)(float *y, float a, const float *x, int32_t n);   /* y[i] += a*x[i] */
+    /* The elementwise kernels: an element's bits depend on its inputs and on whether it lies
+     * in the last n % 16 of the call only (vector bodies of 16 floats or a divisor of 16, the
+     * rest in the scalar reference), so a row cut on multiples of 16 gives the bits of one
+     * call (forward.c applies them per matmul chunk; test_kernels holds every table to it). */
     void (*gelu_mul)(float *g, const float *u, int64_t n); /* g[i] = gelu_tanh(g[i]) * u[i] */
     void (*softcap)(float *x, int64_t n, float cap);        /* x[i] = cap * tanh(x[i] / cap) */
     /* y[i] = a[i] * sigmoid(g[i]); y may alias a or g. silu(x) is (x, x, x), a GLU (u, gate). */
