@@ -14,8 +14,9 @@
  *
  * vnni-tiles is avx512vnni (and the avx512 float kernel) on the same weights in PLUME_L_TILES.
  *
- *   make benches && build/bench/bench_qact [T [KERNEL]]   (KERNEL: avx512vnni, vnni-tiles,
- *                                                          avx2, avx-vnni)
+ *   make benches && build/bench/bench_qact [T [KERNEL [SHAPES]]]   (KERNEL: avx512vnni,
+ *       vnni-tiles, avx2, avx-vnni, or all; SHAPES: rows x cols pairs, e.g. E4B's
+ *       10240x2560,2560x10240,2048x2560: the gate/up, down and sliding q projections)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,10 +170,31 @@ done:
     return rc;
 }
 
+/* Parse "R1xC1,R2xC2,..." into shapes (at most 8); 1 when every pair is valid. */
+static int parse_shapes(const char *arg, int32_t shapes[8][2], size_t *n) {
+    size_t k = 0;
+    for (const char *p = arg; *p;) {
+        char *end;
+        long r = strtol(p, &end, 10), c;
+        if (end == p || *end != 'x' || k == 8) return 0;
+        p = end + 1;
+        c = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || r < 16 || r > 65536 || r % 16 || c < 128 || c > 65536 || c % 128)
+            return 0;
+        shapes[k][0] = (int32_t)r;
+        shapes[k][1] = (int32_t)c;
+        k++;
+        p = *end ? end + 1 : end;
+    }
+    if (!k) return 0;
+    *n = k;
+    return 1;
+}
+
 /* Every kernel x weight type x shape x T, one line each; an argument N: only T = N. */
 int main(int argc, char **argv) {
     const int32_t only_T = argc > 1 ? atoi(argv[1]) : 0;
-    const char *only_k = argc > 2 ? argv[2] : NULL;
+    const char *only_k = argc > 2 && strcmp(argv[2], "all") ? argv[2] : NULL;
     bench_kern ks[4];
     int nk = 0;
 #if defined(__x86_64__)
@@ -189,7 +211,13 @@ int main(int argc, char **argv) {
         printf("this CPU has no SIMD int8 kernels: nothing to compare\n");
         return 0;
     }
-    static const int32_t shapes[][2] = {{6144, 1536}, {1536, 6144}, {12288, 1536}, {1536, 12288}, {2048, 1536}};
+    int32_t shapes[8][2] = {{6144, 1536}, {1536, 6144}, {12288, 1536}, {1536, 12288}, {2048, 1536}};
+    size_t nshapes = 5;
+    if (argc > 3 && !parse_shapes(argv[3], shapes, &nshapes)) {
+        fprintf(stderr, "bench_qact: SHAPES is up to 8 ROWSxCOLS pairs, rows a multiple of 16 and cols of 128, "
+                        "comma separated, not \"%s\"\n", argv[3]);
+        return 1;
+    }
     static const int32_t tokens[] = {1, 64, 512};
     static const plume_wtype types[] = {PLUME_W_Q8, PLUME_W_Q4};
     printf("single thread, median of %d; GFLOP/s = 2 rows cols T / time; tok/s = GFLOP/s / %.3f\n",
@@ -199,7 +227,7 @@ int main(int argc, char **argv) {
     for (int ki = 0; ki < nk; ki++) {
         if (only_k && strcmp(only_k, ks[ki].name)) continue;
         for (size_t k = 0; k < sizeof types / sizeof *types; k++)
-            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (size_t s = 0; s < nshapes; s++)
                 for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
                     if ((!only_T || tokens[i] == only_T) && bench_shape(&ks[ki], types[k], shapes[s][0], shapes[s][1], tokens[i])) {
                         fprintf(stderr, "out of memory\n");
