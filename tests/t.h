@@ -89,9 +89,11 @@ static double t_max_abs(const float *a, const float *b, size_t n) {
     return m;
 }
 
-/* Run a shell command; capture its stdout+stderr into out (NUL-terminated); return the
- * exit status (or -1 if it did not exit normally, e.g. a crash). */
+/* Run a shell command; capture its stdout+stderr into out (NUL-terminated; a NUL byte of the
+ * output, as a sampled byte token <0x00> prints, comes as T_SH_NUL so that the text after it
+ * is searched too); return the exit status (or -1 if it did not exit normally, e.g. a crash). */
 #include <sys/wait.h>
+#define T_SH_NUL '\x1a' /* what t_sh puts for a NUL byte of the output (ASCII SUB) */
 static int t_sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #include <stdarg.h>
 static int t_sh(char *out, size_t cap, const char *fmt, ...) {
@@ -110,7 +112,8 @@ static int t_sh(char *out, size_t cap, const char *fmt, ...) {
     while ((r = fread(buf, 1, sizeof buf, p)) > 0)
         if (out && n + 1 < cap) {
             size_t k = r < cap - n - 1 ? r : cap - n - 1;
-            memcpy(out + n, buf, k);
+            for (size_t i = 0; i < k; i++) /* a NUL (a sampled byte token <0x00>) would end the text early */
+                out[n + i] = buf[i] ? buf[i] : T_SH_NUL;
             n += k;
             out[n] = 0;
         }
