@@ -121,4 +121,20 @@ static int t_sh(char *out, size_t cap, const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Make dir and link links[i][1] in it to tests/data/links[i][0] (absolute targets), for
+ * checkpoints assembled from fixtures; 0 or -1. */
+static inline int t_link_fixtures(const char *dir, const char *const (*links)[2], size_t n) {
+    char out[1024];
+    if (t_sh(out, sizeof out, "mkdir -p '%s'", dir)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        char from[4096];
+        snprintf(from, sizeof from, "%s/%s", t_data(), links[i][0]);
+        char *abs = realpath(from, NULL);
+        int rc = abs ? t_sh(out, sizeof out, "ln -s '%s' '%s/%s'", abs, dir, links[i][1]) : -1;
+        free(abs);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 #endif

@@ -35,14 +35,7 @@ static int t_mm_checkpoint(const char *dir) {
         {"tiny-mm-a/config.json", "config.json"},
         {"tiny-mm-a/audio_tower.safetensors", "audio_tower.safetensors"},
         {"tiny-mm-a/vision_tower.safetensors", "vision_tower.safetensors"}};
-    char out[1024];
-    if (t_sh(out, sizeof out, "mkdir -p '%s'", dir)) return -1;
-    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
-        char *from = t_mm_data_path(links[i][0]), *abs = realpath(from, NULL);
-        int rc = abs ? t_sh(out, sizeof out, "ln -s '%s' '%s/%s'", abs, dir, links[i][1]) : -1;
-        free(from), free(abs);
-        if (rc) return -1;
-    }
+    if (t_link_fixtures(dir, links, sizeof links / sizeof *links)) return -1;
     char *ip = t_mm_data_path("tiny-a/hf/model.safetensors.index.json"), *text = NULL, *err = NULL;
     int rc = plume_read_file(ip, &text, NULL, &err);
     cJSON *index = rc ? NULL : cJSON_Parse(text);

@@ -66,14 +66,8 @@ static int make_checkpoint(const char *dir) {
                                            {"tiny-mm-a/audio_tower.safetensors", "audio_tower.safetensors"},
                                            {"tiny-mm-a/vision_tower.safetensors", "vision_tower.safetensors"}};
     static const char *const files[3] = {"model.safetensors", "audio_tower.safetensors", "vision_tower.safetensors"};
-    char out[1024], *err = NULL;
-    if (t_sh(out, sizeof out, "mkdir -p '%s'", dir)) return -1;
-    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
-        char *from = data_path(links[i][0]), *abs = realpath(from, NULL);
-        int rc = abs ? t_sh(out, sizeof out, "ln -s '%s' '%s/%s'", abs, dir, links[i][1]) : -1;
-        free(from), free(abs);
-        if (rc) return -1;
-    }
+    char *err = NULL;
+    if (t_link_fixtures(dir, links, sizeof links / sizeof *links)) return -1;
     cJSON *index = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(index, "weight_map");
     int rc = make_config(dir);
     for (int k = 0; !rc && k < 3; k++) {
