@@ -359,7 +359,7 @@ static void test_rewind_recomputes_through_images(void) {
     int32_t reused = -1;
     CHECK(s && plume_session_feed_media(s, ids, n, ac, 2, NULL, 0, &err) == 0, "feed: %s", err ? err : "");
     CHECK(plume_session_rewind(s, 270, &err) == 0 && plume_session_n_past(s) == 270, "rewind: %s", err ? err : "");
-    CHECK(plume_session_rewind_free(s, 270) == 270, "rewind_free");
+    CHECK(plume_session_rewind_point(s, 270) == 270, "rewind_point");
     CHECK(plume_session_feed_prompt_media(s, ids, n, ac, 2, lg + (int64_t)(n - 1) * V, &reused, &err) == 0 && reused == 270,
           "refeed: reused %d: %s", reused, err ? err : "");
     /* the last row against the golden's last row (row n - 1 is in the kept subset) */
