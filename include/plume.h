@@ -1,4 +1,4 @@
-/* plume.h -- a featherweight C runtime for Gemma 4 E2B.
+/* plume.h -- a featherweight C runtime for Gemma 4 E2B/E4B.
  *
  * Overview
  * --------
