@@ -10,7 +10,8 @@
  *
  * Files, in calling order (the room's one header is this one; tower_ names the step):
  *   tensors.c        a tower's safetensors file -> float32 views by name and shape
- *   ops.c            what the audio tower runs on: parallel matmuls, clipped linears, rows on the pool
+ *   ops.c            what the audio tower runs on: parallel matmuls, clipped linears, rows on
+ *                    the pool
  *   tower_audio.c    the audio tower (conformer, gemma4-multimodal.md §3.3-3.4) and embed_audio
  *   tower_vision.c   the vision tower (gemma4-multimodal.md §2.3-2.4) and embed_vision
  */
@@ -80,7 +81,7 @@ void enc_linear_apply(const enc_run *r, const enc_linear *lin, float *y, float *
 typedef void (*enc_row_fn)(void *ctx, int32_t t);
 void enc_rows(const enc_run *r, int32_t T, enc_row_fn fn, void *ctx);
 
-/* ---- the audio tower (tower_audio.c) ----------------------------------------------------------- */
+/* ---- the audio tower (tower_audio.c) ---------------------------------------------------- */
 
 /* One tensor of a tower file: its checkpoint name, shape (ndim 0: a scalar) and whether it may
  * be missing (the clip bounds: +-inf then). */
@@ -154,7 +155,7 @@ int enc_audio_tower(const enc_audio *a, const enc_run *r, const float *mel, int3
  * projection, as HF). 0 or PLUME_ENOMEM. */
 int enc_audio_embed(const enc_audio *a, const enc_run *r, const float *soft, int32_t n, float *emb, char **err);
 
-/* ---- the vision tower (tower_vision.c) ------------------------------------------------------
+/* ---- the vision tower (tower_vision.c) ---------------------------------------------------
  * The vision tower of a bundle's vision.safetensors (docs/MEDIA.md, shared/spec/
  * gemma4-multimodal.md §2.3-2.4): its tensor list (shared with the converter's check), loading
  * and validating it, and its forward: the patch embedding with the 2-D position tables, the
