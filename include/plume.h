@@ -804,6 +804,11 @@ typedef struct {
                             default: the INT8 token sidecar is the head, as in q8 bundles) or
                             "q4" (lm_head.weight in the last chunk at q4: a decode step reads
                             226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
+    const char *q4_scale; /* q4 weights: how each group of 32's step is chosen: "best" (NULL,
+                            default: the smallest error among the steps that put the group's
+                            largest weight on a level, so a block already on a 4-bit grid, a
+                            QAT checkpoint's, is kept exactly), "absmax" (absmax / 7) or "q4_0"
+                            (llama.cpp's signed max / -8); docs/BUNDLE.md */
 } plume_convert_params;
 
 plume_convert_params plume_convert_default_params(void);

@@ -34,6 +34,7 @@ typedef struct {
     char *dir;          /* the temporary output directory */
     float *rows;        /* [BLOCK_BYTES / 4] */
     int tiles;          /* q8/q4 weights in PLUME_L_TILES where they fit (kernels.h) */
+    plume_q4_rule q4_rule; /* how a q4 group's step is chosen (quant.h) */
     uint64_t done, total; /* progress, in source elements */
     double t0, last;      /* start, last progress line (plume_now seconds) */
 } conv;
@@ -462,7 +463,7 @@ static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t ro
         } else if (q4) {
             for (int64_t r = 0; r < n; r++)
                 plume_quant_q4_row(cv->rows + r * cols, (int32_t)cols, (uint8_t *)out + r * (cols / 2),
-                                   scales + (r0 + r) * (cols / 32));
+                                   scales + (r0 + r) * (cols / 32), cv->q4_rule);
             bytes = (size_t)(n * cols / 2);
         } else {
             for (int64_t r = 0; r < n; r++)
@@ -634,6 +635,10 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
         return plume_fail(err, PLUME_EINVAL, "--head must be q8 or q4 (not '%s')", head);
     if (!strcmp(head, "q4") && strcmp(w, "q4"))
         return plume_fail(err, PLUME_EINVAL, "--head q4 wants --weights q4 (the head of %s weights is fixed)", w);
+    const int rule = plume_q4_rule_parse(opt->q4_scale);
+    if (rule < 0)
+        return plume_fail(err, PLUME_EINVAL, "--q4-scale must be best, absmax or q4_0 (not '%s')", opt->q4_scale);
+    cv.q4_rule = (plume_q4_rule)rule;
     /* q8 and q4: the INT8 token sidecar is the head, unless q4 asks for a q4 head of its own */
     c->head_sidecar = !strcmp(w, "q8") || (!strcmp(w, "q4") && strcmp(head, "q4"));
     int32_t nd;
@@ -678,7 +683,8 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 /* ---- the public API ------------------------------------------------------------------- */
 
 plume_convert_params plume_convert_default_params(void) {
-    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto", .head = "q8"};
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto", .head = "q8",
+                                  .q4_scale = "best"};
 }
 
 int plume_convert_check_config(const char *path, char **err) {
@@ -714,7 +720,8 @@ int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_p
     int rc = source_hf_open(&src, hf_dir, err);
     if (rc) return rc;
     conv_options opt = {
-        .weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout, .head = p->head};
+        .weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout, .head = p->head,
+        .q4_scale = p->q4_scale};
     rc = convert_run(&src, &opt, out_dir, err);
     source_hf_close(&src);
     return rc;

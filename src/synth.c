@@ -397,7 +397,8 @@ int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *
     if (rc) return rc;
     src.dir = p->tokenizer;
     conv_options opt = {
-        .weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout, .head = cp->head};
+        .weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout, .head = cp->head,
+        .q4_scale = cp->q4_scale};
     rc = convert_run(&src, &opt, bundle_dir, err);
     source_synth_close(&src);
     return rc;

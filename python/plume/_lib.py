@@ -52,7 +52,7 @@ class ConstraintParams(Structure):
 
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p),
-                ("head", c_char_p)]
+                ("head", c_char_p), ("q4_scale", c_char_p)]
 
 
 # Every struct mirrored here, by its C name (for the ABI test).
