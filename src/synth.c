@@ -271,6 +271,7 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     s->vision_out = tower_int(s->config_json, "vision_config", "hidden_size", 8);
     s->audio_out = tower_int(s->config_json, "audio_config", "output_proj_dims", 8);
     build_list(s, seed);
+    memset(src, 0, sizeof *src);
     src->ctx = s;
     src->config_json = s->config_json;
     src->shape = synth_shape;
