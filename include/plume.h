@@ -811,7 +811,7 @@ PLUME_API void plume_batch_clear(plume_batch *b);
  * is renamed into place at the end, so a failed conversion leaves nothing behind.
  * ------------------------------------------------------------------------------------- */
 typedef struct {
-    const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4" */
+    const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4"; "auto": a GGUF's own */
     int32_t n_ctx;       /* context length of the bundle; 0: min(max_position_embeddings, 4096) */
     int32_t progress;    /* != 0: a progress line on stderr */
     const char *layout;  /* q8/q4 weights: "tiles" (groups of 16 rows interleaved, what the
@@ -822,10 +822,18 @@ typedef struct {
                             default: the INT8 token sidecar is the head, as in q8 bundles) or
                             "q4" (lm_head.weight in the last chunk at q4: a decode step reads
                             226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
+    const char *q4_scale; /* q4 weights: how each group of 32's step is chosen: "best" (NULL,
+                            default: the smallest error among the steps that put the group's
+                            largest weight on a level, so a block already on a 4-bit grid, a
+                            QAT checkpoint's, is kept exactly), "absmax" (absmax / 7) or "q4_0"
+                            (llama.cpp's signed max / -8); docs/BUNDLE.md */
+    int32_t report;       /* != 0: a line on stderr per type of tensors that were dequantized
+                            and requantized (a GGUF's K-quants) with their relative RMS error */
 } plume_convert_params;
 
 PLUME_API plume_convert_params plume_convert_default_params(void);
-/* Convert the checkpoint in hf_dir into the bundle directory out_dir, which must not exist
+/* Convert the checkpoint in hf_dir (or a GGUF file of Gemma 4: docs/BUNDLE.md, "GGUF import";
+ * weights NULL or "auto": the GGUF's own precision) into the bundle directory out_dir, which must not exist
  * (PLUME_EIO if it does). p may be NULL (the defaults). PLUME_EFORMAT for a missing tensor,
  * a wrong shape or dtype, a corrupt file; PLUME_EINVAL for a bad parameter. */
 PLUME_API int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,

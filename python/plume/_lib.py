@@ -52,7 +52,8 @@ class ConstraintParams(Structure):
 
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p),
-                ("head", c_char_p)]
+                ("head", c_char_p), ("q4_scale", c_char_p),
+                ("report", c_int32)]
 
 
 # Every struct mirrored here, by its C name (for the ABI test).
