@@ -14,4 +14,8 @@ int image_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
 /* The audio tower on a with run: plume_audio_encode's contract, PLUME_ECANCELED too. */
 int audio_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_audio *a, char **err);
 
+/* The vision tower on each sampled frame of v with run: plume_video_encode's contract, and
+ * PLUME_ECANCELED (checked between frames and layers). */
+int video_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_video *v, char **err);
+
 #endif
