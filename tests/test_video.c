@@ -421,6 +421,88 @@ static void test_encoder_abort(void) {
     plume_video_free(v);
 }
 
+/* ---- the CLI ----------------------------------------------------------------------------- */
+
+/* A .npy of floats against the golden rows (first and last frame of n tokens, width D). */
+static void check_embed_npy(const char *what, const char *path, const char *golden, int32_t n) {
+    int64_t c = 0, cg = 0;
+    float *e = npy_floats(path, &c), *g = npy_floats(vx(golden), &cg);
+    const int64_t D = cg / (2 * n);
+    CHECK(e && g && c == 32 * n * D, "%s: %lld values", what, (long long)c);
+    if (e && g && c == 32 * n * D) {
+        memmove(e + n * D, e + 31 * n * D, (size_t)(n * D) * 4);
+        check_close(what, e, g, (size_t)cg, TOWER_RMS, TOWER_MAX);
+    }
+    free(e), free(g);
+}
+
+/* plume embed --video / --video-frames, plume logits --video, plume run --video (the golden's
+ * prompt and greedy continuation), --video-audio, and the errors. */
+static void test_cli(void) {
+    char out[8192], o[700], fr[700];
+    const char *b = t_build();
+    snprintf(o, sizeof o, "%s/emb.npy", tmp);
+    CHECK(t_sh(out, sizeof out, "%s/plume embed -m %s --video %s -o %s", b, bundle, vx("clip0.mp4"), o) == 0, "embed: %s", out);
+    check_embed_npy("plume embed --video clip0.mp4", o, "clip0_emb_ends.npy", 66);
+    /* from decoded frames: the 32 sampled frames of clip1 as a .npy */
+    media_video v;
+    snprintf(fr, sizeof fr, "%s/frames.npy", tmp);
+    char *err = NULL;
+    if (decode("clip1.webm", &v, 0, NULL) == 0) {
+        const int64_t shape[4] = {32, v.h, v.w, 3};
+        CHECK(npy_write(fr, "|u1", shape, 4, v.full, &err) == 0, "frames.npy");
+        media_video_free(&v);
+    }
+    free(err);
+    CHECK(t_sh(out, sizeof out, "%s/plume embed -m %s --video-frames %s -o %s", b, bundle, fr, o) == 0, "embed: %s", out);
+    check_embed_npy("plume embed --video-frames", o, "clip1_emb_ends.npy", 63);
+    /* logits of HF's ids with the video's rows */
+    snprintf(o, sizeof o, "%s/lg.npy", tmp);
+    CHECK(t_sh(out, sizeof out, "%s/plume logits -m %s --ids-npy %s --video %s --step 512 -o %s", b, bundle,
+               vx("clip1_ids.npy"), vx("clip1.webm"), o) == 0,
+          "logits: %s", out);
+    int64_t c = 0, cg = 0, ci = 0;
+    float *lg = npy_floats(o, &c), *g = npy_floats(vx("clip1_logits_q8emb_rows.npy"), &cg),
+          *idx = npy_floats(vx("clip1_logits_q8emb_rows_idx.npy"), &ci);
+    const int32_t V = plume_model_n_vocab(m);
+    float *mine = lg && g && idx ? malloc((size_t)cg * 4) : NULL;
+    for (int64_t r = 0; mine && r < ci; r++) memcpy(mine + r * V, lg + (int64_t)idx[r] * V, (size_t)V * 4);
+    if (mine) check_close("plume logits --video", mine, g, (size_t)cg, LOGITS_RMS, LOGITS_MAX);
+    else CHECK(0, "logits: no rows");
+    free(lg), free(g), free(idx), free(mine);
+    /* run: the chat turn [video, "Describe."] is the golden's prompt; greedy gives its tokens */
+    int32_t ng = 0;
+    int32_t *greedy = npy_ids(vx("clip0_greedy_q8emb.npy"), &ng);
+    char want[2048] = "";
+    if (greedy) plume_detokenize(plume_model_tokenizer(m), greedy, ng, 1, want, sizeof want);
+    CHECK(t_sh(out, sizeof out, "%s/plume run -m %s --video %s -p 'Describe.' -n %d --temp 0 2>&1", b, bundle,
+               vx("clip0.mp4"), ng) == 0 &&
+              strstr(out, "2112 soft tokens (66 a frame)") && strstr(out, "00:00 to 00:03") && strstr(out, "[prompt 2424 tokens") &&
+              strstr(out, want),
+          "run --video: want the golden's %d tokens \"%s\": %s", ng, want, out);
+    free(greedy);
+    CHECK(t_sh(out, sizeof out, "%s/plume run -m %s --video %s --video-audio -p 'What is heard?' -n 2 --temp 0 2>&1",
+               b, bundle, vx("short_av.mp4")) == 0 &&
+              strstr(out, "12 sampled") && strstr(out, "its sound track, 1.2 s"),
+          "run --video-audio: %s", out);
+    CHECK(t_sh(out, sizeof out, "printf '/video %s\\nWhat?\\n' | %s/plume chat -m %s -n 2 --temp 0 2>&1", vx("clip1.webm"),
+               b, bundle) == 0 && strstr(out, "2016 soft tokens"),
+          "chat /video: %s", out);
+    /* errors: a file that is not a video, a truncated one, two placeholders for one video */
+    CHECK(t_sh(out, sizeof out, "%s/plume embed -m %s --video %s -o %s 2>&1", b, bundle, fx("A.png"), o) == 1 &&
+              strstr(out, "not a video"),
+          "an image as a video: %s", out);
+    CHECK(t_sh(out, sizeof out, "head -c 20000 %s > %s/cut.mp4 && %s/plume run -m %s --video %s/cut.mp4 -p x -n 1 2>&1",
+               vx("clip0.mp4"), tmp, b, bundle, tmp) == 1 && strstr(out, "truncated"),
+          "a truncated video: %s", out);
+    char ph[64] = ""; /* the video placeholder's text in tiny-a's vocabulary (<unused10>; <|video|> in Gemma's) */
+    const int32_t vid = plume_model_media_token(m, "video");
+    plume_detokenize(plume_model_tokenizer(m), &vid, 1, 0, ph, sizeof ph);
+    CHECK(t_sh(out, sizeof out, "%s/plume run -m %s --video %s -p '%s%s' -n 1 2>&1", b, bundle, vx("clip1.webm"), ph, ph) == 1 &&
+              strstr(out, "1 videos were given"),
+          "two placeholders, one video: %s", out);
+}
+
 int main(void) {
     tmp = t_tmpdir("video");
     char *text = NULL, *err = NULL, out[4096], ck[700];
@@ -428,12 +510,7 @@ int main(void) {
     free(text);
     snprintf(ck, sizeof ck, "%s/hf", tmp);
     snprintf(bundle, sizeof bundle, "%s/f32", tmp);
-    if (t_sh(out, sizeof out,
-             "mkdir -p %s && for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors tokenizer.json "
-             "tokenizer_config.json; do ln -s \"$(cd %s/tiny-a/hf && pwd)/$f\" %s/$f; done && cp %s %s %s %s && "
-             "%s/plume convert %s %s --weights f32 --quiet",
-             ck, t_data(), ck, fx("hf/config.json"), fx("hf/model.safetensors.index.json"), fx("hf/vision.safetensors"), ck,
-             t_build(), ck, bundle))
+    if (t_mm_checkpoint(ck) || t_sh(out, sizeof out, "%s/plume convert %s %s --weights f32 --quiet", t_build(), ck, bundle))
         printf("  setup: %s\n", out);
     plume_model_params p = plume_model_default_params();
     p.exact = 1;
@@ -451,6 +528,7 @@ int main(void) {
     RUN(test_embed_golden);
     RUN(test_prompt_logits_greedy);
     RUN(test_encoder_abort);
+    RUN(test_cli);
     plume_model_free(m);
     cJSON_Delete(expect);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
