@@ -121,6 +121,7 @@ int plume_video_tokens(const plume_model *m, const plume_video *v, int32_t *n_to
 
 /* Append the ids of text to run[*n] (cap given by the caller's bound). */
 static int video_text(const plume_model *m, const char *text, int32_t *run, int32_t *n, int32_t cap, char **err) {
+    if (!m->tok) return plume_fail(err, PLUME_EINVAL, "video: the bundle has no tokenizer (a video's timestamps are text)");
     int32_t k = plume_tokenize(m->tok, text, strlen(text), run + *n, cap - *n);
     if (k < 0 || k > cap - *n) return plume_fail(err, PLUME_EINVAL, "video: cannot tokenize the timestamp \"%s\"", text);
     *n += k;
