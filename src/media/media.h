@@ -18,15 +18,18 @@
  * (PyTorch's CPU kernel) to the 70-token size, the sound track as audio on request.
  *
  * Files, in calling order:
- *   decode.c       sniff, the pixel cap, orientation, plume_image_* of plume.h
+ *   decode_image.c sniff, orientation, the public plume_image_decode and plume_image_load
+ *   image.c        the decoded image below the decoders: the pixel cap, allocation, the
+ *                  public plume_image_* that make one from pixels, read and free it
  *   decode_png.c   decode_jpeg.c   decode_webp.c   one library each, to RGB
  *   exif.c         the orientation tag of an EXIF block
  *   resize.c       Pillow's two-pass bicubic resample with fixed-point coefficients
  *   patches.c      the target size of a budget, patches [N, p*p*3] and positions [N, 2]
- *   audio.c        audio bytes -> mono float samples at 16 kHz (media_audio)
+ *   decode_audio.c audio bytes -> mono float samples at 16 kHz (media_audio), the public
+ *                  plume_audio_* of plume.h that make, read and free it
  *   mel.c          samples -> log-mel frames and their mask (media_mel); the FFT
  *   video.c        the sampling rule, timestamps, the resized frames (media_video)
- *   video_decode.c video bytes -> sampled frames (+ the sound track) with FFmpeg's libraries
+ *   decode_video.c video bytes -> sampled frames (+ the sound track) with FFmpeg's libraries
  *   resize_tv.c    torchvision's uint8 bicubic antialiased resize (PyTorch's CPU kernel)
  *
  * Every decoder reads untrusted bytes: sizes are checked against MEDIA_MAX_PIXELS (images) or
@@ -49,7 +52,7 @@ struct plume_image {
     uint8_t *rgb;   /* [h, w, 3] */
 };
 
-/* ---- decode.c ------------------------------------------------------------------------- */
+/* ---- image.c -------------------------------------------------------------------------- */
 
 /* Check a decoder's header dimensions before it allocates: 0, or PLUME_EFORMAT naming what. */
 int media_check_size(const char *what, int64_t w, int64_t h, char **err);
@@ -107,7 +110,7 @@ int media_plan_pixels(const plume_image *img, const media_plan *p, uint8_t **rgb
  * pos [n_patches, 2] = (x, y) = (c, r). */
 void media_patchify(const uint8_t *rgb, const media_plan *p, int32_t patch, float *pix, int32_t *pos);
 
-/* ---- audio: decode, mix down, resample (audio.c) --------------------------------------- */
+/* ---- audio: decode, mix down, resample (decode_audio.c) ------------------------------- */
 
 enum {
     MEDIA_AUDIO_RATE = 16000,          /* samples per second the audio tower hears */
@@ -180,7 +183,7 @@ void media_mel_free(media_mel *m);
 /* In-place complex FFT of n points (a power of two, 2..65536): X_k = sum_j x_j e^(-2 pi i jk/n). */
 int media_fft(double *re, double *im, int32_t n);
 
-/* ---- video: sampling, timestamps, frames (video.c, video_decode.c, resize_tv.c) ---------- */
+/* ---- video: sampling, timestamps, frames (video.c, decode_video.c, resize_tv.c) ---------- */
 
 enum {
     MEDIA_VIDEO_FRAMES = 32,          /* frames a video is sampled to (HF num_frames) */

@@ -1,7 +1,7 @@
 /* video.c -- a video as Gemma 4's processor sees it (HF Gemma4VideoProcessor,
  * shared/spec/gemma4-multimodal.md §8.1): which frames are kept (32 by index, floor(i * N / 32)),
  * their MM:SS timestamps, and each kept frame resized to the 70-token size with torchvision's
- * uint8 bicubic (resize_tv.c). The frames come from video_decode.c or from the caller.
+ * uint8 bicubic (resize_tv.c). The frames come from decode_video.c or from the caller.
  *
  * A clip of fewer than 32 frames, which HF refuses, keeps all its frames, in order: what a user
  * who sends a 1 s GIF-like clip expects (docs/MEDIA.md). */

@@ -1,4 +1,4 @@
-/* video_decode.c -- video bytes -> the sampled frames of media_video (video.c), with FFmpeg's
+/* decode_video.c -- video bytes -> the sampled frames of media_video (video.c), with FFmpeg's
  * libraries: libavformat demuxes (from memory, MP4/MOV and Matroska/WebM only: the format is
  * sniffed among those two and nothing else is opened), libavcodec decodes (H.264, HEVC, VP8,
  * VP9, AV1, MPEG-4 Part 2: whatever of these the system's libavcodec has), libswscale converts

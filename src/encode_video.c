@@ -1,5 +1,5 @@
-/* video.c -- the public video API over the rooms (plume.h, "Video in"): media/ decodes, samples
- * and resizes (video_decode.c, video.c, resize_tv.c), encoders/vision.c runs each sampled frame
+/* encode_video.c -- the video half of the glue (encode.h), and the public video API over the rooms (plume.h, "Video in"): media/ decodes, samples
+ * and resizes (decode_video.c, video.c, resize_tv.c), encoders/vision.c runs each sampled frame
  * through the vision tower as an image of its own, into one plume_embd whose rows are the frames'
  * soft tokens in order and whose expansion run is Hugging Face's prompt text for the video:
  * per frame "MM:SS " <|image> n x <|video|> <image|>, the frames joined by one space
@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "embd.h"
-#include "encoder.h"
-#include "encoders/vision.h"
+#include "encode.h"
 #include "media/media.h"
 #include "model.h"
 
@@ -151,7 +150,7 @@ static int video_run(const plume_model *m, const plume_video *v, plume_embd *e, 
     return rc;
 }
 
-int video_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_video *v, char **err) {
+int encode_video_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_video *v, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "video: no output given");
     *out = NULL;
     int rc = video_check(m, v, err);
@@ -169,7 +168,7 @@ int video_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
         if (rc) break;
         media_patchify(v->rgb + (size_t)f * frame, plan, MEDIA_VIDEO_PATCH, pix, pos);
         float *rows = (*out)->rows + (size_t)f * (size_t)plan->n_tokens * (size_t)m->c.D;
-        rc = plume_vision_encode(m->vision, run, pix, pos, plan->ph, plan->pw, NULL, rows, err);
+        rc = enc_vision_encode(m->vision, run, pix, pos, plan->ph, plan->pw, NULL, rows, err);
     }
     if (rc) {
         plume_embd_free(*out);
@@ -182,5 +181,5 @@ int video_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
 
 int plume_video_encode(plume_embd **out, plume_model *m, const plume_video *v, char **err) {
     const enc_run run = {.k = m ? m->k : NULL, .pool = m ? m->pool : NULL};
-    return video_encode_run(out, m, &run, v, err);
+    return encode_video_run(out, m, &run, v, err);
 }
