@@ -130,11 +130,12 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
-# The server's unit tests (test_serve_req, test_serve_out) link its request parser, answer
+# The server's unit tests (test_serve_req, test_serve_answer, test_serve_dialects, ...) link its request parser, answer
 # writer, dialects and door (the head parser) directly (no HTTP daemon, no model).
 SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
               tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c \
-              tools/serve/serve_door.c tools/serve/serve_media.c tools/serve/serve_transcribe.c
+              tools/serve/serve_door.c tools/serve/serve_media.c tools/serve/serve_transcribe.c \
+              tools/serve/serve_llama.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"

@@ -95,6 +95,10 @@ int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
 int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
+/* The id of the token whose text is exactly text: a special token by its name ("<bos>",
+ * "<|turn>", "<turn|>"), another by its piece (U+2581 for a space: "\xe2\x96\x81the"); -1
+ * when the vocabulary has none. */
+int32_t plume_token_find(const plume_tokenizer *tok, const char *text);
 /* The bytes id adds to the text decoded with special tokens kept, before byte tokens are
  * fused into characters: a byte token's one byte, any other piece's UTF-8 with U+2581 as a
  * space, a special token's text. Writes at most cap bytes; returns the length, or
