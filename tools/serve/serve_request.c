@@ -476,7 +476,7 @@ int serve_request_add_tool(serve_request *r, const char *name, const char *descr
                            serve_error *e) {
     if (parameters && cJSON_IsObject(parameters) && !params_may_be_object(parameters))
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "invalid_value",
-                               "tool '%.100s': its parameters must describe an object (a call's arguments are a JSON "
+                               "'tools': tool '%.100s': its parameters must describe an object (a call's arguments are a JSON "
                                "object): a \"type\", \"enum\" or \"const\" allows none", name);
     serve_tool *t = realloc(r->tools, ((size_t)r->n_tools + 1) * sizeof *t);
     if (!t) return SERVE_OOM(e);
