@@ -648,8 +648,13 @@ int serve_base64_decode(const char *s, size_t n, uint8_t **out, size_t *len);
 struct sockaddr;
 int serve_addr_private(const struct sockaddr *sa);
 /* The fields of a multipart/form-data body (boundary from its first line), at most cap; their
- * count, or -1 when the body is not a whole form. */
+ * count, -1 when the body is not a whole form, -2 when it has more than cap fields (the scan
+ * stops there: 100,000 small fields cost no more than cap). */
 int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap);
+/* Where the form of a multipart body starts: the first line "--BOUNDARY" of the boundary its
+ * Content-Type declares (content_type, the header; a preamble before it is skipped, as RFC
+ * 2046 allows). 0 and *off, or a 400 in e (no boundary declared, or the body does not hold it). */
+int serve_multipart_start(const char *content_type, const char *body, size_t len, size_t *off, serve_error *e);
 
 extern const serve_dialect serve_transcription; /* POST /v1/audio/transcriptions */
 

@@ -115,6 +115,14 @@ static int job_fit(const serve_prep *p, serve_request *r, int32_t n, serve_error
     int rc = r->grammar ? grammar_bind(p, r, e) : 0;
     if (rc) return rc;
     int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : p->n_ctx;
+    if (r->media && r->media->transcribe) { /* no max_tokens field: the clip must fit, the answer takes what is left */
+        if (n >= ctx)
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "file", "context_length_exceeded",
+                                   "the audio (%.1f s) and the instruction take %d tokens (25 a second), but the context "
+                                   "holds %d; send a shorter clip or start the server with a larger --context (600 s "
+                                   "need about 15,100)", r->media->seconds, n, ctx);
+        if (r->max_tokens > ctx - n) r->max_tokens = ctx - n;
+    }
     if ((rc = serve_check_request_budget(r, n, ctx, e))) return rc;
     if (ctx < p->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
     if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
