@@ -251,7 +251,8 @@ check:
 	    && echo "1 0" >> $(TALLY) || echo "0 1" >> $(TALLY); else echo "note: no clang, not fuzzed"; fi
 	@awk '{p += $$1; f += $$2} END {printf "check: %d passed, %d failed\n", p, f; exit f > 0}' $(TALLY)
 
-# The CLI's real paths (run, run --exact, chat, serve) under clang's ASan + UBSan, once per
+# The CLI's real paths (run, run --exact, the image and audio decoders and towers through run,
+# transcribe and serve, chat, serve) under clang's ASan + UBSan, once per
 # kernel table this CPU has (scripts/cli-san.sh): the unit tests call the kernels one by one,
 # and a NULL + 0 in the AVX attention kernels that only clang's UBSan reports went unseen
 # through every gcc run (issue 28). Its own build, build-clang-san/, at -O0: clang spends

@@ -1,6 +1,8 @@
 /* fuzz_chat_parse.c -- the streaming parser of generated text (plume_chat_parser) on
- * arbitrary bytes: fed whole, then in pieces of 1-32 bytes (data[1]); the merged deltas must
- * be the same both ways, and every tool call's arguments must be a JSON object. */
+ * arbitrary bytes: fed whole, then in pieces of 1-32 bytes (data[1]), then as a generation's
+ * tokens (plume_chat_parser_feed_token: every special token's text one special piece, the rest
+ * ordinary pieces of that size); the merged deltas must be the same all three ways, and every
+ * tool call's arguments must be a JSON object. */
 #include <cjson/cJSON.h>
 
 #include "fuzz.h"
@@ -74,16 +76,54 @@ static void run(merged *m, int32_t in_thought, const char *text, size_t n, size_
     plume_chat_parser_free(p);
 }
 
+/* The special tokens the parser may meet (each one id in Gemma 4's vocabulary). */
+static const char *const specials[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<turn|>", "<eos>",
+                                       "<|tool_response>", "<tool_response|>", "<|\"|>", "<|turn>", "<bos>", NULL};
+
+/* The length of the special token at s[0, n), or 0. */
+static size_t special_at(const char *s, size_t n) {
+    for (int k = 0; specials[k]; k++) {
+        size_t l = strlen(specials[k]);
+        if (l <= n && !memcmp(s, specials[k], l)) return l;
+    }
+    return 0;
+}
+
+/* Parse text[0..n) as tokens into m: special tokens one special piece each, the text between
+ * in pieces of at most `step` bytes. */
+static void run_tokens(merged *m, int32_t in_thought, const char *text, size_t n, size_t step) {
+    plume_chat_parser *p = NULL;
+    if (plume_chat_parser_new(&p, in_thought, NULL)) abort();
+    const plume_chat_delta *d;
+    int32_t nd;
+    m->last = -1;
+    for (size_t i = 0; i < n && !m->end;) {
+        size_t k = special_at(text + i, n - i), special = k > 0;
+        while (!special && k < step && i + k < n && !special_at(text + i + k, n - i - k)) k++;
+        int rc = plume_chat_parser_feed_token(p, text + i, k, (int32_t)special, &d, &nd);
+        if (rc < 0) abort();
+        fold(m, d, nd);
+        if (rc == 1) m->end = 1;
+        i += k;
+    }
+    if (plume_chat_parser_flush(p, &d, &nd)) abort();
+    fold(m, d, nd);
+    plume_chat_parser_free(p);
+}
+
 /* data[0]: in_thought; data[1]: piece size; the rest: the generated text. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     const char *text = (const char *)data + 2;
     size_t n = size - 2, step = 1 + data[1] % 32;
-    merged a = {0}, b = {0};
+    merged a = {0}, b = {0}, c = {0};
     run(&a, data[0] & 1, text, n, n ? n : 1);
     run(&b, data[0] & 1, text, n, step);
     if (a.len != b.len || (a.len && memcmp(a.p, b.p, a.len)) || a.end != b.end) abort();
+    run_tokens(&c, data[0] & 1, text, n, step);
+    if (a.len != c.len || (a.len && memcmp(a.p, c.p, a.len)) || a.end != c.end) abort();
     free(a.p);
     free(b.p);
+    free(c.p);
     return 0;
 }

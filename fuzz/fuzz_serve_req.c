@@ -229,6 +229,19 @@ static void check_reply(const serve_job *j) {
     }
 }
 
+/* The special tokens a generation holds (one id each in Gemma 4's vocabulary). */
+static const char *const specials[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<turn|>", "<eos>",
+                                       "<|tool_response>", "<tool_response|>", "<|\"|>", NULL};
+
+/* The length of the special token at s[0, n), or 0. */
+static size_t special_at(const char *s, size_t n) {
+    for (int k = 0; specials[k]; k++) {
+        size_t l = strlen(specials[k]);
+        if (l <= n && !memcmp(s, specials[k], l)) return l;
+    }
+    return 0;
+}
+
 /* The log-probabilities of the k-th piece, alternatives drawn from the piece's bytes. */
 static serve_logprob logprob_of(const uint8_t *piece, size_t n, int32_t n_top) {
     int32_t nv = plume_tokenizer_n_vocab(tok);
@@ -281,10 +294,14 @@ static void answer(serve_request *r, const serve_dialect *d, int32_t *ids, int32
     for (int32_t k = 0; k < nc; k++) {
         int32_t pieces = 0;
         serve_finish reason = SERVE_FINISH_LENGTH;
-        for (size_t at = 0; j->head.req.max_tokens != 0 && at < n; at += step, pieces++) {
-            size_t len = n - at < step ? n - at : step;
+        for (size_t at = 0, len = 0; j->head.req.max_tokens != 0 && at < n; at += len, pieces++) {
+            /* as the scheduler feeds tokens: a special token's text one special piece, text in
+             * pieces of at most step bytes up to the next special token */
+            size_t sp = special_at((const char *)text + at, n - at);
+            len = sp;
+            while (!sp && len < step && at + len < n && !special_at((const char *)text + at + len, n - at - len)) len++;
             serve_logprob lp = logprob_of(text + at, len, j->head.req.top_logprobs);
-            int rc = serve_answer_put(&o[k], (const char *)text + at, len, j->head.req.logprobs ? &lp : NULL);
+            int rc = serve_answer_put(&o[k], (const char *)text + at, len, sp > 0, j->head.req.logprobs ? &lp : NULL);
             if (rc < 0 || rc > SERVE_ANSWER_END) abort();
             if (rc) { reason = SERVE_FINISH_STOP; break; }
         }

@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_video fuzz_gbnf fuzz_schema fuzz_gguf; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_exif fuzz_video fuzz_gbnf fuzz_schema fuzz_gguf; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -191,5 +191,14 @@ for f in "$ROOT"/tests/data/audio/tone*; do cp "$f" "$C/fuzz_audio/$(basename "$
 V=$ROOT/tests/data/tiny-video-a
 cp "$V/clip1.webm" "$V/short_av.mp4" "$V/wide.mp4" "$C/fuzz_video/"
 head -c 3000 "$V/clip0.mp4" > "$C/fuzz_video/clip0-head.mp4"
+
+# EXIF/XMP: a cut byte (where EXIF ends and XMP starts), then EXIF blocks (SHORT, LONG, the
+# "Exif" prefix, big-endian), an XMP packet, a raw profile's hex dump
+x() { printf "$2" > "$C/fuzz_exif/$1"; }
+x short-le '\377II*\000\010\000\000\000\001\000\022\001\003\000\001\000\000\000\006\000\000\000\000\000\000\000'
+x long-be '\377Exif\000\000MM\000*\000\000\000\010\000\001\001\022\000\004\000\000\000\001\000\000\000\010\000\000\000\000'
+x xmp '\000<x:xmpmeta><rdf:Description tiff:Orientation="6"/><tiff:Orientation>3</tiff:Orientation></x:xmpmeta>'
+x split '\140II*\000\010\000\000\000\001\000\017\001\002\000\001\000\000\000x\000\000\000\000\000\000\000tiff:Orientation="8"'
+x raw '\377\nexif\n      32\n457869660000\n49492a000800000001001201040001000000050000000000\n0000\n'
 
 echo "seeds: $(find "$C" -type f | wc -l) files, $(du -sk "$C" | cut -f1) KB"

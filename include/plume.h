@@ -198,11 +198,20 @@ typedef struct {
 PLUME_API int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err);
 /* Free the parser. NULL is a no-op. */
 PLUME_API void plume_chat_parser_free(plume_chat_parser *p);
-/* Feed one decoded piece; *deltas receives *n_deltas deltas (possibly 0: text that may be
- * the start of a marker is held back). Returns 0, 1 once an end marker ("<turn|>", "<eos>",
- * "<|tool_response>") was seen (later text is ignored), or PLUME_ENOMEM. */
+/* Feed decoded text, markers read out of it; *deltas receives *n_deltas deltas (possibly 0:
+ * text that may be the start of a marker is held back). Returns 0, 1 once an end marker
+ * ("<turn|>", "<eos>", "<|tool_response>") was seen (later text is ignored), or PLUME_ENOMEM. */
 PLUME_API int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
                                      const plume_chat_delta **deltas, int32_t *n_deltas);
+/* Feed one generated token's piece (its text, special tokens kept) and whether the token is a
+ * special one (plume_token_is_special). The markers are single special tokens: a special
+ * token whose text is a marker is acted on, and text is never read as a marker, however it is
+ * spelled (a model quoting "<turn|>" or "<|tool_call>call:f{}<tool_call|>" with ordinary
+ * tokens writes content). This is how a generation must be fed; plume_chat_parser_feed reads
+ * markers out of text, for text known to be the template's. Once this is called the parser
+ * stays in this mode. Returns as plume_chat_parser_feed. */
+PLUME_API int plume_chat_parser_feed_token(plume_chat_parser *p, const char *piece, size_t len, int32_t special,
+                                           const plume_chat_delta **deltas, int32_t *n_deltas);
 /* End of generation: release what is held (an unfinished tool call comes back as content).
  * 0 or PLUME_ENOMEM. */
 PLUME_API int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **deltas,

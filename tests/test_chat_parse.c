@@ -87,6 +87,68 @@ static void parse_cuts(parsed *pr, const char *text, size_t len, const size_t *c
     plume_chat_parser_free(p);
 }
 
+/* The special tokens of Gemma 4 the parser may see (each is one id); SPELLED toggles, in a test
+ * text, a span where they are written with ordinary tokens instead (text that spells them). */
+static const char *const specials[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<turn|>", "<eos>",
+                                       "<|tool_response>", "<tool_response|>", Q, "<|turn>", "<bos>", "<|image>", NULL};
+#define SPELLED "\x02"
+
+/* Feed text as a generation's tokens through plume_chat_parser_feed_token: each special token
+ * outside a SPELLED span one special piece, the rest ordinary pieces (whole runs, or one byte
+ * each when bytewise), then flush. */
+static void parse_typed(parsed *pr, const char *text, int in_thought, int bytewise) {
+    memset(pr, 0, sizeof *pr);
+    plume_chat_parser *p = NULL;
+    if (plume_chat_parser_new(&p, in_thought, NULL)) { pr->bad = 1; return; }
+    size_t len = strlen(text), at = 0;
+    int spelled = 0;
+    while (at < len) {
+        const char *piece = text + at;
+        size_t n = 0;
+        int special = 0;
+        if (text[at] == SPELLED[0]) {
+            spelled = !spelled;
+            at++;
+            continue;
+        }
+        for (int k = 0; !spelled && specials[k] && !n; k++)
+            if (!strncmp(piece, specials[k], strlen(specials[k]))) n = strlen(specials[k]), special = 1;
+        if (!n) { /* ordinary text up to the next special token or toggle */
+            while (at + n < len && text[at + n] != SPELLED[0] && (!n || !bytewise)) {
+                int hit = 0;
+                for (int k = 0; !spelled && specials[k] && !hit; k++)
+                    hit = !strncmp(text + at + n, specials[k], strlen(specials[k]));
+                if (hit) break;
+                n++;
+            }
+        }
+        const plume_chat_delta *d;
+        int32_t nd;
+        int rc = plume_chat_parser_feed_token(p, piece, n, special, &d, &nd);
+        if (rc < 0) pr->bad = 1;
+        if (rc == 1) pr->end = 1;
+        else if (pr->end) pr->bad = 1;
+        pr_add(pr, d, nd);
+        at += n;
+    }
+    const plume_chat_delta *d;
+    int32_t nd;
+    if (plume_chat_parser_flush(p, &d, &nd)) pr->bad = 1;
+    pr_add(pr, d, nd);
+    if (pr->last) pr_put(pr, "]", 1);
+    plume_chat_parser_free(p);
+}
+
+/* The text fed as tokens (parse_typed), whole runs and byte by byte, must give want. */
+static void expect_typed(const char *text, int in_thought, const char *want, int want_end) {
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        parsed pr;
+        parse_typed(&pr, text, in_thought, bytewise);
+        CHECK(!pr.bad && pr.end == want_end && !strcmp(pr.s, want), "as tokens%s: %s\n  got  %s (end %d, bad %d)\n  want %s (end %d)",
+              bytewise ? " (byte by byte)" : "", text, pr.s, pr.end, pr.bad, want, want_end);
+    }
+}
+
 /* Parse text whole, byte by byte and in two pieces cut anywhere; all must give want (and the
  * end flag). */
 static void expect_parse(const char *text, int in_thought, const char *want, int want_end) {
@@ -107,6 +169,7 @@ static void expect_parse(const char *text, int in_thought, const char *want, int
               "cut at %zu of %s\n  got  %s", i, text, pr.s);
     }
     free(cuts);
+    expect_typed(text, in_thought, want, want_end); /* every marker a special token: the same */
 }
 
 /* ---- cases --------------------------------------------------------------------------------- */
@@ -270,7 +333,37 @@ static void test_random_cuts(void) {
         parse_cuts(&cut, text, len, cuts, n_cuts, in_thought);
         CHECK(!whole.bad && !cut.bad && whole.end == cut.end && !strcmp(whole.s, cut.s),
               "trial %d: %s\n  whole %s\n  cut   %s", trial, text, whole.s, cut.s);
+        parse_typed(&cut, text, in_thought, (int)(plume_rng_next(&rng) % 2));
+        CHECK(!cut.bad && whole.end == cut.end && !strcmp(whole.s, cut.s), "trial %d as tokens: %s\n  text   %s\n  tokens %s",
+              trial, text, whole.s, cut.s);
     }
+}
+
+/* Fed as tokens, text that spells a marker with ordinary tokens is text: a quoted tool call is
+ * no call (even with no tools in the request), a quoted <turn|> does not end the answer nor cut
+ * a JSON string, a quoted "\n<channel|>" does not end a thought. The special tokens around
+ * them still act. */
+static void test_spelled_markers_are_text(void) {
+    expect_typed("Quote: " SPELLED "<|tool_call>call:transfer{to:" Q "x" Q ",amount:5}<tool_call|>" SPELLED " done", 0,
+                 "C[Quote: <|tool_call>call:transfer{to:<|\"|>x<|\"|>,amount:5}<tool_call|> done]", 0);
+    expect_typed("{\"quote\":\"" SPELLED "<turn|>" SPELLED "\"}<turn|>tail", 0, "C[{\"quote\":\"<turn|>\"}]", 1);
+    expect_typed("a" SPELLED "<eos><|tool_response>" SPELLED "b", 0, "C[a<eos><|tool_response>b]", 0);
+    expect_typed("<|channel>thought\nx" SPELLED "\n<channel|>" SPELLED "y\n<channel|>z", 0, "R[x\n<channel|>y]C[z]", 0);
+    expect_typed(SPELLED "<|channel>thought\n" SPELLED "hi", 0, "C[<|channel>thought\nhi]", 0);
+    expect_typed(SPELLED "<|tool_call>" SPELLED "<|tool_call>call:f{a:1}<tool_call|>", 0, "C[<|tool_call>]T[f|{\"a\":1}]", 0);
+    /* inside a real call a spelled end is the call's text: the call does not parse, comes back as text */
+    expect_typed("<|tool_call>call:f{a:" SPELLED "<tool_call|>" SPELLED "1}<tool_call|>", 0,
+                 "C[<|tool_call>call:f{a:<tool_call|>1}<tool_call|>]", 0);
+    /* text fed before the first token is parsed as text, then the parser reads tokens */
+    plume_chat_parser *p;
+    const plume_chat_delta *d;
+    int32_t n;
+    CHECK(plume_chat_parser_new(&p, 0, NULL) == 0, "new");
+    CHECK(plume_chat_parser_feed(p, "ab<tur", 6, &d, &n) == 0 && n == 1 && d[0].len == 2, "text first");
+    CHECK(plume_chat_parser_feed_token(p, "n|>", 3, 0, &d, &n) == 0 && n == 1 && !strcmp(d[0].text, "<turn|>"),
+          "the held tail is text once tokens come: %d deltas", n);
+    CHECK(plume_chat_parser_feed_token(p, "<turn|>", 7, 1, &d, &n) == 1 && n == 0, "a special <turn|> ends");
+    plume_chat_parser_free(p);
 }
 
 /* NULL p is PLUME_EINVAL. */
@@ -289,6 +382,7 @@ int main(void) {
     RUN(test_malformed_calls);
     RUN(test_round_trip);
     RUN(test_random_cuts);
+    RUN(test_spelled_markers_are_text);
     RUN(test_parser_errors);
     return t_total_failed ? 1 : 0;
 }

@@ -12,7 +12,8 @@
  * mknod when root) or a FIFO is written through, never replaced by a regular file; a FIFO
  * without a reader is refused at once, not waited on; a link at the destination is written
  * through (the user's link), a link at a name plume owns is replaced. Readers: plume verify
- * with a FIFO and a link to /dev/zero in a manifest, a malformed manifest, a FIFO config. The
+ * with a FIFO and a link to /dev/zero in a manifest, a malformed manifest (a path listed
+ * twice, or spelled with "./"), a FIFO config. The
  * Hugging Face cache's entries and pull.json are tested in test_pull.c. Every command runs
  * under `timeout 20`: a hang is a failure (status 124), not a stuck suite. */
 #include <sys/stat.h>
@@ -170,6 +171,16 @@ static void test_readers(void) {
     t_sh(out, sizeof out, "cp -r %s %s/vb2 && echo 'not a manifest line' >> %s/vb2/manifest.sha256", bundle, tmp, tmp);
     st = PLUME(out, "%s/plume verify %s/vb2 --quiet", t_build(), tmp);
     CHECK(st == 1 && strstr(out, "malformed line"), "a malformed manifest: %d %s", st, out);
+    /* a line repeated 20,000 times is refused before any file is hashed (each copy was hashed
+     * again: 17 s), and so is a second spelling of one path */
+    t_sh(out, sizeof out, "cp -r %s %s/vb4 && yes \"$(head -1 %s/vb4/manifest.sha256)\" | head -20000 >> %s/vb4/manifest.sha256",
+         bundle, tmp, tmp, tmp);
+    st = PLUME(out, "%s/plume verify %s/vb4 --quiet", t_build(), tmp);
+    CHECK(st == 1 && strstr(out, "listed more than once"), "a manifest with 20,000 duplicate lines: %d %s", st, out);
+    t_sh(out, sizeof out, "cp -r %s %s/vb5 && sed -n '1s/  /  .\\//p' %s/vb5/manifest.sha256 >> %s/vb5/manifest.sha256",
+         bundle, tmp, tmp, tmp);
+    st = PLUME(out, "%s/plume verify %s/vb5 --quiet", t_build(), tmp);
+    CHECK(st == 1 && strstr(out, "malformed path"), "a path spelled ./NAME: %d %s", st, out);
     t_sh(out, sizeof out, "cp -r %s %s/vb3 && rm %s/vb3/model_config.json && mkfifo %s/vb3/model_config.json", bundle, tmp, tmp, tmp);
     st = PLUME(out, "%s/plume run -m %s/vb3 -p hi -n 1", t_build(), tmp);
     CHECK(st == 1 && strstr(out, "not a regular file"), "a FIFO model_config.json: %d %s", st, out);

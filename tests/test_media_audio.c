@@ -420,6 +420,77 @@ static void test_refuse_truncated(void) {
     free(dir);
 }
 
+/* The length of the MPEG audio frame whose header is at p (4 bytes), or 0 when it is not one
+ * (the test's own reading of the header, to find the frames it cuts). */
+static size_t mpeg_frame_len(const uint8_t *p) {
+    uint32_t h = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    if ((h & 0xffe00000u) != 0xffe00000u || ((h >> 17) & 3) != 1) return 0; /* layer III only */
+    static const int br1[16] = {0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 0};
+    static const int br2[16] = {0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 0};
+    static const int sr1[3] = {44100, 48000, 32000};
+    int v = (h >> 19) & 3, bi = (h >> 12) & 15, si = (h >> 10) & 3;
+    if (v == 1 || si == 3 || !bi || bi == 15) return 0;
+    int sr = sr1[si] >> (v == 3 ? 0 : v == 2 ? 1 : 2), br = (v == 3 ? br1 : br2)[bi] * 1000;
+    return (size_t)((v == 3 ? 144 : 72) * br / sr + ((h >> 9) & 1));
+}
+
+/* A truncated AIFF (its SSND chunk declares more than the file holds: libsndfile reads up to
+ * the end without a word, as for WAV) and truncated MP3s that the header's length cannot tell:
+ * one without its Xing/Info frame (libmpg123 then estimates the length from the bytes there
+ * are) cut in half, and one cut inside its last frame (within the slack of the length check).
+ * docs/MEDIA.md: a truncated file is refused. */
+static void test_refuse_truncated_aiff_mp3(void) {
+    char *dir = t_tmpdir("media");
+    const int64_t n = 22050;
+    float *x = sine(300.0, 44100, 1, n, 0.3f);
+    char *p = tmp_path(dir, "cut.aiff");
+    size_t len = 0;
+    uint8_t *b = NULL;
+    if (write_audio(p, SF_FORMAT_AIFF | SF_FORMAT_PCM_16, 44100, 1, x, n) || !(b = slurp(p, &len))) {
+        CHECK(0, "cut.aiff: could not be written");
+    } else {
+        media_audio whole;
+        CHECK(media_audio_decode(&whole, b, len, "cut.aiff", NULL) == 0, "cut.aiff: the whole file was refused");
+        media_audio_free(&whole);
+        expect_refused(b, len / 2, "cut.aiff", "truncated");
+        expect_refused(b, len - 1, "cut.aiff", "truncated");
+    }
+    unlink(p);
+    free(p), free(b);
+    p = tmp_path(dir, "cut.mp3");
+    b = NULL;
+    if (write_audio(p, SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 44100, 1, x, n) || !(b = slurp(p, &len))) {
+        CHECK(0, "cut.mp3: could not be written");
+    } else {
+        size_t off = 0; /* past an ID3v2 tag */
+        if (len > 10 && !memcmp(b, "ID3", 3)) off = 10 + ((size_t)b[6] << 21 | (size_t)b[7] << 14 | (size_t)b[8] << 7 | b[9]);
+        size_t f0 = off + 4 <= len ? mpeg_frame_len(b + off) : 0;
+        int xing = 0;
+        for (size_t k = off; f0 && off + f0 <= len && k + 4 <= off + f0; k++)
+            xing |= !memcmp(b + k, "Xing", 4) || !memcmp(b + k, "Info", 4);
+        CHECK(xing, "cut.mp3: no Xing/Info frame first (the test's premise)");
+        if (xing) {
+            size_t m = len - f0; /* the file without its Xing frame */
+            uint8_t *c = malloc(m);
+            memcpy(c, b, off);
+            memcpy(c + off, b + off + f0, len - off - f0);
+            media_audio whole;
+            CHECK(media_audio_decode(&whole, c, m, "cut.mp3", NULL) == 0, "cut.mp3 without Xing: the whole file was refused");
+            media_audio_free(&whole);
+            expect_refused(c, m / 2, "cut.mp3 without Xing, halved", "truncated");
+            free(c);
+            /* the last frame cut short: walk to it */
+            size_t at = off, last = off;
+            while (at + 4 <= len && mpeg_frame_len(b + at) && at + mpeg_frame_len(b + at) <= len) last = at, at += mpeg_frame_len(b + at);
+            expect_refused(b, last + mpeg_frame_len(b + last) - 10, "cut.mp3 inside its last frame", "truncated");
+        }
+    }
+    unlink(p);
+    free(p), free(b), free(x);
+    rmdir(dir);
+    free(dir);
+}
+
 /* No samples, samples that are not numbers, a rate out of range, and a 2-hour file (its
  * header says so: refused before anything its length sizes is allocated). */
 static void test_refuse_bad_content(void) {
@@ -483,6 +554,7 @@ int main(void) {
     RUN(test_resample);
     RUN(test_refuse_not_audio);
     RUN(test_refuse_truncated);
+    RUN(test_refuse_truncated_aiff_mp3);
     RUN(test_refuse_bad_content);
     RUN(test_load_missing);
     return t_total_failed ? 1 : 0;

@@ -2,6 +2,10 @@
  * against Pillow's, the size rule, the bicubic resample and the patches against the golden
  * pixels of tiny-mm-a (tests/data/tiny-mm-a, made by scripts/make-mm-fixtures.py), and every
  * kind of bad image refused with a message. No model. */
+#include <stdio.h>
+
+#include <jpeglib.h>
+
 #include "digest.h"
 #include "media/media.h"
 #include "npy.h"
@@ -222,6 +226,225 @@ static void test_exif_orientation(void) {
     CHECK(media_exif_orientation(bad, sizeof bad) == 1, "orientation 9");
 }
 
+/* The tag as writers store it besides SHORT: LONG (as Pillow reads it: any integer type, the
+ * first value), SSHORT, a SHORT pair; an IFD whose count runs past the block is read up to the
+ * cut (Pillow's reader keeps the entries before it). A tag present but not 1..8 is "no
+ * orientation" and hides the XMP's (Pillow's getexif: the XMP counts only without the tag). */
+static void test_exif_orientation_types(void) {
+    uint8_t le[] = {'I', 'I', 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 4, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(media_exif_orientation(le, sizeof le) == 6, "LONG 6: %d", media_exif_orientation(le, sizeof le));
+    le[12] = 8; /* SSHORT */
+    CHECK(media_exif_orientation(le, sizeof le) == 6, "SSHORT 6: %d", media_exif_orientation(le, sizeof le));
+    le[12] = 3, le[14] = 2, le[20] = 3; /* SHORT x 2: 6, 3 */
+    CHECK(media_exif_orientation(le, sizeof le) == 6, "SHORT pair: %d", media_exif_orientation(le, sizeof le));
+    le[12] = 4, le[14] = 1, le[20] = 0, le[8] = 40; /* 40 entries claimed, one there */
+    CHECK(media_exif_orientation(le, sizeof le) == 6, "IFD cut short: %d", media_exif_orientation(le, sizeof le));
+    le[12] = 2; /* ASCII: not an integer */
+    CHECK(media_exif_tag_orientation(le, sizeof le) == -1, "an ASCII tag was read");
+    static const uint8_t be_long[] = {'M', 'M', 0, 0x2a, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 4, 0, 0, 0, 1, 0, 0, 0, 8, 0, 0, 0, 0};
+    CHECK(media_exif_orientation(be_long, sizeof be_long) == 8, "big-endian LONG 8: %d", media_exif_orientation(be_long, sizeof be_long));
+    /* XMP: both of Pillow's forms, the first match, one digit */
+    static const char x1[] = "<rdf:Description tiff:Orientation=\"6\" tiff:Orientation=\"3\"/>";
+    static const char x2[] = "<tiff:Orientation>8</tiff:Orientation>";
+    static const char x3[] = "<tiff:Orientation> 8</tiff:Orientation> tiff:Orientation='5'";
+    CHECK(media_xmp_orientation((const uint8_t *)x1, strlen(x1)) == 6, "XMP attribute");
+    CHECK(media_xmp_orientation((const uint8_t *)x2, strlen(x2)) == 8, "XMP element");
+    CHECK(media_xmp_orientation((const uint8_t *)x3, strlen(x3)) == -1, "XMP forms Pillow's pattern does not match");
+    for (size_t n = 0; n <= (size_t)(strchr(x1, '6') - x1); n++) /* before its digit */
+        CHECK(media_xmp_orientation((const uint8_t *)x1, n) == -1, "XMP cut to %zu", n);
+    static const uint8_t no_tag[] = {'I', 'I', 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x0f, 0x01, 2, 0, 1, 0, 0, 0, 'x', 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t nine[] = {'I', 'I', 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(media_orientation_of(no_tag, sizeof no_tag, (const uint8_t *)x2, strlen(x2)) == 8, "XMP behind an EXIF without the tag");
+    CHECK(media_orientation_of(nine, sizeof nine, (const uint8_t *)x2, strlen(x2)) == 1, "XMP behind an EXIF orientation 9");
+    CHECK(media_orientation_of(NULL, 0, (const uint8_t *)x1, strlen(x1)) == 6, "XMP alone");
+    /* ImageMagick's raw profile: 3 lines, then hex (with the "Exif\0\0" prefix) */
+    static const char raw[] = "\nexif\n      34\n457869660000\n49492a000800000001001201030001000000030000000000\n0000\n";
+    uint8_t *b = NULL;
+    size_t n = 0;
+    CHECK(media_exif_from_raw_profile((const uint8_t *)raw, strlen(raw), &b, &n) == 0 && n == 32 && b &&
+              media_exif_orientation(b, n) == 3,
+          "raw profile: %zu bytes", n);
+    free(b);
+    static const char bad[] = "\nexif\n      2\n45x8\n";
+    CHECK(media_exif_from_raw_profile((const uint8_t *)bad, strlen(bad), &b, &n) == -1 && !b, "bad hex read");
+    CHECK(media_exif_from_raw_profile((const uint8_t *)"\nexif\n", 6, &b, &n) == -1 && !b, "two lines read");
+}
+
+/* CRC-32 of a PNG chunk's type and data. */
+static uint32_t png_crc(const uint8_t *p, size_t n) {
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = crc & 1 ? (crc >> 1) ^ 0xedb88320u : crc >> 1;
+    }
+    return crc ^ 0xffffffffu;
+}
+
+/* A copy of the PNG png[n] with a chunk (type, data[len]) right after IHDR; *out_n its size. */
+static uint8_t *png_insert(const uint8_t *png, size_t n, const char *type, const void *data, size_t len, size_t *out_n) {
+    uint8_t *o = malloc(n + len + 12);
+    memcpy(o, png, 33); /* signature, IHDR */
+    uint8_t *c = o + 33;
+    for (int i = 0; i < 4; i++) c[i] = (uint8_t)(len >> (24 - 8 * i));
+    memcpy(c + 4, type, 4);
+    memcpy(c + 8, data, len);
+    uint32_t crc = png_crc(c + 4, len + 4);
+    for (int i = 0; i < 4; i++) c[8 + len + i] = (uint8_t)(crc >> (24 - 8 * i));
+    memcpy(c + len + 12, png + 33, n - 33);
+    *out_n = n + len + 12;
+    return o;
+}
+
+/* A copy of the JPEG jpg[n] with an APP1 segment (payload[len]) right after SOI. */
+static uint8_t *jpeg_insert_app1(const uint8_t *jpg, size_t n, const void *payload, size_t len, size_t *out_n) {
+    uint8_t *o = malloc(n + len + 4);
+    o[0] = 0xff, o[1] = 0xd8, o[2] = 0xff, o[3] = 0xe1, o[4] = (uint8_t)((len + 2) >> 8), o[5] = (uint8_t)(len + 2);
+    memcpy(o + 6, payload, len);
+    memcpy(o + 6 + len, jpg + 2, n - 2);
+    *out_n = n + len + 4;
+    return o;
+}
+
+/* Whether bytes b[n] decode to plain turned by orientation o (plain is kept). */
+static int decodes_oriented(const uint8_t *b, size_t n, const plume_image *plain, int32_t o) {
+    plume_image *got = NULL, *want = NULL;
+    char *err = NULL;
+    int ok = plume_image_decode(&got, b, n, &err) == 0 && plume_image_from_rgb(&want, plain->rgb, plain->w, plain->h, &err) == 0 &&
+             media_orient(&want, o, &err) == 0 && got->w == want->w && got->h == want->h &&
+             !memcmp(got->rgb, want->rgb, (size_t)got->w * got->h * 3);
+    if (err) printf("  %s\n", err);
+    free(err);
+    plume_image_free(got);
+    plume_image_free(want);
+    return ok;
+}
+
+/* Orientations found only where Pillow also looks (docs/MEDIA.md): a PNG's XMP iTXt, its
+ * "Raw profile type exif" tEXt, an eXIf storing the tag as a LONG, an eXIf without the tag
+ * beside an XMP; a JPEG's XMP APP1 and an Exif APP1 with a LONG tag. Each must decode to the
+ * plain image turned as ImageOps.exif_transpose turns it. */
+static void test_orientation_sources(void) {
+    plume_map pm, jm;
+    char *err = NULL;
+    if (plume_map_open(&pm, fx("A.png"), &err) || plume_map_open(&jm, fx("B_crop.jpg"), &err)) {
+        CHECK(0, "%s", err);
+        free(err);
+        return;
+    }
+    plume_image *pp = load(fx("A.png")), *jp = load(fx("B_crop.jpg"));
+    static const uint8_t long6[] = {'M', 'M', 0, 0x2a, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 4, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0};
+    static const uint8_t no_tag[] = {'I', 'I', 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x0f, 0x01, 2, 0, 1, 0, 0, 0, 'x', 0, 0, 0, 0, 0, 0, 0};
+    static const char xmp8[] = "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF><rdf:Description tiff:Orientation=\"8\"/>"
+                               "</rdf:RDF></x:xmpmeta>";
+    static const char raw5[] = "\nexif\n      32\n457869660000\n49492a000800000001001201030001000000050000000000\n0000\n";
+    uint8_t itxt[256];
+    size_t ni = 0;
+    memcpy(itxt, "XML:com.adobe.xmp\0\0\0\0\0", 22); /* keyword, flag, method, language, translated */
+    ni = 22;
+    memcpy(itxt + ni, xmp8, strlen(xmp8));
+    ni += strlen(xmp8);
+    uint8_t text[128];
+    memcpy(text, "Raw profile type exif\0", 22);
+    memcpy(text + 22, raw5, strlen(raw5));
+    size_t n;
+    uint8_t *b;
+    b = png_insert(pm.data, pm.size, "iTXt", itxt, ni, &n);
+    CHECK(pp && decodes_oriented(b, n, pp, 8), "PNG: XMP tiff:Orientation 8 not applied");
+    free(b);
+    b = png_insert(pm.data, pm.size, "tEXt", text, 22 + strlen(raw5), &n);
+    CHECK(pp && decodes_oriented(b, n, pp, 5), "PNG: raw profile orientation 5 not applied");
+    free(b);
+    b = png_insert(pm.data, pm.size, "eXIf", long6, sizeof long6, &n);
+    CHECK(pp && decodes_oriented(b, n, pp, 6), "PNG: eXIf LONG orientation 6 not applied");
+    free(b);
+    uint8_t *b2;
+    size_t n2;
+    b = png_insert(pm.data, pm.size, "eXIf", no_tag, sizeof no_tag, &n);
+    b2 = png_insert(b, n, "iTXt", itxt, ni, &n2);
+    CHECK(pp && decodes_oriented(b2, n2, pp, 8), "PNG: XMP beside an eXIf without the tag not applied");
+    free(b);
+    free(b2);
+    b = png_insert(pm.data, pm.size, "eXIf", long6, sizeof long6, &n);
+    b2 = png_insert(b, n, "iTXt", itxt, ni, &n2);
+    CHECK(pp && decodes_oriented(b2, n2, pp, 6), "PNG: the eXIf's tag must win over the XMP");
+    free(b);
+    free(b2);
+    uint8_t app1[256];
+    memcpy(app1, "http://ns.adobe.com/xap/1.0/", 29); /* with its NUL */
+    memcpy(app1 + 29, xmp8, strlen(xmp8));
+    b = jpeg_insert_app1(jm.data, jm.size, app1, 29 + strlen(xmp8), &n);
+    CHECK(jp && decodes_oriented(b, n, jp, 8), "JPEG: XMP tiff:Orientation 8 not applied");
+    free(b);
+    memcpy(app1, "Exif\0\0", 6);
+    memcpy(app1 + 6, long6, sizeof long6);
+    b = jpeg_insert_app1(jm.data, jm.size, app1, 6 + sizeof long6, &n);
+    CHECK(jp && decodes_oriented(b, n, jp, 6), "JPEG: Exif LONG orientation 6 not applied");
+    free(b);
+    plume_image_free(pp);
+    plume_image_free(jp);
+    plume_map_free(&pm);
+    plume_map_free(&jm);
+}
+
+/* A 16 x 16 CMYK JPEG of one colour (c, m, y, k as stored), with or without libjpeg's Adobe
+ * APP14 marker; malloc'd into *out, its size returned. */
+static size_t cmyk_jpeg(const uint8_t cmyk[4], int adobe, uint8_t **out) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr je;
+    ci.err = jpeg_std_error(&je);
+    jpeg_create_compress(&ci);
+    unsigned long n = 0;
+    *out = NULL;
+    jpeg_mem_dest(&ci, out, &n);
+    ci.image_width = ci.image_height = 16;
+    ci.input_components = 4;
+    ci.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, 100, TRUE);
+    ci.write_Adobe_marker = adobe ? TRUE : FALSE;
+    jpeg_start_compress(&ci, TRUE);
+    uint8_t row[16 * 4];
+    for (int x = 0; x < 16; x++) memcpy(row + 4 * x, cmyk, 4);
+    while (ci.next_scanline < 16) {
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    return n;
+}
+
+/* Pillow reads every CMYK JPEG as "CMYK;I" (inverted), Adobe marker or not: a file without the
+ * marker is not the colour negative of the same file with it. Expected: PIL's CMYK -> RGB of
+ * the inverted samples (r = nk - c * nk / 255 rounded as MULDIV255, nk = 255 - k). */
+static void test_cmyk_without_adobe(void) {
+    static const uint8_t stored[4] = {30, 90, 160, 40};
+    int want[3];
+    int nk = 255 - (255 - stored[3]);
+    for (int k = 0; k < 3; k++) {
+        int t = (255 - stored[k]) * nk + 128;
+        want[k] = nk - (((t >> 8) + t) >> 8);
+    }
+    for (int adobe = 0; adobe < 2; adobe++) {
+        uint8_t *jpg = NULL;
+        size_t n = cmyk_jpeg(stored, adobe, &jpg);
+        plume_image *im = NULL;
+        char *err = NULL;
+        CHECK(plume_image_decode(&im, jpg, n, &err) == 0 && im, "CMYK (Adobe %d): %s", adobe, err ? err : "");
+        int worst = 0;
+        for (int i = 0; im && i < im->w * im->h; i++)
+            for (int k = 0; k < 3; k++) {
+                int d = abs((int)im->rgb[3 * i + k] - want[k]);
+                worst = d > worst ? d : worst;
+            }
+        CHECK(im && worst <= LOSSY_TOL, "CMYK (Adobe marker %d): differs from Pillow's by %d (pixel 0: %d %d %d, want %d %d %d)",
+              adobe, worst, im ? im->rgb[0] : -1, im ? im->rgb[1] : -1, im ? im->rgb[2] : -1, want[0], want[1], want[2]);
+        plume_image_free(im);
+        free(err);
+        free(jpg);
+    }
+}
+
 /* ---- bad images ------------------------------------------------------------------------ */
 
 /* Decode bytes that must be refused; the message must contain want. */
@@ -345,6 +568,9 @@ int main(void) {
     RUN(test_jpeg_matches_pil);
     RUN(test_decode_variants_match_pillow);
     RUN(test_exif_orientation);
+    RUN(test_exif_orientation_types);
+    RUN(test_orientation_sources);
+    RUN(test_cmyk_without_adobe);
     RUN(test_bad_images);
     RUN(test_image_from_rgb);
     char out[256];

@@ -299,6 +299,21 @@ static void test_hostile_listing(void) {
     CHECK(st != 0 && strstr(out, "leads out of the cache"), "snapshot dir out of the cache: %d %s", st, out);
     t_sh(out, sizeof out, "ls -A %s/outdir | wc -l", tmp);
     CHECK(atoi(out) == 0, "something was written out of the cache: %s", out);
+    /* snapshots/ itself a link out of the cache: refused before any directory is made there
+     * (the commit's folder was made outside, then refused) */
+    st = t_sh(out, sizeof out, "mkdir -p %s/hf/models--test--tiny-snaplink %s/outdir2 && "
+              "ln -s %s/outdir2 %s/hf/models--test--tiny-snaplink/snapshots && %s %s/plume pull test/tiny-snaplink",
+              tmp, tmp, tmp, tmp, env, t_build());
+    CHECK(st != 0 && strstr(out, "leads out of the cache"), "snapshots/ out of the cache: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/outdir2 | wc -l", tmp);
+    CHECK(atoi(out) == 0, "a directory was made out of the cache: %s", out);
+    /* blobs/ a link out of the cache: the same */
+    st = t_sh(out, sizeof out, "mkdir -p %s/hf/models--test--tiny-bloblink %s/outdir3 && "
+              "ln -s %s/outdir3 %s/hf/models--test--tiny-bloblink/blobs && %s %s/plume pull test/tiny-bloblink",
+              tmp, tmp, tmp, tmp, env, t_build());
+    CHECK(st != 0 && strstr(out, "leads out of the cache"), "blobs/ out of the cache: %d %s", st, out);
+    t_sh(out, sizeof out, "ls -A %s/outdir3 | wc -l", tmp);
+    CHECK(atoi(out) == 0, "a file was written out of the cache: %s", out);
 }
 
 /* A Hub that lies: a size of 2e15 or none, a listing over 64 MB, more bytes than listed, a

@@ -10,6 +10,7 @@
  * streams finish, /health 503 "draining", new requests 503) and exits 0, a second SIGTERM or
  * --drain 0 cuts the streams, and --slot-save keeps the slots across a restart. Every curl has
  * a time limit. */
+#include "common.h"
 #include "t_serve.h"
 
 #include <regex.h>
@@ -238,6 +239,55 @@ static void test_grammar(void) {
     CHECK(st == 400 && is_error(out, NULL) && strstr(out, "too ambiguous or nested too deep"), "past the limit: %d %s", st, out);
 }
 #undef GBNF_LIST
+
+/* Formats that cannot be enforced are refused when the request is parsed, a 400 naming the
+ * field, in every dialect: they were refused only when a slot built the constraint, a 500
+ * ({"$ref": "#"}, a $ref cycle, a 100,000-value enum). The pattern case belongs to the regex
+ * compiler (it may come to be accepted): never a 500. */
+static void test_formats_refused_at_parse(void) {
+    static const char *const schemas[] = {"{\"$ref\": \"#\"}",
+                                          "{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"$ref\": \"#/$defs/a\"}}, "
+                                          "\"$ref\": \"#/$defs/a\"}",
+                                          NULL, "{\"type\": \"string\", \"pattern\": \"^((a*)*)*b$\"}"};
+    plume_buf big = {0}; /* {"enum": [0, 1, ..., 99999]} */
+    plume_buf_puts(&big, "{\"enum\": [0");
+    for (int i = 1; i < 100000; i++) {
+        char n[16];
+        snprintf(n, sizeof n, ",%d", i);
+        plume_buf_puts(&big, n);
+    }
+    plume_buf_puts(&big, "]}");
+    plume_buf_put(&big, "", 1);
+    static const struct { const char *path, *fmt, *param; } dialects[] = {
+        {"/v1/chat/completions",
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 2, \"response_format\": "
+         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"s\", \"schema\": %s}}}",
+         "response_format"},
+        {"/api/chat", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": false, \"format\": %s}",
+         "format"},
+        {"/v1/responses", "{\"input\": \"x\", \"max_output_tokens\": 2, \"text\": {\"format\": {\"type\": \"json_schema\", "
+         "\"name\": \"s\", \"schema\": %s}}}", "text.format"},
+        {"/v1/messages", "{\"max_tokens\": 2, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
+         "[{\"name\": \"f\", \"input_schema\": %s}], \"tool_choice\": {\"type\": \"any\"}}", "tools"},
+    };
+    char path[800], out[16384], want[64];
+    snprintf(path, sizeof path, "%s/format-body.json", tmp);
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 4; d++) {
+            const char *schema = schemas[s] ? schemas[s] : big.p;
+            char *body = plume_sprintf(dialects[d].fmt, schema);
+            CHECK(body && plume_write_file(path, body, strlen(body), PLUME_WRITE_REPLACE, NULL) == 0, "write");
+            free(body);
+            int st = http(&A, out, sizeof out, dialects[d].path, "-H 'Content-Type: application/json' --data-binary @%s", path);
+            snprintf(want, sizeof want, "'%s'", dialects[d].param);
+            if (s < 3)
+                CHECK(st == 400 && strstr(out, want), "schema %d at %s: %d (want 400 naming %s) %.300s", s, dialects[d].path,
+                      st, want, out);
+            else
+                CHECK(st == 200 || (st == 400 && strstr(out, want)), "pattern at %s: %d %.300s", dialects[d].path, st, out);
+        }
+    plume_buf_free(&big);
+}
 
 static void test_stream_equals_plain(void) {
     char out[65536], plain[65536];
@@ -1218,6 +1268,7 @@ int main(void) {
     RUN(test_chat_reply_and_usage);
     RUN(test_stream_equals_plain);
     RUN(test_grammar);
+    RUN(test_formats_refused_at_parse);
     RUN(test_completions_stop);
     RUN(test_tools_and_thinking);
     RUN(test_logprobs);

@@ -7,6 +7,7 @@
 #include "t.h"
 
 #include "serve/serve.h"
+#include "t_answer.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
@@ -55,7 +56,7 @@ static void run_choice(serve_job *j, int32_t choice, const char *const *pieces, 
     char *err = NULL;
     CHECK(serve_answer_init(&a, j, choice, j->head.req.kind == SERVE_CHAT, &err) == 0, "init: %s", err ? err : "");
     int r = 0;
-    for (int i = 0; pieces[i] && !r; i++) r = serve_answer_put(&a, pieces[i], strlen(pieces[i]), NULL);
+    for (int i = 0; pieces[i] && !r; i++) r = t_answer_put(&a, pieces[i], strlen(pieces[i]), NULL);
     serve_usage u = {.prompt = 7, .completion = 5, .cached = 3, .prompt_ms = 2, .predicted_ms = 4};
     serve_answer_finish(&a, r ? SERVE_FINISH_STOP : reason, &u); /* as the scheduler ends an answer */
     serve_answer_free(&a);
@@ -475,6 +476,7 @@ static void test_anthropic_requests(void) {
                "budget_tokens");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5, " AM ", \"stop_sequences\": \"END\"}", "stop_sequences");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5, " AM ", \"mcp_servers\": [{\"url\": \"x\"}]}", "mcp_servers");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, " AM ", \"mcp_servers\": []}", "mcp_servers"); /* as a non-empty list */
 #undef AM
 }
 

@@ -140,6 +140,31 @@ static void test_parsers(void) {
     for (size_t cut = 0; cut + 4 < sizeof form - 1; cut += 7)
         CHECK(serve_multipart_parse(form, cut, f, 4) == -1, "multipart cut at %zu accepted", cut);
     CHECK(serve_multipart_parse("{\"file\": 1}", 11, f, 4) == -1, "JSON as multipart");
+    /* the declared boundary is the one read (the first line was taken whatever the header
+     * said), a preamble before it skipped; more fields than kept are refused, not dropped (the
+     * file after 100,000 small fields was "'file' is required") */
+    static const char pre[] = "a preamble\r\n--Q\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--Q--\r\n";
+    size_t off = 99;
+    serve_error e = {0};
+    CHECK(serve_multipart_start("multipart/form-data; boundary=Q", pre, sizeof pre - 1, &off, &e) == 0 && off == 12 &&
+              serve_multipart_parse(pre + off, sizeof pre - 1 - off, f, 4) == 1 && !strcmp(f[0].name, "x"),
+          "a preamble: off %zu", off);
+    CHECK(serve_multipart_start("multipart/form-data; boundary=\"XyZ\"", form, sizeof form - 1, &off, &e) == 0 && off == 0,
+          "a quoted boundary: %s", e.message);
+    CHECK(serve_multipart_start("multipart/form-data; boundary=Xy", form, sizeof form - 1, &off, &e) == 400 &&
+              strstr(e.message, "--Xy'"),
+          "a boundary that is a prefix of the body's first line: %s", e.message);
+    CHECK(serve_multipart_start("multipart/form-data; boundary=ABC", form, sizeof form - 1, &off, &e) == 400,
+          "a boundary the body does not hold");
+    CHECK(serve_multipart_start("multipart/form-data", form, sizeof form - 1, &off, &e) == 400 && strstr(e.message, "no boundary"),
+          "no boundary declared");
+    CHECK(serve_multipart_start("application/json", form, sizeof form - 1, &off, &e) == 400, "not a form");
+    plume_buf many = {0};
+    for (int i = 0; i < 100000; i++) plume_buf_puts(&many, "--B\r\nContent-Disposition: form-data; name=\"k\"\r\n\r\nv\r\n");
+    plume_buf_puts(&many, "--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nRIFF\r\n--B--\r\n");
+    serve_form_field g[32];
+    CHECK(!many.oom && serve_multipart_parse(many.p, many.len, g, 32) == -2, "100,000 fields not refused");
+    plume_buf_free(&many);
     static const char *const priv[] = {"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0",
                                        "100.64.0.1", "224.0.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "::"};
     static const char *const pub[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"};
@@ -684,6 +709,43 @@ static void test_transcriptions(void) {
     CHECK(st == 400 && refused(out, "file", "no audio tower"), "text-only bundle: %d %s", st, out);
 }
 
+/* A transcription takes what the context leaves after the clip: a 20 s clip (500 tokens) on
+ * a 640-token context is answered (256 tokens per 30 s were reserved: 400, "lower max_tokens",
+ * a field the endpoint does not have); a 30 s clip that does not fit is a 400 naming 'file'
+ * and --context. The body's declared boundary is read (not the first line's), and a form of
+ * 100,000 fields is refused, not read to its end as "'file' is required". */
+static void test_transcription_budget_and_form(void) {
+    char out[8192];
+    server C;
+    if (server_start_on(&C, "ctx", bundle, "-t 1 --parallel 1 --context 640")) {
+        CHECK(0, "a server with --context 640 did not start");
+        return;
+    }
+    int st = http(&C, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s", silence("s20.wav", 20 * 16000, 16000, 0));
+    CHECK(st == 200 && strstr(out, "\"text\""), "20 s on a 640-token context: %d %s", st, out);
+    st = http(&C, out, sizeof out, "/v1/audio/transcriptions", "-F file=@%s", silence("s30.wav", 30 * 16000, 16000, 0));
+    CHECK(st == 400 && refused(out, "file", "--context") && !strstr(out, "max_tokens"), "30 s on a 640-token context: %d %s",
+          st, out);
+    CHECK(server_stop(&C, NULL) == 0, "the server did not exit 0");
+    /* a body whose first line is not the declared boundary */
+    char form[800];
+    snprintf(form, sizeof form, "%s/form.txt", tmp);
+    t_sh(out, sizeof out, "printf -- '--other\\r\\nContent-Disposition: form-data; name=\"model\"\\r\\n\\r\\nw\\r\\n--other--\\r\\n' > %s", form);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions",
+              "-H 'Content-Type: multipart/form-data; boundary=mine' --data-binary @%s", form);
+    CHECK(st == 400 && strstr(out, "--mine"), "another boundary than declared: %d %s", st, out);
+    /* 100,000 small fields, then the file */
+    plume_buf many = {0};
+    for (int i = 0; i < 100000; i++) plume_buf_puts(&many, "--B\r\nContent-Disposition: form-data; name=\"k\"\r\n\r\nv\r\n");
+    plume_buf_puts(&many, "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nRIFF\r\n--B--\r\n");
+    snprintf(form, sizeof form, "%s/many.txt", tmp);
+    CHECK(plume_write_file(form, many.p, many.len, PLUME_WRITE_REPLACE, NULL) == 0, "write");
+    plume_buf_free(&many);
+    st = http(&M, out, sizeof out, "/v1/audio/transcriptions",
+              "-H 'Content-Type: multipart/form-data; boundary=B' --data-binary @%s", form);
+    CHECK(st == 400 && strstr(out, "more than 32 fields"), "100,000 fields: %d %s", st, out);
+}
+
 /* ---- real clients ------------------------------------------------------------------------------ */
 
 /* The official OpenAI library: tests/clients/media.mjs. */
@@ -747,6 +809,7 @@ int main(void) {
     RUN(test_refusals_name_the_part);
     RUN(test_remote_urls);
     RUN(test_transcriptions);
+    RUN(test_transcription_budget_and_form);
     RUN(test_openai_library);
     RUN(test_webui_media_in_chromium);
     int st = server_stop(&M, NULL) | server_stop(&T, NULL) | server_stop(&P, NULL);

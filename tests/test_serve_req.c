@@ -197,6 +197,56 @@ static void test_chat_errors(void) {
 #undef MSG
 }
 
+/* Issue 40's request fields: duplicate keys take the last (as Python's and JavaScript's JSON
+ * parsers do, so a validating proxy in front sees the request plume runs), in nested objects
+ * and inside arrays too; a logit_bias key that is not plain digits (" 5", "+5"); a schema of
+ * null; a tool whose parameters cannot describe an object (an enum of non-objects: the call's
+ * markup came back as text). */
+static void test_issue40_fields(void) {
+#define MSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+    serve_request r;
+    serve_error e = {0};
+    int st = parse(&r, SERVE_CHAT,
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"first\", \"content\": \"last\"}], "
+                   "\"max_tokens\": 1, \"temperature\": 0.2, \"max_tokens\": 7, \"max_tokens\": 9, \"stop\": [\"x\"], "
+                   "\"response_format\": {\"type\": \"text\", \"type\": \"json_object\"}}",
+                   &e);
+    CHECK(st == 0 && r.max_tokens == 9 && r.n_msgs == 1 && r.msgs[0].content && !strcmp(r.msgs[0].content, "last") &&
+              r.grammar && r.sp.temperature == 0.2f,
+          "duplicates: status %d, max_tokens %d, content '%s', grammar %s: %s", st, r.max_tokens,
+          st == 0 && r.msgs[0].content ? r.msgs[0].content : "-", st == 0 && r.grammar ? "set" : "none", body_of(&e));
+    if (!st) serve_request_free(&r);
+    st = parse(&r, SERVE_CHAT, "{" MSG ", \"max_tokens\": 3, \"max_tokens\": 0}", &e);
+    CHECK(st == 400 && is_400(&e, "max_tokens"), "the last max_tokens (0) is the one checked: %d", st);
+    if (!st) serve_request_free(&r);
+    expect_400("{" MSG ", \"logit_bias\": {\" 5\": 1}}", "logit_bias");
+    expect_400("{" MSG ", \"logit_bias\": {\"+5\": 1}}", "logit_bias");
+    expect_400("{" MSG ", \"logit_bias\": {\"5 \": 1}}", "logit_bias");
+    st = parse(&r, SERVE_CHAT, "{" MSG ", \"logit_bias\": {\"5\": 1, \"0\": -2}}", &e);
+    CHECK(st == 0 && r.n_bias == 2, "plain ids: %d %s", st, body_of(&e));
+    if (!st) serve_request_free(&r);
+    expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", "
+               "\"schema\": null}}}", "response_format");
+    static const char *const not_objects[] = {"{\"enum\": [1, 2]}", "{\"enum\": [\"a\", null]}", "{\"const\": 5}",
+                                              "{\"type\": \"string\"}", "{\"type\": [\"string\", \"null\"]}"};
+    for (int i = 0; i < 5; i++) {
+        char body[512];
+        for (int forced = 0; forced < 2; forced++) {
+            snprintf(body, sizeof body,
+                     "{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": %s}}]%s}",
+                     not_objects[i], forced ? ", \"tool_choice\": \"required\"" : "");
+            expect_400(body, "tools");
+        }
+    }
+    st = parse(&r, SERVE_CHAT,
+               "{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+               "{\"enum\": [{\"a\": 1}, 2]}}}], \"tool_choice\": \"required\"}",
+               &e);
+    CHECK(st == 0, "an enum holding an object: %s", body_of(&e));
+    if (!st) serve_request_free(&r);
+#undef MSG
+}
+
 static void test_completion_fields(void) {
     serve_request r;
     serve_error e = {0};
@@ -456,6 +506,7 @@ int main(void) {
     RUN(test_chat_fields);
     RUN(test_chat_errors);
     RUN(test_formats);
+    RUN(test_issue40_fields);
     RUN(test_completion_fields);
     RUN(test_budget);
     RUN(test_tokenize_bodies);

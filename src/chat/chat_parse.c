@@ -9,10 +9,18 @@
  * handed back as content, markers out of place are dropped, and the end markers ("<turn|>",
  * "<eos>", "<|tool_response>") end the parse.
  *
- * Markers may arrive split over pieces. As plume_stop_matcher does, the parser holds back the
- * longest tail that may still grow into a marker and releases the rest; markers are acted on
- * in text order (the earliest start first), so the deltas do not depend on how the text was
- * cut, only how they are grouped into calls does. Knows nothing of tokens or the model. */
+ * Two ways in. A generation is fed token by token with plume_chat_parser_feed_token, which
+ * says whether the token is a special one: the markers are single special tokens, so only a
+ * special token's piece is a marker, and text that spells one with ordinary tokens (a model
+ * quoting "<turn|>" or "<|tool_call>call:f{}<tool_call|>" from a document, or inside a JSON
+ * string a schema allows) stays text. In this typed mode nothing is held back but a thought's
+ * last "\n" (the "\n" of "\n<channel|>" is the template's, not the thought's).
+ * plume_chat_parser_feed reads markers from text, for text known to be the template's (a
+ * rendered transcript): markers may arrive split over pieces there, so, as plume_stop_matcher
+ * does, the parser holds back the longest tail that may still grow into a marker and releases
+ * the rest; markers are acted on in text order (the earliest start first), so the deltas do
+ * not depend on how the text was cut, only how they are grouped into calls does. Knows nothing
+ * of tokens or the model: the caller says which pieces are special tokens. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +233,7 @@ typedef struct {
 
 struct plume_chat_parser {
     int state;             /* IN_*: where the text is */
+    int typed;             /* fed by plume_chat_parser_feed_token: markers only from special tokens */
     plume_buf pend;        /* text not yet parsed: a held tail, then the new piece */
     plume_buf call;        /* the body of the tool call being collected */
     plume_buf arena;       /* the texts of this call's deltas, each NUL-terminated */
@@ -243,6 +252,8 @@ static const char *const thought_marks[] = {"\n<channel|>", "<channel|>", "<turn
                                             "<|tool_response>", NULL};
 static const char *const call_marks[] = {"<tool_call|>", "<|tool_call>", "<turn|>", "<eos>",
                                          "<|tool_response>", NULL};
+
+static const char *const no_marks[] = {NULL}; /* typed mode: text holds no marker */
 
 /* Whether m is one of the end markers. */
 static int is_end_mark(const char *m) {
@@ -343,21 +354,24 @@ static void take_mark(plume_chat_parser *p, const char *m) {
     /* in content, a stray "<channel|>" or "<tool_call|>" is dropped */
 }
 
-/* Parse as much of the pending text as can be decided (all of it when final). */
-static void run(plume_chat_parser *p, int final) {
+/* Parse as much of the pending text as can be decided: all of it when drain (held tails are
+ * text); when final, also the end of generation (an unfinished call or thought head is text). */
+static void run(plume_chat_parser *p, int drain, int final) {
     const char *s = p->pend.p ? p->pend.p : "";
     size_t n = p->pend.len, pos = 0;
+    drain |= final;
     while (pos < n && p->state != IN_DONE) {
         if (p->state == IN_THOUGHT_HEAD) {
             static const char head[] = "thought\n";
             size_t k = 0;
             while (k < 8 && pos + k < n && s[pos + k] == head[k]) k++;
             if (k == 8) pos += 8;
-            else if (pos + k == n && !final) break; /* may still become "thought\n" */
+            else if (pos + k == n && !drain) break; /* may still become "thought\n" */
             p->state = IN_THOUGHT;
             continue;
         }
-        const char *const *marks = p->state == IN_CONTENT ? content_marks
+        const char *const *marks = p->typed ? no_marks
+                                 : p->state == IN_CONTENT ? content_marks
                                  : p->state == IN_THOUGHT ? thought_marks : call_marks;
         size_t at;
         const char *m = find_mark(s + pos, n - pos, marks, &at);
@@ -367,7 +381,9 @@ static void run(plume_chat_parser *p, int final) {
             pos += at + strlen(m);
             continue;
         }
-        size_t hold = final ? 0 : held_tail(s + pos, n - pos, marks);
+        size_t hold = drain ? 0
+                    : p->typed ? (p->state == IN_THOUGHT && s[n - 1] == '\n') /* "\n" + a <channel|> to come? */
+                    : held_tail(s + pos, n - pos, marks);
         take_text(p, s + pos, n - pos - hold);
         pos = n - hold;
         break;
@@ -380,6 +396,30 @@ static void run(plume_chat_parser *p, int final) {
     }
     if (p->pend.p && pos) memmove(p->pend.p, s + pos, n - pos);
     p->pend.len = n - pos;
+}
+
+/* Typed mode: one special token's text m[0, n). A marker of the current state is acted on
+ * (the thought's held "\n" dropped before its <channel|>); any other special token is text of
+ * the state it comes in (e.g. <|"|> inside a call, <|tool_call> inside a thought). */
+static void take_special(plume_chat_parser *p, const char *m, size_t n) {
+    if (p->state == IN_THOUGHT_HEAD) { /* a special token after "<|channel>": the head is over */
+        run(p, 1, 0);
+        if (p->state == IN_THOUGHT_HEAD) p->state = IN_THOUGHT;
+    }
+    const char *const *marks = p->state == IN_CONTENT ? content_marks
+                             : p->state == IN_THOUGHT ? thought_marks : call_marks;
+    const char *hit = NULL;
+    for (int k = 0; marks[k] && !hit; k++)
+        if (strlen(marks[k]) == n && !memcmp(marks[k], m, n)) hit = marks[k];
+    if (!hit) {
+        plume_buf_put(&p->pend, m, n);
+        run(p, 0, 0);
+        return;
+    }
+    if (p->state == IN_THOUGHT && !strcmp(hit, "<channel|>") && p->pend.len && p->pend.p[p->pend.len - 1] == '\n')
+        p->pend.len--; /* "\n<channel|>" */
+    run(p, 1, 0);
+    if (p->state != IN_DONE) take_mark(p, hit);
 }
 
 /* Hand out this call's deltas (pointers into the arena) and reset for the next call. */
@@ -434,7 +474,30 @@ int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
     p->arena.len = 0;
     if (p->state != IN_DONE && len) {
         plume_buf_put(&p->pend, piece, len);
-        run(p, 0);
+        run(p, 0, 0);
+    }
+    int rc = publish(p, deltas, n_deltas);
+    return rc ? rc : p->state == IN_DONE;
+}
+
+/* One generated token's piece: a special token's acted on as a marker, text kept as text. */
+int plume_chat_parser_feed_token(plume_chat_parser *p, const char *piece, size_t len, int32_t special,
+                                 const plume_chat_delta **deltas, int32_t *n_deltas) {
+    *deltas = NULL;
+    *n_deltas = 0;
+    p->n_d = 0;
+    p->arena.len = 0;
+    if (!p->typed) { /* the first typed piece: what plain text fed before holds is text */
+        run(p, 1, 0);
+        p->typed = 1;
+    }
+    if (p->state != IN_DONE && len) {
+        if (special) {
+            take_special(p, piece, len);
+        } else {
+            plume_buf_put(&p->pend, piece, len);
+            run(p, 0, 0);
+        }
     }
     int rc = publish(p, deltas, n_deltas);
     return rc ? rc : p->state == IN_DONE;
@@ -447,6 +510,6 @@ int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **delta
     *n_deltas = 0;
     p->n_d = 0;
     p->arena.len = 0;
-    run(p, 1);
+    run(p, 1, 1);
     return publish(p, deltas, n_deltas);
 }

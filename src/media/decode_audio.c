@@ -16,8 +16,8 @@
  * Untrusted bytes: libsndfile parses the containers (it is fuzzed upstream); plume bounds what
  * it allocates by MEDIA_AUDIO_MAX_SECONDS, checked against the header's length before decoding
  * and against the samples decoded while decoding, and refuses what libsndfile lets through
- * quietly: a WAV data chunk cut short, a stream that ends well before its header's length, NaN
- * and infinite samples. */
+ * quietly: a WAV data or AIFF SSND chunk cut short, an MP3 that ends inside a frame, a stream
+ * that ends well before its header's length, NaN and infinite samples. */
 #include <math.h>
 #include <sndfile.h>
 #include <soxr.h>
@@ -88,6 +88,71 @@ static int wav_cut_short(const uint8_t *p, size_t len, uint64_t *want, uint64_t 
         uint64_t step = 8 + (uint64_t)size + (size & 1);
         if (step > len - off) return 0;
         off += (size_t)step;
+    }
+    return 0;
+}
+
+/* Whether an AIFF/AIFC file's SSND chunk claims more bytes than follow it (*want, *have): as
+ * for WAV, libsndfile reads such a file up to its end without an error. Chunk sizes are
+ * big-endian; a bounded walk over the chunk list, anything odd before SSND left to libsndfile. */
+static int aiff_cut_short(const uint8_t *p, size_t len, uint64_t *want, uint64_t *have) {
+    if (len < 12 || memcmp(p, "FORM", 4) || (memcmp(p + 8, "AIFF", 4) && memcmp(p + 8, "AIFC", 4))) return 0;
+    size_t off = 12;
+    while (len - off >= 8) {
+        uint32_t size = (uint32_t)p[off + 4] << 24 | (uint32_t)p[off + 5] << 16 | (uint32_t)p[off + 6] << 8 | p[off + 7];
+        if (!memcmp(p + off, "SSND", 4)) {
+            *want = size;
+            *have = len - off - 8;
+            return size > len - off - 8;
+        }
+        uint64_t step = 8 + (uint64_t)size + (size & 1);
+        if (step > len - off) return 0;
+        off += (size_t)step;
+    }
+    return 0;
+}
+
+/* The length in bytes of the MPEG audio frame whose 4-byte header is h (layers I-III, MPEG 1,
+ * 2 and 2.5), or 0 when h is not a frame header plume can size (free-format bit rate, reserved
+ * values). */
+static size_t mpeg_frame_bytes(uint32_t h) {
+    static const uint16_t kbps[2][3][15] = {
+        {{0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448},   /* MPEG 1, layer I */
+         {0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384},      /* layer II */
+         {0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320}},      /* layer III */
+        {{0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256},      /* MPEG 2/2.5, layer I */
+         {0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160},           /* layers II, III */
+         {0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160}}};
+    static const uint32_t rate1[3] = {44100, 48000, 32000};
+    uint32_t ver = (h >> 19) & 3, layer = (h >> 17) & 3, bi = (h >> 12) & 15, si = (h >> 10) & 3, pad = (h >> 9) & 1;
+    if ((h & 0xffe00000u) != 0xffe00000u || ver == 1 || layer == 0 || bi == 0 || bi == 15 || si == 3) return 0;
+    uint32_t rate = rate1[si] >> (ver == 3 ? 0 : ver == 2 ? 1 : 2);
+    uint32_t bps = kbps[ver == 3 ? 0 : 1][3 - layer][bi] * 1000u;
+    if (layer == 3) return (size_t)((12u * bps / rate + pad) * 4u); /* layer I: 4-byte slots */
+    return (size_t)((ver == 3 || layer == 2 ? 144u : 72u) * bps / rate + pad);
+}
+
+/* Whether an MPEG audio stream ends inside a frame (*want bytes its last frame needs, *have
+ * there are): libmpg123 drops such a frame quietly, and when the file has no Xing/Info frame
+ * its length is estimated from the bytes there are, so a cut file looks whole. The frames are
+ * walked from the first (after an ID3v2 tag) while their headers are frames; a walk that meets
+ * anything else (an ID3v1 or APE tag, junk) stops there without a verdict. */
+static int mpeg_cut_short(const uint8_t *p, size_t len, uint64_t *want, uint64_t *have) {
+    size_t off = 0;
+    if (len >= 10 && !memcmp(p, "ID3", 3)) {
+        off = 10 + ((size_t)(p[6] & 0x7f) << 21 | (size_t)(p[7] & 0x7f) << 14 | (size_t)(p[8] & 0x7f) << 7 | (p[9] & 0x7f));
+        if (p[5] & 0x10) off += 10; /* a footer */
+    }
+    while (off < len && len - off >= 4) {
+        uint32_t h = (uint32_t)p[off] << 24 | (uint32_t)p[off + 1] << 16 | (uint32_t)p[off + 2] << 8 | p[off + 3];
+        size_t n = mpeg_frame_bytes(h);
+        if (!n) return 0;
+        if (n > len - off) {
+            *want = off + n;
+            *have = len;
+            return 1;
+        }
+        off += n;
     }
     return 0;
 }
@@ -176,6 +241,12 @@ static int check_header(const SF_INFO *info, const uint8_t *data, size_t len, co
     if (wav_cut_short(data, len, &want, &have))
         return plume_fail(err, PLUME_EFORMAT, "%s: truncated WAV: its data chunk holds %llu of the %llu bytes it declares", name,
                           (unsigned long long)have, (unsigned long long)want);
+    if (aiff_cut_short(data, len, &want, &have))
+        return plume_fail(err, PLUME_EFORMAT, "%s: truncated AIFF: its SSND chunk holds %llu of the %llu bytes it declares",
+                          name, (unsigned long long)have, (unsigned long long)want);
+    if ((info->format & SF_FORMAT_TYPEMASK) == SF_FORMAT_MPEG && mpeg_cut_short(data, len, &want, &have))
+        return plume_fail(err, PLUME_EFORMAT, "%s: truncated MP3: the file ends at byte %llu, inside a frame that needs %llu",
+                          name, (unsigned long long)have, (unsigned long long)want);
     return 0;
 }
 

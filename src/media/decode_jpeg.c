@@ -1,11 +1,13 @@
 /* decode_jpeg.c -- JPEG -> RGB with libjpeg-turbo, with the library's defaults (islow IDCT,
  * fancy upsampling), which are PIL's: the same decoder gives the same pixels. Gray JPEGs are
  * replicated; CMYK (and YCCK) ones go through PIL's CMYK -> RGB (r = 255 - k - c(255 - k)/255,
- * rounded as Pillow's MULDIV255), Adobe files being stored inverted as PIL reads them.
+ * rounded as Pillow's MULDIV255) on samples taken as inverted: Pillow decodes every CMYK JPEG
+ * with raw mode "CMYK;I" ("assume adobe conventions"), an Adobe APP14 marker or not.
  *
  * A truncated file is an error (PIL: "image file is truncated"), not the gray fill libjpeg
  * would give; a progressive file of more than 1000 scans is refused (a decoding-time bomb).
- * Errors longjmp out of libjpeg into this file; the APP1 "Exif" marker gives the orientation. */
+ * Errors longjmp out of libjpeg into this file; the APP1 markers ("Exif", else XMP) give the
+ * orientation. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,14 +58,14 @@ static inline int muldiv255(int a, int b) {
     return ((t >> 8) + t) >> 8;
 }
 
-/* One decoded row (gray, RGB or CMYK samples) -> RGB. */
-static void jpeg_row_rgb(const uint8_t *in, uint8_t *out, int32_t w, int comps, int inverted) {
+/* One decoded row (gray, RGB or CMYK samples, the latter inverted as "CMYK;I") -> RGB. */
+static void jpeg_row_rgb(const uint8_t *in, uint8_t *out, int32_t w, int comps) {
     for (int32_t x = 0; x < w; x++, out += 3) {
         if (comps == 1) out[0] = out[1] = out[2] = in[x];
         else if (comps == 3) memcpy(out, in + 3 * (size_t)x, 3);
         else {
             int c[4];
-            for (int k = 0; k < 4; k++) c[k] = inverted ? 255 - in[4 * (size_t)x + k] : in[4 * (size_t)x + k];
+            for (int k = 0; k < 4; k++) c[k] = 255 - in[4 * (size_t)x + k];
             int nk = 255 - c[3];
             for (int k = 0; k < 3; k++) {
                 int v = nk - muldiv255(c[k], nk);
@@ -73,12 +75,23 @@ static void jpeg_row_rgb(const uint8_t *in, uint8_t *out, int32_t w, int comps, 
     }
 }
 
-/* The orientation of the first APP1 "Exif" marker saved, or 1. */
+/* The orientation of the APP1 markers saved: the first "Exif" block's tag, else the last XMP
+ * packet's (Pillow keeps the last "http://ns.adobe.com/xap/1.0/" segment as info["xmp"]). */
 static int32_t jpeg_orientation(j_decompress_ptr ci) {
-    for (jpeg_saved_marker_ptr m = ci->marker_list; m; m = m->next)
-        if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && !memcmp(m->data, "Exif\0\0", 6))
-            return media_exif_orientation(m->data, m->data_length);
-    return 1;
+    static const char xmp_id[] = "http://ns.adobe.com/xap/1.0/";
+    const uint8_t *exif = NULL, *xmp = NULL;
+    size_t exif_n = 0, xmp_n = 0;
+    for (jpeg_saved_marker_ptr m = ci->marker_list; m; m = m->next) {
+        if (m->marker != JPEG_APP0 + 1) continue;
+        if (!exif && m->data_length >= 6 && !memcmp(m->data, "Exif\0\0", 6)) {
+            exif = m->data;
+            exif_n = m->data_length;
+        } else if (m->data_length >= sizeof xmp_id && !memcmp(m->data, xmp_id, sizeof xmp_id)) { /* with its NUL */
+            xmp = m->data + sizeof xmp_id;
+            xmp_n = m->data_length - sizeof xmp_id;
+        }
+    }
+    return media_orientation_of(exif, exif_n, xmp, xmp_n);
 }
 
 /* The decode itself; row is the one allocation libjpeg's longjmp may leave (freed by caller). */
@@ -93,10 +106,8 @@ static int jpeg_run(struct jpeg_decompress_struct *ci, jpeg_err *je, struct jpeg
     int rc = media_check_size("JPEG", ci->image_width, ci->image_height, err);
     if (rc) return rc;
     *o = jpeg_orientation(ci);
-    int inverted = 0;
     if (ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK) {
-        ci->out_color_space = JCS_CMYK;
-        inverted = ci->saw_Adobe_marker;
+        ci->out_color_space = JCS_CMYK; /* read as Pillow's "CMYK;I", Adobe marker or not */
     } else if (ci->jpeg_color_space == JCS_GRAYSCALE) {
         ci->out_color_space = JCS_GRAYSCALE;
     } else {
@@ -113,7 +124,7 @@ static int jpeg_run(struct jpeg_decompress_struct *ci, jpeg_err *je, struct jpeg
         JDIMENSION y = ci->output_scanline;
         JSAMPROW r = *row;
         if (jpeg_read_scanlines(ci, &r, 1) != 1) return plume_fail(err, PLUME_EFORMAT, "JPEG: a row could not be read");
-        jpeg_row_rgb(*row, (*out)->rgb + (size_t)y * (*out)->w * 3, (*out)->w, comps, inverted);
+        jpeg_row_rgb(*row, (*out)->rgb + (size_t)y * (*out)->w * 3, (*out)->w, comps);
     }
     jpeg_finish_decompress(ci);
     return 0;

@@ -7,7 +7,8 @@
  *   alpha, tRNS         dropped (convert("RGB") keeps the stored colours: no compositing)
  *
  * libpng reports errors through a longjmp; the buffers it may leave behind live in one struct
- * freed on every path. The eXIf chunk (before or after the pixels) gives the orientation. */
+ * freed on every path. The eXIf chunk, a "Raw profile type exif" text or the XMP text (before
+ * or after the pixels) give the orientation (exif.c). */
 #include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>
@@ -44,17 +45,42 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
     (void)msg;
 }
 
-/* The orientation of an eXIf chunk read so far, or keep *o. */
-static void png_orientation(png_structp png, png_infop info, int32_t *o) {
-#ifdef PNG_eXIf_SUPPORTED
-    png_uint_32 n = 0;
-    png_bytep exif = NULL;
-    if (png_get_eXIf_1(png, info, &n, &exif) && exif && n) *o = media_exif_orientation(exif, n);
-#else
-    (void)png;
-    (void)info;
-    (void)o;
+/* The text of a libpng text entry and its length (tEXt, zTXt decompressed, iTXt in UTF-8). */
+static size_t png_text_len(const png_text *t) {
+#ifdef PNG_iTXt_SUPPORTED
+    if (t->compression >= PNG_ITXT_COMPRESSION_NONE) return t->itxt_length;
 #endif
+    return t->text_length;
+}
+
+/* The orientation of a whole PNG, where Pillow finds it: its eXIf chunk, else the hex dump of
+ * a "Raw profile type exif" text chunk, else (no tag in either) an "XML:com.adobe.xmp" text's
+ * XMP. Chunks before and after the pixels count; of two texts with one keyword the last wins,
+ * as in Pillow's info dict. */
+static int32_t png_orientation(png_structp png, png_infop info, png_infop end) {
+    const uint8_t *exif = NULL, *raw = NULL, *xmp = NULL;
+    size_t exif_n = 0, raw_n = 0, xmp_n = 0;
+    png_infop infos[2] = {info, end};
+    for (int k = 0; k < 2; k++) {
+#ifdef PNG_eXIf_SUPPORTED
+        png_uint_32 n = 0;
+        png_bytep e = NULL;
+        if (png_get_eXIf_1(png, infos[k], &n, &e) && e && n) exif = e, exif_n = n;
+#endif
+        png_textp text = NULL;
+        int nt = 0;
+        png_get_text(png, infos[k], &text, &nt);
+        for (int i = 0; text && i < nt; i++) {
+            if (!text[i].key || !text[i].text) continue;
+            if (!strcmp(text[i].key, "Raw profile type exif")) raw = (const uint8_t *)text[i].text, raw_n = png_text_len(&text[i]);
+            if (!strcmp(text[i].key, "XML:com.adobe.xmp")) xmp = (const uint8_t *)text[i].text, xmp_n = png_text_len(&text[i]);
+        }
+    }
+    uint8_t *dump = NULL;
+    if (!exif && raw && media_exif_from_raw_profile(raw, raw_n, &dump, &exif_n) == 0) exif = dump;
+    int32_t o = media_orientation_of(exif, exif_n, xmp, xmp_n);
+    free(dump);
+    return o;
 }
 
 /* Convert one decoded row (after the transforms set in decode) to RGB. */
@@ -83,7 +109,6 @@ static int png_run(png_src *s, png_structp png, png_infop info, png_infop end, p
     png_get_IHDR(png, info, &w, &h, &depth, &color, &interlace, NULL, NULL);
     int rc = media_check_size("PNG", (int64_t)w, (int64_t)h, err);
     if (rc) return rc;
-    png_orientation(png, info, o);
     int gray16 = (color == PNG_COLOR_TYPE_GRAY) && depth == 16;
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -102,7 +127,7 @@ static int png_run(png_src *s, png_structp png, png_infop info, png_infop end, p
     for (png_uint_32 y = 0; y < h; y++) s->rows[y] = s->buf + rowbytes * y;
     png_read_image(png, s->rows);
     png_read_end(png, end);
-    png_orientation(png, end, o);
+    *o = png_orientation(png, info, end);
     if ((rc = media_image_new(out, (int32_t)w, (int32_t)h, "PNG", err))) return rc;
     for (png_uint_32 y = 0; y < h; y++) png_row_rgb(s->rows[y], (*out)->rgb + (size_t)y * w * 3, (int32_t)w, channels, gray16);
     return 0;

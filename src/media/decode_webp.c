@@ -1,7 +1,7 @@
 /* decode_webp.c -- WebP -> RGB with libwebp's animation decoder, as Pillow decodes every WebP
  * (a still image is a one-frame animation): the first frame on the canvas in RGBA, then the
  * alpha dropped (convert("RGB")). The demuxer gives the canvas size, checked before the
- * decoder allocates it, and the EXIF chunk's orientation. */
+ * decoder allocates it, and the orientation of the EXIF chunk, else of the XMP chunk. */
 #include <stdlib.h>
 
 #include <webp/decode.h>
@@ -16,11 +16,13 @@ int media_decode_webp(const uint8_t *b, size_t n, plume_image **out, int32_t *or
     if (!dmx) return plume_fail(err, PLUME_EFORMAT, "WebP: not a valid WebP file (or truncated)");
     uint32_t w = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_WIDTH), h = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_HEIGHT);
     int rc = media_check_size("WebP", w, h, err);
-    WebPChunkIterator it;
-    if (!rc && WebPDemuxGetChunk(dmx, "EXIF", 1, &it)) {
-        *orientation = media_exif_orientation(it.chunk.bytes, it.chunk.size);
-        WebPDemuxReleaseChunkIterator(&it);
-    }
+    WebPChunkIterator ex, xm;
+    int has_ex = !rc && WebPDemuxGetChunk(dmx, "EXIF", 1, &ex), has_xm = !rc && WebPDemuxGetChunk(dmx, "XMP ", 1, &xm);
+    if (has_ex || has_xm)
+        *orientation = media_orientation_of(has_ex ? ex.chunk.bytes : NULL, has_ex ? ex.chunk.size : 0,
+                                            has_xm ? xm.chunk.bytes : NULL, has_xm ? xm.chunk.size : 0);
+    if (has_ex) WebPDemuxReleaseChunkIterator(&ex);
+    if (has_xm) WebPDemuxReleaseChunkIterator(&xm);
     WebPDemuxDelete(dmx);
     if (rc) return rc;
     WebPAnimDecoderOptions opt;

@@ -22,7 +22,7 @@
  *   image.c        the decoded image below the decoders: the pixel cap, allocation, the
  *                  public plume_image_* that make one from pixels, read and free it
  *   decode_png.c   decode_jpeg.c   decode_webp.c   one library each, to RGB
- *   exif.c         the orientation tag of an EXIF block
+ *   exif.c         the orientation: the EXIF tag (also from a PNG raw profile), else the XMP
  *   resize.c       Pillow's two-pass bicubic resample with fixed-point coefficients
  *   patches.c      the target size of a budget, patches [N, p*p*3] and positions [N, 2]
  *   decode_audio.c audio bytes -> mono float samples at 16 kHz (media_audio), the public
@@ -65,12 +65,26 @@ int media_decode_png(const uint8_t *b, size_t n, plume_image **out, int32_t *ori
 int media_decode_jpeg(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err);
 int media_decode_webp(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err);
 
-/* ---- exif.c --------------------------------------------------------------------------- */
+/* ---- exif.c: the orientation, where Pillow's getexif() finds it --------------------- */
 
-/* The orientation tag (0x0112) of an EXIF block: a TIFF header and IFD0, optionally after
- * "Exif\0\0". 1..8, or 1 when absent or unreadable (a broken EXIF block never fails a decode,
- * as in Pillow). */
+/* The first value of the orientation tag (0x0112, any integer type: SHORT as the standard
+ * says, LONG as some writers store it) of an EXIF block: a TIFF header and IFD0, optionally
+ * after "Exif\0\0" (0 for a negative signed value); -1 when the block has no such tag or
+ * cannot be read. */
+int64_t media_exif_tag_orientation(const uint8_t *b, size_t n);
+/* That tag as an orientation: 1..8, or 1 when absent, unreadable or out of range (a broken
+ * EXIF block never fails a decode, as in Pillow). */
 int32_t media_exif_orientation(const uint8_t *b, size_t n);
+/* The digit of the first `tiff:Orientation="N"` or `tiff:Orientation>N` of an XMP packet
+ * (Pillow's regular expression), or -1. */
+int32_t media_xmp_orientation(const uint8_t *b, size_t n);
+/* The EXIF block of a PNG "Raw profile type exif" text (ImageMagick's hex dump: 3 lines, then
+ * hex digits, as Pillow's bytes.fromhex reads them) into *out (malloc'd, *len bytes): 0, or -1
+ * for text that is not such a dump. */
+int media_exif_from_raw_profile(const uint8_t *t, size_t n, uint8_t **out, size_t *len);
+/* An image's orientation (1..8) from its EXIF block and XMP packet (either may be NULL): the
+ * EXIF tag, or when the block has none, the XMP's; 1 when neither gives 1..8. */
+int32_t media_orientation_of(const uint8_t *exif, size_t exif_n, const uint8_t *xmp, size_t xmp_n);
 
 /* Apply an EXIF orientation (2..8: PIL's ImageOps.exif_transpose) to *img, replacing it. */
 int media_orient(plume_image **img, int32_t orientation, char **err);

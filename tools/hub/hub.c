@@ -95,6 +95,32 @@ static int inside(const char *dir, const char *path) {
     return !strncmp(rd, rp, n) && rp[n] == '/';
 }
 
+/* mkdir -p dir, a folder under root (the repo's folder), that never makes a directory outside
+ * root: root is made as it is, then each component under it that exists must resolve inside
+ * root before anything is made in it (a snapshots/ or blobs/ that is a link out of the cache
+ * is refused, not written through). 0; -1 with errno when a directory cannot be made; -2 when
+ * a component leads out of root. */
+static int mkdirs_under(const char *root, const char *dir) {
+    size_t n = strlen(root);
+    if (strncmp(dir, root, n) || (dir[n] && dir[n] != '/')) return -2;
+    if (mkdirs(root)) return -1;
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) { errno = ENAMETOOLONG; return -1; }
+    for (char *s = p + n; *s;) {
+        char *e = strchr(s + 1, '/');
+        if (e) *e = 0;
+        struct stat st;
+        if (lstat(p, &st) != 0) {
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        }
+        if (!inside(root, p)) return -2; /* a link out of the cache, or not a directory we made */
+        if (!e) break;
+        *e = '/';
+        s = e;
+    }
+    return 0;
+}
+
 /* ---- settings ------------------------------------------------------------------------------ */
 
 /* An environment variable, or NULL when unset or empty. */
@@ -747,8 +773,10 @@ static int link_snapshot(const hub *h, const hub_file *f, const char *snap, char
     char *dir = strdup(snap);
     if (!dir) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     *strrchr(dir, '/') = 0;
-    int rc = mkdirs(dir) ? plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno)) : 0;
-    if (!rc && !inside(h->dir, dir)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir);
+    int made = mkdirs_under(h->dir, dir);
+    int rc = made == -1   ? plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno))
+             : made == -2 ? plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir)
+                          : 0;
     if (!rc) unlink(snap); /* a stale or broken link */
     if (!rc && symlink(target, snap) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot link: %s", snap, strerror(errno));
     if (!rc && !inside(h->dir, snap)) {
@@ -805,9 +833,11 @@ int hub_get(hub *h, const char *name, int optional, char **path, char **err) {
         rc = plume_fail(err, PLUME_EFORMAT, "%s: the Hub's listing gives no hash for %s, so it cannot be verified", h->repo, name);
     } else {
         char *blobs = plume_sprintf("%s/blobs", h->dir), *blob = plume_sprintf("%s/blobs/%s", h->dir, f->blob);
+        int made = 0;
         if (!blobs || !blob) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
-        else if (mkdirs(blobs)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", blobs, strerror(errno));
-        else if (!inside(h->dir, blobs)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", blobs, h->dir);
+        else if ((made = mkdirs_under(h->dir, blobs)) == -1)
+            rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", blobs, strerror(errno));
+        else if (made == -2) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", blobs, h->dir);
         else if (clear_odd_entry(blob) != 0)
             rc = plume_fail(err, PLUME_EIO, "%s: a bad cache entry that cannot be removed: %s", blob, strerror(errno));
         else if (!(lstat(blob, &st) == 0 && (uint64_t)st.st_size == f->size)) rc = download(h, f, blob, err);
@@ -828,8 +858,9 @@ int hub_write_ref(hub *h, char **err) {
     if (!dir) { free(ref); return plume_fail(err, PLUME_ENOMEM, "out of memory"); }
     *strrchr(dir, '/') = 0;
     int rc = 0;
-    if (mkdirs(dir)) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
-    if (!rc && !inside(h->dir, dir)) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir);
+    int made = mkdirs_under(h->dir, dir);
+    if (made == -1) rc = plume_fail(err, PLUME_EIO, "%s: cannot create: %s", dir, strerror(errno));
+    if (made == -2) rc = plume_fail(err, PLUME_EIO, "%s: leads out of the cache %s", dir, h->dir);
     if (!rc) rc = plume_write_file(ref, h->commit, strlen(h->commit), PLUME_WRITE_REPLACE, err);
     free(dir);
     free(ref);

@@ -163,8 +163,12 @@ typedef struct {
                                    JSON mode or a forced tool call, compiled when the request is
                                    parsed (what cannot be enforced is a 400 then), or the
                                    request's own grammar; NULL: free */
-    int32_t grammar_given;      /* 1: grammar is the request's GBNF text ("grammar"), parsed but
-                                   its token references not yet bound (done with the tokenizer) */
+    int32_t grammar_given;      /* 1: grammar is the request's GBNF text ("grammar") */
+    const char *grammar_param;  /* the field the grammar came from ("grammar", "response_format",
+                                   "format", "text.format", "tools", ...; static), named by the
+                                   400 when the grammar cannot be enforced: every grammar is
+                                   bound to the tokenizer and its start state made when the job
+                                   is prepared (serve_prepare.c), never first when a slot takes it */
     int32_t enable_thinking;
     int32_t stream;
     int32_t include_usage;      /* streams: the usage is sent (OpenAI asks; other dialects always send it) */
@@ -538,10 +542,12 @@ int serve_answer_init(serve_answer *a, serve_job *j, int32_t choice, int32_t par
 /* The prompt has been read (its log-probabilities, when asked, are in the job): the PROMPT
  * event of a stream. */
 void serve_answer_prompt(serve_answer *a);
-/* Feed the text of one generated token and its log-probabilities (NULL when not asked). 0,
- * or SERVE_ANSWER_STOP (a stop string completed) or SERVE_ANSWER_END (the parser read an end
- * marker): then the answer is over. */
-int serve_answer_put(serve_answer *a, const char *piece, size_t len, const serve_logprob *lp);
+/* Feed the text of one generated token, whether it is a special token (the chat parser acts
+ * on special tokens only: a model spelling "<turn|>" or a tool call with ordinary tokens
+ * writes text), and its log-probabilities (NULL when not asked). 0, or SERVE_ANSWER_STOP (a
+ * stop string completed) or SERVE_ANSWER_END (the parser read an end marker): then the
+ * answer is over. */
+int serve_answer_put(serve_answer *a, const char *piece, size_t len, int32_t special, const serve_logprob *lp);
 /* End the choice: held text, finish reason (STOP or LENGTH; TOOL_CALLS after calls), its
  * usage. The last choice to end sends DONE, or the whole reply; the job is then done. */
 void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage *u);
@@ -642,8 +648,13 @@ int serve_base64_decode(const char *s, size_t n, uint8_t **out, size_t *len);
 struct sockaddr;
 int serve_addr_private(const struct sockaddr *sa);
 /* The fields of a multipart/form-data body (boundary from its first line), at most cap; their
- * count, or -1 when the body is not a whole form. */
+ * count, -1 when the body is not a whole form, -2 when it has more than cap fields (the scan
+ * stops there: 100,000 small fields cost no more than cap). */
 int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap);
+/* Where the form of a multipart body starts: the first line "--BOUNDARY" of the boundary its
+ * Content-Type declares (content_type, the header; a preamble before it is skipped, as RFC
+ * 2046 allows). 0 and *off, or a 400 in e (no boundary declared, or the body does not hold it). */
+int serve_multipart_start(const char *content_type, const char *body, size_t len, size_t *off, serve_error *e);
 
 extern const serve_dialect serve_transcription; /* POST /v1/audio/transcriptions */
 

@@ -260,14 +260,15 @@ static char *without_nul(const char *piece, size_t len, size_t *n) {
     return s;
 }
 
-/* Feed the text of one token (lp: its log-probabilities or NULL). 0 to go on,
- * SERVE_ANSWER_STOP when a stop string completed, SERVE_ANSWER_END when the chat parser read
- * an end marker. */
-int serve_answer_put(serve_answer *a, const char *piece, size_t len, const serve_logprob *lp) {
+/* Feed the text of one token (special: it is a special token; lp: its log-probabilities or
+ * NULL). The chat parser acts on special tokens only: text that spells a marker is text. 0 to
+ * go on, SERVE_ANSWER_STOP when a stop string completed, SERVE_ANSWER_END when the chat
+ * parser read an end marker. */
+int serve_answer_put(serve_answer *a, const char *piece, size_t len, int32_t special, const serve_logprob *lp) {
     if (len && memchr(piece, 0, len)) {
         size_t n = 0;
         char *clean = without_nul(piece, len, &n);
-        int r = clean ? serve_answer_put(a, clean, n, lp) : 0; /* out of memory: the piece is dropped */
+        int r = clean ? serve_answer_put(a, clean, n, special, lp) : 0; /* out of memory: the piece is dropped */
         free(clean);
         return r;
     }
@@ -276,7 +277,7 @@ int serve_answer_put(serve_answer *a, const char *piece, size_t len, const serve
         const plume_chat_delta *dl;
         int32_t nd = 0;
         int thought_only = 0;
-        ended = plume_chat_parser_feed(a->cp, piece, len, &dl, &nd);
+        ended = plume_chat_parser_feed_token(a->cp, piece, len, special, &dl, &nd);
         if (ended >= 0) hit = put_deltas(a, dl, nd, &lp, &thought_only);
         a->n_thought += thought_only;
         if (lp) put_text(a, SERVE_EV_TEXT, "", 0, lp); /* the token gave no text yet */

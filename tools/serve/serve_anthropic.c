@@ -249,12 +249,13 @@ static int parse_thinking(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
-/* Fields refused: parts of the API that need Anthropic's servers. */
+/* Fields refused: parts of the API that need Anthropic's servers, given at all (an empty
+ * mcp_servers list as a non-empty one: the field is not one plume reads). */
 static int refuse_hosted(const cJSON *root, serve_error *e) {
     static const char *const hosted[] = {"container", "mcp_servers"};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, hosted[i]);
-        if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v)))
+        if (v && !cJSON_IsNull(v))
             return serve_json_unsupported(e, hosted[i], "is not supported (it needs Anthropic's servers)");
     }
     return 0;

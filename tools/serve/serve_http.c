@@ -408,7 +408,11 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     serve_job *j = NULL;
     size_t took = 0; /* the parse: its strings' copies, the prompt, its ids (4 bytes each) */
     cn->form = d->form_body;
-    int bad = budget_parse(sv, cn, 6, &took, &e) || serve_prepare_job(&sv->prep, d, cn->body ? cn->body : "", cn->len, &j, &e);
+    size_t off = 0; /* a form starts at the boundary its Content-Type declares */
+    int bad = d->form_body && serve_multipart_start(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+                                                    cn->body ? cn->body : "", cn->len, &off, &e);
+    bad = bad || budget_parse(sv, cn, 6, &took, &e) ||
+          serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &j, &e);
     budget_give(sv, cn, took);
     if (bad) return reply_serve_error(sv, c, d, &e);
     if (j->head.req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */

@@ -163,8 +163,8 @@ static int parse_logit_bias(const cJSON *root, serve_request *r, serve_error *e)
         return SERVE_OOM(e);
     cJSON_ArrayForEach(b, v) {
         char *end = NULL;
-        long id = strtol(b->string, &end, 10);
-        if (!*b->string || *end || id < 0 || id > INT32_MAX || !cJSON_IsNumber(b) || !(b->valuedouble >= -100) ||
+        long id = strspn(b->string, "0123456789") == strlen(b->string) ? strtol(b->string, &end, 10) : -1; /* digits only: not " 5", "+5" */
+        if (!*b->string || (end && *end) || id < 0 || id > INT32_MAX || !cJSON_IsNumber(b) || !(b->valuedouble >= -100) ||
             !(b->valuedouble <= 100))
             return serve_json_bad(e, "logit_bias", "an object of token ids (decimal strings) to numbers in [-100, 100]");
         r->bias_ids[r->n_bias] = (int32_t)id;
@@ -266,6 +266,7 @@ static int parse_grammar(const cJSON *root, serve_request *r, serve_error *e) {
     if (rc) return rc;
     if (!(r->grammar = strdup(g->valuestring))) return SERVE_OOM(e);
     r->grammar_given = 1;
+    r->grammar_param = "grammar";
     return 0;
 }
 

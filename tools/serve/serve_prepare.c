@@ -80,20 +80,27 @@ static int prompt_tokens(const serve_prep *p, serve_request *r, int32_t **ids, i
 
 /* ---- checks and budgets ---------------------------------------------------------------------- */
 
-/* A request's own GBNF bound to the tokenizer: its token references, its start state. 0 or
- * an error in e. */
+/* Every format of a request (its own GBNF, or the grammar of a JSON schema, JSON mode or a
+ * forced tool call, in any dialect) bound to the tokenizer: its token references, its rules
+ * (a rule that derives no finite text, left recursion), its start state within the
+ * recognizer's budget. The one place a format is checked against what a slot will build, so a
+ * format that cannot be enforced is a 400 naming its field here, never a 500 from the
+ * scheduler ({"$ref": "#"}, a $ref cycle, a 100,000-value enum). 0 or an error in e. */
 static int grammar_bind(const serve_prep *p, const serve_request *r, serve_error *e) {
     char *err = NULL;
+    const char *param = r->grammar_param ? r->grammar_param : "grammar";
     int g = plume_grammar_check(r->grammar, strlen(r->grammar), p->tok, &err);
     if (g == PLUME_ENOMEM) g = SERVE_OOM(e);
-    else if (g) g = serve_error_set(e, 400, SERVE_ERR_REQUEST, "grammar", "invalid_value", "'grammar': %s",
-                                    !err ? "cannot be enforced" : strncmp(err, "grammar: ", 9) ? err : err + 9);
+    else if (g)
+        g = serve_error_set(e, 400, SERVE_ERR_REQUEST, param, r->grammar_given ? "invalid_value" : "unsupported_value",
+                            "'%s': %s%s", param, r->grammar_given ? "" : "the format cannot be enforced: ",
+                            !err ? "cannot be enforced" : strncmp(err, "grammar: ", 9) ? err : err + 9);
     free(err);
     return g;
 }
 
-/* What the prompt and the tokenizer decide: the bias ids in the vocabulary, a request's own
- * grammar bound to the tokens, the context budget (the request's own limit shortening
+/* What the prompt and the tokenizer decide: the bias ids in the vocabulary, the request's
+ * format bound to the tokens, the context budget (the request's own limit shortening
  * max_tokens), a seed when none was given. 0 or an error in e. */
 static int job_fit(const serve_prep *p, serve_request *r, int32_t n, serve_error *e) {
     int32_t nv = plume_tokenizer_n_vocab(p->tok);
@@ -105,9 +112,17 @@ static int job_fit(const serve_prep *p, serve_request *r, int32_t n, serve_error
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, "num_ctx", "invalid_value",
                                "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
                                "--context)", r->ctx_limit, p->n_ctx);
-    int rc = r->grammar_given ? grammar_bind(p, r, e) : 0;
+    int rc = r->grammar ? grammar_bind(p, r, e) : 0;
     if (rc) return rc;
     int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : p->n_ctx;
+    if (r->media && r->media->transcribe) { /* no max_tokens field: the clip must fit, the answer takes what is left */
+        if (n >= ctx)
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "file", "context_length_exceeded",
+                                   "the audio (%.1f s) and the instruction take %d tokens (25 a second), but the context "
+                                   "holds %d; send a shorter clip or start the server with a larger --context (600 s "
+                                   "need about 15,100)", r->media->seconds, n, ctx);
+        if (r->max_tokens > ctx - n) r->max_tokens = ctx - n;
+    }
     if ((rc = serve_check_request_budget(r, n, ctx, e))) return rc;
     if (ctx < p->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
     if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();

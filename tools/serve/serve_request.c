@@ -167,6 +167,7 @@ int serve_format_schema(serve_request *r, const char *param, const cJSON *schema
     if (rc) return rc;
     free(r->grammar);
     r->grammar = gbnf;
+    r->grammar_param = param;
     return 0;
 }
 
@@ -191,6 +192,7 @@ static int request_formats(serve_request *r, serve_error *e) {
         free(r->grammar);
         r->grammar = gbnf;
         r->grammar_given = 0;
+        r->grammar_param = "tools";
     }
     if (r->grammar && r->ignore_eos)
         return serve_json_unsupported(e, "ignore_eos", "cannot be combined with a response format or a forced tool call");
@@ -243,6 +245,41 @@ int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_
     return 0;
 }
 
+/* A member of an object and its place in it. */
+typedef struct {
+    cJSON *item;
+    size_t at;
+} json_member;
+
+/* qsort order of an object's members: by name, then by place. */
+static int member_order(const void *a, const void *b) {
+    const json_member *x = a, *y = b;
+    int c = strcmp(x->item->string ? x->item->string : "", y->item->string ? y->item->string : "");
+    return c ? c : x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Keep the last of the members of every object that share a name, as the JSON parsers of
+ * Python and JavaScript do (cJSON's lookups find the first: a validating proxy before plume
+ * would have read another request than plume). O(n log n) per object; objects inside arrays
+ * too. 0, or -1 out of memory. */
+static int json_keep_last(cJSON *o) {
+    for (cJSON *c = o ? o->child : NULL; c; c = c->next)
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && json_keep_last(c)) return -1;
+    if (!cJSON_IsObject(o) || !o->child || !o->child->next) return 0;
+    size_t n = 0;
+    for (cJSON *c = o->child; c; c = c->next) n++;
+    json_member *m = malloc(n * sizeof *m);
+    if (!m) return -1;
+    size_t i = 0;
+    for (cJSON *c = o->child; c; c = c->next, i++) m[i] = (json_member){c, i};
+    qsort(m, n, sizeof *m, member_order);
+    for (size_t k = 0; k + 1 < n; k++) /* all but the last of a run of one name go */
+        if (!strcmp(m[k].item->string ? m[k].item->string : "", m[k + 1].item->string ? m[k + 1].item->string : ""))
+            cJSON_Delete(cJSON_DetachItemViaPointer(o, m[k].item));
+    free(m);
+    return 0;
+}
+
 /* Parse the body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     if (!serve_utf8_valid(body, len)) {
@@ -270,6 +307,11 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json", "the request body must be a JSON object");
+        return NULL;
+    }
+    if (json_keep_last(root)) {
+        cJSON_Delete(root);
+        SERVE_OOM(e);
         return NULL;
     }
     return root;
@@ -410,8 +452,32 @@ void serve_media_free(serve_media *md) {
 /* ---- tools -------------------------------------------------------------------------------- */
 
 /* Append a tool: its strings copied, its parameters printed as JSON text. */
+/* Whether a tool's parameters schema may describe an object (a call's arguments are one): a
+ * "type" that is or lists "object", an "enum" holding an object, a "const" that is one; a
+ * schema that says none of these leaves the type open. */
+static int params_may_be_object(const cJSON *p) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type"), *en = cJSON_GetObjectItemCaseSensitive(p, "enum"),
+                *co = cJSON_GetObjectItemCaseSensitive(p, "const"), *x;
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "object")) return 0;
+    if (cJSON_IsArray(type)) {
+        int obj = 0;
+        cJSON_ArrayForEach(x, type) obj |= cJSON_IsString(x) && !strcmp(x->valuestring, "object");
+        if (!obj) return 0;
+    }
+    if (cJSON_IsArray(en)) {
+        int obj = 0;
+        cJSON_ArrayForEach(x, en) obj |= cJSON_IsObject(x);
+        if (!obj) return 0;
+    }
+    return !co || cJSON_IsObject(co);
+}
+
 int serve_request_add_tool(serve_request *r, const char *name, const char *description, const cJSON *parameters,
                            serve_error *e) {
+    if (parameters && cJSON_IsObject(parameters) && !params_may_be_object(parameters))
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "invalid_value",
+                               "'tools': tool '%.100s': its parameters must describe an object (a call's arguments are a JSON "
+                               "object): a \"type\", \"enum\" or \"const\" allows none", name);
     serve_tool *t = realloc(r->tools, ((size_t)r->n_tools + 1) * sizeof *t);
     if (!t) return SERVE_OOM(e);
     r->tools = t;

@@ -376,7 +376,7 @@ static void slot_finish(serve_sched *s, serve_slot *sl, serve_finish reason, int
     if (!stopped) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = SERVE_FINISH_STOP;
+        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, 0, NULL) == SERVE_ANSWER_STOP) reason = SERVE_FINISH_STOP;
     }
     double now = plume_now();
     serve_usage u = {.prompt = sl->job->head.n_ids, .completion = sl->n_gen, .cached = sl->cached,
@@ -402,9 +402,20 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
     serve_logprob lp = {.id = id, .n_top = j->head.req.top_logprobs};
     if (j->head.req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
     char piece[256];
-    int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
-    if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
-    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->head.req.logprobs ? &lp : NULL);
+    int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece), special = plume_token_is_special(s->tok, id);
+    int r = 0;
+    if (k > 0 && special) { /* the stream's piece may start with the end of a character held before */
+        uint8_t own[128];
+        int32_t n = plume_token_bytes(s->tok, id, own, (int32_t)sizeof own);
+        if (n > 0 && n <= (int32_t)sizeof own && n < k && !memcmp(piece + k - n, own, (size_t)n)) {
+            r = serve_answer_put(&sl->out, piece, (size_t)(k - n), 0, NULL);
+            memmove(piece, piece + k - n, (size_t)n);
+            k = n;
+            piece[k] = 0;
+        }
+    }
+    if (k < 0 || (sl->out.cp && special && !parser_marker(piece))) k = 0;
+    if (!r) r = serve_answer_put(&sl->out, piece, (size_t)k, special, j->head.req.logprobs ? &lp : NULL);
     if (r) slot_finish(s, sl, SERVE_FINISH_STOP, r == SERVE_ANSWER_STOP);
     else if ((j->head.req.max_tokens > 0 && sl->n_gen >= j->head.req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
         slot_finish(s, sl, SERVE_FINISH_LENGTH, 0);
@@ -572,8 +583,10 @@ static int slot_ready(serve_sched *s, serve_slot *sl) {
     if (sl->fresh) {
         char *err = NULL;
         sl->fresh = 0;
-        if (slot_setup(s, sl, &err)) {
-            serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, err ? err : "cannot set up a slot");
+        int rc = slot_setup(s, sl, &err);
+        if (rc) { /* a format refused here passed serve_prepare.c's check: still the request's (400) */
+            if (rc == PLUME_EINVAL) serve_job_fail(sl->job, 400, SERVE_ERR_REQUEST, err ? err : "the format cannot be enforced");
+            else serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, err ? err : "cannot set up a slot");
             free(err);
             slot_release(s, sl);
             return 0;

@@ -42,8 +42,9 @@ static const char *find_bytes(const char *hay, size_t len, const char *needle, s
 }
 
 /* Split a multipart/form-data body into fields (at most cap). The boundary is the body's first
- * line ("--BOUNDARY"), as every client writes it. Returns how many, or -1 for a body that is
- * not a whole multipart form. */
+ * line ("--BOUNDARY"): the transport has placed the body at the boundary its Content-Type
+ * declares (serve_multipart_start). Returns how many, -1 for a body that is not a whole
+ * multipart form, -2 past cap fields. */
 int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap) {
     const char *end = body + len;
     if (len < 4 || body[0] != '-' || body[1] != '-') return -1;
@@ -54,32 +55,56 @@ int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int
     const char *p = eol + 2;
     int n = 0;
     for (;;) {
+        if (n == cap) return -2; /* one field more than kept: refused, not scanned further */
         const char *hend = find_bytes(p, (size_t)(end - p), "\r\n\r\n", 4);
         if (!hend) return -1;
         const char *data = hend + 4;
         const char *next = find_bytes(data, (size_t)(end - data), delim, (size_t)dl);
         if (!next) return -1;
-        if (n < cap) {
-            serve_form_field *ff = &f[n];
-            memset(ff, 0, sizeof *ff);
-            for (const char *h = p; h < hend;) { /* the part's header lines */
-                const char *le = find_bytes(h, (size_t)(hend - h), "\r\n", 2);
-                if (!le) le = hend;
-                if ((size_t)(le - h) > 20 && !strncasecmp(h, "Content-Disposition:", 20)) {
-                    disposition_param(h + 20, le, "name", ff->name, sizeof ff->name);
-                    disposition_param(h + 20, le, "filename", ff->filename, sizeof ff->filename);
-                }
-                h = le + 2;
+        serve_form_field *ff = &f[n];
+        memset(ff, 0, sizeof *ff);
+        for (const char *h = p; h < hend;) { /* the part's header lines */
+            const char *le = find_bytes(h, (size_t)(hend - h), "\r\n", 2);
+            if (!le) le = hend;
+            if ((size_t)(le - h) > 20 && !strncasecmp(h, "Content-Disposition:", 20)) {
+                disposition_param(h + 20, le, "name", ff->name, sizeof ff->name);
+                disposition_param(h + 20, le, "filename", ff->filename, sizeof ff->filename);
             }
-            ff->data = data;
-            ff->len = (size_t)(next - data);
-            n++;
+            h = le + 2;
         }
+        ff->data = data;
+        ff->len = (size_t)(next - data);
+        n++;
         p = next + dl;
         if (end - p >= 2 && p[0] == '-' && p[1] == '-') return n; /* the closing delimiter */
         if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return -1;
         p += 2;
     }
+}
+
+int serve_multipart_start(const char *content_type, const char *body, size_t len, size_t *off, serve_error *e) {
+    char b[256] = "";
+    const char *ct = content_type ? content_type : "";
+    if (strncasecmp(ct, "multipart/form-data", 19))
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
+                               "the Content-Type must be multipart/form-data (with its boundary), not '%.100s'", ct);
+    disposition_param(ct, ct + strlen(ct), "boundary", b, sizeof b);
+    size_t bl = strlen(b);
+    if (!bl || bl > 70) /* RFC 2046: 1 to 70 characters */
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
+                               "the Content-Type declares no boundary of 1 to 70 characters (multipart/form-data; boundary=...)");
+    for (size_t at = 0; at + bl + 4 <= len;) { /* "--" BOUNDARY CRLF, at the start or after a CRLF */
+        if (body[at] == '-' && body[at + 1] == '-' && !memcmp(body + at + 2, b, bl) && body[at + 2 + bl] == '\r' &&
+            body[at + 3 + bl] == '\n') {
+            *off = at;
+            return 0;
+        }
+        const char *nl = find_bytes(body + at, len - at, "\r\n", 2);
+        if (!nl) break;
+        at = (size_t)(nl - body) + 2;
+    }
+    return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
+                           "the body holds no line '--%s', the boundary its Content-Type declares", b);
 }
 
 /* ---- POST /v1/audio/transcriptions ------------------------------------------------------------ */
@@ -155,6 +180,10 @@ static int transcription_turn(serve_request *r, const serve_form_field *file, co
 static int parse_transcription(serve_request *r, const char *body, size_t len, serve_error *e) {
     serve_form_field f[FORM_MAX];
     int n = serve_multipart_parse(body, len, f, FORM_MAX);
+    if (n == -2)
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
+                               "the form has more than %d fields (file, model, language, prompt, response_format, "
+                               "temperature are read)", FORM_MAX);
     if (n < 0)
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
                                "the body must be multipart/form-data (fields file, model, language, prompt, "
