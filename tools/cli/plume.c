@@ -19,6 +19,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure load, prefill, decode, memory and bandwidth"},
     {"verify", cmd_verify, "check every file of a bundle against its SHA-256 manifest"},
     {"logits", cmd_logits, "feed ids (and images, audio), write the logits of every position as .npy"},
+    {"draft", cmd_draft, "the MTP drafter's check: its logits after a prompt, chains, speculative traces"},
     {"embed", cmd_embed, "an image or audio file through its tower: the soft tokens as .npy"},
     {"transcribe", cmd_transcribe, "speech to text (or --translate LANG), 30 s at a time"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
