@@ -732,7 +732,9 @@ typedef struct {
     plume_draft_fn draft_fn; /* NULL (default): prompt lookup (plume_spec_lookup) */
     void *draft_user;        /* passed to draft_fn */
     plume_drafter *drafter;  /* NULL (default), or the MTP drafter (plume_drafter_open), which
-                                then drafts instead of draft_fn and prompt lookup */
+                                then drafts instead of prompt lookup; a draft_fn beside it gets
+                                the drafter's k guesses in draft (max = k) and may replace them
+                                (plume bench's forced acceptance rates, tests) */
 } plume_spec_params;
 
 typedef struct plume_spec plume_spec;

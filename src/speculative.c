@@ -160,7 +160,10 @@ static int32_t spec_room(const plume_spec *sp, const plume_session *s, int32_t c
 static int32_t spec_guess(plume_spec *sp, const plume_session *s, int32_t pending, int32_t k, int32_t *draft,
                           char **err) {
     if (k == 0) return 0;
-    if (sp->p.drafter) return plume_drafter_draft(sp->p.drafter, s, pending, k, draft, NULL, err);
+    if (sp->p.drafter) { /* the MTP drafter; a draft_fn beside it may replace its guesses */
+        k = plume_drafter_draft(sp->p.drafter, s, pending, k, draft, NULL, err);
+        if (k <= 0 || !sp->p.draft_fn) return k;
+    }
     int32_t n = s->n_past + 1;
     if (plume_grow(&sp->ctx, &sp->ctx_cap, (size_t)s->n_ctx + 1, sizeof *sp->ctx)) /* once: n <= n_ctx + 1 */
         return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for a context of %d tokens", s->n_ctx + 1);

@@ -1,0 +1,405 @@
+/* test_drafter.c -- Gemma 4's MTP drafter (drafter.c, docs/SPECULATIVE.md) against the
+ * tiny-mtp-a goldens (tests/data/tiny-mtp-a, the drafters of the tiny-a target): the
+ * converter's drafter bundles at every precision and the backbone check; one draft step fed
+ * the goldens' own inputs and K/V (exact and _q8emb, the interior anchor); `plume draft`'s
+ * step and chain logits and greedy speculative traces against the _q8emb goldens (plume's
+ * target reads INT8 embedding sidecars); greedy decoding with the drafter identical to plain
+ * decoding with guesses forced right at a chosen rate (accepted, partial and rejected rounds,
+ * across the sliding window, after a rewind) on every weight type; the centroid head as HF
+ * computes it. */
+#include <cjson/cJSON.h>
+
+#include "drafter.h"
+#include "t_tiny.h"
+
+#define V 512
+#define DB 64 /* the target's hidden size */
+
+static char *tmp;
+static char targets[4][600];    /* tiny-a bundles: f32, bf16, q8, q4 */
+static char drafters[2][4][600]; /* hf/, hf_track/ at f32, bf16, q8, q4 */
+
+/* ---- fixtures ------------------------------------------------------------------------------ */
+
+/* Convert both drafter checkpoints at every precision. */
+static void setup(void) {
+    tmp = t_tmpdir("drafter");
+    t_tiny_bundles("tiny-a", tmp, targets);
+    const char *src[2] = {"hf", "hf_track"};
+    char log[4096];
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 4; w++) {
+            snprintf(drafters[d][w], 600, "%s/%s-%s", tmp, src[d], t_tiny_wnames[w]);
+            if (t_sh(log, sizeof log, "%s/plume convert %s/tiny-mtp-a/%s %s --weights %s --quiet", t_build(), t_data(),
+                     src[d], drafters[d][w], t_tiny_wnames[w]))
+                printf("  setup: %s\n", log);
+        }
+}
+
+/* An .npy of tiny-mtp-a as floats, its element count checked. */
+static float *mtp_npy(const char *name, int64_t want) {
+    char rel[300];
+    snprintf(rel, sizeof rel, "tiny-mtp-a/%s", name);
+    int64_t n = 0;
+    float *f = t_npy_floats(rel, &n, NULL);
+    CHECK(f && n == want, "%s: %lld elements, want %lld", name, (long long)n, (long long)want);
+    return f && n == want ? f : (free(f), NULL);
+}
+
+/* A JSON file as a tree (NULL on error). */
+static cJSON *read_json(const char *path) {
+    char *text = NULL;
+    cJSON *j = NULL;
+    if (plume_read_file(path, &text, NULL, NULL) == 0) j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
+/* ---- the converter and the loader ---------------------------------------------------------- */
+
+/* Every precision opens on the tiny-a target; a drafter for another backbone is refused,
+ * naming the key; a target checkpoint is not a drafter. */
+static void test_open(void) {
+    plume_model *m = t_tiny_open(targets[0], NULL, 1, 1);
+    CHECK(m, "target");
+    if (!m) return;
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 4; w++) {
+            plume_drafter *dr = NULL;
+            char *err = NULL;
+            int rc = plume_drafter_open(&dr, m, drafters[d][w], &err);
+            CHECK(rc == 0, "open %s: %s", drafters[d][w], err ? err : "");
+            free(err);
+            plume_drafter_free(dr);
+        }
+    /* another backbone: the same files, backbone_hidden_size 128 */
+    char bad[700], log[4096];
+    snprintf(bad, sizeof bad, "%s/bad", tmp);
+    t_sh(log, sizeof log, "cp -r %s %s && sed -i 's/\"backbone_hidden_size\": 64/\"backbone_hidden_size\": 128/' %s/config.json",
+         drafters[0][0], bad, bad);
+    plume_drafter *dr = NULL;
+    char *err = NULL;
+    int rc = plume_drafter_open(&dr, m, bad, &err);
+    CHECK(rc == PLUME_EFORMAT && err && strstr(err, "backbone_hidden_size") && strstr(err, "does not match"),
+          "mismatch: rc %d, %s", rc, err ? err : "");
+    free(err);
+    plume_drafter_free(dr);
+    /* the CLI says it too, and fails */
+    int st = t_sh(log, sizeof log, "%s/plume draft -m %s --drafter %s --ids-npy %s/tiny-mtp-a/prompt.npy --step-logits %s/x.npy",
+                  t_build(), targets[0], bad, t_data(), tmp);
+    CHECK(st == 1 && strstr(log, "backbone_hidden_size"), "CLI mismatch: status %d, %s", st, log);
+    /* a target bundle is no drafter */
+    err = NULL;
+    rc = plume_drafter_open(&dr, m, targets[0], &err);
+    CHECK(rc != 0 && err, "a target bundle opened as a drafter");
+    free(err);
+    /* --weights checked for drafters too */
+    st = t_sh(log, sizeof log, "%s/plume convert %s/tiny-mtp-a/hf %s/w --weights q3 --quiet", t_build(), t_data(), tmp);
+    CHECK(st != 0 && strstr(log, "--weights"), "bad --weights: %d %s", st, log);
+    plume_model_free(m);
+}
+
+/* ---- one step fed the goldens' inputs -------------------------------------------------------- */
+
+/* Step (position 20, all 20 prompt positions) and anchor (position 6, positions 0..5) of one
+ * drafter (prefix "" or "track_") and one variant (suffix "" or "_q8emb"), fed step_in and the
+ * golden K/V: logits, proj (and the final norm for the step) within the tiny-a limits. */
+static void step_case(plume_drafter *d, const char *pre, const char *suf) {
+    char n[128];
+#define F(name, count) (snprintf(n, sizeof n, "%s" name "%s.npy", pre, suf), mtp_npy(n, count))
+#define G(name, count) (snprintf(n, sizeof n, name "%s.npy", suf), mtp_npy(n, count))
+    float *in = F("step_in", 2 * DB), *lg = F("step_logits", V), *pj = F("step_proj", DB), *nm = F("step_normed", 32);
+    float *ain = F("anchor_in", 2 * DB), *alg = F("anchor_logits", V), *apj = F("anchor_proj", DB);
+    float *ks = G("target_k_swa", 20 * 16), *vs = G("target_v_swa", 20 * 16);
+    float *kf = G("target_k_full", 20 * 32), *vf = G("target_v_full", 20 * 32);
+#undef F
+#undef G
+    float logits[V], proj[DB], normed[32];
+    if (in && lg && pj && nm && ks && vs && kf && vf) {
+        drafter_kv kv[2] = {{NULL, ks, vs, 20, 20 - 9, 20}, {NULL, kf, vf, 20, 0, 20}}; /* sliding: the last W + 1 */
+        drafter_step(d, in, 20, kv, logits, proj, normed);
+        CHECK(t_rel_rms(logits, lg, V) <= 1e-4 && t_max_abs(logits, lg, V) <= 2e-3, "%sstep%s logits: rel %.3g",
+              pre, suf, t_rel_rms(logits, lg, V));
+        CHECK(t_rel_rms(proj, pj, DB) <= 1e-4, "%sstep%s proj: rel %.3g", pre, suf, t_rel_rms(proj, pj, DB));
+        CHECK(t_rel_rms(normed, nm, 32) <= 1e-4, "%sstep%s normed: rel %.3g", pre, suf, t_rel_rms(normed, nm, 32));
+        /* the wrong window fails: the target's own W positions instead of W + 1 */
+        kv[0].lo = 20 - 8;
+        drafter_step(d, in, 20, kv, logits, NULL, NULL);
+        CHECK(t_rel_rms(logits, lg, V) > 1e-4, "%sstep%s: a window of W matches too", pre, suf);
+    }
+    if (ain && alg && apj && ks) {
+        drafter_kv kv[2] = {{NULL, ks, vs, 20, 0, 6}, {NULL, kf, vf, 20, 0, 6}};
+        drafter_step(d, ain, 6, kv, logits, proj, NULL);
+        CHECK(t_rel_rms(logits, alg, V) <= 1e-4, "%sanchor%s logits: rel %.3g", pre, suf, t_rel_rms(logits, alg, V));
+        CHECK(t_rel_rms(proj, apj, DB) <= 1e-4, "%sanchor%s proj: rel %.3g", pre, suf, t_rel_rms(proj, apj, DB));
+    }
+    free(in), free(lg), free(pj), free(nm), free(ain), free(alg), free(apj), free(ks), free(vs), free(kf), free(vf);
+}
+
+/* Both drafters, exact and _q8emb inputs, f32 bundles. */
+static void test_step_goldens(void) {
+    plume_model *m = t_tiny_open(targets[0], NULL, 2, 1);
+    CHECK(m, "target");
+    for (int d = 0; m && d < 2; d++) {
+        plume_drafter *dr = NULL;
+        char *err = NULL;
+        if (plume_drafter_open(&dr, m, drafters[d][0], &err)) { CHECK(0, "%s", err); free(err); continue; }
+        step_case(dr, d ? "track_" : "", "");
+        step_case(dr, d ? "track_" : "", "_q8emb");
+        plume_drafter_free(dr);
+    }
+    plume_model_free(m);
+}
+
+/* ---- the check command ---------------------------------------------------------------------- */
+
+/* plume draft --step-logits and --chain 3 on the f32 bundles against the _q8emb goldens
+ * (plume's target reads its embeddings from INT8 sidecars), and the chain's argmaxes. */
+static void test_cli_step_chain(void) {
+    for (int d = 0; d < 2; d++) {
+        const char *pre = d ? "track_" : "";
+        char log[4096], step[700], chain[700], n[128];
+        snprintf(step, sizeof step, "%s/step%d.npy", tmp, d);
+        snprintf(chain, sizeof chain, "%s/chain%d.npy", tmp, d);
+        int st = t_sh(log, sizeof log, "%s/plume draft -m %s --drafter %s --ids-npy %s/tiny-mtp-a/prompt.npy "
+                      "--step-logits %s --chain 3 --chain-logits %s", t_build(), targets[0], drafters[d][0], t_data(),
+                      step, chain);
+        CHECK(st == 0, "plume draft: %s", log);
+        if (st) continue;
+        snprintf(n, sizeof n, "tiny-mtp-a/%sstep_logits_q8emb.npy", pre);
+        float *gs = t_npy_floats(n, NULL, NULL);
+        snprintf(n, sizeof n, "tiny-mtp-a/%schain_logits_q8emb.npy", pre);
+        float *gc = t_npy_floats(n, NULL, NULL);
+        snprintf(n, sizeof n, "tiny-mtp-a/%schain_tokens_q8emb.npy", pre);
+        float *gt = t_npy_floats(n, NULL, NULL);
+        plume_map m1, m2;
+        npy_view v1, v2;
+        char *err = NULL;
+        if (gs && gc && gt && !npy_open(step, &m1, &v1, &err) && !npy_open(chain, &m2, &v2, &err)) {
+            float a[V], c[3 * V];
+            CHECK(v1.count == V && v2.count == 3 * V, "shapes %lld %lld", (long long)v1.count, (long long)v2.count);
+            if (v1.count == V && v2.count == 3 * V) {
+                npy_to_f32(&v1, a);
+                npy_to_f32(&v2, c);
+                CHECK(t_rel_rms(a, gs, V) <= 1e-4, "%sstep: rel %.3g", pre, t_rel_rms(a, gs, V));
+                CHECK(t_rel_rms(c, gc, 3 * V) <= 1e-4, "%schain: rel %.3g", pre, t_rel_rms(c, gc, 3 * V));
+                for (int i = 0; i < 3; i++) {
+                    int32_t b = 0;
+                    for (int j = 1; j < V; j++)
+                        if (c[i * V + j] > c[i * V + b]) b = j;
+                    CHECK(b == (int32_t)gt[i], "%schain token %d: %d, golden %d", pre, i, b, (int)gt[i]);
+                }
+            }
+            plume_map_free(&m1);
+            plume_map_free(&m2);
+        } else CHECK(0, "fixtures: %s", err ? err : "");
+        free(err), free(gs), free(gc), free(gt);
+    }
+}
+
+/* The trace of a greedy speculative run against a golden spec_k*.json: the tokens exactly,
+ * per round the drafts where the golden margin is above 1e-3 and the accepted count (the
+ * rounds line up as long as every earlier round matched). */
+static void compare_trace(const char *mine, const char *golden, const char *what) {
+    cJSON *a = read_json(mine), *b = read_json(golden);
+    CHECK(a && b, "%s: traces unreadable", what);
+    if (a && b) {
+        const cJSON *ta = cJSON_GetObjectItem(a, "tokens"), *tb = cJSON_GetObjectItem(b, "tokens");
+        char *sa = cJSON_PrintUnformatted(ta), *sb = cJSON_PrintUnformatted(tb);
+        CHECK(sa && sb && !strcmp(sa, sb), "%s tokens: %s vs %s", what, sa ? sa : "", sb ? sb : "");
+        free(sa), free(sb);
+        const cJSON *ra = cJSON_GetObjectItem(a, "rounds"), *rb = cJSON_GetObjectItem(b, "rounds");
+        CHECK(cJSON_GetArraySize(ra) == cJSON_GetArraySize(rb), "%s: %d rounds, golden %d", what,
+              cJSON_GetArraySize(ra), cJSON_GetArraySize(rb));
+        for (int r = 0; r < cJSON_GetArraySize(ra) && r < cJSON_GetArraySize(rb); r++) {
+            const cJSON *x = cJSON_GetArrayItem(ra, r), *y = cJSON_GetArrayItem(rb, r);
+            const cJSON *dx = cJSON_GetObjectItem(x, "drafts"), *dy = cJSON_GetObjectItem(y, "drafts");
+            const cJSON *my = cJSON_GetObjectItem(y, "draft_margins");
+            CHECK(cJSON_GetArraySize(dx) == cJSON_GetArraySize(dy), "%s round %d: %d drafts, golden %d", what, r,
+                  cJSON_GetArraySize(dx), cJSON_GetArraySize(dy));
+            for (int i = 0; i < cJSON_GetArraySize(dx) && i < cJSON_GetArraySize(dy); i++)
+                if (cJSON_GetArrayItem(my, i)->valuedouble > 1e-3)
+                    CHECK(cJSON_GetArrayItem(dx, i)->valueint == cJSON_GetArrayItem(dy, i)->valueint,
+                          "%s round %d draft %d: %d, golden %d", what, r, i, cJSON_GetArrayItem(dx, i)->valueint,
+                          cJSON_GetArrayItem(dy, i)->valueint);
+            CHECK(cJSON_GetObjectItem(x, "accepted")->valueint == cJSON_GetObjectItem(y, "accepted")->valueint,
+                  "%s round %d: accepted %d, golden %d", what, r, cJSON_GetObjectItem(x, "accepted")->valueint,
+                  cJSON_GetObjectItem(y, "accepted")->valueint);
+        }
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* plume draft -n 24 --draft 3 and 1, both drafters, against the goldens' traces (f32); the
+ * other precisions give the target's greedy tokens too (their drafts may differ). */
+static void test_cli_traces(void) {
+    char log[4096], trace[700], golden[700], what[64];
+    for (int d = 0; d < 2; d++)
+        for (int k = 3; k >= 1; k -= 2)
+            for (int w = 0; w < 4; w++) {
+                snprintf(trace, sizeof trace, "%s/trace-%d-%d-%d.json", tmp, d, k, w);
+                int st = t_sh(log, sizeof log, "%s/plume draft -m %s --drafter %s --ids-npy %s/tiny-mtp-a/prompt.npy "
+                              "-n 24 --draft %d --trace %s", t_build(), targets[0], drafters[d][w], t_data(), k, trace);
+                CHECK(st == 0, "plume draft -n: %s", log);
+                snprintf(golden, sizeof golden, "%s/tiny-mtp-a/%sspec_k%d_q8emb.json", t_data(), d ? "track_" : "", k);
+                snprintf(what, sizeof what, "%s k=%d %s", d ? "track" : "random", k, t_tiny_wnames[w]);
+                if (st) continue;
+                if (w == 0) compare_trace(trace, golden, what);
+                else { /* tokens only */
+                    cJSON *a = read_json(trace), *b = read_json(golden);
+                    char *sa = a ? cJSON_PrintUnformatted(cJSON_GetObjectItem(a, "tokens")) : NULL;
+                    char *sb = b ? cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "tokens")) : NULL;
+                    CHECK(sa && sb && !strcmp(sa, sb), "%s tokens: %s vs %s", what, sa ? sa : "", sb ? sb : "");
+                    free(sa), free(sb);
+                    cJSON_Delete(a), cJSON_Delete(b);
+                }
+            }
+}
+
+/* ---- greedy identity with accepted drafts ---------------------------------------------------- */
+
+/* A guess replacer: the target's own greedy continuation (ref, from position p0) where a
+ * fixed hash of the position says so (rate in 1/8ths), else the drafter's guess. */
+typedef struct {
+    const int32_t *ref;
+    int32_t p0, n_ref, rate8;
+    int64_t replaced;
+} oracle;
+
+/* plume_draft_fn: replace the drafter's guesses (draft[0, max)) after ctx[0, n). */
+static int32_t oracle_fn(void *user, const int32_t *ctx, int32_t n, int32_t *draft, int32_t max) {
+    (void)ctx;
+    oracle *o = user;
+    for (int32_t i = 0; i < max; i++) {
+        int32_t at = n + i - o->p0; /* the index in ref of the token after ctx + draft[0, i) */
+        uint64_t h = ((uint64_t)(n + i) * 0x9E3779B97F4A7C15ull) >> 61;
+        if (at >= 0 && at < o->n_ref && (int32_t)h < o->rate8) draft[i] = o->ref[at], o->replaced++;
+    }
+    return max;
+}
+
+/* Plain greedy decoding of n tokens after ids [P] on a fresh session. */
+static void plain_greedy(plume_model *m, const int32_t *ids, int32_t P, int32_t n, int32_t *out) {
+    plume_session *s = t_tiny_session(m, 160, 64, -2, 0);
+    float logits[V];
+    char *err = NULL;
+    if (!s || plume_session_feed(s, ids, P, logits, 0, &err)) { CHECK(0, "plain: %s", err ? err : ""); free(err); plume_session_free(s); return; }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t b = 0;
+        for (int j = 1; j < V; j++)
+            if (logits[j] > logits[b]) b = j;
+        out[i] = b;
+        if (i + 1 < n && plume_session_feed(s, &b, 1, logits, 0, &err)) break;
+    }
+    plume_session_free(s);
+}
+
+/* Greedy with the drafter (k drafts, guesses forced right at rate8/8) from prompt ids [P]: n
+ * tokens into out; stats into acc. Rewinds the session by `back` tokens halfway and goes on. */
+static void spec_greedy(plume_model *m, plume_drafter *d, oracle *o, int32_t k, int32_t adaptive, const int32_t *ids,
+                        int32_t P, int32_t n, int32_t back, int32_t *out, int64_t acc[3]) {
+    plume_session *s = t_tiny_session(m, 160, 64, -2, 0);
+    plume_spec_params p = plume_spec_default_params();
+    p.draft_max = k;
+    p.adaptive = adaptive;
+    p.drafter = d;
+    p.draft_fn = o ? oracle_fn : NULL;
+    p.draft_user = o;
+    plume_sampler_params gp = plume_sampler_default_params();
+    gp.temperature = 0;
+    plume_spec *sp = NULL;
+    plume_sampler *smp = NULL;
+    char *err = NULL;
+    float logits[V];
+    int rc = !s || plume_spec_new(&sp, m, &p, &err) || plume_sampler_new(&smp, &gp, V, &err) ||
+             plume_session_feed(s, ids, P, logits, 0, &err);
+    int32_t have = 0, pending = 0, buf[80];
+    if (!rc) {
+        for (int j = 1; j < V; j++)
+            if (logits[j] > logits[pending]) pending = j;
+        out[have++] = pending;
+    }
+    int rewound = 0;
+    while (!rc && have < n) {
+        int32_t got = plume_spec_step(sp, s, smp, pending, buf, n - have, &err);
+        if (got < 0) { rc = got; break; }
+        for (int32_t i = 0; i < got && have < n; i++) out[have++] = buf[i];
+        pending = buf[got - 1];
+        if (back && !rewound && have >= n / 2) { /* forget the last `back` tokens and redo them */
+            rewound = 1;
+            int32_t keep = plume_session_n_past(s) - back;
+            have = keep - P + 1;
+            pending = out[have - 1];
+            rc = plume_session_rewind(s, keep, &err) || plume_sampler_rewind(smp, back);
+        }
+    }
+    CHECK(!rc, "spec run: %s", err ? err : "");
+    free(err);
+    plume_spec_stats(sp, &acc[0], &acc[1], &acc[2]);
+    plume_spec_free(sp);
+    plume_sampler_free(smp);
+    plume_session_free(s);
+}
+
+/* On every weight type, drafts of 1..4, forced acceptance 0, 3/8, 6/8 and 1, adaptive and
+ * constant: the tokens of plain greedy decoding; rounds accept, reject and accept all. */
+static void test_greedy_identity(void) {
+    int32_t prompt[20];
+    float *pf = mtp_npy("prompt.npy", 20);
+    if (!pf) return;
+    for (int i = 0; i < 20; i++) prompt[i] = (int32_t)pf[i];
+    free(pf);
+    enum { N = 72 }; /* 92 positions: the window of 8 slides many times */
+    int64_t total[3] = {0};
+    for (int w = 0; w < 4; w++) {
+        plume_model *m = t_tiny_open(targets[w], NULL, 2, 0);
+        plume_drafter *d = NULL;
+        char *err = NULL;
+        if (!m || plume_drafter_open(&d, m, drafters[1][w], &err)) {
+            CHECK(0, "%s: %s", targets[w], err ? err : "");
+            free(err);
+            plume_model_free(m);
+            continue;
+        }
+        int32_t ref[N], got[N];
+        plain_greedy(m, prompt, 20, N, ref);
+        static const int rates[4] = {0, 3, 6, 8};
+        for (int k = 1; k <= 4; k++)
+            for (int ri = 0; ri < 4; ri++) {
+                int r8 = rates[ri];
+                oracle o = {ref, 20, N, r8, 0};
+                int64_t acc[3];
+                memset(got, 0xff, sizeof got);
+                spec_greedy(m, d, &o, k, k % 2, prompt, 20, N, k == 3 ? 5 : 0, got, acc);
+                int at = 0;
+                while (at < N && got[at] == ref[at]) at++;
+                CHECK(at == N, "%s k=%d rate %d/8: differs from plain greedy at token %d", t_tiny_wnames[w], k, r8, at);
+                for (int i = 0; i < 3; i++) total[i] += acc[i];
+            }
+        int64_t steps, rounds;
+        plume_drafter_stats(d, &steps, &rounds);
+        CHECK(rounds > 100 && steps >= rounds, "%s: the drafter ran %lld rounds", t_tiny_wnames[w], (long long)rounds);
+        plume_drafter_free(d);
+        plume_model_free(m);
+    }
+    printf("  drafted %lld, accepted %lld\n", (long long)total[1], (long long)total[2]);
+    /* the runs must have accepted some drafts and rejected others */
+    CHECK(total[2] > 100 && total[1] - total[2] > 100, "drafted %lld, accepted %lld", (long long)total[1],
+          (long long)total[2]);
+}
+
+/* ---- the centroid head ------------------------------------------------------------------------ */
+
+int main(void) {
+    setup();
+    RUN(test_open);
+    RUN(test_step_goldens);
+    RUN(test_cli_step_chain);
+    RUN(test_cli_traces);
+    RUN(test_greedy_identity);
+    char log[256];
+    t_sh(log, sizeof log, "rm -rf %s", tmp);
+    free(tmp);
+    return t_total_failed ? 1 : 0;
+}
