@@ -391,6 +391,45 @@ static void test_greedy_identity(void) {
 
 /* ---- the centroid head ------------------------------------------------------------------------ */
 
+/* ---- run and chat ------------------------------------------------------------------------- */
+
+/* A q8 bundle with the tracking drafter inside (BUNDLE/drafter): plume run and a three-turn
+ * plume chat print the same greedy text with the drafter (the default), with --drafter another
+ * one, --draft 5, and without (--no-drafter, --draft 0); the stats line says which drafted;
+ * sampling with a drafter runs; contradictory flags and a mismatched drafter are refused. */
+static void test_run_chat(void) {
+    char b[700], log[4096], cmd[3000], out[4][16384];
+    snprintf(b, sizeof b, "%s/withd", tmp);
+    t_sh(log, sizeof log, "cp -r %s %s && cp -r %s %s/drafter && printf 'hello hello\\nmore of it\\n/reset\\nagain\\n' > %s/turns",
+         targets[2], b, drafters[1][2], b, tmp);
+    const char *runs[2] = {"run -p 'la la la' --temp 0 -n 40", "chat --temp 0 -n 16 < %s/turns"};
+    const char *flags[4] = {"--no-drafter --draft 0", "", "--draft 5", "--drafter %s"};
+    for (int r = 0; r < 2; r++) {
+        for (int f = 0; f < 4; f++) {
+            char fl[700], rn[700];
+            snprintf(fl, sizeof fl, flags[f], drafters[0][0]);
+            snprintf(rn, sizeof rn, runs[r], tmp);
+            snprintf(cmd, sizeof cmd, "{ %s/plume %s -m %s %s 2>/dev/null; }", t_build(), rn, b, fl);
+            int st = t_sh(out[f], sizeof out[f], "%s", cmd);
+            CHECK(st == 0 && strlen(out[f]) > 4, "%s: %d %s", cmd, st, out[f]);
+        }
+        CHECK(!strcmp(out[0], out[1]) && !strcmp(out[0], out[2]) && !strcmp(out[0], out[3]),
+              "%s: the text differs with the drafter:\n%s\n%s\n%s\n%s", runs[r], out[0], out[1], out[2], out[3]);
+    }
+    int st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --temp 0 -n 20", t_build(), b);
+    CHECK(st == 0 && strstr(out[0], "| draft 3 (mtp): "), "default: the drafter inside the bundle: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --temp 0 -n 20 --no-drafter", t_build(), b);
+    CHECK(st == 0 && strstr(out[0], "| draft 3: "), "--no-drafter: prompt lookup: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --seed 3 -n 20", t_build(), b);
+    CHECK(st == 0 && !strstr(out[0], "draft"), "sampling: drafting off by default: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --seed 3 -n 20 --draft 3", t_build(), b);
+    CHECK(st == 0 && strstr(out[0], "| draft 3 (mtp): "), "sampling with the drafter: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la' --drafter %s --no-drafter", t_build(), b, drafters[0][0]);
+    CHECK(st != 0 && strstr(out[0], "contradict"), "--drafter with --no-drafter: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la' --temp 0 --drafter %s/bad", t_build(), b, tmp);
+    CHECK(st != 0 && strstr(out[0], "does not match"), "a mismatched drafter: %s", out[0]);
+}
+
 int main(void) {
     setup();
     RUN(test_open);
@@ -398,6 +437,7 @@ int main(void) {
     RUN(test_cli_step_chain);
     RUN(test_cli_traces);
     RUN(test_greedy_identity);
+    RUN(test_run_chat);
     char log[256];
     t_sh(log, sizeof log, "rm -rf %s", tmp);
     free(tmp);
