@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "drafter.h"
+#include "safetensors.h"
 #include "t_tiny.h"
 
 #define V 512
@@ -391,6 +392,134 @@ static void test_greedy_identity(void) {
 
 /* ---- the centroid head ------------------------------------------------------------------------ */
 
+enum { NC = 16, TOPK = 4 }; /* 16 clusters of 32 tokens, 4 of them selected */
+
+/* dir: hf/ with use_ordered_embeddings, NC centroids (random, float32) and a token_ordering
+ * (a permutation, int64; corrupt: one id twice) added, as HF's checkpoints of E2B/E4B carry
+ * them. 0 or -1. */
+static int make_ordered(const char *dir, float *cent, int32_t *order, int corrupt) {
+    char src[700], path[800], log[4096];
+    snprintf(src, sizeof src, "%s/tiny-mtp-a/hf", t_data());
+    if (t_sh(log, sizeof log, "mkdir -p %s && sed -e 's/\"use_ordered_embeddings\": false/\"use_ordered_embeddings\": true/' "
+             "-e 's/\"num_centroids\": 2048/\"num_centroids\": %d/' -e 's/\"centroid_intermediate_top_k\": 32/"
+             "\"centroid_intermediate_top_k\": %d/' %s/config.json > %s/config.json", dir, NC, TOPK, src, dir))
+        return -1;
+    uint64_t rng = 42;
+    for (int i = 0; i < NC * 32; i++) cent[i] = (float)((int64_t)(plume_rng_next(&rng) % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = V - 1; i > 0; i--) { /* Fisher-Yates */
+        int j = (int)(plume_rng_next(&rng) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    if (corrupt) order[0] = order[1];
+    st_file f;
+    st_writer w;
+    char *err = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    if (st_open(&f, path, &err)) return printf("  %s\n", err), free(err), -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    int rc = st_writer_init(&w, path, 1, &err);
+    for (int32_t i = 0; !rc && i < f.n; i++) rc = st_writer_add(&w, f.t[i].name, f.t[i].dtype, f.t[i].ndim, f.t[i].shape, &err);
+    int64_t cs[2] = {NC, 32}, os[1] = {V};
+    if (!rc) rc = st_writer_add(&w, "masked_embedding.centroids.weight", ST_F32, 2, cs, &err);
+    if (!rc) rc = st_writer_add(&w, "masked_embedding.token_ordering", ST_I64, 1, os, &err);
+    if (!rc) rc = st_writer_begin(&w, &err);
+    for (int32_t i = 0; !rc && i < f.n; i++) {
+        void *buf = malloc(f.t[i].nbytes + 1);
+        rc = !buf || st_pread(f.path, f.t[i].offset, buf, f.t[i].nbytes, &err) || st_writer_write(&w, buf, f.t[i].nbytes, &err);
+        free(buf);
+    }
+    int64_t o64[V];
+    for (int i = 0; i < V; i++) o64[i] = order[i];
+    if (!rc) rc = st_writer_write(&w, cent, sizeof(float) * NC * 32, &err) || st_writer_write(&w, o64, sizeof o64, &err);
+    if (!rc) rc = st_writer_finish(&w, &err);
+    if (rc) printf("  %s\n", err ? err : "writing the ordered checkpoint");
+    free(err);
+    st_writer_free(&w);
+    st_close(&f);
+    return rc ? -1 : 0;
+}
+
+/* The ordered head as HF computes it (Gemma4AssistantMaskedEmbedder), from the dense head's
+ * logits dense [V] of the same final-norm output y [32]: the TOPK clusters of the largest
+ * y . centroid, their tokens' logits, min(those) - 1 everywhere else. */
+static void ref_ordered(const float *y, const float *dense, const float *cent, const int32_t *order, float *out) {
+    double c[NC];
+    int top[TOPK];
+    for (int i = 0; i < NC; i++) {
+        c[i] = 0;
+        for (int j = 0; j < 32; j++) c[i] += (double)y[j] * cent[i * 32 + j];
+    }
+    for (int t = 0; t < TOPK; t++) {
+        int b = -1;
+        for (int i = 0; i < NC; i++) {
+            int used = 0;
+            for (int u = 0; u < t; u++) used |= top[u] == i;
+            if (!used && (b < 0 || c[i] > c[b])) b = i;
+        }
+        top[t] = b;
+    }
+    float lo = INFINITY;
+    for (int t = 0; t < TOPK; t++)
+        for (int j = 0; j < V / NC; j++) lo = fminf(lo, dense[order[top[t] * (V / NC) + j]]);
+    for (int i = 0; i < V; i++) out[i] = lo - 1.0f;
+    for (int t = 0; t < TOPK; t++)
+        for (int j = 0; j < V / NC; j++) out[order[top[t] * (V / NC) + j]] = dense[order[top[t] * (V / NC) + j]];
+}
+
+/* At every precision: the ordered drafter's logits are HF's masked head over the dense
+ * drafter's (same weights, same step), and its argmax is one of the selected tokens; a
+ * token_ordering that is no permutation is refused at conversion. */
+static void test_centroid_head(void) {
+    char dir[700], log[4096];
+    static float cent[NC * 32];
+    static int32_t order[V];
+    snprintf(dir, sizeof dir, "%s/ordered-hf", tmp);
+    CHECK(make_ordered(dir, cent, order, 0) == 0, "make the ordered checkpoint");
+    plume_model *m = t_tiny_open(targets[0], NULL, 2, 1);
+    float *in = mtp_npy("step_in_q8emb.npy", 2 * DB), *ks = mtp_npy("target_k_swa_q8emb.npy", 320);
+    float *vs = mtp_npy("target_v_swa_q8emb.npy", 320), *kf = mtp_npy("target_k_full_q8emb.npy", 640);
+    float *vf = mtp_npy("target_v_full_q8emb.npy", 640);
+    for (int w = 0; m && in && ks && vs && kf && vf && w < 4; w++) {
+        char ob[700];
+        snprintf(ob, sizeof ob, "%s/ordered-%s", tmp, t_tiny_wnames[w]);
+        int st = t_sh(log, sizeof log, "%s/plume convert %s %s --weights %s --quiet", t_build(), dir, ob, t_tiny_wnames[w]);
+        CHECK(st == 0, "convert the ordered drafter: %s", log);
+        plume_drafter *dd = NULL, *od = NULL;
+        char *err = NULL;
+        if (st || plume_drafter_open(&dd, m, drafters[0][w], &err) || plume_drafter_open(&od, m, ob, &err)) {
+            CHECK(0, "open: %s", err ? err : "");
+            free(err);
+            plume_drafter_free(dd);
+            continue;
+        }
+        drafter_kv kv[2] = {{NULL, ks, vs, 20, 11, 20}, {NULL, kf, vf, 20, 0, 20}};
+        float dense[V], y[32], got[V], want[V];
+        drafter_step(dd, in, 20, kv, dense, NULL, y);
+        int32_t best = drafter_step(od, in, 20, kv, got, NULL, NULL);
+        ref_ordered(y, dense, cent, order, want);
+        CHECK(t_max_abs(got, want, V) <= 1e-5, "%s: the ordered logits differ from HF's by %.3g", t_tiny_wnames[w],
+              t_max_abs(got, want, V));
+        int32_t wb = 0;
+        for (int i = 1; i < V; i++)
+            if (want[i] > want[wb]) wb = i;
+        CHECK(best == wb, "%s: argmax %d, HF's %d", t_tiny_wnames[w], best, wb);
+        int sel = 0;
+        for (int i = 0; i < V; i++) sel += got[i] == dense[i];
+        CHECK(sel >= TOPK * (V / NC), "%s: %d logits kept, want %d", t_tiny_wnames[w], sel, TOPK * (V / NC));
+        plume_drafter_free(dd);
+        plume_drafter_free(od);
+    }
+    free(in), free(ks), free(vs), free(kf), free(vf);
+    plume_model_free(m);
+    /* a token_ordering that is no permutation */
+    char dup[800];
+    snprintf(dup, sizeof dup, "%s/dup", tmp);
+    make_ordered(dup, cent, order, 1);
+    int st = t_sh(log, sizeof log, "%s/plume convert %s %s/dup-out --quiet", t_build(), dup, tmp);
+    CHECK(st != 0 && strstr(log, "not a permutation"), "a bad token_ordering: %d %s", st, log);
+}
+
 /* ---- run and chat ------------------------------------------------------------------------- */
 
 /* A q8 bundle with the tracking drafter inside (BUNDLE/drafter): plume run and a three-turn
@@ -438,6 +567,7 @@ int main(void) {
     RUN(test_cli_traces);
     RUN(test_greedy_identity);
     RUN(test_run_chat);
+    RUN(test_centroid_head);
     char log[256];
     t_sh(log, sizeof log, "rm -rf %s", tmp);
     free(tmp);
