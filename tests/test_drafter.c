@@ -520,6 +520,139 @@ static void test_centroid_head(void) {
     CHECK(st != 0 && strstr(log, "not a permutation"), "a bad token_ordering: %d %s", st, log);
 }
 
+/* ---- sampling keeps the distribution --------------------------------------------------------- */
+
+enum { DIST_RUNS = 3000, DIST_GEN = 4 };
+
+/* The chi-square quantile of probability 1 - 1e-7 with df degrees of freedom (Wilson-Hilferty). */
+static double chi2_limit(int df) {
+    double a = 2.0 / (9.0 * df), z = 5.2;
+    return df * pow(1.0 - a + z * sqrt(a), 3.0);
+}
+
+/* Chi-square homogeneity of two equal samples over n categories (cells under 10 pooled). */
+static double chi2_two(const int32_t *a, const int32_t *b, int32_t n, int *df) {
+    double x = 0;
+    int64_t pa = 0, pb = 0;
+    int bins = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (a[i] + b[i] < 10) { pa += a[i], pb += b[i]; continue; }
+        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb > 0) x += (double)(pa - pb) * (double)(pa - pb) / (double)(pa + pb), bins++;
+    *df = bins - 1;
+    return x;
+}
+
+/* The first DIST_GEN tokens sampled after the prompt (fed: s at np, its logits lg0), plain
+ * (sp NULL) or with the drafter's speculative steps, sampler seed `seed`; ctx_last: the
+ * prompt's last token. */
+static void sample_first(plume_session *s, plume_spec *sp, const plume_sampler_params *p0, uint64_t seed, int32_t np,
+                         int32_t ctx_last, const float *lg0, int32_t *out) {
+    plume_sampler_params p = *p0;
+    p.seed = seed;
+    plume_sampler *smp = NULL;
+    plume_sampler_new(&smp, &p, V, NULL);
+    float lg[V];
+    /* the prompt's last token again, for the drafter's handover (as a reused prompt is fed) */
+    plume_session_rewind(s, np - 1, NULL);
+    plume_session_feed(s, &ctx_last, 1, lg, 0, NULL);
+    int32_t g = 0, buf[DIST_GEN];
+    out[g++] = plume_sampler_sample(smp, lg0);
+    while (g < DIST_GEN) {
+        if (!sp) {
+            plume_sampler_accept(smp, out[g - 1]);
+            plume_session_feed(s, &out[g - 1], 1, lg, 0, NULL);
+            out[g++] = plume_sampler_sample(smp, lg);
+            continue;
+        }
+        int32_t n = plume_spec_step(sp, s, smp, out[g - 1], buf, DIST_GEN - g, NULL);
+        if (n < 1) break;
+        memcpy(out + g, buf, (size_t)n * sizeof *buf);
+        g += n;
+    }
+    plume_sampler_free(smp);
+}
+
+/* A guess replacer for the first round: after the prompt and a first token c, the target's
+ * most likely next token (succ[c], -1: keep the drafter's guess): a function of the context,
+ * as the acceptance rule wants, right often enough under sampling. */
+static int32_t succ_fn(void *user, const int32_t *ctx, int32_t n, int32_t *draft, int32_t max) {
+    const int32_t *succ = user;
+    if (n == 21 && succ[ctx[20]] >= 0) draft[0] = succ[ctx[20]];
+    return max;
+}
+
+/* Sampling (top-k 8, temperature 1.5) with the tracking drafter, drafts of 2 (the first
+ * round's first guess replaced by the target's most likely token, so that guesses are
+ * accepted often enough to matter): tokens 2, 3 and 4 have plain sampling's distribution
+ * (chi-square homogeneity over 3000 runs each, at the 1 - 1e-7 quantile: fixed seeds, so
+ * deterministic); guesses are accepted and rejected. (The rule itself is speculative.c's,
+ * which test_spec holds to the same test with an always-accept and a wrong-residual rule
+ * failing it.) */
+static void test_sampling_distribution(void) {
+    plume_model *m = t_tiny_open(targets[0], NULL, 1, 1);
+    plume_drafter *d = NULL;
+    plume_session *s = m ? t_tiny_session(m, 64, 16, -2, 0) : NULL;
+    float *pf = mtp_npy("prompt.npy", 20), lg0[V];
+    char *err = NULL;
+    if (!s || !pf || plume_drafter_open(&d, m, drafters[1][0], &err)) {
+        CHECK(0, "setup: %s", err ? err : "");
+        free(err), free(pf), plume_session_free(s), plume_model_free(m);
+        return;
+    }
+    int32_t prompt[20];
+    for (int i = 0; i < 20; i++) prompt[i] = (int32_t)pf[i];
+    free(pf);
+    plume_spec_params pp = plume_spec_default_params();
+    pp.draft_max = 2;
+    pp.adaptive = 0;
+    pp.drafter = d;
+    static int32_t succ[V];
+    pp.draft_fn = succ_fn;
+    pp.draft_user = succ;
+    for (int i = 0; i < V; i++) succ[i] = -1;
+    if (!plume_session_feed(s, prompt, 20, lg0, 0, NULL))
+        for (int c = 0; c < V; c++) { /* the first token's 8 most likely values */
+            int rank = 0;
+            for (int j = 0; j < V; j++) rank += lg0[j] > lg0[c];
+            float lg[V];
+            if (rank >= 8 || plume_session_rewind(s, 20, NULL) || plume_session_feed(s, &c, 1, lg, 0, NULL)) continue;
+            succ[c] = 0;
+            for (int j = 1; j < V; j++)
+                if (lg[j] > lg[succ[c]]) succ[c] = j;
+        }
+    plume_spec *sp = NULL;
+    plume_sampler_params p = plume_sampler_default_params();
+    p.top_k = 8, p.top_p = 1.0f, p.temperature = 1.5f;
+    int32_t *cnt[2];
+    for (int k = 0; k < 2; k++) cnt[k] = calloc((size_t)DIST_GEN * V, sizeof(int32_t));
+    if (cnt[0] && cnt[1] && !plume_spec_new(&sp, m, &pp, NULL) && !plume_session_feed(s, prompt, 20, lg0, 0, NULL))
+        for (int k = 0; k < 2; k++)
+            for (uint64_t r = 0; r < DIST_RUNS; r++) {
+                int32_t o[DIST_GEN];
+                sample_first(s, k ? sp : NULL, &p, 7919 * (uint64_t)k + r * 2 + 1, 20, prompt[19], lg0, o);
+                for (int g = 0; g < DIST_GEN; g++) cnt[k][g * V + o[g]]++;
+            }
+    printf("  ");
+    for (int g = 1; g < DIST_GEN && cnt[0] && cnt[1]; g++) {
+        int df;
+        double x = chi2_two(cnt[0] + g * V, cnt[1] + g * V, V, &df);
+        printf("token %d chi2 %.1f (df %d, limit %.1f); ", g + 1, x, df, chi2_limit(df));
+        CHECK(df > 0 && x < chi2_limit(df), "token %d: the distributions differ", g + 1);
+    }
+    int64_t drafted = 0, accepted = 0;
+    plume_spec_stats(sp, NULL, &drafted, &accepted);
+    printf("drafts accepted %lld of %lld\n", (long long)accepted, (long long)drafted);
+    CHECK(accepted > 100 && drafted - accepted > 100, "accepted %lld of %lld", (long long)accepted, (long long)drafted);
+    for (int k = 0; k < 2; k++) free(cnt[k]);
+    plume_spec_free(sp);
+    plume_drafter_free(d);
+    plume_session_free(s);
+    plume_model_free(m);
+}
+
 /* ---- run and chat ------------------------------------------------------------------------- */
 
 /* A q8 bundle with the tracking drafter inside (BUNDLE/drafter): plume run and a three-turn
@@ -568,6 +701,7 @@ int main(void) {
     RUN(test_greedy_identity);
     RUN(test_run_chat);
     RUN(test_centroid_head);
+    RUN(test_sampling_distribution);
     char log[256];
     t_sh(log, sizeof log, "rm -rf %s", tmp);
     free(tmp);
