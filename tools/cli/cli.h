@@ -51,6 +51,18 @@ typedef struct {
 /* Measure and print; 0, or 1 having printed the error. */
 int bench_constraint_costs(const bench_constraint_opts *o);
 
+/* ---- plume bench --drafter (bench_drafter.c) ---- */
+typedef struct {
+    const char *model, *drafter, *isa;
+    int32_t threads, exact, draft, json;
+    int64_t n_prompt, n_gen, reps;
+    double rates[8];      /* --accept-rate: forced acceptance per draft */
+    int32_t n_rates;
+} bench_drafter_opts;
+/* Plain decode against the drafter's speculative decode at forced acceptance rates,
+ * interleaved; 0, or 1 having printed the error. */
+int bench_drafter_costs(const bench_drafter_opts *o);
+
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
