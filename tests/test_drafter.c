@@ -520,6 +520,29 @@ static void test_centroid_head(void) {
     CHECK(st != 0 && strstr(log, "not a permutation"), "a bad token_ordering: %d %s", st, log);
 }
 
+/* plume synth of a drafter config (the ordered tiny one): --hf then plume convert gives the
+ * bundle --bundle writes, byte for byte (token_ordering an int64 permutation in the
+ * checkpoint), and the random drafter's greedy run outputs the target's tokens. */
+static void test_synth_drafter(void) {
+    char log[8192], golden[700];
+    int st = t_sh(log, sizeof log, "%s/plume synth --config %s/ordered-hf/config.json --hf %s/synth-hf && "
+                  "%s/plume convert %s/synth-hf %s/synth-conv --weights q8 --quiet && "
+                  "%s/plume synth --config %s/ordered-hf/config.json --bundle %s/synth-b --weights q8 && "
+                  "cmp %s/synth-b/drafter.safetensors %s/synth-conv/drafter.safetensors && echo SAME",
+                  t_build(), tmp, tmp, t_build(), tmp, tmp, t_build(), tmp, tmp, tmp, tmp);
+    CHECK(st == 0 && strstr(log, "SAME"), "synth --hf + convert vs --bundle: status %d: %s", st, log);
+    snprintf(golden, sizeof golden, "%s/tiny-mtp-a/spec_k3_q8emb.json", t_data());
+    st = t_sh(log, sizeof log, "%s/plume draft -m %s --drafter %s/synth-b --ids-npy %s/tiny-mtp-a/prompt.npy -n 24 "
+              "--draft 3 --trace %s/synth.json", t_build(), targets[0], tmp, t_data(), tmp);
+    CHECK(st == 0, "draft with the synth drafter: %s", log);
+    cJSON *a = read_json(strcat(strcpy(log, tmp), "/synth.json")), *b = read_json(golden);
+    char *sa = a ? cJSON_PrintUnformatted(cJSON_GetObjectItem(a, "tokens")) : NULL;
+    char *sb = b ? cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "tokens")) : NULL;
+    CHECK(sa && sb && !strcmp(sa, sb), "synth drafter tokens: %s vs %s", sa ? sa : "", sb ? sb : "");
+    free(sa), free(sb);
+    cJSON_Delete(a), cJSON_Delete(b);
+}
+
 /* ---- sampling keeps the distribution --------------------------------------------------------- */
 
 enum { DIST_RUNS = 3000, DIST_GEN = 4 };
@@ -701,6 +724,7 @@ int main(void) {
     RUN(test_greedy_identity);
     RUN(test_run_chat);
     RUN(test_centroid_head);
+    RUN(test_synth_drafter);
     RUN(test_sampling_distribution);
     char log[256];
     t_sh(log, sizeof log, "rm -rf %s", tmp);
