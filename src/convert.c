@@ -639,7 +639,7 @@ static int32_t drafter_tensors(const plume_drafter_config *d, dtensor *out) {
             {"layer_scalar", 1, 0, 0}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++, n++) {
             snprintf(out[n].dst, sizeof out[n].dst, "layers.%d.%s", l, t[i].s);
-            snprintf(out[n].src, sizeof out[n].src, "model.%s", out[n].dst);
+            snprintf(out[n].src, sizeof out[n].src, "model.layers.%d.%s", l, t[i].s);
             out[n].rows = t[i].r, out[n].cols = t[i].c, out[n].linear = t[i].lin;
         }
     }
