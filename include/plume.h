@@ -703,20 +703,20 @@ typedef struct plume_drafter plume_drafter;
 
 /* Open the drafter bundle dir for target m. PLUME_EFORMAT naming the mismatch when its
  * backbone (hidden size, heads, head sizes, window, vocabulary, RoPE) is not m's. */
-int plume_drafter_open(plume_drafter **out, plume_model *m, const char *dir, char **err);
-void plume_drafter_free(plume_drafter *d);
+PLUME_API int plume_drafter_open(plume_drafter **out, plume_model *m, const char *dir, char **err);
+PLUME_API void plume_drafter_free(plume_drafter *d);
 /* The drafter bundle that goes with m's bundle (BUNDLE/drafter), malloc'd, or NULL if none. */
-char *plume_drafter_find(const plume_model *m);
+PLUME_API char *plume_drafter_find(const plume_model *m);
 /* Draft up to k (<= 64) tokens after session s's tokens and pending (the last accepted token,
  * not fed yet), by HF's MTP loop: every step at position n_past, over the K/V of s's latest
  * step, each draft the argmax of its logits; stops after an end-of-turn id. Wants the final-
  * norm hidden of position n_past - 1 from s's latest step (a feed asking for logits there);
  * without it, returns 0. logits: NULL or [k, V], each step's logits. Returns how many, or a
  * negative PLUME_E*. */
-int32_t plume_drafter_draft(plume_drafter *d, const plume_session *s, int32_t pending, int32_t k, int32_t *draft,
-                            float *logits, char **err);
+PLUME_API int32_t plume_drafter_draft(plume_drafter *d, const plume_session *s, int32_t pending, int32_t k,
+                                      int32_t *draft, float *logits, char **err);
 /* Totals since open: draft steps run, rounds drafted. */
-void plume_drafter_stats(const plume_drafter *d, int64_t *n_steps, int64_t *n_rounds);
+PLUME_API void plume_drafter_stats(const plume_drafter *d, int64_t *n_steps, int64_t *n_rounds);
 
 /* ---------------------------------------------------------------------------------------
  * Speculative decoding with a prompt-lookup drafter (docs/SPECULATIVE.md)

@@ -2,7 +2,8 @@
  * each cmd_<name>.c defines int cmd_<name>(int argc, char **argv), with argv[0] the
  * subcommand's name, and returns the process exit status; generate.[ch] is the generation
  * loop run, chat and transcribe share; cli_common.c what they all share (below);
- * bench_constrain.c the constraint's cost that `plume bench --json-schema` measures.
+ * bench_constrain.c the constraint's cost that `plume bench --json-schema` measures;
+ * bench_drafter.c the MTP drafter's decode against plain that `plume bench --drafter` measures.
  *
  * Owns: flags, terminal output, exit statuses. May call: libplume's public API (plume.h, and
  * the utility headers common.h, npy.h, manifest.h for `plume verify`), the server room
