@@ -9,7 +9,9 @@
  *
  * The drafter is prompt lookup: the tokens that followed the latest earlier occurrence of the
  * context's last 3 (then 2, then 1) tokens. It costs a scan of the context, no model. A
- * caller may plug in its own (plume_spec_params.draft_fn).
+ * caller may plug in its own (plume_spec_params.draft_fn), or Gemma 4's MTP drafter
+ * (plume_spec_params.drafter, drafter.c), which reads the session's hidden state and K/V; a
+ * draft_fn beside it may replace its guesses (benchmarks, tests).
  *
  * Acceptance. Greedy: a guess is kept while it equals the argmax. Sampling: the drafter is
  * deterministic (its distribution q is one-hot on the guess d), so the speculative-sampling
