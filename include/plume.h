@@ -662,8 +662,6 @@ PLUME_API int plume_session_rewind(plume_session *s, int32_t n_keep, char **err)
  * else 0. A caller that must not stall (the server between decode steps) rewinds there and
  * feeds the tokens up to n_keep again in chunks of its own. */
 PLUME_API int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep);
-/* Its former name ("free" as in free of cost), kept until tools/serve/ says rewind_point. */
-#define plume_session_rewind_free plume_session_rewind_point
 /* Write the session (tokens, caches, snapshots) to path: temporary file, fsync, rename.
  * The file names the bundle (a hash of its identity) and carries a checksum. */
 PLUME_API int plume_session_save(const plume_session *s, const char *path, char **err);
