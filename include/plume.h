@@ -762,6 +762,35 @@ PLUME_API const int32_t *plume_session_tokens(const plume_session *s);
 PLUME_API const uint64_t *plume_session_keys(const plume_session *s);
 
 /* ---------------------------------------------------------------------------------------
+ * MTP drafter: Gemma 4's official drafter (gemma4_assistant, docs/SPECULATIVE.md)
+ *
+ * A small model that reads the target's last final-norm hidden state and its shared K/V
+ * (the last cache-owning layer of each attention type) and proposes the next tokens; a
+ * plume_spec with params.drafter set verifies them as it does prompt lookup. Convert the
+ * checkpoint with plume_convert() (it recognizes model_type gemma4_assistant) into a
+ * directory; plume_drafter_find() looks for it inside the target's bundle (BUNDLE/drafter).
+ * A drafter holds the scratch of one draft step: use it from one thread at a time.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_drafter plume_drafter;
+
+/* Open the drafter bundle dir for target m. PLUME_EFORMAT naming the mismatch when its
+ * backbone (hidden size, heads, head sizes, window, vocabulary, RoPE) is not m's. */
+PLUME_API int plume_drafter_open(plume_drafter **out, plume_model *m, const char *dir, char **err);
+PLUME_API void plume_drafter_free(plume_drafter *d);
+/* The drafter bundle that goes with m's bundle (BUNDLE/drafter), malloc'd, or NULL if none. */
+PLUME_API char *plume_drafter_find(const plume_model *m);
+/* Draft up to k (<= 64) tokens after session s's tokens and pending (the last accepted token,
+ * not fed yet), by HF's MTP loop: every step at position n_past, over the K/V of s's latest
+ * step, each draft the argmax of its logits; stops after an end-of-turn id. Wants the final-
+ * norm hidden of position n_past - 1 from s's latest step (a feed asking for logits there);
+ * without it, returns 0. logits: NULL or [k, V], each step's logits. Returns how many, or a
+ * negative PLUME_E*. */
+PLUME_API int32_t plume_drafter_draft(plume_drafter *d, const plume_session *s, int32_t pending, int32_t k,
+                                      int32_t *draft, float *logits, char **err);
+/* Totals since open: draft steps run, rounds drafted. */
+PLUME_API void plume_drafter_stats(const plume_drafter *d, int64_t *n_steps, int64_t *n_rounds);
+
+/* ---------------------------------------------------------------------------------------
  * Speculative decoding with a prompt-lookup drafter (docs/SPECULATIVE.md)
  *
  * A step feeds the pending token (sampled, not yet fed) and up to draft_max tokens guessed
@@ -794,6 +823,10 @@ typedef struct {
                           as draft_max and the context allow */
     plume_draft_fn draft_fn; /* NULL (default): prompt lookup (plume_spec_lookup) */
     void *draft_user;        /* passed to draft_fn */
+    plume_drafter *drafter;  /* NULL (default), or the MTP drafter (plume_drafter_open), which
+                                then drafts instead of prompt lookup; a draft_fn beside it gets
+                                the drafter's k guesses in draft (max = k) and may replace them
+                                (plume bench's forced acceptance rates, tests) */
 } plume_spec_params;
 
 typedef struct plume_spec plume_spec;

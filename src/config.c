@@ -592,3 +592,97 @@ void plume_rope_row(const float *inv, int32_t hd, int32_t pos, float *cos_row, f
         sin_row[i] = sin_row[i + hd / 2] = sinf(a);
     }
 }
+
+/* ---- the MTP drafter (gemma4_assistant) ------------------------------------------------ */
+
+int plume_config_is_drafter(const char *json) {
+    cJSON *root = cJSON_Parse(json);
+    const cJSON *mt = root ? cJSON_GetObjectItemCaseSensitive(root, "model_type") : NULL;
+    int is = cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma4_assistant");
+    cJSON_Delete(root);
+    return is;
+}
+
+/* The drafter's text_config dims, and HF's refusals (no PLE, no MoE, no double-wide MLP,
+ * every layer KV-shared: a missing or 0 num_kv_shared_layers is num_hidden_layers). */
+static int drafter_dims(plume_drafter_config *c, const json_obj *t, char **err) {
+    double eps;
+    int32_t ple, vple, shared, moe, wide, k_eq_v, bias;
+    int rc;
+    if ((rc = json_i32(t, "hidden_size", 2, 1 << 16, &c->D, err)) ||
+        (rc = json_i32(t, "num_hidden_layers", 1, PLUME_MAX_LAYERS, &c->L, err)) ||
+        (rc = json_i32(t, "num_attention_heads", 1, 256, &c->H, err)) ||
+        (rc = json_i32(t, "num_key_value_heads", 1, 256, &c->Hkv, err)) ||
+        (rc = json_i32(t, "head_dim", 2, 4096, &c->hd_sliding, err)) ||
+        (rc = json_i32_or(t, "global_head_dim", 2, 4096, c->hd_sliding, &c->hd_full, err)) ||
+        (rc = json_i32(t, "vocab_size", 8, 1 << 24, &c->V, err)) ||
+        (rc = json_i32(t, "sliding_window", 1, 1 << 24, &c->W, err)) ||
+        (rc = json_i32(t, "intermediate_size", 1, 1 << 20, &c->I, err)) ||
+        (rc = json_num_or(t, "rms_norm_eps", -INFINITY, INFINITY, 1e-6, &eps, err)) ||
+        (rc = json_i32_or(t, "hidden_size_per_layer_input", 0, 1 << 16, 0, &ple, err)) ||
+        (rc = json_i32_or(t, "vocab_size_per_layer_input", 0, 1 << 24, 0, &vple, err)) ||
+        (rc = json_i32_or(t, "num_kv_shared_layers", 0, PLUME_MAX_LAYERS, 0, &shared, err)) ||
+        (rc = json_bool_or(t, "enable_moe_block", 0, &moe, err)) ||
+        (rc = json_bool_or(t, "use_double_wide_mlp", 0, &wide, err)) ||
+        (rc = json_bool_or(t, "attention_k_eq_v", 0, &k_eq_v, err)) ||
+        (rc = json_bool_or(t, "attention_bias", 0, &bias, err)))
+        return rc;
+    if (ple || vple)
+        return plume_fail(err, PLUME_EFORMAT, "%s: a drafter has no per-layer inputs (hidden_size_per_layer_input and "
+                          "vocab_size_per_layer_input must be 0)", t->doc);
+    if (moe || wide || k_eq_v || bias)
+        return plume_fail(err, PLUME_EFORMAT, "%s: a drafter with MoE, a double-wide MLP, K = V or biases is not "
+                          "supported", t->doc);
+    if (shared != 0 && shared != c->L)
+        return plume_fail(err, PLUME_EFORMAT, "%s: num_kv_shared_layers %d: every drafter layer must be KV-shared (%d)",
+                          t->doc, shared, c->L);
+    if (c->H % c->Hkv) return plume_fail(err, PLUME_EFORMAT, "%s: num_attention_heads %% num_key_value_heads != 0", t->doc);
+    c->eps = (float)eps;
+    return 0;
+}
+
+int plume_drafter_config_from_hf_text(plume_drafter_config *c, const char *json, const char *name, char **err) {
+    memset(c, 0, sizeof *c);
+    cJSON *root;
+    int rc = json_parse(&root, json, name, err);
+    if (rc) return rc;
+    json_obj r = json_root(root, name), t;
+    const char *mt = "";
+    int32_t tied;
+    plume_config tmp; /* layer_types and rope_parameters are read as for a target */
+    memset(&tmp, 0, sizeof tmp);
+    if ((rc = json_str_or(&r, "model_type", "", &mt, err))) goto done;
+    if (strcmp(mt, "gemma4_assistant")) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: model_type '%s' is not gemma4_assistant", name, mt);
+        goto done;
+    }
+    if ((rc = json_child(&r, "text_config", &t, err))) goto done;
+    if (!cJSON_IsObject(t.obj)) { rc = plume_fail(err, PLUME_EFORMAT, "%s: text_config is missing", name); goto done; }
+    if ((rc = json_i32(&r, "backbone_hidden_size", 1, 1 << 16, &c->Db, err)) ||
+        (rc = json_bool_or(&r, "use_ordered_embeddings", 0, &c->ordered, err)) ||
+        (rc = json_i32_or(&r, "num_centroids", 1, 1 << 24, 2048, &c->n_centroids, err)) ||
+        (rc = json_i32_or(&r, "centroid_intermediate_top_k", 1, 1 << 24, 32, &c->top_k, err)) ||
+        (rc = json_bool_or(&r, "tie_word_embeddings", 1, &tied, err)) || (rc = drafter_dims(c, &t, err)))
+        goto done;
+    if (!tied) { rc = plume_fail(err, PLUME_EFORMAT, "%s: tie_word_embeddings must be true", name); goto done; }
+    if (c->ordered && (c->V % c->n_centroids || c->top_k > c->n_centroids)) {
+        rc = plume_fail(err, PLUME_EFORMAT, "%s: vocab_size %d is not a multiple of num_centroids %d, or top_k %d > it",
+                        name, c->V, c->n_centroids, c->top_k);
+        goto done;
+    }
+    tmp.L = c->L;
+    tmp.hd_sliding = c->hd_sliding;
+    tmp.hd_full = c->hd_full;
+    if ((rc = parse_layer_types(&tmp, &t, err)) || (rc = hf_rope(&tmp, &t, err))) goto done;
+    for (int32_t l = 0; l < c->L; l++) {
+        c->is_full[l] = tmp.is_full[l];
+        c->hd[l] = tmp.is_full[l] ? c->hd_full : c->hd_sliding;
+    }
+    c->theta_sliding = tmp.theta_sliding;
+    c->theta_full = tmp.theta_full;
+    c->rot_sliding = tmp.rot_sliding;
+    c->rot_full = tmp.rot_full;
+done:
+    cJSON_Delete(root);
+    return rc;
+}

@@ -123,4 +123,29 @@ void plume_rope_inv_freq(const plume_config *c, int32_t full, float *inv);
 /* cos and sin rows [hd] of a position, exactly as HF: cat(p*f, p*f) in float32. */
 void plume_rope_row(const float *inv, int32_t hd, int32_t pos, float *cos_row, float *sin_row);
 
+/* ---- the MTP drafter (gemma4_assistant, spec gemma4-assistant.md §1) ------------------ */
+
+/* A drafter's hyper-parameters, from its config.json (top level and text_config). */
+typedef struct {
+    int32_t D;           /* text_config.hidden_size (H of the spec) */
+    int32_t Db;          /* backbone_hidden_size: the target's hidden size */
+    int32_t L;           /* num_hidden_layers */
+    int32_t H, Hkv;      /* num_attention_heads, num_key_value_heads (the target's) */
+    int32_t hd_sliding, hd_full; /* head_dim, global_head_dim (the target's) */
+    int32_t V, W, I;     /* vocab_size, sliding_window, intermediate_size */
+    int32_t ordered;     /* use_ordered_embeddings: the centroid head */
+    int32_t n_centroids, top_k; /* num_centroids, centroid_intermediate_top_k */
+    float eps;
+    float theta_sliding, theta_full;
+    int32_t rot_sliding, rot_full; /* rotated frequency pairs, as plume_config */
+    uint8_t is_full[PLUME_MAX_LAYERS];
+    int32_t hd[PLUME_MAX_LAYERS];
+} plume_drafter_config;
+
+/* Parse a gemma4_assistant config.json (name in messages) and check what HF's validation
+ * requires: no PLE, no MoE, no double-wide MLP, every layer KV-shared. */
+int plume_drafter_config_from_hf_text(plume_drafter_config *c, const char *json, const char *name, char **err);
+/* Whether config.json text names model_type gemma4_assistant (0 or 1; no error). */
+int plume_config_is_drafter(const char *json);
+
 #endif

@@ -694,6 +694,173 @@ static int write_hf_model(conv *cv, char **err) {
     return rc;
 }
 
+/* ---- the MTP drafter (gemma4_assistant) ------------------------------------------------ */
+/*
+ * A drafter bundle (docs/SPECULATIVE.md) is a directory: config.json (the checkpoint's, read
+ * again at open), drafter.safetensors and the manifest. Its linear weights take the bundle's
+ * precision in the rows layout (the centroid head reads rows by token id); the head is the
+ * tied model.embed_tokens (q4 bundles: q8 unless --head q4); centroids stay float32 and
+ * token_ordering is int32.
+ */
+
+/* A drafter tensor: the checkpoint's name, the bundle's, its shape (cols 0: a vector). */
+typedef struct {
+    char src[160], dst[160];
+    int64_t rows, cols;
+    int linear; /* at the bundle's precision; else float32 */
+} dtensor;
+
+/* Every tensor a drafter bundle holds, in file order; returns the count. */
+static int32_t drafter_tensors(const plume_drafter_config *d, dtensor *out) {
+    int32_t n = 0;
+    for (int32_t l = 0; l < d->L; l++) {
+        int64_t D = d->D, qd = (int64_t)d->H * d->hd[l];
+        const struct { const char *s; int64_t r, c; int lin; } t[] = {
+            {"self_attn.q_proj.weight", qd, D, 1}, {"self_attn.o_proj.weight", D, qd, 1},
+            {"mlp.gate_proj.weight", d->I, D, 1},  {"mlp.up_proj.weight", d->I, D, 1},
+            {"mlp.down_proj.weight", D, d->I, 1},  {"input_layernorm.weight", D, 0, 0},
+            {"post_attention_layernorm.weight", D, 0, 0}, {"pre_feedforward_layernorm.weight", D, 0, 0},
+            {"post_feedforward_layernorm.weight", D, 0, 0}, {"self_attn.q_norm.weight", d->hd[l], 0, 0},
+            {"layer_scalar", 1, 0, 0}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++, n++) {
+            snprintf(out[n].dst, sizeof out[n].dst, "layers.%d.%s", l, t[i].s);
+            snprintf(out[n].src, sizeof out[n].src, "model.layers.%d.%s", l, t[i].s);
+            out[n].rows = t[i].r, out[n].cols = t[i].c, out[n].linear = t[i].lin;
+        }
+    }
+    out[n++] = (dtensor){"model.norm.weight", "norm.weight", d->D, 0, 0};
+    out[n++] = (dtensor){"pre_projection.weight", "pre_projection.weight", d->D, 2 * (int64_t)d->Db, 1};
+    out[n++] = (dtensor){"post_projection.weight", "post_projection.weight", d->Db, d->D, 1};
+    out[n++] = (dtensor){"model.embed_tokens.weight", "embed_tokens.weight", d->V, d->D, 1};
+    if (d->ordered) {
+        out[n++] = (dtensor){"masked_embedding.centroids.weight", "centroids.weight", d->n_centroids, d->D, 0};
+        out[n++] = (dtensor){"masked_embedding.token_ordering", "token_ordering", d->V, 0, 0};
+    }
+    return n;
+}
+
+/* Check a drafter tensor's shape in the source (any rank whose dims multiply to the shape:
+ * layer_scalar may be [1] or []). */
+static int drafter_expect(conv *cv, const dtensor *t, char **err) {
+    int32_t nd;
+    int64_t sh[8], count = 1;
+    if (cv->src->shape(cv->src->ctx, t->src, &nd, sh))
+        return plume_fail(err, PLUME_EFORMAT, "drafter checkpoint: missing tensor %s", t->src);
+    for (int32_t i = 0; i < nd; i++) count *= sh[i];
+    int ok = t->cols ? nd == 2 && sh[0] == t->rows && sh[1] == t->cols : count == t->rows && nd <= 1;
+    if (!ok)
+        return plume_fail(err, PLUME_EFORMAT, "drafter checkpoint: tensor %s does not have the shape [%lld%s%lld] the "
+                          "config gives", t->src, (long long)t->rows, t->cols ? ", " : "", (long long)t->cols);
+    cv->total += (uint64_t)(t->rows * (t->cols ? t->cols : 1));
+    return 0;
+}
+
+/* token_ordering as int32, checked to be a permutation of the vocabulary. */
+static int write_ordering(conv *cv, st_writer *w, const dtensor *t, char **err) {
+    int32_t *ids = malloc((size_t)t->rows * 4);
+    uint8_t *seen = calloc((size_t)t->rows, 1);
+    int rc = ids && seen ? cv->src->read(cv->src->ctx, t->src, 0, 1, cv->rows, err)
+                         : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    for (int64_t i = 0; !rc && i < t->rows; i++) {
+        float v = cv->rows[i];
+        if (!(v >= 0 && v < (float)t->rows) || v != floorf(v) || seen[(int64_t)v]++)
+            rc = plume_fail(err, PLUME_EFORMAT, "drafter checkpoint: %s is not a permutation of the vocabulary "
+                            "(entry %lld)", t->src, (long long)i);
+        else ids[i] = (int32_t)v;
+    }
+    if (!rc) rc = st_writer_write(w, ids, (size_t)t->rows * 4, err);
+    progress(cv, t->rows, t->src);
+    free(ids);
+    free(seen);
+    return rc;
+}
+
+/* A float32 matrix or vector, a block of rows at a time. */
+static int write_f32(conv *cv, st_writer *w, const dtensor *t, char **err) {
+    int64_t cols = t->cols ? t->cols : t->rows, rows = t->cols ? t->rows : 1, br = block_rows(cols);
+    int rc = 0;
+    for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
+        int64_t n = rows - r0 < br ? rows - r0 : br;
+        if (!(rc = cv->src->read(cv->src->ctx, t->src, r0, n, cv->rows, err)))
+            rc = st_writer_write(w, cv->rows, (size_t)(n * cols) * 4, err);
+        progress(cv, n * cols, t->src);
+    }
+    return rc;
+}
+
+/* drafter.safetensors: plan every tensor, then stream them in plan order. The head's
+ * precision is head_w; the other linears take the bundle's. */
+static int write_drafter_file(conv *cv, const plume_drafter_config *d, const dtensor *ts, int32_t n,
+                              const char *head_w, char **err) {
+    char *path = plume_path_join(cv->dir, "drafter.safetensors");
+    st_writer w;
+    int rc = path ? st_writer_init(&w, path, PLUME_ALIGN, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    free(path);
+    if (rc) return rc;
+    char body[8];
+    snprintf(body, sizeof body, "%s", cv->cfg.weights);
+    st_writer_meta(&w, "format", "plume-drafter", err);
+    st_writer_meta(&w, "version", "1", err);
+    st_writer_meta(&w, "weights", body, err);
+    st_writer_meta(&w, "head", head_w, err);
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        if (pass == 1) rc = st_writer_begin(&w, err);
+        for (int32_t i = 0; !rc && i < n; i++) {
+            const dtensor *t = &ts[i];
+            int head = !strcmp(t->dst, "embed_tokens.weight");
+            snprintf(cv->cfg.weights, sizeof cv->cfg.weights, "%s", head ? head_w : body);
+            if (pass == 0 && t->linear) rc = plan_linear(cv, &w, t->dst, t->rows, t->cols, err);
+            else if (pass == 0) {
+                int64_t sh[2] = {t->rows, t->cols};
+                int ord = !strcmp(t->dst, "token_ordering");
+                rc = st_writer_add(&w, t->dst, ord ? ST_I32 : ST_F32, t->cols ? 2 : 1, sh, err);
+            } else if (t->linear) rc = write_linear(cv, &w, t->src, t->rows, t->cols, err);
+            else if (!strcmp(t->dst, "token_ordering")) rc = write_ordering(cv, &w, t, err);
+            else rc = write_f32(cv, &w, t, err);
+        }
+    }
+    snprintf(cv->cfg.weights, sizeof cv->cfg.weights, "%s", body);
+    if (!rc) rc = st_writer_finish(&w, err);
+    st_writer_free(&w);
+    (void)d;
+    return rc;
+}
+
+/* Convert a gemma4_assistant checkpoint into a drafter bundle at out. */
+static int convert_drafter(const conv_source *src, const conv_options *opt, const char *w, const char *head,
+                           const char *out, char **err) {
+    conv cv = {.src = src, .opt = opt, .t0 = plume_now()};
+    plume_drafter_config d;
+    int rc = plume_drafter_config_from_hf_text(&d, src->config_json, "config.json", err);
+    if (rc) return rc;
+    snprintf(cv.cfg.weights, sizeof cv.cfg.weights, "%s", w);
+    cv.tiles = 0; /* rows: the centroid head reads rows by id, and a draft step is one token */
+    const char *head_w = !strcmp(w, "q4") && strcmp(head, "q4") ? "q8" : w;
+    dtensor *ts = malloc(sizeof *ts * ((size_t)d.L * 11 + 6));
+    if (!ts) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    int32_t n = drafter_tensors(&d, ts);
+    for (int32_t i = 0; !rc && i < n; i++) rc = drafter_expect(&cv, &ts[i], err);
+    struct stat sb;
+    if (!rc && lstat(out, &sb) == 0) rc = plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
+    if (!rc && !(cv.dir = plume_mkdtemp_beside(out, err))) rc = PLUME_EIO;
+    if (!rc && !(cv.rows = malloc(BLOCK_BYTES))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    if (!rc) {
+        char *cfg = plume_path_join(cv.dir, "config.json");
+        rc = cfg ? plume_write_file(cfg, src->config_json, strlen(src->config_json), PLUME_WRITE_REPLACE, err)
+                 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        free(cfg);
+    }
+    if (!rc) rc = write_drafter_file(&cv, &d, ts, n, head_w, err);
+    if (!rc) rc = plume_manifest_write(cv.dir, err);
+    if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
+    if (rc && cv.dir) plume_rm_tree(cv.dir);
+    else if (!rc && opt->progress) fprintf(stderr, "converting: drafter done in %.1f s -> %s\n", plume_now() - cv.t0, out);
+    free(cv.dir);
+    free(cv.rows);
+    free(ts);
+    return rc;
+}
+
 /* ---- the whole conversion -------------------------------------------------------------- */
 
 /* Whether the source stores some layer linear quantized (a GGUF of Q4_0/Q8_0/K-quant layers):
@@ -717,6 +884,14 @@ static int source_quantized(conv *cv) {
 
 int convert_run(const conv_source *src, const conv_options *opt, const char *out, char **err) {
     conv cv = {.src = src, .opt = opt, .t0 = plume_now()};
+    if (plume_config_is_drafter(src->config_json)) { /* a gemma4_assistant: a drafter bundle */
+        const char *w = opt->weights ? opt->weights : "q8", *head = opt->head ? opt->head : "q8";
+        if (strcmp(w, "f32") && strcmp(w, "bf16") && strcmp(w, "q8") && strcmp(w, "q4"))
+            return plume_fail(err, PLUME_EINVAL, "--weights must be f32, bf16, q8 or q4 (not '%s')", w);
+        if (strcmp(head, "q8") && strcmp(head, "q4"))
+            return plume_fail(err, PLUME_EINVAL, "--head must be q8 or q4 (not '%s')", head);
+        return convert_drafter(src, opt, w, head, out, err);
+    }
     int rc = plume_config_from_hf_text(&cv.cfg, src->config_json, "config.json", err);
     if (rc) return rc;
     plume_config *c = &cv.cfg;
@@ -803,7 +978,10 @@ int plume_convert_check_config(const char *path, char **err) {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : root, "model_type");
     if (!root) rc = plume_fail(err, PLUME_EFORMAT, "%s: not valid JSON", path);
-    else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
+    else if (plume_config_is_drafter(text)) {
+        plume_drafter_config d;
+        rc = plume_drafter_config_from_hf_text(&d, text, "config.json", err);
+    } else if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "gemma4_text") && strcmp(mt->valuestring, "gemma4")))
         rc = plume_fail(err, PLUME_EFORMAT, "not a Gemma 4 text model (model_type '%s'); plume runs Gemma 4 E2B and E4B",
                         cJSON_IsString(mt) ? mt->valuestring : "missing");
     else {

@@ -727,6 +727,24 @@ static void head(const step_ctx *step, const int32_t *rows, int32_t n, float *lo
     matmul_run(step, &t, 0, NULL); /* the softcap in the head's loop */
 }
 
+/* The MTP drafter's handover (drafter.c): each entry's head rows, normed (the head left them
+ * in x->xa, entries in order), into its session, the last n_batch of them at most; and where
+ * the step's K/V end. nr: the head's rows. */
+static void handover(const step_ctx *step, int32_t nr) {
+    const int64_t D = step->m->c.D;
+    int64_t at = 0; /* the entry's first row in xa */
+    for (int32_t i = 0; i < step->n; i++) {
+        const plume_step_entry *e = &step->e[i];
+        plume_session *s = e->s;
+        int32_t n = !e->logits ? 0 : e->all ? e->T : 1, keep = n < s->n_batch ? n : s->n_batch;
+        s->fwd_end = e->P + e->T;
+        s->hid_n = nr > 0 ? keep : 0;
+        s->hid_pos = e->P + e->T - keep;
+        if (s->hid_n) memcpy(s->hid, step->x->xa + (at + n - keep) * D, (size_t)(keep * D) * sizeof(float));
+        at += n;
+    }
+}
+
 /* ---- a step ---------------------------------------------------------------------------- */
 
 void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, int32_t n, float *out_logits) {
@@ -774,6 +792,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
             src += k;
         }
     }
+    handover(&step, nr);
     for (int32_t i = 0; i < n; i++) {
         plume_session *s = e[i].s;
         memcpy(s->tokens + e[i].P, e[i].ids, (size_t)e[i].T * sizeof *e[i].ids);

@@ -147,6 +147,10 @@ struct plume_session {
     plume_chunk_state chunk[PLUME_N_CHUNKS];
     plume_kv *kv_of[PLUME_MAX_LAYERS];    /* cache a layer reads (its own or kv_src's) */
     plume_scratch x;                      /* [n_batch] rows, span n_ctx + n_batch */
+    /* the MTP drafter's handover (drafter.c): the final-norm rows of the last step's head */
+    float *hid;              /* [n_batch, D] rows of positions [hid_pos, hid_pos + hid_n) */
+    int32_t hid_pos, hid_n;
+    int32_t fwd_end;         /* the last step's end: its K/V reach position fwd_end - 1 */
     /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
      * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
      * trace_ple [T, L, Dp] */

@@ -80,6 +80,8 @@ static int scratch_init(plume_session *s, char **err) {
         s->snap = plume_alloc((size_t)s->n_snap * s->snap_stride * 4);
         if (!s->snap) return plume_fail(err, PLUME_ENOMEM, "out of memory for the ring snapshots");
     }
+    s->hid = plume_alloc((size_t)s->n_batch * (size_t)s->m->c.D * sizeof(float));
+    if (!s->hid) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     return plume_scratch_init(&s->x, s->m, s->n_batch, (int64_t)s->n_ctx + s->n_batch, err);
 }
 
@@ -135,6 +137,7 @@ void plume_session_free(plume_session *s) {
     free(s->spans);
     plume_scratch_free(&s->x);
     plume_dealloc(s->snap);
+    plume_dealloc(s->hid);
     free(s);
 }
 
@@ -429,6 +432,8 @@ int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, c
     if (s->keys) memset(s->keys, 0, (size_t)s->n_ctx * sizeof *s->keys);
     s->n_past = n_past;
     s->snap_valid = 0; /* the tokens would not reproduce these rows */
+    s->hid_n = 0;      /* nor give the drafter a handover */
+    s->fwd_end = n_past;
     return 0;
 }
 
@@ -807,5 +812,7 @@ int plume_session_copy(plume_session *dst, const plume_session *src, char **err)
     if (src->snap_valid) memcpy(dst->snap, src->snap, (size_t)src->snap_valid * src->snap_stride * 4);
     dst->n_past = src->n_past;
     dst->snap_valid = src->snap_valid;
+    dst->hid_n = 0; /* no drafter handover: the next step gives one */
+    dst->fwd_end = src->n_past;
     return 0;
 }

@@ -64,8 +64,8 @@ static int hf_read(void *ctx, const char *name, int64_t r0, int64_t n, float *ou
     const st_file *f;
     const st_tensor *t = hf_find(h, name, &f);
     if (!t) return plume_fail(err, PLUME_EFORMAT, "checkpoint: missing tensor %s", name);
-    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
-        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has dtype %s (want BF16, F16 or F32)", f->path, name,
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_I64 && t->dtype != ST_I32)
+        return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s has dtype %s (want BF16, F16, F32 or an integer index)", f->path, name,
                           st_dtype_name(t->dtype));
     int64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->count; /* [rows..., cols]: rows = the rest */
     int64_t rows = t->ndim >= 2 && cols ? t->count / cols : 1;
@@ -83,7 +83,16 @@ static int hf_read(void *ctx, const char *name, int64_t r0, int64_t n, float *ou
     int64_t count = n * cols;
     for (int64_t i = 0; i < count; i++) {
         uint16_t v16;
-        if (t->dtype == ST_F32) memcpy(&out[i], h->buf + 4 * i, 4);
+        if (t->dtype == ST_I64 || t->dtype == ST_I32) { /* indices (token_ordering): exact below 2^24 */
+            int64_t v = 0;
+            int32_t v32;
+            if (t->dtype == ST_I64) memcpy(&v, h->buf + 8 * i, 8);
+            else memcpy(&v32, h->buf + 4 * i, 4), v = v32;
+            if (v < -(1 << 24) || v > (1 << 24))
+                return plume_fail(err, PLUME_EFORMAT, "%s: tensor %s holds %lld, beyond an index plume reads", f->path,
+                                  name, (long long)v);
+            out[i] = (float)v;
+        } else if (t->dtype == ST_F32) memcpy(&out[i], h->buf + 4 * i, 4);
         else {
             memcpy(&v16, h->buf + 2 * i, 2);
             out[i] = t->dtype == ST_BF16 ? plume_bf16_to_f32(v16) : plume_f16_to_f32(v16);

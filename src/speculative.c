@@ -9,7 +9,9 @@
  *
  * The drafter is prompt lookup: the tokens that followed the latest earlier occurrence of the
  * context's last 3 (then 2, then 1) tokens. It costs a scan of the context, no model. A
- * caller may plug in its own (plume_spec_params.draft_fn).
+ * caller may plug in its own (plume_spec_params.draft_fn), or Gemma 4's MTP drafter
+ * (plume_spec_params.drafter, drafter.c), which reads the session's hidden state and K/V; a
+ * draft_fn beside it may replace its guesses (benchmarks, tests).
  *
  * Acceptance. Greedy: a guess is kept while it equals the argmax. Sampling: the drafter is
  * deterministic (its distribution q is one-hot on the guess d), so the speculative-sampling
@@ -146,6 +148,8 @@ static int32_t spec_room(const plume_spec *sp, const plume_session *s, int32_t c
     if (k > s->n_ctx - s->n_past - 1) k = s->n_ctx - s->n_past - 1;
     if (k > s->n_batch - 1) k = s->n_batch - 1;
     if (s->ring_slots > 0 && k > s->n_rewind + 1) k = s->n_rewind + 1;
+    /* the MTP drafter's next round reads the last W + 1 positions of the rings (drafter.c) */
+    if (sp->p.drafter && s->ring_slots > 0 && k > s->n_rewind) k = s->n_rewind;
     if (s->snap) {
         int32_t to_snap = s->snap_every - s->n_past % s->snap_every;
         if (k > to_snap - 1) k = to_snap - 1;
@@ -158,6 +162,10 @@ static int32_t spec_room(const plume_spec *sp, const plume_session *s, int32_t c
 static int32_t spec_guess(plume_spec *sp, const plume_session *s, int32_t pending, int32_t k, int32_t *draft,
                           char **err) {
     if (k == 0) return 0;
+    if (sp->p.drafter) { /* the MTP drafter; a draft_fn beside it may replace its guesses */
+        k = plume_drafter_draft(sp->p.drafter, s, pending, k, draft, NULL, err);
+        if (k <= 0 || !sp->p.draft_fn) return k;
+    }
     int32_t n = s->n_past + 1;
     if (plume_grow(&sp->ctx, &sp->ctx_cap, (size_t)s->n_ctx + 1, sizeof *sp->ctx)) /* once: n <= n_ctx + 1 */
         return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for a context of %d tokens", s->n_ctx + 1);

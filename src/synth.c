@@ -28,11 +28,14 @@ typedef struct {
     int32_t ndim;      /* 0 (a scalar) .. 4 */
     int64_t shape[4];
     float lo, hi;   /* uniform range of its values */
+    int32_t perm;   /* a permutation of [0, shape[0]) instead (token_ordering) */
     uint64_t key;   /* hash of (seed, name) */
 } synth_tensor;
 
 typedef struct {
     plume_config cfg;
+    int32_t drafter;           /* a gemma4_assistant config: dcfg, not cfg */
+    plume_drafter_config dcfg;
     char *config_json;
     int32_t vision_out, audio_out; /* the towers' widths the embedders project from: vision
                                       hidden_size, audio output_proj_dims (8 without them) */
@@ -179,6 +182,37 @@ static void build_list(synth_ctx *s, uint64_t seed) {
 #undef NAME
 }
 
+/* The tensor list of an MTP drafter checkpoint (gemma4_assistant), as HF's names it. */
+static void build_drafter_list(synth_ctx *s, uint64_t seed) {
+    const plume_drafter_config *c = &s->dcfg;
+    char n[200];
+#define NAME(...) (snprintf(n, sizeof n, __VA_ARGS__), n)
+    add(s, seed, "model.embed_tokens.weight", 2, c->V, c->D, -1.0f, 1.0f);
+    for (int32_t l = 0; l < c->L; l++) {
+        int64_t qd = (int64_t)c->H * c->hd[l], D = c->D;
+        add(s, seed, NAME("model.layers.%d.input_layernorm.weight", l), 1, D, 0, 0.5f, 1.5f);
+        add_linear(s, seed, NAME("model.layers.%d.self_attn.q_proj.weight", l), qd, D);
+        add(s, seed, NAME("model.layers.%d.self_attn.q_norm.weight", l), 1, c->hd[l], 0, 0.3f, 0.5f);
+        add_linear(s, seed, NAME("model.layers.%d.self_attn.o_proj.weight", l), D, qd);
+        add(s, seed, NAME("model.layers.%d.post_attention_layernorm.weight", l), 1, D, 0, 0.5f, 1.5f);
+        add(s, seed, NAME("model.layers.%d.pre_feedforward_layernorm.weight", l), 1, D, 0, 0.5f, 1.5f);
+        add_linear(s, seed, NAME("model.layers.%d.mlp.gate_proj.weight", l), c->I, D);
+        add_linear(s, seed, NAME("model.layers.%d.mlp.up_proj.weight", l), c->I, D);
+        add_linear(s, seed, NAME("model.layers.%d.mlp.down_proj.weight", l), D, c->I);
+        add(s, seed, NAME("model.layers.%d.post_feedforward_layernorm.weight", l), 1, D, 0, 0.5f, 1.5f);
+        add(s, seed, NAME("model.layers.%d.layer_scalar", l), 1, 1, 0, 0.1f, 0.9f);
+    }
+    add(s, seed, "model.norm.weight", 1, c->D, 0, 0.5f, 1.5f);
+    add_linear(s, seed, "pre_projection.weight", c->D, 2 * (int64_t)c->Db);
+    add_linear(s, seed, "post_projection.weight", c->Db, c->D);
+    if (c->ordered) {
+        add(s, seed, "masked_embedding.centroids.weight", 2, c->n_centroids, c->D, -1.0f, 1.0f);
+        add(s, seed, "masked_embedding.token_ordering", 1, c->V, 0, 0.0f, 0.0f);
+        s->t[s->n - 1].perm = 1;
+    }
+#undef NAME
+}
+
 /* An integer member of config.json's object `tower` (vision_config, audio_config), or dflt. */
 static int32_t tower_int(const char *config_json, const char *tower, const char *key, int32_t dflt) {
     cJSON *root = cJSON_Parse(config_json);
@@ -208,8 +242,23 @@ static const char *synth_name_at(void *ctx, int32_t i) {
     return i >= 0 && i < s->n ? s->t[i].name : NULL;
 }
 
-/* Element i of a tensor, rounded to bf16 as the checkpoint stores it. */
+/* The greatest common divisor of a and b. */
+static uint64_t gcd(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* Element i of a tensor, rounded to bf16 as the checkpoint stores it (a permutation: exact). */
 static float synth_value(const synth_tensor *t, uint64_t i) {
+    if (t->perm) { /* i * a + b mod n, a coprime to n: a permutation */
+        uint64_t n = (uint64_t)t->shape[0], a = (n * 5 / 8) | 1, b = t->key % n;
+        while (n > 1 && gcd(a, n) != 1) a += 2;
+        return (float)((i * a + b) % n);
+    }
     uint64_t rng = t->key + i * 0x9e3779b97f4a7c15ull;
     float u = plume_rng_float(&rng);
     return plume_bf16_to_f32(plume_f32_to_bf16(t->lo + (t->hi - t->lo) * u));
@@ -233,7 +282,9 @@ static int override_vocab(char **json, int32_t V, char **err) {
         return plume_fail(err, PLUME_EFORMAT, "synth: the config is not a JSON object");
     }
     cJSON_ReplaceItemInObject(t, "vocab_size", cJSON_CreateNumber(V));
-    cJSON_ReplaceItemInObject(t, "vocab_size_per_layer_input", cJSON_CreateNumber(V));
+    const cJSON *vp = cJSON_GetObjectItemCaseSensitive(t, "vocab_size_per_layer_input");
+    if (!cJSON_IsNumber(vp) || vp->valuedouble != 0) /* a drafter has none */
+        cJSON_ReplaceItemInObject(t, "vocab_size_per_layer_input", cJSON_CreateNumber(V));
     char *out = cJSON_Print(root);
     cJSON_Delete(root);
     if (!out) return plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -250,9 +301,26 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     if (!strcmp(config, "tiny")) s->config_json = strdup(synth_config_tiny);
     else if (!strcmp(config, "e2b")) s->config_json = strdup(synth_config_e2b);
     else if (!strcmp(config, "e4b")) s->config_json = strdup(synth_config_e4b);
+    else if (!strcmp(config, "e2b-assistant")) s->config_json = strdup(synth_config_e2b_assistant);
     else rc = plume_read_file(config, &s->config_json, NULL, err);
     if (!rc && !s->config_json) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc && vocab > 0) rc = override_vocab(&s->config_json, vocab, err);
+    if (!rc && plume_config_is_drafter(s->config_json)) { /* an MTP drafter: its own list */
+        s->drafter = 1;
+        rc = plume_drafter_config_from_hf_text(&s->dcfg, s->config_json, config, err);
+        if (!rc) {
+            build_drafter_list(s, seed);
+            src->ctx = s;
+            src->config_json = s->config_json;
+            src->shape = synth_shape;
+            src->read = synth_read;
+            src->name_at = synth_name_at;
+            return 0;
+        }
+        free(s->config_json);
+        free(s);
+        return rc;
+    }
     if (!rc) rc = plume_config_from_hf_text(&s->cfg, s->config_json, config, err);
     cJSON *root = rc ? NULL : cJSON_Parse(s->config_json);
     const cJSON *vc = root ? cJSON_GetObjectItemCaseSensitive(root, "vision_config") : NULL;
@@ -290,19 +358,27 @@ void source_synth_close(conv_source *src) {
 /* ---- writing the HF checkpoint --------------------------------------------------------- */
 
 /* Bytes of a tensor in bf16. */
-static uint64_t tensor_bytes(const synth_tensor *t) { return (uint64_t)synth_count(t) * 2; }
+static uint64_t tensor_bytes(const synth_tensor *t) { return (uint64_t)synth_count(t) * (t->perm ? 8 : 2); }
 
 /* Stream tensors [a, b) into one shard. */
 static int write_shard(synth_ctx *s, const char *path, int32_t a, int32_t b, char **err) {
     st_writer w;
     int rc = st_writer_init(&w, path, 1, err);
     if (!rc) rc = st_writer_meta(&w, "format", "pt", err);
-    for (int32_t i = a; !rc && i < b; i++) rc = st_writer_add(&w, s->t[i].name, ST_BF16, s->t[i].ndim, s->t[i].shape, err);
+    for (int32_t i = a; !rc && i < b; i++)
+        rc = st_writer_add(&w, s->t[i].name, s->t[i].perm ? ST_I64 : ST_BF16, s->t[i].ndim, s->t[i].shape, err);
     if (!rc) rc = st_writer_begin(&w, err);
     enum { CHUNK = 1 << 20 };
     uint16_t *buf = malloc(CHUNK * 2);
     if (!buf && !rc) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     for (int32_t i = a; !rc && i < b; i++) {
+        if (s->t[i].perm) { /* token_ordering: int64, as HF's checkpoints hold it */
+            for (int64_t j = 0; !rc && j < s->t[i].shape[0]; j++) {
+                int64_t v = (int64_t)synth_value(&s->t[i], (uint64_t)j);
+                rc = st_writer_write(&w, &v, 8, err);
+            }
+            continue;
+        }
         uint64_t n = tensor_bytes(&s->t[i]) / 2;
         for (uint64_t o = 0; !rc && o < n; o += CHUNK) {
             uint64_t k = n - o < CHUNK ? n - o : CHUNK;

@@ -2,7 +2,8 @@
  * each cmd_<name>.c defines int cmd_<name>(int argc, char **argv), with argv[0] the
  * subcommand's name, and returns the process exit status; generate.[ch] is the generation
  * loop run, chat and transcribe share; cli_common.c what they all share (below);
- * bench_constrain.c the constraint's cost that `plume bench --json-schema` measures.
+ * bench_constrain.c the constraint's cost that `plume bench --json-schema` measures;
+ * bench_drafter.c the MTP drafter's decode against plain that `plume bench --drafter` measures.
  *
  * Owns: flags, terminal output, exit statuses. May call: libplume's public API (plume.h, and
  * the utility headers common.h, npy.h, manifest.h for `plume verify`), the server room
@@ -52,10 +53,23 @@ typedef struct {
 /* Measure and print; 0, or 1 having printed the error. */
 int bench_constraint_costs(const bench_constraint_opts *o);
 
+/* ---- plume bench --drafter (bench_drafter.c) ---- */
+typedef struct {
+    const char *model, *drafter, *isa;
+    int32_t threads, exact, draft, json;
+    int64_t n_prompt, n_gen, reps;
+    double rates[8];      /* --accept-rate: forced acceptance per draft */
+    int32_t n_rates;
+} bench_drafter_opts;
+/* Plain decode against the drafter's speculative decode at forced acceptance rates,
+ * interleaved; 0, or 1 having printed the error. */
+int bench_drafter_costs(const bench_drafter_opts *o);
+
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_draft(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_transcribe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -14,7 +14,7 @@ static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
     "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]] [--video FILE]\n"
-    "                   [--threads-profile]\n"
+    "                   [--threads-profile] [--drafter DIR [--accept-rate 0.5,0.7,0.9] [--draft K]]\n"
     "                   [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
@@ -30,6 +30,11 @@ static const char bench_usage[] =
     "  --spec        also: the time of a step of T = 2, 3, 4, 5, 8 tokens over a 1-token step at a\n"
     "                decode position, and the speed-up speculative decoding drafting T - 1 tokens\n"
     "                would give at 30%, 50% and 70% acceptance (docs/SPECULATIVE.md)\n"
+    "  --drafter DIR only this: plain decode against speculative decode with the MTP drafter DIR\n"
+    "                (docs/SPECULATIVE.md), -r interleaved rounds of -n tokens after -p: the real\n"
+    "                drafter drafts and the real target verifies, but each guess is replaced by the\n"
+    "                target's own greedy token with probability A (--accept-rate, up to 8, default\n"
+    "                0.5,0.7,0.9), else by a wrong one; --draft K drafts at most (default 3, adaptive)\n"
     "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
     "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n"
     "  --image       only this: the vision tower (the bundle needs one): the encode time of a\n"
@@ -472,6 +477,10 @@ typedef struct {
     int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
     const char *schema;      /* --json-schema: only the constraint's cost per step */
     const char *tokenizer;   /* --tokenizer: for it, when the bundle has none */
+    const char *drafter;     /* --drafter: only the MTP drafter's decode against plain */
+    double rates[8];         /* --accept-rate */
+    int32_t n_rates;
+    int64_t draft;           /* --draft */
     float temp;              /* --temp (its sampler), default 1 */
     int64_t top_k;           /* --top-k (its sampler), -1: the default */
     int32_t *batch, n_batch; /* --batch: sessions per step */
@@ -492,7 +501,8 @@ typedef struct {
 
 /* Parse the flags into o. -1: go on; else the exit status (help printed, or an error). */
 static int bench_parse(bench_opts *o, int argc, char **argv) {
-    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 3, .kv_bits = 32, .temp = 1.0f, .top_k = -1};
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 3, .kv_bits = 32, .temp = 1.0f, .top_k = -1, .draft = 3,
+                      .rates = {0.5, 0.7, 0.9}, .n_rates = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -507,6 +517,20 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--video") && more) o->video = argv[++i];
         else if (!strcmp(a, "--json-schema") && more) o->schema = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) o->tokenizer = argv[++i];
+        else if (!strcmp(a, "--drafter") && more) o->drafter = argv[++i];
+        else if (!strcmp(a, "--draft") && more) { if (cli_int(argv[++i], 1, 63, &o->draft)) return cli_error("bench: --draft wants 1..63"); }
+        else if (!strcmp(a, "--accept-rate") && more) {
+            char *list = argv[++i], *end;
+            o->n_rates = 0;
+            for (char *p = list; *p;) {
+                double v = strtod(p, &end);
+                if (end == p || !(v >= 0.0 && v <= 1.0) || o->n_rates == 8 || (*end && *end != ','))
+                    return cli_error("bench: --accept-rate wants up to 8 comma-separated rates in [0, 1]");
+                o->rates[o->n_rates++] = v;
+                p = *end ? end + 1 : end;
+            }
+            if (!o->n_rates) return cli_error("bench: --accept-rate wants up to 8 comma-separated rates in [0, 1]");
+        }
         else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &o->temp) || o->temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
         else if (!strcmp(a, "--top-k") && more) { if (cli_int(argv[++i], 0, 1 << 24, &o->top_k)) return cli_error("bench: --top-k wants an integer >= 0"); }
         else if (!strcmp(a, "--image-tokens") && more) {
@@ -805,6 +829,12 @@ int cmd_bench(int argc, char **argv) {
         rc = bench_constraint_costs(&co);
     }
     if (rc < 0 && o.video) rc = video_bench(o.model, o.isa, (int32_t)o.threads, o.video, o.reps, o.json);
+    if (rc < 0 && o.drafter) {
+        bench_drafter_opts bo = {o.model, o.drafter, o.isa, (int32_t)o.threads, o.exact, (int32_t)o.draft, o.json,
+                                 o.n_prompt, o.n_gen, o.reps, {0}, o.n_rates};
+        memcpy(bo.rates, o.rates, sizeof bo.rates);
+        rc = bench_drafter_costs(&bo);
+    }
     if (rc < 0 && o.image && o.reps > 16) rc = cli_error("bench: --image takes -r up to 16");
     if (rc < 0 && o.image)
         rc = image_costs(o.model, o.isa, (int32_t)o.threads, o.exact, o.reps, (int32_t)o.image_tokens, o.json);

@@ -9,7 +9,7 @@
 /* ---- plume synth ----------------------------------------------------------------------- */
 
 static const char synth_usage[] =
-    "usage: plume synth --config tiny|e2b|e4b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
+    "usage: plume synth --config tiny|e2b|e4b|e2b-assistant|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
     "                   [--weights f32|bf16|q8|q4] [--layout auto|tiles|rows] [--context N] [--shards N]\n"
     "                   [--tokenizer DIR] [--head q8|q4] [--q4-scale best|absmax|q4_0]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"

@@ -34,6 +34,9 @@ const char gen_options_help[] =
     "  --draft N            speculative decoding: guess up to N tokens a step from the context and\n"
     "                       verify them in one pass (0 = off; default 3 when greedy, where the output\n"
     "                       is identical, else off; with sampling the distribution is unchanged)\n"
+    "  --drafter DIR        draft with this MTP drafter (a converted gemma-4-*-assistant; default:\n"
+    "                       BUNDLE/drafter when the bundle has one; docs/SPECULATIVE.md)\n"
+    "  --no-drafter         draft by prompt lookup even when the bundle has a drafter\n"
     "  --image FILE         a PNG, JPEG or WebP image for the prompt (repeatable, in order; the bundle\n"
     "                       needs a vision tower); it goes where the prompt says <|image|>, else first\n"
     "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
@@ -74,7 +77,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     static const char *const with_value[] = {"-m", "-n", "-t", "--context", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
-                                             "--system", "--isa", "--kv-bits", "--draft", "--image",
+                                             "--system", "--isa", "--kv-bits", "--draft", "--drafter", "--image",
                                              "--image-tokens", "--audio", "--video", "--json-schema",
                                              "--grammar"};
     const char *a = argv[*i], *v = NULL;
@@ -105,6 +108,8 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--isa")) { o->isa = v; }
     else if (FLAG("--kv-bits")) { if (cli_int(v, 8, 32, &n) || (n != 8 && n != 32)) return cli_error("%s: --kv-bits wants 8 or 32", cmd), -1; o->kv_bits = (int32_t)n; }
     else if (FLAG("--draft")) { if (cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n)) return cli_error("%s: --draft wants 0..%d", cmd, PLUME_SAMPLER_UNDO - 1), -1; o->draft = (int32_t)n; }
+    else if (FLAG("--drafter")) { o->drafter = v; }
+    else if (FLAG("--no-drafter")) o->no_drafter = 1;
     else if (FLAG("--json-schema")) { o->json_schema = v; }
     else if (FLAG("--grammar")) { o->grammar = v; }
     else if (FLAG("--json")) o->json = 1;
@@ -145,7 +150,7 @@ static void on_sigint(int sig) {
  * no longer gives the same text as without). */
 static int32_t gen_draft(const gen_options *o) {
     if (o->draft >= 0) return o->draft;
-    return o->sp.temperature <= 0.0f ? plume_spec_default_params().draft_max : 0;
+    return o->sp.temperature <= 0.0f || (o->drafter && !o->no_drafter) ? plume_spec_default_params().draft_max : 0;
 }
 
 int gen_format_grammar(const gen_options *o, char **gbnf) {
@@ -221,6 +226,18 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     }
     plume_spec_params dp = plume_spec_default_params();
     dp.draft_max = gen_draft(o);
+    if (o->drafter && o->no_drafter) {
+        gen_close(g);
+        return cli_error("--drafter and --no-drafter contradict each other");
+    }
+    char *dpath = dp.draft_max > 0 && !o->no_drafter ? (o->drafter ? strdup(o->drafter) : plume_drafter_find(g->m)) : NULL;
+    if (dpath && plume_drafter_open(&g->drafter, g->m, dpath, &err)) {
+        free(dpath);
+        gen_close(g);
+        return cli_lib_error_free(err);
+    }
+    free(dpath);
+    dp.drafter = g->drafter;
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
         return cli_lib_error_free(err);
@@ -242,6 +259,7 @@ void gen_close(gen_ctx *g) {
     plume_constraint_free(g->con);
     plume_vocab_free(g->vocab);
     plume_spec_free(g->spec);
+    plume_drafter_free(g->drafter);
     plume_sampler_free(g->smp);
     plume_session_free(g->s);
     plume_model_free(g->m);
@@ -545,6 +563,7 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
     stats->n_drafted -= s0[1];
     stats->n_accepted -= s0[2];
     stats->draft = g->spec ? gen_draft(&g->o) : 0;
+    stats->mtp = g->drafter != NULL;
     plume_stop_matcher_free(&sm);
     return rc;
 }
@@ -553,7 +572,7 @@ void gen_print_stats(const gen_stats *stats) {
     static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
     char draft[128] = "";
     if (stats->draft > 0)
-        snprintf(draft, sizeof draft, " | draft %d: %lld of %lld accepted (%.0f%%), %.2f tokens/step", stats->draft,
+        snprintf(draft, sizeof draft, " | draft %d%s: %lld of %lld accepted (%.0f%%), %.2f tokens/step", stats->draft, stats->mtp ? " (mtp)" : "",
                  (long long)stats->n_accepted, (long long)stats->n_drafted,
                  stats->n_drafted ? 100.0 * (double)stats->n_accepted / (double)stats->n_drafted : 0.0,
                  stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0);

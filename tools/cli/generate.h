@@ -19,6 +19,8 @@ typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
     int32_t n_predict, n_threads, n_ctx, thinking, raw, verbose, exact, kv_bits;
     int32_t draft; /* --draft: tokens guessed per step; -1: the default (on only when greedy) */
+    const char *drafter; /* --drafter DIR: the MTP drafter (default: BUNDLE/drafter when there) */
+    int32_t no_drafter;  /* --no-drafter: prompt lookup even when the bundle has a drafter */
     const char *json_schema, *grammar; /* --json-schema FILE, --grammar FILE: the answer's format */
     int32_t json;                      /* --json: any JSON object */
     plume_sampler_params sp;
@@ -42,6 +44,7 @@ typedef struct {
     int32_t incomplete;         /* a format was asked for and the answer stopped before its value was whole */
     int32_t last_id;
     int32_t draft;                            /* draft length in use, 0: off */
+    int32_t mtp;                              /* the MTP drafter drafted (else prompt lookup) */
     int64_t n_steps, n_drafted, n_accepted;   /* speculative steps and drafts of this run */
 } gen_stats;
 
@@ -50,6 +53,7 @@ typedef struct {
     plume_session *s;
     plume_sampler *smp;
     plume_spec *spec; /* speculative decoding, or NULL */
+    plume_drafter *drafter; /* the MTP drafter the speculative steps use, or NULL (prompt lookup) */
     plume_vocab *vocab;     /* the tokens as bytes, when a format is asked for */
     plume_constraint *con;  /* --json-schema, --json, --grammar; or NULL */
     float *logits; /* [V] of the last fed token */

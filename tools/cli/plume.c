@@ -20,6 +20,7 @@ static const command commands[] = {
     {"verify", cmd_verify, "check every file of a bundle against its SHA-256 manifest"},
     {"perplexity", cmd_perplexity, "a text's perplexity; KL divergence and top-1 agreement against a saved reference run"},
     {"logits", cmd_logits, "feed ids (and images, audio), write the logits of every position as .npy"},
+    {"draft", cmd_draft, "the MTP drafter's check: its logits after a prompt, chains, speculative traces"},
     {"embed", cmd_embed, "an image, audio or video file through its tower: the soft tokens as .npy"},
     {"transcribe", cmd_transcribe, "speech to text (or --translate LANG), 30 s at a time"},
     {"tokenize", cmd_tokenize, "text (JSON lines) to token ids"},
