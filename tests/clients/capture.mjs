@@ -2,6 +2,7 @@
 // sends, for the agent tests (agents.mjs) and for anyone who wants to see a client's requests.
 //
 // usage: node tests/clients/capture.mjs http://127.0.0.1:PLUME_PORT LOG.jsonl [--steer FILE] [--cap N]
+//                                       [--answer TEXT]
 //   Listens on 127.0.0.1 (a free port, printed as "capture listening on http://127.0.0.1:N").
 //   Every request is forwarded to plume unchanged and the reply streamed back unchanged; one
 //   JSON line per exchange goes to LOG.jsonl: {method, path, headers, body, status, reply}
@@ -20,6 +21,11 @@
 //   max_output_tokens, options.num_predict; set when absent): a random model's answer never
 //   ends by itself, and an agent asks for up to the whole context (the log keeps the client's
 //   own value).
+//   --answer TEXT: every other generating request gets the dialect's structured-output field
+//   with a schema that admits only the JSON string TEXT, and thinking off (the steered one
+//   too): a random model's answer and thought never end by themselves, and an agent takes a
+//   turn cut by its token limit for a failure (Claude Code retries it, then gives up). The
+//   answer is then "TEXT" (quoted), written by plume's constrained decoding, and ends there.
 import http from "node:http";
 import { appendFileSync, readFileSync } from "node:fs";
 
@@ -34,6 +40,30 @@ const steer = steerAt > 0 ? JSON.parse(readFileSync(process.argv[steerAt + 1], "
 let steered = false;
 const capAt = process.argv.indexOf("--cap");
 const cap = capAt > 0 ? Number(process.argv[capAt + 1]) : 0;
+
+const answerAt = process.argv.indexOf("--answer");
+const answer = answerAt > 0 ? process.argv[answerAt + 1] : null;
+
+// Hold the request's answer to the JSON string `answer`, thinking off (the dialect's own
+// fields); true when it changed the body. A steered request keeps its forced call.
+function answerBody(path, b, isSteered) {
+  if (answer === null) return false;
+  const schema = { type: "string", enum: [answer] };
+  if (path.startsWith("/v1/messages") && !path.includes("count_tokens")) {
+    b.thinking = { type: "disabled" };
+    if (!isSteered) b.output_config = { ...(b.output_config || {}), format: { type: "json_schema", schema } };
+  } else if (path.startsWith("/v1/responses")) {
+    b.reasoning = { ...(b.reasoning || {}), effort: "none" };
+    if (!isSteered) b.text = { ...(b.text || {}), format: { type: "json_schema", name: "answer", schema, strict: true } };
+  } else if (path.startsWith("/v1/chat/completions")) {
+    b.reasoning_effort = "none";
+    if (!isSteered) b.response_format = { type: "json_schema", json_schema: { name: "answer", schema, strict: true } };
+  } else if (path.startsWith("/api/chat") || path.startsWith("/api/generate")) {
+    b.think = false;
+    if (!isSteered) b.format = schema;
+  } else return false;
+  return true;
+}
 
 // Lower the request's token limit to cap (the dialect's own field); true when it changed.
 function capBody(path, b) {
@@ -111,8 +141,9 @@ const server = http.createServer((req, res) => {
       try {
         const b = JSON.parse(body);
         if (steerBody(path, b)) entry.steered = true;
+        if (answerBody(path, b, entry.steered)) entry.answered = true;
         if (capBody(path, b)) entry.capped = cap;
-        if (entry.steered || entry.capped) body = Buffer.from(JSON.stringify(b));
+        if (entry.steered || entry.answered || entry.capped) body = Buffer.from(JSON.stringify(b));
       } catch {
         /* not JSON: forwarded as it is, plume answers */
       }
