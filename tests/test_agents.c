@@ -33,6 +33,7 @@ static void test_claude_code_answers(void) { script_case("agents.mjs", "claude_t
 static void test_claude_code_tool_round_trip(void) { script_case("agents.mjs", "claude_tools"); }
 static void test_codex_answers(void) { script_case("agents.mjs", "codex_text"); }
 static void test_codex_tool_round_trip(void) { script_case("agents.mjs", "codex_tools"); }
+static void test_codex_oss_mode(void) { script_case("agents.mjs", "codex_oss"); }
 
 /* One provider of sdks.mjs: its cases (a forced call cut short only where the dialect can
  * force one: Ollama's API has no tool_choice). */
@@ -88,6 +89,7 @@ int main(void) {
     RUN(test_claude_code_tool_round_trip);
     RUN(test_codex_answers);
     RUN(test_codex_tool_round_trip);
+    RUN(test_codex_oss_mode);
     RUN(test_ai_sdk_openai_compatible);
     RUN(test_ai_sdk_openai_responses);
     RUN(test_ai_sdk_ollama);

@@ -157,6 +157,24 @@ async function codex(dir, url, prompt, more = []) {
   return run(process.execPath, [codexBin, "exec", "--skip-git-repo-check", "--json", ...more, prompt], env, join(dir, "work"), 240);
 }
 
+// Codex's Ollama mode (`codex exec --oss`): no provider entry, `oss_provider = "ollama"` and
+// CODEX_OSS_BASE_URL (its documented variable for an Ollama that is not on localhost:11434).
+async function codexOss(dir, url, prompt) {
+  const home = join(dir, ".codex");
+  mkdirSync(home, { recursive: true });
+  writeFileSync(join(home, "config.toml"), `oss_provider = "ollama"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+`);
+  const env = { HOME: dir, CODEX_HOME: home, CODEX_OSS_BASE_URL: `${url}/v1`, HTTPS_PROXY: url, HTTP_PROXY: url, NO_PROXY: "127.0.0.1,localhost" };
+  return run(process.execPath, [codexBin, "exec", "--oss", "-m", "tiny", "--skip-git-repo-check", "--json", prompt], env, join(dir, "work"), 240);
+}
+
 // Codex's --json events (one JSON object a line).
 const codexEvents = (out) => out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
 
@@ -219,6 +237,23 @@ const cases = {
       const msg = ev.filter((e) => e.type === "item.completed" && e.item?.type === "agent_message").map((e) => e.item.text);
       assert(r.code === 0 && ev.some((e) => e.type === "turn.completed") && msg.some((t) => t.trim() === JSON.stringify(ANSWER)), `codex exec (exit ${r.code}): ${r.out.slice(-1500)}`);
       assert(log.some((x) => x.path === "/v1/responses"), `no /v1/responses request: ${show(log.map((x) => x.path))}`);
+    } finally {
+      cap.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+
+  // Codex's Ollama mode: /api/version is new enough, then the same Responses requests.
+  async codex_oss() {
+    const dir = scratch("codex");
+    const cap = await capture(dir, []);
+    try {
+      const r = await codexOss(dir, cap.url, "Say hi");
+      const log = checkLog(cap.log);
+      const ev = codexEvents(r.out);
+      const msg = ev.filter((e) => e.type === "item.completed" && e.item?.type === "agent_message").map((e) => e.item.text);
+      assert(r.code === 0 && msg.some((t) => t.trim() === JSON.stringify(ANSWER)), `codex exec --oss (exit ${r.code}): ${r.out.slice(-1500)}`);
+      assert(log.some((x) => x.path === "/api/version") && log.some((x) => x.path === "/v1/responses"), `requests: ${show(log.map((x) => x.path))}`);
     } finally {
       cap.stop();
       rmSync(dir, { recursive: true, force: true });
