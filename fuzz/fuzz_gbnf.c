@@ -34,9 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t glen, tlen;
     char *gram = fuzz_field(&in, &glen), *text = fuzz_field(&in, &tlen);
     if (tlen > MAX_TEXT) tlen = MAX_TEXT;
-    cg_grammar g;
+    cst_grammar g;
     char *err = NULL;
-    int rc = cg_parse(&g, gram, glen, &err);
+    int rc = cst_grammar_parse(&g, gram, glen, &err);
     fuzz_note(err);
     if (rc) {
         if (!err || strncmp(err, "grammar: ", 9)) abort();
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if ((a[k] < 0 || b[k] < 0) ? a[k] != b[k] : cst_dfa_accepting(d, a[k]) != cst_dfa_accepting(e, b[k])) abort();
     cst_dfa_free(e);
     cst_dfa_free(d);
-    cg_free(&g);
+    cst_grammar_free(&g);
     free(gram);
     free(text);
     return 0;

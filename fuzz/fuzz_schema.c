@@ -18,25 +18,25 @@ int LLVMFuzzerInitialize(int *argc, char **argv[]) {
 /* Compile, then parse what was compiled (the file comment). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    int dialect = data[0] & 1 ? CS_GEMMA : CS_JSON, tools = data[0] & 2;
+    int dialect = data[0] & 1 ? CST_GEMMA : CST_JSON, tools = data[0] & 2;
     fuzz_in in = {data + 1, size - 1};
     size_t len, clen;
     char *text = fuzz_field(&in, &len), *choice = fuzz_field(&in, &clen);
     char *gbnf = NULL, *err = NULL;
-    int rc = tools ? cs_tools_to_gbnf(text, choice, &gbnf, &err) : cs_schema_to_gbnf(text, len, dialect, &gbnf, &err);
+    int rc = tools ? cst_tools_to_gbnf(text, choice, &gbnf, &err) : cst_schema_to_gbnf(text, len, dialect, &gbnf, &err);
     fuzz_note(err);
     if (rc) {
         if (!err || !*err || gbnf) abort();
     } else {
-        cg_grammar g;
+        cst_grammar g;
         char *gerr = NULL;
         if (!gbnf) abort();
-        if (cg_parse(&g, gbnf, strlen(gbnf), &gerr) == 0) {
+        if (cst_grammar_parse(&g, gbnf, strlen(gbnf), &gerr) == 0) {
             cst_dfa *d = NULL;
             if (cst_dfa_new(&d, &g, NULL)) abort();
             (void)cst_dfa_start(d);
             cst_dfa_free(d);
-            cg_free(&g);
+            cst_grammar_free(&g);
         } else if (!gerr || (!strstr(gerr, "left-recursive") && !strstr(gerr, "no finite text") &&
                              !strstr(gerr, "too large"))) {
             fprintf(stderr, "the compiled grammar is refused: %s\n%s\n", gerr ? gerr : "", gbnf);

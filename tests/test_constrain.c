@@ -21,19 +21,19 @@
 /* Whether a GBNF grammar matches text whole: 1, 0, or -1 when it does not compile (the
  * message in *err when err is not NULL). */
 static int gbnf_match(const char *gbnf, const char *text, char **err) {
-    cg_grammar g;
-    if (cg_parse(&g, gbnf, strlen(gbnf), err)) return -1;
+    cst_grammar g;
+    if (cst_grammar_parse(&g, gbnf, strlen(gbnf), err)) return -1;
     cst_dfa *d = NULL;
     int r = cst_dfa_new(&d, &g, NULL) ? -1 : cst_dfa_matches(d, text, strlen(text));
     cst_dfa_free(d);
-    cg_free(&g);
+    cst_grammar_free(&g);
     return r;
 }
 
 /* Whether a schema's grammar matches text whole (-1: refused, message in *err). */
 static int schema_match(const char *schema, const char *text, char **err) {
     char *g = NULL;
-    if (cs_schema_to_gbnf(schema, strlen(schema), CS_JSON, &g, err)) return -1;
+    if (cst_schema_to_gbnf(schema, strlen(schema), CST_JSON, &g, err)) return -1;
     int r = gbnf_match(g, text, err);
     free(g);
     return r;
@@ -116,15 +116,15 @@ static void test_gbnf_refusals(void) {
 /* Unproductive alternatives are dropped, so a grammar cannot trap the generation in a loop
  * it can never leave: after "a", only "b" may come. */
 static void test_gbnf_no_traps(void) {
-    cg_grammar g;
+    cst_grammar g;
     const char *text = "root ::= \"a\" (loop | \"b\")\nloop ::= \"c\" loop\n";
-    CHECK(cg_parse(&g, text, strlen(text), NULL) == 0, "parse");
+    CHECK(cst_grammar_parse(&g, text, strlen(text), NULL) == 0, "parse");
     cst_dfa *d = NULL;
     cst_dfa_new(&d, &g, NULL);
     int32_t s = cst_dfa_step(d, cst_dfa_start(d), 'a');
     CHECK(s >= 0 && cst_dfa_step(d, s, 'c') == CST_DEAD && cst_dfa_step(d, s, 'b') >= 0, "the loop was not dropped");
     cst_dfa_free(d);
-    cg_free(&g);
+    cst_grammar_free(&g);
 }
 
 /* Seconds of CPU time of the process. */
@@ -151,8 +151,8 @@ static void test_deep_nesting_bounded(void) {
     static const char deep[] = "root ::= e\ne ::= \"(\" e \")\" | \"x\"\n";
     enum { N = 300 };
     int32_t a[N + 1], b[N + 1], c[N + 1];
-    cg_grammar g;
-    CHECK(cg_parse(&g, amb, strlen(amb), NULL) == 0, "parse");
+    cst_grammar g;
+    CHECK(cst_grammar_parse(&g, amb, strlen(amb), NULL) == 0, "parse");
     cst_dfa *d = NULL, *e = NULL;
     CHECK(cst_dfa_new(&d, &g, NULL) == 0 && cst_dfa_new(&e, &g, NULL) == 0, "new");
     if (!d || !e) goto done;
@@ -172,7 +172,7 @@ static void test_deep_nesting_bounded(void) {
 done:
     cst_dfa_free(d);
     cst_dfa_free(e);
-    cg_free(&g);
+    cst_grammar_free(&g);
     /* unambiguous: 5000 groups deep and back */
     enum { DEEP = 5000 };
     char *text = malloc(2 * DEEP + 2);
@@ -333,7 +333,7 @@ static void test_schema_refusals(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *err = NULL, *g = NULL;
-        int rc = cs_schema_to_gbnf(cases[i].schema, strlen(cases[i].schema), CS_JSON, &g, &err);
+        int rc = cst_schema_to_gbnf(cases[i].schema, strlen(cases[i].schema), CST_JSON, &g, &err);
         CHECK(rc == PLUME_EINVAL && err && strstr(err, cases[i].says), "case %zu: %s: got %d \"%s\", want \"%s\"", i,
               cases[i].schema, rc, err ? err : "", cases[i].says);
         free(err);
@@ -358,10 +358,10 @@ static void test_number_bounds_twin(void) {
                  excl_lo ? "exclusiveMinimum" : "minimum", (double)lo / 1e6, excl_hi ? "exclusiveMaximum" : "maximum",
                  (double)hi / 1e6);
         char *g = NULL, *err = NULL;
-        cg_grammar gr;
+        cst_grammar gr;
         cst_dfa *d = NULL;
-        int rc = cs_schema_to_gbnf(schema, strlen(schema), CS_JSON, &g, &err);
-        if (!rc) rc = cg_parse(&gr, g, strlen(g), &err);
+        int rc = cst_schema_to_gbnf(schema, strlen(schema), CST_JSON, &g, &err);
+        if (!rc) rc = cst_grammar_parse(&gr, g, strlen(g), &err);
         CHECK(!rc, "%s: %s", schema, err ? err : "");
         if (rc) { free(err); free(g); continue; }
         cst_dfa_new(&d, &gr, NULL);
@@ -393,7 +393,7 @@ static void test_number_bounds_twin(void) {
             checked++;
         }
         cst_dfa_free(d);
-        cg_free(&gr);
+        cst_grammar_free(&gr);
         free(g);
     }
     CHECK(checked > 4000, "only %d candidates checked", checked);
@@ -470,11 +470,11 @@ static void test_suite_soundness(void) {
         cJSON_ArrayForEach(grp, doc) {
             const char *desc = cJSON_GetStringValue(cJSON_GetObjectItem(grp, "description"));
             char *st = cJSON_PrintUnformatted(cJSON_GetObjectItem(grp, "schema")), *g = NULL;
-            cg_grammar gr;
-            if (cs_schema_to_gbnf(st, strlen(st), CS_JSON, &g, &err)) {
+            cst_grammar gr;
+            if (cst_schema_to_gbnf(st, strlen(st), CST_JSON, &g, &err)) {
                 CHECK(err && !strncmp(err, "json schema: ", 13), "%s: %s: a refusal without a message", files[f], desc);
                 refused++;
-            } else if (cg_parse(&gr, g, strlen(g), &err)) {
+            } else if (cst_grammar_parse(&gr, g, strlen(g), &err)) {
                 CHECK(0, "%s: %s: the grammar does not parse: %s", files[f], desc, err);
             } else {
                 compiled++;
@@ -495,7 +495,7 @@ static void test_suite_soundness(void) {
                     free(inst);
                 }
                 cst_dfa_free(d);
-                cg_free(&gr);
+                cst_grammar_free(&gr);
             }
             free(err);
             err = NULL;
@@ -590,12 +590,12 @@ static void test_mask_matches_twin(void) {
                                               (the walk's skip jumps) */
                                            "{\"name\": \"abcdefghijklmnopqr", "{\"name\": \"abcdefghijklmnopqrs"};
     char *g = NULL;
-    CHECK(cs_schema_to_gbnf(person, strlen(person), CS_JSON, &g, NULL) == 0, "compile");
+    CHECK(cst_schema_to_gbnf(person, strlen(person), CST_JSON, &g, NULL) == 0, "compile");
     if (!g) return;
     static const char *const ends[] = {"<turn|>", "<eos>"};
-    cg_grammar twin;
-    CHECK(cg_parse(&twin, g, strlen(g), NULL) == 0 && cg_wrap(&twin, 0, ends, 2, NULL) == 0 &&
-              cg_bind(&twin, g_tok, NULL) == 0, "twin grammar");
+    cst_grammar twin;
+    CHECK(cst_grammar_parse(&twin, g, strlen(g), NULL) == 0 && cst_grammar_wrap(&twin, 0, ends, 2, NULL) == 0 &&
+              cst_grammar_bind(&twin, g_tok, NULL) == 0, "twin grammar");
     cst_dfa *d = NULL;
     cst_dfa_new(&d, &twin, NULL);
     int32_t V = g_vocab->n_vocab;
@@ -626,7 +626,7 @@ static void test_mask_matches_twin(void) {
     }
     free(bits);
     cst_dfa_free(d);
-    cg_free(&twin);
+    cst_grammar_free(&twin);
     free(g);
 }
 

@@ -13,10 +13,10 @@
  * Everything is text first: a JSON Schema, the JSON mode and a tool call each become GBNF
  * text (which `plume run --print-grammar` shows), and one parser turns any GBNF into the
  * grammar the recognizer runs. Files in calling order:
- *   gbnf.c         GBNF text -> cg_grammar: rules over bytes (code points lowered to UTF-8)
+ *   gbnf.c         GBNF text -> cst_grammar: rules over bytes (code points lowered to UTF-8)
  *                  and special tokens; repetitions expanded; left recursion refused
- *   gbuf.c         a growing text buffer, the GBNF spelling of literals and classes, and of
- *                  one character of a set in the JSON and Gemma call spellings
+ *   spell.c        the GBNF spelling of literals and classes (into a plume_buf), sets of
+ *                  code points, one character of a set in the JSON and Gemma call spellings
  *   schema.c       JSON Schema -> GBNF (types, objects, arrays, enum/const, combinators, $ref)
  *   schema_str.c   strings: lengths, formats, patterns
  *   schema_num.c   integers and numbers within bounds (digit-string range grammars)
@@ -31,23 +31,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
 #include "plume.h"
 
 /* ---- the grammar ------------------------------------------------------------------------
  *
- * Rules are flat runs of elements: alternative 1, CG_ALT, alternative 2, ..., CG_END. A
+ * Rules are flat runs of elements: alternative 1, CST_ALT, alternative 2, ..., CST_END. A
  * position (an index into elems) names what comes next; the recognizer's stacks are made of
  * positions. Terminals are a set of bytes (one byte of input) or a token (one special token,
  * never spelled in bytes). */
-enum { CG_END = 0, CG_ALT = 1, CG_BYTES = 2, CG_RULE = 3, CG_TOKEN = 4 };
+enum { CST_END = 0, CST_ALT = 1, CST_BYTES = 2, CST_RULE = 3, CST_TOKEN = 4 };
 
 typedef struct {
     uint8_t type; /* CG_* */
-    int32_t v;    /* CG_BYTES: index into sets; CG_RULE: rule; CG_TOKEN: index into toks */
-} cg_elem;
+    int32_t v;    /* CST_BYTES: index into sets; CST_RULE: rule; CST_TOKEN: index into toks */
+} cst_elem;
 
 typedef struct {
-    cg_elem *elems;     /* [n_elems] every rule's run, one after another */
+    cst_elem *elems;     /* [n_elems] every rule's run, one after another */
     int32_t n_elems;
     int32_t *rule_alts; /* [n_rules + 1] rule r's alternatives: alts[rule_alts[r] .. rule_alts[r+1]) */
     int32_t *alts;      /* positions where each alternative starts */
@@ -56,104 +57,95 @@ typedef struct {
     uint64_t (*sets)[4]; /* [n_sets] 256-bit byte sets */
     int32_t n_sets;
     char **tok_text;    /* [n_toks] a token reference as written: "<|tool_call>", or NULL for <[N]> */
-    int32_t *tok_id;    /* [n_toks] its id once bound (cg_bind), -1 before */
+    int32_t *tok_id;    /* [n_toks] its id once bound (cst_grammar_bind), -1 before */
     int32_t n_toks;
     int32_t root;       /* the rule "root" */
-} cg_grammar;
+} cst_grammar;
 
 /* Limits that keep a grammar (and what a schema makes of it) from exhausting memory. */
-#define CG_MAX_ELEMS (1 << 22)  /* elements after repetitions are expanded */
-#define CG_MAX_REPEAT 100000    /* m and n of {m,n} */
+#define CST_MAX_ELEMS (1 << 22)  /* elements after repetitions are expanded */
+#define CST_MAX_REPEAT 100000    /* m and n of {m,n} */
 
 /* Parse GBNF text (len bytes, not NUL-terminated) into *g; the start rule is `root`.
  * 0, PLUME_EINVAL (a message naming the line and column, or the rule) or PLUME_ENOMEM. */
-int cg_parse(cg_grammar *g, const char *text, size_t len, char **err);
+int cst_grammar_parse(cst_grammar *g, const char *text, size_t len, char **err);
 /* Wrap root for generation: new root ::= [thought] old-root end, where the optional thought
  * (thinking 1: "<|channel>" text "<channel|>" may come first; 2: the prompt opened it, text
  * "<channel|>" comes first) is free text, and end is one of the n_end special tokens given
  * as texts ("<turn|>", ...). 0 or PLUME_ENOMEM. */
-int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err);
+int cst_grammar_wrap(cst_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err);
 /* Resolve every token reference against the tokenizer: "<TEXT>" must be one token, <[N]> an
  * id below n_vocab. 0 or PLUME_EINVAL naming the reference. */
-int cg_bind(cg_grammar *g, const plume_tokenizer *tok, char **err);
-void cg_free(cg_grammar *g);
+int cst_grammar_bind(cst_grammar *g, const plume_tokenizer *tok, char **err);
+void cst_grammar_free(cst_grammar *g);
 
-/* ---- text under construction (gbuf.c) ---------------------------------------------------- */
+/* ---- spelling text (spell.c) ------------------------------------------------------------ */
 
-/* A growing NUL-terminated string; oom latches the first allocation failure. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} gbuf;
-
-void gb_put(gbuf *b, const char *s, size_t n);
-void gb_puts(gbuf *b, const char *s);
-void gb_printf(gbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s[0, n) as a GBNF string literal: "..." with \" \\ \n \r \t and \xHH escapes. */
-void gb_literal(gbuf *b, const char *s, size_t n);
+void cst_buf_literal(plume_buf *b, const char *s, size_t n);
 /* Append one code point as it may appear inside a GBNF [...] class. */
-void gb_class_cp(gbuf *b, uint32_t cp);
+void cst_buf_class_cp(plume_buf *b, uint32_t cp);
 
 /* A set of code points: sorted disjoint inclusive ranges once normalized. */
 typedef struct {
     uint32_t (*r)[2]; /* [n] {lo, hi} */
-    int32_t n, cap;
+    int32_t n;
+    size_t cap;
     int oom;          /* an allocation failed: the set is unusable */
-} cp_set;
+} cst_cpset;
 
-/* Add [lo, hi] (any order; cps_norm sorts and merges). */
-void cps_add(cp_set *s, uint32_t lo, uint32_t hi);
+/* Add [lo, hi] (any order; cst_cpset_norm sorts and merges). */
+void cst_cpset_add(cst_cpset *s, uint32_t lo, uint32_t hi);
 /* Sort, merge, and drop the surrogates (they have no UTF-8 spelling). */
-void cps_norm(cp_set *s);
+void cst_cpset_norm(cst_cpset *s);
 /* The complement within [0, 0x10FFFF] of a normalized set, normalized. */
-void cps_negate(cp_set *s);
-void cps_free(cp_set *s);
+void cst_cpset_negate(cst_cpset *s);
+void cst_cpset_free(cst_cpset *s);
 
 /* ---- compilers to GBNF ------------------------------------------------------------------- */
 
 /* How strings and keys are spelled: JSON, or Gemma 4's tool-call arguments (keys bare,
  * strings between <|"|> tokens with nothing escaped, no whitespace). */
-enum { CS_JSON = 0, CS_GEMMA = 1 };
+enum { CST_JSON = 0, CST_GEMMA = 1 };
 
 /* A JSON Schema (JSON text) -> GBNF text whose `root` is a value valid against it, spelled
  * as dialect says. *gbnf is malloc'd. 0, PLUME_EINVAL naming the keyword and where it is
  * (a feature outside the subset, bad JSON, an unsatisfiable schema) or PLUME_ENOMEM. */
-int cs_schema_to_gbnf(const char *schema, size_t len, int dialect, char **gbnf, char **err);
+int cst_schema_to_gbnf(const char *schema, size_t len, int dialect, char **gbnf, char **err);
 
 /* The compiler behind it, for callers that compile several schemas into one grammar (tools):
- * cs_rule() makes the rules of a schema (a node of the document doc, which $ref resolves
- * in) and names its rule in name (64 bytes); cs_out() is the rules text, to which the caller
- * may add rules; cs_finish() appends the common rules used (ws, jchar, ...) and hands the
+ * cst_schema_rule() makes the rules of a schema (a node of the document doc, which $ref resolves
+ * in) and names its rule in name (64 bytes); cst_schema_out() is the rules text, to which the caller
+ * may add rules; cst_schema_finish() appends the common rules used (ws, jchar, ...) and hands the
  * text over. Rule names are s0, s1, ... and the common ones; callers use other names. */
 struct cJSON;
-typedef struct cs_ctx cs_ctx;
-int cs_new(cs_ctx **out, int dialect, char **err);
-int cs_rule(cs_ctx *c, const struct cJSON *doc, const struct cJSON *schema, const char *path, char *name);
-gbuf *cs_out(cs_ctx *c);
-const char *cs_any_object(cs_ctx *c); /* the rule of any object ("jobject" / "gobject") */
-int cs_finish(cs_ctx *c, char **gbnf);
-void cs_free(cs_ctx *c);
+typedef struct cst_schema cst_schema;
+int cst_schema_new(cst_schema **out, int dialect, char **err);
+int cst_schema_rule(cst_schema *c, const struct cJSON *doc, const struct cJSON *schema, const char *path, char *name);
+plume_buf *cst_schema_out(cst_schema *c);
+const char *cst_schema_any_object(cst_schema *c); /* the rule of any object ("jobject" / "gobject") */
+int cst_schema_finish(cst_schema *c, char **gbnf);
+void cst_schema_free(cst_schema *c);
 /* Parse JSON text whole (valid UTF-8, no NUL, nothing after the value); NULL with *err set
  * ("WHAT: bad JSON at offset N"). */
-struct cJSON *cs_parse_json(const char *text, size_t len, const char *what, char **err);
-int cs_utf8_valid(const char *s, size_t n);
+struct cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err);
+int cst_utf8_valid(const char *s, size_t n);
 
 /* Pieces of the schema compiler (schema_num.c, schema_str.c, regex.c): each appends one
  * parenthesized GBNF expression to b; 0 or PLUME_EINVAL naming path. */
-int cs_number_expr(gbuf *b, int is_int, const struct cJSON *schema, const char *path, char **err);
-int cs_string_expr(gbuf *b, const struct cJSON *schema, int dialect, const char *char_rule, const char *path,
+int cst_number_expr(plume_buf *b, int is_int, const struct cJSON *schema, const char *path, char **err);
+int cst_string_expr(plume_buf *b, const struct cJSON *schema, int dialect, const char *char_rule, const char *path,
                    char **err);
-int cs_regex_expr(gbuf *b, const char *pattern, int dialect, const char *path, char **err);
+int cst_regex_expr(plume_buf *b, const char *pattern, int dialect, const char *path, char **err);
 /* One character whose code point is in the set, in the dialect's spelling; -1 when the
  * dialect cannot spell any member (nothing is appended then). */
-int cs_char_expr(gbuf *b, const cp_set *s, int dialect);
+int cst_char_expr(plume_buf *b, const cst_cpset *s, int dialect);
 
 /* Tools (OpenAI's "tools" array) + tool_choice ("required", "auto" is refused, a function
  * name, or {"type":"function","function":{"name":...}} as JSON text) -> GBNF text: one call
  * (a named function) or one or more (required) in Gemma 4's format, arguments valid against
  * each function's parameters. 0, PLUME_EINVAL or PLUME_ENOMEM. */
-int cs_tools_to_gbnf(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
+int cst_tools_to_gbnf(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
 
 /* ---- the recognizer (dfa.c) -------------------------------------------------------------- */
 
@@ -172,7 +164,7 @@ typedef struct cst_dfa cst_dfa;
 #define CST_STEP_WORK (1 << 16)
 
 /* A recognizer of g (which must outlive it); 0 or PLUME_ENOMEM. */
-int cst_dfa_new(cst_dfa **out, const cg_grammar *g, char **err);
+int cst_dfa_new(cst_dfa **out, const cst_grammar *g, char **err);
 void cst_dfa_free(cst_dfa *d);
 /* The start state, or CST_LIMIT (computed once: every call gives the same). */
 int32_t cst_dfa_start(cst_dfa *d);

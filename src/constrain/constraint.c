@@ -3,7 +3,7 @@
  *
  * A constraint is a recognizer (dfa.c) plus the history of its states, one per accepted id,
  * so that a rewind of any depth (a rejected speculative draft) is an index move. The grammar
- * is wrapped (cg_wrap) so that the end-of-turn tokens come only after the whole root: a
+ * is wrapped (cst_grammar_wrap) so that the end-of-turn tokens come only after the whole root: a
  * constraint needs no separate notion of "complete".
  *
  * Masks. A whole mask walks the sorted vocabulary from the current state (vocab.c), skipping
@@ -33,16 +33,18 @@ typedef struct {
 
 struct plume_constraint {
     const plume_vocab *v;
-    cg_grammar g;
+    cst_grammar g;
     cst_dfa *d;
     int32_t *hist;          /* [n_hist] the state after each accepted id; hist[0] the start */
-    int32_t n_hist, cap_hist;
+    int32_t n_hist;
+    size_t cap_hist;
     int32_t end[MAX_END];   /* the end-of-turn token ids */
     int32_t n_end;
     int32_t *slot_of;       /* [cap_slot_of] a state's mask slot + 1, 0: none */
-    int32_t cap_slot_of;
+    size_t cap_slot_of;
     mask_slot *slots;
-    int32_t n_slots, cap_slots;
+    int32_t n_slots;
+    size_t cap_slots;
     size_t cache_bytes;
     int limited;            /* a step passed the recognizer's limits (status LIMIT until reset) */
     uint32_t *wbits;        /* [W] a walk's bitmap */
@@ -64,7 +66,7 @@ static void cache_clear(plume_constraint *c) {
 
 /* The cached mask of state s, or NULL. */
 static const mask_slot *cache_get(const plume_constraint *c, int32_t s) {
-    if (s < 0 || s >= c->cap_slot_of || !c->slot_of[s]) return NULL;
+    if (s < 0 || (size_t)s >= c->cap_slot_of || !c->slot_of[s]) return NULL;
     return &c->slots[c->slot_of[s] - 1];
 }
 
@@ -74,22 +76,10 @@ static const mask_slot *cache_put(plume_constraint *c, int32_t s, int32_t n) {
     int sparse = (int64_t)n * 32 < V;
     size_t bytes = sparse ? (size_t)n * sizeof(int32_t) : (size_t)W * sizeof(uint32_t);
     if (c->cache_bytes + bytes > CACHE_BYTES) cache_clear(c);
-    if (s >= c->cap_slot_of) {
-        int32_t cap = c->cap_slot_of ? c->cap_slot_of : 256;
-        while (cap <= s) cap *= 2;
-        int32_t *so = realloc(c->slot_of, (size_t)cap * sizeof *so);
-        if (!so) return NULL;
-        memset(so + c->cap_slot_of, 0, (size_t)(cap - c->cap_slot_of) * sizeof *so);
-        c->slot_of = so;
-        c->cap_slot_of = cap;
-    }
-    if (c->n_slots == c->cap_slots) {
-        int32_t cap = c->cap_slots ? c->cap_slots * 2 : 64;
-        mask_slot *sl = realloc(c->slots, (size_t)cap * sizeof *sl);
-        if (!sl) return NULL;
-        c->slots = sl;
-        c->cap_slots = cap;
-    }
+    size_t had = c->cap_slot_of;
+    if (plume_grow(&c->slot_of, &c->cap_slot_of, (size_t)s + 1, sizeof *c->slot_of)) return NULL;
+    memset(c->slot_of + had, 0, (c->cap_slot_of - had) * sizeof *c->slot_of);
+    if (plume_grow(&c->slots, &c->cap_slots, (size_t)c->n_slots + 1, sizeof *c->slots)) return NULL;
     mask_slot m = {NULL, NULL, n};
     if (sparse) {
         m.ids = malloc(bytes ? bytes : 1);
@@ -183,8 +173,8 @@ static int constraint_from_gbnf(plume_constraint **out, const plume_vocab *v, co
         rc = plume_fail(err, PLUME_EINVAL, "constraint: the vocabulary has no end-of-turn token (%s)", ends[0]);
         goto fail;
     }
-    if ((rc = cg_parse(&c->g, gbnf, len, err)) || (rc = cg_wrap(&c->g, p.thinking, have, c->n_end, err)) ||
-        (rc = cg_bind(&c->g, v->tok, err)) || (rc = cst_dfa_new(&c->d, &c->g, err)))
+    if ((rc = cst_grammar_parse(&c->g, gbnf, len, err)) || (rc = cst_grammar_wrap(&c->g, p.thinking, have, c->n_end, err)) ||
+        (rc = cst_grammar_bind(&c->g, v->tok, err)) || (rc = cst_dfa_new(&c->d, &c->g, err)))
         goto fail;
     c->cap_hist = 64;
     c->hist = malloc((size_t)c->cap_hist * sizeof *c->hist);
@@ -223,7 +213,7 @@ int plume_constraint_new_json_schema(plume_constraint **out, const plume_vocab *
                                      const plume_constraint_params *p, char **err) {
     if (out) *out = NULL;
     char *gbnf = NULL;
-    int rc = cs_schema_to_gbnf(schema, len, CS_JSON, &gbnf, err);
+    int rc = cst_schema_to_gbnf(schema, len, CST_JSON, &gbnf, err);
     if (!rc) rc = constraint_from_gbnf(out, v, gbnf, strlen(gbnf), turn_ends, 2, p, err);
     free(gbnf);
     return rc;
@@ -242,7 +232,7 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
                                    const char *tool_choice, const plume_constraint_params *p, char **err) {
     if (out) *out = NULL;
     char *gbnf = NULL;
-    int rc = cs_tools_to_gbnf(tools_json, tool_choice, &gbnf, err);
+    int rc = cst_tools_to_gbnf(tools_json, tool_choice, &gbnf, err);
     if (!rc) rc = constraint_from_gbnf(out, v, gbnf, strlen(gbnf), call_ends, 3, p, err);
     free(gbnf);
     return rc;
@@ -251,27 +241,27 @@ int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v,
 /* Parse GBNF text; with a tokenizer, bind it and make its start state (the plume.h contract). */
 int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err) {
     if (!gbnf) return plume_fail(err, PLUME_EINVAL, "grammar: NULL text");
-    cg_grammar g;
-    int rc = cg_parse(&g, gbnf, len, err);
+    cst_grammar g;
+    int rc = cst_grammar_parse(&g, gbnf, len, err);
     if (rc) return rc;
     cst_dfa *d = NULL;
-    if (tok && !(rc = cg_bind(&g, tok, err)) && !(rc = cst_dfa_new(&d, &g, err)) && cst_dfa_start(d) == CST_LIMIT)
+    if (tok && !(rc = cst_grammar_bind(&g, tok, err)) && !(rc = cst_dfa_new(&d, &g, err)) && cst_dfa_start(d) == CST_LIMIT)
         rc = plume_fail(err, PLUME_EINVAL,
                         "grammar: the start state passes the recognizer's limit (more than %d stacks to expand: too "
                         "ambiguous)", CST_STEP_WORK);
     cst_dfa_free(d);
-    cg_free(&g);
+    cst_grammar_free(&g);
     return rc;
 }
 
 /* The GBNF of a schema, spelled as JSON. */
 int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err) {
-    return cs_schema_to_gbnf(schema, len, CS_JSON, gbnf, err);
+    return cst_schema_to_gbnf(schema, len, CST_JSON, gbnf, err);
 }
 
 /* The GBNF of a forced tool call. */
 int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err) {
-    return cs_tools_to_gbnf(tools_json, tool_choice, gbnf, err);
+    return cst_tools_to_gbnf(tools_json, tool_choice, gbnf, err);
 }
 
 /* Free everything; NULL is a no-op. */
@@ -281,7 +271,7 @@ void plume_constraint_free(plume_constraint *c) {
     free(c->slots);
     free(c->slot_of);
     cst_dfa_free(c->d);
-    cg_free(&c->g);
+    cst_grammar_free(&c->g);
     free(c->hist);
     free(c->wbits);
     free(c->depth);
@@ -383,12 +373,7 @@ int plume_constraint_accept(plume_constraint *c, int32_t id) {
     if (!c) return PLUME_EINVAL;
     int32_t s = current(c);
     int32_t t = id >= 0 && id < c->v->n_vocab ? step_id(c, s, id) : CST_DEAD;
-    if (c->n_hist == c->cap_hist) {
-        int32_t *h = realloc(c->hist, (size_t)c->cap_hist * 2 * sizeof *h);
-        if (!h) return PLUME_ENOMEM;
-        c->hist = h;
-        c->cap_hist *= 2;
-    }
+    if (plume_grow(&c->hist, &c->cap_hist, (size_t)c->n_hist + 1, sizeof *c->hist)) return PLUME_ENOMEM;
     c->hist[c->n_hist++] = t < 0 ? CST_DEAD : t;
     return t == CST_LIMIT ? PLUME_ENOMEM : t < 0 ? PLUME_EINVAL : 0;
 }

@@ -48,27 +48,34 @@ typedef struct {
 } dfa_state;
 
 struct cst_dfa {
-    const cg_grammar *g;
+    const cst_grammar *g;
     dfa_frame *frames;
-    int32_t n_frames, cap_frames;
+    int32_t n_frames;
+    size_t cap_frames;
     int32_t *fht;            /* [fht_cap] frame id + 1 by (pos, parent) hash */
     int32_t fht_cap;
     dfa_state *st;
-    int32_t n_st, cap_st;
+    int32_t n_st;
+    size_t cap_st;
     int32_t *sht;            /* [sht_cap] state id + 1 by content hash */
-    int32_t **next;          /* [cap_st] each state's transition table (dfa_state.next), packed for the walk */
+    int32_t **next;          /* [cap_next] each state's transition table (dfa_state.next), packed for the walk */
+    size_t cap_next;
     int32_t sht_cap;
     int32_t *pool;           /* frame id lists of the states */
-    int64_t n_pool, cap_pool;
+    int64_t n_pool;
+    size_t cap_pool;
     int32_t *tpool, *tnext;  /* special tokens of the states, and where each leads */
-    int64_t n_tpool, cap_tpool;
+    int64_t n_tpool;
+    size_t cap_tpool, cap_tnext;
     int32_t start;           /* the start state once computed (UNKNOWN before) */
     /* scratch of one expansion */
     dfa_frame *work;         /* (pos, parent) pairs to expand */
-    int32_t n_work, cap_work;
+    int32_t n_work;
+    size_t cap_work;
     int32_t n_queued;        /* pairs queued by this expansion, against CST_STEP_WORK */
     int32_t *out;            /* terminal frames found */
-    int32_t n_out, cap_out;
+    int32_t n_out;
+    size_t cap_out;
     int32_t out_accept;
     uint64_t *vis_key;       /* [vis_cap] (pos, parent) seen in this expansion ... */
     uint32_t *vis_gen;       /* ... valid when vis_gen == gen */
@@ -76,27 +83,6 @@ struct cst_dfa {
     uint32_t gen;
     int oom;
 };
-
-/* ---- growing arrays ---------------------------------------------------------------------- */
-
-/* Make room for one more of n items of size sz in *p (capacity *cap); 0 or -1. */
-static int grow(void **p, int64_t n, int64_t *cap, size_t sz) {
-    if (n < *cap) return 0;
-    int64_t c = *cap ? *cap * 2 : 64;
-    void *q = realloc(*p, (size_t)c * sz);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
-/* The same for int32_t capacities. */
-static int grow32(void **p, int32_t n, int32_t *cap, size_t sz) {
-    int64_t c = *cap;
-    int rc = grow(p, n, &c, sz);
-    if (!rc) *cap = c > INT32_MAX ? INT32_MAX : (int32_t)c;
-    return rc;
-}
 
 /* A 64-bit mix of two ints (splitmix64's finalizer). */
 static uint64_t mix(uint64_t x) {
@@ -143,7 +129,7 @@ static int32_t frame_intern(cst_dfa *d, int32_t pos, int32_t parent) {
     }
     uint32_t h = (uint32_t)mix(key) & (uint32_t)(d->fht_cap - 1);
     while (d->fht[h]) h = (h + 1) & (uint32_t)(d->fht_cap - 1);
-    if (grow32((void **)&d->frames, d->n_frames, &d->cap_frames, sizeof *d->frames)) { d->oom = 1; return -1; }
+    if (plume_grow(&d->frames, &d->cap_frames, (size_t)d->n_frames + 1, sizeof *d->frames)) { d->oom = 1; return -1; }
     d->frames[d->n_frames] = (dfa_frame){pos, parent};
     d->fht[h] = d->n_frames + 1;
     return d->n_frames++;
@@ -197,7 +183,7 @@ static void expand_begin(cst_dfa *d) {
 /* Queue (pos, parent) for expansion; 0, or -1 past CST_STEP_WORK or out of memory. */
 static int work_push(cst_dfa *d, int32_t pos, int32_t parent) {
     if (++d->n_queued > CST_STEP_WORK) return -1;
-    if (grow32((void **)&d->work, d->n_work, &d->cap_work, sizeof *d->work)) { d->oom = 1; return -1; }
+    if (plume_grow(&d->work, &d->cap_work, (size_t)d->n_work + 1, sizeof *d->work)) { d->oom = 1; return -1; }
     d->work[d->n_work++] = (dfa_frame){pos, parent};
     return 0;
 }
@@ -205,27 +191,27 @@ static int work_push(cst_dfa *d, int32_t pos, int32_t parent) {
 /* Expand everything queued: follow rule references and returns until each stack's top is a
  * terminal (into out) or the stack is empty (out_accept). 0, or -1 (limit or memory). */
 static int expand_run(cst_dfa *d) {
-    const cg_grammar *g = d->g;
+    const cst_grammar *g = d->g;
     while (d->n_work > 0 && !d->oom) {
         dfa_frame w = d->work[--d->n_work];
         if (visited(d, w.pos, w.parent)) continue;
-        const cg_elem *e = &g->elems[w.pos];
-        if (e->type == CG_BYTES || e->type == CG_TOKEN) {
+        const cst_elem *e = &g->elems[w.pos];
+        if (e->type == CST_BYTES || e->type == CST_TOKEN) {
             int32_t f = frame_intern(d, w.pos, w.parent);
             if (f < 0) return -1;
-            if (grow32((void **)&d->out, d->n_out, &d->cap_out, sizeof *d->out)) { d->oom = 1; break; }
+            if (plume_grow(&d->out, &d->cap_out, (size_t)d->n_out + 1, sizeof *d->out)) { d->oom = 1; break; }
             d->out[d->n_out++] = f;
-        } else if (e->type == CG_RULE) {
+        } else if (e->type == CST_RULE) {
             int32_t cont = w.parent;
-            if (g->elems[w.pos + 1].type != CG_END) { /* something follows: push a return frame */
+            if (g->elems[w.pos + 1].type != CST_END) { /* something follows: push a return frame */
                 cont = frame_intern(d, w.pos + 1, w.parent);
                 if (cont < 0) return -1;
             }
             for (int32_t a = g->rule_alts[e->v]; a < g->rule_alts[e->v + 1]; a++)
                 if (work_push(d, g->alts[a], cont)) return -1;
-        } else if (w.parent < 0) { /* CG_END of root */
+        } else if (w.parent < 0) { /* CST_END of root */
             d->out_accept = 1;
-        } else { /* CG_END: return */
+        } else { /* CST_END: return */
             dfa_frame p = d->frames[w.parent];
             if (work_push(d, p.pos, p.parent)) return -1;
         }
@@ -288,16 +274,10 @@ static int32_t state_of_out(cst_dfa *d) {
         }
     }
     if (d->n_st >= CST_MAX_STATES) return CST_LIMIT;
-    while (d->n_pool + n > d->cap_pool)
-        if (grow((void **)&d->pool, d->cap_pool, &d->cap_pool, sizeof *d->pool)) return CST_LIMIT;
-    if (d->n_st == d->cap_st) {
-        int32_t cap = d->cap_st;
-        if (grow32((void **)&d->st, d->n_st, &cap, sizeof *d->st)) return CST_LIMIT;
-        int32_t **nx = realloc(d->next, (size_t)cap * sizeof *nx);
-        if (!nx) return CST_LIMIT;
-        d->next = nx;
-        d->cap_st = cap;
-    }
+    if (plume_grow(&d->pool, &d->cap_pool, (size_t)(d->n_pool + n), sizeof *d->pool) ||
+        plume_grow(&d->st, &d->cap_st, (size_t)d->n_st + 1, sizeof *d->st) ||
+        plume_grow(&d->next, &d->cap_next, (size_t)d->n_st + 1, sizeof *d->next))
+        return CST_LIMIT;
     d->next[d->n_st] = NULL;
     dfa_state *s = &d->st[d->n_st];
     memset(s, 0, sizeof *s);
@@ -309,16 +289,14 @@ static int32_t state_of_out(cst_dfa *d) {
     /* the special tokens at the tops, each once */
     s->toff = d->n_tpool;
     for (int32_t i = 0; i < n; i++) {
-        const cg_elem *e = &d->g->elems[d->frames[d->out[i]].pos];
-        if (e->type != CG_TOKEN) continue;
+        const cst_elem *e = &d->g->elems[d->frames[d->out[i]].pos];
+        if (e->type != CST_TOKEN) continue;
         int32_t id = d->g->tok_id[e->v], seen = 0;
         for (int32_t k = 0; k < s->n_tok && !seen; k++) seen = d->tpool[s->toff + k] == id;
         if (seen || id < 0) continue;
-        if (grow((void **)&d->tpool, d->n_tpool, &d->cap_tpool, sizeof *d->tpool)) return CST_LIMIT;
-        int64_t c = d->cap_tpool;
-        int32_t *tn = realloc(d->tnext, (size_t)c * sizeof *tn);
-        if (!tn) return CST_LIMIT;
-        d->tnext = tn;
+        if (plume_grow(&d->tpool, &d->cap_tpool, (size_t)d->n_tpool + 1, sizeof *d->tpool) ||
+            plume_grow(&d->tnext, &d->cap_tnext, (size_t)d->n_tpool + 1, sizeof *d->tnext))
+            return CST_LIMIT;
         d->tpool[d->n_tpool] = id;
         d->tnext[d->n_tpool++] = UNKNOWN;
         s->n_tok++;
@@ -330,7 +308,7 @@ static int32_t state_of_out(cst_dfa *d) {
 /* ---- the API of the room ----------------------------------------------------------------- */
 
 /* A recognizer of g. */
-int cst_dfa_new(cst_dfa **out, const cg_grammar *g, char **err) {
+int cst_dfa_new(cst_dfa **out, const cst_grammar *g, char **err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "constraint: out of memory");
     (*out)->g = g;
@@ -367,7 +345,7 @@ void cst_dfa_free(cst_dfa *d) {
 /* The start state: root's alternatives expanded with nothing to return to (once). */
 int32_t cst_dfa_start(cst_dfa *d) {
     if (d->start != UNKNOWN) return d->start;
-    const cg_grammar *g = d->g;
+    const cst_grammar *g = d->g;
     expand_begin(d);
     int rc = 0;
     for (int32_t a = g->rule_alts[g->root]; a < g->rule_alts[g->root + 1] && !rc; a++) rc = work_push(d, g->alts[a], -1);
@@ -387,12 +365,12 @@ int32_t cst_dfa_step(cst_dfa *d, int32_t s, uint8_t b) {
         d->next[s] = nx;
     }
     expand_begin(d);
-    const cg_grammar *g = d->g;
+    const cst_grammar *g = d->g;
     int rc = 0;
     for (int32_t i = 0; i < d->st[s].n && !rc; i++) {
         dfa_frame f = d->frames[d->pool[d->st[s].off + i]];
-        const cg_elem *e = &g->elems[f.pos];
-        if (e->type == CG_BYTES && (g->sets[e->v][b >> 6] >> (b & 63) & 1)) rc = work_push(d, f.pos + 1, f.parent);
+        const cst_elem *e = &g->elems[f.pos];
+        if (e->type == CST_BYTES && (g->sets[e->v][b >> 6] >> (b & 63) & 1)) rc = work_push(d, f.pos + 1, f.parent);
     }
     int32_t t = rc || expand_run(d) ? CST_LIMIT : state_of_out(d);
     d->st[s].next[b] = t; /* d->st may have moved: index again */
@@ -408,12 +386,12 @@ int32_t cst_dfa_step_token(cst_dfa *d, int32_t s, int32_t id) {
     if (k < 0) return CST_DEAD;
     if (d->tnext[k] != UNKNOWN) return d->tnext[k];
     expand_begin(d);
-    const cg_grammar *g = d->g;
+    const cst_grammar *g = d->g;
     int rc = 0;
     for (int32_t i = 0; i < d->st[s].n && !rc; i++) {
         dfa_frame f = d->frames[d->pool[d->st[s].off + i]];
-        const cg_elem *e = &g->elems[f.pos];
-        if (e->type == CG_TOKEN && g->tok_id[e->v] == id) rc = work_push(d, f.pos + 1, f.parent);
+        const cst_elem *e = &g->elems[f.pos];
+        if (e->type == CST_TOKEN && g->tok_id[e->v] == id) rc = work_push(d, f.pos + 1, f.parent);
     }
     int32_t t = rc || expand_run(d) ? CST_LIMIT : state_of_out(d);
     d->tnext[k] = t; /* tnext may have moved: index again */

@@ -1,4 +1,4 @@
-/* gbnf.c -- GBNF text -> cg_grammar (docs/STRUCTURED.md "Grammars").
+/* gbnf.c -- GBNF text -> cst_grammar (docs/STRUCTURED.md "Grammars").
  *
  * The syntax is llama.cpp's GBNF: `name ::= alternatives` rules, "literals", [classes] with
  * ranges and ^, `.`, groups, * + ? {m} {m,} {m,n}, # comments, and the start rule `root`;
@@ -8,11 +8,11 @@
  *
  * The recognizer (dfa.c) reads bytes, so code points are lowered here: a literal becomes
  * its UTF-8 bytes, a class the UTF-8 byte-range sequences of its code points (surrogates
- * excluded), one CG_BYTES element when every member is ASCII. Repetitions are expanded into
+ * excluded), one CST_BYTES element when every member is ASCII. Repetitions are expanded into
  * rules: x* is R ::= x R | "", x{m,n} is m copies of x and a chain of n - m optional ones.
  *
- * The input is untrusted (a request's grammar): every limit is checked (CG_MAX_ELEMS,
- * CG_MAX_REPEAT), nesting is bounded, invalid UTF-8 is refused, and so are grammars the
+ * The input is untrusted (a request's grammar): every limit is checked (CST_MAX_ELEMS,
+ * CST_MAX_REPEAT), nesting is bounded, invalid UTF-8 is refused, and so are grammars the
  * recognizer could not run: a rule used but never defined, left recursion (a rule reaching
  * itself before any byte), and a root that derives no finite text. Alternatives that can
  * never finish (they use a rule that derives no finite text) are dropped, so every state the
@@ -28,11 +28,12 @@
 
 /* ---- the parser's state ------------------------------------------------------------------ */
 
-/* A rule under construction: its own element run (alternatives separated by CG_ALT). */
+/* A rule under construction: its own element run (alternatives separated by CST_ALT). */
 typedef struct {
     char *name;
-    cg_elem *e;
-    int32_t n, cap;
+    cst_elem *e;
+    int32_t n;
+    size_t cap;
     int defined;   /* a `name ::=` line was seen (generated rules are defined at birth) */
     size_t used_at; /* offset of the first use, for "used but not defined" */
 } gp_rule;
@@ -42,16 +43,19 @@ typedef struct {
     char **err;
     int rc;              /* the first error */
     gp_rule *r;
-    int32_t n_rules, cap_rules;
+    int32_t n_rules;
+    size_t cap_rules;
     int32_t *ht;         /* [ht_cap] rule index + 1 by name hash (0: empty) */
     int32_t ht_cap;
     uint64_t (*sets)[4];
-    int32_t n_sets, cap_sets;
+    int32_t n_sets;
+    size_t cap_sets;
     int32_t byte_set[256]; /* set index of {b} + 1 (0: not made yet) */
     char **tok_text;
     int32_t *tok_id;
-    int32_t n_toks, cap_toks;
-    int64_t total;       /* elements so far, against CG_MAX_ELEMS */
+    int32_t n_toks;
+    size_t cap_toks, cap_tok_id;
+    int64_t total;       /* elements so far, against CST_MAX_ELEMS */
     int depth;
 } gp;
 
@@ -125,13 +129,7 @@ static int32_t rule_find(const gp *g, const char *s, size_t n) {
 
 /* A new rule named s[0, n) (a copy); its index, or -1 (error recorded). */
 static int32_t rule_new(gp *g, const char *s, size_t n) {
-    if (g->n_rules == g->cap_rules) {
-        int32_t cap = g->cap_rules ? g->cap_rules * 2 : 32;
-        gp_rule *r = realloc(g->r, (size_t)cap * sizeof *r);
-        if (!r) { gp_oom(g); return -1; }
-        g->r = r;
-        g->cap_rules = cap;
-    }
+    if (plume_grow(&g->r, &g->cap_rules, (size_t)g->n_rules + 1, sizeof *g->r)) { gp_oom(g); return -1; }
     gp_rule *r = &g->r[g->n_rules];
     memset(r, 0, sizeof *r);
     r->name = malloc(n + 1);
@@ -163,32 +161,20 @@ static int32_t rule_gen(gp *g, int32_t parent) {
 /* Append one element to rule ri. */
 static void put(gp *g, int32_t ri, uint8_t type, int32_t v) {
     if (g->rc) return;
-    if (++g->total > CG_MAX_ELEMS) {
+    if (++g->total > CST_MAX_ELEMS) {
         gp_fail(g, "the grammar is too large (more than 4194304 elements once repetitions are expanded)");
         return;
     }
     gp_rule *r = &g->r[ri];
-    if (r->n == r->cap) {
-        int32_t cap = r->cap ? r->cap * 2 : 8;
-        cg_elem *e = realloc(r->e, (size_t)cap * sizeof *e);
-        if (!e) { gp_oom(g); return; }
-        r->e = e;
-        r->cap = cap;
-    }
-    r->e[r->n++] = (cg_elem){type, v};
+    if (plume_grow(&r->e, &r->cap, (size_t)r->n + 1, sizeof *r->e)) { gp_oom(g); return; }
+    r->e[r->n++] = (cst_elem){type, v};
 }
 
 /* The index of a byte set (equal sets share one). */
 static int32_t set_index(gp *g, const uint64_t set[4]) {
     for (int32_t i = 0; i < g->n_sets; i++)
         if (!memcmp(g->sets[i], set, sizeof g->sets[i])) return i;
-    if (g->n_sets == g->cap_sets) {
-        int32_t cap = g->cap_sets ? g->cap_sets * 2 : 32;
-        uint64_t(*s)[4] = realloc(g->sets, (size_t)cap * sizeof *s);
-        if (!s) { gp_oom(g); return 0; }
-        g->sets = s;
-        g->cap_sets = cap;
-    }
+    if (plume_grow(&g->sets, &g->cap_sets, (size_t)g->n_sets + 1, sizeof *g->sets)) { gp_oom(g); return 0; }
     memcpy(g->sets[g->n_sets], set, sizeof g->sets[0]);
     return g->n_sets++;
 }
@@ -205,10 +191,10 @@ static int32_t set_byte(gp *g, uint8_t b) {
 
 /* Append byte set [lo, hi] to rule ri. */
 static void put_range(gp *g, int32_t ri, uint8_t lo, uint8_t hi) {
-    if (lo == hi) { put(g, ri, CG_BYTES, set_byte(g, lo)); return; }
+    if (lo == hi) { put(g, ri, CST_BYTES, set_byte(g, lo)); return; }
     uint64_t s[4] = {0, 0, 0, 0};
     for (int b = lo; b <= hi; b++) s[b >> 6] |= 1ull << (b & 63);
-    put(g, ri, CG_BYTES, set_index(g, s));
+    put(g, ri, CST_BYTES, set_index(g, s));
 }
 
 /* A token reference as written (text NULL for <[id]>); its index. */
@@ -217,15 +203,10 @@ static int32_t tok_add(gp *g, const char *text, size_t n, int32_t id) {
         if (text && g->tok_text[i] && strlen(g->tok_text[i]) == n && !memcmp(g->tok_text[i], text, n)) return i;
         if (!text && !g->tok_text[i] && g->tok_id[i] == id) return i;
     }
-    if (g->n_toks == g->cap_toks) {
-        int32_t cap = g->cap_toks ? g->cap_toks * 2 : 8;
-        char **t = realloc(g->tok_text, (size_t)cap * sizeof *t);
-        if (!t) { gp_oom(g); return 0; }
-        g->tok_text = t;
-        int32_t *d = realloc(g->tok_id, (size_t)cap * sizeof *d);
-        if (!d) { gp_oom(g); return 0; }
-        g->tok_id = d;
-        g->cap_toks = cap;
+    if (plume_grow(&g->tok_text, &g->cap_toks, (size_t)g->n_toks + 1, sizeof *g->tok_text) ||
+        plume_grow(&g->tok_id, &g->cap_tok_id, (size_t)g->n_toks + 1, sizeof *g->tok_id)) {
+        gp_oom(g);
+        return 0;
     }
     g->tok_text[g->n_toks] = NULL;
     if (text) {
@@ -319,10 +300,10 @@ static void utf8_split(uint32_t lo, uint32_t hi, u8seq *out, int32_t *n_out, int
     memcpy(q->hi, b, 4);
 }
 
-/* Append a class (a normalized code point set) to rule ri: one CG_BYTES element when every
+/* Append a class (a normalized code point set) to rule ri: one CST_BYTES element when every
  * member is one byte, else a generated rule with one alternative per byte-range sequence
  * (the one-byte members merged into a single set). An empty class is an error. */
-static void put_class(gp *g, int32_t ri, const cp_set *s) {
+static void put_class(gp *g, int32_t ri, const cst_cpset *s) {
     if (s->oom) { gp_oom(g); return; }
     if (s->n == 0) { gp_fail(g, "the character class matches nothing"); return; }
     uint64_t ascii[4] = {0, 0, 0, 0};
@@ -334,11 +315,11 @@ static void put_class(gp *g, int32_t ri, const cp_set *s) {
         }
         if (s->r[i][1] >= 0x80) has_multi = 1;
     }
-    if (!has_multi) { put(g, ri, CG_BYTES, set_index(g, ascii)); return; }
+    if (!has_multi) { put(g, ri, CST_BYTES, set_index(g, ascii)); return; }
     int32_t sub = rule_gen(g, ri);
     if (sub < 0) return;
     int first = 1;
-    if (has_ascii) { put(g, sub, CG_BYTES, set_index(g, ascii)); first = 0; }
+    if (has_ascii) { put(g, sub, CST_BYTES, set_index(g, ascii)); first = 0; }
     for (int32_t i = 0; i < s->n; i++) {
         uint32_t lo = s->r[i][0] < 0x80 ? 0x80 : s->r[i][0], hi = s->r[i][1];
         if (hi < 0x80) continue;
@@ -346,12 +327,12 @@ static void put_class(gp *g, int32_t ri, const cp_set *s) {
         int32_t n = 0;
         utf8_split(lo, hi, seq, &n, 64);
         for (int32_t k = 0; k < n; k++) {
-            if (!first) put(g, sub, CG_ALT, 0);
+            if (!first) put(g, sub, CST_ALT, 0);
             first = 0;
             for (int j = 0; j < seq[k].n; j++) put_range(g, sub, seq[k].lo[j], seq[k].hi[j]);
         }
     }
-    put(g, ri, CG_RULE, sub);
+    put(g, ri, CST_RULE, sub);
 }
 
 /* ---- lexing ------------------------------------------------------------------------------ */
@@ -426,7 +407,7 @@ static void parse_literal(gp *g, int32_t ri) {
         if (cp < 0) return;
         uint8_t b[4];
         int n = utf8_encode((uint32_t)cp, b);
-        for (int i = 0; i < n; i++) put(g, ri, CG_BYTES, set_byte(g, b[i]));
+        for (int i = 0; i < n; i++) put(g, ri, CST_BYTES, set_byte(g, b[i]));
     }
     if (g->p >= g->end) { gp_fail(g, "unterminated string literal"); return; }
     g->p++;
@@ -434,7 +415,7 @@ static void parse_literal(gp *g, int32_t ri) {
 
 /* [class] at the cursor (after the bracket). */
 static void parse_class(gp *g, int32_t ri) {
-    cp_set s = {0};
+    cst_cpset s = {0};
     int neg = g->p < g->end && *g->p == '^';
     if (neg) g->p++;
     while (!g->rc && g->p < g->end && *g->p != ']') {
@@ -446,16 +427,16 @@ static void parse_class(gp *g, int32_t ri) {
             if (hi < 0) break;
             if (hi < lo) { gp_fail(g, "a range whose end is before its start"); break; }
         }
-        cps_add(&s, (uint32_t)lo, (uint32_t)hi);
+        cst_cpset_add(&s, (uint32_t)lo, (uint32_t)hi);
     }
     if (!g->rc && g->p >= g->end) gp_fail(g, "unterminated character class");
     if (!g->rc) {
         g->p++;
-        cps_norm(&s);
-        if (neg) cps_negate(&s);
+        cst_cpset_norm(&s);
+        if (neg) cst_cpset_negate(&s);
         put_class(g, ri, &s);
     }
-    cps_free(&s);
+    cst_cpset_free(&s);
 }
 
 /* <[N]> or <TEXT> at the cursor (on the '<'). */
@@ -472,9 +453,9 @@ static void parse_token(gp *g, int32_t ri) {
             if (*d < '0' || *d > '9' || id > 100000000) { gp_fail(g, "a token id reference is <[ID]>"); return; }
             id = id * 10 + (*d - '0');
         }
-        put(g, ri, CG_TOKEN, tok_add(g, NULL, 0, (int32_t)id));
+        put(g, ri, CST_TOKEN, tok_add(g, NULL, 0, (int32_t)id));
     } else {
-        put(g, ri, CG_TOKEN, tok_add(g, start, (size_t)(q + 1 - start), -1));
+        put(g, ri, CST_TOKEN, tok_add(g, start, (size_t)(q + 1 - start), -1));
     }
     g->p = q + 1;
 }
@@ -485,7 +466,7 @@ static int64_t read_count(gp *g) {
     int64_t v = 0;
     while (g->p < g->end && *g->p >= '0' && *g->p <= '9') {
         v = v * 10 + (*g->p++ - '0');
-        if (v > CG_MAX_REPEAT) return CG_MAX_REPEAT + 1;
+        if (v > CST_MAX_REPEAT) return CST_MAX_REPEAT + 1;
     }
     return v;
 }
@@ -495,7 +476,7 @@ static int64_t read_count(gp *g) {
  * times, then followed by the optional part. */
 static void repeat(gp *g, int32_t ri, int32_t start, int64_t lo, int64_t hi) {
     if (g->rc) return;
-    if (lo > CG_MAX_REPEAT || hi > CG_MAX_REPEAT) { gp_fail(g, "a repetition count above 100000"); return; }
+    if (lo > CST_MAX_REPEAT || hi > CST_MAX_REPEAT) { gp_fail(g, "a repetition count above 100000"); return; }
     if (hi >= 0 && hi < lo) { gp_fail(g, "a repetition {m,n} with n < m"); return; }
     gp_rule *r = &g->r[ri];
     if (r->n - start != 1) { /* wrap the item */
@@ -506,10 +487,10 @@ static void repeat(gp *g, int32_t ri, int32_t start, int64_t lo, int64_t hi) {
         r = &g->r[ri];
         g->total -= r->n - start; /* moved, not copied */
         r->n = start;
-        put(g, ri, CG_RULE, sub);
+        put(g, ri, CST_RULE, sub);
         r = &g->r[ri];
     }
-    cg_elem item = r->e[start];
+    cst_elem item = r->e[start];
     r->n = start;
     g->total--;
     for (int64_t i = 0; i < lo; i++) put(g, ri, item.type, item.v);
@@ -518,9 +499,9 @@ static void repeat(gp *g, int32_t ri, int32_t start, int64_t lo, int64_t hi) {
         int32_t rep = rule_gen(g, ri);
         if (rep < 0) return;
         put(g, rep, item.type, item.v);
-        put(g, rep, CG_RULE, rep);
-        put(g, rep, CG_ALT, 0);
-        put(g, ri, CG_RULE, rep);
+        put(g, rep, CST_RULE, rep);
+        put(g, rep, CST_ALT, 0);
+        put(g, ri, CST_RULE, rep);
         return;
     }
     int32_t prev = -1; /* R_k ::= item R_{k-1} | "", R_1 ::= item | "" */
@@ -528,11 +509,11 @@ static void repeat(gp *g, int32_t ri, int32_t start, int64_t lo, int64_t hi) {
         int32_t rk = rule_gen(g, ri);
         if (rk < 0) return;
         put(g, rk, item.type, item.v);
-        if (prev >= 0) put(g, rk, CG_RULE, prev);
-        put(g, rk, CG_ALT, 0);
+        if (prev >= 0) put(g, rk, CST_RULE, prev);
+        put(g, rk, CST_ALT, 0);
         prev = rk;
     }
-    if (prev >= 0) put(g, ri, CG_RULE, prev);
+    if (prev >= 0) put(g, ri, CST_RULE, prev);
 }
 
 /* A quantifier after an item, if any: * + ? {m} {m,} {m,n}. */
@@ -572,11 +553,11 @@ static void parse_sequence(gp *g, int32_t ri, int nested) {
         else if (c == '<') parse_token(g, ri);
         else if (c == '.') {
             g->p++;
-            cp_set s = {0};
-            cps_add(&s, 0, 0x10ffff);
-            cps_norm(&s);
+            cst_cpset s = {0};
+            cst_cpset_add(&s, 0, 0x10ffff);
+            cst_cpset_norm(&s);
             put_class(g, ri, &s);
-            cps_free(&s);
+            cst_cpset_free(&s);
         } else if (c == '(') {
             if (++g->depth > GP_MAX_DEPTH) { gp_fail(g, "groups nested too deep"); return; }
             g->p++;
@@ -588,13 +569,13 @@ static void parse_sequence(gp *g, int32_t ri, int nested) {
             if (g->p >= g->end || *g->p != ')') { gp_fail(g, "expected ')'"); return; }
             g->p++;
             g->depth--;
-            put(g, ri, CG_RULE, sub);
+            put(g, ri, CST_RULE, sub);
         } else if (is_word(c)) {
             const char *s = g->p;
             while (g->p < g->end && is_word(*g->p)) g->p++;
             int32_t ref = rule_get(g, s, (size_t)(g->p - s));
             if (ref < 0) return;
-            put(g, ri, CG_RULE, ref);
+            put(g, ri, CST_RULE, ref);
         } else return;
         skip_space(g, nested);
         parse_quantifier(g, ri, start, nested);
@@ -606,7 +587,7 @@ static void parse_alternates(gp *g, int32_t ri, int nested) {
     parse_sequence(g, ri, nested);
     while (!g->rc && g->p < g->end && *g->p == '|') {
         g->p++;
-        put(g, ri, CG_ALT, 0);
+        put(g, ri, CST_ALT, 0);
         skip_space(g, 1);
         parse_sequence(g, ri, nested);
     }
@@ -651,7 +632,7 @@ static int alts_list(const gp *p, gp_alts *A) {
     int64_t n = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
         n++;
-        for (int32_t i = 0; i < p->r[r].n; i++) n += p->r[r].e[i].type == CG_ALT;
+        for (int32_t i = 0; i < p->r[r].n; i++) n += p->r[r].e[i].type == CST_ALT;
     }
     A->alt_rule = malloc((size_t)n * sizeof *A->alt_rule);
     A->alt_a = malloc((size_t)n * sizeof *A->alt_a);
@@ -660,7 +641,7 @@ static int alts_list(const gp *p, gp_alts *A) {
     int32_t k = 0;
     for (int32_t r = 0; r < p->n_rules; r++)
         for (int32_t a = 0, i = 0; i <= p->r[r].n; i++)
-            if (i == p->r[r].n || p->r[r].e[i].type == CG_ALT) {
+            if (i == p->r[r].n || p->r[r].e[i].type == CST_ALT) {
                 A->alt_rule[k] = r;
                 A->alt_a[k] = a;
                 A->alt_b[k++] = i;
@@ -681,10 +662,10 @@ static int solve(const gp *p, const gp_alts *A, int term, uint8_t *prop) {
     if (!need || !occ_n || !queue) goto done;
     int64_t n_occ = 0;
     for (int32_t k = 0; k < N; k++) {
-        const cg_elem *e = p->r[A->alt_rule[k]].e;
+        const cst_elem *e = p->r[A->alt_rule[k]].e;
         need[k] = 0;
         for (int32_t i = A->alt_a[k]; i < A->alt_b[k]; i++) {
-            if (e[i].type == CG_RULE) { need[k]++; occ_n[e[i].v + 1]++; n_occ++; }
+            if (e[i].type == CST_RULE) { need[k]++; occ_n[e[i].v + 1]++; n_occ++; }
             else if (!term) need[k] = INT32_MAX / 2; /* a terminal: never nullable */
         }
     }
@@ -693,9 +674,9 @@ static int solve(const gp *p, const gp_alts *A, int term, uint8_t *prop) {
     int32_t *fill = calloc((size_t)R, sizeof *fill);
     if (!occ || !fill) { free(fill); goto done; }
     for (int32_t k = 0; k < N; k++) {
-        const cg_elem *e = p->r[A->alt_rule[k]].e;
+        const cst_elem *e = p->r[A->alt_rule[k]].e;
         for (int32_t i = A->alt_a[k]; i < A->alt_b[k]; i++)
-            if (e[i].type == CG_RULE) occ[occ_n[e[i].v] + fill[e[i].v]++] = k;
+            if (e[i].type == CST_RULE) occ[occ_n[e[i].v] + fill[e[i].v]++] = k;
     }
     free(fill);
     memset(prop, 0, (size_t)R);
@@ -731,8 +712,8 @@ static int32_t left_recursion(const gp *p, const gp_alts *A, const uint8_t *null
         if (pass && !at) goto done;
         for (int32_t k = 0; k < A->n_alts; k++) {
             int32_t r = A->alt_rule[k];
-            const cg_elem *e = p->r[r].e;
-            for (int32_t i = A->alt_a[k]; i < A->alt_b[k] && e[i].type == CG_RULE; i++) {
+            const cst_elem *e = p->r[r].e;
+            for (int32_t i = A->alt_a[k]; i < A->alt_b[k] && e[i].type == CST_RULE; i++) {
                 if (pass) edge[first[r] + at[r]++] = e[i].v;
                 else first[r + 1]++;
                 if (!nullable[e[i].v]) break;
@@ -773,7 +754,7 @@ done:
 }
 
 /* The checks of the file comment, then the rules flattened into out. */
-static int finish(gp *p, cg_grammar *out) {
+static int finish(gp *p, cst_grammar *out) {
     int32_t root = rule_find(p, "root", 4);
     if (root < 0) return plume_fail(p->err, PLUME_EINVAL, "grammar: no rule named \"root\"");
     for (int32_t r = 0; r < p->n_rules; r++)
@@ -815,14 +796,14 @@ static int finish(gp *p, cg_grammar *out) {
     int32_t ne = 0, na = 0;
     for (int32_t k = 0, r = -1; k < A.n_alts; k++) {
         if (A.alt_rule[k] != r) { r = A.alt_rule[k]; out->rule_alts[r] = na; }
-        const cg_elem *e = p->r[r].e;
+        const cst_elem *e = p->r[r].e;
         int ok = 1;
-        for (int32_t i = A.alt_a[k]; i < A.alt_b[k] && ok; i++) ok = e[i].type != CG_RULE || productive[e[i].v];
+        for (int32_t i = A.alt_a[k]; i < A.alt_b[k] && ok; i++) ok = e[i].type != CST_RULE || productive[e[i].v];
         if (!ok) continue;
         out->alts[na++] = ne;
         if (A.alt_b[k] > A.alt_a[k]) memcpy(out->elems + ne, e + A.alt_a[k], (size_t)(A.alt_b[k] - A.alt_a[k]) * sizeof *e);
         ne += A.alt_b[k] - A.alt_a[k];
-        out->elems[ne++] = (cg_elem){CG_END, 0};
+        out->elems[ne++] = (cst_elem){CST_END, 0};
     }
     for (int32_t r = 0; r < p->n_rules; r++) {
         out->names[r] = p->r[r].name;
@@ -866,7 +847,7 @@ static void gp_free(gp *g) {
 /* ---- public within the room -------------------------------------------------------------- */
 
 /* Parse GBNF text into *out (zeroed first). */
-int cg_parse(cg_grammar *out, const char *text, size_t len, char **err) {
+int cst_grammar_parse(cst_grammar *out, const char *text, size_t len, char **err) {
     memset(out, 0, sizeof *out);
     if (!text && len) return plume_fail(err, PLUME_EINVAL, "grammar: text is NULL");
     gp g;
@@ -878,42 +859,35 @@ int cg_parse(cg_grammar *out, const char *text, size_t len, char **err) {
     while (!g.rc && g.p < g.end) parse_rule(&g);
     int rc = g.rc ? g.rc : finish(&g, out);
     gp_free(&g);
-    if (rc) cg_free(out);
+    if (rc) cst_grammar_free(out);
     return rc;
 }
 
+/* Make the array *pp, which holds `have` items of `size` bytes and no spare room, hold at
+ * least need (plume_grow from a capacity of have); 0 or PLUME_ENOMEM. */
+static int grow_exact(void *pp, size_t have, size_t need, size_t size) {
+    size_t cap = have;
+    return plume_grow(pp, &cap, need, size);
+}
+
 /* Grow g's arrays for the wrapper's extra_rules rules and n_end end tokens (worst case). */
-static int wrap_grow(cg_grammar *g, int32_t extra_rules, int32_t n_end, char **err) {
-    int32_t R = g->n_rules;
+static int wrap_grow(cst_grammar *g, int32_t extra_rules, int32_t n_end, char **err) {
+    size_t R = (size_t)g->n_rules, T = (size_t)g->n_toks, n_tok_new = (size_t)n_end + 2;
     /* worst-case sizes */
-    int32_t add_elems = 8 + 2 * n_end + 16, add_alts = n_end + 8;
-    cg_elem *e = realloc(g->elems, ((size_t)g->n_elems + (size_t)add_elems) * sizeof *e);
-    if (!e) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->elems = e;
-    int32_t *alts = realloc(g->alts, ((size_t)g->rule_alts[R] + (size_t)add_alts) * sizeof *alts);
-    if (!alts) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->alts = alts;
-    int32_t *ra = realloc(g->rule_alts, ((size_t)R + (size_t)extra_rules + 1) * sizeof *ra);
-    if (!ra) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->rule_alts = ra;
-    char **names = realloc(g->names, ((size_t)R + (size_t)extra_rules) * sizeof *names);
-    if (!names) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->names = names;
-    int32_t n_tok_new = n_end + 2;
-    char **tt = realloc(g->tok_text, ((size_t)g->n_toks + (size_t)n_tok_new) * sizeof *tt);
-    if (!tt) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->tok_text = tt;
-    int32_t *ti = realloc(g->tok_id, ((size_t)g->n_toks + (size_t)n_tok_new) * sizeof *ti);
-    if (!ti) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->tok_id = ti;
-    uint64_t(*sets)[4] = realloc(g->sets, ((size_t)g->n_sets + 8) * sizeof *sets);
-    if (!sets) return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
-    g->sets = sets;
+    size_t add_elems = 8 + 2 * (size_t)n_end + 16, add_alts = (size_t)n_end + 8, X = (size_t)extra_rules;
+    if (grow_exact(&g->elems, (size_t)g->n_elems, (size_t)g->n_elems + add_elems, sizeof *g->elems) ||
+        grow_exact(&g->alts, (size_t)g->rule_alts[R], (size_t)g->rule_alts[R] + add_alts, sizeof *g->alts) ||
+        grow_exact(&g->rule_alts, R + 1, R + X + 1, sizeof *g->rule_alts) ||
+        grow_exact(&g->names, R, R + X, sizeof *g->names) ||
+        grow_exact(&g->tok_text, T, T + n_tok_new, sizeof *g->tok_text) ||
+        grow_exact(&g->tok_id, T, T + n_tok_new, sizeof *g->tok_id) ||
+        grow_exact(&g->sets, (size_t)g->n_sets, (size_t)g->n_sets + 8, sizeof *g->sets))
+        return plume_fail(err, PLUME_ENOMEM, "grammar: out of memory");
     return 0;
 }
 
 /* Name the wrapper's extra_rules new rules, from index R ("plume root", "plume end", ...). */
-static int wrap_names(cg_grammar *g, int32_t R, int32_t extra_rules, char **err) {
+static int wrap_names(cst_grammar *g, int32_t R, int32_t extra_rules, char **err) {
     static const char *const rule_names[4] = {"plume root", "plume end", "plume thought", "plume text"};
     for (int32_t i = 0; i < extra_rules; i++) {
         g->names[R + i] = strdup(rule_names[i]);
@@ -927,7 +901,7 @@ static int wrap_names(cg_grammar *g, int32_t R, int32_t extra_rules, char **err)
 
 /* Add the wrapper's token references: the n_end end tokens from *end_tok0, then (thinking)
  * <|channel> at *open_tok and <channel|> at *close_tok. */
-static int wrap_tokens(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, int32_t *end_tok0,
+static int wrap_tokens(cst_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, int32_t *end_tok0,
                        int32_t *open_tok, int32_t *close_tok, char **err) {
     *end_tok0 = g->n_toks;
     for (int32_t i = 0; i < n_end; i++) {
@@ -948,16 +922,16 @@ static int wrap_tokens(cg_grammar *g, int32_t thinking, const char *const *end, 
 }
 
 /* The thought's rules at R + 2 and R + 3, elements from *ne and alternatives from *na. */
-static void wrap_thought_rules(cg_grammar *g, int32_t R, int32_t open_tok, int32_t close_tok, int32_t *ne_io,
+static void wrap_thought_rules(cst_grammar *g, int32_t R, int32_t open_tok, int32_t close_tok, int32_t *ne_io,
                                int32_t *na_io) {
     int32_t ne = *ne_io, na = *na_io;
     /* plume thought ::= <|channel> text <channel|> */
     g->rule_alts[R + 2] = na;
     g->alts[na++] = ne;
-    g->elems[ne++] = (cg_elem){CG_TOKEN, open_tok};
-    g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
-    g->elems[ne++] = (cg_elem){CG_TOKEN, close_tok};
-    g->elems[ne++] = (cg_elem){CG_END, 0};
+    g->elems[ne++] = (cst_elem){CST_TOKEN, open_tok};
+    g->elems[ne++] = (cst_elem){CST_RULE, R + 3};
+    g->elems[ne++] = (cst_elem){CST_TOKEN, close_tok};
+    g->elems[ne++] = (cst_elem){CST_END, 0};
     /* plume text ::= any-byte text | ""  (bytes, not characters: the thought is free; a
      * byte-level loop also keeps the walk cheap) */
     uint64_t all[4] = {~0ull, ~0ull, ~0ull, ~0ull};
@@ -965,18 +939,18 @@ static void wrap_thought_rules(cg_grammar *g, int32_t R, int32_t open_tok, int32
     int32_t text_tok = g->n_sets++;
     g->rule_alts[R + 3] = na;
     g->alts[na++] = ne;
-    g->elems[ne++] = (cg_elem){CG_BYTES, text_tok};
-    g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
-    g->elems[ne++] = (cg_elem){CG_END, 0};
+    g->elems[ne++] = (cst_elem){CST_BYTES, text_tok};
+    g->elems[ne++] = (cst_elem){CST_RULE, R + 3};
+    g->elems[ne++] = (cst_elem){CST_END, 0};
     g->alts[na++] = ne;
-    g->elems[ne++] = (cg_elem){CG_END, 0};
+    g->elems[ne++] = (cst_elem){CST_END, 0};
     *ne_io = ne;
     *na_io = na;
 }
 
-/* Append the rules of the generation wrapper (cg_wrap) by reparsing nothing: they are built
+/* Append the rules of the generation wrapper (cst_grammar_wrap) by reparsing nothing: they are built
  * as elements directly, under names GBNF text cannot spell (they contain a space). */
-int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err) {
+int cst_grammar_wrap(cst_grammar *g, int32_t thinking, const char *const *end, int32_t n_end, char **err) {
     /* New rules: 0 "plume root", 1 "plume end", 2 "plume thought" (when thinking), 3 its text
      * loop "plume text". Elements appended after the existing ones. */
     int32_t extra_rules = thinking ? 4 : 2;
@@ -991,25 +965,25 @@ int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_e
     g->rule_alts[R] = na;
     if (thinking == 1) { /* two alternatives: with and without the thought */
         g->alts[na++] = ne;
-        g->elems[ne++] = (cg_elem){CG_RULE, R + 2};
-        g->elems[ne++] = (cg_elem){CG_RULE, g->root};
-        g->elems[ne++] = (cg_elem){CG_RULE, R + 1};
-        g->elems[ne++] = (cg_elem){CG_END, 0};
+        g->elems[ne++] = (cst_elem){CST_RULE, R + 2};
+        g->elems[ne++] = (cst_elem){CST_RULE, g->root};
+        g->elems[ne++] = (cst_elem){CST_RULE, R + 1};
+        g->elems[ne++] = (cst_elem){CST_END, 0};
     }
     g->alts[na++] = ne;
     if (thinking == 2) {
-        g->elems[ne++] = (cg_elem){CG_RULE, R + 3};
-        g->elems[ne++] = (cg_elem){CG_TOKEN, close_tok};
+        g->elems[ne++] = (cst_elem){CST_RULE, R + 3};
+        g->elems[ne++] = (cst_elem){CST_TOKEN, close_tok};
     }
-    g->elems[ne++] = (cg_elem){CG_RULE, g->root};
-    g->elems[ne++] = (cg_elem){CG_RULE, R + 1};
-    g->elems[ne++] = (cg_elem){CG_END, 0};
+    g->elems[ne++] = (cst_elem){CST_RULE, g->root};
+    g->elems[ne++] = (cst_elem){CST_RULE, R + 1};
+    g->elems[ne++] = (cst_elem){CST_END, 0};
     /* plume end ::= <end 0> | <end 1> | ... */
     g->rule_alts[R + 1] = na;
     for (int32_t i = 0; i < n_end; i++) {
         g->alts[na++] = ne;
-        g->elems[ne++] = (cg_elem){CG_TOKEN, end_tok0 + i};
-        g->elems[ne++] = (cg_elem){CG_END, 0};
+        g->elems[ne++] = (cst_elem){CST_TOKEN, end_tok0 + i};
+        g->elems[ne++] = (cst_elem){CST_END, 0};
     }
     if (thinking) wrap_thought_rules(g, R, open_tok, close_tok, &ne, &na);
     g->rule_alts[R + extra_rules] = na;
@@ -1019,8 +993,8 @@ int cg_wrap(cg_grammar *g, int32_t thinking, const char *const *end, int32_t n_e
     return 0;
 }
 
-/* Resolve the token references (cg_bind). */
-int cg_bind(cg_grammar *g, const plume_tokenizer *tok, char **err) {
+/* Resolve the token references (cst_grammar_bind). */
+int cst_grammar_bind(cst_grammar *g, const plume_tokenizer *tok, char **err) {
     int32_t V = plume_tokenizer_n_vocab(tok);
     for (int32_t i = 0; i < g->n_toks; i++) {
         if (!g->tok_text[i]) {
@@ -1038,8 +1012,8 @@ int cg_bind(cg_grammar *g, const plume_tokenizer *tok, char **err) {
     return 0;
 }
 
-/* Free what cg_parse made; the struct is zeroed. */
-void cg_free(cg_grammar *g) {
+/* Free what cst_grammar_parse made; the struct is zeroed. */
+void cst_grammar_free(cst_grammar *g) {
     if (!g) return;
     for (int32_t r = 0; g->names && r < g->n_rules; r++) free(g->names[r]);
     free(g->names);

@@ -11,7 +11,7 @@
  * elsewhere, counts above RX_MAX_COUNT.
  *
  * The output is GBNF text written as it is parsed (no tree): each character class becomes
- * the dialect's spelling of a character of that class (cs_char_expr), so a JSON string's
+ * the dialect's spelling of a character of that class (cst_char_expr), so a JSON string's
  * '"' is written \" and its controls escaped, and a tool call's string never holds '<'. */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@
 
 typedef struct {
     const char *p, *end, *src;
-    gbuf *b;
+    plume_buf *b;
     int dialect;
     const char *path;
     char **err;
@@ -52,21 +52,21 @@ static uint32_t rx_utf8(rx *r) {
 }
 
 /* Add the class named by an escape letter (d w s, or their negations D W S) to set. */
-static void add_class_escape(cp_set *set, char c) {
-    cp_set t = {0};
+static void add_class_escape(cst_cpset *set, char c) {
+    cst_cpset t = {0};
     char lc = (char)(c | 0x20);
-    if (lc == 'd') cps_add(&t, '0', '9');
-    else if (lc == 'w') { cps_add(&t, '0', '9'); cps_add(&t, 'A', 'Z'); cps_add(&t, 'a', 'z'); cps_add(&t, '_', '_'); }
+    if (lc == 'd') cst_cpset_add(&t, '0', '9');
+    else if (lc == 'w') { cst_cpset_add(&t, '0', '9'); cst_cpset_add(&t, 'A', 'Z'); cst_cpset_add(&t, 'a', 'z'); cst_cpset_add(&t, '_', '_'); }
     else { /* ECMAScript WhiteSpace and LineTerminator */
-        cps_add(&t, 9, 13); cps_add(&t, ' ', ' '); cps_add(&t, 0xa0, 0xa0); cps_add(&t, 0x1680, 0x1680);
-        cps_add(&t, 0x2000, 0x200a); cps_add(&t, 0x2028, 0x2029); cps_add(&t, 0x202f, 0x202f);
-        cps_add(&t, 0x205f, 0x205f); cps_add(&t, 0x3000, 0x3000); cps_add(&t, 0xfeff, 0xfeff);
+        cst_cpset_add(&t, 9, 13); cst_cpset_add(&t, ' ', ' '); cst_cpset_add(&t, 0xa0, 0xa0); cst_cpset_add(&t, 0x1680, 0x1680);
+        cst_cpset_add(&t, 0x2000, 0x200a); cst_cpset_add(&t, 0x2028, 0x2029); cst_cpset_add(&t, 0x202f, 0x202f);
+        cst_cpset_add(&t, 0x205f, 0x205f); cst_cpset_add(&t, 0x3000, 0x3000); cst_cpset_add(&t, 0xfeff, 0xfeff);
     }
-    cps_norm(&t);
-    if (c != lc) cps_negate(&t);
-    for (int32_t i = 0; i < t.n; i++) cps_add(set, t.r[i][0], t.r[i][1]);
+    cst_cpset_norm(&t);
+    if (c != lc) cst_cpset_negate(&t);
+    for (int32_t i = 0; i < t.n; i++) cst_cpset_add(set, t.r[i][0], t.r[i][1]);
     if (t.oom) set->oom = 1;
-    cps_free(&t);
+    cst_cpset_free(&t);
 }
 
 /* n hex digits at the cursor, or -1. */
@@ -85,7 +85,7 @@ static int64_t rx_hex(rx *r, int n) {
 /* An escape after '\' (cursor on the letter): a class escape is added to set and returns
  * -2; a character escape returns its code point; -1 is an error (recorded). in_class: \b is
  * a backspace there. */
-static int64_t rx_escape(rx *r, cp_set *set, int in_class) {
+static int64_t rx_escape(rx *r, cst_cpset *set, int in_class) {
     if (r->p >= r->end) { rx_fail(r, "a backslash at the end"); return -1; }
     char c = *r->p++;
     switch (c) {
@@ -130,7 +130,7 @@ static int64_t rx_escape(rx *r, cp_set *set, int in_class) {
 }
 
 /* [...] at the cursor (after '['): the class as a normalized set. */
-static void rx_class(rx *r, cp_set *set) {
+static void rx_class(rx *r, cst_cpset *set) {
     int neg = r->p < r->end && *r->p == '^';
     if (neg) r->p++;
     while (!r->rc && r->p < r->end && *r->p != ']') {
@@ -147,19 +147,19 @@ static void rx_class(rx *r, cp_set *set) {
             if (hi == -1) return;
             if (hi == -2 || hi < lo) { rx_fail(r, "a bad range in a class"); return; }
         }
-        cps_add(set, (uint32_t)lo, (uint32_t)hi);
+        cst_cpset_add(set, (uint32_t)lo, (uint32_t)hi);
     }
     if (r->p >= r->end) { rx_fail(r, "an unterminated class"); return; }
     r->p++;
-    cps_norm(set);
-    if (neg) cps_negate(set);
+    cst_cpset_norm(set);
+    if (neg) cst_cpset_negate(set);
 }
 
 /* Write one character of set in the dialect's spelling, as a group. */
-static void rx_put_set(rx *r, const cp_set *set) {
+static void rx_put_set(rx *r, const cst_cpset *set) {
     if (set->oom) { rx_fail(r, "out of memory"); return; }
-    if (cs_char_expr(r->b, set, r->dialect))
-        rx_fail(r, r->dialect == CS_GEMMA ? "a class that holds only '<', which a tool-call string cannot"
+    if (cst_char_expr(r->b, set, r->dialect))
+        rx_fail(r, r->dialect == CST_GEMMA ? "a class that holds only '<', which a tool-call string cannot"
                                           : "a class that matches nothing");
 }
 
@@ -171,8 +171,8 @@ static void rx_quantifier(rx *r) {
     char c = *r->p;
     if (c == '*' || c == '+' || c == '?') {
         r->p++;
-        gb_put(r->b, &c, 1);
-        gb_puts(r->b, " ");
+        plume_buf_put(r->b, &c, 1);
+        plume_buf_puts(r->b, " ");
     } else if (c == '{') {
         const char *q = r->p + 1;
         int64_t lo = 0, hi;
@@ -192,8 +192,8 @@ static void rx_quantifier(rx *r) {
         if (lo > RX_MAX_COUNT || hi > RX_MAX_COUNT) { rx_fail(r, "a count above 1000"); return; }
         if (hi >= 0 && hi < lo) { rx_fail(r, "a quantifier {m,n} with n < m"); return; }
         r->p = q + 1;
-        if (hi < 0) gb_printf(r->b, "{%d,} ", (int)lo);
-        else gb_printf(r->b, "{%d,%d} ", (int)lo, (int)hi);
+        if (hi < 0) plume_buf_printf(r->b, "{%d,} ", (int)lo);
+        else plume_buf_printf(r->b, "{%d,%d} ", (int)lo, (int)hi);
     } else return;
     if (r->p < r->end && *r->p == '?') r->p++; /* lazy: the same language */
     if (r->p < r->end && strchr("*+?{", *r->p)) rx_fail(r, "a quantifier after a quantifier");
@@ -204,7 +204,7 @@ static void rx_quantifier(rx *r) {
 static int rx_sequence(rx *r, int top) {
     while (!r->rc && r->p < r->end && *r->p != '|' && *r->p != ')') {
         char c = *r->p;
-        cp_set set = {0};
+        cst_cpset set = {0};
         if (c == '$') {
             r->p++;
             if (top && (r->p == r->end || *r->p == '|')) return 1;
@@ -223,33 +223,33 @@ static int rx_sequence(rx *r, int top) {
                 } else { rx_fail(r, "lookaround is not supported"); return 0; }
             }
             if (++r->depth > RX_MAX_DEPTH) { rx_fail(r, "groups nested too deep"); return 0; }
-            gb_puts(r->b, "( ");
+            plume_buf_puts(r->b, "( ");
             rx_alternatives(r, 0);
             if (r->rc) return 0;
             if (r->p >= r->end || *r->p != ')') { rx_fail(r, "an unclosed group"); return 0; }
             r->p++;
             r->depth--;
-            gb_puts(r->b, ") ");
+            plume_buf_puts(r->b, ") ");
         } else {
             if (c == '.') {
                 r->p++;
-                cps_add(&set, '\n', '\n'); cps_add(&set, '\r', '\r'); cps_add(&set, 0x2028, 0x2029);
-                cps_norm(&set);
-                cps_negate(&set);
+                cst_cpset_add(&set, '\n', '\n'); cst_cpset_add(&set, '\r', '\r'); cst_cpset_add(&set, 0x2028, 0x2029);
+                cst_cpset_norm(&set);
+                cst_cpset_negate(&set);
             } else if (c == '[') {
                 r->p++;
                 rx_class(r, &set);
             } else if (c == '\\') {
                 r->p++;
                 int64_t v = rx_escape(r, &set, 0);
-                if (v >= 0) cps_add(&set, (uint32_t)v, (uint32_t)v);
-                cps_norm(&set);
+                if (v >= 0) cst_cpset_add(&set, (uint32_t)v, (uint32_t)v);
+                cst_cpset_norm(&set);
             } else {
                 uint32_t cp = rx_utf8(r);
-                cps_add(&set, cp, cp);
+                cst_cpset_add(&set, cp, cp);
             }
             if (!r->rc) rx_put_set(r, &set);
-            cps_free(&set);
+            cst_cpset_free(&set);
         }
         rx_quantifier(r);
     }
@@ -258,30 +258,30 @@ static int rx_sequence(rx *r, int top) {
 
 /* Alternatives: at the top, each alternative's ends are free text unless anchored. */
 static void rx_alternatives(rx *r, int top) {
-    cp_set all = {0};
-    cps_add(&all, 0, 0x10ffff);
-    cps_norm(&all);
+    cst_cpset all = {0};
+    cst_cpset_add(&all, 0, 0x10ffff);
+    cst_cpset_norm(&all);
     for (int first = 1; !r->rc; first = 0) {
-        if (!first) gb_puts(r->b, "| ");
+        if (!first) plume_buf_puts(r->b, "| ");
         int start = top && r->p < r->end && *r->p == '^';
         if (start) r->p++;
-        if (top) gb_puts(r->b, "( ");
-        if (top && !start) { gb_puts(r->b, "( "); rx_put_set(r, &all); gb_puts(r->b, ")* "); }
+        if (top) plume_buf_puts(r->b, "( ");
+        if (top && !start) { plume_buf_puts(r->b, "( "); rx_put_set(r, &all); plume_buf_puts(r->b, ")* "); }
         int end = rx_sequence(r, top);
-        if (top && !end && !r->rc) { gb_puts(r->b, "( "); rx_put_set(r, &all); gb_puts(r->b, ")* "); }
-        if (top) gb_puts(r->b, ") ");
+        if (top && !end && !r->rc) { plume_buf_puts(r->b, "( "); rx_put_set(r, &all); plume_buf_puts(r->b, ")* "); }
+        if (top) plume_buf_puts(r->b, ") ");
         if (r->p < r->end && *r->p == '|') { r->p++; continue; }
         break;
     }
-    cps_free(&all);
+    cst_cpset_free(&all);
 }
 
 /* GBNF (appended to b, one group) for the characters of a string matching pattern. */
-int cs_regex_expr(gbuf *b, const char *pattern, int dialect, const char *path, char **err) {
+int cst_regex_expr(plume_buf *b, const char *pattern, int dialect, const char *path, char **err) {
     rx r = {pattern, pattern + strlen(pattern), pattern, b, dialect, path, err, 0, 0};
-    gb_puts(b, "( ");
+    plume_buf_puts(b, "( ");
     rx_alternatives(&r, 1);
     if (!r.rc && r.p < r.end) rx_fail(&r, "an unmatched ')'");
-    gb_puts(b, ") ");
+    plume_buf_puts(b, ") ");
     return r.rc;
 }

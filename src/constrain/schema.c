@@ -20,7 +20,7 @@
  * any members); keys the schema does not name are written without escapes; whitespace between
  * tokens is at most
  * one space or one newline with up to 20 spaces or tabs (`ws`), so a model cannot loop on it.
- * Gemma tool-call arguments (CS_GEMMA) are written as the chat template writes them: keys
+ * Gemma tool-call arguments (CST_GEMMA) are written as the chat template writes them: keys
  * bare, strings between <|"|> tokens, no whitespace. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -31,17 +31,18 @@
 #include "common.h"
 #include "constrain.h"
 
-#define CS_MAX_DEPTH 100 /* schema nesting followed while compiling */
+#define CST_MAX_DEPTH 100 /* schema nesting followed while compiling */
 
 /* Common rules a grammar uses, appended once at the end. */
 enum { U_WS = 1, U_JCHAR = 2, U_JVALUE = 4, U_GCHAR = 8, U_GVALUE = 16 };
 
-struct cs_ctx {
+struct cst_schema {
     int dialect;
-    gbuf out;             /* the rules */
+    plume_buf out;             /* the rules */
     const cJSON *doc;     /* the document $ref resolves in */
     struct { const cJSON *node; int32_t id; } *memo;
-    int32_t n_memo, cap_memo;
+    int32_t n_memo;
+    size_t cap_memo;
     int32_t n_rules;      /* names: s0, s1, ... */
     unsigned used;
     int depth;
@@ -102,7 +103,7 @@ static int gemma_key_cmp(const char *a, const char *b) {
 
 /* Append a number as the shortest text that reads back as the same double (cJSON prints 15
  * digits, which changes 9007199254740993 into another number). */
-static void put_number(gbuf *b, double x) {
+static void put_number(plume_buf *b, double x) {
     char t[40];
     if (x > -1e17 && x < 1e17 && floor(x) == x) snprintf(t, sizeof t, "%lld", (long long)x);
     else
@@ -110,40 +111,40 @@ static void put_number(gbuf *b, double x) {
             snprintf(t, sizeof t, "%.*g", p, x);
             if (strtod(t, NULL) == x) break;
         }
-    gb_literal(b, t, strlen(t));
-    gb_puts(b, " ");
+    cst_buf_literal(b, t, strlen(t));
+    plume_buf_puts(b, " ");
 }
 
 /* Append a JSON value in the dialect's spelling as GBNF literals. JSON: compact text.
  * Gemma: the template's format_argument (strings between <|"|>, keys bare and sorted).
  * 0, or PLUME_EINVAL (a string Gemma cannot spell). */
-static int put_value(cs_ctx *c, gbuf *b, const cJSON *v, const char *path) {
+static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *path) {
     if (cJSON_IsNumber(v)) {
         put_number(b, v->valuedouble);
         return 0;
     }
-    if (c->dialect == CS_JSON && (cJSON_IsObject(v) || cJSON_IsArray(v))) { /* members one by one */
+    if (c->dialect == CST_JSON && (cJSON_IsObject(v) || cJSON_IsArray(v))) { /* members one by one */
         int arr = cJSON_IsArray(v), rc = 0;
-        gb_puts(b, arr ? "\"[\" " : "\"{\" ");
+        plume_buf_puts(b, arr ? "\"[\" " : "\"{\" ");
         for (const cJSON *x = v->child; x && !rc; x = x->next) {
-            if (x != v->child) gb_puts(b, "\",\" ");
+            if (x != v->child) plume_buf_puts(b, "\",\" ");
             if (!arr) {
                 cJSON k = {0};
                 k.type = cJSON_String;
                 k.valuestring = x->string;
                 put_value(c, b, &k, path);
-                gb_puts(b, "\":\" ");
+                plume_buf_puts(b, "\":\" ");
             }
             rc = put_value(c, b, x, path);
         }
-        gb_puts(b, arr ? "\"]\" " : "\"}\" ");
+        plume_buf_puts(b, arr ? "\"]\" " : "\"}\" ");
         return rc;
     }
-    if (c->dialect == CS_JSON || !(cJSON_IsString(v) || cJSON_IsObject(v) || cJSON_IsArray(v))) {
+    if (c->dialect == CST_JSON || !(cJSON_IsString(v) || cJSON_IsObject(v) || cJSON_IsArray(v))) {
         char *t = cJSON_PrintUnformatted(v);
         if (!t) { b->oom = 1; return 0; }
-        gb_literal(b, t, strlen(t));
-        gb_puts(b, " ");
+        cst_buf_literal(b, t, strlen(t));
+        plume_buf_puts(b, " ");
         free(t);
         return 0;
     }
@@ -154,20 +155,20 @@ static int put_value(cs_ctx *c, gbuf *b, const cJSON *v, const char *path) {
                 return plume_fail(c->err, PLUME_EINVAL,
                                   "json schema: %s: the value \"%s\" holds '<' or a control character, which a Gemma "
                                   "tool-call string cannot", path, s);
-        gb_puts(b, "<|\"|> ");
-        if (*s) { gb_literal(b, s, strlen(s)); gb_puts(b, " "); }
-        gb_puts(b, "<|\"|> ");
+        plume_buf_puts(b, "<|\"|> ");
+        if (*s) { cst_buf_literal(b, s, strlen(s)); plume_buf_puts(b, " "); }
+        plume_buf_puts(b, "<|\"|> ");
         return 0;
     }
     if (cJSON_IsArray(v)) {
-        gb_puts(b, "\"[\" ");
+        plume_buf_puts(b, "\"[\" ");
         int first = 1;
         for (const cJSON *x = v->child; x; x = x->next) {
-            if (!first) gb_puts(b, "\",\" ");
+            if (!first) plume_buf_puts(b, "\",\" ");
             first = 0;
             if (put_value(c, b, x, path)) return PLUME_EINVAL;
         }
-        gb_puts(b, "\"]\" ");
+        plume_buf_puts(b, "\"]\" ");
         return 0;
     }
     int n = cJSON_GetArraySize(v), k = 0; /* an object: keys in dictsort order */
@@ -178,15 +179,15 @@ static int put_value(cs_ctx *c, gbuf *b, const cJSON *v, const char *path) {
         while (i > 0 && gemma_key_cmp(x->string, m[i - 1]->string) < 0) { m[i] = m[i - 1]; i--; }
         m[i] = x;
     }
-    gb_puts(b, "\"{\" ");
+    plume_buf_puts(b, "\"{\" ");
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        if (i) gb_puts(b, "\",\" ");
-        gb_literal(b, m[i]->string, strlen(m[i]->string));
-        gb_puts(b, " \":\" ");
+        if (i) plume_buf_puts(b, "\",\" ");
+        cst_buf_literal(b, m[i]->string, strlen(m[i]->string));
+        plume_buf_puts(b, " \":\" ");
         rc = put_value(c, b, m[i], path);
     }
-    gb_puts(b, "\"}\" ");
+    plume_buf_puts(b, "\"}\" ");
     free(m);
     return rc;
 }
@@ -195,7 +196,7 @@ static int put_value(cs_ctx *c, gbuf *b, const cJSON *v, const char *path) {
 
 /* The node a local reference ("#", "#/a/b~1c", percent-escapes decoded) names, or NULL (error
  * set). */
-static const cJSON *resolve(cs_ctx *c, const char *ref, const char *path) {
+static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
     if (ref[0] != '#' || (ref[1] && ref[1] != '/')) {
         plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (only local references "
                    "\"#\" and \"#/...\")", path, ref);
@@ -232,7 +233,7 @@ static const cJSON *resolve(cs_ctx *c, const char *ref, const char *path) {
 
 /* The node s refers to when it is a bare $ref (followed through chains), else s; NULL on an
  * error or a cycle of bare references. */
-static const cJSON *follow(cs_ctx *c, const cJSON *s, const char *path) {
+static const cJSON *follow(cst_schema *c, const cJSON *s, const char *path) {
     for (int hops = 0; hops < 64; hops++) {
         const cJSON *r = cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, "$ref") : NULL;
         if (!r) return s;
@@ -250,7 +251,7 @@ static const cJSON *follow(cs_ctx *c, const cJSON *s, const char *path) {
 /* ---- oneOf: disjoint branches ------------------------------------------------------------ */
 
 /* The type bits a schema can produce (a superset is fine; T_ALL when unsure). */
-static unsigned schema_types(cs_ctx *c, const cJSON *s, int depth) {
+static unsigned schema_types(cst_schema *c, const cJSON *s, int depth) {
     if (depth > 16) return T_ALL;
     s = follow(c, s, "oneOf");
     if (!s || cJSON_IsBool(s)) return T_ALL;
@@ -278,7 +279,7 @@ static unsigned schema_types(cs_ctx *c, const cJSON *s, int depth) {
 }
 
 /* The const/enum values of a required property p of object schema s, or NULL. */
-static const cJSON *tag_values(cs_ctx *c, const cJSON *s, const char *p, int *is_const) {
+static const cJSON *tag_values(cst_schema *c, const cJSON *s, const char *p, int *is_const) {
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     int required = 0;
     for (const cJSON *x = cJSON_IsArray(req) ? req->child : NULL; x && !required; x = x->next)
@@ -304,7 +305,7 @@ static int tag_has(const cJSON *vals, int is_const, const cJSON *v) {
 
 /* Whether no value can match both schemas: no type in common, or a property both require
  * with const/enum value sets that do not meet. */
-static int disjoint(cs_ctx *c, const cJSON *a, const cJSON *b) {
+static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
     a = follow(c, a, "oneOf");
     b = follow(c, b, "oneOf");
@@ -324,7 +325,7 @@ static int disjoint(cs_ctx *c, const cJSON *a, const cJSON *b) {
 
 /* ---- compiling --------------------------------------------------------------------------- */
 
-static int rule_for(cs_ctx *c, const cJSON *s, const char *path, char *name);
+static int rule_for(cst_schema *c, const cJSON *s, const char *path, char *name);
 
 /* A child path "path/seg" (truncated to fit). */
 static void sub_path(char *out, size_t cap, const char *path, const char *seg) {
@@ -332,40 +333,40 @@ static void sub_path(char *out, size_t cap, const char *path, const char *seg) {
 }
 
 /* The name of the any-value rule of the dialect (marking it used). */
-static const char *any_value(cs_ctx *c) {
-    c->used |= c->dialect == CS_GEMMA ? U_GVALUE : U_JVALUE;
-    return c->dialect == CS_GEMMA ? "gvalue" : "jvalue";
+static const char *any_value(cst_schema *c) {
+    c->used |= c->dialect == CST_GEMMA ? U_GVALUE : U_JVALUE;
+    return c->dialect == CST_GEMMA ? "gvalue" : "jvalue";
 }
 
 /* Separator between members or items: JSON "ws , ws", Gemma ",". */
-static const char *sep(cs_ctx *c) {
-    if (c->dialect == CS_GEMMA) return "\",\" ";
+static const char *sep(cst_schema *c) {
+    if (c->dialect == CST_GEMMA) return "\",\" ";
     c->used |= U_WS;
     return "ws \",\" ws ";
 }
 
 /* The rule of a subschema (rule_for), or of any value when sub is NULL or true. */
-static int value_rule(cs_ctx *c, const cJSON *sub, const char *path, char *name) {
+static int value_rule(cst_schema *c, const cJSON *sub, const char *path, char *name) {
     if (!sub || cJSON_IsTrue(sub)) { snprintf(name, 64, "%s", any_value(c)); return 0; }
     return rule_for(c, sub, path, name);
 }
 
 /* A key as the dialect writes it, as GBNF: JSON "\"name\"" (escaped), Gemma the bare name or,
  * when bare would not parse back, <|"|>name<|"|>. */
-static int put_key(cs_ctx *c, gbuf *b, const char *name, const char *path) {
-    if (c->dialect == CS_JSON) {
+static int put_key(cst_schema *c, plume_buf *b, const char *name, const char *path) {
+    if (c->dialect == CST_JSON) {
         cJSON *s = cJSON_CreateString(name);
         char *t = s ? cJSON_PrintUnformatted(s) : NULL;
         cJSON_Delete(s);
         if (!t) { b->oom = 1; return 0; }
-        gb_literal(b, t, strlen(t));
-        gb_puts(b, " ");
+        cst_buf_literal(b, t, strlen(t));
+        plume_buf_puts(b, " ");
         free(t);
         return 0;
     }
     int bare = *name && name[0] != ' ' && name[strlen(name) - 1] != ' ';
     for (const char *q = name; *q && bare; q++) bare = !strchr(",:{}[]<\t\n\r", *q) && (unsigned char)*q >= 0x20;
-    if (bare) { gb_literal(b, name, strlen(name)); gb_puts(b, " "); return 0; }
+    if (bare) { cst_buf_literal(b, name, strlen(name)); plume_buf_puts(b, " "); return 0; }
     cJSON v = {0};
     v.type = cJSON_String;
     v.valuestring = (char *)name;
@@ -383,7 +384,7 @@ typedef struct {
 /* Rules for a key that is none of names[0, n): one rule per trie node of the names, where a
  * character that leaves the trie leads to a free tail. base: rule name prefix. JSON keys are
  * "..." with plain characters (no escapes, so a key's text is its value); Gemma keys bare. */
-static int put_extra_key(cs_ctx *c, const char *base, const char *const *names, int32_t n) {
+static int put_extra_key(cst_schema *c, const char *base, const char *const *names, int32_t n) {
     int32_t cap = 1, used = 1;
     for (int32_t i = 0; i < n; i++) cap += (int32_t)strlen(names[i]);
     xnode *t = malloc((size_t)cap * sizeof *t);
@@ -408,36 +409,36 @@ static int put_extra_key(cs_ctx *c, const char *base, const char *const *names, 
         }
         t[at].end = 1;
     }
-    gbuf *o = &c->out;
-    const char *cls = c->dialect == CS_GEMMA ? "A-Za-z0-9_\\-" : "^\"\\\\\\x00-\\x1F";
-    const char *close = c->dialect == CS_GEMMA ? "" : "\"\\\"\" ";
-    gb_printf(o, "%s-t ::= [%s]* %s\n", base, cls, *close ? close : "");
+    plume_buf *o = &c->out;
+    const char *cls = c->dialect == CST_GEMMA ? "A-Za-z0-9_\\-" : "^\"\\\\\\x00-\\x1F";
+    const char *close = c->dialect == CST_GEMMA ? "" : "\"\\\"\" ";
+    plume_buf_printf(o, "%s-t ::= [%s]* %s\n", base, cls, *close ? close : "");
     for (int32_t k = 0; k < used; k++) {
-        gb_printf(o, "%s-%d ::= ", base, k);
+        plume_buf_printf(o, "%s-%d ::= ", base, k);
         int alts = 0;
-        if (!t[k].end && (c->dialect == CS_JSON || k > 0)) { gb_puts(o, *close ? close : "\"\" "); alts++; }
-        gbuf others = {0}; /* the characters that leave the trie here */
-        gb_puts(&others, cls);
+        if (!t[k].end && (c->dialect == CST_JSON || k > 0)) { plume_buf_puts(o, *close ? close : "\"\" "); alts++; }
+        plume_buf others = {0}; /* the characters that leave the trie here */
+        plume_buf_puts(&others, cls);
         for (int32_t ch = t[k].first; ch >= 0; ch = t[ch].next) {
-            int usable = c->dialect == CS_GEMMA
+            int usable = c->dialect == CST_GEMMA
                              ? ((t[ch].cp >= 'a' && t[ch].cp <= 'z') || (t[ch].cp >= 'A' && t[ch].cp <= 'Z') ||
                                 (t[ch].cp >= '0' && t[ch].cp <= '9') || t[ch].cp == '_' || t[ch].cp == '-')
                              : t[ch].cp >= 0x20 && t[ch].cp != '"' && t[ch].cp != '\\';
             if (!usable) continue;
-            if (alts++) gb_puts(o, "| ");
-            gb_puts(o, "[");
-            gb_class_cp(o, t[ch].cp);
-            gb_printf(o, "] %s-%d ", base, ch);
-            if (c->dialect == CS_JSON) gb_class_cp(&others, t[ch].cp);
+            if (alts++) plume_buf_puts(o, "| ");
+            plume_buf_puts(o, "[");
+            cst_buf_class_cp(o, t[ch].cp);
+            plume_buf_printf(o, "] %s-%d ", base, ch);
+            if (c->dialect == CST_JSON) cst_buf_class_cp(&others, t[ch].cp);
         }
-        if (alts++) gb_puts(o, "| ");
-        if (c->dialect == CS_GEMMA) { /* [allowed] minus the children: a negated class of both */
-            gb_puts(o, "[^\\x00-\\x2C\\x2E\\x2F\\x3A-\\x40\\x5B-\\x5E\\x60\\x7B-\\U0010FFFF");
+        if (alts++) plume_buf_puts(o, "| ");
+        if (c->dialect == CST_GEMMA) { /* [allowed] minus the children: a negated class of both */
+            plume_buf_puts(o, "[^\\x00-\\x2C\\x2E\\x2F\\x3A-\\x40\\x5B-\\x5E\\x60\\x7B-\\U0010FFFF");
             for (int32_t ch = t[k].first; ch >= 0; ch = t[ch].next)
-                if (t[ch].cp < 0x80) gb_class_cp(o, t[ch].cp);
-            gb_printf(o, "] %s-t\n", base);
+                if (t[ch].cp < 0x80) cst_buf_class_cp(o, t[ch].cp);
+            plume_buf_printf(o, "] %s-t\n", base);
         } else {
-            gb_printf(o, "[%s] %s-t\n", others.p ? others.p : cls, base);
+            plume_buf_printf(o, "[%s] %s-t\n", others.p ? others.p : cls, base);
         }
         free(others.p);
     }
@@ -454,7 +455,7 @@ typedef struct {
 
 /* An object's members into mem (*m of them): the properties in order, then required names
  * not among them, marked required; sorted in the template's dictsort order for Gemma. */
-static int object_members(cs_ctx *c, const char *path, const cJSON *props, const cJSON *req, const cJSON *addl,
+static int object_members(cst_schema *c, const char *path, const cJSON *props, const cJSON *req, const cJSON *addl,
                           const cJSON *extra_schema, member *mem, int32_t *m_out) {
     int32_t m = 0;
     int rc = 0;
@@ -483,7 +484,7 @@ static int object_members(cs_ctx *c, const char *path, const cJSON *props, const
         }
         mem[i].required = 1;
     }
-    if (!rc && c->dialect == CS_GEMMA) /* the template's dictsort order (stable) */
+    if (!rc && c->dialect == CST_GEMMA) /* the template's dictsort order (stable) */
         for (int32_t i = 1; i < m; i++) {
             member x = mem[i];
             int32_t j = i;
@@ -496,7 +497,7 @@ static int object_members(cs_ctx *c, const char *path, const cJSON *props, const
 
 /* The member rules NAME-kI ::= key ws ":" ws value, one per member that may be written;
  * names[] gets every member's name. */
-static int object_member_rules(cs_ctx *c, const char *path, const char *self, const member *mem, int32_t m,
+static int object_member_rules(cst_schema *c, const char *path, const char *self, const member *mem, int32_t m,
                                const char **names) {
     int rc = 0;
     for (int32_t i = 0; i < m && !rc; i++) {
@@ -506,12 +507,12 @@ static int object_member_rules(cs_ctx *c, const char *path, const char *self, co
         sub_path(sp, sizeof sp, path, mem[i].name);
         rc = value_rule(c, mem[i].schema, sp, vname);
         if (rc) break;
-        gbuf kv = {0};
-        gb_printf(&kv, "%s-k%d ::= ", self, i);
+        plume_buf kv = {0};
+        plume_buf_printf(&kv, "%s-k%d ::= ", self, i);
         rc = put_key(c, &kv, mem[i].name, sp);
-        if (c->dialect == CS_GEMMA) gb_printf(&kv, "\":\" %s\n", vname);
-        else { gb_printf(&kv, "ws \":\" ws %s\n", vname); c->used |= U_WS; }
-        gb_put(&c->out, kv.p ? kv.p : "", kv.len);
+        if (c->dialect == CST_GEMMA) plume_buf_printf(&kv, "\":\" %s\n", vname);
+        else { plume_buf_printf(&kv, "ws \":\" ws %s\n", vname); c->used |= U_WS; }
+        plume_buf_put(&c->out, kv.p ? kv.p : "", kv.len);
         if (kv.oom) c->out.oom = 1;
         free(kv.p);
     }
@@ -519,38 +520,38 @@ static int object_member_rules(cs_ctx *c, const char *path, const char *self, co
 }
 
 /* The rule for the other keys, NAME-x ::= key-not-named ws ":" ws value. */
-static int object_extra_rule(cs_ctx *c, const char *path, const char *self, const cJSON *extra_schema,
+static int object_extra_rule(cst_schema *c, const char *path, const char *self, const cJSON *extra_schema,
                              const char **names, int32_t m) {
     char vname[64], base[64 + 4], sp[512]; /* base: self (under 64 bytes) "-xk" */
     sub_path(sp, sizeof sp, path, "additionalProperties");
     int rc = value_rule(c, extra_schema, sp, vname);
     snprintf(base, sizeof base, "%s-xk", self);
     if (!rc) rc = put_extra_key(c, base, names, m);
-    if (c->dialect == CS_JSON) {
-        gb_printf(&c->out, "%s-x ::= \"\\\"\" %s-0 ws \":\" ws %s\n", self, base, vname);
+    if (c->dialect == CST_JSON) {
+        plume_buf_printf(&c->out, "%s-x ::= \"\\\"\" %s-0 ws \":\" ws %s\n", self, base, vname);
         c->used |= U_WS;
-    } else gb_printf(&c->out, "%s-x ::= %s-0 \":\" %s\n", self, base, vname);
+    } else plume_buf_printf(&c->out, "%s-x ::= %s-0 \":\" %s\n", self, base, vname);
     return rc;
 }
 
 /* The rules P(i, e), NAME-pIe: members i on, e: whether one was written already. */
-static void object_presence_rules(cs_ctx *c, const char *self, const member *mem, int32_t m, int extras) {
+static void object_presence_rules(cst_schema *c, const char *self, const member *mem, int32_t m, int extras) {
     for (int32_t i = m; i >= 0; i--)
         for (int e = 0; e < 2; e++) {
-            gb_printf(&c->out, "%s-p%d%d ::= ", self, i, e);
+            plume_buf_printf(&c->out, "%s-p%d%d ::= ", self, i, e);
             const char *s0 = e ? sep(c) : "";
             if (i == m) {
-                if (extras) gb_printf(&c->out, "( %s%s-x ( %s%s-x )* )?\n", s0, self, sep(c), self);
-                else gb_puts(&c->out, "\"\"\n");
-            } else if (cJSON_IsFalse(mem[i].schema)) gb_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
-            else if (mem[i].required) gb_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
-            else gb_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
+                if (extras) plume_buf_printf(&c->out, "( %s%s-x ( %s%s-x )* )?\n", s0, self, sep(c), self);
+                else plume_buf_puts(&c->out, "\"\"\n");
+            } else if (cJSON_IsFalse(mem[i].schema)) plume_buf_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
+            else if (mem[i].required) plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
+            else plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
         }
 }
 
 /* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
  * i on, e: whether one was written already, so a separator is due). */
-static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
+static int object_body(cst_schema *c, const cJSON *s, const char *path, const char *self, plume_buf *b) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
@@ -570,9 +571,9 @@ static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *
     if (!rc) rc = object_member_rules(c, path, self, mem, m, names);
     if (!rc && extras) rc = object_extra_rule(c, path, self, extra_schema, names, m);
     if (!rc) object_presence_rules(c, self, mem, m, extras);
-    if (c->dialect == CS_GEMMA) gb_printf(b, "\"{\" %s-p00 \"}\" ", self);
+    if (c->dialect == CST_GEMMA) plume_buf_printf(b, "\"{\" %s-p00 \"}\" ", self);
     else {
-        gb_printf(b, "\"{\" ws %s-p00 ws \"}\" ", self);
+        plume_buf_printf(b, "\"{\" ws %s-p00 ws \"}\" ", self);
         c->used |= U_WS;
     }
     free(mem);
@@ -581,20 +582,20 @@ static int object_body(cs_ctx *c, const cJSON *s, const char *path, const char *
 }
 
 /* An array's body: "[" items "]" with minItems/maxItems. */
-static int array_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
+static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
     const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     double lo = 0, hi = -1;
     if (lo_kw) {
-        if (!cJSON_IsNumber(lo_kw) || lo_kw->valuedouble < 0 || lo_kw->valuedouble > CG_MAX_REPEAT ||
+        if (!cJSON_IsNumber(lo_kw) || lo_kw->valuedouble < 0 || lo_kw->valuedouble > CST_MAX_REPEAT ||
             lo_kw->valuedouble != (double)(int64_t)lo_kw->valuedouble)
-            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minItems\" is not an integer in 0..%d", path, CG_MAX_REPEAT);
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minItems\" is not an integer in 0..%d", path, CST_MAX_REPEAT);
         lo = lo_kw->valuedouble;
     }
     if (hi_kw) {
-        if (!cJSON_IsNumber(hi_kw) || hi_kw->valuedouble < 0 || hi_kw->valuedouble > CG_MAX_REPEAT ||
+        if (!cJSON_IsNumber(hi_kw) || hi_kw->valuedouble < 0 || hi_kw->valuedouble > CST_MAX_REPEAT ||
             hi_kw->valuedouble != (double)(int64_t)hi_kw->valuedouble)
-            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"maxItems\" is not an integer in 0..%d", path, CG_MAX_REPEAT);
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"maxItems\" is not an integer in 0..%d", path, CST_MAX_REPEAT);
         hi = hi_kw->valuedouble;
     }
     if (hi >= 0 && lo > hi) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems > maxItems", path);
@@ -602,38 +603,38 @@ static int array_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported", path);
     if (items && !cJSON_IsBool(items) && !cJSON_IsObject(items))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" is not a schema", path);
-    const char *ws = c->dialect == CS_GEMMA ? "" : "ws ";
+    const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
     if (*ws) c->used |= U_WS;
     if (cJSON_IsFalse(items)) hi = 0;
     if (hi == 0) {
         if (lo > 0) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\": false with minItems > 0", path);
-        gb_printf(b, "\"[\" %s\"]\" ", ws);
+        plume_buf_printf(b, "\"[\" %s\"]\" ", ws);
         return 0;
     }
     char item[64], sp[512];
     sub_path(sp, sizeof sp, path, "items");
     int rc = value_rule(c, items, sp, item);
     if (rc) return rc;
-    gb_printf(b, "\"[\" %s", ws);
-    if (lo == 0) gb_puts(b, "( ");
-    gb_printf(b, "%s ( %s%s ){%d,", item, sep(c), item, lo > 0 ? (int)lo - 1 : 0);
-    if (hi > 0) gb_printf(b, "%d", (int)hi - 1);
-    gb_printf(b, "} %s", ws);
-    if (lo == 0) gb_puts(b, ")? ");
-    gb_puts(b, "\"]\" ");
+    plume_buf_printf(b, "\"[\" %s", ws);
+    if (lo == 0) plume_buf_puts(b, "( ");
+    plume_buf_printf(b, "%s ( %s%s ){%d,", item, sep(c), item, lo > 0 ? (int)lo - 1 : 0);
+    if (hi > 0) plume_buf_printf(b, "%d", (int)hi - 1);
+    plume_buf_printf(b, "} %s", ws);
+    if (lo == 0) plume_buf_puts(b, ")? ");
+    plume_buf_puts(b, "\"]\" ");
     return 0;
 }
 
 /* The body of one type of a typed schema. */
-static int type_body(cs_ctx *c, unsigned t, const cJSON *s, const char *path, const char *self, gbuf *b) {
+static int type_body(cst_schema *c, unsigned t, const cJSON *s, const char *path, const char *self, plume_buf *b) {
     switch (t) {
-    case T_NULL: gb_puts(b, "\"null\" "); return 0;
-    case T_BOOL: gb_puts(b, "( \"true\" | \"false\" ) "); return 0;
-    case T_INT: return cs_number_expr(b, 1, s, path, c->err);
-    case T_NUM: return cs_number_expr(b, 0, s, path, c->err);
+    case T_NULL: plume_buf_puts(b, "\"null\" "); return 0;
+    case T_BOOL: plume_buf_puts(b, "( \"true\" | \"false\" ) "); return 0;
+    case T_INT: return cst_number_expr(b, 1, s, path, c->err);
+    case T_NUM: return cst_number_expr(b, 0, s, path, c->err);
     case T_STR:
-        c->used |= c->dialect == CS_GEMMA ? U_GCHAR : U_JCHAR;
-        return cs_string_expr(b, s, c->dialect, c->dialect == CS_GEMMA ? "gchar" : "jchar", path, c->err);
+        c->used |= c->dialect == CST_GEMMA ? U_GCHAR : U_JCHAR;
+        return cst_string_expr(b, s, c->dialect, c->dialect == CST_GEMMA ? "gchar" : "jchar", path, c->err);
     case T_OBJ: return object_body(c, s, path, self, b);
     default: return array_body(c, s, path, b);
     }
@@ -660,7 +661,7 @@ static const char *other_keyword(const cJSON *s, const char *const *allowed) {
 }
 
 /* enum / const: the values spelled out, filtered by "type". */
-static int enum_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
+static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     static const char *const with[] = {"enum", "const", "type", NULL};
     const char *o = other_keyword(s, with);
     if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to enum/const is not supported "
@@ -678,19 +679,19 @@ static int enum_body(cs_ctx *c, const cJSON *s, const char *path, gbuf *b) {
             allow |= cJSON_IsString(x) ? type_bit(x->valuestring) : 0;
     }
     int n = 0, rc = 0;
-    gb_puts(b, "( ");
+    plume_buf_puts(b, "( ");
     for (const cJSON *v = co ? co : en->child; v && !rc; v = co ? NULL : v->next) {
         if (!(value_types(v) & allow)) continue; /* "integer" is T_INT alone: 5.5 is left out */
-        if (n++) gb_puts(b, "| ");
+        if (n++) plume_buf_puts(b, "| ");
         rc = put_value(c, b, v, path);
     }
-    gb_puts(b, ") ");
+    plume_buf_puts(b, ") ");
     if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no enum/const value has the schema's type", path);
     return rc;
 }
 
 /* anyOf / oneOf / allOf. */
-static int combinator_body(cs_ctx *c, const cJSON *s, const char *kw, const cJSON *list, const char *path, gbuf *b) {
+static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const cJSON *list, const char *path, plume_buf *b) {
     const char *allowed[] = {kw, NULL};
     const char *o = other_keyword(s, allowed);
     if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"%s\" is not supported", path, o, kw);
@@ -712,7 +713,7 @@ static int combinator_body(cs_ctx *c, const cJSON *s, const char *kw, const cJSO
         snprintf(seg, sizeof seg, "allOf/%d", idx);
         sub_path(sp, sizeof sp, path, seg);
         int rc = value_rule(c, only, sp, name);
-        if (!rc) gb_printf(b, "%s ", name);
+        if (!rc) plume_buf_printf(b, "%s ", name);
         return rc;
     }
     if (!strcmp(kw, "oneOf")) {
@@ -730,7 +731,7 @@ static int combinator_body(cs_ctx *c, const cJSON *s, const char *kw, const cJSO
             }
         }
     }
-    gb_puts(b, "( ");
+    plume_buf_puts(b, "( ");
     int i = 0, n = 0, rc = 0;
     for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
         if (cJSON_IsFalse(x)) continue; /* a branch that accepts nothing */
@@ -738,16 +739,16 @@ static int combinator_body(cs_ctx *c, const cJSON *s, const char *kw, const cJSO
         snprintf(seg, sizeof seg, "%s/%d", kw, i);
         sub_path(sp, sizeof sp, path, seg);
         rc = value_rule(c, x, sp, name);
-        if (!rc) gb_printf(b, "%s%s ", n++ ? "| " : "", name);
+        if (!rc) plume_buf_printf(b, "%s%s ", n++ ? "| " : "", name);
     }
-    gb_puts(b, ") ");
+    plume_buf_puts(b, ") ");
     if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: every \"%s\" branch is false: nothing is valid", path, kw);
     return rc;
 }
 
 /* The body of schema node s (the right side of its rule, named self). */
-static int body_for(cs_ctx *c, const cJSON *s, const char *path, const char *self, gbuf *b) {
-    if (cJSON_IsTrue(s)) { gb_printf(b, "%s ", any_value(c)); return 0; }
+static int body_for(cst_schema *c, const cJSON *s, const char *path, const char *self, plume_buf *b) {
+    if (cJSON_IsTrue(s)) { plume_buf_printf(b, "%s ", any_value(c)); return 0; }
     if (cJSON_IsFalse(s))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing", path);
     if (!cJSON_IsObject(s))
@@ -765,7 +766,7 @@ static int body_for(cs_ctx *c, const cJSON *s, const char *path, const char *sel
         if (!target) return PLUME_EINVAL;
         char name[64];
         int rc = rule_for(c, target, ref->valuestring, name);
-        if (!rc) gb_printf(b, "%s ", name);
+        if (!rc) plume_buf_printf(b, "%s ", name);
         return rc;
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "enum") || cJSON_GetObjectItemCaseSensitive(s, "const"))
@@ -790,7 +791,7 @@ static int body_for(cs_ctx *c, const cJSON *s, const char *path, const char *sel
             return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"type\" is not a type name or a list of them", path);
     } else {
         types = implied_types(s);
-        if (!types) { gb_printf(b, "%s ", any_value(c)); return 0; }
+        if (!types) { plume_buf_printf(b, "%s ", any_value(c)); return 0; }
         if (types & (types - 1))
             return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: keywords of several types without \"type\" are not "
                               "supported (say which type)", path);
@@ -798,41 +799,36 @@ static int body_for(cs_ctx *c, const cJSON *s, const char *path, const char *sel
     }
     if ((types & T_NUM) && (types & T_INT)) types &= ~(unsigned)T_INT; /* number holds integer */
     int n = 0, rc = 0;
-    gb_puts(b, "( ");
+    plume_buf_puts(b, "( ");
     for (unsigned t = 1; t <= T_INT && !rc; t <<= 1) {
         if (!(types & t)) continue;
-        if (n++) gb_puts(b, "| ");
+        if (n++) plume_buf_puts(b, "| ");
         rc = type_body(c, t, s, path, self, b);
     }
-    gb_puts(b, ") ");
+    plume_buf_puts(b, ") ");
     return rc;
 }
 
 /* The rule of schema node s, made on first use (memoized by node, so a $ref cycle is a
  * rule cycle). name gets its name (64 bytes). */
-static int rule_for(cs_ctx *c, const cJSON *s, const char *path, char *name) {
+static int rule_for(cst_schema *c, const cJSON *s, const char *path, char *name) {
     for (int32_t i = 0; i < c->n_memo; i++)
         if (c->memo[i].node == s) { snprintf(name, 64, "s%d", c->memo[i].id); return 0; }
-    if (c->depth >= CS_MAX_DEPTH)
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: nested deeper than %d levels", path, CS_MAX_DEPTH);
-    if (c->n_memo == c->cap_memo) {
-        int32_t cap = c->cap_memo ? c->cap_memo * 2 : 32;
-        void *m = realloc(c->memo, (size_t)cap * sizeof *c->memo);
-        if (!m) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
-        c->memo = m;
-        c->cap_memo = cap;
-    }
+    if (c->depth >= CST_MAX_DEPTH)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: nested deeper than %d levels", path, CST_MAX_DEPTH);
+    if (plume_grow(&c->memo, &c->cap_memo, (size_t)c->n_memo + 1, sizeof *c->memo))
+        return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
     int32_t id = c->n_rules++;
     c->memo[c->n_memo].node = s;
     c->memo[c->n_memo++].id = id;
     char self[64];
     snprintf(self, sizeof self, "s%d", id);
     snprintf(name, 64, "%s", self);
-    gbuf body = {0};
+    plume_buf body = {0};
     c->depth++;
     int rc = body_for(c, s, path, self, &body);
     c->depth--;
-    if (!rc) gb_printf(&c->out, "%s ::= %s\n", self, body.p ? body.p : "\"\"");
+    if (!rc) plume_buf_printf(&c->out, "%s ::= %s\n", self, body.p ? body.p : "\"\"");
     if (body.oom) c->out.oom = 1;
     free(body.p);
     return rc;
@@ -841,7 +837,7 @@ static int rule_for(cs_ctx *c, const cJSON *s, const char *path, char *name) {
 /* ---- the context ------------------------------------------------------------------------- */
 
 /* A compiler for the dialect. */
-int cs_new(cs_ctx **out, int dialect, char **err) {
+int cst_schema_new(cst_schema **out, int dialect, char **err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
     (*out)->dialect = dialect;
@@ -850,7 +846,7 @@ int cs_new(cs_ctx **out, int dialect, char **err) {
 }
 
 /* Free the compiler; NULL is a no-op. */
-void cs_free(cs_ctx *c) {
+void cst_schema_free(cst_schema *c) {
     if (!c) return;
     free(c->out.p);
     free(c->memo);
@@ -858,39 +854,39 @@ void cs_free(cs_ctx *c) {
 }
 
 /* The rule of any object in the dialect (marking it used). */
-const char *cs_any_object(cs_ctx *c) {
+const char *cst_schema_any_object(cst_schema *c) {
     any_value(c);
-    return c->dialect == CS_GEMMA ? "gobject" : "jobject";
+    return c->dialect == CST_GEMMA ? "gobject" : "jobject";
 }
 
 /* The rules text, for callers that add rules of their own. */
-gbuf *cs_out(cs_ctx *c) { return &c->out; }
+plume_buf *cst_schema_out(cst_schema *c) { return &c->out; }
 
 /* The rule for schema s of document doc ($ref resolves in doc). */
-int cs_rule(cs_ctx *c, const cJSON *doc, const cJSON *s, const char *path, char *name) {
+int cst_schema_rule(cst_schema *c, const cJSON *doc, const cJSON *s, const char *path, char *name) {
     c->doc = doc;
     return rule_for(c, s, path, name);
 }
 
 /* Append the common rules used and hand the text over (*gbnf malloc'd). */
-int cs_finish(cs_ctx *c, char **gbnf) {
-    gbuf *o = &c->out;
+int cst_schema_finish(cst_schema *c, char **gbnf) {
+    plume_buf *o = &c->out;
     if (c->used & U_JVALUE) c->used |= U_WS | U_JCHAR;
     if (c->used & U_GVALUE) c->used |= U_GCHAR;
-    if (c->used & U_WS) gb_puts(o, "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n");
+    if (c->used & U_WS) plume_buf_puts(o, "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n");
     if (c->used & U_JCHAR)
-        gb_puts(o, "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9A-Ca-cE-Fe-f] [0-9A-Fa-f]{3} | "
+        plume_buf_puts(o, "jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9A-Ca-cE-Fe-f] [0-9A-Fa-f]{3} | "
                    "[Dd] [0-7] [0-9A-Fa-f]{2} ) )\n");
     if (c->used & (U_JVALUE | U_GVALUE))
-        gb_puts(o, "jnumber ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n");
+        plume_buf_puts(o, "jnumber ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n");
     if (c->used & U_JVALUE)
-        gb_puts(o, "jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
+        plume_buf_puts(o, "jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
                    "jvalue ::= jobject | jarray | jstring | jnumber | \"true\" | \"false\" | \"null\"\n"
                    "jobject ::= \"{\" ws ( jstring ws \":\" ws jvalue ( ws \",\" ws jstring ws \":\" ws jvalue )* ws )? \"}\"\n"
                    "jarray ::= \"[\" ws ( jvalue ( ws \",\" ws jvalue )* ws )? \"]\"\n");
-    if (c->used & U_GCHAR) gb_puts(o, "gchar ::= [^<\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]\n");
+    if (c->used & U_GCHAR) plume_buf_puts(o, "gchar ::= [^<\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F]\n");
     if (c->used & U_GVALUE)
-        gb_puts(o, "gstring ::= <|\"|> gchar* <|\"|>\n"
+        plume_buf_puts(o, "gstring ::= <|\"|> gchar* <|\"|>\n"
                    "gkey ::= [A-Za-z0-9_] [A-Za-z0-9_\\-]*\n"
                    "gvalue ::= gobject | garray | gstring | jnumber | \"true\" | \"false\" | \"null\"\n"
                    "gobject ::= \"{\" ( gkey \":\" gvalue ( \",\" gkey \":\" gvalue )* )? \"}\"\n"
@@ -903,7 +899,7 @@ int cs_finish(cs_ctx *c, char **gbnf) {
 }
 
 /* Whether s[0, n) is valid UTF-8 (strict). */
-int cs_utf8_valid(const char *s, size_t n) {
+int cst_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
@@ -919,9 +915,9 @@ int cs_utf8_valid(const char *s, size_t n) {
 }
 
 /* Parse JSON text whole (valid UTF-8, nothing after the value); NULL with the error set. */
-cJSON *cs_parse_json(const char *text, size_t len, const char *what, char **err) {
+cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err) {
     if (!text) { plume_fail(err, PLUME_EINVAL, "%s: NULL", what); return NULL; }
-    if (!cs_utf8_valid(text, len)) { plume_fail(err, PLUME_EINVAL, "%s: not valid UTF-8", what); return NULL; }
+    if (!cst_utf8_valid(text, len)) { plume_fail(err, PLUME_EINVAL, "%s: not valid UTF-8", what); return NULL; }
     if (memchr(text, 0, len)) { plume_fail(err, PLUME_EINVAL, "%s: holds a NUL byte", what); return NULL; }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -939,20 +935,20 @@ cJSON *cs_parse_json(const char *text, size_t len, const char *what, char **err)
 }
 
 /* A schema's whole grammar: its rules, root ::= the schema's rule, the common rules. */
-int cs_schema_to_gbnf(const char *schema, size_t len, int dialect, char **gbnf, char **err) {
+int cst_schema_to_gbnf(const char *schema, size_t len, int dialect, char **gbnf, char **err) {
     if (!gbnf) return plume_fail(err, PLUME_EINVAL, "json schema: gbnf is NULL");
     *gbnf = NULL;
-    cJSON *doc = cs_parse_json(schema, len, "json schema", err);
+    cJSON *doc = cst_json_parse(schema, len, "json schema", err);
     if (!doc) return PLUME_EINVAL;
-    cs_ctx *c = NULL;
-    int rc = cs_new(&c, dialect, err);
+    cst_schema *c = NULL;
+    int rc = cst_schema_new(&c, dialect, err);
     char name[64];
-    if (!rc) rc = cs_rule(c, doc, doc, "#", name);
+    if (!rc) rc = cst_schema_rule(c, doc, doc, "#", name);
     if (!rc) {
-        gb_printf(&c->out, "root ::= %s\n", name);
-        rc = cs_finish(c, gbnf);
+        plume_buf_printf(&c->out, "root ::= %s\n", name);
+        rc = cst_schema_finish(c, gbnf);
     }
-    cs_free(c);
+    cst_schema_free(c);
     cJSON_Delete(doc);
     return rc;
 }

@@ -151,37 +151,37 @@ static int scaled(double v, int j, int up, bigint *out, int *exact) {
 
 /* The layout of one length: L digits, a '.' before digit index dot (dot = L: none). */
 typedef struct {
-    gbuf *b;
+    plume_buf *b;
     int L, dot;
 } lay;
 
 /* Append the '.' if digit index i is where it goes. */
 static void at_dot(const lay *y, int i) {
-    if (i == y->dot) gb_puts(y->b, "\".\" ");
+    if (i == y->dot) plume_buf_puts(y->b, "\".\" ");
 }
 
 /* Digits i .. L-1, any. */
 static void any_from(const lay *y, int i) {
     if (i >= y->L) return;
     if (y->dot > i && y->dot < y->L) {
-        gb_printf(y->b, "[0-9]{%d} \".\" [0-9]{%d} ", y->dot - i, y->L - y->dot);
+        plume_buf_printf(y->b, "[0-9]{%d} \".\" [0-9]{%d} ", y->dot - i, y->L - y->dot);
     } else {
         at_dot(y, i);
-        gb_printf(y->b, "[0-9]{%d} ", y->L - i);
+        plume_buf_printf(y->b, "[0-9]{%d} ", y->L - i);
     }
 }
 
 /* One digit c at index i. */
 static void digit(const lay *y, int i, char c) {
     at_dot(y, i);
-    gb_printf(y->b, "\"%c\" ", c);
+    plume_buf_printf(y->b, "\"%c\" ", c);
 }
 
 /* A digit class [lo-hi] at index i. */
 static void digits(const lay *y, int i, char lo, char hi) {
     at_dot(y, i);
-    if (lo == hi) gb_printf(y->b, "\"%c\" ", lo);
-    else gb_printf(y->b, "[%c-%c] ", lo, hi);
+    if (lo == hi) plume_buf_printf(y->b, "\"%c\" ", lo);
+    else plume_buf_printf(y->b, "[%c-%c] ", lo, hi);
 }
 
 /* Digits i.. that are >= a[i..] (as strings of equal length). */
@@ -190,15 +190,15 @@ static void ge_from(const lay *y, const char *a, int i) {
     int zeros = 1;
     for (int k = i; k < y->L; k++) zeros &= a[k] == '0';
     if (zeros) { any_from(y, i); return; }
-    gb_puts(y->b, "( ");
+    plume_buf_puts(y->b, "( ");
     digit(y, i, a[i]);
     ge_from(y, a, i + 1);
     if (a[i] < '9') {
-        gb_puts(y->b, "| ");
+        plume_buf_puts(y->b, "| ");
         digits(y, i, (char)(a[i] + 1), '9');
         any_from(y, i + 1);
     }
-    gb_puts(y->b, ") ");
+    plume_buf_puts(y->b, ") ");
 }
 
 /* Digits i.. that are <= b[i..]. */
@@ -207,33 +207,33 @@ static void le_from(const lay *y, const char *b, int i) {
     int nines = 1;
     for (int k = i; k < y->L; k++) nines &= b[k] == '9';
     if (nines) { any_from(y, i); return; }
-    gb_puts(y->b, "( ");
+    plume_buf_puts(y->b, "( ");
     digit(y, i, b[i]);
     le_from(y, b, i + 1);
     if (b[i] > '0') {
-        gb_puts(y->b, "| ");
+        plume_buf_puts(y->b, "| ");
         digits(y, i, '0', (char)(b[i] - 1));
         any_from(y, i + 1);
     }
-    gb_puts(y->b, ") ");
+    plume_buf_puts(y->b, ") ");
 }
 
 /* Digits i.. between a[i..] and b[i..] (a <= b, same length). */
 static void between(const lay *y, const char *a, const char *b, int i) {
     while (i < y->L && a[i] == b[i]) { digit(y, i, a[i]); i++; }
     if (i >= y->L) return;
-    gb_puts(y->b, "( ");
+    plume_buf_puts(y->b, "( ");
     digit(y, i, a[i]);
     ge_from(y, a, i + 1);
     if (b[i] - a[i] > 1) {
-        gb_puts(y->b, "| ");
+        plume_buf_puts(y->b, "| ");
         digits(y, i, (char)(a[i] + 1), (char)(b[i] - 1));
         any_from(y, i + 1);
     }
-    gb_puts(y->b, "| ");
+    plume_buf_puts(y->b, "| ");
     digit(y, i, b[i]);
     le_from(y, b, i + 1);
-    gb_puts(y->b, ") ");
+    plume_buf_puts(y->b, ") ");
 }
 
 /* s (la digits) with zeros in front up to L digits, into out. */
@@ -246,7 +246,7 @@ static void pad(char *out, const char *s, int L) {
 /* Naturals in [A, B] (digit strings, A <= B) written with at least j + 1 digits (zeros in
  * front up to that, none beyond) and a '.' before the last j: alternatives appended to b,
  * each but the first preceded by "| " (*first tracks it). */
-static void nat_range(gbuf *b, const char *A, const char *B, int j, int *first) {
+static void nat_range(plume_buf *b, const char *A, const char *B, int j, int *first) {
     int la = (int)strlen(A), lb = (int)strlen(B);
     int L0 = la > j + 1 ? la : j + 1, L1 = lb > j + 1 ? lb : j + 1;
     for (int L = L0; L <= L1; L++) {
@@ -261,17 +261,17 @@ static void nat_range(gbuf *b, const char *A, const char *B, int j, int *first) 
         if (lb > L) strcpy(bb, hi);
         else pad(bb, B, L);
         if (strcmp(a, bb) > 0) continue;
-        if (!*first) gb_puts(b, "| ");
+        if (!*first) plume_buf_puts(b, "| ");
         *first = 0;
         lay y = {b, L, j > 0 ? L - j : L};
-        gb_puts(b, "( ");
+        plume_buf_puts(b, "( ");
         between(&y, a, bb, 0);
-        gb_puts(b, ") ");
+        plume_buf_puts(b, ") ");
     }
 }
 
 /* The signed integers N in [lo, hi] with j implied fraction digits, as alternatives. */
-static void signed_range(gbuf *b, const bigint *lo, const bigint *hi, int j, int *first) {
+static void signed_range(plume_buf *b, const bigint *lo, const bigint *hi, int j, int *first) {
     char cap[NUM_DIGITS + 2];
     int capd = NUM_INT_DIGITS + j;
     if (!lo->inf && (int)strlen(lo->d) > capd) capd = (int)strlen(lo->d);
@@ -290,12 +290,12 @@ static void signed_range(gbuf *b, const bigint *lo, const bigint *hi, int j, int
     if (lo_neg) {
         const char *A = (!hi->inf && hi->neg) ? hi->d : "1", *B = lo->inf ? cap : lo->d;
         if (dig_cmp(A, B) <= 0) {
-            if (!*first) gb_puts(b, "| ");
+            if (!*first) plume_buf_puts(b, "| ");
             *first = 0;
-            gb_puts(b, "\"-\" ( ");
+            plume_buf_puts(b, "\"-\" ( ");
             int f2 = 1;
             nat_range(b, A, B, j, &f2);
-            gb_puts(b, ") ");
+            plume_buf_puts(b, ") ");
         }
     }
 }
@@ -328,7 +328,7 @@ static int bound(const cJSON *s, const char *key, double *v, const char *path, c
 
 /* GBNF for an integer (is_int) or a number valid against the schema's minimum, maximum,
  * exclusiveMinimum and exclusiveMaximum; appended to b as one parenthesized expression. */
-int cs_number_expr(gbuf *b, int is_int, const cJSON *s, const char *path, char **err) {
+int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, char **err) {
     double v[4];
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     int has[4], any = 0;
@@ -338,8 +338,8 @@ int cs_number_expr(gbuf *b, int is_int, const cJSON *s, const char *path, char *
         any |= has[k];
     }
     if (!any) { /* the plain forms */
-        if (is_int) gb_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ) ");
-        else gb_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )? ) ");
+        if (is_int) plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ) ");
+        else plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )? ) ");
         return 0;
     }
     int jmax = 0;
@@ -350,7 +350,7 @@ int cs_number_expr(gbuf *b, int is_int, const cJSON *s, const char *path, char *
         if (jmax > 20) jmax = 20;
     }
     int first = 1;
-    gb_puts(b, "( ");
+    plume_buf_puts(b, "( ");
     for (int j = 0; j <= jmax; j++) {
         bigint lo = {.inf = 1}, hi = {.inf = 1};
         for (int k = 0; k < 4; k++) { /* the tightest of the bounds at this scale */
@@ -369,7 +369,7 @@ int cs_number_expr(gbuf *b, int is_int, const cJSON *s, const char *path, char *
         if (!lo.inf && !hi.inf && big_cmp(&lo, &hi) > 0) continue;
         signed_range(b, &lo, &hi, j, &first);
     }
-    gb_puts(b, ") ");
+    plume_buf_puts(b, ") ");
     if (first)
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: no %s lies within the bounds", path,
                           is_int ? "integer" : "number");

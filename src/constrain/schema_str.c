@@ -9,7 +9,7 @@
  * newline and return: the call format has no escape, and every marker that ends a call or a
  * string starts with '<'.
  *
- * (The spelling of one character of a set in each dialect, cs_char_expr, is in gbuf.c: the
+ * (The spelling of one character of a set in each dialect, cst_char_expr, is in spell.c: the
  * regular expressions of `pattern` use it too.)
  *
  * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
@@ -26,7 +26,7 @@
 #include "constrain.h"
 
 /* The content of a string of a format (no quotes), as one group; 0 or PLUME_EINVAL. */
-static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {
+static int format_expr(plume_buf *b, const char *fmt, const char *path, char **err) {
     static const char date[] =
         "( [0-9]{4} \"-\" ( ( \"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"
         " | ( \"04\" | \"06\" | \"09\" | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" )"
@@ -35,16 +35,16 @@ static int format_expr(gbuf *b, const char *fmt, const char *path, char **err) {
     static const char time[] =
         "( ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
         "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] ) ) ";
-    if (!strcmp(fmt, "date")) gb_puts(b, date);
-    else if (!strcmp(fmt, "time")) gb_puts(b, time);
-    else if (!strcmp(fmt, "date-time")) { gb_puts(b, "( "); gb_puts(b, date); gb_puts(b, "\"T\" "); gb_puts(b, time); gb_puts(b, ") "); }
+    if (!strcmp(fmt, "date")) plume_buf_puts(b, date);
+    else if (!strcmp(fmt, "time")) plume_buf_puts(b, time);
+    else if (!strcmp(fmt, "date-time")) { plume_buf_puts(b, "( "); plume_buf_puts(b, date); plume_buf_puts(b, "\"T\" "); plume_buf_puts(b, time); plume_buf_puts(b, ") "); }
     else if (!strcmp(fmt, "uuid"))
-        gb_puts(b, "( [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-5] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" [0-9a-f]{12} ) ");
+        plume_buf_puts(b, "( [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [1-5] [0-9a-f]{3} \"-\" [89ab] [0-9a-f]{3} \"-\" [0-9a-f]{12} ) ");
     else if (!strcmp(fmt, "email"))
-        gb_puts(b, "( [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" "
+        plume_buf_puts(b, "( [a-zA-Z0-9_+-]{1,32} ( \".\" [a-zA-Z0-9_+-]{1,32} ){0,3} \"@\" "
                    "( [a-z0-9] ( [a-z0-9-]{0,30} [a-z0-9] )? \".\" ){1,3} [a-z] [a-z0-9]{1,10} ) ");
     else if (!strcmp(fmt, "ipv4"))
-        gb_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
+        plume_buf_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
                    "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
     else
         return plume_fail(err, PLUME_EINVAL,
@@ -62,8 +62,8 @@ static int64_t count_kw(const cJSON *s, const char *key, const char *path, char 
         plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a non-negative integer", path, key);
         return -2;
     }
-    if (x->valuedouble > CG_MAX_REPEAT) {
-        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" above %d is not supported", path, key, CG_MAX_REPEAT);
+    if (x->valuedouble > CST_MAX_REPEAT) {
+        plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" above %d is not supported", path, key, CST_MAX_REPEAT);
         return -2;
     }
     return (int64_t)x->valuedouble;
@@ -72,7 +72,7 @@ static int64_t count_kw(const cJSON *s, const char *key, const char *path, char 
 /* A whole string valid against the schema's string keywords: the quotes of the dialect (JSON
  * ", Gemma's <|"|> tokens) around the content. char_rule names the rule of one free
  * character. 0 or PLUME_EINVAL. */
-int cs_string_expr(gbuf *b, const cJSON *s, int dialect, const char *char_rule, const char *path, char **err) {
+int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_rule, const char *path, char **err) {
     int64_t lo = count_kw(s, "minLength", path, err), hi = count_kw(s, "maxLength", path, err);
     if (lo == -2 || hi == -2) return PLUME_EINVAL;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
@@ -87,16 +87,16 @@ int cs_string_expr(gbuf *b, const cJSON *s, int dialect, const char *char_rule, 
     if (hi >= 0 && lo > hi)
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: minLength %lld > maxLength %lld", path, (long long)lo,
                           (long long)hi);
-    const char *quote = dialect == CS_GEMMA ? "<|\"|> " : "\"\\\"\" ";
-    gb_puts(b, "( ");
-    gb_puts(b, quote);
+    const char *quote = dialect == CST_GEMMA ? "<|\"|> " : "\"\\\"\" ";
+    plume_buf_puts(b, "( ");
+    plume_buf_puts(b, quote);
     int rc = 0;
     if (fmt) rc = format_expr(b, fmt->valuestring, path, err);
-    else if (pat) rc = cs_regex_expr(b, pat->valuestring, dialect, path, err);
-    else if (lo < 0 && hi < 0) gb_printf(b, "%s* ", char_rule);
-    else if (hi < 0) gb_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
-    else gb_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);
-    gb_puts(b, quote);
-    gb_puts(b, ") ");
+    else if (pat) rc = cst_regex_expr(b, pat->valuestring, dialect, path, err);
+    else if (lo < 0 && hi < 0) plume_buf_printf(b, "%s* ", char_rule);
+    else if (hi < 0) plume_buf_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
+    else plume_buf_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);
+    plume_buf_puts(b, quote);
+    plume_buf_puts(b, ") ");
     return rc;
 }

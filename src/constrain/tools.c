@@ -50,7 +50,7 @@ static int choice_name(const char *choice, char *name, size_t cap, int *required
         strcpy(name, choice);
         return 0;
     }
-    cJSON *j = cs_parse_json(choice, strlen(choice), "tool_choice", err);
+    cJSON *j = cst_json_parse(choice, strlen(choice), "tool_choice", err);
     if (!j) return PLUME_EINVAL;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(j, "function");
     const cJSON *n = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
@@ -79,59 +79,59 @@ static int params_free(const cJSON *p) {
 }
 
 /* The rule of one function's call: call-K ::= <|tool_call> "call:NAME" args <tool_call|>. */
-static int call_rule(cs_ctx *c, const cJSON *fn, const char *name, int k, char **err) {
+static int call_rule(cst_schema *c, const cJSON *fn, const char *name, int k, char **err) {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     char args[64], path[64];
     snprintf(path, sizeof path, "tools[%d].parameters", k);
     if (params_free(params)) {
-        snprintf(args, sizeof args, "%s", cs_any_object(c));
+        snprintf(args, sizeof args, "%s", cst_schema_any_object(c));
     } else {
         const cJSON *ty = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "type") : NULL;
         if (!cJSON_IsObject(params) || (ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "object"))))
             return plume_fail(err, PLUME_EINVAL, "%s: the arguments of a call are an object: \"type\" must be \"object\"", path);
-        int rc = cs_rule(c, params, params, path, args);
+        int rc = cst_schema_rule(c, params, params, path, args);
         if (rc) return rc;
     }
-    gbuf *o = cs_out(c);
-    gb_printf(o, "call-%d ::= <|tool_call> ", k);
+    plume_buf *o = cst_schema_out(c);
+    plume_buf_printf(o, "call-%d ::= <|tool_call> ", k);
     char head[600];
     snprintf(head, sizeof head, "call:%s", name);
-    gb_literal(o, head, strlen(head));
-    gb_printf(o, " %s <tool_call|>\n", args);
+    cst_buf_literal(o, head, strlen(head));
+    plume_buf_printf(o, " %s <tool_call|>\n", args);
     return 0;
 }
 
 /* tools + tool_choice -> GBNF (the file comment says what it accepts). */
-int cs_tools_to_gbnf(const char *tools_json, const char *tool_choice, char **gbnf, char **err) {
+int cst_tools_to_gbnf(const char *tools_json, const char *tool_choice, char **gbnf, char **err) {
     if (!gbnf) return plume_fail(err, PLUME_EINVAL, "tools: gbnf is NULL");
     *gbnf = NULL;
     char want[512];
     int required;
     int rc = choice_name(tool_choice, want, sizeof want, &required, err);
     if (rc) return rc;
-    cJSON *tools = cs_parse_json(tools_json, tools_json ? strlen(tools_json) : 0, "tools", err);
+    cJSON *tools = cst_json_parse(tools_json, tools_json ? strlen(tools_json) : 0, "tools", err);
     if (!tools) return PLUME_EINVAL;
-    cs_ctx *c = NULL;
+    cst_schema *c = NULL;
     if (!cJSON_IsArray(tools) || !tools->child) rc = plume_fail(err, PLUME_EINVAL, "tools: not a non-empty array of tools");
-    if (!rc) rc = cs_new(&c, CS_GEMMA, err);
+    if (!rc) rc = cst_schema_new(&c, CST_GEMMA, err);
     int k = 0, n_calls = 0;
-    gbuf root = {0};
+    plume_buf root = {0};
     for (const cJSON *t = rc ? NULL : tools->child; t && !rc; t = t->next, k++) {
         const cJSON *fn = NULL;
         const char *name = "";
         rc = tool_function(t, k, &fn, &name, err);
         if (rc || (!required && strcmp(name, want))) continue;
         rc = call_rule(c, fn, name, k, err);
-        gb_printf(&root, "%scall-%d ", n_calls++ ? "| " : "", k);
+        plume_buf_printf(&root, "%scall-%d ", n_calls++ ? "| " : "", k);
     }
     if (!rc && n_calls == 0) rc = plume_fail(err, PLUME_EINVAL, "tool_choice names \"%s\", which is not one of the tools", want);
     if (!rc) {
-        if (required) gb_printf(cs_out(c), "root ::= ( %s)+\n", root.p);
-        else gb_printf(cs_out(c), "root ::= %s\n", root.p);
-        rc = cs_finish(c, gbnf);
+        if (required) plume_buf_printf(cst_schema_out(c), "root ::= ( %s)+\n", root.p);
+        else plume_buf_printf(cst_schema_out(c), "root ::= %s\n", root.p);
+        rc = cst_schema_finish(c, gbnf);
     }
     free(root.p);
-    cs_free(c);
+    cst_schema_free(c);
     cJSON_Delete(tools);
     return rc;
 }

@@ -1,92 +1,45 @@
-/* gbuf.c -- what the grammar's parser and its compilers share: a growing text buffer, the GBNF
- * spelling of literals and class members, sets of code points, and one character of a set in
- * a dialect's spelling (JSON strings, Gemma call strings: schema_str.c, regex.c). Knows no
- * grammar semantics. */
-#include <stdarg.h>
+/* spell.c -- what the grammar's parser and its compilers share: the GBNF spelling of literals
+ * and class members (appended to a plume_buf), sets of code points, and one character of a
+ * set in a dialect's spelling (JSON strings, Gemma call strings: schema_str.c, regex.c).
+ * Knows no grammar semantics. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "constrain.h"
 
-/* Append n bytes (nothing after an allocation failure); keeps b->p NUL-terminated. */
-void gb_put(gbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > ((size_t)-1) / 2) { b->oom = 1; return; }
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-/* Append a NUL-terminated string. */
-void gb_puts(gbuf *b, const char *s) { gb_put(b, s, strlen(s)); }
-
-/* Append formatted text. */
-void gb_printf(gbuf *b, const char *fmt, ...) {
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) { b->oom = 1; return; }
-    if ((size_t)n < sizeof small) { gb_put(b, small, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
-    if (!big) { b->oom = 1; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    gb_put(b, big, (size_t)n);
-    free(big);
-}
-
 /* A GBNF string literal: code points as they are, except " \ and ASCII controls, escaped.
  * (In GBNF \xHH is the code point U+00HH, so bytes >= 0x80 stay raw UTF-8.) */
-void gb_literal(gbuf *b, const char *s, size_t n) {
-    gb_put(b, "\"", 1);
+void cst_buf_literal(plume_buf *b, const char *s, size_t n) {
+    plume_buf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; gb_put(b, e, 2); }
-        else if (c == '\n') gb_puts(b, "\\n");
-        else if (c == '\r') gb_puts(b, "\\r");
-        else if (c == '\t') gb_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) gb_printf(b, "\\x%02X", c);
-        else gb_put(b, (const char *)&c, 1);
+        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; plume_buf_put(b, e, 2); }
+        else if (c == '\n') plume_buf_puts(b, "\\n");
+        else if (c == '\r') plume_buf_puts(b, "\\r");
+        else if (c == '\t') plume_buf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) plume_buf_printf(b, "\\x%02X", c);
+        else plume_buf_put(b, (const char *)&c, 1);
     }
-    gb_put(b, "\"", 1);
+    plume_buf_put(b, "\"", 1);
 }
 
 /* One code point inside [...]: ASCII letters and digits as they are, everything else as
  * \xHH, \uHHHH or \UHHHHHHHH (so ] ^ - \ never need thought). */
-void gb_class_cp(gbuf *b, uint32_t cp) {
+void cst_buf_class_cp(plume_buf *b, uint32_t cp) {
     if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
-        gb_printf(b, "%c", (char)cp);
-    else if (cp < 0x100) gb_printf(b, "\\x%02X", cp);
-    else if (cp < 0x10000) gb_printf(b, "\\u%04X", cp);
-    else gb_printf(b, "\\U%08X", cp);
+        plume_buf_printf(b, "%c", (char)cp);
+    else if (cp < 0x100) plume_buf_printf(b, "\\x%02X", cp);
+    else if (cp < 0x10000) plume_buf_printf(b, "\\u%04X", cp);
+    else plume_buf_printf(b, "\\U%08X", cp);
 }
 
 /* ---- sets of code points ----------------------------------------------------------------- */
 
 /* Add [lo, hi] (unsorted; cp_norm sorts and merges). */
-void cps_add(cp_set *s, uint32_t lo, uint32_t hi) {
+void cst_cpset_add(cst_cpset *s, uint32_t lo, uint32_t hi) {
     if (s->oom) return;
-    if (s->n == s->cap) {
-        int32_t cap = s->cap ? s->cap * 2 : 16;
-        uint32_t(*r)[2] = realloc(s->r, (size_t)cap * sizeof *r);
-        if (!r) { s->oom = 1; return; }
-        s->r = r;
-        s->cap = cap;
-    }
+    if (plume_grow(&s->r, &s->cap, (size_t)s->n + 1, sizeof *s->r)) { s->oom = 1; return; }
     s->r[s->n][0] = lo;
     s->r[s->n][1] = hi;
     s->n++;
@@ -99,7 +52,7 @@ static int cmp_range(const void *a, const void *b) {
 }
 
 /* Sort, merge, and drop the surrogates (they have no UTF-8 spelling). */
-void cps_norm(cp_set *s) {
+void cst_cpset_norm(cst_cpset *s) {
     if (s->oom || s->n == 0) return;
     qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
     int32_t m = 0;
@@ -118,7 +71,7 @@ void cps_norm(cp_set *s) {
         if (hi < 0xd800 || lo > 0xdfff) continue;
         if (lo < 0xd800 && hi > 0xdfff) { /* split in two: the tail goes at the end, then re-sort */
             s->r[i][1] = 0xd7ff;
-            cps_add(s, 0xe000, hi);
+            cst_cpset_add(s, 0xe000, hi);
             if (!s->oom) qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
             return;
         }
@@ -133,21 +86,21 @@ void cps_norm(cp_set *s) {
 }
 
 /* The complement within [0, 0x10FFFF] of a normalized set, normalized. */
-void cps_negate(cp_set *s) {
-    cp_set t = {0};
+void cst_cpset_negate(cst_cpset *s) {
+    cst_cpset t = {0};
     uint32_t next = 0;
     for (int32_t i = 0; i < s->n; i++) {
-        if (s->r[i][0] > next) cps_add(&t, next, s->r[i][0] - 1);
+        if (s->r[i][0] > next) cst_cpset_add(&t, next, s->r[i][0] - 1);
         next = s->r[i][1] + 1;
     }
-    if (next <= 0x10ffff) cps_add(&t, next, 0x10ffff);
-    cps_free(s);
+    if (next <= 0x10ffff) cst_cpset_add(&t, next, 0x10ffff);
+    cst_cpset_free(s);
     *s = t;
-    cps_norm(s);
+    cst_cpset_norm(s);
 }
 
 /* Free the ranges; the set is empty again. */
-void cps_free(cp_set *s) {
+void cst_cpset_free(cst_cpset *s) {
     free(s->r);
     memset(s, 0, sizeof *s);
 }
@@ -155,22 +108,22 @@ void cps_free(cp_set *s) {
 /* ---- one character of a set, spelled in a dialect ----------------------------------------- */
 
 /* Whether a normalized set holds cp. */
-static int cps_has(const cp_set *s, uint32_t cp) {
+static int cpset_has(const cst_cpset *s, uint32_t cp) {
     for (int32_t i = 0; i < s->n; i++)
         if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
     return 0;
 }
 
 /* Append one range to a class body under construction. */
-static void class_range(gbuf *t, uint32_t a, uint32_t z) {
-    gb_class_cp(t, a);
-    if (z > a) { gb_puts(t, "-"); gb_class_cp(t, z); }
+static void class_range(plume_buf *t, uint32_t a, uint32_t z) {
+    cst_buf_class_cp(t, a);
+    if (z > a) { plume_buf_puts(t, "-"); cst_buf_class_cp(t, z); }
 }
 
 /* Append a class [..] of the set's members within [lo, hi], minus the ASCII characters of
  * `except`; returns whether it had any member. */
-static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, const char *except) {
-    gbuf t = {0};
+static int put_class_within(plume_buf *b, const cst_cpset *s, uint32_t lo, uint32_t hi, const char *except) {
+    plume_buf t = {0};
     int any = 0;
     for (int32_t i = 0; i < s->n; i++) {
         uint32_t a = s->r[i][0] > lo ? s->r[i][0] : lo, z = s->r[i][1] < hi ? s->r[i][1] : hi;
@@ -182,7 +135,7 @@ static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, 
             a = cut + 1;
         }
     }
-    if (any) { gb_puts(b, "["); gb_put(b, t.p, t.len); gb_puts(b, "] "); }
+    if (any) { plume_buf_puts(b, "["); plume_buf_put(b, t.p, t.len); plume_buf_puts(b, "] "); }
     if (t.oom) b->oom = 1;
     free(t.p);
     return any;
@@ -190,38 +143,38 @@ static int put_class_within(gbuf *b, const cp_set *s, uint32_t lo, uint32_t hi, 
 
 /* One character of the set in the dialect's spelling, as one group; 0, or -1 when the
  * dialect cannot spell any member. */
-int cs_char_expr(gbuf *b, const cp_set *s, int dialect) {
-    gbuf t = {0};
+int cst_char_expr(plume_buf *b, const cst_cpset *s, int dialect) {
+    plume_buf t = {0};
     int alts = 0;
-    if (dialect == CS_GEMMA) { /* raw, no '<'; of the controls only tab, newline, return */
+    if (dialect == CST_GEMMA) { /* raw, no '<'; of the controls only tab, newline, return */
         alts += put_class_within(&t, s, 0x20, 0x10ffff, "<");
         static const char ws[3] = {'\t', '\n', '\r'};
         for (int i = 0; i < 3; i++)
-            if (cps_has(s, (uint32_t)ws[i])) {
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, &ws[i], 1);
-                gb_puts(&t, " ");
+            if (cpset_has(s, (uint32_t)ws[i])) {
+                if (alts++) plume_buf_puts(&t, "| ");
+                cst_buf_literal(&t, &ws[i], 1);
+                plume_buf_puts(&t, " ");
             }
     } else {
         alts += put_class_within(&t, s, 0x20, 0x10ffff, "\"\\");
         static const struct { uint32_t cp; const char *esc; } short_esc[] = {
             {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {9, "\\t"}, {10, "\\n"}, {12, "\\f"}, {13, "\\r"}};
         for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
-            if (cps_has(s, short_esc[i].cp)) {
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, short_esc[i].esc, 2);
-                gb_puts(&t, " ");
+            if (cpset_has(s, short_esc[i].cp)) {
+                if (alts++) plume_buf_puts(&t, "| ");
+                cst_buf_literal(&t, short_esc[i].esc, 2);
+                plume_buf_puts(&t, " ");
             }
         for (uint32_t c = 0; c < 0x20; c++)
-            if (cps_has(s, c) && c != 8 && c != 9 && c != 10 && c != 12 && c != 13) {
+            if (cpset_has(s, c) && c != 8 && c != 9 && c != 10 && c != 12 && c != 13) {
                 char e[8];
                 snprintf(e, sizeof e, "\\u%04x", c);
-                if (alts++) gb_puts(&t, "| ");
-                gb_literal(&t, e, 6);
-                gb_puts(&t, " ");
+                if (alts++) plume_buf_puts(&t, "| ");
+                cst_buf_literal(&t, e, 6);
+                plume_buf_puts(&t, " ");
             }
     }
-    if (alts) { gb_puts(b, "( "); gb_put(b, t.p, t.len); gb_puts(b, ") "); }
+    if (alts) { plume_buf_puts(b, "( "); plume_buf_put(b, t.p, t.len); plume_buf_puts(b, ") "); }
     if (t.oom) b->oom = 1;
     free(t.p);
     return alts ? 0 : -1;
