@@ -159,6 +159,8 @@ async function codex(dir, url, prompt, more = []) {
 
 // Codex's Ollama mode (`codex exec --oss`): no provider entry, `oss_provider = "ollama"` and
 // CODEX_OSS_BASE_URL (its documented variable for an Ollama that is not on localhost:11434).
+// The model is named as /api/tags lists it (the bundle's name, ":latest"): Codex looks for
+// the name there and asks /api/pull for it otherwise, which plume does not do.
 async function codexOss(dir, url, prompt) {
   const home = join(dir, ".codex");
   mkdirSync(home, { recursive: true });
@@ -172,7 +174,7 @@ enabled = false
 plugins = false
 `);
   const env = { HOME: dir, CODEX_HOME: home, CODEX_OSS_BASE_URL: `${url}/v1`, HTTPS_PROXY: url, HTTP_PROXY: url, NO_PROXY: "127.0.0.1,localhost" };
-  return run(process.execPath, [codexBin, "exec", "--oss", "-m", "tiny", "--skip-git-repo-check", "--json", prompt], env, join(dir, "work"), 240);
+  return run(process.execPath, [codexBin, "exec", "--oss", "-m", "tiny:latest", "--skip-git-repo-check", "--json", prompt], env, join(dir, "work"), 240);
 }
 
 // Codex's --json events (one JSON object a line).

@@ -45,6 +45,15 @@ const answerSchema = {
   additionalProperties: false,
 };
 const validAnswer = new Ajv().compile(answerSchema);
+// LangChain's ChatAnthropic moves the keywords Anthropic's structured output lacks (enum, ...)
+// into descriptions before sending: the schema plume gets has types only.
+const plainSchema = {
+  type: "object",
+  properties: { city: { type: "string" }, sunny: { type: "boolean" } },
+  required: ["city", "sunny"],
+  additionalProperties: false,
+};
+const validPlain = new Ajv().compile(plainSchema);
 const QUESTION = "What is the weather in Paris?";
 const RESULT = '{"temperature_c": 21, "sky": "clear"}';
 
@@ -180,8 +189,9 @@ function lcCases(name, make, forced) {
       assert((ai.tool_calls || []).every((c) => c.name === "get_weather") && !(ai.invalid_tool_calls || []).length, `auto: ${show(ai)}`);
     },
     async [`${name}_structured`]() {
-      const out = await model(CALL).withStructuredOutput(answerSchema, { method: "jsonSchema", name: "answer" }).invoke("Weather in Paris as JSON");
-      assert(validAnswer(out), `structured: ${show(out)} ${show(validAnswer.errors)}`);
+      const [schema, valid] = name === "lc_anthropic" ? [plainSchema, validPlain] : [answerSchema, validAnswer];
+      const out = await model(CALL).withStructuredOutput(schema, { method: "jsonSchema", name: "answer" }).invoke("Weather in Paris as JSON");
+      assert(valid(out), `structured: ${show(out)} ${show(valid.errors)}`);
     },
     async [`${name}_cut`]() {
       const ai = await model(2).bindTools([lcTool], { tool_choice: "get_weather" }).invoke([new HumanMessage(QUESTION)]);
