@@ -13,10 +13,10 @@
  * vocabulary (scripts/fetch-vocab.sh). docs/SERVER.md "Clients" has the setups and versions. */
 #include "t_serve.h"
 
-static server sv, small; /* the 32k server of the clients; one of 512 tokens for the limits */
+static server sv, small; /* the 32k server of the clients; one of 128 tokens for the limits */
 static char out[1 << 16];
 
-#define SMALL_CTX 512
+#define SMALL_CTX 128
 
 /* Run one case of a client script against the server; a failure prints the script's output
  * and the server's log tail. */
@@ -37,12 +37,12 @@ static void test_codex_answers(void) { script_case("agents.mjs", "codex_text"); 
 static void test_codex_tool_round_trip(void) { script_case("agents.mjs", "codex_tools"); }
 static void test_codex_oss_mode(void) { script_case("agents.mjs", "codex_oss"); }
 
-/* One provider of sdks.mjs: its cases (a forced call cut short only where the dialect can
- * force one: Ollama's API has no tool_choice). */
+/* One provider of sdks.mjs: its cases (a forced call cut short only where the client can
+ * force one: Ollama's API has no tool_choice, and ChatOllama drops it). */
 static void sdk_cases(const char *provider) {
     static const char *what[] = {"text", "stream", "tools", "auto", "structured", "cut"};
     char names[512] = "";
-    size_t count = strstr(provider, "ollama") ? 5 : 6;
+    size_t count = !strcmp(provider, "lc_ollama") ? 5 : 6;
     for (size_t i = 0; i < count; i++) {
         size_t n = strlen(names);
         snprintf(names + n, sizeof names - n, "%s%s_%s", n ? " " : "", provider, what[i]);
@@ -244,7 +244,7 @@ int main(void) {
         printf("FAIL test_agents: the server did not start: %s\n", out);
         return 1;
     }
-    if (server_start(&small, "small", "--context 512 --parallel 1")) {
+    if (server_start(&small, "small", "--context 128 --parallel 1")) {
         t_sh(out, sizeof out, "cat '%s'", small.log);
         printf("FAIL test_agents: the small server did not start: %s\n", out);
         return 1;
