@@ -15,8 +15,9 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wno-unused-function
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 # libpng, libjpeg(-turbo), libwebp + libwebpdemux: the image decoders of src/media/;
-# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio.
-LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lm -lpthread
+# libsndfile (WAV, FLAC, Ogg Vorbis/Opus, MP3) and libsoxr (resampling to 16 kHz): its audio;
+# FFmpeg's libavformat, libavcodec, libswscale, libavutil: its video (MP4/MOV, MKV/WebM).
+LDLIBS  := -lcjson -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lsoxr -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
 # libcurl: the Hub client of plume pull (tools/hub/); libmicrohttpd: the HTTP server of
 # plume serve. Both linked into the CLI only, never libplume.
 CLI_LIBS := -lcurl -lmicrohttpd
@@ -25,7 +26,7 @@ SOFLAGS := -shared
 
 ifeq ($(UNAME_S),Darwin)
 # macOS: the system clang, a .dylib with an install name, the libraries from Homebrew (brew install
-# cjson libpng jpeg-turbo webp libsndfile libsoxr)
+# cjson libpng jpeg-turbo webp libsndfile libsoxr ffmpeg)
 BREW     := $(shell brew --prefix 2>/dev/null)
 ARCH     := $(shell uname -m)
 CPPFLAGS := -Iinclude -Isrc $(if $(BREW),-I$(BREW)/include)

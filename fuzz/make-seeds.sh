@@ -13,7 +13,7 @@ sh "$ROOT/fuzz/fixture.sh" "$PLUME" "$T/b"
 B=$T/b
 rm -rf "$C" && mkdir -p "$C"
 for d in fuzz_safetensors fuzz_config fuzz_npy fuzz_tokenizer_json fuzz_tokenizer_bin fuzz_tokenize fuzz_bundle \
-         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_gbnf fuzz_schema; do mkdir -p "$C/$d"; done
+         fuzz_state fuzz_chat fuzz_chat_parse fuzz_serve_req fuzz_hub fuzz_audio fuzz_image fuzz_video fuzz_gbnf fuzz_schema fuzz_gguf; do mkdir -p "$C/$d"; done
 
 # A file with a one-byte mode prefix.
 seed() { { printf "$1"; cat "$2"; } > "$3"; }
@@ -46,6 +46,9 @@ done
 
 # .npy
 cp "$ROOT/tests/data/tiny-a/ids.npy" "$C/fuzz_npy/ids"
+# GGUF: the block formats of tests/data/gguf, and the metadata of a tiny-a GGUF (tests/make_gguf.py)
+cp "$ROOT/tests/data/gguf/blocks.gguf" "$C/fuzz_gguf/blocks"
+"$ROOT/tests/make_gguf.py" "$ROOT/tests/data/tiny-a/hf" "$T/t.gguf" 2>/dev/null && head -c 24000 "$T/t.gguf" > "$C/fuzz_gguf/tiny-a-meta" || true
 head -c 2048 "$ROOT/tests/data/rope_e2b.npy" > "$C/fuzz_npy/rope-cut"
 "$PLUME" logits -m "$B" --ids 2,5,9 -o "$T/l.npy" && cp "$T/l.npy" "$C/fuzz_npy/logits"
 
@@ -183,5 +186,10 @@ PY
 # audio: the golden's short WAV and a tone in every format (tests/data/audio/README.md)
 cp "$ROOT/tests/data/tiny-mm-a/short.wav" "$C/fuzz_audio/short.wav"
 for f in "$ROOT"/tests/data/audio/tone*; do cp "$f" "$C/fuzz_audio/$(basename "$f")"; done
+
+# video: the golden WebM, a short MP4 with a sound track, a refused size, an MP4's first 3000 bytes
+V=$ROOT/tests/data/tiny-video-a
+cp "$V/clip1.webm" "$V/short_av.mp4" "$V/wide.mp4" "$C/fuzz_video/"
+head -c 3000 "$V/clip0.mp4" > "$C/fuzz_video/clip0-head.mp4"
 
 echo "seeds: $(find "$C" -type f | wc -l) files, $(du -sk "$C" | cut -f1) KB"

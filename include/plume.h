@@ -519,8 +519,8 @@ PLUME_API uint64_t plume_embd_row_key(uint64_t key, int32_t row);
 
 /* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
  * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
- * N x <|audio|> + <audio|>. Writes at most cap
- * ids to out and returns how many the expansion needs (call again with more room if > cap),
+ * N x <|audio|> + <audio|>, for a video its frames' blocks ("Video in" below). Writes at most
+ * cap ids to out and returns how many the expansion needs (call again with more room if > cap),
  * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
 PLUME_API int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n,
                                       const plume_embd *const *media, int32_t n_media, int32_t *out, int32_t cap,
@@ -579,6 +579,69 @@ PLUME_API int plume_audio_tokens(const plume_model *m, const plume_audio *a, int
 PLUME_API int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
+ * Video in (docs/MEDIA.md)
+ *
+ * A video file is decoded once (MP4/MOV, MKV/WebM; H.264, HEVC, VP8, VP9, AV1 as the system's
+ * FFmpeg libraries have them; the container's rotation applied) and sampled as Hugging Face's
+ * Gemma4VideoProcessor does: 32 frames by index, floor(i * N / 32) of the N frames counted by
+ * decoding, each with its timestamp idx / fps as "MM:SS" (truncated), each resized with
+ * torchvision's bicubic (PyTorch's CPU uint8 kernel) to the 70-token size. A clip of fewer than
+ * 32 frames keeps all of them (HF refuses it). Encoding runs each frame through the vision tower
+ * as an image: a plume_embd of frames x tokens rows whose placeholder is the model's video id.
+ * A prompt carries one <|video|> where the video goes (the chat template's video part);
+ * plume_prompt_expand() writes HF's text for it: per frame "MM:SS " <|image> + n x <|video|> +
+ * <image|>, frames joined by one space.
+ *
+ *     plume_video *v; plume_embd *e;
+ *     plume_video_load(&v, "clip.mp4", NULL, &err);
+ *     plume_video_encode(&e, m, v, &err);                 // 32 x 66 rows for 16:9
+ *     ... a prompt with one <|video|>, tokenized, then plume_prompt_expand ...
+ *
+ * HF ignores a video's sound; with params.audio the first audio stream is decoded too
+ * (plume_video_audio), for the caller to add as an audio part after the video, as the seed
+ * project does.
+ * ------------------------------------------------------------------------------------- */
+typedef struct plume_video plume_video; /* the sampled frames, resized, and their timestamps */
+
+typedef struct {
+    int32_t audio;     /* also decode the first audio stream (mono, 16 kHz: plume_video_audio) */
+    int32_t n_threads; /* decoder threads; <= 0: up to 4 */
+} plume_video_params;
+
+PLUME_API plume_video_params plume_video_default_params(void);
+/* Decode a video file / bytes (p may be NULL: the defaults). PLUME_EFORMAT for anything that
+ * is not a whole MP4/MOV/MKV/WebM video plume decodes: truncated or corrupt streams, frames over
+ * 4096 x 4096 pixels (8192 a side), over an hour or 216000 frames, a frame size that changes,
+ * files over 1 GiB (checked on the header before decoding where it says); PLUME_EIO when the
+ * file cannot be read. */
+PLUME_API int plume_video_load(plume_video **out, const char *path, const plume_video_params *p, char **err);
+PLUME_API int plume_video_decode(plume_video **out, const void *bytes, size_t len, const plume_video_params *p,
+                                 char **err);
+/* A video from n_frames decoded RGB frames [n_frames, height, width, 3] at fps (<= 0: unknown,
+ * timestamps at 24 as HF), sampled and resized as a decoded file. */
+PLUME_API int plume_video_from_frames(plume_video **out, const uint8_t *rgb, int32_t n_frames, int32_t width,
+                                      int32_t height, double fps, char **err);
+PLUME_API void plume_video_free(plume_video *v);
+PLUME_API int32_t plume_video_n_frames(const plume_video *v);   /* sampled frames: 32, fewer for a short clip */
+PLUME_API int32_t plume_video_n_decoded(const plume_video *v);  /* frames the file holds (counted by decoding) */
+PLUME_API double plume_video_fps(const plume_video *v);
+PLUME_API int32_t plume_video_width(const plume_video *v);      /* the decoded frames' size, rotated */
+PLUME_API int32_t plume_video_height(const plume_video *v);
+PLUME_API int32_t plume_video_frame_index(const plume_video *v, int32_t i); /* sampled frame i's index in the file */
+PLUME_API const char *plume_video_timestamp(const plume_video *v, int32_t i); /* "MM:SS", NULL out of range */
+/* Sampled frame i resized: [height, width, 3] of the 70-token size; NULL out of range. */
+PLUME_API const uint8_t *plume_video_frame_rgb(const plume_video *v, int32_t i, int32_t *width, int32_t *height);
+PLUME_API const plume_audio *plume_video_audio(const plume_video *v); /* the sound track, or NULL */
+PLUME_API const char *plume_video_format(const plume_video *v);      /* "matroska,webm vp9", ... */
+/* Soft tokens v gives (frames x tokens per frame) and its key, without the tower. PLUME_EINVAL
+ * without a vision tower or a video token id. */
+PLUME_API int plume_video_tokens(const plume_model *m, const plume_video *v, int32_t *n_tokens, uint64_t *key,
+                                 char **err);
+/* Encode v's frames with the vision tower, each as an image at the 70-token budget, exactly as
+ * HF's get_video_features (float32), on the model's threads. */
+PLUME_API int plume_video_encode(plume_embd **out, plume_model *m, const plume_video *v, char **err);
+
+/* ---------------------------------------------------------------------------------------
  * Encoders on threads of their own
  *
  * plume_image_encode() and plume_audio_encode() run the towers on the model's threads, the
@@ -604,10 +667,12 @@ PLUME_API int32_t plume_encoder_n_threads(const plume_encoder *e);
  * the encode stops, frees what it made and returns PLUME_ECANCELED (a client gone, a server
  * stopping). fn runs on the encoding thread; NULL: never stopped. */
 PLUME_API void plume_encoder_set_abort(plume_encoder *e, int (*fn)(void *ctx), void *ctx);
-/* plume_image_encode() and plume_audio_encode() on e's threads; PLUME_ECANCELED as above. */
+/* plume_image_encode(), plume_audio_encode() and plume_video_encode() on e's threads;
+ * PLUME_ECANCELED as above (a video: between frames too). */
 PLUME_API int plume_encoder_image(plume_encoder *e, plume_embd **out, const plume_image *img,
                                   const plume_image_params *p, char **err);
 PLUME_API int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a, char **err);
+PLUME_API int plume_encoder_video(plume_encoder *e, plume_embd **out, const plume_video *v, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
@@ -669,8 +734,6 @@ PLUME_API int plume_session_rewind(plume_session *s, int32_t n_keep, char **err)
  * else 0. A caller that must not stall (the server between decode steps) rewinds there and
  * feeds the tokens up to n_keep again in chunks of its own. */
 PLUME_API int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep);
-/* Its former name ("free" as in free of cost), kept until tools/serve/ says rewind_point. */
-#define plume_session_rewind_free plume_session_rewind_point
 /* Write the session (tokens, caches, snapshots) to path: temporary file, fsync, rename.
  * The file names the bundle (a hash of its identity) and carries a checksum. */
 PLUME_API int plume_session_save(const plume_session *s, const char *path, char **err);
@@ -820,7 +883,7 @@ PLUME_API void plume_batch_clear(plume_batch *b);
  * is renamed into place at the end, so a failed conversion leaves nothing behind.
  * ------------------------------------------------------------------------------------- */
 typedef struct {
-    const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4" */
+    const char *weights; /* layer weights: "f32", "bf16", "q8" (default), "q4"; "auto": a GGUF's own */
     int32_t n_ctx;       /* context length of the bundle; 0: min(max_position_embeddings, 4096) */
     int32_t progress;    /* != 0: a progress line on stderr */
     const char *layout;  /* q8/q4 weights: "tiles" (groups of 16 rows interleaved, what the
@@ -831,10 +894,18 @@ typedef struct {
                             default: the INT8 token sidecar is the head, as in q8 bundles) or
                             "q4" (lm_head.weight in the last chunk at q4: a decode step reads
                             226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
+    const char *q4_scale; /* q4 weights: how each group of 32's step is chosen: "best" (NULL,
+                            default: the smallest error among the steps that put the group's
+                            largest weight on a level, so a block already on a 4-bit grid, a
+                            QAT checkpoint's, is kept exactly), "absmax" (absmax / 7) or "q4_0"
+                            (llama.cpp's signed max / -8); docs/BUNDLE.md */
+    int32_t report;       /* != 0: a line on stderr per type of tensors that were dequantized
+                            and requantized (a GGUF's K-quants) with their relative RMS error */
 } plume_convert_params;
 
 PLUME_API plume_convert_params plume_convert_default_params(void);
-/* Convert the checkpoint in hf_dir into the bundle directory out_dir, which must not exist
+/* Convert the checkpoint in hf_dir (or a GGUF file of Gemma 4: docs/BUNDLE.md, "GGUF import";
+ * weights NULL or "auto": the GGUF's own precision) into the bundle directory out_dir, which must not exist
  * (PLUME_EIO if it does). p may be NULL (the defaults). PLUME_EFORMAT for a missing tensor,
  * a wrong shape or dtype, a corrupt file; PLUME_EINVAL for a bad parameter. */
 PLUME_API int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,

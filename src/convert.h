@@ -16,6 +16,8 @@ typedef struct {
     int32_t progress;    /* show progress on stderr */
     const char *layout;  /* q8/q4 weights: "auto" (NULL), "tiles" (where they fit) or "rows" */
     const char *head;    /* q4 weights: "q8" (NULL: the token sidecar) or "q4" (in the last chunk) */
+    const char *q4_scale; /* q4 weights: the step rule, "best" (NULL), "absmax" or "q4_0" (quant.h) */
+    int32_t report;       /* print on stderr what was requantized (a GGUF's K-quants) and its error */
 } conv_options;
 
 /* Convert src into the bundle directory out (which must not exist yet). Files are written

@@ -18,7 +18,7 @@ int embd_new(plume_embd **out, int32_t n, int32_t dim, int32_t placeholder, uint
         free(e);
         return plume_fail(err, PLUME_ENOMEM, "out of memory for %d x %d embeddings", n, dim);
     }
-    *e = (plume_embd){n, dim, placeholder, key, rows};
+    *e = (plume_embd){n, dim, placeholder, key, rows, NULL, 0};
     *out = e;
     return 0;
 }
@@ -62,6 +62,7 @@ int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t
 void plume_embd_free(plume_embd *e) {
     if (!e) return;
     free(e->rows);
+    free(e->run);
     free(e);
 }
 
@@ -157,6 +158,13 @@ int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n,
         if (j == n_media || !media[j] || media[j]->placeholder != ids[i])
             return plume_fail(err, PLUME_EINVAL, "expand: placeholder %d (id %d) has no media of its kind (media given: %d)",
                               j, ids[i], n_media);
+        if (media[j]->run) { /* a video: its frames' blocks, made when it was encoded */
+            for (int32_t r = 0; r < media[j]->n_run; r++, k++)
+                if (k < cap) out[k] = media[j]->run[r];
+            j++;
+            if (k > INT32_MAX) return plume_fail(err, PLUME_EINVAL, "expand: the prompt is too long");
+            continue;
+        }
         const int audio = ids[i] == c->media_id[PLUME_MEDIA_AUDIO];
         const int32_t open = c->media_id[audio ? PLUME_MEDIA_BOA : PLUME_MEDIA_BOI];
         const int32_t close = c->media_id[audio ? PLUME_MEDIA_EOA : PLUME_MEDIA_EOI];

@@ -15,6 +15,10 @@ struct plume_embd {
     int32_t placeholder;   /* the token id whose positions the rows fill */
     uint64_t key;          /* identity (never 0): a hash of the resized pixels, or of the rows */
     float *rows;           /* [n, dim] */
+    int32_t *run;          /* [n_run] the ids the prompt's one placeholder expands to (a video:
+                              per frame its timestamp text, <|image>, its placeholders, <image|>),
+                              or NULL: open id + n placeholders + close id */
+    int32_t n_run;
 };
 
 /* A new plume_embd of n rows (uninitialized) for placeholder, with key (0: set later). */

@@ -3,7 +3,8 @@
  * table, pool, abort callback).
  *
  * Files: encode_image.c (plume_image_tokens, plume_image_encode), encode_audio.c
- * (plume_audio_tokens, plume_audio_encode): the public encode API of plume.h on the model's
+ * (plume_audio_tokens, plume_audio_encode), encode_video.c (plume_video_*: decode, sample,
+ * each frame through the vision tower, the video's prompt run): the public encode API of plume.h on the model's
  * pool; encoder.c's plume_encoder runs the same functions on a pool of its own.
  * May call: media/ (media.h), encoders/ (encoders.h), embd.h, model.h. Must not know: sessions,
  * prompts, the towers' internals. */
@@ -18,5 +19,8 @@ int encode_image_run(plume_embd **out, const plume_model *m, const enc_run *run,
                      const plume_image_params *p, char **err);
 /* The audio tower on a with run: plume_audio_encode's contract, PLUME_ECANCELED too. */
 int encode_audio_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_audio *a, char **err);
+/* The vision tower on each sampled frame of v with run: plume_video_encode's contract, and
+ * PLUME_ECANCELED (checked between frames and layers). */
+int encode_video_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_video *v, char **err);
 
 #endif

@@ -61,3 +61,9 @@ int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a
     const enc_run run = encoder_run(e);
     return encode_audio_run(out, e->m, &run, a, err);
 }
+
+int plume_encoder_video(plume_encoder *e, plume_embd **out, const plume_video *v, char **err) {
+    if (!e) return plume_fail(err, PLUME_EINVAL, "encoder: none given");
+    const enc_run run = encoder_run(e);
+    return encode_video_run(out, e->m, &run, v, err);
+}

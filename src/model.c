@@ -40,6 +40,13 @@ static int chunk_linear(plume_model *m, const st_file *f, const plume_map *map, 
     const int64_t full[2] = {rows, cols};
     if (!strcmp(p, "f32")) { w->type = PLUME_W_F32; return chunk_tensor(f, map, name, ST_F32, 2, full, &w->data, err); }
     if (!strcmp(p, "bf16")) { w->type = PLUME_W_BF16; return chunk_tensor(f, map, name, ST_BF16, 2, full, &w->data, err); }
+    /* mixed precision (docs/BUNDLE.md): a q8/q4 bundle converted from a GGUF keeps its F32,
+     * F16 and BF16 linears as they are; the tensor's dtype says which */
+    const st_tensor *ft = st_find(f, name);
+    if (ft && (ft->dtype == ST_F32 || ft->dtype == ST_F16 || ft->dtype == ST_BF16)) {
+        w->type = ft->dtype == ST_F32 ? PLUME_W_F32 : ft->dtype == ST_F16 ? PLUME_W_F16 : PLUME_W_BF16;
+        return chunk_tensor(f, map, name, ft->dtype, 2, full, &w->data, err);
+    }
     const int q4 = !strcmp(p, "q4") && cols % 32 == 0;
     w->type = q4 ? PLUME_W_Q4 : PLUME_W_Q8;
     const st_tensor *t = st_find(f, name);

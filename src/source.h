@@ -1,5 +1,5 @@
 /* source.h -- where the converter's tensors come from: a Hugging Face checkpoint
- * (source_hf.c) or the random generator of `plume synth` (synth.c). A source answers two
+ * (source_hf.c), a GGUF file (source_gguf.c) or the random generator of `plume synth` (synth.c). A source answers two
  * questions, a tensor's shape and a block of its rows as float32, so convert.c can stream any
  * of them into a bundle. Sources know nothing of bundles or the converter. */
 #ifndef PLUME_SOURCE_H
@@ -19,11 +19,25 @@ typedef struct {
     int (*read)(void *ctx, const char *name, int64_t r0, int64_t n, float *out, char **err);
     /* The name of tensor i (0, 1, ...), or NULL past the last: what convert_copy_tower lists. */
     const char *(*name_at)(void *ctx, int32_t i);
+    /* Optional (NULL in sources that do not have them): */
+    const char *tokenizer_json;        /* the text of a tokenizer.json (GGUF: built from its metadata) */
+    const char *tokenizer_config_json; /* the text of a tokenizer_config.json */
+    /* How a tensor is stored in the source when that matters to the converter: "F32", "F16"
+     * and "BF16" linears are kept at that precision in q8/q4 bundles (GGUF's mixed
+     * precision), other non-NULL names ("Q6_K", ...) are requantized with their error
+     * reported; NULL: an ordinary float tensor. */
+    const char *(*storage)(void *ctx, const char *name, int *exact);
 } conv_source;
 
 /* A source over a Hugging Face checkpoint directory (model.safetensors or an index). */
 int source_hf_open(conv_source *src, const char *dir, char **err);
 void source_hf_close(conv_source *src);
+
+/* A source over a GGUF file of Gemma 4 E2B/E4B as llama.cpp's converter and llama-quantize
+ * write it: tensors renamed to the checkpoint's, config.json and tokenizer.json built from the
+ * metadata. */
+int source_gguf_open(conv_source *src, const char *path, char **err);
+void source_gguf_close(conv_source *src);
 
 /* A source of random weights in the real layout for a config ("tiny", "e2b", "e4b" or a config.json
  * path), every element a pure function of (seed, tensor name, index); vocab > 0 overrides

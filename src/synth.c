@@ -270,6 +270,7 @@ int source_synth_open(conv_source *src, const char *config, uint64_t seed, int32
     s->vision_out = tower_int(s->config_json, "vision_config", "hidden_size", 8);
     s->audio_out = tower_int(s->config_json, "audio_config", "output_proj_dims", 8);
     build_list(s, seed);
+    memset(src, 0, sizeof *src);
     src->ctx = s;
     src->config_json = s->config_json;
     src->shape = synth_shape;
@@ -396,7 +397,8 @@ int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *
     if (rc) return rc;
     src.dir = p->tokenizer;
     conv_options opt = {
-        .weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout, .head = cp->head};
+        .weights = cp->weights, .n_ctx = cp->n_ctx, .progress = cp->progress, .layout = cp->layout, .head = cp->head,
+        .q4_scale = cp->q4_scale};
     rc = convert_run(&src, &opt, bundle_dir, err);
     source_synth_close(&src);
     return rc;

@@ -41,13 +41,14 @@ static plume_session *t_tiny_session(plume_model *model, int32_t n_ctx, int32_t 
     return s;
 }
 
-/* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out). */
+/* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out).
+ * q4 with the absmax / 7 step rule: the one golden logits_w4 defines. */
 static void t_tiny_bundles(const char *model, const char *dir, char out[4][600]) {
     char log[4096];
     for (int w = 0; w < 4; w++) {
         snprintf(out[w], 600, "%s/%s-%s", dir, model, t_tiny_wnames[w]);
-        if (t_sh(log, sizeof log, "%s/plume convert %s/%s/hf %s --weights %s --quiet", t_build(), t_data(), model,
-                 out[w], t_tiny_wnames[w]))
+        if (t_sh(log, sizeof log, "%s/plume convert %s/%s/hf %s --weights %s --quiet%s", t_build(), t_data(), model,
+                 out[w], t_tiny_wnames[w], w == 3 ? " --q4-scale absmax" : ""))
             printf("  setup: %s\n", log);
     }
 }

@@ -69,11 +69,6 @@ ROOMS = [
 ]
 # Library headers that tools/ must not include: the model's internals.
 PRIVATE = {"model.h", "forward.h", "pool.h", "config.h", "convert.h", "source.h", "quant.h", "safetensors.h"}
-# Findings that belong to another helper's branch (issue 39): the room header's file list of
-# tools/serve/ is the server room's to fix. Listed here, they are reported as notes instead
-# of failures; remove an entry once that room's header names the file.
-WAIVED_UNNAMED = {"tools/serve/serve_anthropic.c", "tools/serve/serve_ollama.c",
-                  "tools/serve/serve_responses.c", "tools/serve/webui.h"}
 
 failed = 0
 
@@ -261,7 +256,7 @@ def leading_comment(path):
 
 def check_room_maps():
     everything = {os.path.basename(p) for p in room_files()}
-    unnamed, stale, notes = [], [], []
+    unnamed, stale = [], []
     for room in ROOMS:
         if not room.header:
             continue
@@ -270,7 +265,7 @@ def check_room_maps():
         for p in files:
             base = os.path.basename(p)
             if not any(fnmatch.fnmatchcase(base, n) for n in names):
-                (notes if p in WAIVED_UNNAMED else unnamed).append(p)
+                unnamed.append(p)
         here = {os.path.basename(p) for p in files} | {os.path.basename(room.header)}
         for n in sorted(names):
             if "*" in n:
@@ -278,8 +273,6 @@ def check_room_maps():
                     stale.append("%s names %s, which matches no file of %s" % (room.header, n, room.prefix))
             elif n not in here and n not in everything and not os.path.exists(os.path.join(ROOT, "include", n)):
                 stale.append("%s names %s, which is no file of the tree" % (room.header, n))
-    for p in notes:
-        print("note: %s is not named in its room header (waived: the room's own branch fixes it)" % p)
     check("layers_room_headers_name_their_files", not unnamed,
           "not named in their room header: " + " ".join(unnamed))
     check("layers_room_headers_name_no_stale_file", not stale, "; ".join(stale))

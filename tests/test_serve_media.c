@@ -594,7 +594,7 @@ static void test_remote_urls(void) {
              dir, tmp);
     pid_t www = spawn_sh(cmd);
     int port = 0;
-    for (int i = 0; i < 100 && !port; i++) {
+    for (int i = 0; i < 600 && !port; i++) { /* up to 30 s: python3 starts slowly on a loaded host */
         nap(50);
         char pp[800];
         snprintf(pp, sizeof pp, "%s/www.port", tmp);

@@ -97,20 +97,20 @@ def constraint(model, json_schema=None, grammar=None):
 
 
 def generate(model, prompt, max_tokens, sampling, stop, session, images=None, audio=None, json_schema=None,
-             grammar=None):
+             grammar=None, videos=None):
     """Model.generate: check the arguments now (tokenize the prompt, encode the images and
     audio, make the sampler, the stop matcher and the format's constraint) and return the
     generator of text pieces. sampling: the Sampler's keyword arguments."""
     media = None
-    if images or audio:
+    if images or audio or videos:
         if not isinstance(prompt, str):
-            raise InvalidArgumentError("generate: images and audio need a text prompt (its <|image|> and "
-                                       "<|audio|> say where they go)", _lib.EINVAL)
-        ims, auds = _media.encode_all(model, images, audio)
+            raise InvalidArgumentError("generate: images, audio and videos need a text prompt (its <|image|>, "
+                                       "<|audio|> and <|video|> say where they go)", _lib.EINVAL)
+        ims, auds, vids = _media.encode_all(model, images, audio, videos)
         try:
-            ids, media = _media.prompt_ids(model, prompt, ims, auds)
+            ids, media = _media.prompt_ids(model, prompt, ims, auds, vids)
         except BaseException:
-            for e in ims + auds:
+            for e in ims + auds + vids:
                 e.close()
             raise
     else:

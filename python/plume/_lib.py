@@ -12,7 +12,7 @@ import ctypes.util
 import os
 import sys
 
-from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_float, c_int, c_int32,
+from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
 
 # Error codes (enum in plume.h).
@@ -46,20 +46,25 @@ class ChatMessage(Structure):
 
 class ImageParams(Structure):
     _fields_ = [("max_tokens", c_int32)]
+class VideoParams(Structure):
+    _fields_ = [("audio", c_int32), ("n_threads", c_int32)]
+
+
 class ConstraintParams(Structure):
     _fields_ = [("thinking", c_int32)]
 
 
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p),
-                ("head", c_char_p)]
+                ("head", c_char_p), ("q4_scale", c_char_p),
+                ("report", c_int32)]
 
 
 # Every struct mirrored here, by its C name (for the ABI test).
 STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelParams,
            "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
            "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams,
-           "plume_image_params": ImageParams,
+           "plume_image_params": ImageParams, "plume_video_params": VideoParams,
            "plume_constraint_params": ConstraintParams}
 
 _ERR = POINTER(c_void_p)  # char **err
@@ -136,6 +141,14 @@ _FUNCS = {
     "plume_audio_n_samples": (c_int64, [c_void_p]),
     "plume_audio_samples": (_F32P, [c_void_p]),
     "plume_audio_encode": (c_int, [POINTER(c_void_p), c_void_p, c_void_p, _ERR]),
+    "plume_video_load": (c_int, [POINTER(c_void_p), c_char_p, POINTER(VideoParams), _ERR]),
+    "plume_video_decode": (c_int, [POINTER(c_void_p), c_char_p, c_size_t, POINTER(VideoParams), _ERR]),
+    "plume_video_from_frames": (c_int, [POINTER(c_void_p), POINTER(c_uint8), c_int32, c_int32, c_int32, c_double, _ERR]),
+    "plume_video_free": (None, [c_void_p]),
+    "plume_video_default_params": (VideoParams, []),
+    "plume_video_n_frames": (c_int32, [c_void_p]),
+    "plume_video_timestamp": (c_char_p, [c_void_p, c_int32]),
+    "plume_video_encode": (c_int, [POINTER(c_void_p), c_void_p, c_void_p, _ERR]),
     "plume_embd_free": (None, [c_void_p]),
     "plume_embd_n_tokens": (c_int32, [c_void_p]),
     "plume_embd_dim": (c_int32, [c_void_p]),

@@ -1,7 +1,8 @@
-"""Images and audio in (docs/MEDIA.md): what a user hands over (a path, bytes, a numpy array)
-decoded by libplume, encoded by the bundle's towers into soft tokens (plume_embd), and the
-prompt whose placeholders they fill: each <|image|> / <|audio|> of the text becomes the
-model's placeholder id, then its run (<|image> N x <|image|> <image|>).
+"""Images, audio and video in (docs/MEDIA.md): what a user hands over (a path, bytes, a numpy
+array) decoded by libplume, encoded by the bundle's towers into soft tokens (plume_embd), and the
+prompt whose placeholders they fill: each <|image|> / <|audio|> / <|video|> of the text becomes
+the model's placeholder id, then its run (<|image> N x <|image|> <image|>; a video's frames
+with their timestamps).
 
 May use _lib, _errors and _common; knows of the model only its handle (model._p()) and its
 tokenizer (model._tokenizer_required()).
@@ -16,7 +17,7 @@ from ._errors import InvalidArgumentError, check
 from ._lib import byref, c_void_p, lib
 
 AUDIO_RATE = 16000  # samples per second the audio tower hears (PLUME_AUDIO_RATE)
-IMAGE_TEXT, AUDIO_TEXT = "<|image|>", "<|audio|>"
+IMAGE_TEXT, AUDIO_TEXT, VIDEO_TEXT = "<|image|>", "<|audio|>", "<|video|>"
 
 
 class Embd(Closing):
@@ -109,32 +110,69 @@ def encode_audio(model, audio):
         lib.plume_audio_free(a)
 
 
-def encode_all(model, images, audio):
-    """(Embd list of the images, Embd list of the clips), in order; all freed on error."""
+def load_video(video, fps=0.0):
+    """A plume_video handle from a path, encoded bytes (MP4, MOV, MKV, WebM) or decoded frames,
+    a uint8 numpy array [n, h, w, 3] (RGB; fps for the timestamps, 0: 24 as Hugging Face)."""
+    out, err = c_void_p(), c_void_p()
+    if _is_path(video):
+        check(lib.plume_video_load(byref(out), c_path(video), None, byref(err)), err)
+    elif isinstance(video, (bytes, bytearray, memoryview)):
+        b = bytes(video)
+        check(lib.plume_video_decode(byref(out), b, len(b), None, byref(err)), err)
+    elif isinstance(video, np.ndarray):
+        if video.dtype != np.uint8 or video.ndim != 4 or video.shape[3] != 3:
+            raise InvalidArgumentError("video frames must be uint8 [n, height, width, 3] (RGB), not %s %s"
+                                       % (video.dtype, video.shape), _lib.EINVAL)
+        a = np.ascontiguousarray(video)
+        check(lib.plume_video_from_frames(byref(out), a.ctypes.data_as(_lib.POINTER(_lib.c_uint8)), a.shape[0],
+                                          a.shape[2], a.shape[1], float(fps), byref(err)), err)
+    else:
+        raise InvalidArgumentError("a video is a path, bytes or a uint8 numpy array [n, h, w, 3], not %s"
+                                   % type(video).__name__, _lib.EINVAL)
+    return out.value
+
+
+def encode_video(model, video, fps=0.0):
+    """The soft tokens of a video (Embd): 32 frames sampled as Hugging Face's processor (all of
+    a clip shorter than that), each resized to 70 tokens and through the vision tower."""
+    v = load_video(video, fps)
+    try:
+        out, err = c_void_p(), c_void_p()
+        check(lib.plume_video_encode(byref(out), model._p(), v, byref(err)), err)
+        return Embd(out.value)
+    finally:
+        lib.plume_video_free(v)
+
+
+def encode_all(model, images, audio, videos=None):
+    """(Embd list of the images, of the clips, of the videos), in order; all freed on error."""
     done = []
     try:
         ims = [encode_image(model, x) for x in images or ()]
         done += ims
         auds = [encode_audio(model, x) for x in audio or ()]
-        return ims, auds
+        done += auds
+        vids = [encode_video(model, x) for x in videos or ()]
+        return ims, auds, vids
     except BaseException:
         for e in done:
             e.close()
         raise
 
 
-def _with_placeholders(prompt, n_images, n_audio):
-    """The prompt as given when it holds one <|image|> per image and one <|audio|> per clip;
-    without any, the placeholders are put first (media before text, as the model card says):
-    after the chat template's opening of the last user turn when the prompt is chat text, else
-    after <bos>. Other counts are an error."""
-    have_i, have_a = prompt.count(IMAGE_TEXT), prompt.count(AUDIO_TEXT)
-    if (have_i, have_a) == (n_images, n_audio):
+def _with_placeholders(prompt, n_images, n_audio, n_videos=0):
+    """The prompt as given when it holds one <|image|> per image, one <|audio|> per clip and
+    one <|video|> per video; without any, the placeholders are put first (media before text, as
+    the model card says): after the chat template's opening of the last user turn when the
+    prompt is chat text, else after <bos>. Other counts are an error."""
+    have_i, have_a, have_v = prompt.count(IMAGE_TEXT), prompt.count(AUDIO_TEXT), prompt.count(VIDEO_TEXT)
+    if (have_i, have_a, have_v) == (n_images, n_audio, n_videos):
         return prompt
-    if have_i or have_a:
-        raise InvalidArgumentError("the prompt holds %d %s and %d %s, but %d images and %d audio clips were given"
-                                   % (have_i, IMAGE_TEXT, have_a, AUDIO_TEXT, n_images, n_audio), _lib.EINVAL)
-    ph = IMAGE_TEXT * n_images + AUDIO_TEXT * n_audio
+    if have_i or have_a or have_v:
+        raise InvalidArgumentError("the prompt holds %d %s, %d %s and %d %s, but %d images, %d audio clips and %d "
+                                   "videos were given" % (have_i, IMAGE_TEXT, have_a, AUDIO_TEXT, have_v, VIDEO_TEXT,
+                                                          n_images, n_audio, n_videos), _lib.EINVAL)
+    ph = IMAGE_TEXT * n_images + VIDEO_TEXT * n_videos + AUDIO_TEXT * n_audio
     turn = "<|turn>user\n"
     at = prompt.rfind(turn)
     if at >= 0:
@@ -144,18 +182,19 @@ def _with_placeholders(prompt, n_images, n_audio):
     return prompt[:at] + ph + prompt[at:]
 
 
-def prompt_ids(model, prompt, ims, auds):
+def prompt_ids(model, prompt, ims, auds, vids=()):
     """The ids of a text prompt with media: placeholders checked (or put first), the text
     between them tokenized, each placeholder the model's id, then expanded into its run
     (plume_prompt_expand). Returns (int32 ids, the media handles in the prompt's order)."""
     tok = model._tokenizer_required()
-    text = _with_placeholders(prompt, len(ims), len(auds))
+    text = _with_placeholders(prompt, len(ims), len(auds), len(vids))
     pid = {IMAGE_TEXT: lib.plume_model_media_token(model._p(), b"image"),
-           AUDIO_TEXT: lib.plume_model_media_token(model._p(), b"audio")}
+           AUDIO_TEXT: lib.plume_model_media_token(model._p(), b"audio"),
+           VIDEO_TEXT: lib.plume_model_media_token(model._p(), b"video")}
     ids, order, rest = [], [], text
-    queues = {IMAGE_TEXT: list(ims), AUDIO_TEXT: list(auds)}
+    queues = {IMAGE_TEXT: list(ims), AUDIO_TEXT: list(auds), VIDEO_TEXT: list(vids)}
     while True:
-        hits = [(rest.find(k), k) for k in (IMAGE_TEXT, AUDIO_TEXT) if rest.find(k) >= 0]
+        hits = [(rest.find(k), k) for k in (IMAGE_TEXT, AUDIO_TEXT, VIDEO_TEXT) if rest.find(k) >= 0]
         if not hits:
             ids += list(tok.encode(rest)) if rest else []
             break

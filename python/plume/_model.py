@@ -109,7 +109,7 @@ class Model(Closing):
     def generate(self, prompt, max_tokens=512, *, temperature=None, top_k=None, top_p=None,
                  min_p=None, repeat_penalty=None, repeat_last_n=None, presence_penalty=None,
                  frequency_penalty=None, seed=None, stop=(), session=None, images=None, audio=None,
-                 json_schema=None, grammar=None):
+                 json_schema=None, grammar=None, videos=None):
         """Generate text after prompt, yielding it in pieces (whole UTF-8 characters) as it
         comes: the loop of `plume run`, which it equals for the same seed and sampling flags.
 
@@ -127,6 +127,9 @@ class Model(Closing):
         without any gets them first (at the start of the last user turn of chat text). The
         bundle needs the towers (InvalidArgumentError otherwise). A session re-fed the same
         image reuses its cache (media are keyed by their pixels and samples).
+        videos: a list of videos (a path, encoded bytes of an MP4/MOV/MKV/WebM, or decoded
+        frames, a uint8 numpy array [n, h, w, 3]): 32 frames with their MM:SS timestamps as
+        Hugging Face's processor, each where the prompt says <|video|>.
         json_schema: the answer is JSON valid against this schema (a dict or its JSON text;
         a subset of JSON Schema, and what is outside it raises InvalidArgumentError naming
         the keyword: docs/STRUCTURED.md); {"type": "object"} is JSON mode. grammar: the
@@ -137,7 +140,7 @@ class Model(Closing):
                         presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                         seed=seed)
         return _generate.generate(self, prompt, max_tokens, sampling, stop, session, images, audio, json_schema,
-                                  grammar)
+                                  grammar, videos)
 
     # ---- images and audio ------------------------------------------------------------------
 
@@ -157,6 +160,13 @@ class Model(Closing):
         uint8 numpy array [h, w, 3] (RGB). max_tokens: the budget (70, 140, 280, 560, 1120;
         0: the model's 280)."""
         with _media.encode_image(self, image, max_tokens) as e:
+            return e.rows()
+
+    def embed_video(self, video, fps=0.0):
+        """The soft tokens of a video's sampled frames, stacked: float32 [frames x n, hidden]
+        (what `plume embed --video` writes). video: a path, encoded bytes (MP4, MOV, MKV, WebM)
+        or decoded frames, a uint8 numpy array [n, h, w, 3] (fps for their timestamps)."""
+        with _media.encode_video(self, video, fps) as e:
             return e.rows()
 
     def embed_audio(self, audio):

@@ -119,6 +119,33 @@ class TestMedia(unittest.TestCase):
         self.assertEqual("".join(self.m.generate(prompt2, 8, temperature=0.0, images=[img])),
                          "".join(self.m.generate(prompt, 8, temperature=0.0, images=[img])))
 
+    def test_video(self):
+        """embed_video against tiny-video-a's first and last frame; the same rows from bytes;
+        decoded frames as an array; generate(videos=) as `plume run --video`; refusals."""
+        vid = os.path.join(ROOT, "tests", "data", "tiny-video-a")
+        clip = os.path.join(vid, "clip0.mp4")
+        gold = np.load(os.path.join(vid, "clip0_emb_ends.npy"))
+        e = self.m.embed_video(clip)
+        self.assertEqual(e.shape, (32 * 66, gold.shape[-1]))
+        self.assertLess(rel_rms(np.concatenate([e[:66], e[-66:]]), gold), 1e-4)
+        with open(clip, "rb") as f:
+            np.testing.assert_array_equal(self.m.embed_video(f.read()), e)
+        frames = np.random.default_rng(3).integers(0, 256, (5, 48, 64, 3), dtype=np.uint8)
+        self.assertEqual(self.m.embed_video(frames, fps=10).shape, (5 * 63, gold.shape[-1]))  # fewer than 32: all
+        prompt = plume.render_chat([{"role": "user", "content": "Describe."}], add_generation_prompt=True)
+        got = "".join(self.m.generate(prompt, 8, temperature=0.0, videos=[clip]))
+        want = run_cli("-m", mm_bundle(), "--video", clip, "-p", "Describe.", "-n", "8", "--temp", "0", "--exact")
+        self.assertEqual(got, want)
+        with self.assertRaises(plume.FormatError) as cm:
+            self.m.embed_video(os.path.join(MM, "A.png"))
+        self.assertIn("not a video", str(cm.exception))
+        with open(clip, "rb") as f:
+            with self.assertRaises(plume.FormatError) as cm:
+                self.m.embed_video(f.read()[:20000])
+        self.assertIn("truncated", str(cm.exception))
+        with self.assertRaises(plume.InvalidArgumentError):
+            self.m.embed_video(np.zeros((2, 8, 8), np.uint8))
+
     def test_session_reuses_the_image(self):
         prompt = plume.render_chat([{"role": "user", "content": "Describe."}], add_generation_prompt=True)
         img = os.path.join(MM, "A.png")

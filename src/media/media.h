@@ -12,6 +12,11 @@
  * May call: common.h, and those libraries. Must not know: the towers, the model, sessions,
  * the tokenizer, the prompt.
  *
+ * Video: decoding video files (MP4/MOV, MKV/WebM; H.264, HEVC, VP8, VP9, AV1, MPEG-4 with
+ * FFmpeg's libavformat, libavcodec and libswscale, from memory), frames counted by decoding,
+ * Hugging Face's 32-frame sampling and MM:SS timestamps, torchvision's uint8 bicubic resize
+ * (PyTorch's CPU kernel) to the 70-token size, the sound track as audio on request.
+ *
  * Files, in calling order:
  *   decode_image.c sniff, orientation, the public plume_image_decode and plume_image_load
  *   image.c        the decoded image below the decoders: the pixel cap, allocation, the
@@ -23,6 +28,9 @@
  *   decode_audio.c audio bytes -> mono float samples at 16 kHz (media_audio), the public
  *                  plume_audio_* of plume.h that make, read and free it
  *   mel.c          samples -> log-mel frames and their mask (media_mel); the FFT
+ *   video.c        the sampling rule, timestamps, the resized frames (media_video)
+ *   decode_video.c video bytes -> sampled frames (+ the sound track) with FFmpeg's libraries
+ *   resize_tv.c    torchvision's uint8 bicubic antialiased resize (PyTorch's CPU kernel)
  *
  * Every decoder reads untrusted bytes: sizes are checked against MEDIA_MAX_PIXELS (images) or
  * MEDIA_AUDIO_MAX_SECONDS (audio) before a buffer they size is allocated, and a library's
@@ -174,5 +182,75 @@ void media_mel_free(media_mel *m);
 
 /* In-place complex FFT of n points (a power of two, 2..65536): X_k = sum_j x_j e^(-2 pi i jk/n). */
 int media_fft(double *re, double *im, int32_t n);
+
+/* ---- video: sampling, timestamps, frames (video.c, decode_video.c, resize_tv.c) ---------- */
+
+enum {
+    MEDIA_VIDEO_FRAMES = 32,          /* frames a video is sampled to (HF num_frames) */
+    MEDIA_VIDEO_TOKENS = 70,          /* the token budget of each frame (HF max_soft_tokens) */
+    MEDIA_VIDEO_PATCH = 16,           /* Gemma 4's vision patch and pooling: the resize plan */
+    MEDIA_VIDEO_POOL = 3,
+    MEDIA_VIDEO_MAX_SIDE = 8192,      /* a frame's side, and its pixels below */
+    MEDIA_VIDEO_MAX_SECONDS = 3600,   /* the longest video decoded (by its header and its frames) */
+    MEDIA_VIDEO_MAX_FRAMES = 216000,  /* the most frames counted: an hour at 60 a second */
+    MEDIA_VIDEO_MAX_BYTES = 1 << 30   /* the largest file */
+};
+#define MEDIA_VIDEO_MAX_PIXELS (4096ll * 4096)
+#define MEDIA_VIDEO_DEFAULT_FPS 24.0 /* HF's rate for timestamps when the rate is unknown */
+
+/* A video as the model sees it (plume.h's plume_video): the sampled frames resized to the
+ * 70-token size of Gemma 4's vision tower, their indices and timestamps. */
+struct plume_video {
+    int32_t w, h;          /* the decoded frames' size (after rotation) */
+    int32_t n_decoded;     /* frames counted by decoding (HF's total_num_frames) */
+    double fps;            /* frames a second (the stream's average rate; 24 when unknown) */
+    int32_t rotation;      /* degrees clockwise applied from the container's display matrix */
+    int32_t n;             /* sampled frames: 32, or n_decoded when fewer */
+    int32_t *index;        /* [n] indices of the sampled frames, floor(i * n_decoded / 32) */
+    char (*stamp)[16];     /* [n] "MM:SS" of each, truncated */
+    media_plan plan;       /* the resize: th x tw, patches, tokens per frame */
+    uint8_t *rgb;          /* [n, th, tw, 3] the resized frames */
+    uint8_t *full;         /* [n, h, w, 3] the decoded frames before the resize, when asked */
+    media_audio *audio;    /* the sound track (mono, 16 kHz) when asked and present, or NULL */
+    char format[64];       /* the container and codec, "mov,mp4,m4a,3gp,3g2,mj2 h264" */
+};
+typedef struct plume_video media_video;
+
+/* What media_video_decode keeps besides the resized frames. */
+typedef struct {
+    int32_t audio;      /* decode the first audio stream into v->audio (none: v->audio NULL) */
+    int32_t keep_full;  /* keep the decoded sampled frames in v->full (tests, plume embed) */
+    int32_t n_threads;  /* decoder threads; <= 0: up to 4 */
+} media_video_opts;
+
+/* The frames HF keeps of n_decoded: n = min(32, n_decoded) indices floor(i * n_decoded / n')
+ * with n' = 32 (all frames, in order, for a clip shorter than 32). Returns n. */
+int32_t media_video_sample(int32_t n_decoded, int32_t *index);
+/* The timestamp text of frame idx at fps: t = float32(idx) / float32(fps), "MM:SS" with both
+ * truncated as Python's // and % give them (minutes not wrapped). */
+void media_video_stamp(int32_t idx, double fps, char out[16]);
+/* Start v for frames of w x h at fps with n_decoded frames: the plan, indices, stamps and the
+ * frame buffers (full ones when keep_full). PLUME_EFORMAT for a size out of bounds. */
+int media_video_init(media_video *v, int32_t w, int32_t h, int32_t n_decoded, double fps, int keep_full, char **err);
+/* Store decoded frame k (0..n-1 of the sampled) rgb [h, w, 3]: resized into v->rgb (and copied
+ * into v->full when kept). */
+int media_video_put(media_video *v, int32_t k, const uint8_t *rgb, char **err);
+/* A video from n decoded frames rgb [n, h, w, 3] at fps (<= 0: unknown, 24 for timestamps),
+ * sampled and resized as a decoded file. */
+int media_video_from_frames(media_video *v, const uint8_t *rgb, int32_t n, int32_t w, int32_t h, double fps,
+                            int keep_full, char **err);
+/* Decode a whole video file in data[len] (name is for messages): the container sniffed from the
+ * bytes (MP4/MOV or Matroska/WebM only), the first video stream decoded to the end (frames
+ * counted), the sampled frames converted to RGB as the ffmpeg CLI's rgb24 output, rotated as
+ * the display matrix says, resized. PLUME_EFORMAT for anything else, a truncated or corrupt
+ * stream, a size, duration or frame count over the limits; PLUME_ENOMEM. */
+int media_video_decode(media_video *v, const uint8_t *data, size_t len, const char *name, const media_video_opts *o,
+                       char **err);
+/* Free what v holds (v itself is the caller's). */
+void media_video_free(media_video *v);
+
+/* torchvision's F.resize(uint8, BICUBIC, antialias=True) on a CPU: src [sh, sw, 3] -> dst
+ * [dh, dw, 3] with PyTorch's int16 fixed point (resize_tv.c). 0 or PLUME_ENOMEM. */
+int media_resize_tv(const uint8_t *src, int32_t sw, int32_t sh, uint8_t *dst, int32_t dw, int32_t dh, char **err);
 
 #endif /* PLUME_MEDIA_H */

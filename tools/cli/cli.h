@@ -55,6 +55,7 @@ int bench_constraint_costs(const bench_constraint_opts *o);
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_transcribe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -13,7 +13,7 @@
 static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
-    "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]]\n"
+    "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]] [--video FILE]\n"
     "                   [--threads-profile]\n"
     "                   [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
@@ -36,6 +36,8 @@ static const char bench_usage[] =
     "                640x480 image at --image-tokens (default 280: 266 soft tokens), its resize\n"
     "                alone, and the time to first token of a chat prompt holding it (encode +\n"
     "                prefill of the prompt), -r repetitions\n"
+    "  --video FILE  only this: the file's decode (every frame counted, 32 sampled and resized) and\n"
+    "                the vision tower on those frames (70 tokens each): a cold round, then -r rounds\n"
     "  --json-schema FILE  only this: the cost of holding decode to the schema (docs/STRUCTURED.md):\n"
     "                -n steps of a chat answer per repetition, each sampled twice from the same\n"
     "                logits, without and with a fresh constraint (its masks made as the answer\n"
@@ -395,6 +397,66 @@ static int audio_bench(const char *model, const char *isa, int32_t threads, doub
     return rc ? cli_lib_error_free(err) : 0;
 }
 
+/* ---- video: decode and encode -------------------------------------------------------- */
+
+/* plume bench --video FILE: per round the file's decode (every frame counted, the 32 sampled
+ * converted and resized; plume_video_load) and then the vision tower on the sampled frames
+ * (plume_video_encode), one cold round first; the medians and ranges. */
+static int video_bench(const char *model, const char *isa, int32_t threads, const char *path, int64_t reps, int json) {
+    char *err = NULL;
+    plume_model *m;
+    plume_model_params mp = bench_model_params(isa, threads, 1);
+    if (plume_model_open(&m, model, &mp, &err)) return cli_lib_error_free(err);
+    if (!plume_model_has_vision(m)) {
+        plume_model_free(m);
+        return cli_error("bench: this bundle has no vision tower (plume synth --config e2b makes one)");
+    }
+    double td[101], te[101];
+    int rc = 0;
+    int32_t tokens = 0, frames = 0, decoded = 0, w = 0, h = 0;
+    char format[64] = "";
+    plume_video_params vp = plume_video_default_params();
+    vp.n_threads = threads;
+    for (int64_t r = 0; !rc && r <= reps; r++) { /* round 0: cold */
+        plume_video *v = NULL;
+        plume_embd *e = NULL;
+        double t0 = plume_now();
+        rc = plume_video_load(&v, path, &vp, &err);
+        double t1 = plume_now();
+        if (!rc) rc = plume_video_encode(&e, m, v, &err);
+        td[r] = t1 - t0;
+        te[r] = plume_now() - t1;
+        if (!rc) {
+            tokens = plume_embd_n_tokens(e), frames = plume_video_n_frames(v), decoded = plume_video_n_decoded(v);
+            w = plume_video_width(v), h = plume_video_height(v);
+            snprintf(format, sizeof format, "%s", plume_video_format(v));
+        }
+        plume_embd_free(e);
+        plume_video_free(v);
+    }
+    if (!rc) {
+        stat3 D = summarize(td + 1, (int)reps), E = summarize(te + 1, (int)reps);
+        if (json)
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"video\": \"%s\", \"format\": \"%s\", "
+                   "\"width\": %d, \"height\": %d, \"frames\": %d, \"sampled\": %d, \"tokens\": %d, \"decode_s\": %.3f, "
+                   "\"decode_s_min\": %.3f, \"decode_s_max\": %.3f, \"encode_s\": %.3f, \"encode_s_min\": %.3f, "
+                   "\"encode_s_max\": %.3f, \"decode_s_cold\": %.3f, \"encode_s_cold\": %.3f}\n",
+                   model, plume_model_isa(m), plume_model_n_threads(m), path, format, w, h, decoded, frames, tokens, D.med, D.lo,
+                   D.hi, E.med, E.lo, E.hi, td[0], te[0]);
+        else {
+            printf("| %s, %s kernels, %d threads, %lld reps | median | min .. max |\n|---|---|---|\n", model,
+                   plume_model_isa(m), plume_model_n_threads(m), (long long)reps);
+            printf("| video decode (%s, %d x %d, %d frames counted, %d sampled and resized), s | %.3f | %.3f .. %.3f |\n",
+                   format, w, h, decoded, frames, D.med, D.lo, D.hi);
+            printf("| video encode (%d frames through the vision tower, %d soft tokens), s | %.3f | %.3f .. %.3f |\n", frames,
+                   tokens, E.med, E.lo, E.hi);
+            printf("| ... the first (cold) decode, encode, s | %.3f, %.3f | |\n", td[0], te[0]);
+        }
+    }
+    plume_model_free(m);
+    return rc ? cli_lib_error_free(err) : 0;
+}
+
 #define BENCH_MAX_REPS 100 /* -r */
 #define BENCH_MAX_LIST 8   /* counts of --batch, depths of --depth */
 
@@ -406,6 +468,7 @@ typedef struct {
     int threads_profile;     /* --threads-profile */
     float audio_secs;        /* --audio: only the audio tower's encode of a clip this long */
     int image;               /* --image: only the vision tower's costs */
+    const char *video;       /* --video FILE: only its decode and encode */
     int64_t image_tokens;    /* --image-tokens: its token budget (0: the model's default) */
     const char *schema;      /* --json-schema: only the constraint's cost per step */
     const char *tokenizer;   /* --tokenizer: for it, when the bundle has none */
@@ -441,6 +504,7 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--spec")) o->spec = 1;
         else if (!strcmp(a, "--threads-profile")) o->threads_profile = 1;
         else if (!strcmp(a, "--image")) o->image = 1;
+        else if (!strcmp(a, "--video") && more) o->video = argv[++i];
         else if (!strcmp(a, "--json-schema") && more) o->schema = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) o->tokenizer = argv[++i];
         else if (!strcmp(a, "--temp") && more) { if (cli_float(argv[++i], &o->temp) || o->temp < 0) return cli_error("bench: --temp wants a number >= 0"); }
@@ -740,6 +804,7 @@ int cmd_bench(int argc, char **argv) {
                                     o.reps, o.temp, o.top_k, o.json};
         rc = bench_constraint_costs(&co);
     }
+    if (rc < 0 && o.video) rc = video_bench(o.model, o.isa, (int32_t)o.threads, o.video, o.reps, o.json);
     if (rc < 0 && o.image && o.reps > 16) rc = cli_error("bench: --image takes -r up to 16");
     if (rc < 0 && o.image)
         rc = image_costs(o.model, o.isa, (int32_t)o.threads, o.exact, o.reps, (int32_t)o.image_tokens, o.json);

@@ -22,6 +22,8 @@ static const char chat_usage[] =
     "                     tower): it goes where the message says <|image|>, else first\n"
     "    /audio FILE      an audio clip (WAV, FLAC, Ogg, MP3) for your next message, as /image\n"
     "                     (the bundle needs an audio tower; <|audio|> places it)\n"
+    "    /video FILE      a video (MP4, MOV, MKV, WebM) for your next message, as /image: 32 frames\n"
+    "                     with their timestamps (<|video|> places it; --video-audio adds its sound)\n"
     "    /help            this list\n"
     "  Ctrl-C stops an answer; Ctrl-D (or /quit) leaves.\n";
 
@@ -79,11 +81,15 @@ static void chat_drop_media(chat_state *c) {
     while (c->n_media > 0) plume_embd_free(c->media[--c->n_media]);
 }
 
-/* /image FILE or /audio FILE (line): encode it for the next message. */
+/* /image FILE, /audio FILE or /video FILE (line): encode it for the next message. */
 static void chat_media(chat_state *c, const char *line) {
     const char *path = line + 7;
-    if (c->n_media == GEN_MAX_MEDIA) cli_error("chat: at most %d images and audio clips a message", GEN_MAX_MEDIA);
-    else if ((line[1] == 'i' ? gen_encode_images : gen_encode_audio)(&c->g, &path, 1, &c->media[c->n_media]) == 0)
+    int32_t k = 0;
+    if (c->n_media + (line[1] == 'v' ? 2 : 1) > GEN_MAX_MEDIA)
+        cli_error("chat: at most %d images, audio clips and videos a message", GEN_MAX_MEDIA);
+    else if (line[1] == 'v' && gen_encode_videos(&c->g, &path, 1, &c->media[c->n_media], &k) == 0)
+        c->n_media += k;
+    else if (line[1] != 'v' && (line[1] == 'i' ? gen_encode_images : gen_encode_audio)(&c->g, &path, 1, &c->media[c->n_media]) == 0)
         c->n_media++;
 }
 
@@ -163,7 +169,7 @@ static int chat_line(chat_state *c, const char *line) {
     else if (!strcmp(line, "/reset") || !strncmp(line, "/system ", 8)) return chat_reset(c, line);
     else if (!strncmp(line, "/save ", 6)) chat_save(c, line + 6);
     else if (!strncmp(line, "/load ", 6)) chat_load(c, line + 6);
-    else if (!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7)) chat_media(c, line);
+    else if (!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7) || !strncmp(line, "/video ", 7)) chat_media(c, line);
     else if (line[0] == '/') cli_error("chat: unknown command '%s' (/help lists them)", line);
     else chat_turn(c, line);
     return 0;
@@ -184,6 +190,8 @@ int cmd_chat(int argc, char **argv) {
     chat_state c = {.o = &o, .first = 1};
     if (gen_open(&c.g, &o)) return 1;
     if (o.n_images && gen_encode_images(&c.g, o.images, o.n_images, c.media) == 0) c.n_media = o.n_images;
+    int32_t n_vid = 0;
+    if (o.n_videos && gen_encode_videos(&c.g, o.videos, o.n_videos, c.media + c.n_media, &n_vid) == 0) c.n_media += n_vid;
     if (o.n_audios && gen_encode_audio(&c.g, o.audios, o.n_audios, c.media + c.n_media) == 0) c.n_media += o.n_audios;
     plume_buf line = {0};
     fprintf(stderr, "plume chat: %s weights, %s kernels, %d threads, context %d. /help for commands.\n",

@@ -11,7 +11,7 @@ static const char logits_usage[] =
     "usage: plume logits -m BUNDLE (--ids 2,17,... | --ids-npy FILE.npy) [--step N] -o OUT.npy\n"
     "                    [--isa scalar|avx2|avx512|neon] [-t THREADS] [--context N]\n"
     "                    [--load-state FILE] [--save-state FILE] [--fast]\n"
-    "                    [--image FILE]... [--image-tokens N] [--audio FILE]...\n"
+    "                    [--image FILE]... [--image-tokens N] [--audio FILE]... [--video FILE]...\n"
     "  Feed the ids N at a time (--step 1 is pure decode; default: all at once) and write the\n"
     "  float32 logits [T, V] of every position, after the final softcap.\n"
     "  --load-state FILE  continue a session saved earlier (the ids follow its tokens)\n"
@@ -24,7 +24,10 @@ static const char logits_usage[] =
     "  --image-tokens N   the images' token budget: 70, 140, 280 (default), 560 or 1120\n"
     "  --audio FILE       an audio file whose soft tokens fill the next run of audio placeholders\n"
     "                     (<|audio> + N x audio_token_id + <audio|>); repeatable, in order. Images\n"
-    "                     fill the image runs and audio the audio runs, each kind in its order\n";
+    "                     fill the image runs and audio the audio runs, each kind in its order\n"
+    "  --video FILE       a video whose frames' soft tokens fill the next video placeholders (the\n"
+    "                     model's video_token_id: per frame \"MM:SS \" <|image> + n placeholders +\n"
+    "                     <image|>, as the processor expands it); repeatable, in order\n";
 
 /* Read ids from an int32 or float .npy. */
 static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
@@ -54,7 +57,25 @@ static int read_ids_npy(const char *path, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-enum { LOGITS_MAX_IMAGES = 64, LOGITS_MAX_AUDIO = 64 };
+enum { LOGITS_MAX_IMAGES = 64, LOGITS_MAX_AUDIO = 64, LOGITS_MAX_VIDEO = 16 };
+
+/* Encode video files into media (0, or the error: media freed). */
+static int encode_videos(plume_model *m, const char *const *paths, int32_t n, plume_embd **media, char **err) {
+    for (int32_t i = 0; i < n; i++) {
+        plume_video *v = NULL;
+        char *why = NULL;
+        int rc = plume_video_load(&v, paths[i], NULL, &why);
+        if (!rc) rc = plume_video_encode(&media[i], m, v, &why);
+        plume_video_free(v);
+        if (rc) {
+            plume_fail(err, rc, "%s", why ? why : paths[i]);
+            free(why);
+            while (i-- > 0) plume_embd_free(media[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
 
 /* Encode the files of paths into media with the model's tower: images (budget tokens; 0: the
  * default) or audio. 0, or the error (media freed). */
@@ -84,7 +105,8 @@ static int encode_media(plume_model *m, const char *const *paths, int32_t n, int
 typedef struct {
     const char *model, *ids_s, *ids_npy, *outp, *isa, *load, *save;
     const char *images[LOGITS_MAX_IMAGES], *audios[LOGITS_MAX_AUDIO]; /* [n_images], [n_audios] */
-    int32_t n_images, n_audios;
+    const char *videos[LOGITS_MAX_VIDEO];                              /* [n_videos] */
+    int32_t n_images, n_audios, n_videos;
     int64_t step, threads, ctx, image_tokens;
     int fast;
 } logits_opts;
@@ -110,6 +132,9 @@ static int logits_parse(logits_opts *o, int argc, char **argv) {
         } else if (!strcmp(a, "--audio") && more) {
             if (o->n_audios == LOGITS_MAX_AUDIO) return cli_error("logits: at most %d --audio files", LOGITS_MAX_AUDIO);
             o->audios[o->n_audios++] = argv[++i];
+        } else if (!strcmp(a, "--video") && more) {
+            if (o->n_videos == LOGITS_MAX_VIDEO) return cli_error("logits: at most %d --video files", LOGITS_MAX_VIDEO);
+            o->videos[o->n_videos++] = argv[++i];
         } else if (!strcmp(a, "--image-tokens") && more) {
             if (cli_int(argv[++i], 1, 1120, &o->image_tokens)) return cli_error("logits: --image-tokens wants 70..1120");
         }
@@ -130,13 +155,18 @@ static int logits_parse(logits_opts *o, int argc, char **argv) {
  * session steps --step rows at a time); else --step tokens a feed. 0 or a PLUME_E*. */
 static int logits_feed(const logits_opts *o, plume_model *m, plume_session *s, const int32_t *ids, int32_t n,
                        float *logits, char **err) {
-    plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO]; /* the images, then the audio */
-    const int32_t n_media = o->n_images + o->n_audios;
+    plume_embd *media[LOGITS_MAX_IMAGES + LOGITS_MAX_AUDIO + LOGITS_MAX_VIDEO]; /* images, audio, videos */
+    const int32_t n_media = o->n_images + o->n_audios + o->n_videos;
     if (n_media) { /* encode_media frees what it made when it fails */
         int rc = o->n_images ? encode_media(m, o->images, o->n_images, 0, (int32_t)o->image_tokens, media, err) : 0;
         if (rc) return rc;
         if (o->n_audios && (rc = encode_media(m, o->audios, o->n_audios, 1, 0, media + o->n_images, err))) {
             for (int32_t i = 0; i < o->n_images; i++) plume_embd_free(media[i]);
+            return rc;
+        }
+        const int32_t before = o->n_images + o->n_audios;
+        if (o->n_videos && (rc = encode_videos(m, o->videos, o->n_videos, media + before, err))) {
+            for (int32_t i = 0; i < before; i++) plume_embd_free(media[i]);
             return rc;
         }
         rc = plume_session_feed_media(s, ids, n, (const plume_embd *const *)media, n_media, logits, 1, err);

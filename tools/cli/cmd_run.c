@@ -84,10 +84,12 @@ int cmd_run(int argc, char **argv) {
     gen_ctx g;
     if ((o.cache && cli_mkdir_parent(o.cache)) || gen_open(&g, &o)) { free(stdin_text); return 1; }
     char *text = NULL, *err = NULL, *msg = NULL;
-    plume_embd *media[GEN_MAX_MEDIA]; /* the images, then the audio clips */
+    plume_embd *media[GEN_MAX_MEDIA]; /* the images, the videos, then the audio clips */
     const plume_embd *const *cm = (const plume_embd *const *)media;
     int rc = o.n_images ? gen_encode_images(&g, o.images, o.n_images, media) : 0;
     int32_t n_media = rc ? 0 : o.n_images;
+    int32_t n_vid = 0; /* the videos (and their sound tracks), then the audio clips */
+    if (!rc && o.n_videos && (rc = gen_encode_videos(&g, o.videos, o.n_videos, media + n_media, &n_vid)) == 0) n_media += n_vid;
     if (!rc && o.n_audios && (rc = gen_encode_audio(&g, o.audios, o.n_audios, media + n_media)) == 0) n_media += o.n_audios;
     if (!rc && n_media && !(msg = gen_media_message(&g, o.prompt, media, n_media))) rc = 1;
     if (rc) {

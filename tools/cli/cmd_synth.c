@@ -11,16 +11,17 @@
 static const char synth_usage[] =
     "usage: plume synth --config tiny|e2b|e4b|FILE.json [--seed S] (--hf OUT_DIR | --bundle OUT_DIR)\n"
     "                   [--weights f32|bf16|q8|q4] [--layout auto|tiles|rows] [--context N] [--shards N]\n"
-    "                   [--tokenizer DIR] [--head q8|q4]\n"
+    "                   [--tokenizer DIR] [--head q8|q4] [--q4-scale best|absmax|q4_0]\n"
     "  Write a deterministic random-weight Gemma 4 model: a Hugging Face checkpoint (--hf,\n"
     "  bf16 safetensors in the real layout) or a plume bundle directly (--bundle).\n"
     "  --head q4         q4 weights: a q4 head in the last chunk (default q8: the token sidecar)\n"
+    "  --q4-scale RULE   q4 weights: each group's step, best (default), absmax or q4_0 (plume convert --help)\n"
     "  --tokenizer DIR   copy DIR/tokenizer.json (+ tokenizer_config.json) into the output\n"
     "  --vocab N         override the config's vocabulary size (e.g. 262144 with the real tokenizer)\n";
 
 int cmd_synth(int argc, char **argv) {
     const char *config = NULL, *hf = NULL, *bundle = NULL, *weights = "q8", *tokenizer = NULL, *layout = "auto",
-               *head = "q8";
+               *head = "q8", *q4_scale = "best";
     int64_t seed = 1, shards = 2, ctx = 0, vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -33,6 +34,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--layout") && more) layout = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) tokenizer = argv[++i];
         else if (!strcmp(a, "--head") && more) head = argv[++i];
+        else if (!strcmp(a, "--q4-scale") && more) q4_scale = argv[++i];
         else if (!strcmp(a, "--seed") && more) {
             if (cli_int(argv[++i], 0, INT64_MAX, &seed)) return cli_error("synth: --seed wants a non-negative integer");
         } else if (!strcmp(a, "--shards") && more) {
@@ -53,7 +55,7 @@ int cmd_synth(int argc, char **argv) {
         rc = plume_synth_checkpoint(&sp, hf, &err);
     } else {
         plume_convert_params cp = {.weights = weights, .n_ctx = (int32_t)ctx, .progress = isatty(2), .layout = layout,
-                                  .head = head};
+                                  .head = head, .q4_scale = q4_scale};
         rc = plume_synth_bundle(&sp, &cp, bundle, &err);
     }
     return rc ? cli_lib_error_free(err) : 0;

@@ -37,6 +37,11 @@ const char gen_options_help[] =
     "  --image FILE         a PNG, JPEG or WebP image for the prompt (repeatable, in order; the bundle\n"
     "                       needs a vision tower); it goes where the prompt says <|image|>, else first\n"
     "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
+    "  --video FILE         an MP4, MOV, MKV or WebM video for the prompt (repeatable; the bundle needs a\n"
+    "                       vision tower): 32 frames with their MM:SS timestamps, 70 tokens each;\n"
+    "                       it goes where the prompt says <|video|>, else first\n"
+    "  --video-audio        add each video's sound track as an audio part after its frames (the\n"
+    "                       bundle needs an audio tower; Hugging Face's processor ignores the sound)\n"
     "  --audio FILE         a WAV, FLAC, Ogg (Vorbis, Opus) or MP3 clip for the prompt (repeatable,\n"
     "                       in order; the bundle needs an audio tower); it goes where the prompt\n"
     "                       says <|audio|>, else first; over 30 s it is heard as 30 s clips\n"
@@ -70,7 +75,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
                                              "--min-p", "--repeat-penalty", "--repeat-last-n",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--system", "--isa", "--kv-bits", "--draft", "--image",
-                                             "--image-tokens", "--audio", "--json-schema",
+                                             "--image-tokens", "--audio", "--video", "--json-schema",
                                              "--grammar"};
     const char *a = argv[*i], *v = NULL;
     int64_t n;
@@ -107,6 +112,10 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
         if (o->n_images == GEN_MAX_IMAGES) return cli_error("%s: at most %d --image files", cmd, GEN_MAX_IMAGES), -1;
         o->images[o->n_images++] = v;
     }
+    else if (FLAG("--video")) {
+        if (o->n_videos == GEN_MAX_VIDEO) return cli_error("%s: at most %d --video files", cmd, GEN_MAX_VIDEO), -1;
+        o->videos[o->n_videos++] = v;
+    }
     else if (FLAG("--audio")) {
         if (o->n_audios == GEN_MAX_AUDIO) return cli_error("%s: at most %d --audio files", cmd, GEN_MAX_AUDIO), -1;
         o->audios[o->n_audios++] = v;
@@ -116,6 +125,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
             return cli_error("%s: --image-tokens wants 70, 140, 280, 560 or 1120", cmd), -1;
         o->image_tokens = (int32_t)n;
     }
+    else if (FLAG("--video-audio")) o->video_audio = 1;
     else if (FLAG("--thinking")) o->thinking = 1;
     else if (FLAG("--verbose")) o->verbose = 1;
     else if (FLAG("--exact")) o->exact = 1;
@@ -342,6 +352,49 @@ int gen_encode_audio(gen_ctx *g, const char *const *paths, int32_t n, plume_embd
     return 0;
 }
 
+int gen_encode_videos(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out, int32_t *n_out) {
+    char *err = NULL;
+    plume_video_params vp = plume_video_default_params();
+    vp.audio = g->o.video_audio;
+    int32_t k = 0;
+    int rc = 0;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        plume_video *v = NULL;
+        double t0 = plume_now(), t1 = t0;
+        rc = plume_video_load(&v, paths[i], &vp, &err);
+        if (!rc) {
+            t1 = plume_now();
+            rc = plume_video_encode(&out[k], g->m, v, &err);
+        }
+        if (!rc) {
+            const int32_t f = plume_video_n_frames(v);
+            fprintf(stderr, "[video %s: %s, %d x %d, %d frames at %.3g fps, %d sampled (%s to %s), %d soft tokens (%d a frame), "
+                    "decoded in %.2f s, encoded in %.2f s]\n", paths[i], plume_video_format(v), plume_video_width(v),
+                    plume_video_height(v), plume_video_n_decoded(v), plume_video_fps(v), f, plume_video_timestamp(v, 0),
+                    plume_video_timestamp(v, f - 1), plume_embd_n_tokens(out[k]), plume_embd_n_tokens(out[k]) / f, t1 - t0,
+                    plume_now() - t1);
+            k++;
+        }
+        if (!rc && g->o.video_audio) {
+            const plume_audio *a = plume_video_audio(v);
+            if (!a) {
+                fprintf(stderr, "[video %s: no sound track]\n", paths[i]);
+            } else if ((rc = plume_audio_encode(&out[k], g->m, a, &err)) == 0) {
+                fprintf(stderr, "[video %s: its sound track, %.1f s, %d soft tokens, after the frames]\n", paths[i],
+                        plume_audio_seconds(a), plume_embd_n_tokens(out[k]));
+                k++;
+            }
+        }
+        plume_video_free(v);
+    }
+    if (rc) {
+        while (k-- > 0) plume_embd_free(out[k]);
+        return cli_lib_error_free(err);
+    }
+    *n_out = k;
+    return 0;
+}
+
 /* The text of the model's media token `name` ("image": <|image|>, "audio": <|audio|>), from the
  * tokenizer; "" if none. */
 static void media_placeholder(gen_ctx *g, const char *name, char *buf, size_t cap) {
@@ -351,40 +404,50 @@ static void media_placeholder(gen_ctx *g, const char *name, char *buf, size_t ca
 }
 
 char *gen_media_message(gen_ctx *g, const char *msg, plume_embd **media, int32_t n) {
-    static const char *const kinds[2] = {"image", "audio"};
-    char ph[2][64];
-    int32_t want[2] = {0, 0}, have[2] = {0, 0}, id[2];
-    if (n > GEN_MAX_MEDIA) return cli_error("at most %d images and audio clips a message", GEN_MAX_MEDIA), NULL;
-    for (int k = 0; k < 2; k++) {
+    enum { KINDS = 3 };
+    static const char *const kinds[KINDS] = {"image", "audio", "video"}, *const plural[KINDS] = {"images", "audio clips",
+                                                                                                "videos"};
+    char ph[KINDS][64];
+    int32_t want[KINDS] = {0}, have[KINDS] = {0}, id[KINDS], kind_of[GEN_MAX_MEDIA];
+    if (n > GEN_MAX_MEDIA) return cli_error("at most %d images, audio clips and videos a message", GEN_MAX_MEDIA), NULL;
+    int same = 1, any = 0;
+    for (int k = 0; k < KINDS; k++) {
         media_placeholder(g, kinds[k], ph[k], sizeof ph[k]);
         id[k] = plume_model_media_token(g->m, kinds[k]);
-        for (int32_t i = 0; i < n; i++) want[k] += plume_embd_placeholder(media[i]) == id[k];
+        for (int32_t i = 0; i < n; i++)
+            if (plume_embd_placeholder(media[i]) == id[k]) want[k]++, kind_of[i] = k;
         if (want[k] && !ph[k][0]) return cli_error("the model has no %s placeholder token", kinds[k]), NULL;
         for (const char *p = ph[k][0] ? strstr(msg, ph[k]) : NULL; p; p = strstr(p + strlen(ph[k]), ph[k])) have[k]++;
+        same &= have[k] == want[k];
+        any |= have[k] != 0;
     }
-    if (have[0] == want[0] && have[1] == want[1]) { /* where the user put them: media in that order */
+    if (same) { /* where the user put them: media in that order, each kind keeping its own */
         plume_embd *order[GEN_MAX_MEDIA];
-        int32_t next[2] = {0, 0}, k = 0;
+        int32_t next[KINDS] = {0}, k = 0;
         for (const char *p = msg; k < n; k++) {
-            const char *a = have[0] ? strstr(p, ph[0]) : NULL, *b = have[1] ? strstr(p, ph[1]) : NULL;
-            int kind = !a || (b && b < a);
-            while (plume_embd_placeholder(media[next[kind]]) != id[kind]) next[kind]++;
+            const char *at = NULL;
+            int kind = 0;
+            for (int j = 0; j < KINDS; j++) {
+                const char *q = have[j] ? strstr(p, ph[j]) : NULL;
+                if (q && (!at || q < at)) at = q, kind = j;
+            }
+            while (kind_of[next[kind]] != kind) next[kind]++;
             order[k] = media[next[kind]++];
-            p = (kind ? b : a) + strlen(ph[kind]);
+            p = at + strlen(ph[kind]);
         }
         memcpy(media, order, (size_t)n * sizeof *media);
         return strdup(msg);
     }
-    if (have[0] || have[1])
-        return cli_error("the prompt holds %d %s and %d %s, but %d images and %d audio clips were given", have[0], ph[0],
-                         have[1], ph[1], want[0], want[1]),
+    if (any)
+        return cli_error("the prompt holds %d %s, %d %s and %d %s, but %d %s, %d %s and %d %s were given", have[0], ph[0],
+                         have[1], ph[1], have[2], ph[2], want[0], plural[0], want[1], plural[1], want[2], plural[2]),
                NULL;
     size_t len = strlen(msg) + 1;
-    for (int32_t i = 0; i < n; i++) len += strlen(ph[plume_embd_placeholder(media[i]) == id[1]]);
+    for (int32_t i = 0; i < n; i++) len += strlen(ph[kind_of[i]]);
     char *out = malloc(len);
     if (!out) return cli_error("out of memory"), NULL;
     out[0] = 0;
-    for (int32_t i = 0; i < n; i++) strcat(out, ph[plume_embd_placeholder(media[i]) == id[1]]);
+    for (int32_t i = 0; i < n; i++) strcat(out, ph[kind_of[i]]);
     strcat(out, msg);
     return out;
 }

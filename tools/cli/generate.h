@@ -12,7 +12,8 @@
 #define GEN_MAX_STOPS 16
 #define GEN_MAX_IMAGES 16
 #define GEN_MAX_AUDIO 16
-#define GEN_MAX_MEDIA (GEN_MAX_IMAGES + GEN_MAX_AUDIO)
+#define GEN_MAX_VIDEO 4
+#define GEN_MAX_MEDIA (GEN_MAX_IMAGES + GEN_MAX_AUDIO + 2 * GEN_MAX_VIDEO) /* a video and its sound */
 
 typedef struct {
     const char *model, *isa, *system, *prompt, *cache;
@@ -28,6 +29,9 @@ typedef struct {
     int32_t image_tokens;               /* --image-tokens: the budget (0: the model's 280) */
     const char *audios[GEN_MAX_AUDIO];  /* --audio FILE, in order */
     int32_t n_audios;
+    const char *videos[GEN_MAX_VIDEO];  /* --video FILE, in order */
+    int32_t n_videos;
+    int32_t video_audio;                /* --video-audio: each video's sound track after its frames */
 } gen_options;
 
 /* What a generation did, for the stats line. */
@@ -79,7 +83,12 @@ int gen_encode_images(gen_ctx *g, const char *const *paths, int32_t n, plume_emb
  * length, format, soft tokens, encode time, and the 30 s clips when longer); 0, or 1 having
  * printed the error (out freed). */
 int gen_encode_audio(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out);
-/* A user message with one placeholder per media (<|image|> per image, <|audio|> per audio):
+/* Load and encode video files into out[0..): each video's frames, then (with --video-audio)
+ * its sound track as an audio clip; *n_out of them (a line each on stderr: size, frames,
+ * sampled, soft tokens, times); 0, or 1 having printed the error (out freed). */
+int gen_encode_videos(gen_ctx *g, const char *const *paths, int32_t n, plume_embd **out, int32_t *n_out);
+/* A user message with one placeholder per media (<|image|> per image, <|audio|> per audio,
+ * <|video|> per video):
  * msg as it is when it holds exactly as many of each as media[0..n) has (each goes where the
  * user put it: media is reordered, each kind keeping its order, to the placeholders' order),
  * else the placeholders first, in media's order (the model card: media before text). NULL

@@ -43,6 +43,8 @@
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
  *                    tool call, end, done, error), each turned into bytes by the job's
  *                    dialect, or gathered into the whole reply when not streamed.
+ *   webui.html       the chat page served at / (webui.h: the page as a C string, which the
+ *                    Makefile generates from it).
  *
  * The transport, the preparation, the scheduler and the answer name no JSON field; a dialect
  * names no socket or slot (../shared/spec/style.md, "Rooms"). */

@@ -37,7 +37,7 @@
  * prompt; the slot rewinds to that prefix (exact, plume_session_rewind) and prefills only the
  * rest. A client re-sending a growing conversation prefills only the new turn. A rewind never
  * recomputes in this thread: it stops at the last point that costs nothing
- * (plume_session_rewind_free) and the tokens after it go in as ordinary prefill chunks.
+ * (plume_session_rewind_point) and the tokens after it go in as ordinary prefill chunks.
  *
  * Images and audio: a leader whose prompt has media to compute (those past the kept prefix: a
  * re-sent image in the reused prefix needs none) hands its job to the encoder thread, which runs
@@ -193,7 +193,7 @@ static int32_t common_prefix(const plume_session *ss, const serve_job *j) {
 }
 
 /* The idle slot for a prompt: the longest shared prefix it can rewind to without recomputing
- * (plume_session_rewind_free), then the least recently used. A
+ * (plume_session_rewind_point), then the least recently used. A
  * prefix shorter than a prefill chunk and than half the slot's tokens counts as none, so a
  * prompt sharing only "<bos>" and a few template tokens does not evict a conversation while a
  * colder slot is idle (a shared system prompt of a chunk or more still counts). -1 when none
@@ -204,7 +204,7 @@ static int32_t slot_pick(serve_sched *s, const serve_job *j) {
         serve_slot *sl = &s->slots[i];
         if (sl->job) continue;
         int32_t n_past = plume_session_n_past(sl->s);
-        int32_t c = plume_session_rewind_free(sl->s, common_prefix(sl->s, j));
+        int32_t c = plume_session_rewind_point(sl->s, common_prefix(sl->s, j));
         if (c < SERVE_PREFILL_CHUNK && (int64_t)c * 2 < n_past) c = 0;
         if (c > best_common || (c == best_common && sl->last_used < s->slots[best].last_used)) {
             best = i;
@@ -302,7 +302,7 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     if (j->head.prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
     /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
      * other stream waiting, is fed again as prefill chunks between decode steps */
-    keep = plume_session_rewind_free(sl->s, keep);
+    keep = plume_session_rewind_point(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
     plume_sampler_params sp = j->head.req.sp;
     sp.seed += (uint64_t)sl->choice;
