@@ -69,7 +69,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 # The longest tests first: tests/run.sh runs them JOBS at a time and the rest fill the gaps.
-TESTS_FIRST := test_spec test_clients test_structured test_batch test_kernels test_cli test_qact
+TESTS_FIRST := test_spec test_clients test_agents test_structured test_batch test_kernels test_cli test_qact
 TESTS_ALL   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TESTS    := $(filter $(TESTS_ALL),$(addprefix $(BUILD)/tests/,$(TESTS_FIRST))) \
             $(filter-out $(addprefix $(BUILD)/tests/,$(TESTS_FIRST)),$(TESTS_ALL))

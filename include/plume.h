@@ -216,6 +216,13 @@ PLUME_API int plume_chat_parser_feed_token(plume_chat_parser *p, const char *pie
  * 0 or PLUME_ENOMEM. */
 PLUME_API int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **deltas,
                                       int32_t *n_deltas);
+/* End of a generation held to a tool call (a forced tool choice) that the token limit cut
+ * short: as plume_chat_parser_flush, but an unfinished call comes back as a tool-call delta:
+ * its name as far as the model wrote it (a prefix of a declared name, possibly ""; the caller
+ * knows the tools it offered) and its arguments the JSON object of the members written in
+ * full ("{}" when none is). 0 or PLUME_ENOMEM. */
+PLUME_API int plume_chat_parser_flush_cut(plume_chat_parser *p, const plume_chat_delta **deltas,
+                                          int32_t *n_deltas);
 
 /* ---------------------------------------------------------------------------------------
  * Sampling (docs/SAMPLING.md)

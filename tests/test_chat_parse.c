@@ -277,6 +277,51 @@ static void test_malformed_calls(void) {
     expect_parse(deep, 0, want, 0);
 }
 
+/* A forced call cut by the token limit (plume_chat_parser_flush_cut), fed whole or byte by
+ * byte: an open call comes back as a call, with the name as far as written and the members
+ * written in full; anything else is as plume_chat_parser_flush makes it. */
+static void expect_cut(const char *text, const char *want) {
+    for (int bytes = 0; bytes < 2; bytes++) {
+        parsed pr;
+        memset(&pr, 0, sizeof pr);
+        plume_chat_parser *p = NULL;
+        if (plume_chat_parser_new(&p, 0, NULL)) { CHECK(0, "new"); return; }
+        size_t len = strlen(text), step = bytes ? 1 : (len ? len : 1);
+        for (size_t at = 0; at < len; at += step) {
+            const plume_chat_delta *d;
+            int32_t n;
+            if (plume_chat_parser_feed(p, text + at, at + step <= len ? step : len - at, &d, &n) < 0) pr.bad = 1;
+            pr_add(&pr, d, n);
+        }
+        const plume_chat_delta *d;
+        int32_t n;
+        if (plume_chat_parser_flush_cut(p, &d, &n)) pr.bad = 1;
+        pr_add(&pr, d, n);
+        if (pr.last) pr_put(&pr, "]", 1);
+        plume_chat_parser_free(p);
+        CHECK(!pr.bad && !strcmp(pr.s, want), "%s %s\n  got  %s (bad %d)\n  want %s", bytes ? "byte by byte" : "whole",
+              text, pr.s, pr.bad, want);
+    }
+}
+
+static void test_cut_calls(void) {
+    expect_cut("<|tool_call>", "T[|{}]");
+    expect_cut("<|tool_call>c", "T[|{}]");
+    expect_cut("<|tool_call>call:get_w", "T[get_w|{}]");
+    expect_cut("<|tool_call>call:get_weather{", "T[get_weather|{}]");
+    expect_cut("<|tool_call>call:get_weather{city:" Q "Pa", "T[get_weather|{}]");
+    expect_cut("<|tool_call>call:f{a:1", "T[f|{}]"); /* 1 may have been 12 */
+    expect_cut("<|tool_call>call:f{a:1,b:" Q "x" Q ",c:[1,", "T[f|{\"a\":1,\"b\":\"x\"}]");
+    expect_cut("<|tool_call>call:f{a:{b:2}}", "T[f|{\"a\":{\"b\":2}}]"); /* whole, no end mark */
+    /* A whole call stays itself; a second one cut after it is a call too. */
+    expect_cut("<|tool_call>call:f{a:1}<tool_call|><|tool_call>call:g{b:", "T[f|{\"a\":1}]T[g|{}]");
+    /* Not the start of a call: content, as plume_chat_parser_flush gives it. */
+    expect_cut("<|tool_call>oops", "C[<|tool_call>oops]");
+    expect_cut("<|tool_call>call:f g{", "C[<|tool_call>call:f g{]");
+    /* Outside a call nothing changes. */
+    expect_cut("plain text", "C[plain text]");
+}
+
 /* What plume_chat_render_full writes for a call parses back to the same arguments (given in
  * the template's key order and compact, the JSON text is identical). */
 static void test_round_trip(void) {
@@ -380,6 +425,7 @@ int main(void) {
     RUN(test_stray_and_end);
     RUN(test_tool_calls);
     RUN(test_malformed_calls);
+    RUN(test_cut_calls);
     RUN(test_round_trip);
     RUN(test_random_cuts);
     RUN(test_spelled_markers_are_text);

@@ -345,7 +345,11 @@ static void test_responses_requests(void) {
     expect_400(&serve_responses, "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"x\", "
                "\"schema\": {\"type\": \"string\", \"pattern\": \"(a)\\\\1\"}}}}", "text.format");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"include\": [\"file_search_call.results\"]}", "include");
-    expect_400(&serve_responses, "{\"input\": \"hi\", \"tools\": [{\"type\": \"web_search\"}]}", "tools");
+    expect_400(&serve_responses, "{\"input\": \"hi\", \"tools\": [{\"type\": \"custom\", \"name\": \"x\"}]}", "tools[0]");
+    expect_400(&serve_responses, "{\"input\": \"hi\", \"tools\": [{\"type\": \"namespace\", \"name\": \"n\", \"tools\": "
+                                 "[{\"type\": \"custom\", \"name\": \"x\"}]}]}", "tools[0].tools[0]");
+    expect_400(&serve_responses, "{\"input\": \"hi\", \"tools\": [{\"type\": \"function\", \"name\": \"f\"}, {\"type\": "
+                                 "\"namespace\", \"name\": \"n\", \"tools\": [{\"type\": \"function\", \"name\": \"f\"}]}]}", "tools");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"reasoning\": {\"effort\": \"max\"}}", "effort");
     expect_400(&serve_responses, "{\"input\": \"hi\", \"max_output_tokens\": 0}", "max_output_tokens");
     expect_400(&serve_responses, "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\", \"image_url\": \"x\"}]}]}",
@@ -463,7 +467,15 @@ static void test_anthropic_requests(void) {
     expect_400(&serve_anthropic, "{" AM "}", "max_tokens");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5}", "messages");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": []}", "messages");
-    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"system\", \"content\": \"q\"}]}", "messages[0]");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"system\", \"content\": \"q\"}]}", "messages");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"tool\", \"content\": \"q\"}]}", "messages[0]");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"output_config\": "
+                                 "{\"task_budget\": 5}}", "output_config.task_budget");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                                 "\"context_management\": {\"edits\": [{\"type\": \"clear_tool_uses_20250919\"}]}}",
+               "context_management.edits[0]");
+    expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"thinking\": "
+                                 "{\"type\": \"adaptive\", \"display\": \"full\"}}", "thinking.display");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]}",
                "messages[0].content[0]");
     expect_400(&serve_anthropic, "{\"max_tokens\": 5, " AM ", \"temperature\": 1.5}", "temperature");

@@ -220,6 +220,25 @@ static int call_parse(const char *s, size_t n, plume_buf *out, size_t *args_off)
     return -1;
 }
 
+/* The members of a cut "{key:value,..." written in full (each followed by ',' or '}') -> a
+ * JSON object, "{}" when none is; what follows the last whole member is dropped. */
+static void cc_cut_object(ccur *c, plume_buf *out) {
+    plume_buf_put(out, "{", 1);
+    if (c->p < c->end && *c->p == '{') {
+        c->p++;
+        for (int n = 0;; n++) {
+            size_t at = out->len;
+            if (n) plume_buf_put(out, ",", 1);
+            if (cc_key(c, out) || cc_value(c, out, 1) || c->p == c->end || (*c->p != ',' && *c->p != '}')) {
+                if (!out->oom) out->len = at;
+                break;
+            }
+            if (*c->p++ == '}') break;
+        }
+    }
+    plume_buf_put(out, "}", 1);
+}
+
 /* ---- the parser ----------------------------------------------------------------------------- */
 
 enum { IN_CONTENT, IN_THOUGHT_HEAD, IN_THOUGHT, IN_CALL, IN_DONE };
@@ -234,6 +253,7 @@ typedef struct {
 struct plume_chat_parser {
     int state;             /* IN_*: where the text is */
     int typed;             /* fed by plume_chat_parser_feed_token: markers only from special tokens */
+    int cut;               /* flushing a forced call cut short: an open call is a call */
     plume_buf pend;        /* text not yet parsed: a held tail, then the new piece */
     plume_buf call;        /* the body of the tool call being collected */
     plume_buf arena;       /* the texts of this call's deltas, each NUL-terminated */
@@ -330,6 +350,37 @@ static void emit_call(plume_chat_parser *p, int closed) {
     p->call.len = 0;
 }
 
+/* An open call body at the end of a cut generation -> a tool-call delta: the name as far as
+ * written ("call:" itself may be cut), the arguments' whole members. A body that is not the
+ * start of a call is content, as emit_call makes it. */
+static void emit_cut_call(plume_chat_parser *p) {
+    static const char head[] = "call:";
+    ccur c = {p->call.p ? p->call.p : "", (p->call.p ? p->call.p : "") + p->call.len};
+    cc_ws(&c);
+    size_t k = 0;
+    while (k < 5 && c.p + k < c.end && c.p[k] == head[k]) k++;
+    int ok = k == 5 || c.p + k == c.end;
+    c.p += k;
+    const char *name = c.p;
+    while (ok && c.p < c.end && *c.p != '{') {
+        unsigned char ch = (unsigned char)*c.p++;
+        if (ch <= ' ' || ch == '}' || ch == '"' || ch == '<') ok = 0;
+    }
+    if (!ok) {
+        emit_call(p, 0);
+        return;
+    }
+    size_t at = p->arena.len;
+    plume_buf_put(&p->arena, name, (size_t)(c.p - name));
+    plume_buf_put(&p->arena, "", 1);
+    size_t args = p->arena.len;
+    cc_cut_object(&c, &p->arena);
+    plume_buf_put(&p->arena, "", 1);
+    if (delta_grow(p)) { p->arena.oom = 1; return; }
+    p->d[p->n_d++] = (pdelta){PLUME_CHAT_TOOL_CALL, 0, 0, at, args};
+    p->call.len = 0;
+}
+
 /* Text of the current state: content or reasoning out, a call's body into the call buffer. */
 static void take_text(plume_chat_parser *p, const char *s, size_t n) {
     if (p->state == IN_CALL) plume_buf_put(&p->call, s, n);
@@ -389,7 +440,10 @@ static void run(plume_chat_parser *p, int drain, int final) {
         break;
     }
     if (p->state == IN_DONE) pos = n;
-    if (final && p->state == IN_CALL) emit_call(p, 0);
+    if (final && p->state == IN_CALL) {
+        if (p->cut) emit_cut_call(p);
+        else emit_call(p, 0);
+    }
     if (final && p->state == IN_THOUGHT_HEAD) {
         take_text(p, s + pos, n - pos); /* "thoug" with nothing after: it is thought text */
         pos = n;
@@ -512,4 +566,13 @@ int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **delta
     p->arena.len = 0;
     run(p, 1, 1);
     return publish(p, deltas, n_deltas);
+}
+
+/* Parse the rest as final, an open call cut short coming back as a call. */
+int plume_chat_parser_flush_cut(plume_chat_parser *p, const plume_chat_delta **deltas,
+                                int32_t *n_deltas) {
+    p->cut = 1;
+    int rc = plume_chat_parser_flush(p, deltas, n_deltas);
+    p->cut = 0;
+    return rc;
 }

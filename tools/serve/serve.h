@@ -123,6 +123,7 @@ typedef struct {
     char *description; /* or NULL */
     char *parameters;  /* the JSON Schema of its arguments as JSON text (the client's schema,
                           printed unformatted), or NULL when none was given */
+    char *space;       /* Responses: the namespace tool that declared it (its calls name it), or NULL */
 } serve_tool;
 
 /* One chat message (every string malloc'd, NULL when absent). */
@@ -159,6 +160,8 @@ typedef struct {
     serve_tool *tools;          /* [n_tools] the tools the model may call */
     int32_t n_tools;
     char *tool_choice;          /* "auto" (default), "none", "required", or a function's name */
+    char *warning;              /* what the request asked that plume left out (Responses' hosted
+                                   tools), sent as the X-Plume-Warning header, or NULL */
     char *grammar;              /* the answer's format as GBNF (docs/STRUCTURED.md): a JSON schema,
                                    JSON mode or a forced tool call, compiled when the request is
                                    parsed (what cannot be enforced is a 400 then), or the
@@ -170,6 +173,8 @@ typedef struct {
                                    bound to the tokenizer and its start state made when the job
                                    is prepared (serve_prepare.c), never first when a slot takes it */
     int32_t enable_thinking;
+    int32_t omit_thought;       /* the thought is not sent (Anthropic's thinking.display "omitted":
+                                   the thinking block comes back empty) */
     int32_t stream;
     int32_t include_usage;      /* streams: the usage is sent (OpenAI asks; other dialects always send it) */
     int32_t max_tokens;         /* < 0: until the context is full; 0 (echo only): nothing generated */
@@ -232,10 +237,11 @@ int64_t serve_seed_draw(void);
  * memory) with e filled. */
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e);
 
-/* Check that a prompt of n_prompt tokens and max_tokens (< 0: none) fit a context of n_ctx;
- * 0 or 400 with e filled. */
+/* Check that a prompt of n_prompt tokens leaves room to answer in a context of n_ctx; 0 or
+ * 400 with e filled. max_tokens beyond that room is no error (the answer stops when the
+ * context is full, finish "length"). */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
-/* The same for a request's max_tokens, its error naming the fields in the request's dialect. */
+/* The same for a request, its error naming the prompt as the request's dialect does. */
 int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e);
 
 /* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
@@ -393,6 +399,8 @@ typedef struct {
     serve_logprob *prompt_lps;/* [n_ids] when asked (req.echo && logprobs, or prompt_logprobs): */
                               /*   entry i is ids[i] given ids[<i]; entry 0 has none (NaN) */
     int32_t prompt_top;       /* alternatives per prompt token */
+    int32_t cached_at_start;  /* prompt tokens reused from the slot: by the scheduler before the
+                                 START event (Anthropic's message_start reports them) */
     char id[48];              /* "<dialect id_prefix>-..." */
     const char *model;        /* the name the model is served as */
     int64_t created;          /* Unix seconds */

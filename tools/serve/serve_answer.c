@@ -313,19 +313,58 @@ static char *whole_reply(serve_job *j) {
     return j->head.dialect->reply(&j->head, r, n, &j->usage);
 }
 
+/* Whether the request forces a tool call (tool_choice "required" or a function's name). */
+static int forced_call(const serve_request *r) {
+    return r->tool_choice && r->n_tools && strcmp(r->tool_choice, "auto") && strcmp(r->tool_choice, "none");
+}
+
+/* The function a forced call cut short names, from what the model wrote of its name: the one
+ * forced, else the first declared whose name starts with it (malloc'd; NULL out of memory). */
+static char *cut_call_name(const serve_request *r, const char *prefix) {
+    if (strcmp(r->tool_choice, "required")) return strdup(r->tool_choice);
+    for (int32_t k = 0; k < r->n_tools; k++)
+        if (!strncmp(r->tools[k].name, prefix, strlen(prefix))) return strdup(r->tools[k].name);
+    return strdup(prefix);
+}
+
+/* Release what the parser holds at the end of a choice. A forced call that the length cut
+ * short comes back as a call in the dialect's own shape, never as Gemma's markup: its name
+ * completed from the tools, its arguments the members written in full. */
+static void flush_parser(serve_answer *a, serve_finish reason) {
+    const plume_chat_delta *dl;
+    int32_t nd = 0;
+    int thought_only;
+    const serve_logprob *none = NULL;
+    const serve_request *r = &a->job->head.req;
+    if (reason == SERVE_FINISH_LENGTH && forced_call(r)) {
+        if (plume_chat_parser_flush_cut(a->cp, &dl, &nd)) return;
+        plume_chat_delta fixed[8];
+        char *names[8] = {0};
+        for (int32_t i = 0; i < nd; i += 8) {
+            int32_t k = nd - i < 8 ? nd - i : 8;
+            for (int32_t c = 0; c < k; c++) {
+                fixed[c] = dl[i + c];
+                if (fixed[c].type == PLUME_CHAT_TOOL_CALL && (names[c] = cut_call_name(r, fixed[c].name)))
+                    fixed[c].name = names[c];
+            }
+            if (!a->stopped) a->stopped = put_deltas(a, fixed, k, &none, &thought_only);
+            for (int32_t c = 0; c < k; c++) {
+                free(names[c]);
+                names[c] = NULL;
+            }
+        }
+        return;
+    }
+    if (plume_chat_parser_flush(a->cp, &dl, &nd) == 0) a->stopped = put_deltas(a, dl, nd, &none, &thought_only);
+}
+
 /* End the choice: release what the parser and the matcher hold (unless a stop string ended
  * it), then its end event or its gathered answer; the last choice to end sends DONE or the
  * whole reply. reason is STOP or LENGTH; TOOL_CALLS when calls were made and the model
  * stopped. */
 void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage *u) {
     serve_job *j = a->job;
-    const serve_logprob *none = NULL;
-    if (!a->stopped && a->cp) {
-        const plume_chat_delta *dl;
-        int32_t nd = 0;
-        int thought_only;
-        if (plume_chat_parser_flush(a->cp, &dl, &nd) == 0) a->stopped = put_deltas(a, dl, nd, &none, &thought_only);
-    }
+    if (!a->stopped && a->cp) flush_parser(a, reason);
     if (a->stopped) {
         reason = SERVE_FINISH_STOP;
     } else {

@@ -140,18 +140,18 @@ static int assistant_message(const cJSON *content, int32_t i, serve_request *r, 
     return 0;
 }
 
-/* "system": a string or a list of text blocks. */
-static int parse_system(const cJSON *root, serve_request *r, serve_error *e) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "system"), *blk;
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsString(v) && !cJSON_IsArray(v)) return serve_json_bad(e, "system", "a string or a list of text blocks");
+/* A system message of v (a string or a list of text blocks) at the end of r's messages: the
+ * top-level "system", or a message of role system among the turns (param names it). */
+static int system_message(const cJSON *v, const char *param, serve_request *r, serve_error *e) {
+    const cJSON *blk;
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v)) return serve_json_bad(e, param, "a string or a list of text blocks");
     serve_message *m = serve_request_add_message(r, "system", e);
     if (!m) return e->status;
     if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : SERVE_OOM(e);
     cJSON_ArrayForEach(blk, v) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type"), *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
-            return serve_json_bad(e, "system", "a string or a list of text blocks");
+            return serve_json_bad(e, param, "a string or a list of text blocks");
         int rc = serve_message_add_part(m, text->valuestring, e);
         if (rc) return rc;
     }
@@ -159,7 +159,16 @@ static int parse_system(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
-/* "messages": user and assistant turns; a last assistant turn of text is continued. */
+/* "system": a string or a list of text blocks. */
+static int parse_system(const cJSON *root, serve_request *r, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "system");
+    if (!v || cJSON_IsNull(v)) return 0;
+    return system_message(v, "system", r, e);
+}
+
+/* "messages": user and assistant turns, and system messages anywhere among them (Anthropic
+ * takes them; Claude Code sends one after the user turn): each stays where it stands, as the
+ * template renders a system turn there. A last assistant turn of text is continued. */
 static int parse_messages(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "messages"), *m;
     if (!v) return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "missing_field", "'messages' is required");
@@ -170,18 +179,21 @@ static int parse_messages(const cJSON *root, serve_request *r, serve_error *e) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         snprintf(param, sizeof param, "messages[%d]", i);
         if (!cJSON_IsObject(m) || !cJSON_IsString(role) ||
-            (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant")))
-            return serve_json_bad(e, param, "an object with a 'role' of user or assistant");
+            (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "system")))
+            return serve_json_bad(e, param, "an object with a 'role' of user, assistant or system");
         snprintf(param, sizeof param, "messages[%d].content", i);
         if (!cJSON_IsString(content) && !cJSON_IsArray(content)) return serve_json_bad(e, param, "a string or a list of blocks");
-        int rc = !strcmp(role->valuestring, "user") ? user_message(content, i, r, e) : assistant_message(content, i, r, e);
+        int rc = !strcmp(role->valuestring, "user")        ? user_message(content, i, r, e)
+                 : !strcmp(role->valuestring, "assistant") ? assistant_message(content, i, r, e)
+                                                           : system_message(content, param, r, e);
         if (rc) return rc;
         i++;
     }
     const serve_message *last = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
     r->continue_final = last && !strcmp(last->role, "assistant") && !last->n_calls;
-    if (!r->n_msgs || !strcmp(r->msgs[r->n_msgs - 1].role, "system"))
-        return serve_json_bad(e, "messages", "a list holding at least one message with content");
+    int32_t turns = 0; /* messages other than system ones (Claude Code's last message may be one) */
+    for (int32_t k = 0; k < r->n_msgs; k++) turns += strcmp(r->msgs[k].role, "system") != 0;
+    if (!turns) return serve_json_bad(e, "messages", "a list holding at least one user or assistant message with content");
     return 0;
 }
 
@@ -199,6 +211,9 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
                                    "tools of type '%.64s' are not supported (custom tools only)", type->valuestring);
         if (!cJSON_IsString(name) || (schema && !cJSON_IsObject(schema)))
             return serve_json_bad(e, "tools", "a list of {\"name\", \"description\", \"input_schema\"}");
+        /* defer_loading: the tool stays out of the prompt until a tool search brings its
+         * definition in (Claude Code's ToolSearch returns it in a tool result) */
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "defer_loading"))) continue;
         int rc = serve_request_add_tool(r, name->valuestring, cJSON_IsString(desc) ? desc->valuestring : NULL, schema, e);
         if (rc) return rc;
     }
@@ -226,26 +241,91 @@ static int parse_tool_choice(const cJSON *root, serve_request *r, serve_error *e
     return (r->tool_choice = strdup(choice)) ? 0 : SERVE_OOM(e);
 }
 
-/* "thinking": {"type": "enabled", "budget_tokens"} or {"type": "disabled"}. The budget is
- * checked as Anthropic checks it; as there, it is a target, not a cut: max_tokens bounds the
- * whole answer. */
+/* "thinking": {"type": "enabled", "budget_tokens"}, {"type": "adaptive"} (on; output_config's
+ * effort may turn it off) or {"type": "disabled"}; "display": "summarized" (the thought as
+ * written: plume's summary is the whole thought) or "omitted" (the thinking block comes back
+ * empty). The budget is checked as Anthropic checks it; as there, it is a target, not a cut:
+ * max_tokens bounds the whole answer. */
 static int parse_thinking(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "thinking");
     if (!v || cJSON_IsNull(v)) return 0;
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
-    if (!cJSON_IsString(type)) return serve_json_bad(e, "thinking", "{\"type\": \"enabled\" | \"disabled\"}");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type"), *display = cJSON_GetObjectItemCaseSensitive(v, "display");
+    if (!cJSON_IsString(type)) return serve_json_bad(e, "thinking", "{\"type\": \"enabled\" | \"adaptive\" | \"disabled\"}");
+    if (display && !cJSON_IsNull(display)) {
+        if (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") && strcmp(display->valuestring, "omitted")))
+            return serve_json_bad(e, "thinking.display", "\"summarized\" or \"omitted\"");
+        r->omit_thought = !strcmp(display->valuestring, "omitted");
+    }
     if (!strcmp(type->valuestring, "disabled")) {
         r->enable_thinking = 0;
         return 0;
     }
     if (strcmp(type->valuestring, "enabled") && strcmp(type->valuestring, "adaptive"))
-        return serve_json_bad(e, "thinking", "{\"type\": \"enabled\" | \"disabled\"}");
+        return serve_json_bad(e, "thinking", "{\"type\": \"enabled\" | \"adaptive\" | \"disabled\"}");
     int64_t budget = 1024;
     int rc = serve_json_int(v, "budget_tokens", 1024, 1 << 24, &budget, e);
     if (rc) return rc;
     if (r->max_tokens > 0 && budget >= r->max_tokens && cJSON_GetObjectItemCaseSensitive(v, "budget_tokens"))
         return serve_json_bad(e, "budget_tokens", "less than max_tokens");
     r->enable_thinking = 1;
+    return 0;
+}
+
+/* "output_config": {"format": {"type": "json_schema", "schema"}} (the answer held to the
+ * schema, as response_format is: docs/STRUCTURED.md), {"effort": "low" | "medium" | "high" |
+ * "max"} (Gemma's one effort knob is its thought: with adaptive thinking, low turns it off and
+ * the others leave it on; with thinking enabled or disabled that setting decides). Any other
+ * field is a 400 naming it. */
+static int parse_output_config(const cJSON *root, serve_request *r, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "output_config"), *f;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsObject(v)) return serve_json_bad(e, "output_config", "an object");
+    cJSON_ArrayForEach(f, v) {
+        char param[96];
+        snprintf(param, sizeof param, "output_config.%.64s", f->string);
+        if (!strcmp(f->string, "effort")) {
+            static const char *const levels[] = {"low", "medium", "high", "max"};
+            int32_t k = -1;
+            for (int32_t i = 0; i < 4 && cJSON_IsString(f); i++)
+                if (!strcmp(f->valuestring, levels[i])) k = i;
+            if (cJSON_IsNull(f)) continue;
+            if (k < 0) return serve_json_bad(e, param, "low, medium, high or max");
+            const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "thinking");
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
+            if (cJSON_IsString(type) && !strcmp(type->valuestring, "adaptive")) r->enable_thinking = k > 0;
+        } else if (!strcmp(f->string, "format")) {
+            if (cJSON_IsNull(f)) continue;
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(f, "type"), *schema = cJSON_GetObjectItemCaseSensitive(f, "schema");
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "json_schema") || !cJSON_IsObject(schema))
+                return serve_json_bad(e, param, "{\"type\": \"json_schema\", \"schema\": {...}}");
+            int rc = serve_format_schema(r, param, schema, e);
+            if (rc) return rc;
+        } else {
+            return serve_json_unsupported(e, param, "is not supported (output_config takes format and effort)");
+        }
+    }
+    return 0;
+}
+
+/* "context_management": {"edits": [...]}: Anthropic's server-side context editing. Clearing
+ * old thoughts (clear_thinking_*) is what the template does anyway (a thought is shown only
+ * after the last user message); any other edit (clearing tool results, ...) would change what
+ * the model reads and is a 400 naming it. */
+static int parse_context_management(const cJSON *root, serve_error *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "context_management"), *edits, *ed;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsObject(v)) return serve_json_bad(e, "context_management", "an object");
+    edits = cJSON_GetObjectItemCaseSensitive(v, "edits");
+    if (edits && !cJSON_IsArray(edits)) return serve_json_bad(e, "context_management.edits", "a list of edits");
+    int32_t i = 0;
+    cJSON_ArrayForEach(ed, edits) {
+        char param[64];
+        snprintf(param, sizeof param, "context_management.edits[%d]", i++);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(ed, "type");
+        if (!cJSON_IsString(type)) return serve_json_bad(e, param, "an edit with a 'type'");
+        if (strncmp(type->valuestring, "clear_thinking_", 15))
+            return serve_json_unsupported(e, param, "of this type is not supported (clear_thinking_* only: plume does not edit the context)");
+    }
     return 0;
 }
 
@@ -279,7 +359,8 @@ static int parse_body(serve_request *r, const char *body, size_t len, int count,
         !(rc = serve_json_num(root, "top_p", 0, 1, &r->sp.top_p, e)) &&
         !(rc = serve_json_int(root, "top_k", 0, 1 << 24, &k, e)) && !(rc = serve_json_stops(root, "stop_sequences", 1, r, e)) &&
         !(rc = parse_system(root, r, e)) && !(rc = parse_messages(root, r, e)) && !(rc = parse_tools(root, r, e)) &&
-        !(rc = parse_tool_choice(root, r, e)) && !(rc = parse_thinking(root, r, e)))
+        !(rc = parse_tool_choice(root, r, e)) && !(rc = parse_thinking(root, r, e)) &&
+        !(rc = parse_output_config(root, r, e)) && !(rc = parse_context_management(root, e)))
         rc = refuse_hosted(root, e);
     r->sp.top_k = (int32_t)k;
     if (r->sp.top_p <= 0) r->sp.temperature = 0;
@@ -453,7 +534,8 @@ static void anthropic_stream(plume_buf *out, const serve_job_head *j, void *stat
         cJSON_AddArrayToObject(m, "content");
         cJSON_AddNullToObject(m, "stop_reason");
         cJSON_AddNullToObject(m, "stop_sequence");
-        cJSON_AddItemToObject(m, "usage", json_usage(NULL, j->n_ids));
+        serve_usage u = {.prompt = j->n_ids, .cached = j->cached_at_start}; /* the prompt as read */
+        cJSON_AddItemToObject(m, "usage", json_usage(&u, j->n_ids));
         cJSON_AddItemToObject(o, "message", m);
         sse(out, "message_start", o);
         return;
@@ -461,7 +543,7 @@ static void anthropic_stream(plume_buf *out, const serve_job_head *j, void *stat
     case SERVE_EV_THOUGHT:
         if (!ev->len) return;
         block_open(out, st, BLOCK_THINKING);
-        block_delta(out, st, "thinking_delta", "thinking", ev->text, ev->len);
+        if (!j->req.omit_thought) block_delta(out, st, "thinking_delta", "thinking", ev->text, ev->len);
         return;
     case SERVE_EV_TEXT:
         if (!ev->len) return;
@@ -514,7 +596,7 @@ static char *anthropic_reply(const serve_job_head *j, const serve_reply *a, int3
     cJSON *o = message_head(j), *content = cJSON_AddArrayToObject(o, "content"), *b;
     if (a->thought && *a->thought && (b = cJSON_CreateObject())) {
         cJSON_AddStringToObject(b, "type", "thinking");
-        cJSON_AddStringToObject(b, "thinking", a->thought);
+        cJSON_AddStringToObject(b, "thinking", j->req.omit_thought ? "" : a->thought);
         cJSON_AddStringToObject(b, "signature", "");
         cJSON_AddItemToArray(content, b);
     }

@@ -342,11 +342,13 @@ static int job_wait_done(serve_job *j, peer *pe) {
 
 /* ---- the generation endpoints --------------------------------------------------------------- */
 
-/* The X-Plume-Seed header: the seed a request was sampled with, so it can be replayed. */
+/* The X-Plume-Seed header: the seed a request was sampled with, so it can be replayed; and
+ * X-Plume-Warning when the request asked for something plume left out. */
 static void seed_header(struct MHD_Response *r, const serve_job *j) {
     char seed[32];
     snprintf(seed, sizeof seed, "%lld", (long long)(int64_t)j->head.req.sp.seed);
     MHD_add_response_header(r, "X-Plume-Seed", seed);
+    if (j->head.req.warning) MHD_add_response_header(r, "X-Plume-Warning", j->head.req.warning);
 }
 
 /* A submitted job's answer streamed: the job's reference and its in_flight count pass to

@@ -18,7 +18,8 @@
 
 #include "common.h"
 
-#define OLLAMA_VERSION "0.12.0" /* the API level plume speaks (tools, thinking, logprobs) */
+#define OLLAMA_VERSION "0.13.4" /* the API level plume speaks: tools, thinking, logprobs, and /v1/responses
+                                  (Ollama 0.13.4's; Codex's --oss mode asks for it) */
 
 const char serve_ollama_banner[] = "Ollama is running";
 
@@ -62,6 +63,40 @@ static int parse_options(const cJSON *root, serve_request *r, serve_error *e) {
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "penalize_newline")))
         return serve_json_unsupported(e, "penalize_newline", "is not supported");
     return 0;
+}
+
+/* The fields ollama-ai-provider-v2 (the Vercel AI SDK's Ollama provider) sends at the top
+ * level, where Ollama's API has none and Ollama drops them: "temperature", "top_p" and
+ * "max_output_tokens" (for options' temperature, top_p and num_predict; options win when both
+ * are given) and "tool_choice" (OpenAI's or the Responses API's shape: "auto", "none",
+ * "required", {"type": "function", "name"} or {"type": "function", "function": {"name"}}).
+ * plume honours them: a user who set them meant them. */
+static int parse_top_level(const cJSON *root, serve_request *r, serve_error *e) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "options");
+    plume_sampler_params top = r->sp;
+    int64_t n = -1;
+    int rc;
+    if ((rc = serve_json_num(root, "temperature", 0, 2, &top.temperature, e)) || (rc = serve_json_num(root, "top_p", 0, 1, &top.top_p, e)) ||
+        (rc = serve_json_int(root, "max_output_tokens", 1, 1 << 24, &n, e)))
+        return rc;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "temperature")) r->sp.temperature = top.temperature;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "top_p")) r->sp.top_p = top.top_p;
+    if (r->sp.top_p <= 0) r->sp.temperature = 0;
+    if (n > 0 && !cJSON_GetObjectItemCaseSensitive(o, "num_predict")) {
+        r->max_tokens = (int32_t)n;
+        r->length_name = "max_output_tokens";
+    }
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    if (!c || cJSON_IsNull(c)) return 0;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+    if (!name) name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "name");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
+    const char *choice = cJSON_IsString(c) && serve_tool_mode(c->valuestring) ? c->valuestring
+                         : cJSON_IsString(type) && !strcmp(type->valuestring, "function") && cJSON_IsString(name) ? name->valuestring
+                                                                                                                   : NULL;
+    if (!choice) return serve_json_bad(e, "tool_choice", "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\"}");
+    free(r->tool_choice);
+    return (r->tool_choice = strdup(choice)) ? 0 : SERVE_OOM(e);
 }
 
 /* "think": a boolean or an effort ("low", "medium", "high": on). */
@@ -198,6 +233,7 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
     int32_t i = 0;
     if (!rc && cJSON_IsArray(v)) cJSON_ArrayForEach(m, v) if (!rc) rc = parse_message(m, i++, r, e);
     if (!rc) rc = parse_tools(root, r, e);
+    if (!rc) rc = parse_top_level(root, r, e);
     if (!rc && !r->n_msgs) r->kind = SERVE_LOAD;
     else if (!rc) r->continue_final = !strcmp(r->msgs[r->n_msgs - 1].role, "assistant") && !r->msgs[r->n_msgs - 1].n_calls;
     cJSON_Delete(root);

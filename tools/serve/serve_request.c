@@ -484,7 +484,7 @@ int serve_request_add_tool(serve_request *r, const char *name, const char *descr
     t += r->n_tools++;
     int has_params = parameters && !cJSON_IsNull(parameters);
     *t = (serve_tool){strdup(name), description ? strdup(description) : NULL,
-                      has_params ? cJSON_PrintUnformatted(parameters) : NULL};
+                      has_params ? cJSON_PrintUnformatted(parameters) : NULL, NULL};
     return t->name && (!description || t->description) && (!has_params || t->parameters) ? 0 : SERVE_OOM(e);
 }
 
@@ -577,40 +577,38 @@ void serve_request_free(serve_request *r) {
         free(r->tools[i].name);
         free(r->tools[i].description);
         free(r->tools[i].parameters);
+        free(r->tools[i].space);
     }
     free(r->tools);
     free(r->tool_choice);
+    free(r->warning);
     serve_media_free(r->media);
     free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
-/* Refuse a prompt that fills the context, or max_tokens that would pass it. */
-/* The budget check with the names of the prompt's and the length's fields. */
-static int check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, const char *prompt_name,
-                        const char *length_name, serve_error *e) {
+/* Refuse a prompt that fills the context (named as the dialect names it). max_tokens beyond
+ * the room the prompt leaves is no error, as with llama-server and Ollama: the answer runs
+ * until the context is full and ends with "length" (agents ask for more than any context:
+ * Claude Code 32000 to 128000). */
+static int check_budget(int32_t n_prompt, int32_t n_ctx, const char *prompt_name, serve_error *e) {
     if (n_prompt >= n_ctx)
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, prompt_name, "context_length_exceeded",
                                "the prompt has %d tokens, but the context holds %d (and at least one token must "
                                "be left to answer); shorten it or start the server with a larger --context",
                                n_prompt, n_ctx);
-    if (max_tokens > 0 && (int64_t)n_prompt + max_tokens > n_ctx)
-        return serve_error_set(e, 400, SERVE_ERR_REQUEST, length_name, "context_length_exceeded",
-                               "the context holds %d tokens, but %d were requested (%d in the prompt, %d to "
-                               "generate); lower %s",
-                               n_ctx, n_prompt + max_tokens, n_prompt, max_tokens, length_name);
     return 0;
 }
 
 /* Whether a prompt and max_tokens fit the context (OpenAI's chat names). */
 int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
-    return check_budget(n_prompt, max_tokens, n_ctx, "messages", "max_tokens", e);
+    (void)max_tokens; /* beyond the room left: the answer stops at the full context */
+    return check_budget(n_prompt, n_ctx, "messages", e);
 }
 
 /* Whether a request's prompt and max_tokens fit the context (its dialect's names). */
 int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e) {
-    return check_budget(n_prompt, r->max_tokens, n_ctx, r->prompt_name ? r->prompt_name : "messages",
-                        r->length_name ? r->length_name : "max_tokens", e);
+    return check_budget(n_prompt, n_ctx, r->prompt_name ? r->prompt_name : "messages", e);
 }
 
 /* ---- the prompt ------------------------------------------------------------------------------- */

@@ -162,24 +162,75 @@ static int parse_input(const cJSON *root, serve_request *r, serve_error *e) {
     return rc;
 }
 
-/* "tools": function tools {type: "function", name, description, parameters}; "tool_choice".
- * Hosted tools are refused. */
+/* Hosted tools: run by OpenAI's servers (a search index, a sandbox, a remote MCP server, ...),
+ * which a local server does not have. */
+static int is_hosted(const char *type) {
+    static const char *const hosted[] = {"web_search", "file_search", "code_interpreter", "image_generation",
+                                         "computer_use", "mcp"};
+    for (size_t i = 0; i < sizeof hosted / sizeof *hosted; i++)
+        if (!strncmp(type, hosted[i], strlen(hosted[i]))) return 1;
+    return 0;
+}
+
+/* A function tool of tools[i] or of a namespace's list (param names it), appended to r's
+ * tools; space: the namespace that declared it, or NULL. */
+static int function_tool(const cJSON *t, const char *param, const char *space, serve_request *r, serve_error *e) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_value",
+                               "tools of type '%.64s' are not supported (function and namespace tools; hosted tools "
+                               "are left out)", cJSON_IsString(type) ? type->valuestring : "?");
+    int rc = serve_function_tool(r, t, "a list of {\"type\": \"function\", \"name\", \"parameters\"}", e);
+    if (rc) return rc;
+    serve_tool *added = &r->tools[r->n_tools - 1];
+    for (int32_t k = 0; k < r->n_tools - 1; k++) /* a call names only the function */
+        if (!strcmp(r->tools[k].name, added->name))
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "invalid_value",
+                                   "two functions are named '%.64s' (namespaces included): a call could not say which",
+                                   added->name);
+    return space && !(added->space = strdup(space)) ? SERVE_OOM(e) : 0;
+}
+
+/* "tools": function tools {type: "function", name, description, parameters}, and the
+ * functions of namespace tools {type: "namespace", name, description, tools} (Codex's groups),
+ * each remembered with its namespace for its calls; hosted tools are left out, named in
+ * r->warning (docs/SERVER.md: what Codex's stock configuration needs); anything else is a 400.
+ * Then "tool_choice". */
 static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tools"), *t;
     int rc = 0;
     if (v && !cJSON_IsNull(v)) {
         if (!cJSON_IsArray(v)) return serve_json_bad(e, "tools", "a list of tools");
+        plume_buf left = {0}; /* the hosted tools left out, for the warning */
+        int32_t i = 0;
         cJSON_ArrayForEach(t, v) {
+            char param[32];
+            snprintf(param, sizeof param, "tools[%d]", i++);
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
-            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
-                rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "unsupported_value",
-                                     "tools of type '%.64s' are not supported (function tools only)",
-                                     cJSON_IsString(type) ? type->valuestring : "?");
-                break;
+            const char *ty = cJSON_IsString(type) ? type->valuestring : "";
+            if (is_hosted(ty)) {
+                plume_buf_printf(&left, "%s%s (%s)", left.len ? ", " : "", param, ty);
+            } else if (!strcmp(ty, "namespace")) {
+                const cJSON *ns = cJSON_GetObjectItemCaseSensitive(t, "name"), *fns = cJSON_GetObjectItemCaseSensitive(t, "tools"), *f;
+                if (!cJSON_IsString(ns) || !cJSON_IsArray(fns)) {
+                    rc = serve_json_bad(e, param, "a namespace {\"name\", \"tools\": [function tools]}");
+                    break;
+                }
+                int32_t k = 0;
+                cJSON_ArrayForEach(f, fns) {
+                    char inner[64];
+                    snprintf(inner, sizeof inner, "%s.tools[%d]", param, k++);
+                    if ((rc = function_tool(f, inner, ns->valuestring, r, e))) break;
+                }
+            } else {
+                rc = function_tool(t, param, NULL, r, e);
             }
-            if ((rc = serve_function_tool(r, t, "a list of {\"type\": \"function\", \"name\", \"parameters\"}", e)))
-                break;
+            if (rc) break;
         }
+        if (!rc && left.len && !(r->warning = plume_sprintf("hosted tools left out (a local server cannot run them): %s", left.p)))
+            rc = SERVE_OOM(e);
+        if (!rc && left.oom) rc = SERVE_OOM(e);
+        plume_buf_free(&left);
         if (rc) return rc;
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
@@ -385,6 +436,9 @@ static cJSON *json_call(const serve_job_head *j, const serve_tool_call *t, int32
     cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "call_id", call_id);
     cJSON_AddStringToObject(m, "name", t->name ? t->name : "");
+    for (int32_t k = 0; t->name && k < j->req.n_tools; k++) /* a namespace's function says it */
+        if (j->req.tools[k].space && !strcmp(j->req.tools[k].name, t->name))
+            cJSON_AddStringToObject(m, "namespace", j->req.tools[k].space);
     cJSON_AddStringToObject(m, "arguments", done && t->arguments ? t->arguments : done ? "{}" : "");
     cJSON_AddStringToObject(m, "status", done ? "completed" : "in_progress");
     return m;

@@ -314,6 +314,7 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
      * for every token as text */
     int parse = j->head.req.kind == SERVE_CHAT && !j->head.req.ignore_eos;
+    if (sl->choice == 0) j->head.cached_at_start = keep;
     if (!rc) rc = serve_answer_init(&sl->out, j, sl->choice, parse, err);
     if (rc) return rc;
     for (int32_t i = 0; i < j->head.n_ids; i++) plume_sampler_accept(sl->smp, j->head.ids[i]);
