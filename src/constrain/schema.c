@@ -44,18 +44,26 @@ struct cst_schema {
     int32_t n_memo;
     size_t cap_memo;
     int32_t n_rules;      /* names: s0, s1, ... */
+    int draft;            /* the document's $schema: 4, 6, 7, 2019, 2020; 0 unknown (none said) */
     unsigned used;
     int depth;
     char **err;
 };
 
-static const char *const annotation_kw[] = {"title", "description", "$schema", "$id", "$comment", "default",
-                                            "examples", "deprecated", "readOnly", "writeOnly", "$defs",
-                                            "definitions", NULL};
+/* The keywords that assert something in some draft (4, 6, 7, 2019-09, 2020-12): handled ones,
+ * then those plume refuses by name. Every other keyword (title, draft 4's id, x-*, a
+ * misspelling such as "maxmimum") is an annotation and is ignored, as JSON Schema says; so
+ * are then/else without if. */
 static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
                                          "properties", "required", "additionalProperties", "items", "minItems",
                                          "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
                                          "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+static const char *const refused_kw[] = {"multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
+                                         "minProperties", "maxProperties", "dependentRequired", "dependencies",
+                                         "dependentSchemas", "not", "if", "prefixItems", "additionalItems",
+                                         "patternProperties", "propertyNames", "unevaluatedItems",
+                                         "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "divisibleBy",
+                                         "disallow", "extends", NULL};
 
 /* Whether s is one of the NULL-terminated list. */
 static int in_list(const char *s, const char *const *list) {
@@ -653,10 +661,13 @@ static unsigned implied_types(const cJSON *s) {
     return t;
 }
 
-/* The first keyword of s that is neither an annotation nor one of allowed, or NULL. */
+/* Whether keyword k asserts something (an applicator or an assertion of some draft). */
+static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw); }
+
+/* The first keyword of s that asserts something and is not one of allowed, or NULL. */
 static const char *other_keyword(const cJSON *s, const char *const *allowed) {
     for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(k->string, annotation_kw) && !in_list(k->string, allowed)) return k->string;
+        if (asserts(k->string) && !in_list(k->string, allowed)) return k->string;
     return NULL;
 }
 
@@ -753,14 +764,15 @@ static int body_for(cst_schema *c, const cJSON *s, const char *path, const char 
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing", path);
     if (!cJSON_IsObject(s))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a schema must be an object or a boolean", path);
-    for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(k->string, annotation_kw) && !in_list(k->string, handled_kw))
-            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not supported", path, k->string);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (in_list(k->string, refused_kw) && !(ref && c->draft && c->draft <= 7))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not supported", path, k->string);
     if (ref) {
         static const char *const only_ref[] = {"$ref", NULL};
         const char *o = other_keyword(s, only_ref);
-        if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"$ref\" is not supported", path, o);
+        if (o && !(c->draft && c->draft <= 7)) /* drafts 4 to 7: a $ref's siblings are ignored */
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"$ref\" is not supported", path, o);
         if (!cJSON_IsString(ref)) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\" is not a string", path);
         const cJSON *target = resolve(c, ref->valuestring, path);
         if (!target) return PLUME_EINVAL;
@@ -836,6 +848,17 @@ static int rule_for(cst_schema *c, const cJSON *s, const char *path, char *name)
 
 /* ---- the context ------------------------------------------------------------------------- */
 
+/* The draft a document's "$schema" names: 4, 6, 7, 2019, 2020, or 0 (none or another). */
+static int doc_draft(const cJSON *doc) {
+    const cJSON *v = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "$schema") : NULL;
+    if (!cJSON_IsString(v)) return 0;
+    static const struct { const char *tag; int draft; } d[] = {
+        {"draft-03", 4}, {"draft-04", 4}, {"draft-06", 6}, {"draft-07", 7}, {"2019-09", 2019}, {"2020-12", 2020}};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (strstr(v->valuestring, d[i].tag)) return d[i].draft;
+    return 0;
+}
+
 /* A compiler for the dialect. */
 int cst_schema_new(cst_schema **out, int dialect, char **err) {
     *out = calloc(1, sizeof **out);
@@ -865,6 +888,7 @@ plume_buf *cst_schema_out(cst_schema *c) { return &c->out; }
 /* The rule for schema s of document doc ($ref resolves in doc). */
 int cst_schema_rule(cst_schema *c, const cJSON *doc, const cJSON *s, const char *path, char *name) {
     c->doc = doc;
+    c->draft = doc_draft(doc);
     return rule_for(c, s, path, name);
 }
 
