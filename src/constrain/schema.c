@@ -45,6 +45,11 @@ struct cst_schema {
     size_t cap_memo;
     int32_t n_rules;      /* names: s0, s1, ... */
     int draft;            /* the document's $schema: 4, 6, 7, 2019, 2020; 0 unknown (none said) */
+    cJSON *arena;         /* the nodes made by combining schemas (schema_merge.c) */
+    struct { const cJSON *a, *b, *r; } *mm; /* [n_mm] merges and flattenings made (b NULL: flatten a) */
+    int32_t n_mm;
+    size_t cap_mm;
+    char nothing[200];    /* why the last combination made accepts nothing */
     unsigned used;
     int depth;
     char **err;
@@ -59,17 +64,28 @@ static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneO
                                          "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
                                          "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 static const char *const refused_kw[] = {"multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
-                                         "minProperties", "maxProperties", "dependentRequired", "dependencies",
-                                         "dependentSchemas", "not", "if", "prefixItems", "additionalItems",
-                                         "patternProperties", "propertyNames", "unevaluatedItems",
-                                         "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "divisibleBy",
-                                         "disallow", "extends", NULL};
+                                         "minProperties", "maxProperties", "not", "prefixItems", "additionalItems",
+                                         "patternProperties", "propertyNames", "$dynamicRef", "$recursiveRef",
+                                         "divisibleBy", "disallow", "extends", NULL};
+/* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
+static const char *const folded_kw[] = {"if", "dependentRequired", "dependencies", "dependentSchemas",
+                                        "unevaluatedProperties", "unevaluatedItems", NULL};
 
 /* Whether s is one of the NULL-terminated list. */
 static int in_list(const char *s, const char *const *list) {
     for (int i = 0; list[i]; i++)
         if (!strcmp(s, list[i])) return 1;
     return 0;
+}
+
+/* Whether keyword k asserts something (an applicator or an assertion of some draft). */
+static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw) || in_list(k, folded_kw); }
+
+/* The first keyword of s that asserts something and is not one of allowed, or NULL. */
+static const char *other_keyword(const cJSON *s, const char *const *allowed) {
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (asserts(k->string) && !in_list(k->string, allowed)) return k->string;
+    return NULL;
 }
 
 /* ---- JSON values ------------------------------------------------------------------------- */
@@ -256,12 +272,15 @@ static const cJSON *follow(cst_schema *c, const cJSON *s, const char *path) {
     return NULL;
 }
 
+static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth);
+
 /* ---- oneOf: disjoint branches ------------------------------------------------------------ */
 
 /* The type bits a schema can produce (a superset is fine; T_ALL when unsure). */
 static unsigned schema_types(cst_schema *c, const cJSON *s, int depth) {
     if (depth > 16) return T_ALL;
     s = follow(c, s, "oneOf");
+    s = s ? flatten(c, s, "oneOf", 1) : NULL;
     if (!s || cJSON_IsBool(s)) return T_ALL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *co = cJSON_GetObjectItemCaseSensitive(s, "const");
     unsigned t = 0;
@@ -295,6 +314,7 @@ static const cJSON *tag_values(cst_schema *c, const cJSON *s, const char *p, int
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *ps = required && cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, p) : NULL;
     ps = ps ? follow(c, ps, "oneOf") : NULL;
+    ps = ps ? flatten(c, ps, "oneOf", 1) : NULL;
     if (!cJSON_IsObject(ps)) return NULL;
     const cJSON *co = cJSON_GetObjectItemCaseSensitive(ps, "const");
     if (co) { *is_const = 1; return co; }
@@ -317,6 +337,8 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
     a = follow(c, a, "oneOf");
     b = follow(c, b, "oneOf");
+    a = a ? flatten(c, a, "oneOf", 1) : NULL;
+    b = b ? flatten(c, b, "oneOf", 1) : NULL;
     const cJSON *props = a ? cJSON_GetObjectItemCaseSensitive(a, "properties") : NULL;
     for (const cJSON *p = cJSON_IsObject(props) && b ? props->child : NULL; p; p = p->next) {
         int ca, cb;
@@ -329,6 +351,169 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
         if (!meet) return 1;
     }
     return 0;
+}
+
+/* ---- combining schemas ------------------------------------------------------------------- */
+
+/* The merge (b not NULL) or flattening (b NULL) of a made before, or NULL. */
+static const cJSON *mm_find(const cst_schema *c, const cJSON *a, const cJSON *b) {
+    for (int32_t i = 0; i < c->n_mm; i++)
+        if (c->mm[i].a == a && c->mm[i].b == b) return c->mm[i].r;
+    return NULL;
+}
+
+/* Remember a merge or flattening; 0 or PLUME_ENOMEM. */
+static int mm_put(cst_schema *c, const cJSON *a, const cJSON *b, const cJSON *r) {
+    if (plume_grow(&c->mm, &c->cap_mm, (size_t)c->n_mm + 1, sizeof *c->mm)) return PLUME_ENOMEM;
+    c->mm[c->n_mm].a = a;
+    c->mm[c->n_mm].b = b;
+    c->mm[c->n_mm++].r = r;
+    return 0;
+}
+
+/* s less the keywords of drop, as an arena node referencing the rest. */
+static const cJSON *without(cst_schema *c, const cJSON *s, const char *const *drop) {
+    cJSON *n = cJSON_CreateObject();
+    if (!n) return NULL;
+    cJSON_AddItemToArray(c->arena, n);
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!in_list(k->string, drop)) cJSON_AddItemReferenceToObject(n, k->string, (cJSON *)k);
+    return n;
+}
+
+/* a and b conjoined (schema_merge.c), each flattened first; NULL with the error set. */
+static const cJSON *conjoin(cst_schema *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
+    if (a && b) a = flatten(c, a, path, depth + 1);
+    if (a && b) b = flatten(c, b, path, depth + 1);
+    if (!a || !b) return NULL;
+    const cJSON *r = mm_find(c, a, b);
+    if (r) return r;
+    char why[160] = "";
+    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why);
+    if (rc == PLUME_ENOMEM || (!rc && mm_put(c, a, b, r))) {
+        plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        return NULL;
+    }
+    if (rc > 0) { /* nothing is valid: the schema false (refused where a value must be written) */
+        snprintf(c->nothing, sizeof c->nothing, " (schemas combined here: %s)", why);
+        cJSON *f = cJSON_CreateFalse();
+        if (!f || mm_put(c, a, b, f)) {
+            cJSON_Delete(f);
+            plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+            return NULL;
+        }
+        cJSON_AddItemToArray(c->arena, f);
+        return f;
+    }
+    if (rc < 0) plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schemas combined here (allOf, $ref and its siblings, "
+                           "if/then, dependencies) cannot be merged: %s", path, why);
+    return r;
+}
+
+/* Whether s is, once its bare $refs are followed and it is flattened, the schema false
+ * (nothing valid). */
+static int is_false(cst_schema *c, const cJSON *s) {
+    if (!s || cJSON_IsTrue(s)) return 0;
+    const cJSON *f = follow(c, s, "#");
+    f = f ? flatten(c, f, "#", 1) : NULL;
+    return f && cJSON_IsFalse(f);
+}
+
+/* s with its $ref (when something is beside it), allOf, if/then/else and dependencies folded
+ * in: a node with none of them, or s itself (a bare $ref stays, so that recursion is a rule
+ * cycle). NULL with the error set. Narrowings (docs/STRUCTURED.md): if/then/else is held to
+ * if and then (a value valid against both is valid); dependencies always hold (their names
+ * required, their schemas merged). */
+static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth) {
+    if (depth > 32) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: allOf / $ref combined more than 32 deep", path);
+        return NULL;
+    }
+    if (!cJSON_IsObject(s)) return s;
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref"), *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    const cJSON *iff = cJSON_GetObjectItemCaseSensitive(s, "if"), *then = cJSON_GetObjectItemCaseSensitive(s, "then");
+    const cJSON *dr = cJSON_GetObjectItemCaseSensitive(s, "dependentRequired");
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(s, "dependentSchemas");
+    const cJSON *dep = cJSON_GetObjectItemCaseSensitive(s, "dependencies");
+    static const char *const only_ref[] = {"$ref", NULL};
+    if (ref && ((c->draft && c->draft <= 7) || !other_keyword(s, only_ref))) return s; /* bare: its rule */
+    if (!ref && !all && !iff && !dr && !ds && !dep) return s;
+    const cJSON *done = mm_find(c, s, NULL);
+    if (done) return done;
+    static const char *const drop[] = {"$ref", "allOf", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                                       "dependencies", NULL};
+    const cJSON *acc = without(c, s, drop);
+    if (!acc) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    if (ref) acc = conjoin(c, acc, follow(c, s, path), path, depth);
+    if (all && !cJSON_IsArray(all)) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"allOf\" is not an array", path);
+        return NULL;
+    }
+    for (const cJSON *m = all ? all->child : NULL; m && acc; m = m->next) {
+        const cJSON *f = follow(c, m, path);
+        acc = f ? conjoin(c, acc, f, path, depth) : NULL;
+    }
+    if (acc && iff && (then || cJSON_GetObjectItemCaseSensitive(s, "else"))) acc = conjoin(c, acc, iff, path, depth);
+    if (acc && iff && then) acc = conjoin(c, acc, then, path, depth);
+    const cJSON *lists[3] = {dr, ds, dep};
+    for (int l = 0; l < 3 && acc; l++)
+        for (const cJSON *d = cJSON_IsObject(lists[l]) ? lists[l]->child : NULL; d && acc; d = d->next) {
+            if (cJSON_IsArray(d)) { /* names required when d->string is present: always, here */
+                cJSON *n = cJSON_CreateObject();
+                if (!n) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+                cJSON_AddItemToArray(c->arena, n);
+                cJSON_AddItemReferenceToObject(n, "required", (cJSON *)d);
+                acc = conjoin(c, acc, n, path, depth);
+            } else {
+                const cJSON *f = follow(c, d, path);
+                acc = f ? conjoin(c, acc, f, path, depth) : NULL;
+            }
+        }
+    if (acc && mm_put(c, s, NULL, acc)) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    return acc;
+}
+
+/* s's anyOf / oneOf (kw, list) with s's other keywords merged into each branch, as a node
+ * {kw: [...]}. A branch that contradicts them is dropped (it matches nothing here); so is,
+ * under anyOf, one plume cannot merge (a narrowing). NULL with the error set. */
+static const cJSON *distribute(cst_schema *c, const cJSON *s, const char *kw, const cJSON *list, const char *path) {
+    const char *dk[] = {kw, NULL};
+    const cJSON *rest = without(c, s, dk);
+    cJSON *n = cJSON_CreateObject(), *l = cJSON_CreateArray();
+    if (!rest || !n || !l) {
+        cJSON_Delete(n);
+        cJSON_Delete(l);
+        plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        return NULL;
+    }
+    cJSON_AddItemToArray(c->arena, n);
+    cJSON_AddItemToObject(n, kw, l);
+    rest = flatten(c, rest, path, 1);
+    char why[160] = "";
+    int i = 0;
+    for (const cJSON *b = cJSON_IsArray(list) ? list->child : NULL; b && rest; b = b->next, i++) {
+        const cJSON *f = follow(c, b, path);
+        f = f ? flatten(c, f, path, 1) : NULL;
+        if (!f) return NULL;
+        const cJSON *r = mm_find(c, rest, f);
+        int rc = r ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why);
+        if (rc == PLUME_ENOMEM || (!rc && mm_put(c, rest, f, r))) {
+            plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+            return NULL;
+        }
+        if (rc < 0 && !strcmp(kw, "oneOf")) {
+            plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"oneOf\" branch %d cannot be merged with the keywords "
+                       "beside it: %s", path, i, why);
+            return NULL;
+        }
+        if (!rc) cJSON_AddItemReferenceToArray(l, (cJSON *)r);
+    }
+    if (rest && !l->child) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no \"%s\" branch is compatible with the keywords beside it%s%s",
+                   path, kw, *why ? ": " : "", why);
+        return NULL;
+    }
+    return rest ? n : NULL;
 }
 
 /* ---- compiling --------------------------------------------------------------------------- */
@@ -478,14 +663,14 @@ static int object_members(cst_schema *c, const char *path, const cJSON *props, c
         int32_t i = 0;
         while (i < m && strcmp(mem[i].name, r->valuestring)) i++;
         if (i == m) {
-            if (addl && cJSON_IsFalse(addl)) {
+            if (addl && is_false(c, addl)) {
                 rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is not in \"properties\" and "
                                 "additionalProperties is false: no object is valid", path, r->valuestring);
                 break;
             }
             mem[m++] = (member){r->valuestring, extra_schema, 0};
         }
-        if (i < named && cJSON_IsFalse(mem[i].schema)) {
+        if (i < named && is_false(c, mem[i].schema)) {
             rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" has the schema false: no object is "
                             "valid", path, r->valuestring);
             break;
@@ -511,7 +696,7 @@ static int object_member_rules(cst_schema *c, const char *path, const char *self
     for (int32_t i = 0; i < m && !rc; i++) {
         char vname[64], sp[512];
         names[i] = mem[i].name;
-        if (cJSON_IsFalse(mem[i].schema)) continue; /* never written (not required: checked) */
+        if (is_false(c, mem[i].schema)) continue; /* never written (not required: checked) */
         sub_path(sp, sizeof sp, path, mem[i].name);
         rc = value_rule(c, mem[i].schema, sp, vname);
         if (rc) break;
@@ -551,7 +736,7 @@ static void object_presence_rules(cst_schema *c, const char *self, const member 
             if (i == m) {
                 if (extras) plume_buf_printf(&c->out, "( %s%s-x ( %s%s-x )* )?\n", s0, self, sep(c), self);
                 else plume_buf_puts(&c->out, "\"\"\n");
-            } else if (cJSON_IsFalse(mem[i].schema)) plume_buf_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
+            } else if (is_false(c, mem[i].schema)) plume_buf_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
             else if (mem[i].required) plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
             else plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
         }
@@ -563,13 +748,15 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (!addl) /* every name plume writes is evaluated by properties: the others are additional */
+        addl = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties");
     if (props && !cJSON_IsObject(props))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"properties\" is not an object", path);
     if (req && !cJSON_IsArray(req))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" is not an array", path);
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"additionalProperties\" is not a schema", path);
-    int extras = addl ? !cJSON_IsFalse(addl) : !props; /* may other keys come? */
+    int extras = addl ? !is_false(c, addl) : !props; /* may other keys come? */
     const cJSON *extra_schema = addl && cJSON_IsObject(addl) ? addl : NULL;
     int32_t n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0;
     member *mem = malloc((size_t)(n ? n : 1) * sizeof *mem);
@@ -592,6 +779,7 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
 /* An array's body: "[" items "]" with minItems/maxItems. */
 static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    if (!items) items = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems");
     const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     double lo = 0, hi = -1;
     if (lo_kw) {
@@ -613,7 +801,7 @@ static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" is not a schema", path);
     const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
     if (*ws) c->used |= U_WS;
-    if (cJSON_IsFalse(items)) hi = 0;
+    if (is_false(c, items)) hi = 0;
     if (hi == 0) {
         if (lo > 0) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\": false with minItems > 0", path);
         plume_buf_printf(b, "\"[\" %s\"]\" ", ws);
@@ -661,15 +849,6 @@ static unsigned implied_types(const cJSON *s) {
     return t;
 }
 
-/* Whether keyword k asserts something (an applicator or an assertion of some draft). */
-static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw); }
-
-/* The first keyword of s that asserts something and is not one of allowed, or NULL. */
-static const char *other_keyword(const cJSON *s, const char *const *allowed) {
-    for (const cJSON *k = s->child; k; k = k->next)
-        if (asserts(k->string) && !in_list(k->string, allowed)) return k->string;
-    return NULL;
-}
 
 /* enum / const: the values spelled out, filtered by "type". */
 static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
@@ -745,7 +924,7 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
     plume_buf_puts(b, "( ");
     int i = 0, n = 0, rc = 0;
     for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
-        if (cJSON_IsFalse(x)) continue; /* a branch that accepts nothing */
+        if (is_false(c, x)) continue; /* a branch that accepts nothing */
         char name[64], seg[32];
         snprintf(seg, sizeof seg, "%s/%d", kw, i);
         sub_path(sp, sizeof sp, path, seg);
@@ -759,9 +938,11 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
 
 /* The body of schema node s (the right side of its rule, named self). */
 static int body_for(cst_schema *c, const cJSON *s, const char *path, const char *self, plume_buf *b) {
+    s = flatten(c, s, path, 0);
+    if (!s) return PLUME_EINVAL;
     if (cJSON_IsTrue(s)) { plume_buf_printf(b, "%s ", any_value(c)); return 0; }
     if (cJSON_IsFalse(s))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing", path);
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing%s", path, c->nothing);
     if (!cJSON_IsObject(s))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a schema must be an object or a boolean", path);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -786,6 +967,12 @@ static int body_for(cst_schema *c, const cJSON *s, const char *path, const char 
     static const char *const comb[] = {"anyOf", "oneOf", "allOf"};
     for (int k = 0; k < 3; k++) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        const char *alone[] = {comb[k], NULL};
+        if (list && k < 2 && other_keyword(s, alone)) { /* siblings: merged into each branch */
+            s = distribute(c, s, comb[k], list, path);
+            if (!s) return PLUME_EINVAL;
+            list = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        }
         if (list) return combinator_body(c, s, comb[k], list, path, b);
     }
     unsigned types;
@@ -865,6 +1052,12 @@ int cst_schema_new(cst_schema **out, int dialect, char **err) {
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
     (*out)->dialect = dialect;
     (*out)->err = err;
+    (*out)->arena = cJSON_CreateArray();
+    if (!(*out)->arena) {
+        free(*out);
+        *out = NULL;
+        return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
+    }
     return 0;
 }
 
@@ -873,6 +1066,8 @@ void cst_schema_free(cst_schema *c) {
     if (!c) return;
     free(c->out.p);
     free(c->memo);
+    free(c->mm);
+    cJSON_Delete(c->arena);
     free(c);
 }
 
