@@ -346,7 +346,17 @@ static void test_schema_round2(void) {
         {"{\"properties\":{\"a\":{},\"b\":{}},\"dependencies\":{\"a\":[\"b\"]}}", "{\"a\":1,\"b\":2}", 1},
         /* unevaluatedProperties: false where additionalProperties is absent */
         {"{\"properties\":{\"a\":{}},\"unevaluatedProperties\":false}", "{\"a\":1}", 1},
-        {"{\"properties\":{\"a\":{}},\"patternProperties\":{},\"unevaluatedProperties\":false}", "{\"a\":1}", -1},
+        /* patternProperties: a named member whose name matches takes the pattern's schema too */
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":\"x\"}", 0},
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":1,\"c\":\"x\"}", 1},
+        /* propertyNames: a name it refuses is not written */
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"ab\":1}", 0},
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"c\":1}", 1},
+        /* minProperties: optional members made required in order; maxProperties: the rest dropped */
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{}", 0},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{\"a\":1}", 1},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"maxProperties\":1}", "{\"a\":1,\"b\":2}", 0},
+        {"{\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":1}", "{\"a\":1}", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *err = NULL;
@@ -362,7 +372,9 @@ static void test_schema_refusals(void) {
     static const struct { const char *schema, *says; } cases[] = {
         {"{\"type\":\"array\",\"uniqueItems\":true}", "#: \"uniqueItems\" is not supported"},
         {"{\"properties\":{\"a\":{\"not\":{}}}}", "#/a: \"not\" is not supported"},
-        {"{\"type\":\"object\",\"patternProperties\":{}}", "\"patternProperties\" is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"ab\":{}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
+         "required \"ab\" is refused by \"propertyNames\""},
+        {"{\"type\":\"object\",\"minProperties\":1}", "\"minProperties\" 1 is more than the named properties"},
         {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" is not supported"},
         {"{\"type\":\"string\",\"format\":\"uri\"}", "\"format\": \"uri\" is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-references are not supported"},

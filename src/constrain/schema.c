@@ -60,12 +60,12 @@ struct cst_schema {
  * misspelling such as "maxmimum") is an annotation and is ignored, as JSON Schema says; so
  * are then/else without if. */
 static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
-                                         "properties", "required", "additionalProperties", "items", "minItems",
+                                         "properties", "required", "additionalProperties", "patternProperties",
+                                         "propertyNames", "minProperties", "maxProperties", "items", "minItems",
                                          "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
                                          "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 static const char *const refused_kw[] = {"multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
-                                         "minProperties", "maxProperties", "not", "prefixItems", "additionalItems",
-                                         "patternProperties", "propertyNames", "$dynamicRef", "$recursiveRef",
+                                         "not", "prefixItems", "additionalItems", "$dynamicRef", "$recursiveRef",
                                          "divisibleBy", "disallow", "extends", NULL};
 /* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
 static const char *const folded_kw[] = {"if", "dependentRequired", "dependencies", "dependentSchemas",
@@ -742,6 +742,127 @@ static void object_presence_rules(cst_schema *c, const char *self, const member 
         }
 }
 
+/* Whether schema (a node of c's document) accepts the JSON text: its grammar compiled apart
+ * and run over the text. 1 or 0; -1 when it cannot be compiled (*err set). */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err) {
+    cst_schema *sub = NULL;
+    char name[64], *g = NULL;
+    int rc = cst_schema_new(&sub, CST_JSON, err);
+    if (!rc) rc = cst_schema_rule(sub, c->doc, schema, "#", name);
+    if (!rc) {
+        plume_buf_printf(&sub->out, "root ::= %s\n", name);
+        rc = cst_schema_finish(sub, &g);
+    }
+    cst_schema_free(sub);
+    cst_grammar gr;
+    cst_dfa *d = NULL;
+    int r = -1;
+    if (!rc && !cst_grammar_parse(&gr, g, strlen(g), err)) {
+        if (!cst_dfa_new(&d, &gr, err)) r = cst_dfa_matches(d, text, strlen(text));
+        cst_dfa_free(d);
+        cst_grammar_free(&gr);
+    }
+    free(g);
+    return r;
+}
+
+/* Whether a property name is valid against schema (1 or 0; -1: not compiled, *err set). */
+static int name_accepted(cst_schema *c, const cJSON *schema, const char *name, char **err) {
+    cJSON *v = cJSON_CreateString(name);
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (!t) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory"), -1;
+    int r = schema_accepts(c, schema, t, err);
+    free(t);
+    return r;
+}
+
+/* {"allOf": [a, b]} as an arena node (a NULL: b). */
+static const cJSON *both(cst_schema *c, const cJSON *a, const cJSON *b) {
+    if (!a) return b;
+    cJSON *n = cJSON_CreateObject(), *l = cJSON_CreateArray();
+    if (!n || !l) { cJSON_Delete(n); cJSON_Delete(l); return NULL; }
+    cJSON_AddItemToArray(c->arena, n);
+    cJSON_AddItemReferenceToArray(l, (cJSON *)a);
+    cJSON_AddItemReferenceToArray(l, (cJSON *)b);
+    cJSON_AddItemToObject(n, "allOf", l);
+    return n;
+}
+
+/* The object keywords beyond properties: patternProperties (a named member whose name
+ * matches takes the pattern's schema too), propertyNames (a name it refuses is not written,
+ * or the schema is refused when that name is required), minProperties (optional members made
+ * required, in order), maxProperties (the optional members past it not written). Narrowings:
+ * with patternProperties or propertyNames no other names are written, nor with maxProperties
+ * below what could be written. */
+static int object_narrow(cst_schema *c, const cJSON *s, const char *path, member *mem, int32_t m, int *extras) {
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
+    char *e2 = NULL;
+    if (pp && !cJSON_IsObject(pp))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"patternProperties\" is not an object", path);
+    for (const cJSON *p = pp ? pp->child : NULL; p; p = p->next) {
+        cJSON *pat = cJSON_CreateObject();
+        if (!pat) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        cJSON_AddItemToArray(c->arena, pat);
+        cJSON_AddStringToObject(pat, "type", "string");
+        cJSON_AddStringToObject(pat, "pattern", p->string);
+        for (int32_t i = 0; i < m; i++) {
+            int r = name_accepted(c, pat, mem[i].name, &e2);
+            if (r < 0) {
+                int rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"patternProperties\": %s", path, e2);
+                free(e2);
+                return rc;
+            }
+            if (r && !(mem[i].schema = both(c, mem[i].schema, p))) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        }
+        *extras = 0;
+    }
+    for (int32_t i = 0; pn && i < m; i++) {
+        int r = name_accepted(c, pn, mem[i].name, &e2);
+        if (r < 0) {
+            int rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"propertyNames\": %s", path, e2);
+            free(e2);
+            return rc;
+        }
+        if (r) continue;
+        if (mem[i].required)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is refused by \"propertyNames\"", path,
+                              mem[i].name);
+        static cJSON no = {.type = cJSON_False};
+        mem[i].schema = &no;
+    }
+    if (pn) *extras = 0;
+    const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minProperties"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxProperties");
+    if ((lo_kw && !cJSON_IsNumber(lo_kw)) || (hi_kw && !cJSON_IsNumber(hi_kw)))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minProperties\" / \"maxProperties\" is not a number", path);
+    int32_t req = 0, writable = 0;
+    for (int32_t i = 0; i < m; i++) {
+        req += mem[i].required;
+        writable += !is_false(c, mem[i].schema);
+    }
+    double lo = lo_kw ? lo_kw->valuedouble : 0, hi = hi_kw ? hi_kw->valuedouble : 1e300;
+    for (int32_t i = 0; i < m && req < lo; i++)
+        if (!mem[i].required && !is_false(c, mem[i].schema)) mem[i].required = 1, req++;
+    if (req < lo)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minProperties\" %g is more than the named properties "
+                          "plume writes", path, lo);
+    if (req > hi)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: more properties are required than \"maxProperties\" %g",
+                          path, hi);
+    if (hi_kw && (*extras || writable > hi)) {
+        *extras = 0;
+        double room = hi - req;
+        static cJSON no = {.type = cJSON_False};
+        for (int32_t i = 0; i < m; i++)
+            if (!mem[i].required && !is_false(c, mem[i].schema)) {
+                if (room >= 1) room -= 1;
+                else mem[i].schema = &no;
+            }
+    }
+    return 0;
+}
+
 /* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
  * i on, e: whether one was written already, so a separator is due). */
 static int object_body(cst_schema *c, const cJSON *s, const char *path, const char *self, plume_buf *b) {
@@ -763,6 +884,7 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
     const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
     if (!mem || !names) { free(mem); free(names); b->oom = 1; return 0; }
     int rc = object_members(c, path, props, req, addl, extra_schema, mem, &m);
+    if (!rc) rc = object_narrow(c, s, path, mem, m, &extras);
     if (!rc) rc = object_member_rules(c, path, self, mem, m, names);
     if (!rc && extras) rc = object_extra_rule(c, path, self, extra_schema, names, m);
     if (!rc) object_presence_rules(c, self, mem, m, extras);
@@ -841,7 +963,8 @@ static unsigned implied_types(const cJSON *s) {
     static const struct { const char *kw; unsigned t; } groups[] = {
         {"minLength", T_STR}, {"maxLength", T_STR}, {"pattern", T_STR}, {"format", T_STR},
         {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
-        {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ},
+        {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
+        {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
         {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}};
     unsigned t = 0;
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
