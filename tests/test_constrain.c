@@ -346,6 +346,19 @@ static void test_schema_round2(void) {
         {"{\"properties\":{\"a\":{},\"b\":{}},\"dependencies\":{\"a\":[\"b\"]}}", "{\"a\":1,\"b\":2}", 1},
         /* unevaluatedProperties: false where additionalProperties is absent */
         {"{\"properties\":{\"a\":{}},\"unevaluatedProperties\":false}", "{\"a\":1}", 1},
+        /* tuples: prefixItems (2020-12), items as a list and additionalItems (drafts 4 to 2019-09) */
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\"]", 1},
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\",2]", 0},
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1]", 1},
+        {"{\"prefixItems\":[{\"type\":\"integer\"}],\"minItems\":2,\"items\":{\"type\":\"null\"}}", "[1]", 0},
+        {"{\"prefixItems\":[{\"type\":\"integer\"}],\"minItems\":2,\"items\":{\"type\":\"null\"}}", "[1,null,null]", 1},
+        {"{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[1,2]", 0},
+        {"{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[\"a\"]", 0},
+        /* uniqueItems: at most one item (a narrowing); contains: the first item (a narrowing) */
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "[1,2]", 0},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "[1]", 1},
+        {"{\"type\":\"array\",\"contains\":{\"const\":7}}", "[]", 0},
+        {"{\"type\":\"array\",\"contains\":{\"const\":7}}", "[7,1]", 1},
         /* patternProperties: a named member whose name matches takes the pattern's schema too */
         {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":\"x\"}", 0},
         {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":1,\"c\":\"x\"}", 1},
@@ -370,7 +383,7 @@ static void test_schema_round2(void) {
 /* A schema outside the subset is refused, and the message names the keyword and where. */
 static void test_schema_refusals(void) {
     static const struct { const char *schema, *says; } cases[] = {
-        {"{\"type\":\"array\",\"uniqueItems\":true}", "#: \"uniqueItems\" is not supported"},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":2}", "#: \"uniqueItems\" with minItems above 1"},
         {"{\"properties\":{\"a\":{\"not\":{}}}}", "#/a: \"not\" is not supported"},
         {"{\"type\":\"object\",\"properties\":{\"ab\":{}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
          "required \"ab\" is refused by \"propertyNames\""},
@@ -396,7 +409,7 @@ static void test_schema_refusals(void) {
         {"{\"enum\":[]}", "\"enum\" is not a non-empty array"},
         {"{\"type\":\"strin\"}", "\"type\" is not a type name"},
         {"{\"minLength\":1,\"minimum\":1}", "keywords of several types"},
-        {"{\"items\":[{}]}", "tuples"},
+        {"{\"type\":\"array\",\"contains\":{},\"maxContains\":1}", "\"maxContains\" is not supported"},
         {"false", "accepts nothing"},
         {"{\"type\":", "json schema: bad JSON"},
         {"{} x", "text after the JSON value"},

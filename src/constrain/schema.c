@@ -62,10 +62,11 @@ struct cst_schema {
 static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
                                          "properties", "required", "additionalProperties", "patternProperties",
                                          "propertyNames", "minProperties", "maxProperties", "items", "minItems",
-                                         "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
+                                         "maxItems", "prefixItems", "additionalItems", "uniqueItems", "contains",
+                                         "minContains", "minLength", "maxLength", "pattern", "format", "minimum",
                                          "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
-static const char *const refused_kw[] = {"multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
-                                         "not", "prefixItems", "additionalItems", "$dynamicRef", "$recursiveRef",
+static const char *const refused_kw[] = {"multipleOf", "maxContains",
+                                         "not", "$dynamicRef", "$recursiveRef",
                                          "divisibleBy", "disallow", "extends", NULL};
 /* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
 static const char *const folded_kw[] = {"if", "dependentRequired", "dependencies", "dependentSchemas",
@@ -898,6 +899,46 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
     return rc;
 }
 
+/* A tuple: "[" the prefix's schemas in order, then items after them (rest: NULL any value,
+ * false none), lo to hi (-1: no bound) items in all. */
+static int tuple_body(cst_schema *c, const cJSON *prefix, const cJSON *rest, double lo, double hi, const char *path,
+                      plume_buf *b) {
+    const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
+    if (*ws) c->used |= U_WS;
+    int k = cJSON_GetArraySize(prefix), rc = 0, n = 0;
+    char name[64], sp[512], seg[32];
+    plume_buf_printf(b, "\"[\" %s", ws);
+    int opened = 0; /* optional groups to close */
+    for (const cJSON *x = prefix->child; x && !rc && (hi < 0 || n < hi); x = x->next, n++) {
+        if (is_false(c, x)) { /* no item may stand here: the array ends before it */
+            if (n < lo) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: item %d has the schema false but minItems is %g", path, n, lo);
+            hi = n;
+            break;
+        }
+        snprintf(seg, sizeof seg, "prefixItems/%d", n);
+        sub_path(sp, sizeof sp, path, seg);
+        rc = value_rule(c, x, sp, name);
+        if (rc) break;
+        if (n >= lo) { plume_buf_puts(b, "( "); opened++; }
+        plume_buf_printf(b, "%s%s ", n ? sep(c) : "", name);
+    }
+    if (!rc && (hi < 0 || n < hi) && !is_false(c, rest) && n == k) {
+        sub_path(sp, sizeof sp, path, "items");
+        rc = value_rule(c, rest, sp, name);
+        if (!rc) {
+            int more_lo = lo > k ? (int)lo - k : 0;
+            if (more_lo > 0) plume_buf_printf(b, "( %s%s ){%d,", sep(c), name, more_lo);
+            else plume_buf_printf(b, "( %s%s ){0,", sep(c), name);
+            if (hi >= 0) plume_buf_printf(b, "%d", (int)hi - k);
+            plume_buf_puts(b, "} ");
+        }
+    } else if (!rc && n < lo)
+        rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems %g is more than the tuple allows", path, lo);
+    for (int i = 0; i < opened; i++) plume_buf_puts(b, ")? ");
+    plume_buf_printf(b, "%s\"]\" ", ws);
+    return rc;
+}
+
 /* An array's body: "[" items "]" with minItems/maxItems. */
 static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
@@ -917,8 +958,38 @@ static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf
         hi = hi_kw->valuedouble;
     }
     if (hi >= 0 && lo > hi) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems > maxItems", path);
+    const cJSON *unique = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
+    if (cJSON_IsTrue(unique)) { /* narrowing: at most one item is always unique */
+        if (lo > 1)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"uniqueItems\" with minItems above 1 is not supported "
+                              "(plume writes at most one item under uniqueItems)", path);
+        if (hi < 0 || hi > 1) hi = 1;
+    }
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    if (!prefix && cJSON_IsArray(items)) { /* drafts 4 to 2019-09: items as a list, additionalItems after it */
+        prefix = items;
+        items = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
+    }
+    const cJSON *contains = cJSON_GetObjectItemCaseSensitive(s, "contains");
+    const cJSON *min_c = cJSON_GetObjectItemCaseSensitive(s, "minContains");
+    if (contains && !(min_c && cJSON_IsNumber(min_c) && min_c->valuedouble == 0)) { /* narrowing: the first item */
+        if (prefix || cJSON_GetObjectItemCaseSensitive(s, "maxContains"))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"contains\" beside a tuple or maxContains is not "
+                              "supported", path);
+        cJSON *l = cJSON_CreateArray();
+        if (!l) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        cJSON_AddItemToArray(c->arena, l);
+        double need = min_c && cJSON_IsNumber(min_c) ? min_c->valuedouble : 1;
+        if (need > 16) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minContains\" above 16 is not supported", path);
+        const cJSON *first = items ? both(c, items, contains) : contains;
+        for (int k = 0; k < (int)need; k++) cJSON_AddItemReferenceToArray(l, (cJSON *)first);
+        prefix = l;
+        if (lo < need) lo = need;
+        if (hi >= 0 && hi < lo) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"contains\" needs more items than maxItems", path);
+    }
+    if (prefix && cJSON_IsArray(prefix) && prefix->child) return tuple_body(c, prefix, items, lo, hi, path, b);
     if (cJSON_IsArray(items))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported", path);
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported here", path);
     if (items && !cJSON_IsBool(items) && !cJSON_IsObject(items))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" is not a schema", path);
     const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
@@ -965,7 +1036,8 @@ static unsigned implied_types(const cJSON *s) {
         {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
         {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
         {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
-        {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}};
+        {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}, {"prefixItems", T_ARR}, {"contains", T_ARR},
+        {"uniqueItems", T_ARR}};
     unsigned t = 0;
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, groups[i].kw)) t |= groups[i].t;

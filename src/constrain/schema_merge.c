@@ -175,6 +175,18 @@ int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON *
         snprintf(why, why_n, "\"additionalProperties\" beside \"patternProperties\"");
         return -1;
     }
+    static const char *const item_kw[] = {"items", "prefixItems", "additionalItems", "contains", "unevaluatedItems", NULL};
+    int tuple = 0, items_a = 0, items_b = 0; /* a tuple's positions meet the other side's items: not merged */
+    for (int side = 0; side < 2; side++)
+        for (const cJSON *k = (side ? b : a)->child; k; k = k->next) {
+            if (!listed(k->string, item_kw)) continue;
+            *(side ? &items_b : &items_a) = 1;
+            tuple |= !strcmp(k->string, "prefixItems") || (!strcmp(k->string, "items") && cJSON_IsArray(k));
+        }
+    if (tuple && items_a && items_b) {
+        snprintf(why, why_n, "a tuple (prefixItems, items as a list) in one and item keywords in the other");
+        return -1;
+    }
     for (int side = 0; side < 2; side++) {
         const cJSON *me = side ? b : a, *other = side ? a : b;
         for (const cJSON *k = me->child; k; k = k->next) {
