@@ -1045,12 +1045,15 @@ static unsigned implied_types(const cJSON *s) {
 }
 
 
-/* enum / const: the values spelled out, filtered by "type". */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err);
+static const cJSON *without(cst_schema *c, const cJSON *s, const char *const *drop);
+
+/* enum / const: the values spelled out, filtered by "type" and by the other keywords beside
+ * them (each value run through their grammar). */
 static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     static const char *const with[] = {"enum", "const", "type", NULL};
-    const char *o = other_keyword(s, with);
-    if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to enum/const is not supported "
-                             "(list only the values that are valid)", path, o);
+    static const char *const values_kw[] = {"enum", "const", NULL};
+    const cJSON *rest = other_keyword(s, with) ? without(c, s, values_kw) : NULL;
     const cJSON *co = cJSON_GetObjectItemCaseSensitive(s, "const"), *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (co && en) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: both \"enum\" and \"const\"", path);
     if (en && (!cJSON_IsArray(en) || !en->child))
@@ -1067,6 +1070,18 @@ static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf 
     plume_buf_puts(b, "( ");
     for (const cJSON *v = co ? co : en->child; v && !rc; v = co ? NULL : v->next) {
         if (!(value_types(v) & allow)) continue; /* "integer" is T_INT alone: 5.5 is left out */
+        if (rest) { /* the other keywords: the value's JSON text through their grammar */
+            char *t = cJSON_PrintUnformatted(v), *e2 = NULL;
+            int ok = t ? schema_accepts(c, rest, t, &e2) : -1;
+            free(t);
+            if (ok < 0) {
+                rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the keywords beside enum/const: %s", path,
+                                e2 ? e2 : "out of memory");
+                free(e2);
+                break;
+            }
+            if (!ok) continue;
+        }
         if (n++) plume_buf_puts(b, "| ");
         rc = put_value(c, b, v, path);
     }
