@@ -338,6 +338,11 @@ static void test_schema_round2(void) {
          "{\"k\":\"c\"}", 0},
         {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"}]}", "\"ab\"", 0},
         {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"}]}", "\"a\"", 1},
+        /* overlapping oneOf: only the branches disjoint from all others are written (a narrowing) */
+        {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"},{\"type\":\"string\"}]}", "\"x\"", 1},
+        {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"},{\"type\":\"string\"}]}", "1.5", 0},
+        /* annotations that differ between merged members are no conflict */
+        {"{\"description\":\"a\",\"allOf\":[{\"description\":\"b\",\"type\":\"integer\"}]}", "1", 1},
         /* if/then: held to if and then (a narrowing) */
         {"{\"type\":\"integer\",\"if\":{\"minimum\":0},\"then\":{\"maximum\":5}}", "5", 1},
         {"{\"type\":\"integer\",\"if\":{\"minimum\":0},\"then\":{\"maximum\":5}}", "6", 0},

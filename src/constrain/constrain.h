@@ -132,6 +132,8 @@ void cst_schema_free(cst_schema *c);
  * schema node owned by arena (a cJSON array): 0 with *out, 1 when no value satisfies both,
  * -1 when plume cannot merge them (why, why_n bytes, says why in both cases), PLUME_ENOMEM
  * (schema_merge.c). */
+/* Whether a keyword asserts something in some draft (others are annotations). */
+int cst_schema_asserts(const char *keyword);
 int cst_schema_merge(struct cJSON *arena, const struct cJSON *a, const struct cJSON *b, const struct cJSON **out,
                      char *why, size_t why_n);
 /* Parse JSON text whole (valid UTF-8, no NUL, nothing after the value); NULL with *err set

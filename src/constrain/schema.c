@@ -82,6 +82,9 @@ static int in_list(const char *s, const char *const *list) {
 /* Whether keyword k asserts something (an applicator or an assertion of some draft). */
 static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw) || in_list(k, folded_kw); }
 
+/* The same, for the other files of the room (schema_merge.c). */
+int cst_schema_asserts(const char *keyword) { return asserts(keyword); }
+
 /* The first keyword of s that asserts something and is not one of allowed, or NULL. */
 static const char *other_keyword(const cJSON *s, const char *const *allowed) {
     for (const cJSON *k = s->child; k; k = k->next)
@@ -1116,25 +1119,35 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
         if (!rc) plume_buf_printf(b, "%s ", name);
         return rc;
     }
+    uint8_t keep[64]; /* oneOf: the branches disjoint from every other one (the others are not written) */
+    int n_list = cJSON_GetArraySize(list), kept = 0, bad_i = 0, bad_j = 0;
     if (!strcmp(kw, "oneOf")) {
+        if (n_list > 64) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"oneOf\" with more than 64 branches", path);
+        memset(keep, 1, sizeof keep);
         int i = 0;
         for (const cJSON *x = list->child; x; x = x->next, i++) {
             int j = i + 1;
             for (const cJSON *y = x->next; y; y = y->next, j++) {
                 if (!disjoint(c, x, y)) {
                     if (c->err && *c->err) return PLUME_EINVAL; /* a bad $ref found on the way */
-                    return plume_fail(c->err, PLUME_EINVAL,
-                                      "json schema: %s: \"oneOf\" branches %d and %d may both match; plume enforces oneOf "
-                                      "only when its branches are disjoint (different types, or a property both require "
-                                      "with different const/enum values): use anyOf if either may match", path, i, j);
+                    if (keep[i] && keep[j]) bad_i = i, bad_j = j;
+                    keep[i] = keep[j] = 0;
                 }
             }
         }
+        for (i = 0; i < n_list; i++) kept += keep[i];
+        if (!kept)
+            return plume_fail(c->err, PLUME_EINVAL,
+                              "json schema: %s: \"oneOf\" branches %d and %d may both match, and no branch is disjoint from "
+                              "all the others; plume enforces oneOf only through branches disjoint from the rest (different "
+                              "types, or a property both require with different const/enum values): use anyOf if either "
+                              "may match", path, bad_i, bad_j);
     }
     plume_buf_puts(b, "( ");
     int i = 0, n = 0, rc = 0;
     for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
         if (is_false(c, x)) continue; /* a branch that accepts nothing */
+        if (!strcmp(kw, "oneOf") && !keep[i]) continue; /* narrowing: it may overlap another */
         char name[64], seg[32];
         snprintf(seg, sizeof seg, "%s/%d", kw, i);
         sub_path(sp, sizeof sp, path, seg);

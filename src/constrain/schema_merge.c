@@ -192,6 +192,10 @@ int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON *
         for (const cJSON *k = me->child; k; k = k->next) {
             const char *kw = k->string;
             const cJSON *o = cJSON_GetObjectItemCaseSensitive(other, kw);
+            if (!cst_schema_asserts(kw)) { /* an annotation: a's, or b's when a has none */
+                if (!side || !o) cJSON_AddItemReferenceToObject(r, kw, (cJSON *)k);
+                continue;
+            }
             int is_enum = !strcmp(kw, "enum");
             if (!strcmp(kw, "properties") && !side) {
                 /* both sides' names, each joined with the other side's extras */
