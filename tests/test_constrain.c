@@ -423,6 +423,8 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"],\"additionalProperties\":false}", "no object is valid"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds"},
         {"{\"enum\":[]}", "\"enum\" is not a non-empty array"},
+        {"{\"const\":1e400}", "not finite"},
+        {"{\"enum\":[1,[-1e400]]}", "not finite"},
         {"{\"type\":\"strin\"}", "\"type\" is not a type name"},
         {"{\"minLength\":1,\"minimum\":1}", "keywords of several types"},
         {"{\"type\":\"array\",\"contains\":{},\"maxContains\":1}", "\"maxContains\" is not supported"},

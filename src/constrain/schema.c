@@ -147,6 +147,9 @@ static void put_number(plume_buf *b, double x) {
  * Gemma: the template's format_argument (strings between <|"|>, keys bare and sorted).
  * 0, or PLUME_EINVAL (a string Gemma cannot spell). */
 static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *path) {
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) /* 1e400: no JSON number says it */
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a number in enum/const is not finite as a double "
+                          "(out of range)", path);
     if (cJSON_IsNumber(v)) {
         put_number(b, v->valuedouble);
         return 0;
