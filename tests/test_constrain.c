@@ -560,7 +560,12 @@ static void test_suite_soundness(void) {
         "type", "enum", "const", "properties", "required", "additionalProperties", "anyOf", "oneOf", "allOf",
         "items", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
         "exclusiveMaximum", "pattern", "ref", "defs", "boolean_schema", "format-date", "format-time",
-        "format-date-time", "format-uuid", "format-email", "format-ipv4"};
+        "format-date-time", "format-uuid", "format-email", "format-ipv4",
+        /* round 2 (issue 44) */
+        "contains", "minContains", "dependentRequired", "dependentSchemas", "if-then-else", "maxProperties",
+        "minProperties", "patternProperties", "prefixItems", "propertyNames", "unevaluatedItems",
+        "unevaluatedProperties", "uniqueItems", "default", "infinite-loop-detection", "not", "format-uri",
+        "format-hostname", "format-ipv6"};
     int compiled = 0, refused = 0, rejected = 0, narrowed = 0, accepted = 0;
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         char path[512], *text = NULL, *err = NULL;

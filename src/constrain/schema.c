@@ -429,8 +429,8 @@ static int is_false(cst_schema *c, const cJSON *s) {
 /* s with its $ref (when something is beside it), allOf, if/then/else and dependencies folded
  * in: a node with none of them, or s itself (a bare $ref stays, so that recursion is a rule
  * cycle). NULL with the error set. Narrowings (docs/STRUCTURED.md): if/then/else is held to
- * if and then (a value valid against both is valid); dependencies always hold (their names
- * required, their schemas merged). */
+ * if and then (a value valid against both is valid); dependencies always hold (the names a
+ * property needs always required; a dependent schema merged and its property required). */
 static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth) {
     if (depth > 32) {
         plume_fail(c->err, PLUME_EINVAL, "json schema: %s: allOf / $ref combined more than 32 deep", path);
@@ -460,6 +460,13 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
         const cJSON *f = follow(c, m, path);
         acc = f ? conjoin(c, acc, f, path, depth) : NULL;
     }
+    if (acc && iff && !then && cJSON_GetObjectItemCaseSensitive(s, "else") &&
+        (cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties") || cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems"))) {
+        /* validators differ on whether a passing if without then evaluates its properties (ajv: no) */
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"if\" with \"else\" but no \"then\" beside unevaluated* is "
+                   "not supported", path);
+        return NULL;
+    }
     if (acc && iff && (then || cJSON_GetObjectItemCaseSensitive(s, "else"))) acc = conjoin(c, acc, iff, path, depth);
     if (acc && iff && then) acc = conjoin(c, acc, then, path, depth);
     const cJSON *lists[3] = {dr, ds, dep};
@@ -471,9 +478,20 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
                 cJSON_AddItemToArray(c->arena, n);
                 cJSON_AddItemReferenceToObject(n, "required", (cJSON *)d);
                 acc = conjoin(c, acc, n, path, depth);
-            } else {
+            } else { /* the name required too, so that the schema applies indeed (its annotations count) */
+                cJSON *n = cJSON_CreateObject(), *names = cJSON_CreateArray();
+                if (!n || !names) {
+                    cJSON_Delete(n);
+                    cJSON_Delete(names);
+                    plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+                    return NULL;
+                }
+                cJSON_AddItemToArray(c->arena, n);
+                cJSON_AddItemToArray(names, cJSON_CreateString(d->string));
+                cJSON_AddItemToObject(n, "required", names);
                 const cJSON *f = follow(c, d, path);
                 acc = f ? conjoin(c, acc, f, path, depth) : NULL;
+                if (acc) acc = conjoin(c, acc, n, path, depth);
             }
         }
     if (acc && mm_put(c, s, NULL, acc)) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
@@ -1043,7 +1061,8 @@ static unsigned implied_types(const cJSON *s) {
         {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
         {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
         {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}, {"prefixItems", T_ARR}, {"contains", T_ARR},
-        {"uniqueItems", T_ARR}};
+        {"uniqueItems", T_ARR}, {"additionalItems", T_ARR}, {"minContains", T_ARR}, {"unevaluatedItems", T_ARR},
+        {"unevaluatedProperties", T_OBJ}};
     unsigned t = 0;
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, groups[i].kw)) t |= groups[i].t;

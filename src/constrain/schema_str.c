@@ -49,8 +49,8 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
     else if (!strcmp(fmt, "uri") || !strcmp(fmt, "url") || !strcmp(fmt, "uri-reference") || !strcmp(fmt, "iri") ||
              !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels and path segments */
         plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,3} ( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
-    else if (!strcmp(fmt, "hostname") || !strcmp(fmt, "idn-hostname"))
-        plume_buf_puts(b, "( [a-z0-9] ( [a-z0-9-]{0,30} [a-z0-9] )? ( \".\" [a-z0-9] ( [a-z0-9-]{0,30} [a-z0-9] )? ){0,3} ) ");
+    else if (!strcmp(fmt, "hostname") || !strcmp(fmt, "idn-hostname")) /* narrowed: no "--" (punycode) */
+        plume_buf_puts(b, "( [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ( \".\" [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ){0,3} ) ");
     else if (!strcmp(fmt, "ipv6")) /* narrowed: the full form, eight groups */
         plume_buf_puts(b, "( [0-9a-f]{1,4} ( \":\" [0-9a-f]{1,4} ){7} ) ");
     else if (!strcmp(fmt, "byte")) /* base64, padded */
