@@ -424,6 +424,7 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds"},
         {"{\"enum\":[]}", "\"enum\" is not a non-empty array"},
         {"{\"const\":1e400}", "not finite"},
+        {"{\"$defs\":{\"x\":{\"enum\":[1],\"anyOf\":[{\"$ref\":\"#/$defs/x\"}]}},\"$ref\":\"#/$defs/x\"}", "nested too deep"},
         {"{\"enum\":[1,[-1e400]]}", "not finite"},
         {"{\"type\":\"strin\"}", "\"type\" is not a type name"},
         {"{\"minLength\":1,\"minimum\":1}", "keywords of several types"},

@@ -50,6 +50,7 @@ struct cst_schema {
     int32_t n_mm;
     size_t cap_mm;
     char nothing[200];    /* why the last combination made accepts nothing */
+    int nest;             /* compilers above this one (schema_accepts compiles a part apart) */
     unsigned used;
     int depth;
     char **err;
@@ -772,7 +773,9 @@ static void object_presence_rules(cst_schema *c, const char *self, const member 
 static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err) {
     cst_schema *sub = NULL;
     char name[64], *g = NULL;
+    if (c->nest >= 4) return plume_fail(err, PLUME_EINVAL, "json schema: values checked against keywords nested too deep"), -1;
     int rc = cst_schema_new(&sub, CST_JSON, err);
+    if (!rc) sub->nest = c->nest + 1;
     if (!rc) rc = cst_schema_rule(sub, c->doc, schema, "#", name);
     if (!rc) {
         plume_buf_printf(&sub->out, "root ::= %s\n", name);
