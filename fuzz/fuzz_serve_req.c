@@ -179,11 +179,11 @@ static cJSON *object_of(const char *p, size_t n) {
  * string (an echoed prompt may). */
 static void check_reply(const serve_job *j) {
     if (!j->done || !j->out.p) abort();
-    const serve_dialect *d = j->dialect;
+    const serve_dialect *d = j->head.dialect;
     const char *out = j->out.p;
     size_t n = j->out.len, at = 0;
     gathered g = {{0}, {0}};
-    if (!j->req.stream || j->req.kind == SERVE_LOAD) {
+    if (!j->head.req.stream || j->head.req.kind == SERVE_LOAD) {
         cJSON *o = object_of(out, n);
         gather_object(d, o, 0, &g);
         cJSON_Delete(o);
@@ -223,8 +223,8 @@ static void check_reply(const serve_job *j) {
         }
     }
     for (int k = 0; k < SERVE_MAX_CHOICES; k++) {
-        for (int32_t i = 0; g.text[k] && !j->req.echo && i < j->req.n_stops; i++)
-            if (strstr(g.text[k], j->req.stops[i])) abort();
+        for (int32_t i = 0; g.text[k] && !j->head.req.echo && i < j->head.req.n_stops; i++)
+            if (strstr(g.text[k], j->head.req.stops[i])) abort();
         free(g.text[k]);
     }
 }
@@ -246,33 +246,33 @@ static void answer(serve_request *r, const serve_dialect *d, int32_t *ids, int32
                    int32_t in_thought, const uint8_t *text, size_t n) {
     serve_job *j = serve_job_new(r, d);
     if (!j) abort();
-    j->tok = tok;
-    j->created = 1700000000;
-    j->model = j->req.model;
-    j->ids = ids;
-    j->n_ids = n_ids;
-    j->echo_from = echo_from;
-    j->in_thought = in_thought;
-    snprintf(j->id, sizeof j->id, "%s-1", d->id_prefix);
-    if (j->req.kind == SERVE_LOAD) {
+    j->head.tok = tok;
+    j->head.created = 1700000000;
+    j->head.model = j->head.req.model;
+    j->head.ids = ids;
+    j->head.n_ids = n_ids;
+    j->head.echo_from = echo_from;
+    j->head.in_thought = in_thought;
+    snprintf(j->head.id, sizeof j->head.id, "%s-1", d->id_prefix);
+    if (j->head.req.kind == SERVE_LOAD) {
         serve_job_load(j);
         check_reply(j);
         serve_job_unref(j);
         return;
     }
-    if (j->req.prompt_logprobs >= 0 || (j->req.echo && j->req.logprobs)) {
-        j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs ? j->req.prompt_logprobs : j->req.top_logprobs;
-        if (!(j->prompt_lps = calloc((size_t)n_ids, sizeof *j->prompt_lps))) abort();
+    if (j->head.req.prompt_logprobs >= 0 || (j->head.req.echo && j->head.req.logprobs)) {
+        j->head.prompt_top = j->head.req.prompt_logprobs > j->head.req.top_logprobs ? j->head.req.prompt_logprobs : j->head.req.top_logprobs;
+        if (!(j->head.prompt_lps = calloc((size_t)n_ids, sizeof *j->head.prompt_lps))) abort();
         for (int32_t i = 0; i < n_ids; i++) {
-            j->prompt_lps[i] = logprob_of((const uint8_t *)&ids[i], 4, j->prompt_top);
-            j->prompt_lps[i].id = ids[i];
+            j->head.prompt_lps[i] = logprob_of((const uint8_t *)&ids[i], 4, j->head.prompt_top);
+            j->head.prompt_lps[i].id = ids[i];
         }
-        j->prompt_lps[0].logprob = NAN;
+        j->head.prompt_lps[0].logprob = NAN;
     }
     size_t step = n ? 1 + text[0] % 16 : 1;
     if (n) text++, n--;
     serve_answer o[SERVE_MAX_CHOICES];
-    int32_t parse = j->req.kind == SERVE_CHAT, nc = j->req.n;
+    int32_t parse = j->head.req.kind == SERVE_CHAT, nc = j->head.req.n;
     for (int32_t k = 0; k < nc; k++) {
         char *err = NULL;
         if (serve_answer_init(&o[k], j, k, parse, &err)) abort(); /* the stops were checked: only memory can fail */
@@ -280,13 +280,13 @@ static void answer(serve_request *r, const serve_dialect *d, int32_t *ids, int32
     }
     for (int32_t k = 0; k < nc; k++) {
         int32_t pieces = 0;
-        const char *reason = "length";
-        for (size_t at = 0; j->req.max_tokens != 0 && at < n; at += step, pieces++) {
+        serve_finish reason = SERVE_FINISH_LENGTH;
+        for (size_t at = 0; j->head.req.max_tokens != 0 && at < n; at += step, pieces++) {
             size_t len = n - at < step ? n - at : step;
-            serve_logprob lp = logprob_of(text + at, len, j->req.top_logprobs);
-            int rc = serve_answer_put(&o[k], (const char *)text + at, len, j->req.logprobs ? &lp : NULL);
+            serve_logprob lp = logprob_of(text + at, len, j->head.req.top_logprobs);
+            int rc = serve_answer_put(&o[k], (const char *)text + at, len, j->head.req.logprobs ? &lp : NULL);
             if (rc < 0 || rc > SERVE_ANSWER_END) abort();
-            if (rc) { reason = "stop"; break; }
+            if (rc) { reason = SERVE_FINISH_STOP; break; }
         }
         serve_usage u = {.prompt = n_ids, .completion = pieces, .cached = 2, .prompt_ms = 1.5, .predicted_ms = pieces * 0.5};
         serve_answer_finish(&o[k], reason, &u);

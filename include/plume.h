@@ -1,4 +1,4 @@
-/* plume.h -- a featherweight C runtime for Gemma 4 E2B.
+/* plume.h -- a featherweight C runtime for Gemma 4 E2B/E4B.
  *
  * Overview
  * --------
@@ -25,6 +25,8 @@
  *   _free(NULL) is a no-op.
  * - The library has no global mutable state. A model is read-only after open and may be
  *   used by several threads through distinct sessions.
+ * - Every function declared here is marked PLUME_API: the library is built with
+ *   -fvisibility=hidden, so these are the only names libplume.so exports (tests/test_exports.py).
  */
 #ifndef PLUME_H
 #define PLUME_H
@@ -37,6 +39,14 @@ extern "C" {
 #endif
 
 #define PLUME_VERSION "0.1.0"
+
+/* What libplume exports: every declaration below carries it; the rest of the library is
+ * hidden (built with -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PLUME_API __attribute__((visibility("default")))
+#else
+#define PLUME_API
+#endif
 
 enum {
     PLUME_OK = 0,
@@ -55,26 +65,26 @@ enum {
 typedef struct plume_tokenizer plume_tokenizer;
 
 /* Build a tokenizer from a Hugging Face tokenizer.json (slow: parses the JSON). */
-int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **err);
+PLUME_API int plume_tokenizer_open_json(plume_tokenizer **out, const char *path, char **err);
 /* Open the compact binary form written by plume_tokenizer_save() (memory-mapped, fast). */
-int plume_tokenizer_open(plume_tokenizer **out, const char *path, char **err);
+PLUME_API int plume_tokenizer_open(plume_tokenizer **out, const char *path, char **err);
 /* Write the compact binary form (crash-safe: temporary file + rename). */
-int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err);
-void plume_tokenizer_free(plume_tokenizer *tok);
-int32_t plume_tokenizer_n_vocab(const plume_tokenizer *tok);
+PLUME_API int plume_tokenizer_save(const plume_tokenizer *tok, const char *path, char **err);
+PLUME_API void plume_tokenizer_free(plume_tokenizer *tok);
+PLUME_API int32_t plume_tokenizer_n_vocab(const plume_tokenizer *tok);
 
 /* Encode UTF-8 text (no BOS added). Writes at most `cap` ids; returns the number of ids the
  * text needs (call again with a larger buffer if it is > cap), or PLUME_EINVAL if the text
  * is not valid UTF-8. */
-int32_t plume_tokenize(const plume_tokenizer *tok, const char *text, size_t len, int32_t *ids,
-                       int32_t cap);
+PLUME_API int32_t plume_tokenize(const plume_tokenizer *tok, const char *text, size_t len, int32_t *ids,
+                                 int32_t cap);
 
 /* Decode ids to UTF-8 (Replace '▁'->' ', byte fallback, fuse; invalid byte runs become
  * U+FFFD per maximal invalid subpart). Special tokens are dropped when skip_special != 0.
  * Writes at most cap bytes plus a NUL when cap > 0; returns the length the text needs, or
  * PLUME_EINVAL for an id outside the vocabulary. */
-int64_t plume_detokenize(const plume_tokenizer *tok, const int32_t *ids, int32_t n,
-                         int32_t skip_special, char *out, size_t cap);
+PLUME_API int64_t plume_detokenize(const plume_tokenizer *tok, const int32_t *ids, int32_t n,
+                                   int32_t skip_special, char *out, size_t cap);
 
 /* A streaming decoder: feeds one id at a time and releases only complete UTF-8 characters,
  * holding an incomplete trailing sequence until the next id. */
@@ -85,21 +95,25 @@ typedef struct {
     int32_t n_pending;
 } plume_detok_stream;
 
-void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
-                             int32_t skip_special);
+PLUME_API void plume_detok_stream_init(plume_detok_stream *ds, const plume_tokenizer *tok,
+                                       int32_t skip_special);
 /* Append the text that id completes to out (NUL-terminated, at most cap-1 bytes; cap >= 64
  * is always enough for one id); returns its length, or PLUME_EINVAL for a bad id. */
-int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap);
+PLUME_API int32_t plume_detok_stream_put(plume_detok_stream *ds, int32_t id, char *out, size_t cap);
 /* Flush what is still pending (an incomplete character becomes U+FFFD). */
-int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
+PLUME_API int32_t plume_detok_stream_flush(plume_detok_stream *ds, char *out, size_t cap);
 
 /* Whether id is one of the special tokens (<bos>, <|turn>, ...). */
-int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
+PLUME_API int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id);
+/* The id of the token whose text is exactly text: a special token by its name ("<bos>",
+ * "<|turn>", "<turn|>"), another by its piece (U+2581 for a space: "\xe2\x96\x81the"); -1
+ * when the vocabulary has none. */
+PLUME_API int32_t plume_token_find(const plume_tokenizer *tok, const char *text);
 /* The bytes id adds to the text decoded with special tokens kept, before byte tokens are
  * fused into characters: a byte token's one byte, any other piece's UTF-8 with U+2581 as a
  * space, a special token's text. Writes at most cap bytes; returns the length, or
  * PLUME_EINVAL for an id outside the vocabulary. */
-int32_t plume_token_bytes(const plume_tokenizer *tok, int32_t id, uint8_t *out, int32_t cap);
+PLUME_API int32_t plume_token_bytes(const plume_tokenizer *tok, int32_t id, uint8_t *out, int32_t cap);
 
 /* ---------------------------------------------------------------------------------------
  * Chat format: the E2B chat template, rendered in C (docs/CHAT.md)
@@ -150,13 +164,13 @@ typedef struct {
 } plume_chat_options;
 
 /* Render a conversation as the template does (starts with "<bos>"). *out is malloc'd. */
-int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_generation_prompt,
-                      int32_t enable_thinking, char **out, char **err);
+PLUME_API int plume_chat_render(const plume_chat_message *msgs, int32_t n, int32_t add_generation_prompt,
+                                int32_t enable_thinking, char **out, char **err);
 /* The same with tools, tool calls and responses, content parts and reasoning (opt may be
  * NULL: the defaults). 0, PLUME_EINVAL (a bad role, bad tools_json or arguments JSON, ...: the
  * message names the message or tool and the JSON offset) or PLUME_ENOMEM. */
-int plume_chat_render_full(const plume_chat_message_full *msgs, int32_t n,
-                           const plume_chat_options *opt, char **out, char **err);
+PLUME_API int plume_chat_render_full(const plume_chat_message_full *msgs, int32_t n,
+                                     const plume_chat_options *opt, char **out, char **err);
 
 /* Streaming parse of generated text (decoded with special tokens kept) into typed deltas:
  * answer text, thought text, complete tool calls with JSON arguments. Never fails on what
@@ -181,18 +195,18 @@ typedef struct {
 /* A parser for one generation. in_thought: the prompt already opened the thought channel
  * (the template ends with "<|channel>thought\n" after a tool response when thinking is on).
  * 0, PLUME_EINVAL (p is NULL) or PLUME_ENOMEM. */
-int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err);
+PLUME_API int plume_chat_parser_new(plume_chat_parser **p, int32_t in_thought, char **err);
 /* Free the parser. NULL is a no-op. */
-void plume_chat_parser_free(plume_chat_parser *p);
+PLUME_API void plume_chat_parser_free(plume_chat_parser *p);
 /* Feed one decoded piece; *deltas receives *n_deltas deltas (possibly 0: text that may be
  * the start of a marker is held back). Returns 0, 1 once an end marker ("<turn|>", "<eos>",
  * "<|tool_response>") was seen (later text is ignored), or PLUME_ENOMEM. */
-int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
-                           const plume_chat_delta **deltas, int32_t *n_deltas);
+PLUME_API int plume_chat_parser_feed(plume_chat_parser *p, const char *piece, size_t len,
+                                     const plume_chat_delta **deltas, int32_t *n_deltas);
 /* End of generation: release what is held (an unfinished tool call comes back as content).
  * 0 or PLUME_ENOMEM. */
-int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **deltas,
-                            int32_t *n_deltas);
+PLUME_API int plume_chat_parser_flush(plume_chat_parser *p, const plume_chat_delta **deltas,
+                                      int32_t *n_deltas);
 
 /* ---------------------------------------------------------------------------------------
  * Sampling (docs/SAMPLING.md)
@@ -212,23 +226,23 @@ typedef struct {
 typedef struct plume_sampler plume_sampler;
 
 /* The model's generation config: temperature 1.0, top-k 64, top-p 0.95, no penalties. */
-plume_sampler_params plume_sampler_default_params(void);
-int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_t n_vocab,
-                      char **err);
-void plume_sampler_free(plume_sampler *s);
+PLUME_API plume_sampler_params plume_sampler_default_params(void);
+PLUME_API int plume_sampler_new(plume_sampler **out, const plume_sampler_params *p, int32_t n_vocab,
+                                char **err);
+PLUME_API void plume_sampler_free(plume_sampler *s);
 /* Record an id as part of the history the penalties see (prompt and generated tokens). */
-void plume_sampler_accept(plume_sampler *s, int32_t id);
+PLUME_API void plume_sampler_accept(plume_sampler *s, int32_t id);
 /* Forget the history and reseed. */
-void plume_sampler_reset(plume_sampler *s);
+PLUME_API void plume_sampler_reset(plume_sampler *s);
 /* Draw the next id from logits [n_vocab] (not modified). */
-int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
+PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits);
 /* A logit bias (OpenAI's logit_bias): bias[i] is added to the logit of ids[i] before the
  * chain (then penalties, top-k, temperature, ...), for every later draw; an id given twice
  * gets the sum; -INFINITY bans an id; n = 0 clears the map. Costs a binary search per biased
  * id per draw, nothing else. 0, or PLUME_EINVAL (an id outside [0, n_vocab), a NaN or +inf
  * bias: nothing changed) or PLUME_ENOMEM. */
-int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bias, int32_t n,
-                           char **err);
+PLUME_API int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bias, int32_t n,
+                                     char **err);
 
 /* Ids plume_sampler_rewind() can take back beyond the penalties' window. */
 #define PLUME_SAMPLER_UNDO 64
@@ -236,7 +250,7 @@ int plume_sampler_set_bias(plume_sampler *s, const int32_t *ids, const float *bi
  * they saw before those were accepted. 0, or PLUME_EINVAL (nothing changed) for a negative n
  * or more than the history holds (at most PLUME_SAMPLER_UNDO ids can come back into the
  * window). */
-int plume_sampler_rewind(plume_sampler *s, int32_t n);
+PLUME_API int plume_sampler_rewind(plume_sampler *s, int32_t n);
 
 /* The distribution plume_sampler_sample() draws from, for speculative sampling: prepare runs
  * the same chain (penalties, top-k, temperature, top-p, min-p) on logits without drawing and
@@ -245,11 +259,11 @@ int plume_sampler_rewind(plume_sampler *s, int32_t n);
  * plume_sampler_draw() draws from it with id `without` removed and the rest renormalized
  * (-1: nothing removed), or returns PLUME_EINVAL if nothing would be left. Greedy (temperature
  * <= 0) distributions are one id with probability 1. A sample() forgets the prepared one. */
-int32_t plume_sampler_prepare(plume_sampler *s, const float *logits);
-double plume_sampler_prob(const plume_sampler *s, int32_t id);
-int32_t plume_sampler_draw(plume_sampler *s, int32_t without);
+PLUME_API int32_t plume_sampler_prepare(plume_sampler *s, const float *logits);
+PLUME_API double plume_sampler_prob(const plume_sampler *s, int32_t id);
+PLUME_API int32_t plume_sampler_draw(plume_sampler *s, int32_t without);
 /* A uniform number in [0, 1) from the sampler's generator. */
-double plume_sampler_uniform(plume_sampler *s);
+PLUME_API double plume_sampler_uniform(plume_sampler *s);
 /* A format the output is held to (the structured-output API below). */
 typedef struct plume_constraint plume_constraint;
 /* Hold the sampler's draws to a constraint (NULL: none), which must outlive the attachment.
@@ -258,10 +272,10 @@ typedef struct plume_constraint plume_constraint;
  * it after the prompt's ids were accepted. sample/prepare/draw see only the ids c allows;
  * with no id allowed (a DEAD constraint) they return PLUME_EINVAL, and PLUME_ENOMEM when
  * deciding which ids are allowed passed the recognizer's limits (status LIMIT). */
-void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c);
+PLUME_API void plume_sampler_set_constraint(plume_sampler *s, plume_constraint *c);
 /* How many of ids[0, n), taken in order from the sampler's position, its constraint allows
  * (n without one): speculative drafts are cut there. The constraint is left as it was. */
-int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n);
+PLUME_API int32_t plume_sampler_allowed_prefix(plume_sampler *s, const int32_t *ids, int32_t n);
 
 /* ---------------------------------------------------------------------------------------
  * Structured output: JSON Schema, JSON mode, GBNF grammars, forced tool calls
@@ -289,8 +303,8 @@ typedef struct plume_vocab plume_vocab;
 
 /* The tokens of tok as bytes, sorted for mask walks (tok must outlive it). Read-only once
  * made: constraints on many threads may share one. 0 or PLUME_ENOMEM / PLUME_EINVAL. */
-int plume_vocab_new(plume_vocab **out, const plume_tokenizer *tok, char **err);
-void plume_vocab_free(plume_vocab *v);
+PLUME_API int plume_vocab_new(plume_vocab **out, const plume_tokenizer *tok, char **err);
+PLUME_API void plume_vocab_free(plume_vocab *v);
 
 typedef struct {
     int32_t thinking; /* 0: the format starts at the first token; 1: a thought
@@ -299,35 +313,35 @@ typedef struct {
                          to "<channel|>" first */
 } plume_constraint_params;
 
-plume_constraint_params plume_constraint_default_params(void);
+PLUME_API plume_constraint_params plume_constraint_default_params(void);
 /* A value valid against a JSON Schema (the subset of docs/STRUCTURED.md). PLUME_EINVAL names
  * what is refused and where ("json schema: #/properties/a: \"uniqueItems\" is not supported"). */
-int plume_constraint_new_json_schema(plume_constraint **out, const plume_vocab *v, const char *schema, size_t len,
-                                     const plume_constraint_params *p, char **err);
+PLUME_API int plume_constraint_new_json_schema(plume_constraint **out, const plume_vocab *v, const char *schema,
+                                               size_t len, const plume_constraint_params *p, char **err);
 /* Any JSON object (OpenAI's json_object, Ollama's format "json"). */
-int plume_constraint_new_json(plume_constraint **out, const plume_vocab *v, const plume_constraint_params *p,
-                              char **err);
+PLUME_API int plume_constraint_new_json(plume_constraint **out, const plume_vocab *v, const plume_constraint_params *p,
+                                        char **err);
 /* Text matching a GBNF grammar (start rule root; <[ID]> and <TEXT> name special tokens). */
-int plume_constraint_new_grammar(plume_constraint **out, const plume_vocab *v, const char *gbnf, size_t len,
-                                 const plume_constraint_params *p, char **err);
+PLUME_API int plume_constraint_new_grammar(plume_constraint **out, const plume_vocab *v, const char *gbnf, size_t len,
+                                           const plume_constraint_params *p, char **err);
 /* A tool call in Gemma 4's format, arguments valid against the function's parameters:
  * tools_json is OpenAI's "tools" array; tool_choice "required" (one or more calls of any of
  * the tools) or a function's name, or its JSON form {"type":"function","function":{"name":..}}
  * (one call of that function). */
-int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v, const char *tools_json,
-                                   const char *tool_choice, const plume_constraint_params *p, char **err);
-void plume_constraint_free(plume_constraint *c);
+PLUME_API int plume_constraint_new_tool_call(plume_constraint **out, const plume_vocab *v, const char *tools_json,
+                                             const char *tool_choice, const plume_constraint_params *p, char **err);
+PLUME_API void plume_constraint_free(plume_constraint *c);
 
 /* Whether GBNF text would make a constraint, without a vocabulary index (a server checks a
  * request's grammar before queueing it): parsed (errors name the line and column, or the
  * rule), and when tok is not NULL its special-token references resolved against tok and its
  * start state made within the recognizer's per-step budget (docs/STRUCTURED.md "Limits").
  * 0, PLUME_EINVAL with the message, or PLUME_ENOMEM. */
-int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
+PLUME_API int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
 
 /* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
-int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
-int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
+PLUME_API int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
+PLUME_API int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
 
 enum {
     PLUME_CONSTRAINT_OPEN = 0,     /* more text is needed */
@@ -338,21 +352,21 @@ enum {
                                       ambiguous or nested too deep for the text (an error; the
                                       sampler returns PLUME_ENOMEM until reset) */
 };
-int32_t plume_constraint_status(plume_constraint *c);
+PLUME_API int32_t plume_constraint_status(plume_constraint *c);
 /* Whether id may come next (1 or 0). */
-int32_t plume_constraint_allows(plume_constraint *c, int32_t id);
+PLUME_API int32_t plume_constraint_allows(plume_constraint *c, int32_t id);
 /* Advance by id: 0, or PLUME_EINVAL when it was not allowed (the constraint is then DEAD
  * until rewound), or PLUME_ENOMEM. */
-int plume_constraint_accept(plume_constraint *c, int32_t id);
+PLUME_API int plume_constraint_accept(plume_constraint *c, int32_t id);
 /* Take back the last n accepted ids (any n up to what was accepted): 0 or PLUME_EINVAL. */
-int plume_constraint_rewind(plume_constraint *c, int32_t n);
+PLUME_API int plume_constraint_rewind(plume_constraint *c, int32_t n);
 /* Back to the start (a LIMIT status is cleared too). */
-void plume_constraint_reset(plume_constraint *c);
+PLUME_API void plume_constraint_reset(plume_constraint *c);
 /* Ids accepted since the start (less those rewound). */
-int32_t plume_constraint_n_accepted(const plume_constraint *c);
+PLUME_API int32_t plume_constraint_n_accepted(const plume_constraint *c);
 /* The allowed ids as a bitmap: bit (id & 31) of bits[id >> 5], (n_vocab + 31) / 32 words.
  * Returns how many are allowed, or a negative PLUME_E*. */
-int32_t plume_constraint_mask(plume_constraint *c, uint32_t *bits);
+PLUME_API int32_t plume_constraint_mask(plume_constraint *c, uint32_t *bits);
 
 /* ---------------------------------------------------------------------------------------
  * Model
@@ -371,54 +385,54 @@ typedef struct {
                           f32/bf16 bundles, nor where the CPU has no int8 kernels (scalar). */
 } plume_model_params;
 
-plume_model_params plume_model_default_params(void);
+PLUME_API plume_model_params plume_model_default_params(void);
 /* Map a bundle directory and validate every file in it. */
-int plume_model_open(plume_model **out, const char *bundle_dir, const plume_model_params *p,
-                     char **err);
-void plume_model_free(plume_model *m);
-int32_t plume_model_n_vocab(const plume_model *m);
-int32_t plume_model_n_ctx(const plume_model *m);    /* context_length of the bundle */
-int32_t plume_model_n_layers(const plume_model *m);
-const char *plume_model_isa(const plume_model *m);  /* the kernels in use */
-int32_t plume_model_n_threads(const plume_model *m);
-const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "q4" */
+PLUME_API int plume_model_open(plume_model **out, const char *bundle_dir, const plume_model_params *p,
+                               char **err);
+PLUME_API void plume_model_free(plume_model *m);
+PLUME_API int32_t plume_model_n_vocab(const plume_model *m);
+PLUME_API int32_t plume_model_n_ctx(const plume_model *m);    /* context_length of the bundle */
+PLUME_API int32_t plume_model_n_layers(const plume_model *m);
+PLUME_API const char *plume_model_isa(const plume_model *m);  /* the kernels in use */
+PLUME_API int32_t plume_model_n_threads(const plume_model *m);
+PLUME_API const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "q4" */
 /* Bytes of weights one decode step reads (layers, PLE projection, head). */
-uint64_t plume_model_decode_bytes(const plume_model *m);
+PLUME_API uint64_t plume_model_decode_bytes(const plume_model *m);
 /* The tokenizer of the bundle, or NULL if it has none. */
-const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+PLUME_API const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
 /* Whether id ends a model turn, so that generation stops there: one of the config's eos ids
  * (config.json's eos_token_id, the bundle's eos_token_ids) or the tokenizer's <eos>, <turn|>
  * or <|tool_response> (a model that made a tool call waits for its answer). */
-int32_t plume_model_ends_turn(const plume_model *m, int32_t id);
+PLUME_API int32_t plume_model_ends_turn(const plume_model *m, int32_t id);
 
 /* ---- benchmarks (plume bench): how a model is read, and how fast this machine reads -------
  * Figures for measuring, not for inference. */
 /* How the q8/q4 layer weights are read: "rows", "tiles" (the kernels in use read the tiles as
  * they are) or "tiles-unpacked" (they read rows: each group of 16 is unpacked first, slowly;
  * convert with --layout rows for this CPU). "rows" for f32/bf16 bundles. */
-const char *plume_model_layout(const plume_model *m);
+PLUME_API const char *plume_model_layout(const plume_model *m);
 /* The share of the resident bytes of the weights every step reads (chunks, PLE projection,
  * tied head) that huge pages map; 0 when none or unknown. */
-double plume_model_huge_share(const plume_model *m);
+PLUME_API double plume_model_huge_share(const plume_model *m);
 /* The model's threads stream the weights a step reads (as mapped) `passes` times, in items of
  * `piece` bytes (rounded up to 64; 0: 1 MiB); the best pass in GB/s, 0 if none. *read (if not
  * NULL): bytes a pass read. */
-double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
+PLUME_API double plume_model_stream_bandwidth(plume_model *m, int32_t passes, size_t piece, uint64_t *read);
 /* n_threads threads (<= 0: physical cores) stream a fresh buffer of `bytes` (rounded down to
  * 4 MiB; every page written first) `passes` times the same way; the best pass in GB/s, 0 when
  * the buffer or the threads cannot be had. */
-double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
+PLUME_API double plume_memory_bandwidth(int32_t n_threads, size_t bytes, int32_t passes);
 /* Threads profile (plume bench --threads-profile): from plume_model_profile_start until
  * plume_model_profile_stop, m's threads record per region (matmuls, attention, norms, ...) the
  * time on a parallel loop's items, the caller's serial work between loops, its waits at the
  * loops' ends and the workers' join latency. Call both between steps, from the thread that
  * runs them; one recording at a time per model. 0 or PLUME_ENOMEM. */
 typedef struct plume_prof plume_prof;
-int plume_model_profile_start(plume_model *m, plume_prof **out, char **err);
+PLUME_API int plume_model_profile_start(plume_model *m, plume_prof **out, char **err);
 /* Stop m's recording p, which covered `steps` steps, and free it: its report as Markdown
  * (ms per step per region and thread, the serial share, each thread's busy share, an Amdahl
  * projection) under `title`, malloc'd (free() it); NULL when out of memory. */
-char *plume_model_profile_stop(plume_model *m, plume_prof *p, int64_t steps, const char *title);
+PLUME_API char *plume_model_profile_stop(plume_model *m, plume_prof *p, int64_t steps, const char *title);
 
 /* ---------------------------------------------------------------------------------------
  * Images in (docs/MEDIA.md)
@@ -448,61 +462,62 @@ typedef struct plume_embd plume_embd;   /* soft tokens of one image or one audio
 /* Decode an image file / bytes. PLUME_EFORMAT for anything that is not a whole PNG, JPEG or
  * WebP (truncated, corrupt, zero-sized, more than 64 M pixels or 65535 a side: checked before
  * the pixels are allocated); PLUME_EIO when the file cannot be read. */
-int plume_image_load(plume_image **out, const char *path, char **err);
-int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
+PLUME_API int plume_image_load(plume_image **out, const char *path, char **err);
+PLUME_API int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
 /* An image from RGB pixels [height, width, 3] (copied). */
-int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
-void plume_image_free(plume_image *img);
-int32_t plume_image_width(const plume_image *img);
-int32_t plume_image_height(const plume_image *img);
-const uint8_t *plume_image_rgb(const plume_image *img); /* [height, width, 3] */
+PLUME_API int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
+PLUME_API void plume_image_free(plume_image *img);
+PLUME_API int32_t plume_image_width(const plume_image *img);
+PLUME_API int32_t plume_image_height(const plume_image *img);
+PLUME_API const uint8_t *plume_image_rgb(const plume_image *img); /* [height, width, 3] */
 
 typedef struct {
     int32_t max_tokens; /* the budget of soft tokens: 70, 140, 280, 560 or 1120; 0: 280 (the
                            model's default_output_length) */
 } plume_image_params;
 
-plume_image_params plume_image_default_params(void);
+PLUME_API plume_image_params plume_image_default_params(void);
 /* Whether the bundle carries a vision tower (plume convert of a checkpoint that has one). */
-int32_t plume_model_has_vision(const plume_model *m);
+PLUME_API int32_t plume_model_has_vision(const plume_model *m);
 /* The model's media token ids: "image" (the placeholder), "boi", "eoi", "audio", "boa",
  * "eoa", "video"; -1 for an unknown name or an id the checkpoint did not give. */
-int32_t plume_model_media_token(const plume_model *m, const char *name);
+PLUME_API int32_t plume_model_media_token(const plume_model *m, const char *name);
 /* How many soft tokens img gives at a budget (p may be NULL), and its key (the hash of its
  * resized pixels, what plume_embd_key() of its encoding will be; key may be NULL): the
  * resize without the tower, for a caller that wants to lay out a prompt or look up a cache
  * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
-int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p, int32_t *n_tokens,
-                       uint64_t *key, char **err);
+PLUME_API int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p,
+                                 int32_t *n_tokens, uint64_t *key, char **err);
 /* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
  * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
  * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
-int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
-                       char **err);
+PLUME_API int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
+                                 char **err);
 /* Soft tokens given by the caller ([n, dim] copied): a tower plume does not run, a test.
  * placeholder: the token id whose positions they fill; key: their identity in a session's
  * history (0: a hash of the rows). */
-int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t dim, int32_t placeholder,
-                         uint64_t key, char **err);
-void plume_embd_free(plume_embd *e);
-int32_t plume_embd_n_tokens(const plume_embd *e);
-int32_t plume_embd_dim(const plume_embd *e);
-const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
-int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
-uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
+PLUME_API int plume_embd_from_data(plume_embd **out, const float *rows, int32_t n, int32_t dim, int32_t placeholder,
+                                   uint64_t key, char **err);
+PLUME_API void plume_embd_free(plume_embd *e);
+PLUME_API int32_t plume_embd_n_tokens(const plume_embd *e);
+PLUME_API int32_t plume_embd_dim(const plume_embd *e);
+PLUME_API const float *plume_embd_data(const plume_embd *e);     /* [n_tokens, dim] */
+PLUME_API int32_t plume_embd_placeholder(const plume_embd *e);   /* the token id it fills */
+PLUME_API uint64_t plume_embd_key(const plume_embd *e);          /* its identity (never 0) */
 /* The key a session holds at the position that row `row` of a medium of key `key` filled
  * (never 0; a text position holds 0): what plume_session_keys() reports, so a caller that
  * schedules prompts itself (a server picking the slot that shares the longest prefix) can
  * compare a prompt with media against a session's history before encoding anything. */
-uint64_t plume_embd_row_key(uint64_t key, int32_t row);
+PLUME_API uint64_t plume_embd_row_key(uint64_t key, int32_t row);
 
 /* Expand a prompt: each single placeholder of media[i] (their placeholder ids, in order) is
  * replaced by its run: for an image <|image> + N x <|image|> + <image|>, for audio <|audio> +
  * N x <|audio|> + <audio|>. Writes at most cap
  * ids to out and returns how many the expansion needs (call again with more room if > cap),
  * or PLUME_EINVAL when the prompt's placeholders and the media do not pair up. */
-int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n, const plume_embd *const *media,
-                            int32_t n_media, int32_t *out, int32_t cap, char **err);
+PLUME_API int32_t plume_prompt_expand(const plume_model *m, const int32_t *ids, int32_t n,
+                                      const plume_embd *const *media, int32_t n_media, int32_t *out, int32_t cap,
+                                      char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Audio in (docs/MEDIA.md)
@@ -532,28 +547,29 @@ typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
  * libsndfile reads (not audio, truncated, no samples, NaN samples, a rate outside
  * 1-768 kHz, longer than 600 s: checked on the header before decoding); PLUME_EIO when the
  * file cannot be read. */
-int plume_audio_load(plume_audio **out, const char *path, char **err);
-int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+PLUME_API int plume_audio_load(plume_audio **out, const char *path, char **err);
+PLUME_API int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
 /* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
  * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
  * a sample that is not finite. */
-int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err);
-void plume_audio_free(plume_audio *a);
-int64_t plume_audio_n_samples(const plume_audio *a);  /* at 16 kHz */
-double plume_audio_seconds(const plume_audio *a);
-const float *plume_audio_samples(const plume_audio *a); /* [n_samples], mono, 16 kHz */
+PLUME_API int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err);
+PLUME_API void plume_audio_free(plume_audio *a);
+PLUME_API int64_t plume_audio_n_samples(const plume_audio *a);  /* at 16 kHz */
+PLUME_API double plume_audio_seconds(const plume_audio *a);
+PLUME_API const float *plume_audio_samples(const plume_audio *a); /* [n_samples], mono, 16 kHz */
 
 /* Whether the bundle carries an audio tower (plume convert of a checkpoint that has one). */
-int32_t plume_model_has_audio(const plume_model *m);
+PLUME_API int32_t plume_model_has_audio(const plume_model *m);
 /* How many soft tokens a gives (the sum over its 30 s clips) and its key (a hash of its
  * samples; key may be NULL), without running the tower. PLUME_EINVAL without an audio tower
  * or for audio too short to give a token (under 10 ms). */
-int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_tokens, uint64_t *key, char **err);
+PLUME_API int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_tokens, uint64_t *key,
+                                 char **err);
 /* Encode a with the audio tower: log-mel features, the conformer and embed_audio of each 30 s
  * clip, exactly as Hugging Face's model computes them (float32), on the model's threads; N rows
  * of the decoder's width whose placeholder is the model's audio id. PLUME_EINVAL when the bundle
  * has no audio tower or a is too short. */
-int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
+PLUME_API int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Encoders on threads of their own
@@ -574,17 +590,17 @@ typedef struct plume_encoder plume_encoder;
 
 /* A new encoder of m (which must outlive it) with n_threads threads. 0 or PLUME_ENOMEM
  * (the threads cannot be started). */
-int plume_encoder_new(plume_encoder **out, plume_model *m, int32_t n_threads, char **err);
-void plume_encoder_free(plume_encoder *e);
-int32_t plume_encoder_n_threads(const plume_encoder *e);
+PLUME_API int plume_encoder_new(plume_encoder **out, plume_model *m, int32_t n_threads, char **err);
+PLUME_API void plume_encoder_free(plume_encoder *e);
+PLUME_API int32_t plume_encoder_n_threads(const plume_encoder *e);
 /* Ask fn(ctx) between the towers' layers (and between 30 s clips): when it returns nonzero
  * the encode stops, frees what it made and returns PLUME_ECANCELED (a client gone, a server
  * stopping). fn runs on the encoding thread; NULL: never stopped. */
-void plume_encoder_set_abort(plume_encoder *e, int (*fn)(void *ctx), void *ctx);
+PLUME_API void plume_encoder_set_abort(plume_encoder *e, int (*fn)(void *ctx), void *ctx);
 /* plume_image_encode() and plume_audio_encode() on e's threads; PLUME_ECANCELED as above. */
-int plume_encoder_image(plume_encoder *e, plume_embd **out, const plume_image *img, const plume_image_params *p,
-                        char **err);
-int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a, char **err);
+PLUME_API int plume_encoder_image(plume_encoder *e, plume_embd **out, const plume_image *img,
+                                  const plume_image_params *p, char **err);
+PLUME_API int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a, char **err);
 
 /* ---------------------------------------------------------------------------------------
  * Session: the three chunk states and the tokens so far
@@ -604,21 +620,21 @@ typedef struct {
                         KV head, a quarter of the memory (error: docs/SESSIONS.md) */
 } plume_session_params;
 
-plume_session_params plume_session_default_params(void);
-int plume_session_new(plume_session **out, plume_model *m, const plume_session_params *p,
-                      char **err);
-void plume_session_free(plume_session *s);
+PLUME_API plume_session_params plume_session_default_params(void);
+PLUME_API int plume_session_new(plume_session **out, plume_model *m, const plume_session_params *p,
+                                char **err);
+PLUME_API void plume_session_free(plume_session *s);
 
 /* Feed n >= 1 tokens at the session's current position. logits: NULL; or, with all == 0,
  * [n_vocab] for the last token; or, with all != 0, [n, n_vocab] for every token. Logits are
  * after the final softcap. On error the session is unchanged. */
-int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits,
-                       int32_t all, char **err);
+PLUME_API int plume_session_feed(plume_session *s, const int32_t *ids, int32_t n, float *logits,
+                                 int32_t all, char **err);
 /* Feed a whole prompt: the longest prefix it shares with the session's tokens is kept and
  * only the rest is computed (at least the last token, for its logits). *n_reused (may be
  * NULL) receives the number of tokens kept. The logits equal those of a fresh prefill. */
-int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
-                              int32_t *n_reused, char **err);
+PLUME_API int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, float *logits,
+                                        int32_t *n_reused, char **err);
 /* Feed n rows at the session's position: ids, whose placeholder positions (the model's image
  * id, its audio id, or a media's own placeholder) are filled, in order, by the rows of the
  * media with that placeholder, in order (Hugging Face's masked_scatter): an image row enters
@@ -627,47 +643,51 @@ int plume_session_feed_prompt(plume_session *s, const int32_t *ids, int32_t n, f
  * copy of the rows and each position's key, for rewinds and plume_session_save(). logits as
  * plume_session_feed(). With n_media 0 a prompt without placeholders feeds as with
  * plume_session_feed(); one with placeholders is refused. */
-int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
-                             int32_t n_media, float *logits, int32_t all, char **err);
+PLUME_API int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
+                                       int32_t n_media, float *logits, int32_t all, char **err);
 /* plume_session_feed_prompt() of a prompt with media: the prefix kept is the one whose ids
  * and media keys (which image filled a position, and which of its rows) both agree, so a
  * conversation re-sent with the same images reuses their cache and a different image does
  * not. */
-int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n, const plume_embd *const *media,
-                                    int32_t n_media, float *logits, int32_t *n_reused, char **err);
+PLUME_API int plume_session_feed_prompt_media(plume_session *s, const int32_t *ids, int32_t n,
+                                              const plume_embd *const *media, int32_t n_media, float *logits,
+                                              int32_t *n_reused, char **err);
 /* Forget every token from position n_keep on (0 <= n_keep <= n_past). Exact for any n_keep:
  * the sliding rings are restored from the nearest snapshot and at most snapshot_every tokens
  * are recomputed when the ring alone no longer holds the window. */
-int plume_session_rewind(plume_session *s, int32_t n_keep, char **err);
-/* The last position <= n_keep that plume_session_rewind() reaches without recomputing any
- * token: n_keep itself while the ring still holds its window, else the snapshot at or before
- * it, else 0. A caller that must not stall (the server between decode steps) rewinds there
- * and feeds the tokens up to n_keep again in chunks of its own. */
-int32_t plume_session_rewind_free(const plume_session *s, int32_t n_keep);
+PLUME_API int plume_session_rewind(plume_session *s, int32_t n_keep, char **err);
+/* Where a rewind toward n_keep can stop at no cost: the last position <= n_keep that
+ * plume_session_rewind() reaches without recomputing any token (it changes and frees nothing):
+ * n_keep itself while the ring still holds its window, else the snapshot at or before it,
+ * else 0. A caller that must not stall (the server between decode steps) rewinds there and
+ * feeds the tokens up to n_keep again in chunks of its own. */
+PLUME_API int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep);
+/* Its former name ("free" as in free of cost), kept until tools/serve/ says rewind_point. */
+#define plume_session_rewind_free plume_session_rewind_point
 /* Write the session (tokens, caches, snapshots) to path: temporary file, fsync, rename.
  * The file names the bundle (a hash of its identity) and carries a checksum. */
-int plume_session_save(const plume_session *s, const char *path, char **err);
+PLUME_API int plume_session_save(const plume_session *s, const char *path, char **err);
 /* A new session on m from a file written by plume_session_save(). Refused (PLUME_EMISMATCH)
  * for another bundle; truncated or corrupt files are refused (PLUME_EFORMAT). */
-int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
+PLUME_API int plume_session_load(plume_session **out, plume_model *m, const char *path, char **err);
 /* Benchmarks only: give the session n_past (< n_ctx) positions of history at once, its caches
  * filled with pseudo-random K/V rows from seed and its tokens with random ids, instead of a
  * prefill (minutes at 32K tokens). Decode speed does not depend on the values; the logits
  * mean nothing, and a rewind into this history does not reproduce it. */
-int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
+PLUME_API int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, char **err);
 /* Fork a conversation: make dst hold exactly what src holds (tokens, caches, ring
  * snapshots), so both give bit-identical logits from here on (the server's n choices of one
  * prompt prefill once). Both of one model and made with the same n_ctx, n_rewind, kv_bits and
  * snapshot_every (dst's own tokens are dropped). Costs a copy of src's caches. 0, or
  * PLUME_EINVAL (nothing changed). */
-int plume_session_copy(plume_session *dst, const plume_session *src, char **err);
-int32_t plume_session_n_past(const plume_session *s);
-int32_t plume_session_n_ctx(const plume_session *s);
-const int32_t *plume_session_tokens(const plume_session *s);
+PLUME_API int plume_session_copy(plume_session *dst, const plume_session *src, char **err);
+PLUME_API int32_t plume_session_n_past(const plume_session *s);
+PLUME_API int32_t plume_session_n_ctx(const plume_session *s);
+PLUME_API const int32_t *plume_session_tokens(const plume_session *s);
 /* The media key of each of the session's n_past positions (0: a token; else
  * plume_embd_row_key() of the medium and row that filled it), or NULL while the session has
  * never been fed media (every key 0). Valid until the session is next changed. */
-const uint64_t *plume_session_keys(const plume_session *s);
+PLUME_API const uint64_t *plume_session_keys(const plume_session *s);
 
 /* ---------------------------------------------------------------------------------------
  * Speculative decoding with a prompt-lookup drafter (docs/SPECULATIVE.md)
@@ -707,36 +727,36 @@ typedef struct {
 typedef struct plume_spec plume_spec;
 
 /* Draft length 3 (docs/SPECULATIVE.md says why), n-grams 3 down to 1. */
-plume_spec_params plume_spec_default_params(void);
+PLUME_API plume_spec_params plume_spec_default_params(void);
 /* A drafter for sessions of model m; p NULL: the defaults. PLUME_EINVAL for a draft_max
  * outside [0, PLUME_SAMPLER_UNDO - 1] or n-gram lengths outside 1 <= min <= max <= 64. */
-int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_params *p, char **err);
-void plume_spec_free(plume_spec *sp);
+PLUME_API int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_params *p, char **err);
+PLUME_API void plume_spec_free(plume_spec *sp);
 /* Prompt lookup: find the latest earlier occurrence in ctx[0, n) of its last g tokens, for g
  * from ngram_max down to ngram_min, and copy up to max of the tokens that followed it to
  * draft. Returns how many (0: no suffix occurs earlier). */
-int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
-                          int32_t max);
+PLUME_API int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
+                                    int32_t max);
 /* One step on session s: feed `pending` and the drafted tokens, keep those accepted, sample
  * the token after them with smp. Writes to out the accepted drafted tokens (now fed to s and
  * accepted by smp, after pending) and then the next pending token (neither); returns how many
  * (1 .. min(draft_max + 1, cap)), or a negative PLUME_E* (then s and smp are as before).
  * Fewer tokens are drafted near the end of the context and when cap is small. Greedy output
  * is identical to plain decoding token for token. */
-int32_t plume_spec_step(plume_spec *sp, plume_session *s, plume_sampler *smp, int32_t pending, int32_t *out,
-                        int32_t cap, char **err);
+PLUME_API int32_t plume_spec_step(plume_spec *sp, plume_session *s, plume_sampler *smp, int32_t pending, int32_t *out,
+                                  int32_t cap, char **err);
 /* The same step in two halves, for callers that run the forward step themselves (a
  * plume_batch with other sessions): plume_spec_draft() writes the tokens to feed at the
  * session's position (pending, then the guesses) to ids [draft_max + 1] and returns how many
  * (or a negative PLUME_E*); feed them all with the logits of every row ([n, V]), then
  * plume_spec_accept() verifies, rewinds s past the rejected tokens and writes out as
  * plume_spec_step() does (on error s is rewound to before the feed). */
-int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending, int32_t *ids, int32_t cap,
-                         char **err);
-int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, const int32_t *ids, int32_t n,
-                          const float *logits, int32_t *out, char **err);
+PLUME_API int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending, int32_t *ids, int32_t cap,
+                                   char **err);
+PLUME_API int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, const int32_t *ids, int32_t n,
+                                    const float *logits, int32_t *out, char **err);
 /* Totals since plume_spec_new: steps, tokens drafted, drafted tokens accepted. */
-void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted);
+PLUME_API void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted);
 
 /* ---------------------------------------------------------------------------------------
  * Batch: one forward step of several sessions on one model (continuous batching)
@@ -753,16 +773,16 @@ void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted
 typedef struct plume_batch plume_batch;
 
 /* A batch of up to n_tokens_max tokens a step (<= 0: 256), on sessions of model m. */
-int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, char **err);
-void plume_batch_free(plume_batch *b);
+PLUME_API int plume_batch_new(plume_batch **out, plume_model *m, int32_t n_tokens_max, char **err);
+PLUME_API void plume_batch_free(plume_batch *b);
 /* Queue n >= 1 tokens of session s (of the batch's model, not already in this step) at its
  * current position. Takes as many as fit: the batch's room, the session's context, and the
  * session's next ring snapshot (a step ends there). Returns the number taken (1..n), or a
  * negative PLUME_E* (bad id, full context, full batch, session already queued; then
  * nothing is queued). logits: NULL, or [V] for the last token taken (all == 0), or
  * [taken, V] (all != 0); written by plume_batch_run. */
-int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
-                        float *logits, int32_t all, char **err);
+PLUME_API int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                                  float *logits, int32_t all, char **err);
 /* plume_batch_add() of rows of a prompt with media (plume_session_feed_media's pairing): ids
  * are the prompt's rows from the session's position on; the placeholder rows among them are
  * filled by media[0..n_media) (in the order they appear in the prompt), of which `skip`
@@ -771,16 +791,16 @@ int32_t plume_batch_add(plume_batch *b, plume_session *s, const int32_t *ids, in
  * plume_batch_add(); the rows of a medium may span steps. The media must stay alive until
  * plume_batch_run() (the session copies the rows it is fed). PLUME_EINVAL when the rows'
  * placeholders outnumber the media's rows left. */
-int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
-                              const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits, int32_t all,
-                              char **err);
+PLUME_API int32_t plume_batch_add_media(plume_batch *b, plume_session *s, const int32_t *ids, int32_t n,
+                                        const plume_embd *const *media, int32_t n_media, int32_t skip, float *logits,
+                                        int32_t all, char **err);
 /* Tokens queued for the next step. */
-int32_t plume_batch_n_tokens(const plume_batch *b);
+PLUME_API int32_t plume_batch_n_tokens(const plume_batch *b);
 /* Run the queued step: every session advances by the tokens it gave and its logits are
  * written. The batch is empty afterwards. An empty batch is a no-op. */
-int plume_batch_run(plume_batch *b, char **err);
+PLUME_API int plume_batch_run(plume_batch *b, char **err);
 /* Drop the queued entries without running them (the sessions are unchanged). */
-void plume_batch_clear(plume_batch *b);
+PLUME_API void plume_batch_clear(plume_batch *b);
 
 /* ---------------------------------------------------------------------------------------
  * Converter: a Hugging Face checkpoint -> a bundle (docs/BUNDLE.md)
@@ -806,15 +826,15 @@ typedef struct {
                             226 MB there instead of 403 MB on E2B; docs/BUNDLE.md) */
 } plume_convert_params;
 
-plume_convert_params plume_convert_default_params(void);
+PLUME_API plume_convert_params plume_convert_default_params(void);
 /* Convert the checkpoint in hf_dir into the bundle directory out_dir, which must not exist
  * (PLUME_EIO if it does). p may be NULL (the defaults). PLUME_EFORMAT for a missing tensor,
  * a wrong shape or dtype, a corrupt file; PLUME_EINVAL for a bad parameter. */
-int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,
-                  char **err);
+PLUME_API int plume_convert(const char *hf_dir, const char *out_dir, const plume_convert_params *p,
+                            char **err);
 /* Whether the checkpoint whose config.json is at path is one plume converts (a Gemma 4 text
  * model of a shape it runs): 0, or PLUME_EFORMAT with the reason (before any shard is read). */
-int plume_convert_check_config(const char *path, char **err);
+PLUME_API int plume_convert_check_config(const char *path, char **err);
 
 /* ---- random-weight models ------------------------------------------------------------
  * The project's stand-in for real weights (none can be downloaded in its tests): a model in
@@ -831,12 +851,12 @@ typedef struct {
     int32_t shards;        /* checkpoint: safetensors files, 1..99 */
 } plume_synth_params;
 
-plume_synth_params plume_synth_default_params(void);
+PLUME_API plume_synth_params plume_synth_default_params(void);
 /* Write a bf16 checkpoint (config.json, shards, their index) into hf_dir (created if missing). */
-int plume_synth_checkpoint(const plume_synth_params *p, const char *hf_dir, char **err);
+PLUME_API int plume_synth_checkpoint(const plume_synth_params *p, const char *hf_dir, char **err);
 /* Write a bundle directly (as plume_convert of the checkpoint would); cp may be NULL. */
-int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *cp, const char *bundle_dir,
-                       char **err);
+PLUME_API int plume_synth_bundle(const plume_synth_params *p, const plume_convert_params *cp, const char *bundle_dir,
+                                 char **err);
 
 #ifdef __cplusplus
 }

@@ -59,7 +59,7 @@ class BinaryDistribution(Distribution):
 setup(
     name="plume",
     version=version(),
-    description="Gemma 4 E2B on a CPU: Python binding of libplume",
+    description="Gemma 4 E2B/E4B on a CPU: Python binding of libplume",
     long_description=readme(),
     long_description_content_type="text/markdown",
     packages=["plume"],

@@ -16,7 +16,6 @@
 
 #include "convert.h"
 #include "encoders/encoders.h"
-#include "encoders/vision.h"
 #include "kernels/qact.h"
 #include "manifest.h"
 #include "npy.h"
@@ -371,9 +370,9 @@ static int check_vision(conv *cv, char **err) {
     if (cv->src->shape(cv->src->ctx, "model.vision_tower.patch_embedder.position_embedding_table", &nd, sh)) return 0;
     int rc = plume_config_vision_from_hf(c, cv->src->config_json, "config.json", err);
     if (rc) return rc;
-    const int32_t n = vision_tensor_list(&c->vis, c->D, NULL, 0);
-    vision_tensor *list = malloc(sizeof *list * (size_t)n);
-    if (list) vision_tensor_list(&c->vis, c->D, list, n);
+    const int32_t n = enc_vision_tensor_list(&c->vis, c->D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
+    if (list) enc_vision_tensor_list(&c->vis, c->D, list, n);
     return check_tower_list(cv, list, n, "vision_config", err);
 }
 

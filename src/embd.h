@@ -2,7 +2,7 @@
  * bookkeeping that places them in a prompt: which rows fill which placeholder positions, and
  * the key each such position carries in a session's history.
  *
- * An encoder (src/encoders/, through image.c) makes one; session.c and forward.c read its rows
+ * An encoder (src/encoders/, through encode_image.c and encode_audio.c) makes one; session.c and forward.c read its rows
  * as given embeddings. Knows nothing of towers, pixels or sessions. */
 #ifndef PLUME_EMBD_H
 #define PLUME_EMBD_H

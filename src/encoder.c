@@ -1,10 +1,10 @@
 /* encoder.c -- plume_encoder: the towers on threads of their own (plume.h, "Encoders on threads
  * of their own"), so that a server encodes one request's media while the model's pool decodes
- * the others. Owns a pool and the abort callback; image.c and audio.c do the encoding
- * (encoder.h). */
+ * the others. Owns a pool and the abort callback; encode_image.c and encode_audio.c do the
+ * encoding (encode.h). */
 #include <stdlib.h>
 
-#include "encoder.h"
+#include "encode.h"
 #include "model.h"
 
 struct plume_encoder {
@@ -53,11 +53,11 @@ int plume_encoder_image(plume_encoder *e, plume_embd **out, const plume_image *i
                         char **err) {
     if (!e) return plume_fail(err, PLUME_EINVAL, "encoder: none given");
     const enc_run run = encoder_run(e);
-    return image_encode_run(out, e->m, &run, img, p, err);
+    return encode_image_run(out, e->m, &run, img, p, err);
 }
 
 int plume_encoder_audio(plume_encoder *e, plume_embd **out, const plume_audio *a, char **err) {
     if (!e) return plume_fail(err, PLUME_EINVAL, "encoder: none given");
     const enc_run run = encoder_run(e);
-    return audio_encode_run(out, e->m, &run, a, err);
+    return encode_audio_run(out, e->m, &run, a, err);
 }

@@ -328,12 +328,12 @@ int plume_model_open(plume_model **out, const char *dir, const plume_model_param
     free(mc);
     if (!rc) rc = load_sidecars(m, err);
     for (int32_t ci = 0; !rc && ci < PLUME_N_CHUNKS; ci++) rc = load_chunk(m, ci, err);
-    if (!rc && m->c.has_vision) { /* encoders/vision.c maps and checks the tower */
+    if (!rc && m->c.has_vision) { /* encoders/tower_vision.c maps and checks the tower */
         char *vp = plume_path_join(dir, "vision.safetensors");
-        rc = vp ? plume_vision_open(&m->vision, vp, &m->c.vis, m->c.D, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
+        rc = vp ? enc_vision_open(&m->vision, vp, &m->c.vis, m->c.D, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
         free(vp);
     }
-    if (!rc && m->c.has_audio) { /* encoders/audio.c maps and checks the tower */
+    if (!rc && m->c.has_audio) { /* encoders/tower_audio.c maps and checks the tower */
         char *ap = plume_path_join(dir, "audio.safetensors");
         if (!ap || !(m->audio = malloc(sizeof *m->audio))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
         else if ((rc = enc_audio_open(m->audio, &m->c.aud, m->c.D, ap, err))) free(m->audio), m->audio = NULL;
@@ -385,7 +385,7 @@ void plume_model_free(plume_model *m) {
     plume_pool_free(m->pool);
     plume_dealloc(m->untile);
     plume_tokenizer_free(m->tok);
-    plume_vision_free(m->vision);
+    enc_vision_free(m->vision);
     enc_audio_free(m->audio);
     free(m->audio);
     plume_map_free(&m->embed_q8);

@@ -9,7 +9,6 @@
 #include "common.h"
 #include "config.h"
 #include "encoders/encoders.h"
-#include "encoders/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/qact.h"
 #include "pool.h"
@@ -58,7 +57,7 @@ struct plume_model {
     plume_tokenizer *tok;
     int32_t end_ids[16];               /* [n_end] ids that end a model turn (plume_model_ends_turn) */
     int32_t n_end;
-    plume_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
+    enc_vision *vision;              /* the vision tower (vision.safetensors), or NULL */
     enc_audio *audio;                  /* the audio tower (audio.safetensors), or NULL */
     uint64_t decode_bytes;
     uint64_t identity;                 /* hash of model_config.json, file sizes, chunk headers */

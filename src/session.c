@@ -302,7 +302,7 @@ int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, co
 
 /* ---- rewind ---------------------------------------------------------------------------- */
 
-int32_t plume_session_rewind_free(const plume_session *s, int32_t n_keep) {
+int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep) {
     if (n_keep < 0) return 0;
     if (n_keep > s->n_past) return s->n_past;
     /* the same cases, in the same order, as plume_session_rewind below */

@@ -16,7 +16,6 @@
 #include "common.h"
 #include "convert.h"
 #include "encoders/encoders.h"
-#include "encoders/vision.h"
 #include "plume.h"
 #include "safetensors.h"
 #include "synth_configs.h"
@@ -73,16 +72,16 @@ static int64_t synth_count(const synth_tensor *t) {
     return n;
 }
 
-/* A real vision tower for the config's vision_config (the tower list of encoders/vision.h):
+/* A real vision tower for the config's vision_config (the tower list of encoders/encoders.h):
  * linears with standard deviation 1/sqrt(in), norms around 1 (q/k norms 0.3-0.5, as the text
  * layers), position tables small, clip bounds +-8..12 (loose enough that little clips). */
 static void add_vision(synth_ctx *s, uint64_t seed) {
-    const int32_t n = vision_tensor_list(&s->cfg.vis, s->cfg.D, NULL, 0);
-    vision_tensor *list = malloc(sizeof *list * (size_t)n);
+    const int32_t n = enc_vision_tensor_list(&s->cfg.vis, s->cfg.D, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
     if (!list) return;
-    vision_tensor_list(&s->cfg.vis, s->cfg.D, list, n);
+    enc_vision_tensor_list(&s->cfg.vis, s->cfg.D, list, n);
     for (int32_t i = 0; i < n; i++) {
-        const vision_tensor *t = &list[i];
+        const enc_tensor_spec *t = &list[i];
         const char *leaf = strrchr(t->name, '.') + 1;
         float lo = 0.5f, hi = 1.5f;
         if (t->ndim == 0) { /* input_min, input_max, output_min, output_max */

@@ -454,6 +454,14 @@ int32_t plume_token_is_special(const plume_tokenizer *tok, int32_t id) {
     return (tok->flags[id] & TOK_SPECIAL) != 0;
 }
 
+/* The id of the token whose piece is exactly text (a special token's text, "<bos>"; U+2581
+ * for a space in others), or -1 when none is. */
+int32_t plume_token_find(const plume_tokenizer *tok, const char *text) {
+    if (!tok || !text) return -1;
+    uint32_t id = tok_piece_find(tok, (const uint8_t *)text, strlen(text));
+    return id == TOK_NONE || id >= tok->n_vocab ? -1 : (int32_t)id;
+}
+
 /* The bytes id adds to decoded text with special tokens kept, without the byte-run fusing:
  * a byte token's byte, any other piece's UTF-8 with U+2581 as a space. Writes at most cap
  * bytes; returns the length, or PLUME_EINVAL for an id out of range. */

@@ -42,22 +42,22 @@ static serve_job *job_of(const serve_dialect *d, const char *body) {
     CHECK(st == 0, "%s: %s", body, e.message);
     if (st) return NULL;
     serve_job *j = serve_job_new(&r, d);
-    snprintf(j->id, sizeof j->id, "%s-abc", d->id_prefix);
-    j->model = "tiny";
-    j->created = 1700000000;
-    j->n_ids = 7;
+    snprintf(j->head.id, sizeof j->head.id, "%s-abc", d->id_prefix);
+    j->head.model = "tiny";
+    j->head.created = 1700000000;
+    j->head.n_ids = 7;
     return j;
 }
 
 /* Feed one choice: pieces (NULL-terminated), then the end with reason. */
-static void run_choice(serve_job *j, int32_t choice, const char *const *pieces, const char *reason) {
+static void run_choice(serve_job *j, int32_t choice, const char *const *pieces, serve_finish reason) {
     serve_answer a;
     char *err = NULL;
-    CHECK(serve_answer_init(&a, j, choice, j->req.kind == SERVE_CHAT, &err) == 0, "init: %s", err ? err : "");
+    CHECK(serve_answer_init(&a, j, choice, j->head.req.kind == SERVE_CHAT, &err) == 0, "init: %s", err ? err : "");
     int r = 0;
     for (int i = 0; pieces[i] && !r; i++) r = serve_answer_put(&a, pieces[i], strlen(pieces[i]), NULL);
     serve_usage u = {.prompt = 7, .completion = 5, .cached = 3, .prompt_ms = 2, .predicted_ms = 4};
-    serve_answer_finish(&a, r ? "stop" : reason, &u); /* as the scheduler ends an answer */
+    serve_answer_finish(&a, r ? SERVE_FINISH_STOP : reason, &u); /* as the scheduler ends an answer */
     serve_answer_free(&a);
 }
 
@@ -122,7 +122,7 @@ static void test_ollama_requests(void) {
         CHECK(r.sp.temperature == 0.5f && r.sp.top_k == 7 && r.sp.top_p == 0.8f && r.sp.min_p == 0.05f &&
                   r.sp.repeat_penalty == 1.1f && r.sp.repeat_last_n == 32, "options");
         CHECK(r.seed_given && r.sp.seed == 9 && r.max_tokens == 12 && r.ctx_limit == 2048 && r.n_stops == 1, "seed, lengths");
-        CHECK(r.enable_thinking && r.tools && !r.continue_final, "think, tools");
+        CHECK(r.enable_thinking && r.n_tools == 1 && !r.continue_final, "think, tools");
         const serve_message *a = &r.msgs[2];
         CHECK(a->n_calls == 1 && !strcmp(a->calls[0].name, "f") && !strcmp(a->calls[0].arguments, "{\"a\":1}") &&
                   !strcmp(a->reasoning_content, "t"), "tool call arguments as an object -> JSON text");
@@ -249,7 +249,7 @@ static void test_ollama_load_unload(void) {
 static void test_ollama_replies(void) {
     serve_job *j = job_of(&serve_ollama_chat, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}");
     if (!j) return;
-    run_choice(j, 0, CALL, "stop");
+    run_choice(j, 0, CALL, SERVE_FINISH_STOP);
     char *out = bytes_of(j);
     cJSON *ev[32];
     int n = events(out, ev, 32), lines = 0;
@@ -279,7 +279,7 @@ static void test_ollama_replies(void) {
     j = job_of(&serve_ollama_generate, "{\"prompt\": \"q\", \"stream\": false}");
     if (!j) return;
     const char *text[] = {"Because", ".", NULL};
-    run_choice(j, 0, text, "length");
+    run_choice(j, 0, text, SERVE_FINISH_LENGTH);
     out = bytes_of(j);
     cJSON *root = cJSON_Parse(out);
     CHECK(!strcmp(str_at(root, "response", NULL), "Because.") && !strcmp(str_at(root, "done_reason", NULL), "length") &&
@@ -289,7 +289,7 @@ static void test_ollama_replies(void) {
     free(out);
     serve_job_unref(j);
     serve_error e;
-    serve_error_set(&e, 400, "invalid_request_error", "x", NULL, "bad x");
+    serve_error_set(&e, 400, SERVE_ERR_REQUEST, "x", NULL, "bad x");
     out = serve_ollama_chat.error(&e);
     CHECK(out && !strcmp(out, "{\"error\":\"bad x\"}"), "Ollama's error: %s", out);
     free(out);
@@ -325,8 +325,8 @@ static void test_responses_requests(void) {
               "function_call_output -> a tool message");
         CHECK(!strcmp(r.msgs[4].role, "assistant") && r.msgs[4].n_parts == 1, "the assistant's answer after the tool");
         CHECK(r.msgs[5].n_parts == 2 && !strcmp(r.msgs[5].parts[1], "Rome?"), "input_text parts");
-        CHECK(r.tools && strstr(r.tools, "\"function\":{\"name\":\"get_weather\"") && strstr(r.tools, "\"parameters\"") &&
-                  !strcmp(r.tool_choice, "get_weather"), "tools rewritten for the template: %s", r.tools);
+        CHECK(r.n_tools == 1 && !strcmp(r.tools[0].name, "get_weather") && r.tools[0].parameters &&
+                  !strcmp(r.tool_choice, "get_weather"), "tools: %d", r.n_tools);
         CHECK(r.enable_thinking && r.max_tokens == 99 && r.sp.temperature == 0.3f && r.stream && r.logprobs &&
                   r.top_logprobs == 3, "fields");
         serve_request_free(&r);
@@ -357,7 +357,7 @@ static void test_responses_requests(void) {
 static void test_responses_stream(void) {
     serve_job *j = job_of(&serve_responses, "{\"input\": \"q\", \"stream\": true}");
     if (!j) return;
-    run_choice(j, 0, CALL, "stop");
+    run_choice(j, 0, CALL, SERVE_FINISH_STOP);
     char *out = bytes_of(j);
     cJSON *ev[64];
     int n = events(out, ev, 64);
@@ -403,7 +403,7 @@ static void test_responses_stream(void) {
         j = job_of(&serve_responses, stream ? "{\"input\": \"q\", \"stream\": true}" : "{\"input\": \"q\"}");
         if (!j) return;
         const char *text[] = {"a", "b", NULL};
-        run_choice(j, 0, text, "length");
+        run_choice(j, 0, text, SERVE_FINISH_LENGTH);
         out = bytes_of(j);
         CHECK(stream ? strstr(out, "event: response.incomplete\n") != NULL
                      : strstr(out, "\"status\":\"incomplete\"") && strstr(out, "\"reason\":\"max_output_tokens\""),
@@ -442,7 +442,7 @@ static void test_anthropic_requests(void) {
         CHECK(!strcmp(r.msgs[3].role, "tool") && !strcmp(r.msgs[3].tool_call_id, "t1") && !strcmp(r.msgs[3].content, "21") &&
                   !strcmp(r.msgs[4].content, "Error: no"), "tool_result blocks -> tool messages, is_error marked");
         CHECK(!strcmp(r.msgs[5].role, "user") && r.msgs[5].n_parts == 1, "the text after the results -> a user message");
-        CHECK(r.tools && strstr(r.tools, "\"parameters\":{\"type\":\"object\"}") && !strcmp(r.tool_choice, "required"),
+        CHECK(r.n_tools == 1 && !strcmp(r.tools[0].parameters, "{\"type\":\"object\"}") && !strcmp(r.tool_choice, "required"),
               "tools, tool_choice any -> required");
         CHECK(r.enable_thinking && r.n_stops == 1 && r.max_tokens == 2048 && r.sp.top_k == 9 && r.include_usage &&
                   !r.continue_final, "fields");
@@ -481,7 +481,7 @@ static void test_anthropic_requests(void) {
 static void test_anthropic_stream(void) {
     serve_job *j = job_of(&serve_anthropic, "{\"max_tokens\": 9, \"stream\": true, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}");
     if (!j) return;
-    run_choice(j, 0, CALL, "stop");
+    run_choice(j, 0, CALL, SERVE_FINISH_STOP);
     char *out = bytes_of(j);
     cJSON *ev[64];
     int n = events(out, ev, 64);
@@ -515,7 +515,7 @@ static void test_anthropic_stream(void) {
     j = job_of(&serve_anthropic, "{\"max_tokens\": 9, \"stop_sequences\": [\"EN\"], \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}");
     if (!j) return;
     const char *text[] = {"a", "bc E", "ND", NULL};
-    run_choice(j, 0, text, "length");
+    run_choice(j, 0, text, SERVE_FINISH_LENGTH);
     out = bytes_of(j);
     cJSON *root = cJSON_Parse(out);
     CHECK(!strcmp(str_at(root, "stop_reason", NULL), "stop_sequence") && !strcmp(str_at(root, "stop_sequence", NULL), "EN") &&
@@ -530,7 +530,7 @@ static void test_anthropic_stream(void) {
                            "rate_limit_error", "api_error", "overloaded_error"};
     for (int i = 0; i < 7; i++) {
         serve_error e;
-        serve_error_set(&e, statuses[i], "x", NULL, NULL, "m");
+        serve_error_set(&e, statuses[i], SERVE_ERR_REQUEST, NULL, NULL, "m");
         char *b = serve_anthropic.error(&e);
         char want_b[160];
         snprintf(want_b, sizeof want_b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"m\"}}", types[i]);
@@ -550,10 +550,10 @@ static void test_choices(void) {
                                                          : "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"n\": 3}");
         if (!j) return;
         const char *t0[] = {"zero", NULL}, *t1[] = {"one", NULL}, *t2[] = {"two", "<turn|>", NULL};
-        run_choice(j, 1, t1, "length");
+        run_choice(j, 1, t1, SERVE_FINISH_LENGTH);
         CHECK(!j->done, "done after one choice of three");
-        run_choice(j, 0, t0, "length");
-        run_choice(j, 2, t2, "length");
+        run_choice(j, 0, t0, SERVE_FINISH_LENGTH);
+        run_choice(j, 2, t2, SERVE_FINISH_LENGTH);
         CHECK(j->done && j->status == 200, "not done after the last choice");
         char *out = bytes_of(j);
         if (stream) {
@@ -603,7 +603,7 @@ static void test_one_call_fields(void) {
     serve_job *j = job_of(&serve_responses, "{\"input\": \"q\", \"parallel_tool_calls\": false}");
     if (j) {
         const char *pieces[] = {"ok", NULL};
-        run_choice(j, 0, pieces, "stop");
+        run_choice(j, 0, pieces, SERVE_FINISH_STOP);
         char *out = bytes_of(j);
         CHECK(strstr(out, "\"parallel_tool_calls\":false"), "echoed: %s", out);
         free(out);
@@ -644,7 +644,7 @@ static void test_libraries_read_calls(void) {
             snprintf(body, sizeof body, "%s, \"stream\": %s}", reqs[i].body, stream ? "true" : "false");
             serve_job *j = job_of(reqs[i].d, body);
             if (!j) continue;
-            run_choice(j, 0, CALL, "stop");
+            run_choice(j, 0, CALL, SERVE_FINISH_STOP);
             snprintf(path, sizeof path, "%s/%s-%s", dir, reqs[i].name, stream ? "stream" : "whole");
             FILE *f = fopen(path, "wb");
             CHECK(f && fwrite(j->out.p, 1, j->out.len, f) == j->out.len && fclose(f) == 0, "write %s", path);

@@ -78,7 +78,7 @@ static void test_chat_fields(void) {
     CHECK(r.sp.presence_penalty == 0.5f && r.sp.frequency_penalty == -0.5f && r.sp.seed == 42, "penalties, seed");
     CHECK(r.n_stops == 2 && !strcmp(r.stops[1], "yz"), "stops");
     CHECK(r.logprobs == 1 && r.top_logprobs == 3, "logprobs");
-    CHECK(r.tools && strstr(r.tools, "\"f\"") && !strcmp(r.tool_choice, "required"), "tools");
+    CHECK(r.n_tools == 1 && !strcmp(r.tools[0].name, "f") && !strcmp(r.tool_choice, "required"), "tools");
     CHECK(r.enable_thinking == 1 && !strcmp(r.model, "m"), "thinking, model");
     serve_request_free(&r);
 
@@ -288,9 +288,9 @@ static serve_job *job_head(const serve_dialect *d, serve_kind kind) {
     serve_request r;
     serve_request_init(&r, kind);
     serve_job *j = serve_job_new(&r, d);
-    snprintf(j->id, sizeof j->id, "%s-1", d->id_prefix);
-    j->model = "tiny";
-    j->created = 1700000000;
+    snprintf(j->head.id, sizeof j->head.id, "%s-1", d->id_prefix);
+    j->head.model = "tiny";
+    j->head.created = 1700000000;
     return j;
 }
 
@@ -304,10 +304,10 @@ static void test_reply_json(void) {
     serve_job *j = job_head(&serve_openai_chat, SERVE_CHAT);
     plume_buf b = {0};
     serve_event ev = {.kind = SERVE_EV_START};
-    serve_openai_chat.stream(&b, j, &ev);
+    serve_openai_chat.stream(&b, &j->head, j->state, &ev);
     ev = (serve_event){.kind = SERVE_EV_TEXT, .text = "hé", .len = 3};
     plume_buf tb = {0};
-    serve_openai_chat.stream(&tb, j, &ev);
+    serve_openai_chat.stream(&tb, &j->head, j->state, &ev);
     cJSON *root = sse_json(&b), *rt = sse_json(&tb);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
     const cJSON *delta = cJSON_GetObjectItem(c0, "delta");
@@ -324,9 +324,9 @@ static void test_reply_json(void) {
     free(tb.p);
     serve_usage u = {.prompt = 9, .completion = 4, .cached = 3};
     b = (plume_buf){0};
-    j->req.include_usage = 1;
+    j->head.req.include_usage = 1;
     ev = (serve_event){.kind = SERVE_EV_DONE, .usage = &u};
-    serve_openai_chat.stream(&b, j, &ev);
+    serve_openai_chat.stream(&b, &j->head, j->state, &ev);
     root = sse_json(&b);
     const cJSON *usage = cJSON_GetObjectItem(root, "usage");
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(root, "choices")) == 0 &&
@@ -336,9 +336,9 @@ static void test_reply_json(void) {
     CHECK(strstr(b.p, "data: [DONE]\n\n"), "[DONE] after the usage: %s", b.p);
     cJSON_Delete(root);
     free(b.p);
-    j->req.logprobs = 1;
-    serve_reply a = {.text = "ok", .thought = "think", .finish = "length"};
-    char *s = serve_openai_chat.reply(j, &a, 1, &u);
+    j->head.req.logprobs = 1;
+    serve_reply a = {.text = "ok", .thought = "think", .finish = SERVE_FINISH_LENGTH};
+    char *s = serve_openai_chat.reply(&j->head, &a, 1, &u);
     root = cJSON_Parse(s);
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
     const cJSON *msg = cJSON_GetObjectItem(c0, "message");
@@ -352,8 +352,8 @@ static void test_reply_json(void) {
     free(s);
     serve_job_unref(j);
     j = job_head(&serve_openai_completion, SERVE_COMPLETION);
-    serve_reply t = {.text = "abc", .finish = "stop"};
-    s = serve_openai_completion.reply(j, &t, 1, &u);
+    serve_reply t = {.text = "abc", .finish = SERVE_FINISH_STOP};
+    s = serve_openai_completion.reply(&j->head, &t, 1, &u);
     CHECK(s && strstr(s, "\"object\":\"text_completion\"") && strstr(s, "\"text\":\"abc\""), "completion: %s", s);
     free(s);
     serve_job_unref(j);

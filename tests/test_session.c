@@ -99,8 +99,8 @@ static void test_rewind_far_before_window(void) {
     rewind_case(NULL, 0, 4, 9);
 }
 
-/* The free rewind point follows the ring and the snapshots, and a rewind there is exact. */
-static void test_rewind_free_point(void) {
+/* The no-cost rewind point follows the ring and the snapshots, and a rewind there is exact. */
+static void test_rewind_point(void) {
     const int32_t keep[] = {44, 40, 30, 17, 16, 3, 0};
     const int32_t want_snap[] = {44, 40, 16, 16, 16, 0, 0};  /* ring +8, snapshots every 16 */
     const int32_t want_none[] = {47, 0, 0, 0, 0, 0, 0};       /* ring of W slots, no snapshots */
@@ -112,12 +112,12 @@ static void test_rewind_free_point(void) {
         CHECK(plume_session_feed(s, ids, n_ids, NULL, 0, &err) == 0, "feed");
         for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
             int32_t k = c && i == 0 ? 47 : keep[i], want = c ? want_none[i] : want_snap[i];
-            int32_t got = plume_session_rewind_free(s, k);
-            CHECK(got == want, "case %d: free rewind point of %d is %d, want %d", c, k, got, want);
+            int32_t got = plume_session_rewind_point(s, k);
+            CHECK(got == want, "case %d: rewind point of %d is %d, want %d", c, k, got, want);
         }
-        CHECK(plume_session_rewind_free(s, 99) == n_ids && plume_session_rewind_free(s, -1) == 0, "out of range");
+        CHECK(plume_session_rewind_point(s, 99) == n_ids && plume_session_rewind_point(s, -1) == 0, "out of range");
         float *lg = malloc((size_t)n_ids * 512 * 4);
-        int32_t p = plume_session_rewind_free(s, 30);
+        int32_t p = plume_session_rewind_point(s, 30);
         CHECK(plume_session_rewind(s, p, &err) == 0 && plume_session_n_past(s) == p, "rewind to %d", p);
         CHECK(plume_session_feed(s, ids + p, n_ids - p, lg, 1, &err) == 0, "refeed");
         check_rows(lg, p, n_ids, "after a free rewind");
@@ -529,7 +529,7 @@ int main(void) {
     RUN(test_rewind_to_zero);
     RUN(test_rewind_inside_window);
     RUN(test_rewind_far_before_window);
-    RUN(test_rewind_free_point);
+    RUN(test_rewind_point);
     RUN(test_prefix_reuse);
     RUN(test_save_load_new_process);
     RUN(test_foreign_truncated_corrupt_refused);

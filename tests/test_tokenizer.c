@@ -339,6 +339,12 @@ static void test_capacity(void) {
     CHECK(!plume_token_is_special(t, 4) && !plume_token_is_special(t, 107),
           "<mask>, \\n not special");
     CHECK(!plume_token_is_special(t, -1) && !plume_token_is_special(t, 512), "out of range");
+    CHECK(plume_token_find(t, "<bos>") == 2 && plume_token_find(t, "<turn|>") == 106 && plume_token_find(t, "\n") == 107,
+          "found by text: <bos> %d, <turn|> %d, \\n %d", plume_token_find(t, "<bos>"), plume_token_find(t, "<turn|>"),
+          plume_token_find(t, "\n"));
+    CHECK(plume_token_find(t, "<no such token>") == -1 && plume_token_find(t, "") == -1 &&
+              plume_token_find(t, NULL) == -1 && plume_token_find(NULL, "<bos>") == -1,
+          "not found: -1");
     plume_tokenizer_free(NULL);
 }
 
@@ -903,6 +909,8 @@ static void test_real_vocab_shape(void) {
     CHECK(plume_token_is_special(t, 106) && plume_token_is_special(t, 52) &&
               !plume_token_is_special(t, 4) && !plume_token_is_special(t, 138),
           "special flags");
+    CHECK(plume_token_find(t, "<bos>") == 2 && plume_token_find(t, "<|turn>") == 105 && plume_token_find(t, "<turn|>") == 106,
+          "special ids by text");
 }
 
 /* Every case of tokenizer/cases.jsonl, through JSON and binary. */

@@ -6,7 +6,7 @@
  *
  * The checkpoint is tiny-a's text shards (tests/data/tiny-a/hf: the golden's text part is
  * tiny-a exactly) with tests/data/tiny-mm-a/hf's config, index and tower tensors. */
-#include "encoders/vision.h"
+#include "encoders/encoders.h"
 #include "media/media.h"
 #include "model.h"
 #include "npy.h"
@@ -104,7 +104,7 @@ static void test_tower_matches_golden(void) {
         int32_t *pos = malloc((size_t)p.n_patches * 8);
         media_patchify(rgb, &p, 16, pix, pos);
         const enc_run run = {.k = m->k, .pool = m->pool};
-        CHECK(plume_vision_encode(m->vision, &run, pix, pos, p.ph, p.pw, soft, e, &err) == 0, "%s", err ? err : "");
+        CHECK(enc_vision_encode(m->vision, &run, pix, pos, p.ph, p.pw, soft, e, &err) == 0, "%s", err ? err : "");
         check_close("image0 soft", soft, gs, (size_t)cs, TOWER_RMS, TOWER_MAX);
         free(pix), free(soft), free(e), free(pos);
     }
@@ -172,22 +172,22 @@ static void test_tower_every_isa_vs_scalar(void) {
     float ref[n * 64], got[n * 64], rs[n * 32], gs[n * 32];
     char *err = NULL;
     const enc_run sc = {.k = plume_kernels_get("scalar"), .pool = m->pool};
-    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, PW, rs, ref, &err) == 0, "scalar: %s", err ? err : "");
+    CHECK(enc_vision_encode(m->vision, &sc, pix, pos, PH, PW, rs, ref, &err) == 0, "scalar: %s", err ? err : "");
     const char *names[8];
     int na = plume_kernels_available(names, 8);
     for (int i = 0; i < na; i++) {
         const enc_run k = {.k = plume_kernels_get(names[i]), .pool = m->pool};
-        CHECK(plume_vision_encode(m->vision, &k, pix, pos, PH, PW, gs, got, &err) == 0, "%s: %s", names[i],
+        CHECK(enc_vision_encode(m->vision, &k, pix, pos, PH, PW, gs, got, &err) == 0, "%s: %s", names[i],
               err ? err : "");
         double r = t_rel_rms(got, ref, (size_t)n * 64), r2 = t_rel_rms(gs, rs, (size_t)n * 32);
         CHECK(r <= ISA_RMS && r2 <= ISA_RMS, "%s vs scalar: emb %.3g, soft %.3g", names[i], r, r2);
     }
-    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, 7, gs, got, &err) == PLUME_EINVAL,
+    CHECK(enc_vision_encode(m->vision, &sc, pix, pos, PH, 7, gs, got, &err) == PLUME_EINVAL,
           "a width that is not a multiple of the pool was accepted");
     free(err);
     err = NULL;
     pos[0] = PW;
-    CHECK(plume_vision_encode(m->vision, &sc, pix, pos, PH, PW, gs, got, &err) == PLUME_EINVAL, "a patch outside the grid");
+    CHECK(enc_vision_encode(m->vision, &sc, pix, pos, PH, PW, gs, got, &err) == PLUME_EINVAL, "a patch outside the grid");
     free(err);
     free(pix);
 }
@@ -359,7 +359,7 @@ static void test_rewind_recomputes_through_images(void) {
     int32_t reused = -1;
     CHECK(s && plume_session_feed_media(s, ids, n, ac, 2, NULL, 0, &err) == 0, "feed: %s", err ? err : "");
     CHECK(plume_session_rewind(s, 270, &err) == 0 && plume_session_n_past(s) == 270, "rewind: %s", err ? err : "");
-    CHECK(plume_session_rewind_free(s, 270) == 270, "rewind_free");
+    CHECK(plume_session_rewind_point(s, 270) == 270, "rewind_point");
     CHECK(plume_session_feed_prompt_media(s, ids, n, ac, 2, lg + (int64_t)(n - 1) * V, &reused, &err) == 0 && reused == 270,
           "refeed: reused %d: %s", reused, err ? err : "");
     /* the last row against the golden's last row (row n - 1 is in the kept subset) */

@@ -1,4 +1,4 @@
-"""plume: Gemma 4 E2B on a CPU, from Python.
+"""plume: Gemma 4 E2B/E4B on a CPU, from Python.
 
 A binding over libplume (include/plume.h), with numpy arrays in and out::
 

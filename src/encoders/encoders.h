@@ -8,11 +8,12 @@
  * Must not know: files of media (src/media/ decodes them), the decoder, sessions, the
  * tokenizer or the prompt: an encoder returns rows, forward.c places them.
  *
- * Files, in calling order:
- *   tensors.c   a tower's safetensors file -> float32 views by name and shape
- *   ops.c       what the audio tower runs on: parallel matmuls, clipped linears, rows on the pool
- *   audio.c     the audio tower (conformer, gemma4-multimodal.md §3.3-3.4) and embed_audio
- *   vision.c    the vision tower and embed_vision (vision.h)
+ * Files, in calling order (the room's one header is this one; tower_ names the step):
+ *   tensors.c        a tower's safetensors file -> float32 views by name and shape
+ *   ops.c            what the audio tower runs on: parallel matmuls, clipped linears, rows on
+ *                    the pool
+ *   tower_audio.c    the audio tower (conformer, gemma4-multimodal.md §3.3-3.4) and embed_audio
+ *   tower_vision.c   the vision tower (gemma4-multimodal.md §2.3-2.4) and embed_vision
  */
 #ifndef PLUME_ENCODERS_H
 #define PLUME_ENCODERS_H
@@ -80,7 +81,7 @@ void enc_linear_apply(const enc_run *r, const enc_linear *lin, float *y, float *
 typedef void (*enc_row_fn)(void *ctx, int32_t t);
 void enc_rows(const enc_run *r, int32_t T, enc_row_fn fn, void *ctx);
 
-/* ---- the audio tower (audio.c) ----------------------------------------------------------- */
+/* ---- the audio tower (tower_audio.c) ---------------------------------------------------- */
 
 /* One tensor of a tower file: its checkpoint name, shape (ndim 0: a scalar) and whether it may
  * be missing (the clip bounds: +-inf then). */
@@ -153,5 +154,58 @@ int enc_audio_tower(const enc_audio *a, const enc_run *r, const float *mel, int3
 /* embed_audio: emb[n, D_text] = W rms_norm_noscale(soft[n, out_dims]) (the norm before the
  * projection, as HF). 0 or PLUME_ENOMEM. */
 int enc_audio_embed(const enc_audio *a, const enc_run *r, const float *soft, int32_t n, float *emb, char **err);
+
+/* ---- the vision tower (tower_vision.c) ---------------------------------------------------
+ * The vision tower of a bundle's vision.safetensors (docs/MEDIA.md, shared/spec/
+ * gemma4-multimodal.md §2.3-2.4): its tensor list (shared with the converter's check), loading
+ * and validating it, and its forward: the patch embedding with the 2-D position tables, the
+ * encoder layers (sandwich RMSNorms, clipped linears, q/k norms, 2-D RoPE, bidirectional
+ * attention at scale 1), the 3x3 average pool times sqrt(D), and embed_vision (a scale-free
+ * RMSNorm, then the projection to the decoder's width). */
+
+/* A clipped linear: y = clamp(W clamp(x, in_min, in_max), out_min, out_max); a bound the
+ * checkpoint lacks (or a tower without use_clipped_linears) is +-inf. */
+typedef struct {
+    plume_weight w;                /* [out, in] F32 */
+    float in_min, in_max, out_min, out_max;
+} enc_vision_linear;
+
+/* One encoder layer: views into the mapped file. */
+typedef struct {
+    enc_vision_linear q, k, v, o;     /* [H*hd, D] x3, [D, H*hd] */
+    enc_vision_linear gate, up, down; /* [I, D] x2, [D, I] */
+    const float *ln_in, *ln_post_attn, *ln_pre_ff, *ln_post_ff; /* [D], applied as x * w */
+    const float *q_norm, *k_norm;     /* [hd] */
+} enc_vision_layer;
+
+/* An opened tower. */
+typedef struct {
+    plume_vision_config c;
+    int32_t D_text;                /* the decoder's width: embed_vision's output */
+    plume_map map;                 /* vision.safetensors */
+    plume_weight patch_proj;       /* [D, patch*patch*3] patch_embedder.input_proj */
+    const float *pos_table;        /* [2, n_pos, D] the x table, then the y table */
+    enc_vision_layer *layer;       /* [L] */
+    plume_weight embed_proj;       /* [D_text, D] embed_vision.embedding_projection */
+    float inv_freq[64];            /* [hd/4] RoPE frequencies of each axis' half of a head */
+} enc_vision;
+
+/* The tensors of a tower of config c for a decoder of width D_text: writes up to cap into out
+ * and returns how many there are (E2B: 659; the audio tower's list above has the same form, so
+ * the converter checks both the same way). The converter checks a checkpoint with it, the
+ * loader a bundle. */
+int32_t enc_vision_tensor_list(const plume_vision_config *c, int32_t D_text, enc_tensor_spec *out, int32_t cap);
+
+/* Map path (a bundle's vision.safetensors) and check every tensor against c. */
+int enc_vision_open(enc_vision **out, const char *path, const plume_vision_config *c, int32_t D_text, char **err);
+void enc_vision_free(enc_vision *v);
+
+/* The tower on one image's patches: pix [ph*pw, patch*patch*3] (media_patchify), pos
+ * [ph*pw, 2] = (x, y), with ph and pw multiples of the pool. Writes soft [n, D] (the pooled
+ * tower output, HF's last_hidden_state; may be NULL) and emb [n, D_text], n = ph*pw / pool^2,
+ * with run's kernel table on its pool's threads. 0, PLUME_EINVAL (a grid the tower cannot take),
+ * PLUME_ENOMEM, PLUME_ECANCELED (run's abort callback asked to stop, checked between layers). */
+int enc_vision_encode(const enc_vision *v, const enc_run *run, const float *pix,
+                      const int32_t *pos, int32_t ph, int32_t pw, float *soft, float *emb, char **err);
 
 #endif /* PLUME_ENCODERS_H */

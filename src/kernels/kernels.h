@@ -6,6 +6,18 @@
  * The tables' matmuls read PLUME_L_ROWS weights, and avx512's also PLUME_L_TILES (reads_tiles);
  * forward.c hands the others a tiled weight a group of 16 rows at a time, unpacked
  * (plume_tiles_unpack).
+ *
+ * May call: common.h (types, fp16/bf16, aligned memory). Must not know: layers (forward.c),
+ * the model, files, the pool (the caller splits the work; a kernel runs on the thread it is
+ * given). Files:
+ *   scalar.c        the reference table: plain loops that define right
+ *   dispatch.c      the table for this CPU (cpuid, PLUME_ISA)
+ *   tiles.c         the tiles layout: packing and unpacking a group of 16 rows
+ *   avx2.c  avx512.c  neon.c   the float tables of each instruction set; tile.h what they share
+ *   qact.[ch]       int8 activations: the layout and the reference matmul
+ *   avx512_vnni.c   amx.c      int8 activations with AVX-512 VNNI, AMX-INT8 (prefill, tiles)
+ *   avx2_qact.[ch]  avxvnni.c  the same on 256-bit vectors: AVX2, AVX-VNNI
+ *   neon_qact.[ch]  neon_qact_dot.c   the same with NEON, with sdot
  */
 #ifndef PLUME_KERNELS_H
 #define PLUME_KERNELS_H

@@ -1,5 +1,5 @@
 /* image.c -- the decoded image: its size limits, allocation and the plume_image_* accessors
- * of plume.h. Below the decoders (decode_*.c and decode.c allocate through it). */
+ * of plume.h. Below the decoders (decode_*.c and decode_image.c allocate through it). */
 #include <stdlib.h>
 #include <string.h>
 

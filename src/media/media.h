@@ -13,12 +13,15 @@
  * the tokenizer, the prompt.
  *
  * Files, in calling order:
- *   decode.c       sniff, the pixel cap, orientation, plume_image_* of plume.h
+ *   decode_image.c sniff, orientation, the public plume_image_decode and plume_image_load
+ *   image.c        the decoded image below the decoders: the pixel cap, allocation, the
+ *                  public plume_image_* that make one from pixels, read and free it
  *   decode_png.c   decode_jpeg.c   decode_webp.c   one library each, to RGB
  *   exif.c         the orientation tag of an EXIF block
  *   resize.c       Pillow's two-pass bicubic resample with fixed-point coefficients
  *   patches.c      the target size of a budget, patches [N, p*p*3] and positions [N, 2]
- *   audio.c        audio bytes -> mono float samples at 16 kHz (media_audio)
+ *   decode_audio.c audio bytes -> mono float samples at 16 kHz (media_audio), the public
+ *                  plume_audio_* of plume.h that make, read and free it
  *   mel.c          samples -> log-mel frames and their mask (media_mel); the FFT
  *
  * Every decoder reads untrusted bytes: sizes are checked against MEDIA_MAX_PIXELS (images) or
@@ -41,7 +44,7 @@ struct plume_image {
     uint8_t *rgb;   /* [h, w, 3] */
 };
 
-/* ---- decode.c ------------------------------------------------------------------------- */
+/* ---- image.c -------------------------------------------------------------------------- */
 
 /* Check a decoder's header dimensions before it allocates: 0, or PLUME_EFORMAT naming what. */
 int media_check_size(const char *what, int64_t w, int64_t h, char **err);
@@ -99,7 +102,7 @@ int media_plan_pixels(const plume_image *img, const media_plan *p, uint8_t **rgb
  * pos [n_patches, 2] = (x, y) = (c, r). */
 void media_patchify(const uint8_t *rgb, const media_plan *p, int32_t patch, float *pix, int32_t *pos);
 
-/* ---- audio: decode, mix down, resample (audio.c) --------------------------------------- */
+/* ---- audio: decode, mix down, resample (decode_audio.c) ------------------------------- */
 
 enum {
     MEDIA_AUDIO_RATE = 16000,          /* samples per second the audio tower hears */

@@ -1,14 +1,15 @@
 /* cli.h -- the CLI room (tools/cli/): the `plume` command. plume.c is the dispatch table;
  * each cmd_<name>.c defines int cmd_<name>(int argc, char **argv), with argv[0] the
  * subcommand's name, and returns the process exit status; generate.[ch] is the generation
- * loop run, chat and transcribe share; cli_common.c what they all share (below).
+ * loop run, chat and transcribe share; cli_common.c what they all share (below);
+ * bench_constrain.c the constraint's cost that `plume bench --json-schema` measures.
  *
  * Owns: flags, terminal output, exit statuses. May call: libplume's public API (plume.h, and
- * the utility headers common.h, npy.h), the server room (serve/serve.h: serve_run and its
- * config) and the hub room (hub/store.h, hub/hub.h). Must not know: the model's internals
- * (model.h, forward.h, pool.h, config.h, ...: tests/test_layers.py checks it), the server's
- * or the hub's files beyond their headers. Errors go to stderr as one line
- * "plume <cmd>: <message>". */
+ * the utility headers common.h, npy.h, manifest.h for `plume verify`), the server room
+ * (serve/serve.h: serve_run and its config) and the hub room (hub/store.h, hub/hub.h).
+ * Must not know: the model's internals (model.h, forward.h, pool.h, config.h, ...:
+ * tests/test_layers.py checks it), the server's or the hub's files beyond their headers.
+ * Errors go to stderr as one line "plume <cmd>: <message>". */
 #ifndef PLUME_CLI_H
 #define PLUME_CLI_H
 

@@ -224,6 +224,14 @@ static plume_image *bench_image(char **err) {
     return img;
 }
 
+/* The id of a token by its text in m's vocabulary ("<bos>", "<|turn>", "\n"), or fallback % the
+ * vocabulary's size when it has none (a bundle without a tokenizer: any id feeds the model). */
+static int32_t bench_token(const plume_model *m, const char *text, int32_t fallback) {
+    const plume_tokenizer *tok = plume_model_tokenizer(m);
+    int32_t id = tok ? plume_token_find(tok, text) : -1;
+    return id >= 0 ? id : fallback % plume_model_n_vocab(m);
+}
+
 /* The tower's encode time, the resize alone (plume_image_tokens), and the TTFT of a prompt
  * "<bos><|turn>user\n" + the image's run + 16 text ids + "<turn|>\n<|turn>model\n" in a
  * fresh session (encode + prefill); medians and ranges over reps. 0, or 1 (printed). */
@@ -246,14 +254,15 @@ static int image_costs(const char *model, const char *isa, int32_t threads, int 
     int32_t *ids = rc ? NULL : malloc((size_t)(n_tok + 32) * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!rc && (!ids || !logits)) rc = plume_fail(&err, PLUME_ENOMEM, "out of memory");
-    if (!rc) { /* the prompt: ids 2 105 and 107 are <bos> <|turn> and "\n" in Gemma's vocabulary */
+    if (!rc) { /* the prompt: <bos> <|turn> "\n" (2 105 107 in Gemma's vocabulary) */
         uint64_t r = 11;
-        const int32_t img_id = plume_model_media_token(m, "image");
-        ids[n++] = 2, ids[n++] = 105 % V, ids[n++] = 107 % V, ids[n++] = plume_model_media_token(m, "boi");
+        const int32_t img_id = plume_model_media_token(m, "image"), turn = bench_token(m, "<|turn>", 105);
+        const int32_t nl = bench_token(m, "\n", 107), end = bench_token(m, "<turn|>", 106);
+        ids[n++] = bench_token(m, "<bos>", 2), ids[n++] = turn, ids[n++] = nl, ids[n++] = plume_model_media_token(m, "boi");
         for (int32_t i = 0; i < n_tok; i++) ids[n++] = img_id;
         ids[n++] = plume_model_media_token(m, "eoi");
         for (int32_t i = 0; i < 16; i++) ids[n++] = (int32_t)(300 + plume_rng_next(&r) % 1000) % V;
-        ids[n++] = 106 % V, ids[n++] = 107 % V, ids[n++] = 105 % V;
+        ids[n++] = end, ids[n++] = nl, ids[n++] = turn;
     }
     for (int64_t k = 0; !rc && k < reps; k++) {
         plume_embd *e = NULL;
@@ -306,7 +315,7 @@ static int image_costs(const char *model, const char *isa, int32_t threads, int 
 static double depth_decode(plume_model *m, int64_t depth, int64_t n_gen, int32_t kv_bits, uint64_t *rng) {
     plume_session *s = NULL;
     char *err = NULL;
-    int32_t V = plume_model_n_vocab(m), next = 2;
+    int32_t V = plume_model_n_vocab(m), next = bench_token(m, "<bos>", 2);
     float *logits = malloc((size_t)V * 4);
     plume_session_params sp = plume_session_default_params();
     sp.n_ctx = (int32_t)(depth + n_gen + 2);
@@ -511,7 +520,7 @@ static int bench_rep(const bench_opts *o, int r, bench_figures *f, uint64_t *rng
     int32_t V = plume_model_n_vocab(m);
     int32_t *ids = malloc((size_t)o->n_prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
-    ids[0] = 2;
+    ids[0] = bench_token(m, "<bos>", 2);
     for (int64_t i = 1; i < o->n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);
     t0 = plume_now();
     int rc = plume_session_feed(s, ids, (int32_t)o->n_prompt, logits, 0, &err);
@@ -597,7 +606,7 @@ static int bench_threads_profile(const bench_opts *o, uint64_t *rng) {
     sp.n_ctx = (int32_t)(o->n_prompt + o->n_gen + 1);
     sp.kv_bits = (int32_t)o->kv_bits;
     if (sp.n_ctx < plume_model_n_ctx(m)) sp.n_ctx = plume_model_n_ctx(m);
-    int32_t V = plume_model_n_vocab(m), *ids = malloc((size_t)o->n_prompt * sizeof *ids), next = 2;
+    int32_t V = plume_model_n_vocab(m), *ids = malloc((size_t)o->n_prompt * sizeof *ids), next = bench_token(m, "<bos>", 2);
     float *logits = malloc((size_t)V * sizeof *logits);
     int rc = !ids || !logits ? cli_error("bench: out of memory") : plume_session_new(&s, m, &sp, &err);
     for (int64_t i = 0; !rc && i < o->n_prompt; i++) ids[i] = (int32_t)(plume_rng_next(rng) % (uint64_t)V);

@@ -1,5 +1,5 @@
 /* cmd_verify.c -- `plume verify BUNDLE`: check every file of a bundle against the SHA-256
- * manifest convert and synth wrote (tools/manifest.c), with a progress bar on a terminal. */
+ * manifest convert and synth wrote (src/manifest.c), with a progress bar on a terminal. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -32,7 +32,7 @@ static const command commands[] = {
 
 /* Print the list of subcommands. */
 static void usage(FILE *f) {
-    fprintf(f, "plume %s -- a featherweight runtime for Gemma 4 E2B\n\nusage: plume COMMAND [ARGS]\n\n",
+    fprintf(f, "plume %s -- a featherweight runtime for Gemma 4 E2B/E4B\n\nusage: plume COMMAND [ARGS]\n\n",
             PLUME_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);

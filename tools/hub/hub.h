@@ -2,6 +2,9 @@
  * cache layout and settings (so caches are shared with huggingface-cli and transformers), the
  * revision API, and downloads that resume, retry and are verified before they appear under
  * snapshots/ (docs/PULL.md). Knows nothing of models or bundles; only the CLI links libcurl.
+ * The hub room (tools/hub/) is this client (hub.c) and the model store over it (store.c,
+ * store.h); it may call libplume's public API and utility headers (common.h, digest.h) and
+ * knows nothing of the CLI or the server.
  *
  *   $HF_HUB_CACHE | $HF_HOME/hub | ~/.cache/huggingface/hub
  *     models--ORG--NAME/

@@ -1,42 +1,51 @@
 /* serve.h -- the room of `plume serve` (docs/SERVER.md): an HTTP server over one model, with
  * continuous batching, that speaks several API dialects.
  *
- * What it owns: the transport (libmicrohttpd), the routes, the internal request, the
- * scheduler, the answers and the dialects. What it may call: libplume (plume.h and the
- * utility headers chat/chat.h, common.h). What it must not know: the CLI (tools/cli/ calls
- * serve_run and nothing else) and the Hub.
+ * What it owns: the front door, the transport (libmicrohttpd), the routes, the preparation of
+ * jobs, the internal request, the scheduler, the answers and the dialects. What it may call:
+ * libplume (plume.h and the utility headers chat/chat.h, common.h, digest.h). What it must
+ * not know: the CLI (tools/cli/ calls serve_run and nothing else) and the Hub.
  *
  * Its files, in the order a request goes through them:
  *
  *   serve_door.c     the front door: the listening socket; a connection waits there (a poll
  *                    set, a deadline, a share per client address) until its request head is
  *                    whole and checked, then goes to the daemon; bad heads get JSON errors.
- *   serve_http.c     the transport: sockets, routes, the API key, limits, waiting on a job and
- *                    sending its bytes (SSE or NDJSON streams, whole replies), /health,
- *                    /metrics, /v1/models, the web page; serve_run.
- *   serve_openai.c   a dialect (there will be more: one file each): request bytes -> the
- *                    internal request, answer events -> bytes, errors -> bytes. OpenAI's
- *                    /v1/chat/completions and /v1/completions, and llama-server's /tokenize
- *                    and /detokenize bodies.
+ *   serve_http.c     the transport: sockets, the routes table (each endpoint's dialect, and
+ *                    the dialect of a 404 under a prefix), the API key, CORS, limits and the
+ *                    memory budget, waiting on a job and sending its bytes (SSE or NDJSON
+ *                    streams, whole replies), /health, /metrics, the web page; serve_run.
+ *   serve_prepare.c  a request body made into a job: the dialect's parse, the prompt rendered
+ *                    and tokenized (<bos> from the vocabulary), ids, bias ids and a request's
+ *                    grammar checked against the vocabulary, the context budget, the job's id.
+ *   the dialects     one file each: request bytes -> the internal request, answer events ->
+ *                    bytes, errors -> bytes (each maps the error kind and the finish to its
+ *                    own words), reading only a job's const head (serve_job_head):
+ *     serve_openai.c     OpenAI's /v1/chat/completions, /v1/completions and /v1/models;
+ *     serve_responses.c  OpenAI's /v1/responses;
+ *     serve_anthropic.c  Anthropic's /v1/messages and /v1/messages/count_tokens;
+ *     serve_ollama.c     Ollama's /api/chat, /api/generate and its model endpoints;
+ *     serve_transcribe.c /v1/audio/transcriptions: a multipart form -> a chat request of a clip;
+ *     serve_llama.c      llama-server's /tokenize and /detokenize bodies.
  *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
- *                    shares, the chat prompt of a request, the context budget, UTF-8.
+ *                    shares, its tools, the chat prompt of a request, the context budget,
+ *                    UTF-8, the error model.
+ *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
+ *                    URLs, the prompt of a request with media (runs and keys), their encoding
+ *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
  *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
  *                    plume_batch step per iteration, and the encoder thread that runs the
  *                    towers for a slot while the others step; a request of n choices takes n slots
  *                    and prefills once (the session is copied); it hands each generated
  *                    token to its choice's answer as text and log-probabilities (numbers,
  *                    never JSON), and the prompt's log-probabilities when asked.
- *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
- *                    URLs, the prompt of a request with media (runs and keys), their encoding
- *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
- *   serve_transcribe.c  /v1/audio/transcriptions: a multipart form -> a chat request of a clip.
  *   serve_answer.c   a request in flight (serve_job) and its answers, one per choice:
  *                    generated text -> chat parser -> stop strings -> events (text, thought,
  *                    tool call, end, done, error), each turned into bytes by the job's
  *                    dialect, or gathered into the whole reply when not streamed.
  *
- * The transport, the scheduler and the answer name no JSON field; a dialect names no socket
- * or slot (../shared/spec/style.md, "Rooms"). */
+ * The transport, the preparation, the scheduler and the answer name no JSON field; a dialect
+ * names no socket or slot (../shared/spec/style.md, "Rooms"). */
 #ifndef PLUME_SERVE_H
 #define PLUME_SERVE_H
 
@@ -65,19 +74,33 @@
 #define SERVE_MAX_MEDIA 32        /* images and audio clips of one request */
 
 /* ---- errors -----------------------------------------------------------------------------
- * What went wrong, in no dialect's words: each dialect spells it (serve_dialect.error). */
+ * What went wrong, in no dialect's words: an HTTP status, plume's kind of error and its code;
+ * each dialect spells them in its own vocabulary (serve_dialect.error: OpenAI's "type",
+ * Anthropic's error.type, Ollama's plain "error"). */
+
+/* Whose fault, and what the client may do about it. */
+typedef enum {
+    SERVE_ERR_REQUEST = 0, /* the request is wrong or cannot be served as asked: change it */
+    SERVE_ERR_BUSY,        /* the server is busy (queue, memory, connections): retry later */
+    SERVE_ERR_TIMEOUT,     /* the client was too slow to send its request */
+    SERVE_ERR_SERVER,      /* plume failed, or is shutting down */
+} serve_error_kind;
 
 typedef struct {
-    int32_t status;     /* HTTP status: 400, 401, 404, 413, 429, 500, 503, ... */
-    char type[32];      /* invalid_request_error, server_error, rate_limit_error, ... */
-    char param[80];     /* the request field at fault, or "" */
-    char code[32];      /* invalid_value, missing_field, ..., or "" */
+    int32_t status;        /* HTTP status: 400, 401, 404, 413, 429, 500, 503, ... */
+    serve_error_kind kind;
+    char param[80];        /* the request field at fault, or "" */
+    char code[32];         /* plume's code: invalid_value, missing_field, server_busy, ..., or "" */
     char message[1024];
 } serve_error;
 
 /* Fill e (param and code may be NULL); returns status. */
-int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
+int serve_error_set(serve_error *e, int32_t status, serve_error_kind kind, const char *param, const char *code,
                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Out of memory: a 500 (returns 500). */
+#define SERVE_OOM(e) serve_error_set(e, 500, SERVE_ERR_SERVER, NULL, NULL, "out of memory")
+/* A 400 invalid_media about an image or audio part (param: the part); printf's arguments. */
+#define SERVE_BAD_MEDIA(e, param, ...) serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_media", __VA_ARGS__)
 
 /* ---- the internal request -------------------------------------------------------------- */
 
@@ -91,6 +114,14 @@ typedef struct {
     char *name;
     char *arguments; /* the arguments as JSON text */
 } serve_tool_call;
+
+/* One tool a request declares, in no dialect's shape (strings malloc'd). */
+typedef struct {
+    char *name;
+    char *description; /* or NULL */
+    char *parameters;  /* the JSON Schema of its arguments as JSON text (the client's schema,
+                          printed unformatted), or NULL when none was given */
+} serve_tool;
 
 /* One chat message (every string malloc'd, NULL when absent). */
 typedef struct {
@@ -123,7 +154,8 @@ typedef struct {
     char *prompt;               /* completion: the raw prompt (text), or NULL when given as ids */
     int32_t *prompt_ids;        /* completion: [n_prompt_ids] the prompt as token ids (checked */
     int32_t n_prompt_ids;       /*   against the vocabulary when the job is made) */
-    char *tools;                /* the tools as the chat template takes them (OpenAI's list), JSON text, or NULL */
+    serve_tool *tools;          /* [n_tools] the tools the model may call */
+    int32_t n_tools;
     char *tool_choice;          /* "auto" (default), "none", "required", or a function's name */
     char *grammar;              /* the answer's format as GBNF (docs/STRUCTURED.md): a JSON schema,
                                    JSON mode or a forced tool call, compiled when the request is
@@ -166,6 +198,18 @@ void serve_request_free(serve_request *r);
 /* Append an empty message of a role to r (the list grows; at most SERVE_MAX_MESSAGES); NULL
  * with e filled (400 past the limit, 500 out of memory). */
 serve_message *serve_request_add_message(serve_request *r, const char *role, serve_error *e);
+/* Append a tool to r: its name, its description (NULL: none) and the JSON Schema of its
+ * arguments (NULL or JSON null: none; printed as JSON text). 0 or 500. */
+int serve_request_add_tool(serve_request *r, const char *name, const char *description, const cJSON *parameters,
+                           serve_error *e);
+/* A function declaration {"name", "description", "parameters"} (OpenAI's tools[i].function,
+ * a Responses function tool) appended to r's tools. 0, or a 400 "'tools' must be <what>" when
+ * fn is not an object with a string name (and a string description, if any). */
+int serve_function_tool(serve_request *r, const cJSON *fn, const char *what, serve_error *e);
+/* The tools of r in the shape libplume takes them (plume_chat_options.tools_json,
+ * plume_tool_call_grammar: OpenAI's list of function declarations), JSON text, malloc'd; NULL
+ * when out of memory. */
+char *serve_tools_json(const serve_request *r);
 /* Append a tool call to m (every string copied; arguments JSON text, NULL: none). 0 or 500. */
 int serve_message_add_call(serve_message *m, const char *id, const char *name, const char *arguments,
                            serve_error *e);
@@ -238,6 +282,16 @@ typedef struct {
     double predicted_ms; /* the first generated token -> the last: completion - 1 decode steps */
 } serve_usage;
 
+/* Why a choice ended, in no dialect's words (each dialect names it: OpenAI's finish_reason,
+ * Anthropic's stop_reason, Ollama's done_reason). */
+typedef enum {
+    SERVE_FINISH_NONE = 0,   /* not ended (yet) */
+    SERVE_FINISH_STOP,       /* the model ended its turn, or a stop string came */
+    SERVE_FINISH_LENGTH,     /* max_tokens, or the context, ran out */
+    SERVE_FINISH_TOOL_CALLS, /* the model stopped after calling tools */
+    SERVE_FINISH_LOAD,       /* a SERVE_LOAD request: nothing was generated */
+} serve_finish;
+
 /* The log-probability of one generated token and its most likely alternatives. */
 typedef struct {
     int32_t id;
@@ -271,7 +325,7 @@ typedef struct {
     const serve_logprob *lp;      /* TEXT, THOUGHT: the token behind the piece, or NULL */
     const serve_tool_call *call;  /* TOOL_CALL */
     int32_t call_index;           /* TOOL_CALL: 0, 1, ... in the choice */
-    const char *finish;           /* END: "stop", "length" or "tool_calls" */
+    serve_finish finish;          /* END: STOP, LENGTH or TOOL_CALLS */
     const char *stop;             /* END: the stop string that ended the choice, or NULL */
     const serve_usage *usage;     /* END: the choice's; DONE: the request's */
     const serve_error *error;     /* ERROR */
@@ -285,7 +339,7 @@ typedef struct {
     int32_t n_calls;
     const serve_logprob *lps;     /* [n_lps] when the request asked for log-probabilities */
     int32_t n_lps;
-    const char *finish;           /* "stop", "length", "tool_calls" (SERVE_LOAD: "load") */
+    serve_finish finish;          /* STOP, LENGTH, TOOL_CALLS (SERVE_LOAD: LOAD) */
     const char *stop;             /* the stop string that ended it, or NULL */
 } serve_reply;
 
@@ -316,12 +370,31 @@ cJSON *serve_json_logprob(const plume_tokenizer *tok, const serve_logprob *lp);
 
 /* ---- dialects ------------------------------------------------------------------------- */
 
-struct serve_job;
+struct serve_dialect;
 
-/* One API dialect: its bytes -> the internal request; answer events -> its bytes. The job
- * gives what every reply repeats (id, model, created time, the tokenizer for logprob text,
- * the prompt's tokens) and, for a stream, the dialect's own state (state_size bytes, zeroed,
- * freed with state_free). */
+/* What a dialect reads of a job (its head): what every reply repeats (id, model, created
+ * time), the request, the tokenizer for logprob text, the prompt's tokens. Written by the
+ * connection thread before the job is submitted (prompt_lps: by the scheduler before the
+ * PROMPT event), read-only after; a dialect is given it const, never the job's lock or queue. */
+typedef struct {
+    serve_request req;
+    const struct serve_dialect *dialect;
+    const plume_tokenizer *tok; /* spells the tokens of log-probabilities */
+    int32_t *ids;             /* [n_ids] the prompt's tokens */
+    int32_t n_ids;
+    int32_t echo_from;        /* ids[echo_from..] are the client's (1 when plume added the <bos>) */
+    int32_t in_thought;       /* chat: the prompt opened the thought channel */
+    serve_logprob *prompt_lps;/* [n_ids] when asked (req.echo && logprobs, or prompt_logprobs): */
+                              /*   entry i is ids[i] given ids[<i]; entry 0 has none (NaN) */
+    int32_t prompt_top;       /* alternatives per prompt token */
+    char id[48];              /* "<dialect id_prefix>-..." */
+    const char *model;        /* the name the model is served as */
+    int64_t created;          /* Unix seconds */
+} serve_job_head;
+
+/* One API dialect: its bytes -> the internal request; answer events -> its bytes. The job's
+ * head gives what every reply repeats and, for a stream, the dialect has its own state
+ * (state_size bytes, zeroed, freed with state_free). */
 typedef struct serve_dialect {
     const char *name;        /* "openai-chat", "openai-completion", "ollama-chat", ... */
     const char *id_prefix;   /* of the answer's id: "chatcmpl", "cmpl", "msg", ... */
@@ -331,10 +404,10 @@ typedef struct serve_dialect {
      * 0, or an HTTP status with e filled. */
     int (*parse)(serve_request *r, const char *body, size_t len, serve_error *e);
     /* The bytes of one event of a streamed answer, appended to out. */
-    void (*stream)(plume_buf *out, struct serve_job *j, const serve_event *ev);
+    void (*stream)(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev);
     /* The body of a whole (non-streamed) answer of n choices and their usage, malloc'd (NULL:
      * out of memory). u is NULL for a SERVE_LOAD request. */
-    char *(*reply)(const struct serve_job *j, const serve_reply *r, int32_t n, const serve_usage *u);
+    char *(*reply)(const serve_job_head *j, const serve_reply *r, int32_t n, const serve_usage *u);
     /* The body of an error reply, malloc'd (NULL: out of memory). */
     char *(*error)(const serve_error *e);
     /* Bytes a client of a stream skips (an SSE comment line ":"; a space before the next of
@@ -346,7 +419,7 @@ typedef struct serve_dialect {
     /* Free what the dialect keeps in a stream's state (may be NULL). */
     void (*state_free)(void *state);
     /* The Content-Type of a whole reply (NULL, or the function NULL: application/json). */
-    const char *(*content_type)(const struct serve_job *j);
+    const char *(*content_type)(const serve_job_head *j);
     /* The request body is not JSON (a multipart form): the transport budgets it by its bytes
      * alone, without the JSON check and count of values. */
     int form_body;
@@ -362,6 +435,13 @@ extern const serve_dialect serve_responses;         /* POST /v1/responses */
 /* The body of an OpenAI error (the Responses API's too): {"error": {"message", "type",
  * "param", "code"}}, malloc'd. */
 char *serve_openai_error(const serve_error *e);
+/* OpenAI's error "type" of a kind of error: invalid_request_error, rate_limit_error, ... */
+const char *serve_openai_error_type(serve_error_kind kind);
+/* OpenAI's finish_reason of a finish: "stop", "length", "tool_calls" ("load": SERVE_LOAD). */
+const char *serve_openai_finish(serve_finish f);
+/* GET /v1/models: the list of the one model; GET /v1/models/NAME (one not NULL): that model
+ * (any name is served by the one model). The body, malloc'd (NULL: out of memory). */
+char *serve_openai_models(const serve_info *m, const char *one);
 extern const serve_dialect serve_anthropic;         /* POST /v1/messages */
 extern const serve_dialect serve_anthropic_count;   /* POST /v1/messages/count_tokens */
 extern const serve_dialect serve_ollama_chat;       /* POST /api/chat */
@@ -380,11 +460,14 @@ int serve_tokenize_parse(const char *body, size_t len, char **content, int32_t *
 /* POST /detokenize: {"tokens": [ids]} with ids in [0, n_vocab); *ids malloc'd. 0 or 400. */
 int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n,
                            serve_error *e);
+/* The /tokenize reply {"tokens": [bos?, ids...]} (bos < 0: none), written as it is (at most 12
+ * bytes an id), not built as a tree of a node per id; malloc'd (NULL: out of memory). */
+char *serve_tokenize_reply(const int32_t *ids, int32_t n, int32_t bos);
+/* The /detokenize reply {"content": text}, malloc'd (NULL: out of memory). */
+char *serve_detokenize_reply(const char *text);
 
 /* ---- jobs and answers -------------------------------------------------------------------- */
 
-/* A request in flight, shared by its connection thread and the scheduler (reference counted).
- * Everything above `mu` is written by the connection before submitting and read-only after. */
 /* A choice's whole answer, gathered while it is generated (requests not streamed). */
 typedef struct {
     plume_buf text, thought;
@@ -393,24 +476,15 @@ typedef struct {
     serve_logprob *lps;     /* [n_lps] */
     int32_t n_lps;
     size_t cap_lps;
-    const char *finish;     /* once ended: "stop", "length", "tool_calls" */
+    serve_finish finish;    /* once ended: STOP, LENGTH, TOOL_CALLS */
     int32_t stop;           /* the index of the stop string that ended it, or -1 */
 } serve_gathered;
 
+/* A request in flight, shared by its connection thread and the scheduler (reference counted).
+ * Its head is written by the connection before submitting and read-only after (the dialect
+ * reads it); the rest, under `mu`. */
 typedef struct serve_job {
-    serve_request req;
-    const serve_dialect *dialect;
-    const plume_tokenizer *tok; /* spells the tokens of log-probabilities */
-    int32_t *ids;             /* [n_ids] the prompt's tokens */
-    int32_t n_ids;
-    int32_t echo_from;        /* ids[echo_from..] are the client's (1 when plume added the <bos>) */
-    int32_t in_thought;       /* chat: the prompt opened the thought channel */
-    serve_logprob *prompt_lps;/* [n_ids] when asked (req.echo && logprobs, or prompt_logprobs): */
-                              /*   entry i is ids[i] given ids[<i]; entry 0 has none (NaN) */
-    int32_t prompt_top;       /* alternatives per prompt token */
-    char id[48];              /* "<dialect id_prefix>-..." */
-    const char *model;        /* the name the model is served as */
-    int64_t created;          /* Unix seconds */
+    serve_job_head head;      /* what the dialect reads */
     void *state;              /* the dialect's state of a stream (dialect->state_size bytes) */
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled when bytes arrive or the job ends */
@@ -440,7 +514,7 @@ int serve_job_cancelled(serve_job *j);
 /* End the job without a reply (its client is gone): status, done, its connection woken. */
 void serve_job_abandon(serve_job *j, int32_t status);
 /* End the job with an error: an error event when streaming, else the error reply. */
-void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *msg);
+void serve_job_fail(serve_job *j, int32_t status, serve_error_kind kind, const char *msg);
 
 /* The answer of one choice of a job as it is generated. */
 typedef struct {
@@ -466,9 +540,9 @@ void serve_answer_prompt(serve_answer *a);
  * or SERVE_ANSWER_STOP (a stop string completed) or SERVE_ANSWER_END (the parser read an end
  * marker): then the answer is over. */
 int serve_answer_put(serve_answer *a, const char *piece, size_t len, const serve_logprob *lp);
-/* End the choice: held text, finish reason ("stop" or "length"; "tool_calls" after calls),
- * its usage. The last choice to end sends DONE, or the whole reply; the job is then done. */
-void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage *u);
+/* End the choice: held text, finish reason (STOP or LENGTH; TOOL_CALLS after calls), its
+ * usage. The last choice to end sends DONE, or the whole reply; the job is then done. */
+void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage *u);
 /* Free the answer's state (not the job). */
 void serve_answer_free(serve_answer *a);
 
@@ -559,8 +633,6 @@ int serve_media_encode(serve_media *md, plume_encoder *enc, int32_t from, int32_
  * next call), how many of the first one's rows lie before pos (*skip); returns the count. */
 int32_t serve_media_at(serve_media *md, int32_t pos, const plume_embd *const **list, int32_t *skip);
 void serve_media_free(serve_media *md);
-/* /v1/models: "input_modalities": ["text", "image"?, "audio"?] added to a model object. */
-void serve_media_modalities(const plume_model *m, cJSON *model);
 /* Decode base64 (standard or URL-safe, whitespace skipped, padding optional) into *out
  * (malloc'd). 0, -1 (not base64), -2 (out of memory). */
 int serve_base64_decode(const char *s, size_t n, uint8_t **out, size_t *len);
@@ -572,6 +644,35 @@ int serve_addr_private(const struct sockaddr *sa);
 int serve_multipart_parse(const char *body, size_t len, serve_form_field *f, int cap);
 
 extern const serve_dialect serve_transcription; /* POST /v1/audio/transcriptions */
+
+/* ---- job preparation (serve_prepare.c) ------------------------------------------------------
+ * What the connection thread does with a request body before the scheduler sees it: the
+ * dialect parses it, the prompt is rendered and tokenized (media counted and their runs made),
+ * the prompt and the request are checked against the vocabulary and the context. */
+
+/* What preparing a job needs of the server (filled once at start; next_id counts jobs). */
+typedef struct {
+    plume_model *m;
+    const plume_tokenizer *tok;
+    int32_t n_ctx;            /* context of each slot */
+    int32_t bos;              /* the id of <bos> in the vocabulary, or -1 (none) */
+    const char *model;        /* the name the model is served as */
+    serve_media_opts media;   /* how remote images are fetched */
+    _Atomic int64_t next_id;  /* the number in the next job's id */
+} serve_prep;
+
+/* Fill what p needs of the model (tok, bos); the caller sets n_ctx, model and media. */
+void serve_prep_init(serve_prep *p, plume_model *m);
+/* Parse, render, tokenize and check a generation request body of a dialect into a job (one
+ * reference, for the caller). 0 or an HTTP status with e filled. */
+int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, serve_job **out,
+                      serve_error *e);
+/* The number of prompt tokens of a request body (Anthropic's count_tokens): parsed, rendered,
+ * tokenized. 0 or an HTTP status with e filled. */
+int serve_prepare_count(serve_prep *p, const serve_dialect *d, const char *body, size_t len, int32_t *n_tokens,
+                        serve_error *e);
+/* Tokenize text (no <bos> added) into *ids (malloc'd). 0, or 400 (not UTF-8) or 500 in e. */
+int serve_tokenize_text(const plume_tokenizer *tok, const char *text, int32_t **ids, int32_t *n, serve_error *e);
 
 /* ---- the scheduler ---------------------------------------------------------------------- */
 

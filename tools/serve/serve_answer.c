@@ -39,10 +39,10 @@ serve_job *serve_job_new(serve_request *req, const serve_dialect *d) {
     if (j && !req->stream && !(j->choices = calloc((size_t)n, sizeof *j->choices))) goto fail;
     if (j && req->stream && d->state_size && !(j->state = calloc(1, d->state_size))) goto fail;
     if (!j) return NULL;
-    j->req = *req;
-    j->req.n = n;
+    j->head.req = *req;
+    j->head.req.n = n;
     memset(req, 0, sizeof *req);
-    j->dialect = d;
+    j->head.dialect = d;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
@@ -63,13 +63,13 @@ void serve_job_unref(serve_job *j) {
     int last = --j->refs == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
-    for (int32_t i = 0; j->choices && i < j->req.n; i++) gathered_free(&j->choices[i]);
+    for (int32_t i = 0; j->choices && i < j->head.req.n; i++) gathered_free(&j->choices[i]);
     free(j->choices);
-    if (j->state && j->dialect->state_free) j->dialect->state_free(j->state);
+    if (j->state && j->head.dialect->state_free) j->head.dialect->state_free(j->state);
     free(j->state);
-    serve_request_free(&j->req);
-    free(j->ids);
-    free(j->prompt_lps);
+    serve_request_free(&j->head.req);
+    free(j->head.ids);
+    free(j->head.prompt_lps);
     free(j->out.p);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -104,7 +104,7 @@ static void job_done_locked(serve_job *j, int32_t status) {
  * done: a failed job's other choices may still be running until their next step). */
 static void job_event(serve_job *j, const serve_event *ev) {
     pthread_mutex_lock(&j->mu);
-    if (!j->done) j->dialect->stream(&j->out, j, ev);
+    if (!j->done) j->head.dialect->stream(&j->out, &j->head, j->state, ev);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
@@ -121,8 +121,8 @@ static void job_finish(serve_job *j, int32_t status, char *body) {
 
 /* The reply of a request that generates nothing. */
 void serve_job_load(serve_job *j) {
-    serve_reply r = {.text = "", .finish = "load"};
-    job_finish(j, 200, j->dialect->reply(j, &r, 1, NULL));
+    serve_reply r = {.text = "", .finish = SERVE_FINISH_LOAD};
+    job_finish(j, 200, j->head.dialect->reply(&j->head, &r, 1, NULL));
 }
 
 /* End the job without a reply: its client is gone. */
@@ -134,14 +134,14 @@ void serve_job_abandon(serve_job *j, int32_t status) {
 
 /* End a job with an error: an error event when streaming, else the error reply. Its other
  * choices stop at the next step (the job counts as cancelled). */
-void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *msg) {
+void serve_job_fail(serve_job *j, int32_t status, serve_error_kind kind, const char *msg) {
     serve_error e;
-    serve_error_set(&e, status, type, NULL, NULL, "%s", msg);
-    char *body = j->req.stream ? NULL : j->dialect->error(&e);
+    serve_error_set(&e, status, kind, NULL, NULL, "%s", msg);
+    char *body = j->head.req.stream ? NULL : j->head.dialect->error(&e);
     serve_event ev = {.kind = SERVE_EV_ERROR, .error = &e};
     pthread_mutex_lock(&j->mu);
     if (!j->done) {
-        if (j->req.stream) j->dialect->stream(&j->out, j, &ev);
+        if (j->head.req.stream) j->head.dialect->stream(&j->out, &j->head, j->state, &ev);
         else if (body) plume_buf_puts(&j->out, body);
     }
     j->cancelled = 1;
@@ -156,11 +156,11 @@ void serve_job_fail(serve_job *j, int32_t status, const char *type, const char *
  * the client: an event, or gathered for the whole reply. */
 static void put_text(serve_answer *a, serve_event_kind kind, const char *text, size_t n, const serve_logprob *lp) {
     serve_job *j = a->job;
-    if (!j->req.stream) {
+    if (!j->head.req.stream) {
         serve_gathered *g = &a->g;
         plume_buf_put(kind == SERVE_EV_THOUGHT ? &g->thought : &g->text, text, n);
         /* out of memory: the entry is dropped */
-        if (lp && j->req.logprobs && !plume_grow(&g->lps, &g->cap_lps, (size_t)g->n_lps + 1, sizeof *g->lps))
+        if (lp && j->head.req.logprobs && !plume_grow(&g->lps, &g->cap_lps, (size_t)g->n_lps + 1, sizeof *g->lps))
             g->lps[g->n_lps++] = *lp;
         return;
     }
@@ -174,7 +174,7 @@ static void put_call(serve_answer *a, const char *name, const char *arguments) {
     serve_job *j = a->job;
     serve_tool_call t = {.name = (char *)(name ? name : ""), .arguments = (char *)(arguments ? arguments : "{}")};
     int32_t index = a->n_calls++;
-    if (j->req.stream) {
+    if (j->head.req.stream) {
         serve_event ev = {.kind = SERVE_EV_TOOL_CALL, .choice = a->choice, .call = &t, .call_index = index};
         job_event(j, &ev);
         return;
@@ -206,7 +206,7 @@ static int put_deltas(serve_answer *a, const plume_chat_delta *dl, int32_t n, co
         if (dl[i].type != PLUME_CHAT_REASONING) *thought_only = 0;
         if (dl[i].type == PLUME_CHAT_TOOL_CALL) {
             put_call(a, dl[i].name, dl[i].arguments);
-            if (a->job->req.one_call) return 1; /* one call asked for: the answer ends with it */
+            if (a->job->head.req.one_call) return 1; /* one call asked for: the answer ends with it */
         } else if (dl[i].type == PLUME_CHAT_REASONING) {
             put_text(a, SERVE_EV_THOUGHT, dl[i].text, dl[i].len, *lp);
             *lp = NULL;
@@ -224,13 +224,13 @@ int serve_answer_init(serve_answer *a, serve_job *j, int32_t choice, int32_t par
     a->job = j;
     a->choice = choice;
     a->g.stop = -1;
-    int rc = plume_stop_matcher_init(&a->sm, (const char *const *)j->req.stops, j->req.n_stops, err);
-    if (!rc && parse) rc = plume_chat_parser_new(&a->cp, j->in_thought, err);
+    int rc = plume_stop_matcher_init(&a->sm, (const char *const *)j->head.req.stops, j->head.req.n_stops, err);
+    if (!rc && parse) rc = plume_chat_parser_new(&a->cp, j->head.in_thought, err);
     if (rc) {
         serve_answer_free(a);
         return rc;
     }
-    if (j->req.stream) {
+    if (j->head.req.stream) {
         serve_event ev = {.kind = SERVE_EV_START, .choice = choice};
         job_event(j, &ev);
     }
@@ -239,7 +239,7 @@ int serve_answer_init(serve_answer *a, serve_job *j, int32_t choice, int32_t par
 
 /* The prompt has been read: the PROMPT event of a stream. */
 void serve_answer_prompt(serve_answer *a) {
-    if (!a->job->req.stream) return;
+    if (!a->job->head.req.stream) return;
     serve_event ev = {.kind = SERVE_EV_PROMPT, .choice = a->choice};
     job_event(a->job, &ev);
 }
@@ -301,22 +301,22 @@ static void usage_add(serve_usage *sum, const serve_usage *u) {
 /* The whole reply of a job whose choices have all ended (no one writes them any more). */
 static char *whole_reply(serve_job *j) {
     serve_reply r[SERVE_MAX_CHOICES];
-    int32_t n = j->req.n < SERVE_MAX_CHOICES ? j->req.n : SERVE_MAX_CHOICES;
+    int32_t n = j->head.req.n < SERVE_MAX_CHOICES ? j->head.req.n : SERVE_MAX_CHOICES;
     for (int32_t i = 0; i < n; i++) {
         const serve_gathered *g = &j->choices[i];
         r[i] = (serve_reply){.text = g->text.p ? g->text.p : "", .thought = g->thought.p, .calls = g->calls,
                              .n_calls = g->n_calls, .lps = g->lps, .n_lps = g->n_lps,
-                             .finish = g->finish ? g->finish : "stop",
-                             .stop = g->stop >= 0 ? j->req.stops[g->stop] : NULL};
+                             .finish = g->finish ? g->finish : SERVE_FINISH_STOP,
+                             .stop = g->stop >= 0 ? j->head.req.stops[g->stop] : NULL};
     }
-    return j->dialect->reply(j, r, n, &j->usage);
+    return j->head.dialect->reply(&j->head, r, n, &j->usage);
 }
 
 /* End the choice: release what the parser and the matcher hold (unless a stop string ended
  * it), then its end event or its gathered answer; the last choice to end sends DONE or the
- * whole reply. reason is "stop" or "length"; "tool_calls" when calls were made and the model
+ * whole reply. reason is STOP or LENGTH; TOOL_CALLS when calls were made and the model
  * stopped. */
-void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage *u) {
+void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage *u) {
     serve_job *j = a->job;
     const serve_logprob *none = NULL;
     if (!a->stopped && a->cp) {
@@ -326,25 +326,25 @@ void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage 
         if (plume_chat_parser_flush(a->cp, &dl, &nd) == 0) a->stopped = put_deltas(a, dl, nd, &none, &thought_only);
     }
     if (a->stopped) {
-        reason = "stop";
+        reason = SERVE_FINISH_STOP;
     } else {
         const char *emit = "";
         size_t n_emit = plume_stop_matcher_flush(&a->sm, &emit);
         put_text(a, SERVE_EV_TEXT, emit, n_emit, NULL);
     }
-    if (a->n_calls > 0 && !strcmp(reason, "stop")) reason = "tool_calls";
-    int32_t stop = a->stopped && a->sm.matched >= 0 && a->sm.matched < j->req.n_stops ? a->sm.matched : -1;
+    if (a->n_calls > 0 && reason == SERVE_FINISH_STOP) reason = SERVE_FINISH_TOOL_CALLS;
+    int32_t stop = a->stopped && a->sm.matched >= 0 && a->sm.matched < j->head.req.n_stops ? a->sm.matched : -1;
     serve_usage mine = *u;
     mine.reasoning = a->n_thought;
-    if (j->req.stream) {
+    if (j->head.req.stream) {
         serve_event end = {.kind = SERVE_EV_END, .choice = a->choice, .finish = reason,
-                           .stop = stop >= 0 ? j->req.stops[stop] : NULL, .usage = &mine};
+                           .stop = stop >= 0 ? j->head.req.stops[stop] : NULL, .usage = &mine};
         job_event(j, &end);
     }
     pthread_mutex_lock(&j->mu);
     usage_add(&j->usage, &mine);
-    int last = ++j->n_ended == j->req.n;
-    if (j->choices && a->choice >= 0 && a->choice < j->req.n) {
+    int last = ++j->n_ended == j->head.req.n;
+    if (j->choices && a->choice >= 0 && a->choice < j->head.req.n) {
         serve_gathered *g = &j->choices[a->choice];
         gathered_free(g);
         *g = a->g;
@@ -353,13 +353,13 @@ void serve_answer_finish(serve_answer *a, const char *reason, const serve_usage 
         memset(&a->g, 0, sizeof a->g);
         a->g.stop = -1;
     }
-    if (last && j->req.stream) {
+    if (last && j->head.req.stream) {
         serve_event done = {.kind = SERVE_EV_DONE, .usage = &j->usage};
-        if (!j->done) j->dialect->stream(&j->out, j, &done);
+        if (!j->done) j->head.dialect->stream(&j->out, &j->head, j->state, &done);
         job_done_locked(j, 200);
     }
     pthread_mutex_unlock(&j->mu);
-    if (last && !j->req.stream) job_finish(j, 200, whole_reply(j));
+    if (last && !j->head.req.stream) job_finish(j, 200, whole_reply(j));
 }
 
 /* Free what the answer holds (the job is not touched). */

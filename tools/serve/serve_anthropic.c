@@ -18,14 +18,13 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
 /* The text of a tool_result's content: a string, or the text blocks of a list (malloc'd). */
 static int result_text(const cJSON *c, const char *param, char **out, serve_error *e) {
-    if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? 0 : OOM(e);
-    if (cJSON_IsString(c)) return (*out = strdup(c->valuestring)) ? 0 : OOM(e);
+    if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? 0 : SERVE_OOM(e);
+    if (cJSON_IsString(c)) return (*out = strdup(c->valuestring)) ? 0 : SERVE_OOM(e);
     if (!cJSON_IsArray(c)) return serve_json_bad(e, param, "a string or a list of text blocks");
     plume_buf b = {0};
     const cJSON *blk;
@@ -39,7 +38,7 @@ static int result_text(const cJSON *c, const char *param, char **out, serve_erro
         if (b.len) plume_buf_puts(&b, "\n");
         plume_buf_puts(&b, text->valuestring);
     }
-    return (*out = plume_buf_take(&b)) ? 0 : OOM(e);
+    return (*out = plume_buf_take(&b)) ? 0 : SERVE_OOM(e);
 }
 
 /* A user message: tool_result blocks become tool messages, then the text blocks one user
@@ -49,7 +48,7 @@ static int user_message(const cJSON *content, int32_t i, serve_request *r, serve
     serve_message *user = NULL;
     if (cJSON_IsString(content)) {
         if (!(user = serve_request_add_message(r, "user", e))) return e->status;
-        return (user->content = strdup(content->valuestring)) ? 0 : OOM(e);
+        return (user->content = strdup(content->valuestring)) ? 0 : SERVE_OOM(e);
     }
     const cJSON *blk;
     int32_t k = 0, n_text = 0;
@@ -63,11 +62,11 @@ static int user_message(const cJSON *content, int32_t i, serve_request *r, serve
             if (!cJSON_IsString(id)) return serve_json_bad(e, param, "a tool_result with a 'tool_use_id'");
             serve_message *t = serve_request_add_message(r, "tool", e);
             if (!t) return e->status;
-            if (!(t->tool_call_id = strdup(id->valuestring))) return OOM(e);
+            if (!(t->tool_call_id = strdup(id->valuestring))) return SERVE_OOM(e);
             rc = result_text(cJSON_GetObjectItemCaseSensitive(blk, "content"), param, &t->content, e);
             if (!rc && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "is_error"))) {
                 char *err = plume_sprintf("Error: %s", t->content);
-                if (!err) return OOM(e);
+                if (!err) return SERVE_OOM(e);
                 free(t->content);
                 t->content = err;
             }
@@ -78,7 +77,7 @@ static int user_message(const cJSON *content, int32_t i, serve_request *r, serve
         } else if (!strcmp(type->valuestring, "image")) { /* serve_media.c reads it below */
             n_text++;
         } else {
-            return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
                                    "content blocks of type '%.64s' are not supported in a user message (text, image "
                                    "and tool_result only)", type->valuestring);
         }
@@ -104,7 +103,7 @@ static int assistant_message(const cJSON *content, int32_t i, serve_request *r, 
     char param[80];
     serve_message *m = serve_request_add_message(r, "assistant", e);
     if (!m) return e->status;
-    if (cJSON_IsString(content)) return (m->content = strdup(content->valuestring)) ? 0 : OOM(e);
+    if (cJSON_IsString(content)) return (m->content = strdup(content->valuestring)) ? 0 : SERVE_OOM(e);
     const cJSON *blk;
     int32_t k = 0;
     cJSON_ArrayForEach(blk, content) {
@@ -127,17 +126,17 @@ static int assistant_message(const cJSON *content, int32_t i, serve_request *r, 
             if (!cJSON_IsString(name) || (input && !cJSON_IsObject(input)))
                 return serve_json_bad(e, param, "a tool_use block with a 'name' and an 'input' object");
             char *args = input ? cJSON_PrintUnformatted(input) : strdup("{}");
-            if (!args) return OOM(e);
+            if (!args) return SERVE_OOM(e);
             rc = serve_message_add_call(m, cJSON_IsString(id) ? id->valuestring : NULL, name->valuestring, args, e);
             free(args);
         } else {
-            return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
                                    "content blocks of type '%.64s' are not supported in an assistant message",
                                    t);
         }
         if (rc) return rc;
     }
-    if (!m->content && !m->parts && !m->n_calls && !(m->content = strdup(""))) return OOM(e);
+    if (!m->content && !m->parts && !m->n_calls && !(m->content = strdup(""))) return SERVE_OOM(e);
     return 0;
 }
 
@@ -148,7 +147,7 @@ static int parse_system(const cJSON *root, serve_request *r, serve_error *e) {
     if (!cJSON_IsString(v) && !cJSON_IsArray(v)) return serve_json_bad(e, "system", "a string or a list of text blocks");
     serve_message *m = serve_request_add_message(r, "system", e);
     if (!m) return e->status;
-    if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : OOM(e);
+    if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : SERVE_OOM(e);
     cJSON_ArrayForEach(blk, v) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type"), *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
@@ -156,14 +155,14 @@ static int parse_system(const cJSON *root, serve_request *r, serve_error *e) {
         int rc = serve_message_add_part(m, text->valuestring, e);
         if (rc) return rc;
     }
-    if (!m->parts && !(m->content = strdup(""))) return OOM(e);
+    if (!m->parts && !(m->content = strdup(""))) return SERVE_OOM(e);
     return 0;
 }
 
 /* "messages": user and assistant turns; a last assistant turn of text is continued. */
 static int parse_messages(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "messages"), *m;
-    if (!v) return serve_error_set(e, 400, "invalid_request_error", "messages", "missing_field", "'messages' is required");
+    if (!v) return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "missing_field", "'messages' is required");
     if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v)) return serve_json_bad(e, "messages", "a non-empty list of messages");
     int32_t i = 0;
     cJSON_ArrayForEach(m, v) {
@@ -186,42 +185,24 @@ static int parse_messages(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
-/* "tools": custom tools {name, description, input_schema}, rewritten as OpenAI's function
- * declarations for the template; server tools are refused. */
+/* "tools": custom tools {name, description, input_schema}; server tools are refused. */
 static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tools"), *t;
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsArray(v)) return serve_json_bad(e, "tools", "a list of tools");
-    cJSON *out = cJSON_CreateArray();
-    int rc = out ? 0 : OOM(e);
     cJSON_ArrayForEach(t, v) {
-        if (rc) break;
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"), *name = cJSON_GetObjectItemCaseSensitive(t, "name");
         const cJSON *desc = cJSON_GetObjectItemCaseSensitive(t, "description");
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
-        if (cJSON_IsString(type) && strcmp(type->valuestring, "custom")) {
-            rc = serve_error_set(e, 400, "invalid_request_error", "tools", "unsupported_value",
-                                 "tools of type '%.64s' are not supported (custom tools only)", type->valuestring);
-            break;
-        }
-        if (!cJSON_IsString(name) || (schema && !cJSON_IsObject(schema))) {
-            rc = serve_json_bad(e, "tools", "a list of {\"name\", \"description\", \"input_schema\"}");
-            break;
-        }
-        cJSON *tool = cJSON_CreateObject(), *f;
-        cJSON_AddItemToArray(out, tool);
-        cJSON_AddStringToObject(tool, "type", "function");
-        if (!(f = cJSON_AddObjectToObject(tool, "function"))) {
-            rc = OOM(e);
-            break;
-        }
-        cJSON_AddStringToObject(f, "name", name->valuestring);
-        if (cJSON_IsString(desc)) cJSON_AddStringToObject(f, "description", desc->valuestring);
-        if (schema) cJSON_AddItemToObject(f, "parameters", cJSON_Duplicate(schema, 1));
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "custom"))
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "unsupported_value",
+                                   "tools of type '%.64s' are not supported (custom tools only)", type->valuestring);
+        if (!cJSON_IsString(name) || (schema && !cJSON_IsObject(schema)))
+            return serve_json_bad(e, "tools", "a list of {\"name\", \"description\", \"input_schema\"}");
+        int rc = serve_request_add_tool(r, name->valuestring, cJSON_IsString(desc) ? desc->valuestring : NULL, schema, e);
+        if (rc) return rc;
     }
-    if (!rc && cJSON_GetArraySize(out) > 0 && !(r->tools = cJSON_PrintUnformatted(out))) rc = OOM(e);
-    cJSON_Delete(out);
-    return rc;
+    return 0;
 }
 
 /* "tool_choice": {"type": "auto" | "any" | "tool" (with "name") | "none",
@@ -242,7 +223,7 @@ static int parse_tool_choice(const cJSON *root, serve_request *r, serve_error *e
         else if (strcmp(type->valuestring, "auto"))
             return serve_json_bad(e, "tool_choice", "{\"type\": \"auto\" | \"any\" | \"none\" | \"tool\", \"name\"}");
     }
-    return (r->tool_choice = strdup(choice)) ? 0 : OOM(e);
+    return (r->tool_choice = strdup(choice)) ? 0 : SERVE_OOM(e);
 }
 
 /* "thinking": {"type": "enabled", "budget_tokens"} or {"type": "disabled"}. The budget is
@@ -288,7 +269,7 @@ static int parse_body(serve_request *r, const char *body, size_t len, int count,
     int rc = 0;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
     if (!count && (!mt || cJSON_IsNull(mt)))
-        rc = serve_error_set(e, 400, "invalid_request_error", "max_tokens", "missing_field", "'max_tokens' is required");
+        rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, "max_tokens", "missing_field", "'max_tokens' is required");
     if (!rc) rc = serve_json_int(root, "max_tokens", 1, 1 << 24, &max_tokens, e);
     r->max_tokens = (int32_t)max_tokens;
     r->include_usage = 1;
@@ -324,24 +305,25 @@ enum { BLOCK_NONE, BLOCK_THINKING, BLOCK_TEXT };
 typedef struct {
     int32_t open;     /* BLOCK_* */
     int32_t n_blocks; /* blocks started (the next one's index) */
-    const char *finish, *stop;
+    serve_finish finish;
+    const char *stop;
 } anthropic_state;
 
 /* Anthropic's stop_reason of a finish reason (and the stop string that ended it, if any). */
-static const char *stop_reason(const char *finish, const char *stop) {
-    if (!strcmp(finish, "length")) return "max_tokens";
-    if (!strcmp(finish, "tool_calls")) return "tool_use";
+static const char *stop_reason(serve_finish finish, const char *stop) {
+    if (finish == SERVE_FINISH_LENGTH) return "max_tokens";
+    if (finish == SERVE_FINISH_TOOL_CALLS) return "tool_use";
     return stop ? "stop_sequence" : "end_turn";
 }
 
 /* The id of a tool_use block: the answer's id and the call's index. */
-static void tool_use_id(const serve_job *j, int32_t index, char out[96]) {
+static void tool_use_id(const serve_job_head *j, int32_t index, char out[96]) {
     const char *dash = strchr(j->id, '-');
     snprintf(out, 96, "toolu_%s_%d", dash ? dash + 1 : j->id, index);
 }
 
 /* A tool_use block: {"type", "id", "name", "input": {object}} (input {} while streamed). */
-static cJSON *json_tool_use(const serve_job *j, const serve_tool_call *t, int32_t index, int with_input) {
+static cJSON *json_tool_use(const serve_job_head *j, const serve_tool_call *t, int32_t index, int with_input) {
     char id[96];
     tool_use_id(j, index, id);
     cJSON *b = cJSON_CreateObject();
@@ -371,7 +353,7 @@ static cJSON *json_usage(const serve_usage *u, int32_t prompt) {
 
 /* {"id", "type": "message", "role", "model", "content": [], ...} of message_start and the
  * whole reply. */
-static cJSON *message_head(const serve_job *j) {
+static cJSON *message_head(const serve_job_head *j) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "type", "message");
@@ -461,8 +443,8 @@ static char *anthropic_error(const serve_error *e) {
 }
 
 /* One event of a streamed answer, as Anthropic's events. */
-static void anthropic_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
-    anthropic_state *st = j->state;
+static void anthropic_stream(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
+    anthropic_state *st = state;
     switch (ev->kind) {
     case SERVE_EV_START: {
         cJSON *o = cJSON_CreateObject(), *m = message_head(j);
@@ -509,7 +491,7 @@ static void anthropic_stream(plume_buf *out, serve_job *j, const serve_event *ev
         cJSON *o = cJSON_CreateObject(), *d;
         cJSON_AddStringToObject(o, "type", "message_delta");
         if ((d = cJSON_AddObjectToObject(o, "delta"))) {
-            cJSON_AddStringToObject(d, "stop_reason", stop_reason(st->finish ? st->finish : "stop", st->stop));
+            cJSON_AddStringToObject(d, "stop_reason", stop_reason(st->finish ? st->finish : SERVE_FINISH_STOP, st->stop));
             if (st->stop) cJSON_AddStringToObject(d, "stop_sequence", st->stop);
             else cJSON_AddNullToObject(d, "stop_sequence");
         }
@@ -526,7 +508,7 @@ static void anthropic_stream(plume_buf *out, serve_job *j, const serve_event *ev
 }
 
 /* The whole message: thinking, text and tool_use blocks, the stop reason, the usage. */
-static char *anthropic_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
+static char *anthropic_reply(const serve_job_head *j, const serve_reply *a, int32_t n, const serve_usage *u) {
     (void)n;
     cJSON *o = message_head(j), *content = cJSON_AddArrayToObject(o, "content"), *b;
     if (a->thought && *a->thought && (b = cJSON_CreateObject())) {

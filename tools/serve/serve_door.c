@@ -62,7 +62,7 @@ static int is_tchar(unsigned char c) {
 
 /* A head refused: the status, and e says why (in no dialect's words). */
 static int head_bad(serve_error *e, int32_t status, const char *code, const char *msg) {
-    return serve_error_set(e, status, status == 408 ? "timeout_error" : "invalid_request_error", NULL, code, "%s", msg);
+    return serve_error_set(e, status, status == 408 ? SERVE_ERR_TIMEOUT : SERVE_ERR_REQUEST, NULL, code, "%s", msg);
 }
 
 /* The end of the line starting at p (its '\n'), or NULL when it has not all arrived. */

@@ -1,14 +1,14 @@
 /* serve_http.c -- the transport of `plume serve`: libmicrohttpd, the routes, the API key,
- * CORS, limits, signals, waiting on a job and sending its bytes, /health, /metrics,
- * /v1/models and the web page (docs/SERVER.md).
+ * CORS, limits, signals, waiting on a job and sending its bytes, /health, /metrics and the web
+ * page (docs/SERVER.md).
  *
  * Connections come from the door (serve_door.c) once their request head is whole; the
  * server admits them (admit: /health and /metrics even when every connection is taken) and
  * libmicrohttpd runs one thread per connection, one request per connection (Connection:
  * close: a later request on it would meet no door). A connection thread reads the body (at
  * most max_body bytes, within --timeout, within the memory budget of requests in flight),
- * has the route's dialect parse it, renders and tokenizes the prompt, submits
- * a job to the scheduler (serve_sched.c) and then waits on the job's bytes: a streamed reply is
+ * has it made into a job (serve_prepare.c: the route's dialect parses it, the prompt is
+ * rendered and tokenized), submits the job to the scheduler (serve_sched.c) and then waits on the job's bytes: a streamed reply is
  * a content reader that blocks until the scheduler has written more; a whole reply is sent
  * when the job is done. While waiting, the thread peeks at its socket so that a client that
  * hangs up cancels its job at once, even during a long prefill (a client that only closed its
@@ -18,7 +18,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -54,9 +53,9 @@ typedef struct {
     char model_name[256];
     int32_t n_ctx;
     serve_info info;       /* what the dialects' model endpoints tell (busy: read when asked) */
+    serve_prep prep;       /* what making a job of a request needs (serve_prepare.c) */
     atomic_int_fast64_t http_requests;
     atomic_int_fast64_t http_status[6]; /* by class: [2] 2xx ... [5] 5xx */
-    atomic_int_fast64_t id_counter;
     atomic_int draining;  /* SIGTERM came: /health 503, no new generation, the rest finishes */
     atomic_int stopping;
     atomic_int in_flight; /* connections holding a job (waiting or streaming) */
@@ -169,9 +168,9 @@ static enum MHD_Result reply_serve_error(serve_server *sv, struct MHD_Connection
 
 /* Queue an error made of its parts. */
 static enum MHD_Result reply_error(serve_server *sv, struct MHD_Connection *c, const serve_dialect *d, unsigned status,
-                                   const char *type, const char *code, const char *msg) {
+                                   serve_error_kind kind, const char *code, const char *msg) {
     serve_error e;
-    serve_error_set(&e, (int32_t)status, type, NULL, code, "%s", msg);
+    serve_error_set(&e, (int32_t)status, kind, NULL, code, "%s", msg);
     return reply_serve_error(sv, c, d, &e);
 }
 
@@ -213,12 +212,12 @@ static int budget_parse(serve_server *sv, serve_conn *cn, size_t per_byte, size_
     size_t need = nodes > SIZE_MAX / SERVE_JSON_NODE_BYTES / 2 || cn->len > SIZE_MAX / 64 ? SIZE_MAX
                                                                                            : nodes * SERVE_JSON_NODE_BYTES + cn->len * per_byte;
     if (need > sv->o.max_request_memory - (cn->reserved < sv->o.max_request_memory ? cn->reserved : sv->o.max_request_memory))
-        return serve_error_set(e, 413, "invalid_request_error", NULL, "request_too_large",
+        return serve_error_set(e, 413, SERVE_ERR_REQUEST, NULL, "request_too_large",
                                "handling this request would take about %zu MB (%zu JSON values), more than the server "
                                "allows for all requests in flight (--max-request-memory %zu MB)",
                                need >> 20, nodes, sv->o.max_request_memory >> 20);
     if (budget_take(sv, cn, need))
-        return serve_error_set(e, 429, "rate_limit_error", NULL, "server_busy",
+        return serve_error_set(e, 429, SERVE_ERR_BUSY, NULL, "server_busy",
                                "the server is busy with other large requests; retry later");
     *took = need;
     return 0;
@@ -289,7 +288,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (j->out_sent == j->out.len && !j->done) {
             pthread_mutex_unlock(&j->mu);
             int said = peer_check(&st->pe);
-            const char *idle = j->dialect->idle; /* a stream's probe: bytes its client skips */
+            const char *idle = j->head.dialect->idle; /* a stream's probe: bytes its client skips */
             if ((said == PEER_PROBE || (said == PEER_HERE && plume_now() - t0 >= st->keepalive)) && idle &&
                 strlen(idle) <= max) {
                 memcpy(buf, idle, strlen(idle));
@@ -343,134 +342,10 @@ static int job_wait_done(serve_job *j, peer *pe) {
 
 /* ---- the generation endpoints --------------------------------------------------------------- */
 
-/* Tokenize text (no BOS added) into a malloc'd array. 0 or an error in e. */
-static int tokenize(const plume_tokenizer *tok, const char *text, int32_t **ids, int32_t *n, serve_error *e) {
-    size_t len = strlen(text);
-    int32_t cap = (int32_t)(len < (1u << 28) ? len + 16 : (1u << 28));
-    if (!(*ids = malloc((size_t)cap * sizeof **ids))) return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    int32_t k = plume_tokenize(tok, text, len, *ids, cap);
-    if (k < 0 || k > cap) {
-        free(*ids);
-        *ids = NULL;
-        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the text is not valid UTF-8");
-    }
-    *n = k;
-    return 0;
-}
-
-/* The prompt given as token ids: each in the vocabulary; <bos> put first unless it is there.
- * *ids malloc'd, *echo_from the first of them the client gave. 0 or 400. */
-static int prompt_of_ids(serve_server *sv, const serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
-                         serve_error *e) {
-    int32_t nv = plume_tokenizer_n_vocab(sv->tok), bos = r->prompt_ids[0] != 2;
-    for (int32_t i = 0; i < r->n_prompt_ids; i++)
-        if (r->prompt_ids[i] >= nv)
-            return serve_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
-                                   "token id %d of the prompt is outside the vocabulary of %d", r->prompt_ids[i], nv);
-    if (!(*ids = malloc(((size_t)r->n_prompt_ids + 1) * sizeof **ids)))
-        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    (*ids)[0] = 2;
-    memcpy(*ids + bos, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof **ids);
-    *n = r->n_prompt_ids + bos;
-    *echo_from = bos;
-    return 0;
-}
-
-/* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
-static int prompt_tokens(serve_server *sv, serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
-                         int32_t *in_thought, serve_error *e) {
-    char *text = NULL;
-    int rc = 0;
-    *echo_from = 0;
-    if (r->kind == SERVE_COMPLETION && r->prompt_ids) return prompt_of_ids(sv, r, ids, n, echo_from, e);
-    if (r->kind == SERVE_CHAT) {
-        rc = serve_chat_render(r, &text, in_thought, e);
-    } else if (!(text = plume_sprintf("<bos>%s", r->prompt))) {
-        rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    if (!rc && r->media) { /* images and audio: their runs and keys (serve_media.c) */
-        serve_media_opts mo = {sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS};
-        rc = serve_media_prompt(sv->m, r, &mo, text, ids, n, e);
-    } else if (!rc) {
-        rc = tokenize(sv->tok, text, ids, n, e);
-    }
-    if (!rc && r->kind == SERVE_COMPLETION) *echo_from = 1;
-    free(text);
-    return rc;
-}
-
-/* What the prompt and the tokenizer decide: the bias ids in the vocabulary, a request's own
- * grammar bound to the tokens, the context budget (the request's own limit shortening
- * max_tokens), a seed when none was given, the place of the prompt's log-probabilities. 0 or
- * an error in e. */
-static int job_fit(serve_server *sv, serve_request *r, int32_t n, serve_error *e) {
-    int32_t nv = plume_tokenizer_n_vocab(sv->tok);
-    for (int32_t i = 0; i < r->n_bias; i++)
-        if (r->bias_ids[i] >= nv)
-            return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
-                                   "logit_bias names token %d, outside the vocabulary of %d", r->bias_ids[i], nv);
-    if (r->ctx_limit > sv->n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", "num_ctx", "invalid_value",
-                               "'num_ctx' %d is more than the server's context of %d tokens per slot (plume serve "
-                               "--context)", r->ctx_limit, sv->n_ctx);
-    if (r->grammar_given) { /* the request's own GBNF: its token references, its start state */
-        char *err = NULL;
-        int g = plume_grammar_check(r->grammar, strlen(r->grammar), sv->tok, &err);
-        if (g == PLUME_ENOMEM) g = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        else if (g) g = serve_error_set(e, 400, "invalid_request_error", "grammar", "invalid_value", "'grammar': %s",
-                                        !err ? "cannot be enforced" : strncmp(err, "grammar: ", 9) ? err : err + 9);
-        free(err);
-        if (g) return g;
-    }
-    int32_t ctx = r->ctx_limit > 0 ? r->ctx_limit : sv->n_ctx;
-    int rc = serve_check_request_budget(r, n, ctx, e);
-    if (rc) return rc;
-    if (ctx < sv->n_ctx && (r->max_tokens < 0 || r->max_tokens > ctx - n)) r->max_tokens = ctx - n;
-    if (!r->seed_given) r->sp.seed = (uint64_t)serve_seed_draw();
-    return 0;
-}
-
-/* Parse, render, tokenize and check a generation request of a dialect into a job. 0 or an
- * error in e. */
-static int make_job(serve_server *sv, const serve_dialect *d, const serve_conn *cn, serve_job **out, serve_error *e) {
-    serve_request r;
-    int rc = serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, e);
-    int32_t in_thought = 0, *ids = NULL, n = 0, echo_from = 0;
-    if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, e);
-    if (!rc && r.kind != SERVE_LOAD) rc = job_fit(sv, &r, n, e);
-    serve_logprob *plp = NULL;
-    int32_t want_plp = r.prompt_logprobs >= 0 || (r.echo && r.logprobs);
-    if (!rc && want_plp && !(plp = calloc((size_t)n, sizeof *plp)))
-        rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    serve_job *j = rc ? NULL : serve_job_new(&r, d);
-    if (!rc && !j) rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (rc) {
-        serve_request_free(&r);
-        free(ids);
-        free(plp);
-        return rc;
-    }
-    if (plp) plp[0] = (serve_logprob){.id = ids[0], .logprob = NAN};
-    j->ids = ids;
-    j->n_ids = n;
-    j->echo_from = echo_from;
-    j->prompt_lps = plp;
-    j->prompt_top = j->req.prompt_logprobs > j->req.top_logprobs || !j->req.echo ? j->req.prompt_logprobs : j->req.top_logprobs;
-    if (j->prompt_top < 0) j->prompt_top = 0;
-    j->in_thought = in_thought;
-    j->tok = sv->tok;
-    j->created = (int64_t)time(NULL);
-    j->model = sv->model_name;
-    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", d->id_prefix, (unsigned long long)j->created,
-             (unsigned long long)atomic_fetch_add(&sv->id_counter, 1));
-    *out = j;
-    return 0;
-}
-
 /* The X-Plume-Seed header: the seed a request was sampled with, so it can be replayed. */
 static void seed_header(struct MHD_Response *r, const serve_job *j) {
     char seed[32];
-    snprintf(seed, sizeof seed, "%lld", (long long)(int64_t)j->req.sp.seed);
+    snprintf(seed, sizeof seed, "%lld", (long long)(int64_t)j->head.req.sp.seed);
     MHD_add_response_header(r, "X-Plume-Seed", seed);
 }
 
@@ -485,7 +360,7 @@ static enum MHD_Result reply_streamed(serve_server *sv, struct MHD_Connection *c
         serve_job_cancel(j);
         serve_job_unref(j);
         atomic_fetch_sub(&sv->in_flight, 1);
-        return reply_error(sv, c, d, 500, "server_error", NULL, "out of memory");
+        return reply_error(sv, c, d, 500, SERVE_ERR_SERVER, NULL, "out of memory");
     }
     st->job = j; /* the connection's reference now belongs to the stream */
     st->pe = pe;
@@ -514,7 +389,7 @@ static enum MHD_Result reply_whole(serve_server *sv, struct MHD_Connection *c, c
     struct MHD_Response *r = MHD_create_response_from_buffer(j->out.len, j->out.p ? j->out.p : "", MHD_RESPMEM_MUST_COPY);
     enum MHD_Result q = MHD_NO;
     if (r) {
-        const char *type = d->content_type && j->status == 200 ? d->content_type(j) : NULL;
+        const char *type = d->content_type && j->status == 200 ? d->content_type(&j->head) : NULL;
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type ? type : "application/json");
         seed_header(r, j);
         cors_headers(sv, c, r);
@@ -533,10 +408,10 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     serve_job *j = NULL;
     size_t took = 0; /* the parse: its strings' copies, the prompt, its ids (4 bytes each) */
     cn->form = d->form_body;
-    int bad = budget_parse(sv, cn, 6, &took, &e) || make_job(sv, d, cn, &j, &e);
+    int bad = budget_parse(sv, cn, 6, &took, &e) || serve_prepare_job(&sv->prep, d, cn->body ? cn->body : "", cn->len, &j, &e);
     budget_give(sv, cn, took);
     if (bad) return reply_serve_error(sv, c, d, &e);
-    if (j->req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
+    if (j->head.req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
         serve_job_load(j);
         enum MHD_Result q = reply(sv, c, (unsigned)j->status, "application/json", j->out.p ? j->out.p : "", j->out.len);
         serve_job_unref(j);
@@ -547,21 +422,21 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     atomic_fetch_add(&sv->in_flight, 1);
     int rc = atomic_load(&sv->draining) ? SERVE_ESTOPPED : serve_sched_submit(sv->sched, j);
     if (rc) {
-        int32_t n = j->req.n;
+        int32_t n = j->head.req.n;
         serve_job_unref(j);
         atomic_fetch_sub(&sv->in_flight, 1);
         if (rc == SERVE_ESLOTS) {
-            serve_error_set(&e, 400, "invalid_request_error", "n", "invalid_value",
+            serve_error_set(&e, 400, SERVE_ERR_REQUEST, "n", "invalid_value",
                             "%d choices asked, but the server has %d slots (--parallel): at most that many", n,
                             sv->o.parallel);
             return reply_serve_error(sv, c, d, &e);
         }
-        return rc == SERVE_EFULL ? reply_error(sv, c, d, 429, "rate_limit_error", "queue_full",
+        return rc == SERVE_EFULL ? reply_error(sv, c, d, 429, SERVE_ERR_BUSY, "queue_full",
                                                "every slot is busy and the queue is full; retry later")
-                                 : reply_error(sv, c, d, 503, "server_error", "shutting_down", "the server is shutting down");
+                                 : reply_error(sv, c, d, 503, SERVE_ERR_SERVER, "shutting_down", "the server is shutting down");
     }
     peer pe = {conn_fd(c), cn->http11, 0};
-    if (j->req.stream) return reply_streamed(sv, c, d, j, pe);
+    if (j->head.req.stream) return reply_streamed(sv, c, d, j, pe);
     return reply_whole(sv, c, d, j, pe);
 }
 
@@ -569,16 +444,9 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
  * tokenized, counted. */
 static enum MHD_Result handle_count(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
-    serve_request r;
-    int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
+    int32_t n = 0;
     size_t took = 0; /* the parse, the prompt and its ids, as for a generation */
-    if (budget_parse(sv, cn, 6, &took, &e) || serve_request_parse(&r, d, cn->body ? cn->body : "", cn->len, &e)) {
-        budget_give(sv, cn, took);
-        return reply_serve_error(sv, c, d, &e);
-    }
-    int rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(sv, &r, &ids, &n, &echo_from, &in_thought, &e);
-    serve_request_free(&r);
-    free(ids);
+    int rc = budget_parse(sv, cn, 6, &took, &e) || serve_prepare_count(&sv->prep, d, cn->body ? cn->body : "", cn->len, &n, &e);
     budget_give(sv, cn, took);
     if (rc) return reply_serve_error(sv, c, d, &e);
     return reply_json(sv, c, 200, d->count(n));
@@ -612,18 +480,13 @@ static enum MHD_Result handle_tokenize(serve_server *sv, struct MHD_Connection *
     size_t took = 0; /* the content's copy, its ids, the reply */
     if (budget_parse(sv, cn, 1 + 4 + 12, &took, &e) ||
         serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &content, &special, &e) ||
-        tokenize(sv->tok, content, &ids, &n, &e)) {
+        serve_tokenize_text(sv->tok, content, &ids, &n, &e)) {
         free(content);
         budget_give(sv, cn, took);
         return reply_serve_error(sv, c, NULL, &e);
     }
     free(content);
-    char *out = malloc((size_t)n * 12 + 32), *o = out;
-    if (out) {
-        o += sprintf(o, "{\"tokens\":[%s", special ? "2" : ""); /* 2: <bos> */
-        for (int32_t i = 0; i < n; i++) o += sprintf(o, "%s%d", i || special ? "," : "", ids[i]);
-        strcpy(o, "]}");
-    }
+    char *out = serve_tokenize_reply(ids, n, special ? sv->prep.bos : -1);
     free(ids);
     enum MHD_Result q = reply_json(sv, c, 200, out);
     budget_give(sv, cn, took);
@@ -644,16 +507,16 @@ static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection
     int64_t need = plume_detokenize(sv->tok, ids, n, 0, NULL, 0);
     char *text = NULL;
     if (need >= 0 && (uint64_t)need > (sv->o.max_request_memory >> 3)) {
-        serve_error_set(&e, 413, "invalid_request_error", "tokens", "request_too_large",
+        serve_error_set(&e, 413, SERVE_ERR_REQUEST, "tokens", "request_too_large",
                         "the text of these tokens is %lld bytes, more than the server allows (--max-request-memory)",
                         (long long)need);
     } else if (need >= 0 && budget_take(sv, cn, (took_text = 8 * (size_t)need))) {
         took_text = 0;
-        serve_error_set(&e, 429, "rate_limit_error", NULL, "server_busy", "the server is busy with other large requests; retry later");
+        serve_error_set(&e, 429, SERVE_ERR_BUSY, NULL, "server_busy", "the server is busy with other large requests; retry later");
     } else if (need >= 0 && (text = malloc((size_t)need + 1))) {
         plume_detokenize(sv->tok, ids, n, 0, text, (size_t)need + 1);
     } else {
-        serve_error_set(&e, 500, "server_error", NULL, NULL, "cannot detokenize");
+        serve_error_set(&e, 500, SERVE_ERR_SERVER, NULL, NULL, "cannot detokenize");
     }
     free(ids);
     budget_give(sv, cn, took);
@@ -661,34 +524,16 @@ static enum MHD_Result handle_detokenize(serve_server *sv, struct MHD_Connection
         budget_give(sv, cn, took_text);
         return reply_serve_error(sv, c, NULL, &e);
     }
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "content", text);
+    char *s = serve_detokenize_reply(text);
     free(text);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
     enum MHD_Result q = reply_json(sv, c, 200, s);
     budget_give(sv, cn, took_text);
     return q;
 }
 
-/* GET /v1/models: the list of the one model; GET /v1/models/NAME (one not NULL): that model
- * (any name is served by the one model, as in a request's "model"). */
+/* GET /v1/models, GET /v1/models/NAME (one not NULL): OpenAI's bodies (serve_openai.c). */
 static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c, const char *one) {
-    cJSON *root = cJSON_CreateObject(), *m = root;
-    if (!one) {
-        cJSON_AddStringToObject(root, "object", "list");
-        cJSON *data = cJSON_AddArrayToObject(root, "data");
-        cJSON_AddItemToArray(data, m = cJSON_CreateObject());
-    }
-    cJSON_AddStringToObject(m, "id", one ? one : sv->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", 0);
-    cJSON_AddStringToObject(m, "owned_by", "plume");
-    cJSON_AddNumberToObject(m, "context_length", sv->n_ctx);
-    serve_media_modalities(sv->m, m);
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return reply_json(sv, c, 200, s);
+    return reply_json(sv, c, 200, serve_openai_models(&sv->info, one));
 }
 
 /* GET /metrics: Prometheus text. */
@@ -745,61 +590,80 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-typedef enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO } route_kind;
+typedef enum {
+    R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_GENERATE, R_TOKENIZE, R_DETOKENIZE, R_COUNT, R_INFO,
+    R_MISSING, /* no endpoint: a path under this prefix is a 404 in the row's dialect and words */
+} route_kind;
 
 /* One route: a path, the method it takes (HEAD goes with GET), what answers it and, for a
  * dialect's endpoint, the dialect its bodies and errors are written in and, for one that
- * generates nothing, the function that answers it. */
+ * generates nothing, the function that answers it. An R_MISSING row's path is a prefix: the
+ * paths under it that no route takes get a 404 in its dialect, saying `missing`. */
 typedef struct {
     const char *path;
     route_kind kind;
     int post;
     const serve_dialect *dialect;
     serve_info_fn info;
+    const char *missing;
 } route;
 
 static const route routes[] = {
-    {"/", R_PAGE, 0, NULL, NULL},
-    {"/health", R_HEALTH, 0, NULL, NULL},
-    {"/v1/health", R_HEALTH, 0, NULL, NULL},
-    {"/v1/models", R_MODELS, 0, NULL, NULL},
-    {"/models", R_MODELS, 0, NULL, NULL},
-    {"/v1/models/", R_MODEL, 0, NULL, NULL}, /* a path ending in '/': NAME follows (no '/' in it) */
-    {"/models/", R_MODEL, 0, NULL, NULL},
-    {"/metrics", R_METRICS, 0, NULL, NULL},
-    {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
-    {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL},
-    {"/v1/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
-    {"/completions", R_GENERATE, 1, &serve_openai_completion, NULL},
-    {"/v1/responses", R_GENERATE, 1, &serve_responses, NULL},
-    {"/responses", R_GENERATE, 1, &serve_responses, NULL},
-    {"/v1/messages", R_GENERATE, 1, &serve_anthropic, NULL},
-    {"/v1/messages/count_tokens", R_COUNT, 1, &serve_anthropic_count, NULL},
-    {"/api/chat", R_GENERATE, 1, &serve_ollama_chat, NULL},
-    {"/api/generate", R_GENERATE, 1, &serve_ollama_generate, NULL},
-    {"/api/version", R_INFO, 0, &serve_ollama_chat, serve_ollama_version},
-    {"/api/tags", R_INFO, 0, &serve_ollama_chat, serve_ollama_tags},
-    {"/api/ps", R_INFO, 0, &serve_ollama_chat, serve_ollama_ps},
-    {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show},
-    {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
-    {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed},
-    {"/v1/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
-    {"/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL},
-    {"/tokenize", R_TOKENIZE, 1, NULL, NULL},
-    {"/detokenize", R_DETOKENIZE, 1, NULL, NULL},
+    {"/", R_PAGE, 0, NULL, NULL, NULL},
+    {"/health", R_HEALTH, 0, NULL, NULL, NULL},
+    {"/v1/health", R_HEALTH, 0, NULL, NULL, NULL},
+    {"/v1/models", R_MODELS, 0, NULL, NULL, NULL},
+    {"/models", R_MODELS, 0, NULL, NULL, NULL},
+    {"/v1/models/", R_MODEL, 0, NULL, NULL, NULL}, /* a path ending in '/': NAME follows (no '/' in it) */
+    {"/models/", R_MODEL, 0, NULL, NULL, NULL},
+    {"/metrics", R_METRICS, 0, NULL, NULL, NULL},
+    {"/v1/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL, NULL},
+    {"/chat/completions", R_GENERATE, 1, &serve_openai_chat, NULL, NULL},
+    {"/v1/completions", R_GENERATE, 1, &serve_openai_completion, NULL, NULL},
+    {"/completions", R_GENERATE, 1, &serve_openai_completion, NULL, NULL},
+    {"/v1/responses", R_GENERATE, 1, &serve_responses, NULL, NULL},
+    {"/responses", R_GENERATE, 1, &serve_responses, NULL, NULL},
+    {"/v1/messages", R_GENERATE, 1, &serve_anthropic, NULL, NULL},
+    {"/v1/messages/count_tokens", R_COUNT, 1, &serve_anthropic_count, NULL, NULL},
+    {"/api/chat", R_GENERATE, 1, &serve_ollama_chat, NULL, NULL},
+    {"/api/generate", R_GENERATE, 1, &serve_ollama_generate, NULL, NULL},
+    {"/api/version", R_INFO, 0, &serve_ollama_chat, serve_ollama_version, NULL},
+    {"/api/tags", R_INFO, 0, &serve_ollama_chat, serve_ollama_tags, NULL},
+    {"/api/ps", R_INFO, 0, &serve_ollama_chat, serve_ollama_ps, NULL},
+    {"/api/show", R_INFO, 1, &serve_ollama_chat, serve_ollama_show, NULL},
+    {"/api/embed", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed, NULL},
+    {"/api/embeddings", R_INFO, 1, &serve_ollama_chat, serve_ollama_embed, NULL},
+    {"/v1/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL, NULL},
+    {"/audio/transcriptions", R_GENERATE, 1, &serve_transcription, NULL, NULL},
+    {"/tokenize", R_TOKENIZE, 1, NULL, NULL, NULL},
+    {"/detokenize", R_DETOKENIZE, 1, NULL, NULL, NULL},
+    {"/api/", R_MISSING, 0, &serve_ollama_chat, NULL, /* Ollama's clients read its words */
+     "no such endpoint: plume serves its one model and manages no models through the API (no pull, create, copy, "
+     "push or delete: see docs/SERVER.md)"},
+    {"/v1/messages", R_MISSING, 0, &serve_anthropic, NULL, "no such endpoint (see docs/SERVER.md)"},
+    {"", R_MISSING, 0, &serve_openai_chat, NULL, "no such endpoint (see docs/SERVER.md)"}, /* the rest */
 };
 
 /* The route of a path, or NULL: the path itself, else a route (other than "/") ending in '/'
- * and one more non-empty component. */
+ * and one more non-empty component. R_MISSING rows are no routes. */
 static const route *route_of(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (!strcmp(url, routes[i].path)) return &routes[i];
+        if (routes[i].kind != R_MISSING && !strcmp(url, routes[i].path)) return &routes[i];
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         size_t k = strlen(routes[i].path);
-        if (k > 1 && routes[i].path[k - 1] == '/' && !strncmp(url, routes[i].path, k) && url[k] && !strchr(url + k, '/'))
+        if (routes[i].kind != R_MISSING && k > 1 && routes[i].path[k - 1] == '/' && !strncmp(url, routes[i].path, k) &&
+            url[k] && !strchr(url + k, '/'))
             return &routes[i];
     }
     return NULL;
+}
+
+/* The R_MISSING row of a path no route takes: the first whose prefix starts it (the last row's
+ * "" starts every path). */
+static const route *missing_of(const char *url) {
+    size_t i = 0;
+    while (routes[i].kind != R_MISSING || strncmp(url, routes[i].path, strlen(routes[i].path))) i++;
+    return &routes[i];
 }
 
 /* Whether s equals key, in constant time in key's length. */
@@ -832,7 +696,7 @@ static int wants_html(struct MHD_Connection *c) {
 /* A CORS preflight (OPTIONS from an allowed origin): the methods and the headers asked for. */
 static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, const route *r) {
     if (!cors_origin(sv, c))
-        return reply_error(sv, c, NULL, 403, "invalid_request_error", "cors_origin",
+        return reply_error(sv, c, NULL, 403, SERVE_ERR_REQUEST, "cors_origin",
                            "this origin may not call the server (see --cors)");
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
@@ -852,33 +716,31 @@ static enum MHD_Result preflight(serve_server *sv, struct MHD_Connection *c, con
 static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, const char *url, const char *method,
                                 serve_conn *cn) {
     const route *r = route_of(url);
-    if (!r && !strncmp(url, "/api/", 5)) /* Ollama's clients read its words */
-        return reply_error(sv, c, &serve_ollama_chat, 404, "invalid_request_error", "not_found",
-                           "no such endpoint: plume serves its one model and manages no models through the API "
-                           "(no pull, create, copy, push or delete: see docs/SERVER.md)");
-    if (!r) return reply_error(sv, c, !strncmp(url, "/v1/messages", 12) ? &serve_anthropic : NULL, 404,
-                               "invalid_request_error", "not_found", "no such endpoint (see docs/SERVER.md)");
+    if (!r) {
+        const route *m = missing_of(url);
+        return reply_error(sv, c, m->dialect, 404, SERVE_ERR_REQUEST, "not_found", m->missing);
+    }
     const serve_dialect *d = r->dialect;
     if (!strcmp(method, "OPTIONS") && sv->o.cors) return preflight(sv, c, r);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if ((r->post && strcmp(method, "POST")) || (!r->post && !is_get)) {
         /* the route's own, in the Allow header (and OPTIONS where --cors answers preflights) */
         allow_methods = r->post ? (sv->o.cors ? "POST, OPTIONS" : "POST") : (sv->o.cors ? "GET, HEAD, OPTIONS" : "GET, HEAD");
-        enum MHD_Result q = reply_error(sv, c, d, 405, "invalid_request_error", "method_not_allowed",
+        enum MHD_Result q = reply_error(sv, c, d, 405, SERVE_ERR_REQUEST, "method_not_allowed",
                                         r->post ? "this endpoint takes POST" : "this endpoint takes GET");
         allow_methods = NULL;
         return q;
     }
     if (r->kind != R_PAGE && r->kind != R_HEALTH && !authorized(sv, c))
-        return reply_error(sv, c, d, 401, "invalid_request_error", "invalid_api_key",
+        return reply_error(sv, c, d, 401, SERVE_ERR_REQUEST, "invalid_api_key",
                            "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
     if (cn->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", sv->o.max_body);
-        return reply_error(sv, c, d, 413, "invalid_request_error", "request_too_large", msg);
+        return reply_error(sv, c, d, 413, SERVE_ERR_REQUEST, "request_too_large", msg);
     }
     if (cn->busy)
-        return reply_error(sv, c, d, 429, "rate_limit_error", "server_busy",
+        return reply_error(sv, c, d, 429, SERVE_ERR_BUSY, "server_busy",
                            "the server is busy with other large requests; retry later");
     switch (r->kind) {
     case R_PAGE:
@@ -887,7 +749,7 @@ static enum MHD_Result dispatch(serve_server *sv, struct MHD_Connection *c, cons
     case R_HEALTH:
         if (atomic_load(&sv->draining) && !atomic_load(&sv->stopping))
             return reply(sv, c, 503, "application/json", "{\"status\":\"draining\"}", 21);
-        return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, "server_error", "shutting_down", "shutting down")
+        return atomic_load(&sv->stopping) ? reply_error(sv, c, NULL, 503, SERVE_ERR_SERVER, "shutting_down", "shutting down")
                                           : reply(sv, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
     case R_MODELS: return handle_models(sv, c, NULL);
     case R_MODEL: return handle_models(sv, c, url + strlen(r->path));
@@ -934,7 +796,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     if (strncmp(fmt, prefix, sizeof prefix - 1) || !mhd_conn.sv || mhd_conn.fd < 0) return;
     unsigned status = va_arg(ap, unsigned);
     serve_error e;
-    serve_error_set(&e, (int32_t)status, "invalid_request_error", NULL, status == 413 ? "request_too_large" : "bad_request",
+    serve_error_set(&e, (int32_t)status, SERVE_ERR_REQUEST, NULL, status == 413 ? "request_too_large" : "bad_request",
                     "%s", status == 413 ? "a chunk of the request body is too large"
                           : status == 400 ? "the request body is malformed (chunked encoding)"
                                           : "the request could not be read");
@@ -1084,10 +946,10 @@ static int door_admit(void *ctx, int fd, const struct sockaddr *addr, socklen_t 
     const route *r = route_of(h->path);
     int light = r && !r->post && (!strcmp(h->method, "GET") || !strcmp(h->method, "HEAD"));
     if ((unsigned)atomic_load(&sv->conns) >= conn_limit(sv) + (light ? SERVE_LIGHT_RESERVE : 0))
-        return serve_error_set(e, 503, "server_error", NULL, "too_many_connections",
+        return serve_error_set(e, 503, SERVE_ERR_SERVER, NULL, "too_many_connections",
                                "every connection of the server is taken; retry later");
     if (addr_count(sv, addr, 1, light ? 0 : addr_limit(sv)))
-        return serve_error_set(e, 429, "rate_limit_error", NULL, "too_many_connections",
+        return serve_error_set(e, 429, SERVE_ERR_BUSY, NULL, "too_many_connections",
                                "this client address holds %d connections, the most the server gives one; retry later",
                                addr_limit(sv));
     /* counted here, not when the daemon's thread gets to it (it takes them in asynchronously:
@@ -1274,6 +1136,10 @@ static int open_model(serve_server *sv) {
                              .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir,
                              .encode_threads = sv->o.encode_threads};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
+    serve_prep_init(&sv->prep, sv->m);
+    sv->prep.n_ctx = sv->n_ctx;
+    sv->prep.model = sv->model_name;
+    sv->prep.media = (serve_media_opts){sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS};
     info_init(sv);
     return 0;
 }

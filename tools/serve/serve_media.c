@@ -26,14 +26,12 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
-#define BAD_MEDIA(e, param, ...) serve_error_set(e, 400, "invalid_request_error", param, "invalid_media", __VA_ARGS__)
 
 /* ---- the request's media ------------------------------------------------------------------ */
 
 /* The request's media list, made on first use; NULL (500 in e) when out of memory. */
 serve_media *serve_media_of(serve_request *r, serve_error *e) {
-    if (!r->media && !(r->media = calloc(1, sizeof *r->media))) OOM(e);
+    if (!r->media && !(r->media = calloc(1, sizeof *r->media))) SERVE_OOM(e);
     return r->media;
 }
 
@@ -43,13 +41,13 @@ serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, 
     serve_media *md = serve_media_of(r, e);
     if (!md) return NULL;
     if (md->n == SERVE_MAX_MEDIA) {
-        serve_error_set(e, 400, "invalid_request_error", param, "invalid_value", "at most %d images and audio clips a request",
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_value", "at most %d images and audio clips a request",
                         SERVE_MAX_MEDIA);
         return NULL;
     }
     if (plume_grow(&md->items, &md->cap, (size_t)md->n + 1, sizeof *md->items) ||
         (m && serve_message_add_media_part(m, kind, e))) {
-        if (!e->status) OOM(e);
+        if (!e->status) SERVE_OOM(e);
         return NULL;
     }
     serve_medium *it = &md->items[md->n++];
@@ -111,9 +109,9 @@ int serve_base64_decode(const char *s, size_t n, uint8_t **out, size_t *len) {
 /* The bytes of base64 text for a part: 0, or a 400 naming it. */
 static int part_base64(serve_medium *it, const char *text, size_t n, serve_error *e) {
     int rc = serve_base64_decode(text, n, &it->bytes, &it->len);
-    if (rc == -2) return OOM(e);
-    if (rc) return BAD_MEDIA(e, it->param, "'%s' is not valid base64", it->param);
-    if (!it->len) return BAD_MEDIA(e, it->param, "'%s' is empty (zero bytes)", it->param);
+    if (rc == -2) return SERVE_OOM(e);
+    if (rc) return SERVE_BAD_MEDIA(e, it->param, "'%s' is not valid base64", it->param);
+    if (!it->len) return SERVE_BAD_MEDIA(e, it->param, "'%s' is empty (zero bytes)", it->param);
     return 0;
 }
 
@@ -128,14 +126,14 @@ static int part_image(serve_medium *it, const cJSON *part, serve_error *e) {
     if (!strncmp(u, "data:", 5)) {
         const char *comma = strchr(u, ',');
         if (!comma || !strstr(u, ";base64") || strstr(u, ";base64") > comma)
-            return BAD_MEDIA(e, it->param, "'%s': only base64 data URLs are read (data:image/png;base64,...)", it->param);
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': only base64 data URLs are read (data:image/png;base64,...)", it->param);
         return part_base64(it, comma + 1, strlen(comma + 1), e);
     }
     if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8)) {
-        if (strlen(u) > 8192) return BAD_MEDIA(e, it->param, "'%s': the URL is longer than 8192 bytes", it->param);
-        return (it->url = strdup(u)) ? 0 : OOM(e);
+        if (strlen(u) > 8192) return SERVE_BAD_MEDIA(e, it->param, "'%s': the URL is longer than 8192 bytes", it->param);
+        return (it->url = strdup(u)) ? 0 : SERVE_OOM(e);
     }
-    return BAD_MEDIA(e, it->param, "'%s': the url must be a data: URL or an http(s) URL", it->param);
+    return SERVE_BAD_MEDIA(e, it->param, "'%s': the url must be a data: URL or an http(s) URL", it->param);
 }
 
 /* An input_audio part: {"input_audio": {"data": BASE64, "format": "wav" | "mp3" | ...}}. The
@@ -151,7 +149,7 @@ static int part_audio(serve_medium *it, const cJSON *part, serve_error *e) {
         int ok = 0;
         for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(fmt->valuestring, known[i]);
         if (!ok)
-            return BAD_MEDIA(e, it->param, "'%s': audio format '%.32s' is not read (wav, mp3, flac, ogg, opus, aiff)",
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': audio format '%.32s' is not read (wav, mp3, flac, ogg, opus, aiff)",
                              it->param, fmt->valuestring);
     }
     return part_base64(it, data->valuestring, strlen(data->valuestring), e);
@@ -164,7 +162,7 @@ int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, cons
     int image = cJSON_IsString(type) && (!strcmp(type->valuestring, "image_url") || !strcmp(type->valuestring, "input_image"));
     int audio = cJSON_IsString(type) && !strcmp(type->valuestring, "input_audio");
     if (!image && !audio)
-        return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
                                "'%s': content parts of type '%.64s' are not supported (text, image_url, input_audio)",
                                param, cJSON_IsString(type) ? type->valuestring : "?");
     serve_medium *it = serve_media_add(r, m, image ? PLUME_CHAT_PART_IMAGE : PLUME_CHAT_PART_AUDIO, param, e);
@@ -208,7 +206,7 @@ int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk
     serve_medium *it = serve_media_add(r, m, PLUME_CHAT_PART_IMAGE, param, e);
     if (!it) return e->status;
     if (b64) return part_base64(it, data->valuestring, strlen(data->valuestring), e);
-    return (it->url = strdup(url->valuestring)) ? 0 : OOM(e);
+    return (it->url = strdup(url->valuestring)) ? 0 : SERVE_OOM(e);
 }
 
 /* ---- remote images ------------------------------------------------------------------------ */
@@ -283,12 +281,12 @@ static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  * server allows them. 0 or a 400 naming the part. */
 static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e) {
     if (!o->allow_remote)
-        return BAD_MEDIA(e, it->param,
+        return SERVE_BAD_MEDIA(e, it->param,
                          "'%s': remote image URLs are off on this server (start it with --allow-remote-media); send "
                          "the image as a data URL (data:image/png;base64,...)", it->param);
     pthread_once(&curl_once, curl_init);
     CURL *c = curl_easy_init();
-    if (!c) return OOM(e);
+    if (!c) return SERVE_OOM(e);
     fetch_state f = {.max = o->max_bytes, .allow_private = o->allow_remote > 1};
     char cerr[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, it->url);
@@ -313,29 +311,29 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
     curl_easy_cleanup(c);
     int rc = 0;
     if (f.refused_private)
-        rc = BAD_MEDIA(e, it->param, "'%s': the URL leads to a private or local address, which this server does not fetch",
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the URL leads to a private or local address, which this server does not fetch",
                        it->param);
     else if (f.too_big || cc == CURLE_FILESIZE_EXCEEDED)
-        rc = BAD_MEDIA(e, it->param, "'%s': the image at the URL is larger than %zu bytes", it->param, o->max_bytes);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the image at the URL is larger than %zu bytes", it->param, o->max_bytes);
     else if (cc == CURLE_OPERATION_TIMEDOUT)
-        rc = BAD_MEDIA(e, it->param, "'%s': fetching the URL took longer than %d s", it->param, o->timeout);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': fetching the URL took longer than %d s", it->param, o->timeout);
     else if (cc == CURLE_TOO_MANY_REDIRECTS)
-        rc = BAD_MEDIA(e, it->param, "'%s': the URL redirects more than 3 times", it->param);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the URL redirects more than 3 times", it->param);
     else if (cc != CURLE_OK)
-        rc = BAD_MEDIA(e, it->param, "'%s': cannot fetch the URL: %s", it->param, *cerr ? cerr : curl_easy_strerror(cc));
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': cannot fetch the URL: %s", it->param, *cerr ? cerr : curl_easy_strerror(cc));
     else if (status != 200)
-        rc = BAD_MEDIA(e, it->param, "'%s': the URL answered HTTP %ld", it->param, status);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the URL answered HTTP %ld", it->param, status);
     else if (f.body.oom)
-        rc = OOM(e);
+        rc = SERVE_OOM(e);
     else if (!f.body.len)
-        rc = BAD_MEDIA(e, it->param, "'%s': the URL gave zero bytes", it->param);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the URL gave zero bytes", it->param);
     if (rc) {
         plume_buf_free(&f.body);
         return rc;
     }
     it->len = f.body.len;
     it->bytes = (uint8_t *)plume_buf_take(&f.body);
-    return it->bytes ? 0 : OOM(e);
+    return it->bytes ? 0 : SERVE_OOM(e);
 }
 
 /* ---- the prompt --------------------------------------------------------------------------- */
@@ -347,17 +345,17 @@ static int medium_prepare(serve_medium *it, const plume_model *m, serve_error *e
     int rc = 0;
     if (it->kind == PLUME_CHAT_PART_IMAGE) {
         if (!plume_model_has_vision(m))
-            return BAD_MEDIA(e, it->param, "'%s': this model takes no images (the bundle has no vision tower)", it->param);
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no images (the bundle has no vision tower)", it->param);
         rc = plume_image_decode(&it->img, it->bytes, it->len, &err);
         if (!rc) rc = plume_image_tokens(m, it->img, NULL, &it->n_tokens, &it->key, &err);
     } else {
         if (!plume_model_has_audio(m))
-            return BAD_MEDIA(e, it->param, "'%s': this model takes no audio (the bundle has no audio tower)", it->param);
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no audio (the bundle has no audio tower)", it->param);
         rc = plume_audio_decode(&it->aud, it->bytes, it->len, &err);
         if (!rc) rc = plume_audio_tokens(m, it->aud, &it->n_tokens, &it->key, &err);
     }
-    if (rc == PLUME_ENOMEM) rc = OOM(e);
-    else if (rc) rc = BAD_MEDIA(e, it->param, "'%s': %s", it->param, err ? err : "cannot read it");
+    if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
+    else if (rc) rc = SERVE_BAD_MEDIA(e, it->param, "'%s': %s", it->param, err ? err : "cannot read it");
     free(err);
     free(it->bytes); /* decoded: the bytes are no longer needed */
     it->bytes = NULL;
@@ -372,15 +370,15 @@ static int tokenize_piece(const plume_tokenizer *tok, const char *text, size_t n
     if (!n) return 0;
     int32_t cap = (int32_t)(n < (1u << 27) ? n + 16 : (1u << 27));
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids) return OOM(e);
+    if (!ids) return SERVE_OOM(e);
     int32_t k = plume_tokenize(tok, text, n, ids, cap);
     if (k < 0 || k > cap) {
         free(ids);
-        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the text is not valid UTF-8");
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_utf8", "the text is not valid UTF-8");
     }
     plume_buf_put(b, ids, (size_t)k * sizeof *ids);
     free(ids);
-    return b->oom ? OOM(e) : 0;
+    return b->oom ? SERVE_OOM(e) : 0;
 }
 
 /* The rendered prompt's tokens, each placeholder the template wrote (<|image|>, <|audio|>)
@@ -404,7 +402,7 @@ static int expand(const plume_model *m, serve_media *md, const char *text, plume
         have[k]++;
         while (next[k] < md->n && md->items[next[k]].kind != kind) next[k]++;
         if (next[k] >= md->n)
-            return serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_media",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "invalid_media",
                                    "the messages hold more %s placeholders than %s parts (%d given; the text may not "
                                    "contain '%s')", placeholder_text(kind), k ? "input_audio" : "image_url", want[k],
                                    placeholder_text(kind));
@@ -412,12 +410,12 @@ static int expand(const plume_model *m, serve_media *md, const char *text, plume
         int32_t run[3] = {plume_model_media_token(m, k ? "boa" : "boi"), plume_model_media_token(m, k ? "audio" : "image"),
                           plume_model_media_token(m, k ? "eoa" : "eoi")};
         if (run[0] < 0 || run[1] < 0 || run[2] < 0)
-            return BAD_MEDIA(e, it->param, "'%s': the model has no %s tokens", it->param, k ? "audio" : "image");
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': the model has no %s tokens", it->param, k ? "audio" : "image");
         plume_buf_put(b, &run[0], sizeof run[0]);
         it->start = (int32_t)(b->len / sizeof(int32_t));
         for (int32_t r = 0; r < it->n_tokens; r++) plume_buf_put(b, &run[1], sizeof run[1]);
         plume_buf_put(b, &run[2], sizeof run[2]);
-        if (b->oom) return OOM(e);
+        if (b->oom) return SERVE_OOM(e);
         p = at + strlen("<|image|>");
     }
 }
@@ -442,13 +440,13 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
     int32_t count = (int32_t)(b.len / sizeof(int32_t));
     for (int32_t i = 0; !rc && i < md->n; i++)
         if (!md->items[i].start)
-            rc = BAD_MEDIA(e, md->items[i].param,
+            rc = SERVE_BAD_MEDIA(e, md->items[i].param,
                            "'%s' has no place in the prompt (the chat template writes no media of a system message)",
                            md->items[i].param);
     free(md->keys);
     md->keys = NULL;
-    if (!rc && !(md->keys = calloc((size_t)(count ? count : 1), sizeof *md->keys))) rc = OOM(e);
-    if (!rc && !(md->list = calloc((size_t)md->n, sizeof *md->list))) rc = OOM(e);
+    if (!rc && !(md->keys = calloc((size_t)(count ? count : 1), sizeof *md->keys))) rc = SERVE_OOM(e);
+    if (!rc && !(md->list = calloc((size_t)md->n, sizeof *md->list))) rc = SERVE_OOM(e);
     if (rc) {
         plume_buf_free(&b);
         return rc;
@@ -461,7 +459,7 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
     *n = count;
     if (md->transcribe && r->max_tokens < 0) /* as plume transcribe: 256 tokens per 30 s clip */
         r->max_tokens = 256 * (int32_t)ceil((md->seconds > 0 ? md->seconds : 1) / 30.0);
-    return *ids ? 0 : OOM(e);
+    return *ids ? 0 : SERVE_OOM(e);
 }
 
 /* ---- the scheduler's side ------------------------------------------------------------------ */

@@ -18,7 +18,6 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 #define OLLAMA_VERSION "0.12.0" /* the API level plume speaks (tools, thinking, logprobs) */
 
 const char serve_ollama_banner[] = "Ollama is running";
@@ -92,7 +91,7 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
         (rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e)))
         return rc;
     if (top && !r->logprobs) /* as Ollama and OpenAI: the alternatives come with the token's own */
-        return serve_error_set(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "top_logprobs", "invalid_value",
                                "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = (int32_t)top;
     r->include_usage = 1;
@@ -134,7 +133,7 @@ static int message_calls(const cJSON *m, serve_message *out, const char *param, 
         if (!cJSON_IsString(name) || (args && !cJSON_IsObject(args) && !cJSON_IsString(args) && !cJSON_IsNull(args)))
             return serve_json_bad(e, param, "a list of {\"function\": {\"name\", \"arguments\": {...}}}");
         char *text = cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
-        if (cJSON_IsObject(args) && !text) return OOM(e);
+        if (cJSON_IsObject(args) && !text) return SERVE_OOM(e);
         int rc = serve_message_add_call(out, cJSON_IsString(id) ? id->valuestring : NULL, name->valuestring,
                                         cJSON_IsString(args) ? args->valuestring : text, e);
         free(text);
@@ -159,7 +158,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     snprintf(param, sizeof param, "messages[%d].content", i);
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content)) return serve_json_bad(e, param, "a string");
-    if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return OOM(e);
+    if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return SERVE_OOM(e);
     snprintf(param, sizeof param, "messages[%d].images", i);
     int rc = serve_media_images(r, out, cJSON_GetObjectItemCaseSensitive(m, "images"), param, e);
     if (rc) return rc;
@@ -174,18 +173,17 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     return 0;
 }
 
-/* "tools": OpenAI's list of {"type": "function", "function": {"name", ...}}, kept as JSON. */
+/* "tools": OpenAI's list of {"type": "function", "function": {"name", ...}}. */
 static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tools"), *t;
-    if (!(r->tool_choice = strdup("auto"))) return OOM(e);
+    if (!(r->tool_choice = strdup("auto"))) return SERVE_OOM(e);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsArray(v)) return serve_json_bad(e, "tools", "a list of tools");
     cJSON_ArrayForEach(t, v) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
-        if (!cJSON_IsObject(f) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
-            return serve_json_bad(e, "tools", "a list of {\"type\": \"function\", \"function\": {\"name\", ...}}");
+        int rc = serve_function_tool(r, cJSON_GetObjectItemCaseSensitive(t, "function"),
+                                     "a list of {\"type\": \"function\", \"function\": {\"name\", ...}}", e);
+        if (rc) return rc;
     }
-    if (cJSON_GetArraySize(v) > 0 && !(r->tools = cJSON_PrintUnformatted(v))) return OOM(e);
     return 0;
 }
 
@@ -241,7 +239,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
         if (!rc && !(m = serve_request_add_message(r, "user", e))) rc = e->status;
         if (!rc) m->content = prompt, prompt = NULL;
         if (!rc) rc = serve_media_images(r, m, cJSON_GetObjectItemCaseSensitive(root, "images"), "images", e);
-        if (!rc && !(r->tool_choice = strdup("auto"))) rc = OOM(e);
+        if (!rc && !(r->tool_choice = strdup("auto"))) rc = SERVE_OOM(e);
     }
     free(prompt);
     free(system);
@@ -253,7 +251,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
 
 /* What a stream keeps between events: how its choice ended. */
 typedef struct {
-    const char *finish;
+    serve_finish finish;
 } ollama_state;
 
 /* The time now as Ollama writes it: RFC 3339, UTC, nanoseconds. */
@@ -275,7 +273,7 @@ static void time_rfc3339(int64_t t, char out[40]) {
 }
 
 /* {"model", "created_at"} every line starts with (the model as the client named it). */
-static cJSON *line_head(const serve_job *j) {
+static cJSON *line_head(const serve_job_head *j) {
     char now[40];
     now_rfc3339(now);
     cJSON *o = cJSON_CreateObject();
@@ -285,7 +283,7 @@ static cJSON *line_head(const serve_job *j) {
 }
 
 /* Whether the job is an /api/generate one (its lines carry "response", not "message"). */
-static int is_generate(const serve_job *j) {
+static int is_generate(const serve_job_head *j) {
     return j->dialect == &serve_ollama_generate;
 }
 
@@ -305,16 +303,26 @@ static cJSON *json_call(const serve_tool_call *t, int32_t index) {
 }
 
 /* Add "logprobs": [entries of lps[0..n)] to o. */
-static void add_logprobs(cJSON *o, const serve_job *j, const serve_logprob *lps, int32_t n) {
+static void add_logprobs(cJSON *o, const serve_job_head *j, const serve_logprob *lps, int32_t n) {
     cJSON *a = cJSON_AddArrayToObject(o, "logprobs");
     for (int32_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, serve_json_logprob(j->tok, &lps[i]));
 }
 
-/* The end of an answer: done, done_reason ("stop", "length", "load") and the counts and
- * durations (nanoseconds) of the usage. */
+/* Ollama's done_reason of a finish: "stop" (tool calls too), "length", "load" ("unload" for a
+ * request that asked to unload). */
+static const char *done_reason(serve_finish finish, int32_t unload) {
+    switch (finish) {
+    case SERVE_FINISH_LENGTH: return "length";
+    case SERVE_FINISH_LOAD: return unload ? "unload" : "load";
+    default: return "stop";
+    }
+}
+
+/* The end of an answer: done, done_reason and the counts and durations (nanoseconds) of the
+ * usage. */
 static void add_done(cJSON *o, const char *finish, const serve_usage *u) {
     cJSON_AddBoolToObject(o, "done", 1);
-    cJSON_AddStringToObject(o, "done_reason", !strcmp(finish, "tool_calls") ? "stop" : finish);
+    cJSON_AddStringToObject(o, "done_reason", finish);
     if (!u) return;
     double pe = u->prompt_ms * 1e6, ev = u->predicted_ms * 1e6;
     cJSON_AddNumberToObject(o, "total_duration", floor(pe + ev));
@@ -351,8 +359,8 @@ static char *ollama_error(const serve_error *e) {
 }
 
 /* One event of a streamed answer: a line per piece, the done line after the last. */
-static void ollama_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
-    ollama_state *st = j->state;
+static void ollama_stream(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
+    ollama_state *st = state;
     int gen = is_generate(j);
     if (ev->kind == SERVE_EV_ERROR) {
         char *e = ollama_error(ev->error);
@@ -382,14 +390,14 @@ static void ollama_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
         }
     }
     free(t);
-    if (ev->kind == SERVE_EV_DONE) add_done(o, st->finish ? st->finish : "stop", ev->usage);
+    if (ev->kind == SERVE_EV_DONE) add_done(o, done_reason(st->finish, 0), ev->usage);
     else cJSON_AddBoolToObject(o, "done", 0);
     if (ev->lp && j->req.logprobs) add_logprobs(o, j, ev->lp, 1);
     put_line(out, print_line(o));
 }
 
 /* The whole reply (one choice), or the answer to a client loading the model. */
-static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
+static char *ollama_reply(const serve_job_head *j, const serve_reply *a, int32_t n, const serve_usage *u) {
     (void)n;
     cJSON *o = line_head(j);
     if (is_generate(j)) {
@@ -405,7 +413,7 @@ static char *ollama_reply(const serve_job *j, const serve_reply *a, int32_t n, c
             for (int32_t i = 0; i < a->n_calls; i++) cJSON_AddItemToArray(calls, json_call(&a->calls[i], i));
         }
     }
-    add_done(o, j->req.unload && !strcmp(a->finish, "load") ? "unload" : a->finish, u);
+    add_done(o, done_reason(a->finish, j->req.unload), u);
     if (j->req.logprobs) add_logprobs(o, j, a->lps, a->n_lps);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -470,7 +478,7 @@ static cJSON *json_model(const serve_info *m) {
 static char *print_info(cJSON *o, serve_error *e) {
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    if (!s) OOM(e);
+    if (!s) SERVE_OOM(e);
     return s;
 }
 
@@ -512,7 +520,7 @@ char *serve_ollama_show(const serve_info *m, const char *body, size_t len, serve
     int ok = cJSON_IsString(name);
     cJSON_Delete(root);
     if (!ok) {
-        serve_error_set(e, 400, "invalid_request_error", "model", "missing_field", "'model' is required");
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, "model", "missing_field", "'model' is required");
         return NULL;
     }
     char date[40], tag[300];
@@ -547,7 +555,7 @@ char *serve_ollama_show(const serve_info *m, const char *body, size_t len, serve
  * embedding one: a pooled hidden state of it is no embedding a search index should trust. */
 char *serve_ollama_embed(const serve_info *m, const char *body, size_t len, serve_error *e) {
     (void)m, (void)body, (void)len;
-    serve_error_set(e, 400, "invalid_request_error", NULL, "unsupported_endpoint",
+    serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "unsupported_endpoint",
                     "embeddings are not served: Gemma 4 E2B is a generative model, not an embedding model "
                     "(serve an embedding model for /api/embed)");
     return NULL;

@@ -4,23 +4,19 @@
  * `n`; errors -> {"error": {"message", "type", "param", "code"}}. /v1/completions speaks the
  * legacy logprobs shape ({tokens, token_logprobs, top_logprobs, text_offset}) with `echo`, as
  * lm-evaluation-harness needs to score a model; vLLM's prompt_logprobs and
- * continue_final_message are understood too. Also llama-server's /tokenize and /detokenize
- * bodies, which answer in the same error shape.
+ * continue_final_message are understood too. Also GET /v1/models (the one model).
  *
  * Unknown fields are ignored, as OpenAI's SDKs send fields a server may not know; a known
  * field plume cannot honour is a 400 naming it. */
 #include "serve.h"
 
 #include <inttypes.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
-
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 
 /* ---- chat messages ------------------------------------------------------------------------ */
 
@@ -29,9 +25,9 @@
  * stays NULL. */
 static int message_content(const cJSON *v, serve_request *r, serve_message *m, const char *param, serve_error *e) {
     if (!v || cJSON_IsNull(v)) return 0;
-    if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : OOM(e);
+    if (cJSON_IsString(v)) return (m->content = strdup(v->valuestring)) ? 0 : SERVE_OOM(e);
     if (!cJSON_IsArray(v)) return serve_json_bad(e, param, "a string or a list of content parts");
-    if (!cJSON_GetArraySize(v)) return (m->parts = calloc(1, sizeof *m->parts)) ? 0 : OOM(e);
+    if (!cJSON_GetArraySize(v)) return (m->parts = calloc(1, sizeof *m->parts)) ? 0 : SERVE_OOM(e);
     const cJSON *part;
     cJSON_ArrayForEach(part, v) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
@@ -65,15 +61,15 @@ static int message_tool_calls(const cJSON *v, serve_message *m, const char *para
             (args && !cJSON_IsString(args) && !cJSON_IsObject(args)))
             return serve_json_bad(e, param, "a list of {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
     }
-    if (!(m->calls = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *m->calls))) return OOM(e);
+    if (!(m->calls = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *m->calls))) return SERVE_OOM(e);
     cJSON_ArrayForEach(c, v) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
         serve_tool_call *t = &m->calls[m->n_calls++];
-        if (cJSON_IsString(id) && !(t->id = strdup(id->valuestring))) return OOM(e);
-        if (!(t->name = strdup(cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring))) return OOM(e);
-        if (cJSON_IsString(args) && !(t->arguments = strdup(args->valuestring))) return OOM(e);
-        if (cJSON_IsObject(args) && !(t->arguments = cJSON_PrintUnformatted(args))) return OOM(e);
+        if (cJSON_IsString(id) && !(t->id = strdup(id->valuestring))) return SERVE_OOM(e);
+        if (!(t->name = strdup(cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring))) return SERVE_OOM(e);
+        if (cJSON_IsString(args) && !(t->arguments = strdup(args->valuestring))) return SERVE_OOM(e);
+        if (cJSON_IsObject(args) && !(t->arguments = cJSON_PrintUnformatted(args))) return SERVE_OOM(e);
     }
     return 0;
 }
@@ -109,7 +105,7 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
         return rc;
     if (!out->content && !out->parts && !(assistant && out->calls)) {
         snprintf(param, sizeof param, "messages[%d].content", i);
-        return serve_error_set(e, 400, "invalid_request_error", param, "missing_field", "'%s' is required", param);
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "missing_field", "'%s' is required", param);
     }
     return 0;
 }
@@ -117,11 +113,11 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
 /* "messages": a non-empty list of at most SERVE_MAX_MESSAGES. */
 static int parse_messages(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!v) return serve_error_set(e, 400, "invalid_request_error", "messages", "missing_field", "'messages' is required");
+    if (!v) return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "missing_field", "'messages' is required");
     if (!cJSON_IsArray(v)) return serve_json_bad(e, "messages", "a list of messages");
     int n = cJSON_GetArraySize(v);
     if (n < 1 || n > SERVE_MAX_MESSAGES)
-        return serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "invalid_value",
                                "'messages' must hold 1 to %d messages, got %d", SERVE_MAX_MESSAGES, n);
     const cJSON *m;
     int32_t i = 0;
@@ -160,11 +156,11 @@ static int parse_logit_bias(const cJSON *root, serve_request *r, serve_error *e)
     if (!cJSON_IsObject(v)) return serve_json_bad(e, "logit_bias", "an object of token ids to biases");
     int n = cJSON_GetArraySize(v);
     if (n > SERVE_MAX_BIAS)
-        return serve_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "logit_bias", "invalid_value",
                                "'logit_bias' holds at most %d tokens", SERVE_MAX_BIAS);
     if (!n) return 0;
     if (!(r->bias_ids = malloc((size_t)n * sizeof *r->bias_ids)) || !(r->bias_vals = malloc((size_t)n * sizeof *r->bias_vals)))
-        return OOM(e);
+        return SERVE_OOM(e);
     cJSON_ArrayForEach(b, v) {
         char *end = NULL;
         long id = strtol(b->string, &end, 10);
@@ -177,7 +173,8 @@ static int parse_logit_bias(const cJSON *root, serve_request *r, serve_error *e)
     return 0;
 }
 
-/* "tools" (a list of function declarations, kept as JSON) and "tool_choice". */
+/* "tools" (a list of function declarations: name, description, parameters) and
+ * "tool_choice". */
 static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tools");
     if (v && !cJSON_IsNull(v)) {
@@ -186,11 +183,11 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
         cJSON_ArrayForEach(t, v) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
-            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsObject(f) ||
-                !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
                 return serve_json_bad(e, "tools", "a list of {\"type\": \"function\", \"function\": {\"name\", ...}}");
+            int rc = serve_function_tool(r, f, "a list of {\"type\": \"function\", \"function\": {\"name\", ...}}", e);
+            if (rc) return rc;
         }
-        if (cJSON_GetArraySize(v) > 0 && !(r->tools = cJSON_PrintUnformatted(v))) return OOM(e);
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     const char *choice = "auto";
@@ -204,7 +201,7 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     } else if (c && !cJSON_IsNull(c)) {
         return serve_json_bad(e, "tool_choice", "a string or an object");
     }
-    return (r->tool_choice = strdup(choice)) ? 0 : OOM(e);
+    return (r->tool_choice = strdup(choice)) ? 0 : SERVE_OOM(e);
 }
 
 /* Thinking: reasoning_effort (none/minimal off; low/medium/high on), or llama-server's
@@ -262,12 +259,12 @@ static int parse_grammar(const cJSON *root, serve_request *r, serve_error *e) {
                                                     "(one format per request)");
     char *err = NULL;
     int rc = plume_grammar_check(g->valuestring, strlen(g->valuestring), NULL, &err);
-    if (rc == PLUME_ENOMEM) rc = OOM(e);
-    else if (rc) rc = serve_error_set(e, 400, "invalid_request_error", "grammar", "invalid_value", "'grammar': %s",
+    if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
+    else if (rc) rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, "grammar", "invalid_value", "'grammar': %s",
                                       !err ? "not valid GBNF" : strncmp(err, "grammar: ", 9) ? err : err + 9);
     free(err);
     if (rc) return rc;
-    if (!(r->grammar = strdup(g->valuestring))) return OOM(e);
+    if (!(r->grammar = strdup(g->valuestring))) return SERVE_OOM(e);
     r->grammar_given = 1;
     return 0;
 }
@@ -359,7 +356,7 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
         !(rc = serve_json_int(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e))) {
         r->top_logprobs = (int32_t)top;
         if (top > 0 && !r->logprobs)
-            rc = serve_error_set(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+            rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, "top_logprobs", "invalid_value",
                                  "'top_logprobs' needs 'logprobs': true");
     }
     cJSON_Delete(root);
@@ -370,13 +367,13 @@ static int parse_chat(serve_request *r, const char *body, size_t len, serve_erro
  * (one prompt per request). */
 static int parse_prompt(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!p) return serve_error_set(e, 400, "invalid_request_error", "prompt", "missing_field", "'prompt' is required");
+    if (!p) return serve_error_set(e, 400, SERVE_ERR_REQUEST, "prompt", "missing_field", "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
         p = p->child;
-    if (cJSON_IsString(p)) return (r->prompt = strdup(p->valuestring)) ? 0 : OOM(e);
+    if (cJSON_IsString(p)) return (r->prompt = strdup(p->valuestring)) ? 0 : SERVE_OOM(e);
     int n = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0;
     if (n < 1) return serve_json_bad(e, "prompt", "a string or a list of token ids (one prompt per request)");
-    if (!(r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids))) return OOM(e);
+    if (!(r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids))) return SERVE_OOM(e);
     const cJSON *t;
     cJSON_ArrayForEach(t, p) {
         if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 || t->valuedouble > INT32_MAX)
@@ -486,7 +483,7 @@ static cJSON *legacy_new(void) {
 
 /* vLLM's prompt_logprobs: per prompt token null (the first) or {"<id>": {"logprob", "rank",
  * "decoded_token"}} for the token and its alternatives. */
-static cJSON *json_prompt_logprobs(const serve_job *j) {
+static cJSON *json_prompt_logprobs(const serve_job_head *j) {
     cJSON *a = cJSON_CreateArray();
     char text[512], key[16];
     for (int32_t i = 0; j->prompt_lps && i < j->n_ids; i++) {
@@ -513,7 +510,7 @@ static cJSON *json_prompt_logprobs(const serve_job *j) {
 }
 
 /* The text of the prompt a completion echoes: as given, or its ids written out (malloc'd). */
-static char *echo_text(const serve_job *j) {
+static char *echo_text(const serve_job_head *j) {
     if (j->req.prompt) return strdup(j->req.prompt);
     const int32_t *ids = j->ids + j->echo_from;
     int32_t n = j->n_ids - j->echo_from;
@@ -525,7 +522,7 @@ static char *echo_text(const serve_job *j) {
 
 /* One tool call: {"id", "type": "function", "function": {"name", "arguments"}}, with "index"
  * when streamed. The id is the answer's, so a client can match the reply to the call. */
-static cJSON *json_call(const serve_job *j, const serve_tool_call *t, int32_t choice, int32_t index, int stream) {
+static cJSON *json_call(const serve_job_head *j, const serve_tool_call *t, int32_t choice, int32_t index, int stream) {
     cJSON *c = cJSON_CreateObject(), *f;
     const char *dash = strchr(j->id, '-');
     char id[112];
@@ -542,7 +539,7 @@ static cJSON *json_call(const serve_job *j, const serve_tool_call *t, int32_t ch
 }
 
 /* The head every chunk and reply starts with. */
-static cJSON *reply_root(const serve_job *j, const char *object) {
+static cJSON *reply_root(const serve_job_head *j, const char *object) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "object", object);
@@ -565,9 +562,21 @@ static cJSON *content_logprobs(cJSON *content) {
     return l;
 }
 
-/* Add "finish_reason": the reason or null. */
-static void add_finish(cJSON *choice, const char *finish) {
-    if (finish) cJSON_AddStringToObject(choice, "finish_reason", finish);
+/* OpenAI's finish_reason of a finish (NULL: not ended). */
+const char *serve_openai_finish(serve_finish f) {
+    switch (f) {
+    case SERVE_FINISH_STOP: return "stop";
+    case SERVE_FINISH_LENGTH: return "length";
+    case SERVE_FINISH_TOOL_CALLS: return "tool_calls";
+    case SERVE_FINISH_LOAD: return "load";
+    default: return NULL;
+    }
+}
+
+/* Add "finish_reason": the reason or null (not ended). */
+static void add_finish(cJSON *choice, serve_finish finish) {
+    const char *name = serve_openai_finish(finish);
+    if (name) cJSON_AddStringToObject(choice, "finish_reason", name);
     else cJSON_AddNullToObject(choice, "finish_reason");
 }
 
@@ -587,12 +596,22 @@ static void sse_data(plume_buf *out, char *json) {
     free(json);
 }
 
+/* OpenAI's error "type" of a kind of error. */
+const char *serve_openai_error_type(serve_error_kind kind) {
+    switch (kind) {
+    case SERVE_ERR_BUSY: return "rate_limit_error";
+    case SERVE_ERR_TIMEOUT: return "timeout_error";
+    case SERVE_ERR_SERVER: return "server_error";
+    default: return "invalid_request_error";
+    }
+}
+
 /* The body of an error: {"error": {"message", "type", "param", "code"}}. */
 char *serve_openai_error(const serve_error *e) {
     cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
     if (!o) return print_free(root);
     cJSON_AddStringToObject(o, "message", e->message);
-    cJSON_AddStringToObject(o, "type", e->type);
+    cJSON_AddStringToObject(o, "type", serve_openai_error_type(e->kind));
     if (*e->param) cJSON_AddStringToObject(o, "param", e->param);
     else cJSON_AddNullToObject(o, "param");
     if (*e->code) cJSON_AddStringToObject(o, "code", e->code);
@@ -606,7 +625,7 @@ typedef struct {
 } openai_state;
 
 /* A chunk of one choice: the head, choices: [{"index": choice}] (returned in *c). */
-static cJSON *chunk_of(const serve_job *j, int32_t choice, cJSON **c) {
+static cJSON *chunk_of(const serve_job_head *j, int32_t choice, cJSON **c) {
     int chat = j->req.kind == SERVE_CHAT;
     cJSON *root = reply_root(j, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
@@ -618,9 +637,9 @@ static cJSON *chunk_of(const serve_job *j, int32_t choice, cJSON **c) {
 
 /* A completion's echo of its prompt, streamed: the prompt's text (with the legacy logprobs of
  * its tokens when asked) and vLLM's prompt_logprobs. */
-static void stream_prompt(plume_buf *out, serve_job *j, const serve_event *ev) {
+static void stream_prompt(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
-    openai_state none = {{0}}, *st = j->state ? j->state : &none;
+    openai_state none = {{0}}, *st = state ? state : &none;
     if (chat && (j->req.prompt_logprobs < 0 || ev->choice)) return;
     if (!chat && !j->req.echo && j->req.prompt_logprobs < 0) return; /* the event means nothing here */
     cJSON *c, *root = chunk_of(j, ev->choice, &c);
@@ -640,16 +659,16 @@ static void stream_prompt(plume_buf *out, serve_job *j, const serve_event *ev) {
         add_logprobs(c, lp);
         if (j->req.prompt_logprobs >= 0) cJSON_AddItemToObject(c, "prompt_logprobs", json_prompt_logprobs(j));
     }
-    add_finish(c, NULL);
+    add_finish(c, SERVE_FINISH_NONE);
     sse_data(out, print_free(root));
 }
 
 /* One event of a streamed answer: a chat.completion.chunk or text_completion chunk of its
  * choice; after the last choice, the usage chunk (include_usage) and "data: [DONE]"; an error
  * event, then [DONE]. */
-static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
+static void openai_stream(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
     int chat = j->req.kind == SERVE_CHAT;
-    openai_state none = {{0}}, *st = j->state ? j->state : &none;
+    openai_state none = {{0}}, *st = state ? state : &none;
     if (ev->kind == SERVE_EV_ERROR) {
         sse_data(out, serve_openai_error(ev->error));
         plume_buf_puts(out, "data: [DONE]\n\n");
@@ -667,7 +686,7 @@ static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
         return;
     }
     if (ev->kind == SERVE_EV_PROMPT) {
-        stream_prompt(out, j, ev);
+        stream_prompt(out, j, state, ev);
         return;
     }
     if (ev->kind == SERVE_EV_START && !chat) return; /* completions have no role chunk */
@@ -705,13 +724,13 @@ static void openai_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
         }
     }
     add_logprobs(c, lp);
-    add_finish(c, ev->kind == SERVE_EV_END ? ev->finish : NULL);
+    add_finish(c, ev->kind == SERVE_EV_END ? ev->finish : SERVE_FINISH_NONE);
     if (chat) cJSON_AddNullToObject(root, "usage");
     sse_data(out, print_free(root));
 }
 
 /* One choice of a whole chat reply. */
-static cJSON *chat_choice(const serve_job *j, const serve_reply *a, int32_t i) {
+static cJSON *chat_choice(const serve_job_head *j, const serve_reply *a, int32_t i) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", i);
     cJSON *m = cJSON_AddObjectToObject(c, "message");
@@ -735,7 +754,7 @@ static cJSON *chat_choice(const serve_job *j, const serve_reply *a, int32_t i) {
 }
 
 /* One choice of a whole completion reply: the echo, the text, the legacy logprobs. */
-static cJSON *completion_choice(const serve_job *j, const serve_reply *a, int32_t i) {
+static cJSON *completion_choice(const serve_job_head *j, const serve_reply *a, int32_t i) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", i);
     char *echo = j->req.echo ? echo_text(j) : NULL;
@@ -759,7 +778,7 @@ static cJSON *completion_choice(const serve_job *j, const serve_reply *a, int32_
 
 /* The whole reply of a non-streamed request: chat.completion or text_completion, one choice
  * per n, the seed it was sampled with. */
-static char *openai_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
+static char *openai_reply(const serve_job_head *j, const serve_reply *a, int32_t n, const serve_usage *u) {
     int chat = j->req.kind == SERVE_CHAT;
     cJSON *root = reply_root(j, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
@@ -787,51 +806,30 @@ const serve_dialect serve_openai_completion = {
     .error = serve_openai_error, .idle = ":\n\n",
 };
 
-/* ---- llama-server's /tokenize and /detokenize ------------------------------------------------ */
+/* ---- GET /v1/models --------------------------------------------------------------------------- */
 
-/* Parse a /tokenize body. */
-int serve_tokenize_parse(const char *body, size_t len, char **content, int32_t *add_special, serve_error *e) {
-    *content = NULL;
-    *add_special = 0;
-    cJSON *root = serve_json_object(body, len, e);
-    if (!root) return e->status;
-    int rc = serve_json_bool(root, "add_special", add_special, e);
-    if (!rc && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "content")))
-        rc = serve_error_set(e, 400, "invalid_request_error", "content", "invalid_value", "'content' must be a string");
-    if (!rc) rc = serve_json_str(root, "content", content, e);
-    cJSON_Delete(root);
-    return rc;
+/* The model object: id, object, created, owned_by, context_length, input_modalities. */
+static cJSON *model_object(const serve_info *m, const char *id) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", 0);
+    cJSON_AddStringToObject(o, "owned_by", "plume");
+    cJSON_AddNumberToObject(o, "context_length", m->n_ctx);
+    cJSON *mods = cJSON_AddArrayToObject(o, "input_modalities");
+    if (!mods) return o;
+    cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
+    if (m->vision) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
+    if (m->audio) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
+    return o;
 }
 
-/* Parse a /detokenize body, checking every id against the vocabulary. */
-int serve_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n,
-                           serve_error *e) {
-    *ids = NULL;
-    *n = 0;
-    cJSON *root = serve_json_object(body, len, e);
-    if (!root) return e->status;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens"), *v;
-    int rc = 0;
-    if (!cJSON_IsArray(t)) {
-        rc = serve_error_set(e, 400, "invalid_request_error", "tokens", "invalid_value", "'tokens' must be a list of token ids");
-    } else if (!(*ids = malloc(((size_t)cJSON_GetArraySize(t) + 1) * sizeof **ids))) {
-        rc = OOM(e);
-    } else {
-        cJSON_ArrayForEach(v, t) {
-            if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-                v->valuedouble >= n_vocab) {
-                rc = serve_error_set(e, 400, "invalid_request_error", "tokens", "invalid_value",
-                                     "'tokens' must hold integer ids in [0, %d)", n_vocab);
-                break;
-            }
-            (*ids)[(*n)++] = (int32_t)v->valuedouble;
-        }
-    }
-    if (rc) {
-        free(*ids);
-        *ids = NULL;
-        *n = 0;
-    }
-    cJSON_Delete(root);
-    return rc;
+/* The list of the one model, or the model asked for by name (one). */
+char *serve_openai_models(const serve_info *m, const char *one) {
+    if (one) return print_free(model_object(m, one));
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON_AddItemToArray(data, model_object(m, m->model));
+    return print_free(root);
 }

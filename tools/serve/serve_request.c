@@ -18,32 +18,30 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
-
 /* ---- errors ------------------------------------------------------------------------------ */
 
-/* Fill an error: status, type, the field, a code and a formatted message. */
-int serve_error_set(serve_error *e, int32_t status, const char *type, const char *param, const char *code,
+/* Fill an error: status, kind, the field, a code and a formatted message. */
+int serve_error_set(serve_error *e, int32_t status, serve_error_kind kind, const char *param, const char *code,
                     const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
     e->status = status;
-    snprintf(e->type, sizeof e->type, "%s", type);
+    e->kind = kind;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
     return status;
 }
 
-/* A 400 invalid_request_error about one field. */
+/* A 400 invalid_value about one field. */
 int serve_json_bad(serve_error *e, const char *param, const char *what) {
-    return serve_error_set(e, 400, "invalid_request_error", param, "invalid_value", "'%s' must be %s", param, what);
+    return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_value", "'%s' must be %s", param, what);
 }
 
 /* A 400 about a field plume cannot honour. */
 int serve_json_unsupported(serve_error *e, const char *param, const char *why) {
-    return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value", "'%s' %s", param, why);
+    return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_value", "'%s' %s", param, why);
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
@@ -90,7 +88,7 @@ int serve_json_num(const cJSON *o, const char *name, double lo, double hi, float
     if (!cJSON_IsNumber(v)) return serve_json_bad(e, name, "a number");
     double d = v->valuedouble;
     if (!(d >= lo && d <= hi))
-        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, name, "invalid_value",
                                "'%s' must be between %g and %g, got %g", name, lo, hi, d);
     *out = (float)d;
     return 0;
@@ -104,7 +102,7 @@ int serve_json_int(const cJSON *o, const char *name, int64_t lo, int64_t hi, int
         return serve_json_bad(e, name, "an integer");
     double d = v->valuedouble;
     if (d < (double)lo || d > (double)hi)
-        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, name, "invalid_value",
                                "'%s' must be between %lld and %lld, got %.0f", name, (long long)lo,
                                (long long)hi, d);
     *out = (int64_t)d;
@@ -118,7 +116,7 @@ int serve_json_str(const cJSON *o, const char *name, char **out, serve_error *e)
     if (!cJSON_IsString(v)) return serve_json_bad(e, name, "a string");
     free(*out);
     if (!(*out = strdup(v->valuestring)))
-        return serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return SERVE_OOM(e);
     return 0;
 }
 
@@ -133,13 +131,13 @@ int serve_json_check(const char *body, size_t len, size_t *nodes, serve_error *e
             continue;
         }
         if (c < 0x20)
-            return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json",
                                    "the request body is not valid JSON: a raw control character (0x%02x) inside a string "
                                    "at byte %zu (write it escaped, as \\u%04x)", c, i, c);
         if (c == '"') in_str = 0;
         else if (c == '\\' && i + 1 < len) {
             if (body[i + 1] == 'u' && len - i >= 6 && !memcmp(body + i + 2, "0000", 4))
-                return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_value",
+                return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
                                        "a string holds \\u0000 (at byte %zu): NUL characters are not supported", i);
             i++; /* the escaped character */
         }
@@ -158,12 +156,12 @@ int serve_tool_mode(const char *s) {
 /* Compile a JSON Schema (NULL: any object) into r->grammar; a refusal is a 400 about param. */
 int serve_format_schema(serve_request *r, const char *param, const cJSON *schema, serve_error *e) {
     char *text = schema ? cJSON_PrintUnformatted(schema) : NULL, *gbnf = NULL, *err = NULL;
-    if (schema && !text) return OOM(e);
+    if (schema && !text) return SERVE_OOM(e);
     const char *src = text ? text : "{\"type\": \"object\"}";
     int rc = plume_json_schema_to_grammar(src, strlen(src), &gbnf, &err);
     free(text);
-    if (rc == PLUME_ENOMEM) rc = OOM(e);
-    else if (rc) rc = serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value", "'%s': %s", param,
+    if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
+    else if (rc) rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_value", "'%s': %s", param,
                                       err ? err : "the schema cannot be enforced");
     free(err);
     if (rc) return rc;
@@ -179,13 +177,14 @@ int serve_format_schema(serve_request *r, const char *param, const cJSON *schema
 static int request_formats(serve_request *r, serve_error *e) {
     const char *tc = r->tool_choice;
     if (tc && strcmp(tc, "auto") && strcmp(tc, "none")) {
-        if (!r->tools)
+        if (!r->n_tools)
             return serve_json_bad(e, "tool_choice", "\"auto\" or \"none\" when no tools are given");
-        char *gbnf = NULL, *err = NULL;
-        int rc = plume_tool_call_grammar(r->tools, tc, &gbnf, &err);
-        if (rc == PLUME_ENOMEM) rc = OOM(e);
+        char *gbnf = NULL, *err = NULL, *tools = serve_tools_json(r);
+        int rc = tools ? plume_tool_call_grammar(tools, tc, &gbnf, &err) : PLUME_ENOMEM;
+        free(tools);
+        if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
         else if (rc) /* the message names what is at fault: the choice, or a tool's parameters */
-            rc = serve_error_set(e, 400, "invalid_request_error", err && !strncmp(err, "tool_choice", 11) ? "tool_choice" : "tools",
+            rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, err && !strncmp(err, "tool_choice", 11) ? "tool_choice" : "tools",
                                  "unsupported_value", "%s", err ? err : "the tool call cannot be enforced");
         free(err);
         if (rc) return rc;
@@ -228,17 +227,17 @@ int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_
     if ((list_only || !cJSON_IsString(v)) && !cJSON_IsArray(v))
         return serve_json_bad(e, name, list_only ? "a list of strings" : "a string or a list of strings");
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > SERVE_MAX_STOPS - r->n_stops)
-        return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value", "'%s' holds at most %d strings",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, name, "invalid_value", "'%s' holds at most %d strings",
                                name, SERVE_MAX_STOPS);
     int one = cJSON_IsString(v);
     for (const cJSON *s = one ? v : v->child; s; s = one ? NULL : s->next) {
         if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > SERVE_MAX_STOP_LEN)
-            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, name, "invalid_value",
                                    "'%s' strings must be non-empty and at most %d bytes", name, SERVE_MAX_STOP_LEN);
         if (r->n_stops == SERVE_MAX_STOPS)
-            return serve_error_set(e, 400, "invalid_request_error", name, "invalid_value",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, name, "invalid_value",
                                    "at most %d stop strings", SERVE_MAX_STOPS);
-        if (!(r->stops[r->n_stops] = strdup(s->valuestring))) return OOM(e);
+        if (!(r->stops[r->n_stops] = strdup(s->valuestring))) return SERVE_OOM(e);
         r->n_stops++;
     }
     return 0;
@@ -247,7 +246,7 @@ int serve_json_stops(const cJSON *o, const char *name, int32_t list_only, serve_
 /* Parse the body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     if (!serve_utf8_valid(body, len)) {
-        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8", "the request body is not valid UTF-8");
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_utf8", "the request body is not valid UTF-8");
         return NULL;
     }
     if (serve_json_check(body, len, NULL, e)) return NULL;
@@ -257,20 +256,20 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     while (root && tail < len && body[tail] && strchr(" \t\r\n", body[tail])) tail++;
     if (root && tail < len) { /* one JSON text per body: "{...} x" and "{...}{...}" are not requests */
         cJSON_Delete(root);
-        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json",
                         "the request body is not valid JSON: bytes follow the object (at byte %zu)", tail);
         return NULL;
     }
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
-        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json",
                         "the request body is not valid JSON (near byte %ld)", off);
         return NULL;
     }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_json", "the request body must be a JSON object");
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json", "the request body must be a JSON object");
         return NULL;
     }
     return root;
@@ -326,18 +325,18 @@ void serve_request_init(serve_request *r, serve_kind kind) {
 /* Append an empty message with a copy of role. */
 serve_message *serve_request_add_message(serve_request *r, const char *role, serve_error *e) {
     if (r->n_msgs == SERVE_MAX_MESSAGES) {
-        serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value", "at most %d messages",
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "invalid_value", "at most %d messages",
                         SERVE_MAX_MESSAGES);
         return NULL;
     }
     if (plume_grow(&r->msgs, &r->cap_msgs, (size_t)r->n_msgs + 1, sizeof *r->msgs)) {
-        OOM(e);
+        SERVE_OOM(e);
         return NULL;
     }
     serve_message *m = &r->msgs[r->n_msgs];
     memset(m, 0, sizeof *m);
     if (!(m->role = strdup(role))) {
-        OOM(e);
+        SERVE_OOM(e);
         return NULL;
     }
     r->n_msgs++;
@@ -347,13 +346,13 @@ serve_message *serve_request_add_message(serve_request *r, const char *role, ser
 /* Append a tool call (strings copied). */
 int serve_message_add_call(serve_message *m, const char *id, const char *name, const char *arguments, serve_error *e) {
     serve_tool_call *nc = realloc(m->calls, (size_t)(m->n_calls + 1) * sizeof *nc);
-    if (!nc) return OOM(e);
+    if (!nc) return SERVE_OOM(e);
     m->calls = nc;
     serve_tool_call *t = &m->calls[m->n_calls++];
     memset(t, 0, sizeof *t);
     if ((id && !(t->id = strdup(id))) || !(t->name = strdup(name ? name : "")) ||
         (arguments && !(t->arguments = strdup(arguments))))
-        return OOM(e);
+        return SERVE_OOM(e);
     return 0;
 }
 
@@ -362,11 +361,11 @@ int serve_message_add_call(serve_message *m, const char *id, const char *name, c
  * has come. */
 static int add_part(serve_message *m, int32_t kind, const char *text, serve_error *e) {
     char **np = realloc(m->parts, (size_t)(m->n_parts + 2) * sizeof *np);
-    if (!np) return OOM(e);
+    if (!np) return SERVE_OOM(e);
     m->parts = np;
     if (kind != PLUME_CHAT_PART_TEXT || m->part_types) {
         int32_t *nt = realloc(m->part_types, (size_t)(m->n_parts + 2) * sizeof *nt);
-        if (!nt) return OOM(e);
+        if (!nt) return SERVE_OOM(e);
         if (!m->part_types)
             for (int32_t i = 0; i < m->n_parts + 2; i++) nt[i] = PLUME_CHAT_PART_TEXT;
         m->part_types = nt;
@@ -376,7 +375,7 @@ static int add_part(serve_message *m, int32_t kind, const char *text, serve_erro
         m->parts[m->n_parts++] = m->content;
         m->content = NULL;
     }
-    if (!(m->parts[m->n_parts] = strdup(text))) return OOM(e);
+    if (!(m->parts[m->n_parts] = strdup(text))) return SERVE_OOM(e);
     if (m->part_types) m->part_types[m->n_parts] = kind;
     m->n_parts++;
     return 0;
@@ -406,6 +405,51 @@ void serve_media_free(serve_media *md) {
     free(md->list);
     free(md->language);
     free(md);
+}
+
+/* ---- tools -------------------------------------------------------------------------------- */
+
+/* Append a tool: its strings copied, its parameters printed as JSON text. */
+int serve_request_add_tool(serve_request *r, const char *name, const char *description, const cJSON *parameters,
+                           serve_error *e) {
+    serve_tool *t = realloc(r->tools, ((size_t)r->n_tools + 1) * sizeof *t);
+    if (!t) return SERVE_OOM(e);
+    r->tools = t;
+    t += r->n_tools++;
+    int has_params = parameters && !cJSON_IsNull(parameters);
+    *t = (serve_tool){strdup(name), description ? strdup(description) : NULL,
+                      has_params ? cJSON_PrintUnformatted(parameters) : NULL};
+    return t->name && (!description || t->description) && (!has_params || t->parameters) ? 0 : SERVE_OOM(e);
+}
+
+/* A function declaration {name, description, parameters} (OpenAI's tools[i].function, a
+ * Responses function tool) appended to r's tools; a 400 'tools' must be <what> when it is not
+ * an object with a string name (and a string description, if any). */
+int serve_function_tool(serve_request *r, const cJSON *fn, const char *what, serve_error *e) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+    if (!cJSON_IsObject(fn) || !cJSON_IsString(name) || (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc)))
+        return serve_json_bad(e, "tools", what);
+    return serve_request_add_tool(r, name->valuestring, cJSON_IsString(desc) ? desc->valuestring : NULL,
+                                  cJSON_GetObjectItemCaseSensitive(fn, "parameters"), e);
+}
+
+/* The tools in the shape libplume takes them (plume_chat_options.tools_json,
+ * plume_tool_call_grammar): [{"type": "function", "function": {"name", "description",
+ * "parameters"}}], the parameters' text as it is. JSON text, malloc'd; NULL if out of memory. */
+char *serve_tools_json(const serve_request *r) {
+    cJSON *list = cJSON_CreateArray();
+    int ok = list != NULL;
+    for (int32_t i = 0; ok && i < r->n_tools; i++) {
+        const serve_tool *t = &r->tools[i];
+        cJSON *tool = cJSON_CreateObject(), *f;
+        ok = tool && cJSON_AddItemToArray(list, tool) && cJSON_AddStringToObject(tool, "type", "function") &&
+             (f = cJSON_AddObjectToObject(tool, "function")) && cJSON_AddStringToObject(f, "name", t->name) &&
+             (!t->description || cJSON_AddStringToObject(f, "description", t->description)) &&
+             (!t->parameters || cJSON_AddRawToObject(f, "parameters", t->parameters));
+    }
+    char *s = ok ? cJSON_PrintUnformatted(list) : NULL;
+    cJSON_Delete(list);
+    return s;
 }
 
 /* ---- seeds ------------------------------------------------------------------------------- */
@@ -463,6 +507,11 @@ void serve_request_free(serve_request *r) {
     free(r->prompt_ids);
     free(r->bias_ids);
     free(r->bias_vals);
+    for (int32_t i = 0; i < r->n_tools; i++) {
+        free(r->tools[i].name);
+        free(r->tools[i].description);
+        free(r->tools[i].parameters);
+    }
     free(r->tools);
     free(r->tool_choice);
     serve_media_free(r->media);
@@ -475,12 +524,12 @@ void serve_request_free(serve_request *r) {
 static int check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, const char *prompt_name,
                         const char *length_name, serve_error *e) {
     if (n_prompt >= n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", prompt_name, "context_length_exceeded",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, prompt_name, "context_length_exceeded",
                                "the prompt has %d tokens, but the context holds %d (and at least one token must "
                                "be left to answer); shorten it or start the server with a larger --context",
                                n_prompt, n_ctx);
     if (max_tokens > 0 && (int64_t)n_prompt + max_tokens > n_ctx)
-        return serve_error_set(e, 400, "invalid_request_error", length_name, "context_length_exceeded",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, length_name, "context_length_exceeded",
                                "the context holds %d tokens, but %d were requested (%d in the prompt, %d to "
                                "generate); lower %s",
                                n_ctx, n_prompt + max_tokens, n_prompt, max_tokens, length_name);
@@ -508,7 +557,7 @@ static int continue_final(const serve_request *r, char *out, serve_error *e) {
     size_t n = strlen(out), k = sizeof close - 1;
     const serve_message *last = &r->msgs[r->n_msgs - 1];
     if (strcmp(last->role, "assistant") || last->n_calls || n < k || memcmp(out + n - k, close, k))
-        return serve_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "invalid_value",
                                "only a last assistant message of text can be continued");
     out[n - k] = 0;
     return 0;
@@ -521,7 +570,7 @@ static int continue_final(const serve_request *r, char *out, serve_error *e) {
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e) {
     plume_chat_message_full *msgs = calloc((size_t)r->n_msgs, sizeof *msgs);
     plume_chat_tool_call **calls = calloc((size_t)r->n_msgs, sizeof *calls);
-    int rc = msgs && calls ? 0 : serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    int rc = msgs && calls ? 0 : SERVE_OOM(e);
     for (int32_t i = 0; !rc && i < r->n_msgs; i++) {
         const serve_message *m = &r->msgs[i];
         msgs[i] = (plume_chat_message_full){.role = m->role, .content = m->content, .parts = (const char *const *)m->parts,
@@ -529,7 +578,7 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
                                           .tool_call_id = m->tool_call_id, .name = m->name, .part_types = m->part_types};
         if (!m->n_calls) continue;
         if (!(calls[i] = calloc((size_t)m->n_calls, sizeof **calls))) {
-            rc = serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            rc = SERVE_OOM(e);
             break;
         }
         for (int32_t k = 0; k < m->n_calls; k++)
@@ -537,17 +586,20 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
         msgs[i].tool_calls = calls[i];
         msgs[i].n_tool_calls = m->n_calls;
     }
-    char *err = NULL;
+    char *err = NULL, *tools = NULL;
+    if (!rc && r->n_tools && !(r->tool_choice && !strcmp(r->tool_choice, "none")) && !(tools = serve_tools_json(r)))
+        rc = SERVE_OOM(e);
     if (!rc) {
         plume_chat_options opt = {.add_generation_prompt = !r->continue_final, .enable_thinking = r->enable_thinking,
-                                  .tools_json = r->tool_choice && !strcmp(r->tool_choice, "none") ? NULL : r->tools};
+                                  .tools_json = tools};
         int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
         if (lrc)
             rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
-                                 lrc == PLUME_ENOMEM ? "server_error" : "invalid_request_error", "messages", NULL, "%s",
+                                 lrc == PLUME_ENOMEM ? SERVE_ERR_SERVER : SERVE_ERR_REQUEST, "messages", NULL, "%s",
                                  err ? err : "cannot render the messages");
     }
     free(err);
+    free(tools);
     if (!rc && r->continue_final && (rc = continue_final(r, *out, e))) {
         free(*out);
         *out = NULL;

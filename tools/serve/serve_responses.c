@@ -19,14 +19,13 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
 /* The text of a message item's content: a string, or its input_text/output_text parts, each
  * appended to m, and its input_image parts (serve_media.c). */
 static int item_content(const cJSON *c, serve_request *r, serve_message *m, const char *param, serve_error *e) {
-    if (cJSON_IsString(c)) return (m->content = strdup(c->valuestring)) ? 0 : OOM(e);
+    if (cJSON_IsString(c)) return (m->content = strdup(c->valuestring)) ? 0 : SERVE_OOM(e);
     if (!cJSON_IsArray(c)) return serve_json_bad(e, param, "a string or a list of content parts");
     const cJSON *part;
     int32_t k = 0;
@@ -45,14 +44,14 @@ static int item_content(const cJSON *c, serve_request *r, serve_message *m, cons
         }
         if (!strcmp(t, "refusal")) key = "refusal";
         else if (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "text"))
-            return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_content",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
                                    "content parts of type '%.64s' are not supported (text only)", t);
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, key);
         if (!cJSON_IsString(text)) return serve_json_bad(e, param, "a list of text parts");
         int rc = serve_message_add_part(m, text->valuestring, e);
         if (rc) return rc;
     }
-    if (!m->parts && !(m->content = strdup(""))) return OOM(e);
+    if (!m->parts && !(m->content = strdup(""))) return SERVE_OOM(e);
     return 0;
 }
 
@@ -122,17 +121,17 @@ static int parse_item(const cJSON *it, int32_t i, serve_request *r, char **thoug
         if (!cJSON_IsString(id)) return serve_json_bad(e, param, "a function_call_output with a 'call_id'");
         serve_message *m = serve_request_add_message(r, "tool", e);
         if (!m) return e->status;
-        if (!(m->tool_call_id = strdup(id->valuestring))) return OOM(e);
+        if (!(m->tool_call_id = strdup(id->valuestring))) return SERVE_OOM(e);
         snprintf(param, sizeof param, "input[%d].output", i);
         return item_content(out, r, m, param, e);
     }
     if (!strcmp(t, "reasoning")) {
         free(*thought);
-        return (*thought = reasoning_of(it)) ? 0 : OOM(e);
+        return (*thought = reasoning_of(it)) ? 0 : SERVE_OOM(e);
     }
     if (!strcmp(t, "item_reference"))
         return serve_json_unsupported(e, param, "is not supported: plume stores no items (send them whole)");
-    return serve_error_set(e, 400, "invalid_request_error", param, "unsupported_value",
+    return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_value",
                            "input items of type '%.64s' are not supported", t);
 }
 
@@ -143,14 +142,14 @@ static int parse_input(const cJSON *root, serve_request *r, serve_error *e) {
         if (!cJSON_IsString(ins)) return serve_json_bad(e, "instructions", "a string");
         serve_message *m = serve_request_add_message(r, "system", e);
         if (!m) return e->status;
-        if (!(m->content = strdup(ins->valuestring))) return OOM(e);
+        if (!(m->content = strdup(ins->valuestring))) return SERVE_OOM(e);
     }
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input"), *it;
-    if (!in || cJSON_IsNull(in)) return serve_error_set(e, 400, "invalid_request_error", "input", "missing_field", "'input' is required");
+    if (!in || cJSON_IsNull(in)) return serve_error_set(e, 400, SERVE_ERR_REQUEST, "input", "missing_field", "'input' is required");
     if (cJSON_IsString(in)) {
         serve_message *m = serve_request_add_message(r, "user", e);
         if (!m) return e->status;
-        return (m->content = strdup(in->valuestring)) ? 0 : OOM(e);
+        return (m->content = strdup(in->valuestring)) ? 0 : SERVE_OOM(e);
     }
     if (!cJSON_IsArray(in)) return serve_json_bad(e, "input", "a string or a list of items");
     char *thought = NULL;
@@ -163,39 +162,24 @@ static int parse_input(const cJSON *root, serve_request *r, serve_error *e) {
     return rc;
 }
 
-/* "tools": function tools {type: "function", name, description, parameters}, rewritten as
- * OpenAI's chat declarations for the template; "tool_choice". Hosted tools are refused. */
+/* "tools": function tools {type: "function", name, description, parameters}; "tool_choice".
+ * Hosted tools are refused. */
 static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tools"), *t;
     int rc = 0;
     if (v && !cJSON_IsNull(v)) {
         if (!cJSON_IsArray(v)) return serve_json_bad(e, "tools", "a list of tools");
-        cJSON *out = cJSON_CreateArray();
         cJSON_ArrayForEach(t, v) {
-            const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"), *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
-                rc = serve_error_set(e, 400, "invalid_request_error", "tools", "unsupported_value",
+                rc = serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "unsupported_value",
                                      "tools of type '%.64s' are not supported (function tools only)",
                                      cJSON_IsString(type) ? type->valuestring : "?");
                 break;
             }
-            if (!cJSON_IsString(name)) {
-                rc = serve_json_bad(e, "tools", "a list of {\"type\": \"function\", \"name\", \"parameters\"}");
+            if ((rc = serve_function_tool(r, t, "a list of {\"type\": \"function\", \"name\", \"parameters\"}", e)))
                 break;
-            }
-            cJSON *tool = cJSON_CreateObject(), *f;
-            cJSON_AddItemToArray(out, tool);
-            cJSON_AddStringToObject(tool, "type", "function");
-            if ((f = cJSON_AddObjectToObject(tool, "function"))) {
-                static const char *const keep[] = {"name", "description", "parameters"};
-                for (int k = 0; k < 3; k++) {
-                    const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, keep[k]);
-                    if (x && !cJSON_IsNull(x)) cJSON_AddItemToObject(f, keep[k], cJSON_Duplicate(x, 1));
-                }
-            }
         }
-        if (!rc && cJSON_GetArraySize(out) && !(r->tools = cJSON_PrintUnformatted(out))) rc = OOM(e);
-        cJSON_Delete(out);
         if (rc) return rc;
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
@@ -212,7 +196,7 @@ static int parse_tools(const cJSON *root, serve_request *r, serve_error *e) {
     } else if (c && !cJSON_IsNull(c)) {
         return serve_json_bad(e, "tool_choice", "a string or an object");
     }
-    return (r->tool_choice = strdup(choice)) ? 0 : OOM(e);
+    return (r->tool_choice = strdup(choice)) ? 0 : SERVE_OOM(e);
 }
 
 /* "reasoning": {"effort": none/minimal (thinking off), low/medium/high (on), "summary"}. */
@@ -272,7 +256,7 @@ static int refuse_state(const cJSON *root, serve_request *r, serve_error *e) {
     cJSON_ArrayForEach(x, inc) {
         if (cJSON_IsString(x) && !strcmp(x->valuestring, "message.output_text.logprobs")) r->logprobs = 1;
         else if (!cJSON_IsString(x) || strcmp(x->valuestring, "reasoning.encrypted_content"))
-            return serve_error_set(e, 400, "invalid_request_error", "include", "unsupported_value",
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, "include", "unsupported_value",
                                    "include '%.64s' is not supported", cJSON_IsString(x) ? x->valuestring : "?");
     }
     return 0;
@@ -326,25 +310,25 @@ typedef struct {
     int32_t n_calls;
     const serve_logprob *lps;
     int32_t n_lps;
-    const char *finish; /* NULL: in progress */
+    serve_finish finish; /* NONE: in progress */
 } resp_answer;
 
 /* An item id: <kind>_<the answer's id>[_<index>]. */
-static void item_id(const serve_job *j, const char *kind, int32_t index, char out[112]) {
+static void item_id(const serve_job_head *j, const char *kind, int32_t index, char out[112]) {
     const char *dash = strchr(j->id, '-');
     if (index < 0) snprintf(out, 112, "%s_%s", kind, dash ? dash + 1 : j->id);
     else snprintf(out, 112, "%s_%s_%d", kind, dash ? dash + 1 : j->id, index);
 }
 
 /* The logprobs of an output_text: [{"token", "logprob", "bytes", "top_logprobs"}]. */
-static cJSON *json_logprobs(const serve_job *j, const serve_logprob *lps, int32_t n) {
+static cJSON *json_logprobs(const serve_job_head *j, const serve_logprob *lps, int32_t n) {
     cJSON *a = cJSON_CreateArray();
     for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(a, serve_json_logprob(j->tok, &lps[i]));
     return a;
 }
 
 /* {"type": "output_text", "text", "annotations": [], "logprobs": [...]}. */
-static cJSON *json_output_text(const serve_job *j, const char *text, const serve_logprob *lps, int32_t n_lps) {
+static cJSON *json_output_text(const serve_job_head *j, const char *text, const serve_logprob *lps, int32_t n_lps) {
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "type", "output_text");
     cJSON_AddStringToObject(p, "text", text);
@@ -354,7 +338,7 @@ static cJSON *json_output_text(const serve_job *j, const char *text, const serve
 }
 
 /* The message item (content: its output_text, or none while it is being added). */
-static cJSON *json_message(const serve_job *j, const char *text, const serve_logprob *lps, int32_t n_lps, int done) {
+static cJSON *json_message(const serve_job_head *j, const char *text, const serve_logprob *lps, int32_t n_lps, int done) {
     char id[112];
     item_id(j, "msg", -1, id);
     cJSON *m = cJSON_CreateObject(), *content;
@@ -376,7 +360,7 @@ static cJSON *json_reasoning_text(const char *text) {
 }
 
 /* The reasoning item (with its text as encrypted_content: plume's thought, round-tripped). */
-static cJSON *json_reasoning(const serve_job *j, const char *thought, int done) {
+static cJSON *json_reasoning(const serve_job_head *j, const char *thought, int done) {
     char id[112];
     item_id(j, "rs", -1, id);
     cJSON *m = cJSON_CreateObject(), *content;
@@ -392,7 +376,7 @@ static cJSON *json_reasoning(const serve_job *j, const char *thought, int done) 
 }
 
 /* A function_call item. */
-static cJSON *json_call(const serve_job *j, const serve_tool_call *t, int32_t index, int done) {
+static cJSON *json_call(const serve_job_head *j, const serve_tool_call *t, int32_t index, int done) {
     char id[112], call_id[112];
     item_id(j, "fc", index, id);
     item_id(j, "call", index, call_id);
@@ -419,15 +403,15 @@ static cJSON *json_usage(const serve_usage *u) {
 
 /* The Response object: status (in_progress, completed, incomplete), the output items in the
  * order the model wrote them (thought, text, calls), the usage. */
-static cJSON *json_response(const serve_job *j, const resp_answer *a, const serve_usage *u) {
+static cJSON *json_response(const serve_job_head *j, const resp_answer *a, const serve_usage *u) {
     cJSON *o = cJSON_CreateObject(), *out;
-    const char *status = !a->finish ? "in_progress" : !strcmp(a->finish, "length") ? "incomplete" : "completed";
+    const char *status = !a->finish ? "in_progress" : a->finish == SERVE_FINISH_LENGTH ? "incomplete" : "completed";
     cJSON_AddStringToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "object", "response");
     cJSON_AddNumberToObject(o, "created_at", (double)j->created);
     cJSON_AddStringToObject(o, "status", status);
     cJSON_AddNullToObject(o, "error");
-    if (a->finish && !strcmp(a->finish, "length")) {
+    if (a->finish == SERVE_FINISH_LENGTH) {
         cJSON *d = cJSON_AddObjectToObject(o, "incomplete_details");
         cJSON_AddStringToObject(d, "reason", "max_output_tokens");
     } else {
@@ -464,7 +448,7 @@ static cJSON *json_response(const serve_job *j, const resp_answer *a, const serv
 }
 
 /* The whole Response of a non-streamed request. */
-static char *responses_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
+static char *responses_reply(const serve_job_head *j, const serve_reply *a, int32_t n, const serve_usage *u) {
     (void)n;
     resp_answer ra = {a->text, a->thought, a->calls, a->n_calls, a->lps, a->n_lps, a->finish};
     cJSON *o = json_response(j, &ra, u);
@@ -491,7 +475,7 @@ typedef struct {
     serve_logprob *lps;
     int32_t n_lps;
     size_t cap_lps;
-    const char *finish;
+    serve_finish finish;
 } resp_state;
 
 /* Free what a stream's state holds. */
@@ -523,7 +507,7 @@ static void emit(plume_buf *out, resp_state *st, const char *type, cJSON *o) {
 }
 
 /* {"item_id", "output_index", "content_index": 0} of the part events. */
-static cJSON *part_event(const serve_job *j, const char *kind, int32_t index) {
+static cJSON *part_event(const serve_job_head *j, const char *kind, int32_t index) {
     char id[112];
     item_id(j, kind, -1, id);
     cJSON *o = cJSON_CreateObject();
@@ -542,7 +526,7 @@ static cJSON *item_event(int32_t index, cJSON *item) {
 }
 
 /* Close the open item: its text's .done, content_part.done, output_item.done. */
-static void item_close(plume_buf *out, serve_job *j, resp_state *st) {
+static void item_close(plume_buf *out, const serve_job_head *j, resp_state *st) {
     if (st->open == ITEM_REASONING) {
         const char *t = st->thought.p ? st->thought.p : "";
         cJSON *o = part_event(j, "rs", st->rs_index);
@@ -567,7 +551,7 @@ static void item_close(plume_buf *out, serve_job *j, resp_state *st) {
 }
 
 /* Open an item of a kind (reasoning or message): output_item.added, content_part.added. */
-static void item_open(plume_buf *out, serve_job *j, resp_state *st, int32_t kind) {
+static void item_open(plume_buf *out, const serve_job_head *j, resp_state *st, int32_t kind) {
     if (st->open == kind) return;
     item_close(out, j, st);
     int32_t index = st->n_items++;
@@ -583,7 +567,7 @@ static void item_open(plume_buf *out, serve_job *j, resp_state *st, int32_t kind
 }
 
 /* A delta of the open item's text (and the token's log-probabilities, kept for the end). */
-static void item_delta(plume_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
+static void item_delta(plume_buf *out, const serve_job_head *j, resp_state *st, const serve_event *ev) {
     int rs = ev->kind == SERVE_EV_THOUGHT;
     plume_buf_put(rs ? &st->thought : &st->text, ev->text, ev->len);
     if (!rs && ev->lp && j->req.logprobs && !plume_grow(&st->lps, &st->cap_lps, (size_t)st->n_lps + 1, sizeof *st->lps))
@@ -597,7 +581,7 @@ static void item_delta(plume_buf *out, serve_job *j, resp_state *st, const serve
 }
 
 /* A tool call: its function_call item added, its arguments, done. */
-static void stream_call(plume_buf *out, serve_job *j, resp_state *st, const serve_event *ev) {
+static void stream_call(plume_buf *out, const serve_job_head *j, resp_state *st, const serve_event *ev) {
     item_close(out, j, st);
     serve_tool_call *nc = realloc(st->calls, (size_t)(st->n_calls + 1) * sizeof *nc);
     if (nc) {
@@ -624,8 +608,8 @@ static void stream_call(plume_buf *out, serve_job *j, resp_state *st, const serv
     emit(out, st, "response.output_item.done", item_event(index, json_call(j, ev->call, ev->call_index, 1)));
 }
 
-/* {"response": the Response as it stands} (finish NULL: in progress). */
-static cJSON *response_event(const serve_job *j, const resp_state *st, const char *finish, const serve_usage *u) {
+/* {"response": the Response as it stands} (finish NONE: in progress). */
+static cJSON *response_event(const serve_job_head *j, const resp_state *st, serve_finish finish, const serve_usage *u) {
     resp_answer a = {st->text.p ? st->text.p : "", st->thought.p, st->calls, st->n_calls, st->lps, st->n_lps, finish};
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "response", json_response(j, &a, u));
@@ -633,13 +617,13 @@ static cJSON *response_event(const serve_job *j, const resp_state *st, const cha
 }
 
 /* One event of a streamed answer, as the Responses API's typed events. */
-static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
-    resp_state *st = j->state;
+static void responses_stream(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
+    resp_state *st = state;
     switch (ev->kind) {
     case SERVE_EV_START:
         st->msg_index = st->rs_index = -1;
-        emit(out, st, "response.created", response_event(j, st, NULL, NULL));
-        emit(out, st, "response.in_progress", response_event(j, st, NULL, NULL));
+        emit(out, st, "response.created", response_event(j, st, SERVE_FINISH_NONE, NULL));
+        emit(out, st, "response.in_progress", response_event(j, st, SERVE_FINISH_NONE, NULL));
         return;
     case SERVE_EV_THOUGHT:
     case SERVE_EV_TEXT:
@@ -654,14 +638,14 @@ static void responses_stream(plume_buf *out, serve_job *j, const serve_event *ev
         st->finish = ev->finish;
         return;
     case SERVE_EV_DONE: {
-        const char *finish = st->finish ? st->finish : "stop";
-        emit(out, st, !strcmp(finish, "length") ? "response.incomplete" : "response.completed",
+        serve_finish finish = st->finish ? st->finish : SERVE_FINISH_STOP;
+        emit(out, st, finish == SERVE_FINISH_LENGTH ? "response.incomplete" : "response.completed",
              response_event(j, st, finish, ev->usage));
         return;
     }
     case SERVE_EV_ERROR: {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "code", *ev->error->code ? ev->error->code : ev->error->type);
+        cJSON_AddStringToObject(o, "code", *ev->error->code ? ev->error->code : serve_openai_error_type(ev->error->kind));
         cJSON_AddStringToObject(o, "message", ev->error->message);
         cJSON_AddNullToObject(o, "param");
         emit(out, st, "error", o);

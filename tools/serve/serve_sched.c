@@ -186,9 +186,9 @@ static int slot_open(serve_sched *s, int32_t i, char **err) {
  * where images or audio sit, the same media keys (the same pixels or samples, the same row). */
 static int32_t common_prefix(const plume_session *ss, const serve_job *j) {
     const int32_t *a = plume_session_tokens(ss);
-    const uint64_t *ka = plume_session_keys(ss), *kb = serve_media_keys(j->req.media);
-    int32_t na = plume_session_n_past(ss), n = na < j->n_ids ? na : j->n_ids, i = 0;
-    while (i < n && a[i] == j->ids[i] && (ka ? ka[i] : 0) == (kb ? kb[i] : 0)) i++;
+    const uint64_t *ka = plume_session_keys(ss), *kb = serve_media_keys(j->head.req.media);
+    int32_t na = plume_session_n_past(ss), n = na < j->head.n_ids ? na : j->head.n_ids, i = 0;
+    while (i < n && a[i] == j->head.ids[i] && (ka ? ka[i] : 0) == (kb ? kb[i] : 0)) i++;
     return i;
 }
 
@@ -286,8 +286,8 @@ static int slot_constrain(serve_sched *s, serve_slot *sl, char **err) {
         if (rc) return rc;
     }
     plume_constraint_params cp = plume_constraint_default_params();
-    cp.thinking = j->req.kind != SERVE_CHAT ? 0 : j->in_thought ? 2 : j->req.enable_thinking ? 1 : 0;
-    int rc = plume_constraint_new_grammar(&sl->con, s->vocab, j->req.grammar, strlen(j->req.grammar), &cp, err);
+    cp.thinking = j->head.req.kind != SERVE_CHAT ? 0 : j->head.in_thought ? 2 : j->head.req.enable_thinking ? 1 : 0;
+    int rc = plume_constraint_new_grammar(&sl->con, s->vocab, j->head.req.grammar, strlen(j->head.req.grammar), &cp, err);
     if (!rc) plume_sampler_set_constraint(sl->smp, sl->con);
     return rc;
 }
@@ -298,28 +298,28 @@ static int slot_constrain(serve_sched *s, serve_slot *sl, char **err) {
 static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     serve_job *j = sl->job;
     int32_t keep = common_prefix(sl->s, j);
-    if (keep > j->n_ids - 1) keep = j->n_ids - 1; /* the last prompt token is fed for its logits */
-    if (j->prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
+    if (keep > j->head.n_ids - 1) keep = j->head.n_ids - 1; /* the last prompt token is fed for its logits */
+    if (j->head.prompt_lps || sl->choice > 0) keep = 0; /* every row is scored / the leader's copy comes */
     /* only as far back as costs nothing: what a deeper rewind would recompute here, with every
      * other stream waiting, is fed again as prefill chunks between decode steps */
     keep = plume_session_rewind_free(sl->s, keep);
     int rc = plume_session_rewind(sl->s, keep, err);
-    plume_sampler_params sp = j->req.sp;
+    plume_sampler_params sp = j->head.req.sp;
     sp.seed += (uint64_t)sl->choice;
     if (!rc) rc = plume_sampler_new(&sl->smp, &sp, s->V, err);
-    if (!rc && j->req.n_bias) rc = plume_sampler_set_bias(sl->smp, j->req.bias_ids, j->req.bias_vals, j->req.n_bias, err);
-    if (!rc && j->prompt_lps && sl->choice == 0 &&
+    if (!rc && j->head.req.n_bias) rc = plume_sampler_set_bias(sl->smp, j->head.req.bias_ids, j->head.req.bias_vals, j->head.req.n_bias, err);
+    if (!rc && j->head.prompt_lps && sl->choice == 0 &&
         !(sl->rows = malloc((size_t)SERVE_LOGPROB_CHUNK * (size_t)s->V * sizeof *sl->rows)))
         rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the prompt's logits");
     /* chat answers go through the parser (special tokens kept for it), unless ignore_eos asks
      * for every token as text */
-    int parse = j->req.kind == SERVE_CHAT && !j->req.ignore_eos;
+    int parse = j->head.req.kind == SERVE_CHAT && !j->head.req.ignore_eos;
     if (!rc) rc = serve_answer_init(&sl->out, j, sl->choice, parse, err);
     if (rc) return rc;
-    for (int32_t i = 0; i < j->n_ids; i++) plume_sampler_accept(sl->smp, j->ids[i]);
-    if (j->req.grammar && (rc = slot_constrain(s, sl, err))) return rc;
+    for (int32_t i = 0; i < j->head.n_ids; i++) plume_sampler_accept(sl->smp, j->head.ids[i]);
+    if (j->head.req.grammar && (rc = slot_constrain(s, sl, err))) return rc;
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
-    sl->drafting = sl->spec && j->req.sp.temperature <= 0.0f;
+    sl->drafting = sl->spec && j->head.req.sp.temperature <= 0.0f;
     sl->pos = keep;
     sl->cached = keep;
     sl->n_gen = 0;
@@ -333,9 +333,9 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
      * encoder thread (once: the other choices copy the leader's session); with none to encode,
      * their pixels and samples are freed here */
     if (sl->choice > 0) return 0;
-    if (serve_media_pending(j->req.media, keep)) return encode_submit(s, sl, keep, err);
+    if (serve_media_pending(j->head.req.media, keep)) return encode_submit(s, sl, keep, err);
     int32_t none;
-    return serve_media_encode(j->req.media, s->enc, keep, &none, err);
+    return serve_media_encode(j->head.req.media, s->enc, keep, &none, err);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -372,14 +372,14 @@ static int parser_marker(const char *piece) {
 
 /* The answer is over: flush the detokenizer (unless a stop string ended the answer), send
  * the end and free the slot. */
-static void slot_finish(serve_sched *s, serve_slot *sl, const char *reason, int stopped) {
+static void slot_finish(serve_sched *s, serve_slot *sl, serve_finish reason, int stopped) {
     if (!stopped) {
         char piece[64];
         int32_t k = plume_detok_stream_flush(&sl->ds, piece, sizeof piece);
-        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = "stop";
+        if (k > 0 && serve_answer_put(&sl->out, piece, (size_t)k, NULL) == SERVE_ANSWER_STOP) reason = SERVE_FINISH_STOP;
     }
     double now = plume_now();
-    serve_usage u = {.prompt = sl->job->n_ids, .completion = sl->n_gen, .cached = sl->cached,
+    serve_usage u = {.prompt = sl->job->head.n_ids, .completion = sl->n_gen, .cached = sl->cached,
                      .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
                      .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
     serve_answer_finish(&sl->out, reason, &u);
@@ -395,19 +395,19 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
     pthread_mutex_lock(&s->mu);
     s->st.generated_tokens++;
     pthread_mutex_unlock(&s->mu);
-    if (plume_model_ends_turn(s->m, id) && !j->req.ignore_eos) {
-        slot_finish(s, sl, "stop", 0);
+    if (plume_model_ends_turn(s->m, id) && !j->head.req.ignore_eos) {
+        slot_finish(s, sl, SERVE_FINISH_STOP, 0);
         return 1;
     }
-    serve_logprob lp = {.id = id, .n_top = j->req.top_logprobs};
-    if (j->req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
+    serve_logprob lp = {.id = id, .n_top = j->head.req.top_logprobs};
+    if (j->head.req.logprobs) lp.logprob = logprob_top(logits, s->V, id, lp.n_top, lp.top_ids, lp.top_lps);
     char piece[256];
     int32_t k = plume_detok_stream_put(&sl->ds, id, piece, sizeof piece);
     if (k < 0 || (sl->out.cp && plume_token_is_special(s->tok, id) && !parser_marker(piece))) k = 0;
-    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->req.logprobs ? &lp : NULL);
-    if (r) slot_finish(s, sl, "stop", r == SERVE_ANSWER_STOP);
-    else if ((j->req.max_tokens > 0 && sl->n_gen >= j->req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
-        slot_finish(s, sl, "length", 0);
+    int r = serve_answer_put(&sl->out, piece, (size_t)k, j->head.req.logprobs ? &lp : NULL);
+    if (r) slot_finish(s, sl, SERVE_FINISH_STOP, r == SERVE_ANSWER_STOP);
+    else if ((j->head.req.max_tokens > 0 && sl->n_gen >= j->head.req.max_tokens) || n_past >= plume_session_n_ctx(sl->s))
+        slot_finish(s, sl, SERVE_FINISH_LENGTH, 0);
     else {
         sl->next_id = id;
         return 0;
@@ -419,7 +419,7 @@ static int slot_deliver(serve_sched *s, serve_slot *sl, int32_t id, const float 
  * saying so: the request's grammar is too ambiguous or nested too deep for the text). */
 static int slot_format_limited(serve_slot *sl) {
     if (!sl->con || plume_constraint_status(sl->con) != PLUME_CONSTRAINT_LIMIT) return 0;
-    serve_job_fail(sl->job, 400, "invalid_request_error",
+    serve_job_fail(sl->job, 400, SERVE_ERR_REQUEST,
                    "the format's grammar is too ambiguous or nested too deep for the text so far: a step passed "
                    "the recognizer's limit (docs/STRUCTURED.md, Limits)");
     return 1;
@@ -430,7 +430,7 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
     int32_t id = plume_sampler_sample(sl->smp, sl->logits);
     if (id < 0) {
         if (!slot_format_limited(sl))
-            serve_job_fail(sl->job, 500, "server_error",
+            serve_job_fail(sl->job, 500, SERVE_ERR_SERVER,
                            sl->con ? "sampling failed (no token the format allows has a finite logit)"
                                    : "sampling failed (no finite logit)");
         slot_release(s, sl);
@@ -448,7 +448,7 @@ static void slot_accept(serve_sched *s, serve_slot *sl) {
     int32_t out[PLUME_SAMPLER_UNDO];
     int32_t n = plume_spec_accept(sl->spec, sl->s, sl->smp, sl->spec_ids, sl->taken, sl->spec_logits, out, &err);
     if (n < 0) {
-        if (!slot_format_limited(sl)) serve_job_fail(sl->job, 500, "server_error", err ? err : "speculative step failed");
+        if (!slot_format_limited(sl)) serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, err ? err : "speculative step failed");
         free(err);
         slot_release(s, sl);
         return;
@@ -488,12 +488,12 @@ static int32_t admit_locked(serve_sched *s) {
         serve_job *j = s->head;
         int32_t idle = 0;
         for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
-        if (idle < j->req.n) return admitted; /* a request of n choices waits for n idle slots */
+        if (idle < j->head.req.n) return admitted; /* a request of n choices waits for n idle slots */
         admitted++;
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         s->n_queued--;
-        for (int32_t k = 0; k < j->req.n; k++) {
+        for (int32_t k = 0; k < j->head.req.n; k++) {
             int32_t i = k == 0 ? slot_pick(s, j) : slot_pick_lru(s);
             if (k > 0) { /* each choice holds a reference, released with its slot */
                 pthread_mutex_lock(&j->mu);
@@ -516,10 +516,10 @@ static void score_rows(serve_sched *s, serve_slot *sl) {
     for (int32_t r = 0; r < sl->taken; r++) {
         int32_t p = sl->pos + r;
         const float *row = sl->rows + (size_t)r * (size_t)s->V;
-        if (p + 1 < j->n_ids) {
-            serve_logprob *lp = &j->prompt_lps[p + 1];
-            lp->id = j->ids[p + 1];
-            lp->n_top = j->prompt_top;
+        if (p + 1 < j->head.n_ids) {
+            serve_logprob *lp = &j->head.prompt_lps[p + 1];
+            lp->id = j->head.ids[p + 1];
+            lp->n_top = j->head.prompt_top;
             lp->logprob = logprob_top(row, s->V, lp->id, lp->n_top, lp->top_ids, lp->top_lps);
             lp->rank = 1;
             for (int32_t v = 0; v < s->V; v++) lp->rank += row[v] > row[lp->id];
@@ -539,21 +539,21 @@ static void prompt_done(serve_sched *s, serve_slot *leader) {
         serve_slot *sl = &s->slots[i];
         if (sl == leader || sl->job != j || !sl->waiting) continue;
         if (plume_session_copy(sl->s, leader->s, &err)) {
-            serve_job_fail(j, 500, "server_error", err ? err : "cannot copy a session");
+            serve_job_fail(j, 500, SERVE_ERR_SERVER, err ? err : "cannot copy a session");
             free(err);
             slot_release(s, leader);
             return; /* the other choices see the job cancelled at the next step */
         }
         memcpy(sl->logits, leader->logits, (size_t)s->V * sizeof *sl->logits);
-        sl->pos = j->n_ids;
+        sl->pos = j->head.n_ids;
         sl->cached = leader->cached;
         sl->waiting = 0;
     }
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
-        if (sl->job != j || sl->waiting || sl->pos < j->n_ids || sl->n_gen || sl->next_id >= 0) continue;
+        if (sl->job != j || sl->waiting || sl->pos < j->head.n_ids || sl->n_gen || sl->next_id >= 0) continue;
         serve_answer_prompt(&sl->out);
-        if (j->req.max_tokens == 0) slot_finish(s, sl, "length", 0);
+        if (j->head.req.max_tokens == 0) slot_finish(s, sl, SERVE_FINISH_LENGTH, 0);
         else slot_sample(s, sl);
     }
 }
@@ -573,7 +573,7 @@ static int slot_ready(serve_sched *s, serve_slot *sl) {
         char *err = NULL;
         sl->fresh = 0;
         if (slot_setup(s, sl, &err)) {
-            serve_job_fail(sl->job, 500, "server_error", err ? err : "cannot set up a slot");
+            serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, err ? err : "cannot set up a slot");
             free(err);
             slot_release(s, sl);
             return 0;
@@ -585,7 +585,7 @@ static int slot_ready(serve_sched *s, serve_slot *sl) {
         if (t) sl->task = NULL;
         pthread_mutex_unlock(&s->mu);
         if (!t) return 0;
-        if (t->rc) serve_job_fail(sl->job, 500, "server_error", t->err ? t->err : "cannot encode the media");
+        if (t->rc) serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, t->err ? t->err : "cannot encode the media");
         int rc = t->rc;
         task_free(t);
         if (rc) {
@@ -603,14 +603,14 @@ static int slot_ready(serve_sched *s, serve_slot *sl) {
 static int slot_queue(serve_sched *s, serve_slot *sl) {
     char *err = NULL;
     serve_job *j = sl->job;
-    int prefill = sl->pos < j->n_ids;
-    const int32_t *ids = prefill ? j->ids + sl->pos : &sl->next_id;
-    int32_t n = prefill ? j->n_ids - sl->pos : 1;
+    int prefill = sl->pos < j->head.n_ids;
+    const int32_t *ids = prefill ? j->head.ids + sl->pos : &sl->next_id;
+    int32_t n = prefill ? j->head.n_ids - sl->pos : 1;
     int32_t chunk = sl->rows ? SERVE_LOGPROB_CHUNK : SERVE_PREFILL_CHUNK;
     if (n > chunk) n = chunk;
     int spec = !prefill && sl->drafting;
     if (spec) { /* the pending token and the guesses, every row's logits */
-        int32_t want = j->req.max_tokens > 0 ? j->req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
+        int32_t want = j->head.req.max_tokens > 0 ? j->head.req.max_tokens - sl->n_gen : PLUME_SAMPLER_UNDO;
         n = plume_spec_draft(sl->spec, sl->s, sl->next_id, sl->spec_ids, want, &err);
         ids = sl->spec_ids;
         int32_t ok = n > 1 && sl->con ? plume_sampler_allowed_prefix(sl->smp, ids, n) : n; /* the format's */
@@ -619,15 +619,15 @@ static int slot_queue(serve_sched *s, serve_slot *sl) {
     int rows = spec || (prefill && sl->rows);
     float *out = spec ? sl->spec_logits : prefill && sl->rows ? sl->rows : sl->logits;
     int32_t taken = n;
-    if (n >= 0 && prefill && j->req.media) { /* rows of images and audio among the prompt's */
+    if (n >= 0 && prefill && j->head.req.media) { /* rows of images and audio among the prompt's */
         const plume_embd *const *media;
-        int32_t skip, n_media = serve_media_at(j->req.media, sl->pos, &media, &skip);
+        int32_t skip, n_media = serve_media_at(j->head.req.media, sl->pos, &media, &skip);
         taken = plume_batch_add_media(s->batch, sl->s, ids, n, media, n_media, skip, out, rows, &err);
     } else if (n >= 0) {
         taken = plume_batch_add(s->batch, sl->s, ids, n, out, rows, &err);
     }
     if (taken < 0) {
-        serve_job_fail(j, 500, "server_error", err ? err : "cannot queue a step");
+        serve_job_fail(j, 500, SERVE_ERR_SERVER, err ? err : "cannot queue a step");
         free(err);
         slot_release(s, sl);
         return 0;
@@ -643,11 +643,11 @@ static void step_done(serve_sched *s, double dt, int decoding) {
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         serve_slot *sl = &s->slots[i];
         if (!sl->taken || !sl->job) continue;
-        if (sl->pos < sl->job->n_ids) {
+        if (sl->pos < sl->job->head.n_ids) {
             if (sl->rows) score_rows(s, sl);
             sl->pos += sl->taken;
             prompt_tokens += sl->taken;
-            if (sl->pos == sl->job->n_ids) prompt_done(s, sl);
+            if (sl->pos == sl->job->head.n_ids) prompt_done(s, sl);
             continue;
         } else if (sl->drafting) {
             slot_accept(s, sl);
@@ -674,7 +674,7 @@ static int step(serve_sched *s) {
     if (plume_batch_run(s->batch, &err)) {
         for (int32_t i = 0; i < s->p.n_slots; i++)
             if (s->slots[i].taken) {
-                serve_job_fail(s->slots[i].job, 500, "server_error", err ? err : "the forward step failed");
+                serve_job_fail(s->slots[i].job, 500, SERVE_ERR_SERVER, err ? err : "the forward step failed");
                 slot_release(s, &s->slots[i]);
             }
         free(err);
@@ -733,12 +733,12 @@ static void *sched_main(void *arg) {
     for (int32_t i = 0; i < s->p.n_slots; i++)
         if (s->slots[i].job) {
             s->slots[i].fresh = 0;
-            serve_job_fail(s->slots[i].job, 503, "server_error", "the server is shutting down");
+            serve_job_fail(s->slots[i].job, 503, SERVE_ERR_SERVER, "the server is shutting down");
             slot_release(s, &s->slots[i]);
         }
     while (q) {
         serve_job *next = q->next;
-        serve_job_fail(q, 503, "server_error", "the server is shutting down");
+        serve_job_fail(q, 503, SERVE_ERR_SERVER, "the server is shutting down");
         serve_job_unref(q);
         q = next;
     }
@@ -773,7 +773,7 @@ static void *encode_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         double t0 = plume_now();
         int32_t n = 0;
-        int rc = skip ? PLUME_ECANCELED : serve_media_encode(t->job->req.media, s->enc, t->from, &n, &t->err);
+        int rc = skip ? PLUME_ECANCELED : serve_media_encode(t->job->head.req.media, s->enc, t->from, &n, &t->err);
         double dt = plume_now() - t0;
         pthread_mutex_lock(&s->mu);
         s->enc_now = NULL;
@@ -859,7 +859,7 @@ int serve_sched_submit(serve_sched *s, serve_job *j) {
     pthread_mutex_lock(&s->mu);
     int32_t idle = 0; /* queued jobs first take the idle slots, then wait */
     for (int32_t i = 0; i < s->p.n_slots; i++) idle += !s->slots[i].job;
-    int rc = s->stopping ? SERVE_ESTOPPED : j->req.n > s->p.n_slots ? SERVE_ESLOTS
+    int rc = s->stopping ? SERVE_ESTOPPED : j->head.req.n > s->p.n_slots ? SERVE_ESLOTS
              : s->n_queued >= s->p.queue_max + idle ? SERVE_EFULL : 0;
     if (!rc) {
         pthread_mutex_lock(&j->mu);

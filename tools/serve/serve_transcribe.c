@@ -14,8 +14,6 @@
 
 #include "common.h"
 
-#define OOM(e) serve_error_set(e, 500, "server_error", NULL, NULL, "out of memory")
-#define BAD_MEDIA(e, param, ...) serve_error_set(e, 400, "invalid_request_error", param, "invalid_media", __VA_ARGS__)
 
 /* ---- multipart/form-data ------------------------------------------------------------------- */
 
@@ -138,16 +136,16 @@ static int form_field(serve_request *r, serve_media *md, const char *name, char 
 /* The user turn of a transcription: the clip (file's bytes), then the instruction. */
 static int transcription_turn(serve_request *r, const serve_form_field *file, const char *prompt, serve_error *e) {
     if (!file)
-        return serve_error_set(e, 400, "invalid_request_error", "file", "missing_field", "'file' is required (the audio)");
-    if (!file->len) return BAD_MEDIA(e, "file", "'file' is empty (zero bytes)");
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "file", "missing_field", "'file' is required (the audio)");
+    if (!file->len) return SERVE_BAD_MEDIA(e, "file", "'file' is empty (zero bytes)");
     serve_message *m = serve_request_add_message(r, "user", e);
     serve_medium *it = m ? serve_media_add(r, m, PLUME_CHAT_PART_AUDIO, "file", e) : NULL;
     if (!it) return e->status;
-    if (!(it->bytes = malloc(file->len))) return OOM(e);
+    if (!(it->bytes = malloc(file->len))) return SERVE_OOM(e);
     memcpy(it->bytes, file->data, file->len);
     it->len = file->len;
     char *ask = transcribe_instruction(r->media->language, prompt);
-    int rc = ask ? serve_message_add_part(m, ask, e) : OOM(e);
+    int rc = ask ? serve_message_add_part(m, ask, e) : SERVE_OOM(e);
     free(ask);
     return rc;
 }
@@ -158,7 +156,7 @@ static int parse_transcription(serve_request *r, const char *body, size_t len, s
     serve_form_field f[FORM_MAX];
     int n = serve_multipart_parse(body, len, f, FORM_MAX);
     if (n < 0)
-        return serve_error_set(e, 400, "invalid_request_error", NULL, "invalid_value",
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_value",
                                "the body must be multipart/form-data (fields file, model, language, prompt, "
                                "response_format, temperature)");
     serve_media *md = serve_media_of(r, e);
@@ -175,7 +173,7 @@ static int parse_transcription(serve_request *r, const char *body, size_t len, s
             continue;
         }
         char *v = field_text(&f[i]);
-        if (!v) rc = OOM(e);
+        if (!v) rc = SERVE_OOM(e);
         else if (!serve_utf8_valid(v, f[i].len) || strlen(v) != f[i].len) rc = serve_json_bad(e, f[i].name, "UTF-8 text");
         else rc = form_field(r, md, f[i].name, &v, &prompt, e);
         free(v);
@@ -201,7 +199,7 @@ static char *trimmed(const char *s) {
 
 /* The transcription in the asked format: json {"text"}, text, srt and vtt (one cue over the
  * clip), verbose_json (task, language, duration, text, one segment). */
-static char *transcription_reply(const serve_job *j, const serve_reply *a, int32_t n, const serve_usage *u) {
+static char *transcription_reply(const serve_job_head *j, const serve_reply *a, int32_t n, const serve_usage *u) {
     (void)n;
     const serve_media *md = j->req.media;
     char *text = trimmed(a[0].text ? a[0].text : ""), *out = NULL;
@@ -246,7 +244,7 @@ static char *transcription_reply(const serve_job *j, const serve_reply *a, int32
 }
 
 /* The Content-Type of a transcription: JSON, or plain text (text, srt), or text/vtt. */
-static const char *transcription_type(const serve_job *j) {
+static const char *transcription_type(const serve_job_head *j) {
     const char *f = j->req.media->format;
     return !strcmp(f, "text") || !strcmp(f, "srt") ? "text/plain; charset=utf-8"
            : !strcmp(f, "vtt")                     ? "text/vtt; charset=utf-8"
@@ -254,8 +252,8 @@ static const char *transcription_type(const serve_job *j) {
 }
 
 /* A stream is refused at parse: nothing to write. */
-static void transcription_stream(plume_buf *out, serve_job *j, const serve_event *ev) {
-    (void)out, (void)j, (void)ev;
+static void transcription_stream(plume_buf *out, const serve_job_head *j, void *state, const serve_event *ev) {
+    (void)out, (void)j, (void)state, (void)ev;
 }
 
 const serve_dialect serve_transcription = {

@@ -1,4 +1,4 @@
-/* vision.c -- Gemma 4's vision tower (HF Gemma4VisionModel + Gemma4MultimodalEmbedder; the
+/* tower_vision.c -- Gemma 4's vision tower (HF Gemma4VisionModel + Gemma4MultimodalEmbedder; the
  * math in shared/spec/gemma4-multimodal.md §2.4) on one image's N patches:
  *
  *   h   = W_in (2 (pix - 0.5)) + (T_x[x] + T_y[y])                                 [N, D]
@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "encoders/vision.h"
+#include "encoders/encoders.h"
 #include "safetensors.h"
 
 enum {
@@ -36,10 +36,10 @@ static const char *const vis_norms[4] = {"input_layernorm", "post_attention_laye
                                          "post_feedforward_layernorm"};
 
 /* Append one entry to a tensor list (counting past cap). */
-static void vt_add(vision_tensor *out, int32_t cap, int32_t *n, const char *name, int32_t ndim, int64_t a, int64_t b,
+static void vt_add(enc_tensor_spec *out, int32_t cap, int32_t *n, const char *name, int32_t ndim, int64_t a, int64_t b,
                    int64_t c, int32_t optional) {
     if (*n < cap) {
-        vision_tensor *t = &out[*n];
+        enc_tensor_spec *t = &out[*n];
         snprintf(t->name, sizeof t->name, "%s", name);
         t->ndim = ndim;
         t->shape[0] = a;
@@ -62,7 +62,7 @@ static void vis_linear_shape(const plume_vision_config *c, int j, int64_t *rows,
     }
 }
 
-int32_t vision_tensor_list(const plume_vision_config *c, int32_t D_text, vision_tensor *out, int32_t cap) {
+int32_t enc_vision_tensor_list(const plume_vision_config *c, int32_t D_text, enc_tensor_spec *out, int32_t cap) {
     int32_t n = 0;
     char name[112];
     vt_add(out, cap, &n, "model.vision_tower.patch_embedder.input_proj.weight", 2, c->D, (int64_t)c->patch * c->patch * 3, 0, 0);
@@ -95,7 +95,7 @@ int32_t vision_tensor_list(const plume_vision_config *c, int32_t D_text, vision_
 
 /* The data of tensor t of the list, checked against the file (F32, shape, inside the map,
  * 4-byte aligned); NULL with *rc set when it is missing (0 for an optional one) or wrong. */
-static const float *vis_tensor(const plume_vision *v, const st_file *f, const vision_tensor *t, int *rc, char **err) {
+static const float *vis_tensor(const enc_vision *v, const st_file *f, const enc_tensor_spec *t, int *rc, char **err) {
     const st_tensor *e = st_find(f, t->name);
     *rc = 0;
     if (!e) {
@@ -117,7 +117,7 @@ static const float *vis_tensor(const plume_vision *v, const st_file *f, const vi
 }
 
 /* Walk the tensor list in its order, filling the views. */
-static int vis_bind(plume_vision *v, const st_file *f, const vision_tensor *list, int32_t n, char **err) {
+static int vis_bind(enc_vision *v, const st_file *f, const enc_tensor_spec *list, int32_t n, char **err) {
     const plume_vision_config *c = &v->c;
     int32_t i = 0, rc = 0;
     const float *p;
@@ -126,10 +126,10 @@ static int vis_bind(plume_vision *v, const st_file *f, const vision_tensor *list
     v->patch_proj = (plume_weight){PLUME_W_F32, c->D, c->patch * c->patch * 3, p, NULL, PLUME_L_ROWS};
     if (!rc) v->pos_table = NEXT();
     for (int32_t l = 0; !rc && l < c->L; l++) {
-        vision_layer *L = &v->layer[l];
+        enc_vision_layer *L = &v->layer[l];
         const float **norms[6] = {&L->ln_in, &L->ln_post_attn, &L->ln_pre_ff, &L->ln_post_ff, &L->q_norm, &L->k_norm};
         for (int k = 0; !rc && k < 6; k++) *norms[k] = NEXT();
-        vision_linear *lin[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        enc_vision_linear *lin[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
         for (int j = 0; !rc && j < 7; j++) {
             int64_t rows, cols;
             vis_linear_shape(c, j, &rows, &cols);
@@ -151,15 +151,15 @@ static int vis_bind(plume_vision *v, const st_file *f, const vision_tensor *list
     return rc;
 }
 
-int plume_vision_open(plume_vision **out, const char *path, const plume_vision_config *c, int32_t D_text, char **err) {
+int enc_vision_open(enc_vision **out, const char *path, const plume_vision_config *c, int32_t D_text, char **err) {
     *out = NULL;
     if (c->hd / 4 > 64) return plume_fail(err, PLUME_EFORMAT, "%s: vision head_dim %d is too large", path, c->hd);
-    plume_vision *v = calloc(1, sizeof *v);
+    enc_vision *v = calloc(1, sizeof *v);
     if (!v) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     v->c = *c;
     v->D_text = D_text;
-    int32_t n = vision_tensor_list(c, D_text, NULL, 0);
-    vision_tensor *list = malloc(sizeof *list * (size_t)n);
+    int32_t n = enc_vision_tensor_list(c, D_text, NULL, 0);
+    enc_tensor_spec *list = malloc(sizeof *list * (size_t)n);
     v->layer = calloc((size_t)c->L, sizeof *v->layer);
     st_file f = {0};
     int rc = list && v->layer ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
@@ -170,7 +170,7 @@ int plume_vision_open(plume_vision **out, const char *path, const plume_vision_c
         if (!fmt || strcmp(fmt, "plume-tower")) rc = plume_fail(err, PLUME_EFORMAT, "%s: not a plume tower file", path);
     }
     if (!rc) {
-        vision_tensor_list(c, D_text, list, n);
+        enc_vision_tensor_list(c, D_text, list, n);
         rc = vis_bind(v, &f, list, n, err);
     }
     st_close(&f);
@@ -179,14 +179,14 @@ int plume_vision_open(plume_vision **out, const char *path, const plume_vision_c
     const int32_t half = c->hd / 2;
     for (int32_t i = 0; i < half / 2; i++) v->inv_freq[i] = 1.0f / powf(c->theta, (float)(2 * i) / (float)half);
     if (rc) {
-        plume_vision_free(v);
+        enc_vision_free(v);
         return rc;
     }
     *out = v;
     return 0;
 }
 
-void plume_vision_free(plume_vision *v) {
+void enc_vision_free(enc_vision *v) {
     if (!v) return;
     plume_map_free(&v->map);
     free(v->layer);
@@ -197,7 +197,7 @@ void plume_vision_free(plume_vision *v) {
 
 /* One encode's buffers and what every step reads. */
 typedef struct {
-    const plume_vision *v;
+    const enc_vision *v;
     const enc_run *run;    /* the kernel table, the pool, the abort callback */
     const plume_kernels *k;
     plume_pool *pool;
@@ -266,7 +266,7 @@ static void vis_clamp_row(const vis_run *r, void *arg, int32_t t) {
 
 /* Y[T, rows] (stride ldy) = CL(X[T, cols] (stride ldx)); the clamped input goes to tmp
  * [T, cols] when the input bounds are finite. */
-static void vis_linear(const vis_run *r, const vision_linear *L, float *y, int64_t ldy, const float *x, int64_t ldx,
+static void vis_linear(const vis_run *r, const enc_vision_linear *L, float *y, int64_t ldy, const float *x, int64_t ldx,
                        int32_t T, float *tmp) {
     if (L->in_min != -INFINITY || L->in_max != INFINITY) {
         vis_clamp c = {tmp, x, ldx, L->w.cols, L->in_min, L->in_max};
@@ -326,7 +326,7 @@ static void vis_rope(float *x, const float *cs, const float *sn, int32_t q) {
 static void vis_row_qkv(const vis_run *r, void *arg, int32_t t) {
     (void)arg;
     const plume_vision_config *c = &r->v->c;
-    const vision_layer *L = &r->v->layer[r->l];
+    const enc_vision_layer *L = &r->v->layer[r->l];
     const int32_t hd = c->hd, q4 = hd / 4, HD = c->H * hd, x = r->pos[2 * t], y = r->pos[2 * t + 1];
     const float *cx = r->cx + (int64_t)x * q4, *sx = r->sx + (int64_t)x * q4;
     const float *cy = r->cy + (int64_t)y * q4, *sy = r->sy + (int64_t)y * q4;
@@ -366,7 +366,7 @@ static void vis_attn_items(void *ctx, int32_t ith, int64_t i0, int64_t i1) {
 static void vis_row_attn_out(const vis_run *r, void *arg, int32_t t) {
     (void)arg;
     const int32_t D = r->v->c.D;
-    const vision_layer *L = &r->v->layer[r->l];
+    const enc_vision_layer *L = &r->v->layer[r->l];
     float *o = r->xc + (int64_t)t * D, *h = r->h + (int64_t)t * D;
     r->k->rmsnorm(o, o, L->ln_post_attn, D, r->v->c.eps);
     for (int32_t i = 0; i < D; i++) h[i] += o[i];
@@ -386,7 +386,7 @@ static void vis_row_ff_out(const vis_run *r, void *arg, int32_t t) {
 /* One encoder layer on all rows. */
 static void vis_layer(vis_run *r, int32_t l) {
     const plume_vision_config *c = &r->v->c;
-    const vision_layer *L = &r->v->layer[l];
+    const enc_vision_layer *L = &r->v->layer[l];
     const int32_t N = r->N, D = c->D, HD = c->H * c->hd, I = c->I;
     r->l = l;
     vis_for_rows(r, N, vis_row_norm, (void *)L->ln_in);
@@ -484,8 +484,8 @@ static void vis_row_embed_norm(const vis_run *r, void *arg, int32_t t) {
     r->k->rmsnorm(r->xa + (int64_t)t * D, soft + (int64_t)t * D, NULL, D, r->v->c.eps);
 }
 
-int plume_vision_encode(const plume_vision *v, const enc_run *run, const float *pix,
-                        const int32_t *pos, int32_t ph, int32_t pw, float *soft, float *emb, char **err) {
+int enc_vision_encode(const enc_vision *v, const enc_run *run, const float *pix,
+                      const int32_t *pos, int32_t ph, int32_t pw, float *soft, float *emb, char **err) {
     const plume_vision_config *c = &v->c;
     if (ph < c->pool || pw < c->pool || ph % c->pool || pw % c->pool || ph > c->n_pos || pw > c->n_pos ||
         (int64_t)ph * pw > (1 << 20))

@@ -1,7 +1,8 @@
-/* decode.c -- bytes -> an RGB image: the format is sniffed from the signature (a PNG named
- * .jpg is a PNG, as in PIL), the decoder of that format runs, then the EXIF orientation is
- * applied as transformers' load_image does (PIL.ImageOps.exif_transpose): plume_image_decode
- * and plume_image_load. */
+/* decode_image.c -- bytes -> an RGB image: the format is sniffed from the signature (a PNG
+ * named .jpg is a PNG, as in PIL), the decoder of that format runs (decode_png.c,
+ * decode_jpeg.c, decode_webp.c), then the EXIF orientation is applied as transformers'
+ * load_image does (PIL.ImageOps.exif_transpose): plume_image_decode and plume_image_load.
+ * (image.c, below the decoders, owns the image itself; encoding it is src/encode_image.c's.) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
-/* audio.c -- the public audio API over the rooms: media/ (bytes -> 16 kHz samples -> log-mel
- * frames of each 30 s clip) then encoders/audio.c (frames -> soft tokens -> decoder rows), into
- * a plume_embd (embd.h) whose key is the hash of the 16 kHz samples, so the same sound has the
- * same key whatever file it came from.
+/* encode_audio.c -- the audio half of the glue (encode.h): decoded audio (media/decode_audio.c)
+ * -> log-mel frames of each 30 s clip (media/mel.c) -> encoders/tower_audio.c (frames -> soft
+ * tokens -> decoder rows), into a plume_embd (embd.h) whose key is the hash of the 16 kHz
+ * samples, so the same sound has the same key whatever file it came from: plume_audio_tokens
+ * and plume_audio_encode.
  *
  * Clips: the model hears at most 30 s at a time (HF's extractor truncates there). Longer audio
  * is cut into consecutive 30 s clips, each through the whole front end and tower alone (its
@@ -10,53 +11,9 @@
 #include <stdlib.h>
 
 #include "embd.h"
-#include "encoder.h"
+#include "encode.h"
 #include "media/media.h"
 #include "model.h"
-
-/* ---- decoded audio ------------------------------------------------------------------------ */
-
-/* A new, empty plume_audio into *a (*out cleared). */
-static int audio_new(plume_audio **out, plume_audio **a, char **err) {
-    *out = NULL;
-    *a = calloc(1, sizeof **a);
-    return *a ? 0 : plume_fail(err, PLUME_ENOMEM, "audio: out of memory");
-}
-
-/* Hand a over (rc 0) or free it. */
-static int audio_done(plume_audio **out, plume_audio *a, int rc) {
-    if (rc) free(a);
-    else *out = a;
-    return rc;
-}
-
-int plume_audio_load(plume_audio **out, const char *path, char **err) {
-    plume_audio *a;
-    int rc = out && path ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no file or output given");
-    return rc ? rc : audio_done(out, a, media_audio_load(a, path, err));
-}
-
-int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err) {
-    plume_audio *a;
-    int rc = out ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no output given");
-    return rc ? rc : audio_done(out, a, media_audio_decode(a, bytes, len, "audio", err));
-}
-
-int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err) {
-    plume_audio *a;
-    int rc = out ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no output given");
-    return rc ? rc : audio_done(out, a, media_audio_from_pcm(a, samples, n, rate, err));
-}
-
-void plume_audio_free(plume_audio *a) {
-    if (!a) return;
-    media_audio_free(a);
-    free(a);
-}
-
-int64_t plume_audio_n_samples(const plume_audio *a) { return a->n; }
-double plume_audio_seconds(const plume_audio *a) { return (double)a->n / MEDIA_AUDIO_RATE; }
-const float *plume_audio_samples(const plume_audio *a) { return a->pcm; }
 
 /* ---- tokens and encoding ------------------------------------------------------------------- */
 
@@ -97,7 +54,7 @@ int plume_audio_tokens(const plume_model *m, const plume_audio *a, int32_t *n_to
     return rc;
 }
 
-int audio_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_audio *a, char **err) {
+int encode_audio_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_audio *a, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "audio: no output given");
     *out = NULL;
     int32_t n;
@@ -130,5 +87,5 @@ int audio_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
 
 int plume_audio_encode(plume_embd **out, plume_model *m, const plume_audio *a, char **err) {
     const enc_run run = {.k = m ? m->k : NULL, .pool = m ? m->pool : NULL};
-    return audio_encode_run(out, m, &run, a, err);
+    return encode_audio_run(out, m, &run, a, err);
 }

@@ -1,4 +1,4 @@
-/* test_serve_out.c -- the writing of an answer (tools/serve/serve_answer.c) in the OpenAI dialect
+/* test_serve_answer.c -- the writing of an answer (tools/serve/serve_answer.c) in the OpenAI dialect
  * (serve_openai.c), linked directly: generated
  * text in, the bytes a client receives out. Text a model would write is fed piece by piece
  * (markers split across pieces), so tool calls, thought, stop strings and unparseable output
@@ -16,10 +16,10 @@ static serve_job *job_of(serve_kind kind, const char *body, int32_t in_thought) 
     CHECK(st == 0, "request: %s", e.message);
     if (st) return NULL;
     serve_job *j = serve_job_new(&r, d);
-    j->in_thought = in_thought;
-    j->model = "tiny";
-    j->created = 1;
-    snprintf(j->id, sizeof j->id, "%s-abc", d->id_prefix);
+    j->head.in_thought = in_thought;
+    j->head.model = "tiny";
+    j->head.created = 1;
+    snprintf(j->head.id, sizeof j->head.id, "%s-abc", d->id_prefix);
     return j;
 }
 
@@ -33,7 +33,7 @@ static int feed(serve_answer *o, const char *const *pieces) {
 /* Run one answer: job from body, pieces, finish with reason; returns the job's output as a
  * JSON tree (non-streamed) or NULL for a stream (then *sse receives a copy of the bytes). */
 static cJSON *answer(serve_kind kind, const char *body, int32_t parse, int32_t in_thought, const char *const *pieces,
-                     const char *reason, int *put, char **sse) {
+                     serve_finish reason, int *put, char **sse) {
     serve_job *j = job_of(kind, body, in_thought);
     if (!j) return NULL;
     serve_answer o;
@@ -69,7 +69,7 @@ static const char *finish_of(cJSON *root) {
 static void test_content(void) {
     const char *pieces[] = {"Hel", "lo wo", "rld", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, SERVE_FINISH_LENGTH, &put, NULL);
     cJSON *c = msg_field(root, "content");
     CHECK(put == 0 && cJSON_IsString(c) && !strcmp(c->valuestring, "Hello world"), "content");
     CHECK(!strcmp(finish_of(root), "length") && !msg_field(root, "tool_calls") && !msg_field(root, "reasoning_content"),
@@ -83,13 +83,13 @@ static void test_content(void) {
 static void test_seed_every_digit(void) {
     const char *pieces[] = {"ok", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT ", \"seed\": 9007199254740991}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"seed\": 9007199254740991}", 1, 0, pieces, SERVE_FINISH_STOP, &put, NULL);
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
     char *txt = root ? cJSON_PrintUnformatted(seed) : NULL;
     CHECK(cJSON_IsNumber(seed) && seed->valuedouble == 9007199254740991.0, "seed %s", txt ? txt : "-");
     cJSON_Delete(root);
     free(txt);
-    root = answer(SERVE_COMPLETION, "{\"prompt\": \"a\", \"seed\": -6888072206463179}", 0, 0, pieces, "stop", &put, NULL);
+    root = answer(SERVE_COMPLETION, "{\"prompt\": \"a\", \"seed\": -6888072206463179}", 0, 0, pieces, SERVE_FINISH_STOP, &put, NULL);
     seed = cJSON_GetObjectItemCaseSensitive(root, "seed");
     CHECK(cJSON_IsNumber(seed) && seed->valuedouble == -6888072206463179.0, "a negative seed");
     cJSON_Delete(root);
@@ -98,7 +98,7 @@ static void test_seed_every_digit(void) {
 static void test_thought_is_reasoning(void) {
     const char *pieces[] = {"<|channel>", "thought\n", "let me see", "\n<chan", "nel|>", "It is 4.", "<turn|>", "ignored", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT ", \"reasoning_effort\": \"high\"}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"reasoning_effort\": \"high\"}", 1, 0, pieces, SERVE_FINISH_STOP, &put, NULL);
     cJSON *r = msg_field(root, "reasoning_content"), *c = msg_field(root, "content");
     CHECK(put == SERVE_ANSWER_END, "the end marker ends the answer (%d)", put);
     CHECK(cJSON_IsString(r) && !strcmp(r->valuestring, "let me see"), "reasoning: %s", cJSON_IsString(r) ? r->valuestring : "-");
@@ -106,7 +106,7 @@ static void test_thought_is_reasoning(void) {
     cJSON_Delete(root);
     /* a prompt that opened the thought: the first text is thought */
     const char *open[] = {"still thinking", "\n<channel|>", "done", NULL};
-    root = answer(SERVE_CHAT, CHAT "}", 1, 1, open, "length", &put, NULL);
+    root = answer(SERVE_CHAT, CHAT "}", 1, 1, open, SERVE_FINISH_LENGTH, &put, NULL);
     r = msg_field(root, "reasoning_content");
     c = msg_field(root, "content");
     CHECK(cJSON_IsString(r) && !strcmp(r->valuestring, "still thinking") && cJSON_IsString(c) && !strcmp(c->valuestring, "done"),
@@ -119,7 +119,7 @@ static const char *const call_pieces[] = {"<|tool_call>", "call:get_weather{ci",
 
 static void test_tool_call(void) {
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, call_pieces, "stop", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, call_pieces, SERVE_FINISH_STOP, &put, NULL);
     cJSON *calls = msg_field(root, "tool_calls"), *c0 = cJSON_GetArrayItem(calls, 0);
     cJSON *f = cJSON_GetObjectItemCaseSensitive(c0, "function");
     cJSON *id = cJSON_GetObjectItemCaseSensitive(c0, "id"), *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
@@ -137,7 +137,7 @@ static void test_tool_call(void) {
 static void test_tool_call_streamed(void) {
     int put;
     char *sse = NULL;
-    answer(SERVE_CHAT, CHAT ", \"stream\": true, \"stream_options\": {\"include_usage\": true}}", 1, 0, call_pieces, "stop",
+    answer(SERVE_CHAT, CHAT ", \"stream\": true, \"stream_options\": {\"include_usage\": true}}", 1, 0, call_pieces, SERVE_FINISH_STOP,
            &put, &sse);
     if (!sse) sse = strdup("(none)");
     CHECK(!strncmp(sse, "data: ", 6) && strstr(sse, "\"role\":\"assistant\""), "role chunk first: %s", sse);
@@ -156,10 +156,10 @@ static void test_tool_call_streamed(void) {
 static void test_one_call(void) {
     const char *pieces[] = {"<|tool_call>call:a{x:1}<tool_call|>", "<|tool_call>call:b{y:2}<tool_call|>", " after", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "stop", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, SERVE_FINISH_STOP, &put, NULL);
     CHECK(put == 0 && cJSON_GetArraySize(msg_field(root, "tool_calls")) == 2, "two calls");
     cJSON_Delete(root);
-    root = answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false}", 1, 0, pieces, "stop", &put, NULL);
+    root = answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false}", 1, 0, pieces, SERVE_FINISH_STOP, &put, NULL);
     cJSON *calls = msg_field(root, "tool_calls");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, 0), "function"),
                                                          "name");
@@ -168,7 +168,7 @@ static void test_one_call(void) {
           "one call: put %d, finish %s", put, finish_of(root));
     cJSON_Delete(root);
     char *sse = NULL;
-    answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false, \"stream\": true}", 1, 0, pieces, "stop", &put, &sse);
+    answer(SERVE_CHAT, CHAT ", \"parallel_tool_calls\": false, \"stream\": true}", 1, 0, pieces, SERVE_FINISH_STOP, &put, &sse);
     CHECK(sse && strstr(sse, "\"name\":\"a\"") && !strstr(sse, "\"name\":\"b\"") && !strstr(sse, "after") &&
               strstr(sse, "\"finish_reason\":\"tool_calls\""),
           "streamed: %s", sse ? sse : "-");
@@ -178,7 +178,7 @@ static void test_one_call(void) {
 static void test_unparseable_call_is_text(void) {
     const char *pieces[] = {"ok ", "<|tool_call>", "call:f{broken", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT "}", 1, 0, pieces, SERVE_FINISH_LENGTH, &put, NULL);
     cJSON *c = msg_field(root, "content");
     CHECK(root && !msg_field(root, "tool_calls") && cJSON_IsString(c) && strstr(c->valuestring, "ok ") &&
               strstr(c->valuestring, "broken"),
@@ -190,13 +190,13 @@ static void test_unparseable_call_is_text(void) {
 static void test_stop_strings(void) {
     const char *pieces[] = {"abcE", "NDxyz", "more", NULL};
     int put;
-    cJSON *root = answer(SERVE_CHAT, CHAT ", \"stop\": [\"END\"]}", 1, 0, pieces, "length", &put, NULL);
+    cJSON *root = answer(SERVE_CHAT, CHAT ", \"stop\": [\"END\"]}", 1, 0, pieces, SERVE_FINISH_LENGTH, &put, NULL);
     cJSON *c = msg_field(root, "content");
     CHECK(put == SERVE_ANSWER_STOP && cJSON_IsString(c) && !strcmp(c->valuestring, "abc") && !strcmp(finish_of(root), "stop"),
           "cut at END: %d %s", put, cJSON_IsString(c) ? c->valuestring : "-");
     cJSON_Delete(root);
     const char *held[] = {"abX", "Y", NULL};
-    root = answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stop\": \"XYZ\"}", 0, 0, held, "length", &put, NULL);
+    root = answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stop\": \"XYZ\"}", 0, 0, held, SERVE_FINISH_LENGTH, &put, NULL);
     cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "text");
     CHECK(put == 0 && cJSON_IsString(t) && !strcmp(t->valuestring, "abXY") && !strcmp(finish_of(root), "length"),
           "a held prefix is released at the end: %s", cJSON_IsString(t) ? t->valuestring : "-");
@@ -204,7 +204,7 @@ static void test_stop_strings(void) {
     /* markers are not special in a completion: the text is content as written */
     const char *raw[] = {"<|channel>", "x", NULL};
     char *sse = NULL;
-    answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stream\": true}", 0, 0, raw, "length", &put, &sse);
+    answer(SERVE_COMPLETION, "{\"prompt\": \"p\", \"stream\": true}", 0, 0, raw, SERVE_FINISH_LENGTH, &put, &sse);
     if (!sse) sse = strdup("(none)");
     CHECK(strstr(sse, "\"text\":\"<|channel>\"") && strstr(sse, "\"object\":\"text_completion\"") &&
               !strstr(sse, "\"role\""),
@@ -226,7 +226,7 @@ static void test_nul_byte(void) {
         CHECK(serve_answer_init(&o, j, 0, 0, &err) == 0, "init: %s", err);
         for (int i = 0; i < 2; i++) CHECK(serve_answer_put(&o, texts[i], lens[i], NULL) == 0, "put");
         serve_usage u = {.prompt = 1, .completion = 2};
-        serve_answer_finish(&o, "length", &u);
+        serve_answer_finish(&o, SERVE_FINISH_LENGTH, &u);
         serve_answer_free(&o);
         char *out = strndup(j->out.p, j->out.len);
         if (stream) CHECK(strstr(out, "\"text\":\"ab\xef\xbf\xbd" "c\"") && strstr(out, "\"text\":\"d\xef\xbf\xbd\""), "stream: %s", out);
@@ -243,7 +243,7 @@ static void test_logprobs_follow_text(void) {
     plume_tokenizer *tok = NULL;
     snprintf(path, sizeof path, "%s/tiny-a/hf/tokenizer.json", t_data());
     CHECK(plume_tokenizer_open_json(&tok, path, &err) == 0, "tokenizer: %s", err);
-    j->tok = tok;
+    j->head.tok = tok;
     serve_answer o;
     CHECK(serve_answer_init(&o, j, 0, 1, &err) == 0, "init");
     for (int i = 0; i < 3; i++) {
@@ -251,7 +251,7 @@ static void test_logprobs_follow_text(void) {
         serve_answer_put(&o, i == 1 ? "<|chan" : "a", i == 1 ? 6 : 1, &lp); /* the middle one gives no text yet */
     }
     serve_usage u = {.prompt = 3, .completion = 3};
-    serve_answer_finish(&o, "length", &u);
+    serve_answer_finish(&o, SERVE_FINISH_LENGTH, &u);
     serve_answer_free(&o);
     cJSON *root = cJSON_ParseWithLength(j->out.p, j->out.len);
     cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
@@ -269,14 +269,14 @@ static void test_logprobs_follow_text(void) {
 static void test_fail(void) {
     serve_job *j = job_of(SERVE_CHAT, CHAT ", \"stream\": true}", 0);
     if (!j) return;
-    serve_job_fail(j, 503, "server_error", "the server is shutting down");
+    serve_job_fail(j, 503, SERVE_ERR_SERVER, "the server is shutting down");
     CHECK(j->done && j->status == 503 && strstr(j->out.p, "data: {\"error\":{\"message\":\"the server is shutting down\"") &&
               strstr(j->out.p, "data: [DONE]\n\n"),
           "stream error: %.*s", (int)j->out.len, j->out.p);
     serve_job_unref(j);
     j = job_of(SERVE_COMPLETION, "{\"prompt\": \"p\"}", 0);
     if (!j) return;
-    serve_job_fail(j, 500, "server_error", "boom");
+    serve_job_fail(j, 500, SERVE_ERR_SERVER, "boom");
     cJSON *root = cJSON_ParseWithLength(j->out.p, j->out.len);
     CHECK(j->status == 500 && cJSON_GetObjectItemCaseSensitive(root, "error"), "plain error");
     cJSON_Delete(root);

@@ -1,12 +1,12 @@
-/* image.c -- the public image API over the rooms: media/ (bytes -> pixels -> patches) then
- * encoders/vision.c (patches -> soft tokens), into a plume_embd (embd.h) whose key is the hash
- * of the resized pixels, so the same image at the same budget has the same key whatever file
- * it came from. */
+/* encode_image.c -- the image half of the glue (encode.h): a decoded image
+ * (media/decode_image.c) -> resized pixels and patches (media/resize.c, patches.c) ->
+ * encoders/tower_vision.c (patches -> soft tokens -> decoder rows), into a plume_embd (embd.h)
+ * whose key is the hash of the resized pixels, so the same image at the same budget has the
+ * same key whatever file it came from: plume_image_tokens and plume_image_encode. */
 #include <stdlib.h>
 
 #include "embd.h"
-#include "encoder.h"
-#include "encoders/vision.h"
+#include "encode.h"
 #include "media/media.h"
 #include "model.h"
 
@@ -43,7 +43,7 @@ int plume_image_tokens(const plume_model *m, const plume_image *img, const plume
     return rc;
 }
 
-int image_encode_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_image *img,
+int encode_image_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_image *img,
                      const plume_image_params *p, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "image: no output given");
     *out = NULL;
@@ -58,7 +58,7 @@ int image_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
     if (!rc) rc = embd_new(out, plan.n_tokens, m->c.D, m->c.media_id[PLUME_MEDIA_IMAGE], image_key(&plan, rgb), err);
     if (!rc) {
         media_patchify(rgb, &plan, m->c.vis.patch, pix, pos);
-        rc = plume_vision_encode(m->vision, run, pix, pos, plan.ph, plan.pw, NULL, (*out)->rows, err);
+        rc = enc_vision_encode(m->vision, run, pix, pos, plan.ph, plan.pw, NULL, (*out)->rows, err);
     }
     if (rc) {
         plume_embd_free(*out);
@@ -73,5 +73,5 @@ int image_encode_run(plume_embd **out, const plume_model *m, const enc_run *run,
 int plume_image_encode(plume_embd **out, plume_model *m, const plume_image *img, const plume_image_params *p,
                        char **err) {
     const enc_run run = {.k = m ? m->k : NULL, .pool = m ? m->pool : NULL};
-    return image_encode_run(out, m, &run, img, p, err);
+    return encode_image_run(out, m, &run, img, p, err);
 }

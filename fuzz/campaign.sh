@@ -1,6 +1,6 @@
 #!/bin/sh
-# run.sh -- run libFuzzer harnesses for a fixed time each, JOBS at a time; fail if any finds something.
-# usage: PLUME=build/plume fuzz/run.sh SECONDS WORK_DIR HARNESS...
+# campaign.sh -- run libFuzzer harnesses for a fixed time each, JOBS at a time; fail if any finds something.
+# usage: PLUME=build/plume fuzz/campaign.sh SECONDS WORK_DIR HARNESS...
 # Each harness starts from fuzz/corpus/NAME (committed seeds) plus fuzz/regressions/NAME and
 # adds what it finds to WORK_DIR/corpus/NAME (not committed); a crash, leak or broken
 # invariant is written to WORK_DIR/findings/ and fails the run. The last line of each run

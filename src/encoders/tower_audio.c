@@ -1,4 +1,4 @@
-/* audio.c -- the audio tower: log-mel frames -> soft tokens -> decoder rows (encoders.h).
+/* tower_audio.c -- the audio tower: log-mel frames -> soft tokens -> decoder rows (encoders.h).
  * Hugging Face's Gemma4AudioModel and the audio Gemma4MultimodalEmbedder, as
  * gemma4-multimodal.md §3.3-3.4 writes them out:
  *

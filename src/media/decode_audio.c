@@ -1,4 +1,6 @@
-/* audio.c -- the bytes of an audio file -> mono float samples at 16 kHz (media.h).
+/* decode_audio.c -- the bytes of an audio file -> mono float samples at 16 kHz (media.h), and
+ * the public plume_audio_* of plume.h that make, read and free decoded audio (as
+ * decode_image.c does for images; encoding either is src/encode_*.c's).
  *
  * libsndfile decodes every container and codec plume takes: WAV (PCM 8/16/24/32, float), FLAC,
  * Ogg Vorbis, Ogg Opus and MP3 (Debian 12's libsndfile 1.2.0 reads MP3 through libmpg123 and
@@ -327,6 +329,52 @@ void media_audio_free(media_audio *a) {
     free(a->pcm);
     memset(a, 0, sizeof *a);
 }
+
+/* ---- decoded audio ------------------------------------------------------------------------ */
+
+/* A new, empty plume_audio into *a (*out cleared). */
+static int audio_new(plume_audio **out, plume_audio **a, char **err) {
+    *out = NULL;
+    *a = calloc(1, sizeof **a);
+    return *a ? 0 : plume_fail(err, PLUME_ENOMEM, "audio: out of memory");
+}
+
+/* Hand a over (rc 0) or free it. */
+static int audio_done(plume_audio **out, plume_audio *a, int rc) {
+    if (rc) free(a);
+    else *out = a;
+    return rc;
+}
+
+int plume_audio_load(plume_audio **out, const char *path, char **err) {
+    plume_audio *a;
+    int rc = out && path ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no file or output given");
+    return rc ? rc : audio_done(out, a, media_audio_load(a, path, err));
+}
+
+int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err) {
+    plume_audio *a;
+    int rc = out ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no output given");
+    return rc ? rc : audio_done(out, a, media_audio_decode(a, bytes, len, "audio", err));
+}
+
+int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err) {
+    plume_audio *a;
+    int rc = out ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no output given");
+    return rc ? rc : audio_done(out, a, media_audio_from_pcm(a, samples, n, rate, err));
+}
+
+void plume_audio_free(plume_audio *a) {
+    if (!a) return;
+    media_audio_free(a);
+    free(a);
+}
+
+int64_t plume_audio_n_samples(const plume_audio *a) { return a->n; }
+double plume_audio_seconds(const plume_audio *a) { return (double)a->n / MEDIA_AUDIO_RATE; }
+const float *plume_audio_samples(const plume_audio *a) { return a->pcm; }
+
+/* ---- clips ----------------------------------------------------------------------------- */
 
 int32_t media_audio_clips(int64_t n) {
     return n <= 0 ? 0 : (int32_t)((n + MEDIA_AUDIO_CLIP - 1) / MEDIA_AUDIO_CLIP);
