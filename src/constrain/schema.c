@@ -49,6 +49,8 @@ struct cst_schema {
     struct { const cJSON *a, *b, *r; } *mm; /* [n_mm] merges and flattenings made (b NULL: flatten a) */
     int32_t n_mm;
     size_t cap_mm;
+    int32_t *mm_ht;       /* [mm_ht_cap] index + 1 into mm by (a, b) hash (0: empty) */
+    int32_t mm_ht_cap;
     char nothing[200];    /* why the last combination made accepts nothing */
     int nest;             /* compilers above this one (schema_accepts compiles a part apart) */
     unsigned used;
@@ -363,20 +365,57 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
 
 /* ---- combining schemas ------------------------------------------------------------------- */
 
+#define CST_MAX_MERGES (1 << 16) /* merges and flattenings one schema may make */
+
+/* The hash slot of the pair (a, b) in a table of cap (a power of two) slots. */
+static uint32_t mm_slot(const cJSON *a, const cJSON *b, int32_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)a * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)b * 0xc2b2ae3d27d4eb4full;
+    x ^= x >> 29;
+    return (uint32_t)x & (uint32_t)(cap - 1);
+}
+
 /* The merge (b not NULL) or flattening (b NULL) of a made before, or NULL. */
 static const cJSON *mm_find(const cst_schema *c, const cJSON *a, const cJSON *b) {
-    for (int32_t i = 0; i < c->n_mm; i++)
+    if (!c->mm_ht_cap) return NULL;
+    for (uint32_t h = mm_slot(a, b, c->mm_ht_cap); c->mm_ht[h]; h = (h + 1) & (uint32_t)(c->mm_ht_cap - 1)) {
+        int32_t i = c->mm_ht[h] - 1;
         if (c->mm[i].a == a && c->mm[i].b == b) return c->mm[i].r;
+    }
     return NULL;
 }
 
-/* Remember a merge or flattening; 0 or PLUME_ENOMEM. */
+/* Remember a merge or flattening; 0, PLUME_ENOMEM, or PLUME_EINVAL past CST_MAX_MERGES. */
 static int mm_put(cst_schema *c, const cJSON *a, const cJSON *b, const cJSON *r) {
+    if (c->n_mm >= CST_MAX_MERGES) return PLUME_EINVAL;
+    if (2 * (c->n_mm + 1) > c->mm_ht_cap) { /* rehash at half load */
+        int32_t cap = c->mm_ht_cap ? c->mm_ht_cap * 2 : 256;
+        int32_t *ht = calloc((size_t)cap, sizeof *ht);
+        if (!ht) return PLUME_ENOMEM;
+        for (int32_t i = 0; i < c->n_mm; i++) {
+            uint32_t h = mm_slot(c->mm[i].a, c->mm[i].b, cap);
+            while (ht[h]) h = (h + 1) & (uint32_t)(cap - 1);
+            ht[h] = i + 1;
+        }
+        free(c->mm_ht);
+        c->mm_ht = ht;
+        c->mm_ht_cap = cap;
+    }
     if (plume_grow(&c->mm, &c->cap_mm, (size_t)c->n_mm + 1, sizeof *c->mm)) return PLUME_ENOMEM;
     c->mm[c->n_mm].a = a;
     c->mm[c->n_mm].b = b;
-    c->mm[c->n_mm++].r = r;
+    c->mm[c->n_mm].r = r;
+    uint32_t h = mm_slot(a, b, c->mm_ht_cap);
+    while (c->mm_ht[h]) h = (h + 1) & (uint32_t)(c->mm_ht_cap - 1);
+    c->mm_ht[h] = ++c->n_mm;
     return 0;
+}
+
+/* The error of a failed mm_put (memory, or too many combinations). */
+static void mm_fail(cst_schema *c, int rc, const char *path) {
+    if (rc == PLUME_EINVAL)
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: more than %d schemas combined (allOf, $ref siblings, ...)", path,
+                   CST_MAX_MERGES);
+    else plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
 }
 
 /* s less the keywords of drop, as an arena node referencing the rest. */
@@ -397,17 +436,17 @@ static const cJSON *conjoin(cst_schema *c, const cJSON *a, const cJSON *b, const
     const cJSON *r = mm_find(c, a, b);
     if (r) return r;
     char why[160] = "";
-    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why);
-    if (rc == PLUME_ENOMEM || (!rc && mm_put(c, a, b, r))) {
-        plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why), put = 0;
+    if (rc == PLUME_ENOMEM || (!rc && (put = mm_put(c, a, b, r)))) {
+        mm_fail(c, rc ? rc : put, path);
         return NULL;
     }
     if (rc > 0) { /* nothing is valid: the schema false (refused where a value must be written) */
         snprintf(c->nothing, sizeof c->nothing, " (schemas combined here: %s)", why);
         cJSON *f = cJSON_CreateFalse();
-        if (!f || mm_put(c, a, b, f)) {
+        if (!f || (put = mm_put(c, a, b, f))) {
             cJSON_Delete(f);
-            plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+            mm_fail(c, f ? put : PLUME_ENOMEM, path);
             return NULL;
         }
         cJSON_AddItemToArray(c->arena, f);
@@ -495,7 +534,8 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
                 if (acc) acc = conjoin(c, acc, n, path, depth);
             }
         }
-    if (acc && mm_put(c, s, NULL, acc)) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    int put = acc ? mm_put(c, s, NULL, acc) : 0;
+    if (put) { mm_fail(c, put, path); return NULL; }
     return acc;
 }
 
@@ -522,9 +562,10 @@ static const cJSON *distribute(cst_schema *c, const cJSON *s, const char *kw, co
         f = f ? flatten(c, f, path, 1) : NULL;
         if (!f) return NULL;
         const cJSON *r = mm_find(c, rest, f);
-        int rc = r ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why);
-        if (rc == PLUME_ENOMEM || (!rc && mm_put(c, rest, f, r))) {
-            plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        int found = r != NULL, put = 0;
+        int rc = found ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why);
+        if (rc == PLUME_ENOMEM || (!rc && !found && (put = mm_put(c, rest, f, r)))) {
+            mm_fail(c, rc ? rc : put, path);
             return NULL;
         }
         if (rc < 0 && !strcmp(kw, "oneOf")) {
@@ -1315,6 +1356,7 @@ void cst_schema_free(cst_schema *c) {
     free(c->out.p);
     free(c->memo);
     free(c->mm);
+    free(c->mm_ht);
     cJSON_Delete(c->arena);
     free(c);
 }
