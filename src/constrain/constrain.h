@@ -131,11 +131,9 @@ void cst_schema_free(cst_schema *c);
 /* The conjunction of two schemas (objects or booleans, no $ref or allOf at their top) as one
  * schema node owned by arena (a cJSON array): 0 with *out, 1 when no value satisfies both,
  * -1 when plume cannot merge them (why, why_n bytes, says why in both cases), PLUME_ENOMEM
- * (schema_merge.c). */
-/* Whether a keyword asserts something in some draft (others are annotations). */
-int cst_schema_asserts(const char *keyword);
+ * (schema_merge.c). asserts tells the keywords that assert from annotations (schema.c's). */
 int cst_schema_merge(struct cJSON *arena, const struct cJSON *a, const struct cJSON *b, const struct cJSON **out,
-                     char *why, size_t why_n);
+                     char *why, size_t why_n, int (*asserts)(const char *keyword));
 /* Parse JSON text whole (valid UTF-8, no NUL, nothing after the value); NULL with *err set
  * ("WHAT: bad JSON at offset N"). */
 struct cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err);

@@ -85,8 +85,6 @@ static int in_list(const char *s, const char *const *list) {
 /* Whether keyword k asserts something (an applicator or an assertion of some draft). */
 static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw) || in_list(k, folded_kw); }
 
-/* The same, for the other files of the room (schema_merge.c). */
-int cst_schema_asserts(const char *keyword) { return asserts(keyword); }
 
 /* The first keyword of s that asserts something and is not one of allowed, or NULL. */
 static const char *other_keyword(const cJSON *s, const char *const *allowed) {
@@ -436,7 +434,7 @@ static const cJSON *conjoin(cst_schema *c, const cJSON *a, const cJSON *b, const
     const cJSON *r = mm_find(c, a, b);
     if (r) return r;
     char why[160] = "";
-    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why), put = 0;
+    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why, asserts), put = 0;
     if (rc == PLUME_ENOMEM || (!rc && (put = mm_put(c, a, b, r)))) {
         mm_fail(c, rc ? rc : put, path);
         return NULL;
@@ -563,7 +561,7 @@ static const cJSON *distribute(cst_schema *c, const cJSON *s, const char *kw, co
         if (!f) return NULL;
         const cJSON *r = mm_find(c, rest, f);
         int found = r != NULL, put = 0;
-        int rc = found ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why);
+        int rc = found ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why, asserts);
         if (rc == PLUME_ENOMEM || (!rc && !found && (put = mm_put(c, rest, f, r)))) {
             mm_fail(c, rc ? rc : put, path);
             return NULL;

@@ -158,7 +158,8 @@ static int both_numbers(const cJSON *a, const cJSON *b) { return cJSON_IsNumber(
 /* The conjunction of schemas a and b (objects or booleans, no $ref or allOf at the top):
  * 0 with *out, 1 when no value can satisfy both (why says where), -1 when plume cannot
  * merge them (why names the keyword), PLUME_ENOMEM. */
-int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON **out, char *why, size_t why_n) {
+int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON **out, char *why, size_t why_n,
+                     int (*asserts)(const char *keyword)) {
     *out = NULL;
     if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) { snprintf(why, why_n, "the schema false"); return 1; }
     if (cJSON_IsTrue(a) || a == b) { *out = b; return 0; }
@@ -192,7 +193,7 @@ int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON *
         for (const cJSON *k = me->child; k; k = k->next) {
             const char *kw = k->string;
             const cJSON *o = cJSON_GetObjectItemCaseSensitive(other, kw);
-            if (!cst_schema_asserts(kw)) { /* an annotation: a's, or b's when a has none */
+            if (!asserts(kw)) { /* an annotation: a's, or b's when a has none */
                 if (!side || !o) cJSON_AddItemReferenceToObject(r, kw, (cJSON *)k);
                 continue;
             }
