@@ -298,15 +298,114 @@ static void test_schema_accepts(void) {
     }
 }
 
+/* Round 2 (issue 44): keywords that assert nothing are ignored, drafts read by $schema, and
+ * combined schemas merged; each case a schema, then instances it must take and refuse. */
+static void test_schema_round2(void) {
+    static const struct { const char *schema, *text; int want; } cases[] = {
+        /* annotations and unknown keywords (draft 4's id, x-*, a misspelling) assert nothing */
+        {"{\"id\":\"x\",\"self\":{},\"x-kubernetes-group\":1,\"type\":\"integer\",\"maxmimum\":3}", "7", 1},
+        {"{\"id\":\"x\",\"type\":\"integer\"}", "\"7\"", 0},
+        {"{\"enum\":[\"a\",\"b\"],\"title\":\"t\",\"x-order\":2}", "\"a\"", 1},
+        /* draft 4: boolean exclusiveMaximum makes maximum exclusive */
+        {"{\"$schema\":\"http://json-schema.org/draft-04/schema#\",\"type\":\"integer\",\"maximum\":5,"
+         "\"exclusiveMaximum\":true}", "5", 0},
+        {"{\"$schema\":\"http://json-schema.org/draft-04/schema#\",\"type\":\"integer\",\"maximum\":5,"
+         "\"exclusiveMaximum\":true}", "4", 1},
+        {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":false}", "5", 1},
+        /* drafts 4 to 7: $ref's siblings are ignored; 2019-09 on: they apply */
+        {"{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"definitions\":{\"a\":{\"type\":\"integer\"}},"
+         "\"$ref\":\"#/definitions/a\",\"maximum\":2}", "9", 1},
+        {"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$defs\":{\"a\":{\"type\":\"integer\"}},"
+         "\"$ref\":\"#/$defs/a\",\"maximum\":2}", "9", 0},
+        {"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$defs\":{\"a\":{\"type\":\"integer\"}},"
+         "\"$ref\":\"#/$defs/a\",\"maximum\":2}", "2", 1},
+        /* allOf with several members: merged */
+        {"{\"allOf\":[{\"type\":\"integer\"},{\"minimum\":1},{\"maximum\":3}]}", "3", 1},
+        {"{\"allOf\":[{\"type\":\"integer\"},{\"minimum\":1},{\"maximum\":3}]}", "4", 0},
+        {"{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},"
+         "{\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}", "{\"a\":\"x\",\"b\":1}", 1},
+        {"{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},"
+         "{\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}", "{\"a\":\"x\"}", 0},
+        /* a member's additionalProperties: false forbids the other member's names */
+        {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
+         "{\"properties\":{\"b\":{}}}]}", "{\"b\":1}", 0},
+        /* anyOf / oneOf beside other keywords: merged into each branch */
+        {"{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}},\"required\":[\"k\"],"
+         "\"oneOf\":[{\"properties\":{\"k\":{\"const\":\"a\"}}},{\"properties\":{\"k\":{\"const\":\"b\"}}}]}",
+         "{\"k\":\"b\"}", 1},
+        {"{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}},\"required\":[\"k\"],"
+         "\"oneOf\":[{\"properties\":{\"k\":{\"const\":\"a\"}}},{\"properties\":{\"k\":{\"const\":\"b\"}}}]}",
+         "{\"k\":\"c\"}", 0},
+        {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"}]}", "\"ab\"", 0},
+        {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"}]}", "\"a\"", 1},
+        /* overlapping oneOf: only the branches disjoint from all others are written (a narrowing) */
+        {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"},{\"type\":\"string\"}]}", "\"x\"", 1},
+        {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"},{\"type\":\"string\"}]}", "1.5", 0},
+        /* annotations that differ between merged members are no conflict */
+        {"{\"description\":\"a\",\"allOf\":[{\"description\":\"b\",\"type\":\"integer\"}]}", "1", 1},
+        /* if/then: held to if and then (a narrowing) */
+        {"{\"type\":\"integer\",\"if\":{\"minimum\":0},\"then\":{\"maximum\":5}}", "5", 1},
+        {"{\"type\":\"integer\",\"if\":{\"minimum\":0},\"then\":{\"maximum\":5}}", "6", 0},
+        /* dependencies / dependentRequired: the names always required (a narrowing) */
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"a\":1}", 0},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependencies\":{\"a\":[\"b\"]}}", "{\"a\":1,\"b\":2}", 1},
+        /* unevaluatedProperties: false where additionalProperties is absent */
+        {"{\"properties\":{\"a\":{}},\"unevaluatedProperties\":false}", "{\"a\":1}", 1},
+        /* enum beside other keywords: the values they refuse are left out */
+        {"{\"enum\":[\"a\",\"bb\",3],\"maxLength\":1}", "\"bb\"", 0},
+        {"{\"enum\":[\"a\",\"bb\",3],\"type\":[\"string\",\"integer\"],\"maxLength\":1}", "3", 1},
+        {"{\"type\":\"object\",\"enum\":[{\"a\":1},{\"b\":1}],\"required\":[\"a\"]}", "{\"b\":1}", 0},
+        /* formats: uri, hostname, ipv6 narrowed; a format validators do not know is an annotation */
+        {"{\"type\":\"string\",\"format\":\"uri\"}", "\"https://example.com/a\"", 1},
+        {"{\"type\":\"string\",\"format\":\"uri\"}", "\"not a uri\"", 0},
+        {"{\"type\":\"string\",\"format\":\"hostname\"}", "\"a-b.example\"", 1},
+        {"{\"type\":\"string\",\"format\":\"ipv6\"}", "\"::1\"", 0},
+        {"{\"type\":\"string\",\"format\":\"x-custom\",\"maxLength\":2}", "\"abc\"", 0},
+        {"{\"type\":\"string\",\"format\":\"x-custom\",\"maxLength\":2}", "\"ab\"", 1},
+        /* tuples: prefixItems (2020-12), items as a list and additionalItems (drafts 4 to 2019-09) */
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\"]", 1},
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1,\"a\",2]", 0},
+        {"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1]", 1},
+        {"{\"prefixItems\":[{\"type\":\"integer\"}],\"minItems\":2,\"items\":{\"type\":\"null\"}}", "[1]", 0},
+        {"{\"prefixItems\":[{\"type\":\"integer\"}],\"minItems\":2,\"items\":{\"type\":\"null\"}}", "[1,null,null]", 1},
+        {"{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[1,2]", 0},
+        {"{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}", "[\"a\"]", 0},
+        /* uniqueItems: at most one item (a narrowing); contains: the first item (a narrowing) */
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "[1,2]", 0},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "[1]", 1},
+        {"{\"type\":\"array\",\"contains\":{\"const\":7}}", "[]", 0},
+        {"{\"type\":\"array\",\"contains\":{\"const\":7}}", "[7,1]", 1},
+        /* patternProperties: a named member whose name matches takes the pattern's schema too */
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":\"x\"}", 0},
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"patternProperties\":{\"^a\":{\"type\":\"integer\"}}}", "{\"ab\":1,\"c\":\"x\"}", 1},
+        /* propertyNames: a name it refuses is not written */
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"ab\":1}", 0},
+        {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"c\":1}", 1},
+        /* minProperties: optional members made required in order; maxProperties: the rest dropped */
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{}", 0},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{\"a\":1}", 1},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"maxProperties\":1}", "{\"a\":1,\"b\":2}", 0},
+        {"{\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":1}", "{\"a\":1}", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *err = NULL;
+        int r = schema_match(cases[i].schema, cases[i].text, &err);
+        CHECK(r == cases[i].want, "case %zu: %s on %s: got %d (%s), want %d", i, cases[i].schema, cases[i].text, r,
+              err ? err : "", cases[i].want);
+        free(err);
+    }
+}
+
 /* A schema outside the subset is refused, and the message names the keyword and where. */
 static void test_schema_refusals(void) {
     static const struct { const char *schema, *says; } cases[] = {
-        {"{\"type\":\"array\",\"uniqueItems\":true}", "#: \"uniqueItems\" is not supported"},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":2}", "#: \"uniqueItems\" with minItems above 1"},
         {"{\"properties\":{\"a\":{\"not\":{}}}}", "#/a: \"not\" is not supported"},
-        {"{\"type\":\"object\",\"patternProperties\":{}}", "\"patternProperties\" is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"ab\":{}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
+         "required \"ab\" is refused by \"propertyNames\""},
+        {"{\"type\":\"object\",\"minProperties\":1}", "\"minProperties\" 1 is more than the named properties"},
         {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" is not supported"},
-        {"{\"if\":{},\"then\":{}}", "\"if\" is not supported"},
-        {"{\"type\":\"string\",\"format\":\"uri\"}", "\"format\": \"uri\" is not supported"},
+        {"{\"type\":\"string\",\"format\":\"duration\"}", "\"format\": \"duration\" is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-references are not supported"},
         {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "lookaround is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"\\\\bword\"}", "word boundary"},
@@ -316,16 +415,20 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"string\",\"minLength\":1,\"pattern\":\"a\"}", "together with minLength/maxLength"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", "does not resolve"},
-        {"{\"$ref\":\"#/$defs/a\",\"type\":\"object\",\"$defs\":{\"a\":{}}}", "\"type\" next to \"$ref\""},
+        {"{\"$ref\":\"#/$defs/a\",\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"string\"}}}", "no \"type\" in common"},
         {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "\"oneOf\" branches 0 and 1 may both match"},
-        {"{\"allOf\":[{\"type\":\"integer\"},{\"minimum\":1}]}", "more than one constraining"},
+        {"{\"allOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"pattern\":\"b\"}]}", "\"pattern\" in both with different values"},
+        {"{\"allOf\":[{\"enum\":[1,2]},{\"enum\":[3]}]}", "no enum/const value in common"},
+        {"{\"allOf\":[{\"$ref\":\"#\"}]}", "32 deep"},
         {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"],\"additionalProperties\":false}", "no object is valid"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies within the bounds"},
-        {"{\"type\":\"integer\",\"exclusiveMinimum\":true}", "boolean \"exclusiveMinimum\" (draft 4)"},
         {"{\"enum\":[]}", "\"enum\" is not a non-empty array"},
+        {"{\"const\":1e400}", "not finite"},
+        {"{\"$defs\":{\"x\":{\"enum\":[1],\"anyOf\":[{\"$ref\":\"#/$defs/x\"}]}},\"$ref\":\"#/$defs/x\"}", "nested too deep"},
+        {"{\"enum\":[1,[-1e400]]}", "not finite"},
         {"{\"type\":\"strin\"}", "\"type\" is not a type name"},
         {"{\"minLength\":1,\"minimum\":1}", "keywords of several types"},
-        {"{\"items\":[{}]}", "tuples"},
+        {"{\"type\":\"array\",\"contains\":{},\"maxContains\":1}", "\"maxContains\" is not supported"},
         {"false", "accepts nothing"},
         {"{\"type\":", "json schema: bad JSON"},
         {"{} x", "text after the JSON value"},
@@ -458,7 +561,12 @@ static void test_suite_soundness(void) {
         "type", "enum", "const", "properties", "required", "additionalProperties", "anyOf", "oneOf", "allOf",
         "items", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
         "exclusiveMaximum", "pattern", "ref", "defs", "boolean_schema", "format-date", "format-time",
-        "format-date-time", "format-uuid", "format-email", "format-ipv4"};
+        "format-date-time", "format-uuid", "format-email", "format-ipv4",
+        /* round 2 (issue 44) */
+        "contains", "minContains", "dependentRequired", "dependentSchemas", "if-then-else", "maxProperties",
+        "minProperties", "patternProperties", "prefixItems", "propertyNames", "unevaluatedItems",
+        "unevaluatedProperties", "uniqueItems", "default", "infinite-loop-detection", "not", "format-uri",
+        "format-hostname", "format-ipv6"};
     int compiled = 0, refused = 0, rejected = 0, narrowed = 0, accepted = 0;
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         char path[512], *text = NULL, *err = NULL;
@@ -982,6 +1090,7 @@ int main(void) {
     RUN(test_deep_nesting_bounded);
     RUN(test_schema_accepts);
     RUN(test_schema_refusals);
+    RUN(test_schema_round2);
     RUN(test_number_bounds_twin);
     RUN(test_suite_soundness);
     RUN_REAL(test_mask_matches_twin);

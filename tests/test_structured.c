@@ -267,7 +267,10 @@ static void test_suite_answers_valid_for_ajv(void) {
                                         "anyOf", "oneOf", "allOf", "items", "minItems", "maxItems", "minLength",
                                         "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                         "pattern", "ref", "defs", "boolean_schema", "format-date", "format-time",
-                                        "format-date-time", "format-uuid", "format-email", "format-ipv4"};
+                                        "format-date-time", "format-uuid", "format-email", "format-ipv4",
+                                        "prefixItems", "if-then-else", "dependentRequired", "patternProperties",
+                                        "minProperties", "uniqueItems", "contains", "unevaluatedProperties",
+                                        "format-uri", "format-hostname"};
     job *jobs = calloc(160, sizeof *jobs);
     int n = 0, seen = 0;
     for (size_t fi = 0; fi < sizeof files / sizeof *files; fi++) {

@@ -18,6 +18,8 @@
  *   spell.c        the GBNF spelling of literals and classes (into a plume_buf), sets of
  *                  code points, one character of a set in the JSON and Gemma call spellings
  *   schema.c       JSON Schema -> GBNF (types, objects, arrays, enum/const, combinators, $ref)
+ *   schema_merge.c the conjunction of two schemas (allOf, siblings of $ref and anyOf/oneOf,
+ *                  if/then, dependencies)
  *   schema_str.c   strings: lengths, formats, patterns
  *   schema_num.c   integers and numbers within bounds (digit-string range grammars)
  *   regex.c        `pattern` (an ECMAScript subset) -> GBNF over a string's characters
@@ -126,6 +128,12 @@ plume_buf *cst_schema_out(cst_schema *c);
 const char *cst_schema_any_object(cst_schema *c); /* the rule of any object ("jobject" / "gobject") */
 int cst_schema_finish(cst_schema *c, char **gbnf);
 void cst_schema_free(cst_schema *c);
+/* The conjunction of two schemas (objects or booleans, no $ref or allOf at their top) as one
+ * schema node owned by arena (a cJSON array): 0 with *out, 1 when no value satisfies both,
+ * -1 when plume cannot merge them (why, why_n bytes, says why in both cases), PLUME_ENOMEM
+ * (schema_merge.c). asserts tells the keywords that assert from annotations (schema.c's). */
+int cst_schema_merge(struct cJSON *arena, const struct cJSON *a, const struct cJSON *b, const struct cJSON **out,
+                     char *why, size_t why_n, int (*asserts)(const char *keyword));
 /* Parse JSON text whole (valid UTF-8, no NUL, nothing after the value); NULL with *err set
  * ("WHAT: bad JSON at offset N"). */
 struct cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err);

@@ -44,24 +44,53 @@ struct cst_schema {
     int32_t n_memo;
     size_t cap_memo;
     int32_t n_rules;      /* names: s0, s1, ... */
+    int draft;            /* the document's $schema: 4, 6, 7, 2019, 2020; 0 unknown (none said) */
+    cJSON *arena;         /* the nodes made by combining schemas (schema_merge.c) */
+    struct { const cJSON *a, *b, *r; } *mm; /* [n_mm] merges and flattenings made (b NULL: flatten a) */
+    int32_t n_mm;
+    size_t cap_mm;
+    int32_t *mm_ht;       /* [mm_ht_cap] index + 1 into mm by (a, b) hash (0: empty) */
+    int32_t mm_ht_cap;
+    char nothing[200];    /* why the last combination made accepts nothing */
+    int nest;             /* compilers above this one (schema_accepts compiles a part apart) */
     unsigned used;
     int depth;
     char **err;
 };
 
-static const char *const annotation_kw[] = {"title", "description", "$schema", "$id", "$comment", "default",
-                                            "examples", "deprecated", "readOnly", "writeOnly", "$defs",
-                                            "definitions", NULL};
+/* The keywords that assert something in some draft (4, 6, 7, 2019-09, 2020-12): handled ones,
+ * then those plume refuses by name. Every other keyword (title, draft 4's id, x-*, a
+ * misspelling such as "maxmimum") is an annotation and is ignored, as JSON Schema says; so
+ * are then/else without if. */
 static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
-                                         "properties", "required", "additionalProperties", "items", "minItems",
-                                         "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
+                                         "properties", "required", "additionalProperties", "patternProperties",
+                                         "propertyNames", "minProperties", "maxProperties", "items", "minItems",
+                                         "maxItems", "prefixItems", "additionalItems", "uniqueItems", "contains",
+                                         "minContains", "minLength", "maxLength", "pattern", "format", "minimum",
                                          "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+static const char *const refused_kw[] = {"multipleOf", "maxContains",
+                                         "not", "$dynamicRef", "$recursiveRef",
+                                         "divisibleBy", "disallow", "extends", NULL};
+/* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
+static const char *const folded_kw[] = {"if", "dependentRequired", "dependencies", "dependentSchemas",
+                                        "unevaluatedProperties", "unevaluatedItems", NULL};
 
 /* Whether s is one of the NULL-terminated list. */
 static int in_list(const char *s, const char *const *list) {
     for (int i = 0; list[i]; i++)
         if (!strcmp(s, list[i])) return 1;
     return 0;
+}
+
+/* Whether keyword k asserts something (an applicator or an assertion of some draft). */
+static int asserts(const char *k) { return in_list(k, handled_kw) || in_list(k, refused_kw) || in_list(k, folded_kw); }
+
+
+/* The first keyword of s that asserts something and is not one of allowed, or NULL. */
+static const char *other_keyword(const cJSON *s, const char *const *allowed) {
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (asserts(k->string) && !in_list(k->string, allowed)) return k->string;
+    return NULL;
 }
 
 /* ---- JSON values ------------------------------------------------------------------------- */
@@ -119,6 +148,9 @@ static void put_number(plume_buf *b, double x) {
  * Gemma: the template's format_argument (strings between <|"|>, keys bare and sorted).
  * 0, or PLUME_EINVAL (a string Gemma cannot spell). */
 static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *path) {
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) /* 1e400: no JSON number says it */
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a number in enum/const is not finite as a double "
+                          "(out of range)", path);
     if (cJSON_IsNumber(v)) {
         put_number(b, v->valuedouble);
         return 0;
@@ -248,12 +280,15 @@ static const cJSON *follow(cst_schema *c, const cJSON *s, const char *path) {
     return NULL;
 }
 
+static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth);
+
 /* ---- oneOf: disjoint branches ------------------------------------------------------------ */
 
 /* The type bits a schema can produce (a superset is fine; T_ALL when unsure). */
 static unsigned schema_types(cst_schema *c, const cJSON *s, int depth) {
     if (depth > 16) return T_ALL;
     s = follow(c, s, "oneOf");
+    s = s ? flatten(c, s, "oneOf", 1) : NULL;
     if (!s || cJSON_IsBool(s)) return T_ALL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *co = cJSON_GetObjectItemCaseSensitive(s, "const");
     unsigned t = 0;
@@ -287,6 +322,7 @@ static const cJSON *tag_values(cst_schema *c, const cJSON *s, const char *p, int
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *ps = required && cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, p) : NULL;
     ps = ps ? follow(c, ps, "oneOf") : NULL;
+    ps = ps ? flatten(c, ps, "oneOf", 1) : NULL;
     if (!cJSON_IsObject(ps)) return NULL;
     const cJSON *co = cJSON_GetObjectItemCaseSensitive(ps, "const");
     if (co) { *is_const = 1; return co; }
@@ -309,6 +345,8 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
     a = follow(c, a, "oneOf");
     b = follow(c, b, "oneOf");
+    a = a ? flatten(c, a, "oneOf", 1) : NULL;
+    b = b ? flatten(c, b, "oneOf", 1) : NULL;
     const cJSON *props = a ? cJSON_GetObjectItemCaseSensitive(a, "properties") : NULL;
     for (const cJSON *p = cJSON_IsObject(props) && b ? props->child : NULL; p; p = p->next) {
         int ca, cb;
@@ -321,6 +359,226 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
         if (!meet) return 1;
     }
     return 0;
+}
+
+/* ---- combining schemas ------------------------------------------------------------------- */
+
+#define CST_MAX_MERGES (1 << 16) /* merges and flattenings one schema may make */
+
+/* The hash slot of the pair (a, b) in a table of cap (a power of two) slots. */
+static uint32_t mm_slot(const cJSON *a, const cJSON *b, int32_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)a * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)b * 0xc2b2ae3d27d4eb4full;
+    x ^= x >> 29;
+    return (uint32_t)x & (uint32_t)(cap - 1);
+}
+
+/* The merge (b not NULL) or flattening (b NULL) of a made before, or NULL. */
+static const cJSON *mm_find(const cst_schema *c, const cJSON *a, const cJSON *b) {
+    if (!c->mm_ht_cap) return NULL;
+    for (uint32_t h = mm_slot(a, b, c->mm_ht_cap); c->mm_ht[h]; h = (h + 1) & (uint32_t)(c->mm_ht_cap - 1)) {
+        int32_t i = c->mm_ht[h] - 1;
+        if (c->mm[i].a == a && c->mm[i].b == b) return c->mm[i].r;
+    }
+    return NULL;
+}
+
+/* Remember a merge or flattening; 0, PLUME_ENOMEM, or PLUME_EINVAL past CST_MAX_MERGES. */
+static int mm_put(cst_schema *c, const cJSON *a, const cJSON *b, const cJSON *r) {
+    if (c->n_mm >= CST_MAX_MERGES) return PLUME_EINVAL;
+    if (2 * (c->n_mm + 1) > c->mm_ht_cap) { /* rehash at half load */
+        int32_t cap = c->mm_ht_cap ? c->mm_ht_cap * 2 : 256;
+        int32_t *ht = calloc((size_t)cap, sizeof *ht);
+        if (!ht) return PLUME_ENOMEM;
+        for (int32_t i = 0; i < c->n_mm; i++) {
+            uint32_t h = mm_slot(c->mm[i].a, c->mm[i].b, cap);
+            while (ht[h]) h = (h + 1) & (uint32_t)(cap - 1);
+            ht[h] = i + 1;
+        }
+        free(c->mm_ht);
+        c->mm_ht = ht;
+        c->mm_ht_cap = cap;
+    }
+    if (plume_grow(&c->mm, &c->cap_mm, (size_t)c->n_mm + 1, sizeof *c->mm)) return PLUME_ENOMEM;
+    c->mm[c->n_mm].a = a;
+    c->mm[c->n_mm].b = b;
+    c->mm[c->n_mm].r = r;
+    uint32_t h = mm_slot(a, b, c->mm_ht_cap);
+    while (c->mm_ht[h]) h = (h + 1) & (uint32_t)(c->mm_ht_cap - 1);
+    c->mm_ht[h] = ++c->n_mm;
+    return 0;
+}
+
+/* The error of a failed mm_put (memory, or too many combinations). */
+static void mm_fail(cst_schema *c, int rc, const char *path) {
+    if (rc == PLUME_EINVAL)
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: more than %d schemas combined (allOf, $ref siblings, ...)", path,
+                   CST_MAX_MERGES);
+    else plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+}
+
+/* s less the keywords of drop, as an arena node referencing the rest. */
+static const cJSON *without(cst_schema *c, const cJSON *s, const char *const *drop) {
+    cJSON *n = cJSON_CreateObject();
+    if (!n) return NULL;
+    cJSON_AddItemToArray(c->arena, n);
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!in_list(k->string, drop)) cJSON_AddItemReferenceToObject(n, k->string, (cJSON *)k);
+    return n;
+}
+
+/* a and b conjoined (schema_merge.c), each flattened first; NULL with the error set. */
+static const cJSON *conjoin(cst_schema *c, const cJSON *a, const cJSON *b, const char *path, int depth) {
+    if (a && b) a = flatten(c, a, path, depth + 1);
+    if (a && b) b = flatten(c, b, path, depth + 1);
+    if (!a || !b) return NULL;
+    const cJSON *r = mm_find(c, a, b);
+    if (r) return r;
+    char why[160] = "";
+    int rc = cst_schema_merge(c->arena, a, b, &r, why, sizeof why, asserts), put = 0;
+    if (rc == PLUME_ENOMEM || (!rc && (put = mm_put(c, a, b, r)))) {
+        mm_fail(c, rc ? rc : put, path);
+        return NULL;
+    }
+    if (rc > 0) { /* nothing is valid: the schema false (refused where a value must be written) */
+        snprintf(c->nothing, sizeof c->nothing, " (schemas combined here: %s)", why);
+        cJSON *f = cJSON_CreateFalse();
+        if (!f || (put = mm_put(c, a, b, f))) {
+            cJSON_Delete(f);
+            mm_fail(c, f ? put : PLUME_ENOMEM, path);
+            return NULL;
+        }
+        cJSON_AddItemToArray(c->arena, f);
+        return f;
+    }
+    if (rc < 0) plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schemas combined here (allOf, $ref and its siblings, "
+                           "if/then, dependencies) cannot be merged: %s", path, why);
+    return r;
+}
+
+/* Whether s is, once its bare $refs are followed and it is flattened, the schema false
+ * (nothing valid). */
+static int is_false(cst_schema *c, const cJSON *s) {
+    if (!s || cJSON_IsTrue(s)) return 0;
+    const cJSON *f = follow(c, s, "#");
+    f = f ? flatten(c, f, "#", 1) : NULL;
+    return f && cJSON_IsFalse(f);
+}
+
+/* s with its $ref (when something is beside it), allOf, if/then/else and dependencies folded
+ * in: a node with none of them, or s itself (a bare $ref stays, so that recursion is a rule
+ * cycle). NULL with the error set. Narrowings (docs/STRUCTURED.md): if/then/else is held to
+ * if and then (a value valid against both is valid); dependencies always hold (the names a
+ * property needs always required; a dependent schema merged and its property required). */
+static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth) {
+    if (depth > 32) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: allOf / $ref combined more than 32 deep", path);
+        return NULL;
+    }
+    if (!cJSON_IsObject(s)) return s;
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref"), *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    const cJSON *iff = cJSON_GetObjectItemCaseSensitive(s, "if"), *then = cJSON_GetObjectItemCaseSensitive(s, "then");
+    const cJSON *dr = cJSON_GetObjectItemCaseSensitive(s, "dependentRequired");
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(s, "dependentSchemas");
+    const cJSON *dep = cJSON_GetObjectItemCaseSensitive(s, "dependencies");
+    static const char *const only_ref[] = {"$ref", NULL};
+    if (ref && ((c->draft && c->draft <= 7) || !other_keyword(s, only_ref))) return s; /* bare: its rule */
+    if (!ref && !all && !iff && !dr && !ds && !dep) return s;
+    const cJSON *done = mm_find(c, s, NULL);
+    if (done) return done;
+    static const char *const drop[] = {"$ref", "allOf", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                                       "dependencies", NULL};
+    const cJSON *acc = without(c, s, drop);
+    if (!acc) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    if (ref) acc = conjoin(c, acc, follow(c, s, path), path, depth);
+    if (all && !cJSON_IsArray(all)) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"allOf\" is not an array", path);
+        return NULL;
+    }
+    for (const cJSON *m = all ? all->child : NULL; m && acc; m = m->next) {
+        const cJSON *f = follow(c, m, path);
+        acc = f ? conjoin(c, acc, f, path, depth) : NULL;
+    }
+    if (acc && iff && !then && cJSON_GetObjectItemCaseSensitive(s, "else") &&
+        (cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties") || cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems"))) {
+        /* validators differ on whether a passing if without then evaluates its properties (ajv: no) */
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"if\" with \"else\" but no \"then\" beside unevaluated* is "
+                   "not supported", path);
+        return NULL;
+    }
+    if (acc && iff && (then || cJSON_GetObjectItemCaseSensitive(s, "else"))) acc = conjoin(c, acc, iff, path, depth);
+    if (acc && iff && then) acc = conjoin(c, acc, then, path, depth);
+    const cJSON *lists[3] = {dr, ds, dep};
+    for (int l = 0; l < 3 && acc; l++)
+        for (const cJSON *d = cJSON_IsObject(lists[l]) ? lists[l]->child : NULL; d && acc; d = d->next) {
+            if (cJSON_IsArray(d)) { /* names required when d->string is present: always, here */
+                cJSON *n = cJSON_CreateObject();
+                if (!n) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+                cJSON_AddItemToArray(c->arena, n);
+                cJSON_AddItemReferenceToObject(n, "required", (cJSON *)d);
+                acc = conjoin(c, acc, n, path, depth);
+            } else { /* the name required too, so that the schema applies indeed (its annotations count) */
+                cJSON *n = cJSON_CreateObject(), *names = cJSON_CreateArray();
+                if (!n || !names) {
+                    cJSON_Delete(n);
+                    cJSON_Delete(names);
+                    plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+                    return NULL;
+                }
+                cJSON_AddItemToArray(c->arena, n);
+                cJSON_AddItemToArray(names, cJSON_CreateString(d->string));
+                cJSON_AddItemToObject(n, "required", names);
+                const cJSON *f = follow(c, d, path);
+                acc = f ? conjoin(c, acc, f, path, depth) : NULL;
+                if (acc) acc = conjoin(c, acc, n, path, depth);
+            }
+        }
+    int put = acc ? mm_put(c, s, NULL, acc) : 0;
+    if (put) { mm_fail(c, put, path); return NULL; }
+    return acc;
+}
+
+/* s's anyOf / oneOf (kw, list) with s's other keywords merged into each branch, as a node
+ * {kw: [...]}. A branch that contradicts them is dropped (it matches nothing here); so is,
+ * under anyOf, one plume cannot merge (a narrowing). NULL with the error set. */
+static const cJSON *distribute(cst_schema *c, const cJSON *s, const char *kw, const cJSON *list, const char *path) {
+    const char *dk[] = {kw, NULL};
+    const cJSON *rest = without(c, s, dk);
+    cJSON *n = cJSON_CreateObject(), *l = cJSON_CreateArray();
+    if (!rest || !n || !l) {
+        cJSON_Delete(n);
+        cJSON_Delete(l);
+        plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        return NULL;
+    }
+    cJSON_AddItemToArray(c->arena, n);
+    cJSON_AddItemToObject(n, kw, l);
+    rest = flatten(c, rest, path, 1);
+    char why[160] = "";
+    int i = 0;
+    for (const cJSON *b = cJSON_IsArray(list) ? list->child : NULL; b && rest; b = b->next, i++) {
+        const cJSON *f = follow(c, b, path);
+        f = f ? flatten(c, f, path, 1) : NULL;
+        if (!f) return NULL;
+        const cJSON *r = mm_find(c, rest, f);
+        int found = r != NULL, put = 0;
+        int rc = found ? 0 : cst_schema_merge(c->arena, rest, f, &r, why, sizeof why, asserts);
+        if (rc == PLUME_ENOMEM || (!rc && !found && (put = mm_put(c, rest, f, r)))) {
+            mm_fail(c, rc ? rc : put, path);
+            return NULL;
+        }
+        if (rc < 0 && !strcmp(kw, "oneOf")) {
+            plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"oneOf\" branch %d cannot be merged with the keywords "
+                       "beside it: %s", path, i, why);
+            return NULL;
+        }
+        if (!rc) cJSON_AddItemReferenceToArray(l, (cJSON *)r);
+    }
+    if (rest && !l->child) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no \"%s\" branch is compatible with the keywords beside it%s%s",
+                   path, kw, *why ? ": " : "", why);
+        return NULL;
+    }
+    return rest ? n : NULL;
 }
 
 /* ---- compiling --------------------------------------------------------------------------- */
@@ -470,14 +728,14 @@ static int object_members(cst_schema *c, const char *path, const cJSON *props, c
         int32_t i = 0;
         while (i < m && strcmp(mem[i].name, r->valuestring)) i++;
         if (i == m) {
-            if (addl && cJSON_IsFalse(addl)) {
+            if (addl && is_false(c, addl)) {
                 rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is not in \"properties\" and "
                                 "additionalProperties is false: no object is valid", path, r->valuestring);
                 break;
             }
             mem[m++] = (member){r->valuestring, extra_schema, 0};
         }
-        if (i < named && cJSON_IsFalse(mem[i].schema)) {
+        if (i < named && is_false(c, mem[i].schema)) {
             rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" has the schema false: no object is "
                             "valid", path, r->valuestring);
             break;
@@ -503,7 +761,7 @@ static int object_member_rules(cst_schema *c, const char *path, const char *self
     for (int32_t i = 0; i < m && !rc; i++) {
         char vname[64], sp[512];
         names[i] = mem[i].name;
-        if (cJSON_IsFalse(mem[i].schema)) continue; /* never written (not required: checked) */
+        if (is_false(c, mem[i].schema)) continue; /* never written (not required: checked) */
         sub_path(sp, sizeof sp, path, mem[i].name);
         rc = value_rule(c, mem[i].schema, sp, vname);
         if (rc) break;
@@ -543,10 +801,133 @@ static void object_presence_rules(cst_schema *c, const char *self, const member 
             if (i == m) {
                 if (extras) plume_buf_printf(&c->out, "( %s%s-x ( %s%s-x )* )?\n", s0, self, sep(c), self);
                 else plume_buf_puts(&c->out, "\"\"\n");
-            } else if (cJSON_IsFalse(mem[i].schema)) plume_buf_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
+            } else if (is_false(c, mem[i].schema)) plume_buf_printf(&c->out, "%s-p%d%d\n", self, i + 1, e);
             else if (mem[i].required) plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1\n", s0, self, i, self, i + 1);
             else plume_buf_printf(&c->out, "%s%s-k%d %s-p%d1 | %s-p%d%d\n", s0, self, i, self, i + 1, self, i + 1, e);
         }
+}
+
+/* Whether schema (a node of c's document) accepts the JSON text: its grammar compiled apart
+ * and run over the text. 1 or 0; -1 when it cannot be compiled (*err set). */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err) {
+    cst_schema *sub = NULL;
+    char name[64], *g = NULL;
+    if (c->nest >= 4) return plume_fail(err, PLUME_EINVAL, "json schema: values checked against keywords nested too deep"), -1;
+    int rc = cst_schema_new(&sub, CST_JSON, err);
+    if (!rc) sub->nest = c->nest + 1;
+    if (!rc) rc = cst_schema_rule(sub, c->doc, schema, "#", name);
+    if (!rc) {
+        plume_buf_printf(&sub->out, "root ::= %s\n", name);
+        rc = cst_schema_finish(sub, &g);
+    }
+    cst_schema_free(sub);
+    cst_grammar gr;
+    cst_dfa *d = NULL;
+    int r = -1;
+    if (!rc && !cst_grammar_parse(&gr, g, strlen(g), err)) {
+        if (!cst_dfa_new(&d, &gr, err)) r = cst_dfa_matches(d, text, strlen(text));
+        cst_dfa_free(d);
+        cst_grammar_free(&gr);
+    }
+    free(g);
+    return r;
+}
+
+/* Whether a property name is valid against schema (1 or 0; -1: not compiled, *err set). */
+static int name_accepted(cst_schema *c, const cJSON *schema, const char *name, char **err) {
+    cJSON *v = cJSON_CreateString(name);
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (!t) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory"), -1;
+    int r = schema_accepts(c, schema, t, err);
+    free(t);
+    return r;
+}
+
+/* {"allOf": [a, b]} as an arena node (a NULL: b). */
+static const cJSON *both(cst_schema *c, const cJSON *a, const cJSON *b) {
+    if (!a) return b;
+    cJSON *n = cJSON_CreateObject(), *l = cJSON_CreateArray();
+    if (!n || !l) { cJSON_Delete(n); cJSON_Delete(l); return NULL; }
+    cJSON_AddItemToArray(c->arena, n);
+    cJSON_AddItemReferenceToArray(l, (cJSON *)a);
+    cJSON_AddItemReferenceToArray(l, (cJSON *)b);
+    cJSON_AddItemToObject(n, "allOf", l);
+    return n;
+}
+
+/* The object keywords beyond properties: patternProperties (a named member whose name
+ * matches takes the pattern's schema too), propertyNames (a name it refuses is not written,
+ * or the schema is refused when that name is required), minProperties (optional members made
+ * required, in order), maxProperties (the optional members past it not written). Narrowings:
+ * with patternProperties or propertyNames no other names are written, nor with maxProperties
+ * below what could be written. */
+static int object_narrow(cst_schema *c, const cJSON *s, const char *path, member *mem, int32_t m, int *extras) {
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
+    char *e2 = NULL;
+    if (pp && !cJSON_IsObject(pp))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"patternProperties\" is not an object", path);
+    for (const cJSON *p = pp ? pp->child : NULL; p; p = p->next) {
+        cJSON *pat = cJSON_CreateObject();
+        if (!pat) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        cJSON_AddItemToArray(c->arena, pat);
+        cJSON_AddStringToObject(pat, "type", "string");
+        cJSON_AddStringToObject(pat, "pattern", p->string);
+        for (int32_t i = 0; i < m; i++) {
+            int r = name_accepted(c, pat, mem[i].name, &e2);
+            if (r < 0) {
+                int rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"patternProperties\": %s", path, e2);
+                free(e2);
+                return rc;
+            }
+            if (r && !(mem[i].schema = both(c, mem[i].schema, p))) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        }
+        *extras = 0;
+    }
+    for (int32_t i = 0; pn && i < m; i++) {
+        int r = name_accepted(c, pn, mem[i].name, &e2);
+        if (r < 0) {
+            int rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"propertyNames\": %s", path, e2);
+            free(e2);
+            return rc;
+        }
+        if (r) continue;
+        if (mem[i].required)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is refused by \"propertyNames\"", path,
+                              mem[i].name);
+        static cJSON no = {.type = cJSON_False};
+        mem[i].schema = &no;
+    }
+    if (pn) *extras = 0;
+    const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minProperties"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxProperties");
+    if ((lo_kw && !cJSON_IsNumber(lo_kw)) || (hi_kw && !cJSON_IsNumber(hi_kw)))
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minProperties\" / \"maxProperties\" is not a number", path);
+    int32_t req = 0, writable = 0;
+    for (int32_t i = 0; i < m; i++) {
+        req += mem[i].required;
+        writable += !is_false(c, mem[i].schema);
+    }
+    double lo = lo_kw ? lo_kw->valuedouble : 0, hi = hi_kw ? hi_kw->valuedouble : 1e300;
+    for (int32_t i = 0; i < m && req < lo; i++)
+        if (!mem[i].required && !is_false(c, mem[i].schema)) mem[i].required = 1, req++;
+    if (req < lo)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minProperties\" %g is more than the named properties "
+                          "plume writes", path, lo);
+    if (req > hi)
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: more properties are required than \"maxProperties\" %g",
+                          path, hi);
+    if (hi_kw && (*extras || writable > hi)) {
+        *extras = 0;
+        double room = hi - req;
+        static cJSON no = {.type = cJSON_False};
+        for (int32_t i = 0; i < m; i++)
+            if (!mem[i].required && !is_false(c, mem[i].schema)) {
+                if (room >= 1) room -= 1;
+                else mem[i].schema = &no;
+            }
+    }
+    return 0;
 }
 
 /* An object's body: "{" members "}" through the P(i, e) rules of the file's design (member
@@ -555,19 +936,22 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (!addl) /* every name plume writes is evaluated by properties: the others are additional */
+        addl = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedProperties");
     if (props && !cJSON_IsObject(props))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"properties\" is not an object", path);
     if (req && !cJSON_IsArray(req))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"required\" is not an array", path);
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"additionalProperties\" is not a schema", path);
-    int extras = addl ? !cJSON_IsFalse(addl) : !props; /* may other keys come? */
+    int extras = addl ? !is_false(c, addl) : !props; /* may other keys come? */
     const cJSON *extra_schema = addl && cJSON_IsObject(addl) ? addl : NULL;
     int32_t n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0;
     member *mem = malloc((size_t)(n ? n : 1) * sizeof *mem);
     const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
     if (!mem || !names) { free(mem); free(names); b->oom = 1; return 0; }
     int rc = object_members(c, path, props, req, addl, extra_schema, mem, &m);
+    if (!rc) rc = object_narrow(c, s, path, mem, m, &extras);
     if (!rc) rc = object_member_rules(c, path, self, mem, m, names);
     if (!rc && extras) rc = object_extra_rule(c, path, self, extra_schema, names, m);
     if (!rc) object_presence_rules(c, self, mem, m, extras);
@@ -581,9 +965,50 @@ static int object_body(cst_schema *c, const cJSON *s, const char *path, const ch
     return rc;
 }
 
+/* A tuple: "[" the prefix's schemas in order, then items after them (rest: NULL any value,
+ * false none), lo to hi (-1: no bound) items in all. */
+static int tuple_body(cst_schema *c, const cJSON *prefix, const cJSON *rest, double lo, double hi, const char *path,
+                      plume_buf *b) {
+    const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
+    if (*ws) c->used |= U_WS;
+    int k = cJSON_GetArraySize(prefix), rc = 0, n = 0;
+    char name[64], sp[512], seg[32];
+    plume_buf_printf(b, "\"[\" %s", ws);
+    int opened = 0; /* optional groups to close */
+    for (const cJSON *x = prefix->child; x && !rc && (hi < 0 || n < hi); x = x->next, n++) {
+        if (is_false(c, x)) { /* no item may stand here: the array ends before it */
+            if (n < lo) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: item %d has the schema false but minItems is %g", path, n, lo);
+            hi = n;
+            break;
+        }
+        snprintf(seg, sizeof seg, "prefixItems/%d", n);
+        sub_path(sp, sizeof sp, path, seg);
+        rc = value_rule(c, x, sp, name);
+        if (rc) break;
+        if (n >= lo) { plume_buf_puts(b, "( "); opened++; }
+        plume_buf_printf(b, "%s%s ", n ? sep(c) : "", name);
+    }
+    if (!rc && (hi < 0 || n < hi) && !is_false(c, rest) && n == k) {
+        sub_path(sp, sizeof sp, path, "items");
+        rc = value_rule(c, rest, sp, name);
+        if (!rc) {
+            int more_lo = lo > k ? (int)lo - k : 0;
+            if (more_lo > 0) plume_buf_printf(b, "( %s%s ){%d,", sep(c), name, more_lo);
+            else plume_buf_printf(b, "( %s%s ){0,", sep(c), name);
+            if (hi >= 0) plume_buf_printf(b, "%d", (int)hi - k);
+            plume_buf_puts(b, "} ");
+        }
+    } else if (!rc && n < lo)
+        rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems %g is more than the tuple allows", path, lo);
+    for (int i = 0; i < opened; i++) plume_buf_puts(b, ")? ");
+    plume_buf_printf(b, "%s\"]\" ", ws);
+    return rc;
+}
+
 /* An array's body: "[" items "]" with minItems/maxItems. */
 static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    if (!items) items = cJSON_GetObjectItemCaseSensitive(s, "unevaluatedItems");
     const cJSON *lo_kw = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *hi_kw = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     double lo = 0, hi = -1;
     if (lo_kw) {
@@ -599,13 +1024,43 @@ static int array_body(cst_schema *c, const cJSON *s, const char *path, plume_buf
         hi = hi_kw->valuedouble;
     }
     if (hi >= 0 && lo > hi) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: minItems > maxItems", path);
+    const cJSON *unique = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
+    if (cJSON_IsTrue(unique)) { /* narrowing: at most one item is always unique */
+        if (lo > 1)
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"uniqueItems\" with minItems above 1 is not supported "
+                              "(plume writes at most one item under uniqueItems)", path);
+        if (hi < 0 || hi > 1) hi = 1;
+    }
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    if (!prefix && cJSON_IsArray(items)) { /* drafts 4 to 2019-09: items as a list, additionalItems after it */
+        prefix = items;
+        items = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
+    }
+    const cJSON *contains = cJSON_GetObjectItemCaseSensitive(s, "contains");
+    const cJSON *min_c = cJSON_GetObjectItemCaseSensitive(s, "minContains");
+    if (contains && !(min_c && cJSON_IsNumber(min_c) && min_c->valuedouble == 0)) { /* narrowing: the first item */
+        if (prefix || cJSON_GetObjectItemCaseSensitive(s, "maxContains"))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"contains\" beside a tuple or maxContains is not "
+                              "supported", path);
+        cJSON *l = cJSON_CreateArray();
+        if (!l) return plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory");
+        cJSON_AddItemToArray(c->arena, l);
+        double need = min_c && cJSON_IsNumber(min_c) ? min_c->valuedouble : 1;
+        if (need > 16) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"minContains\" above 16 is not supported", path);
+        const cJSON *first = items ? both(c, items, contains) : contains;
+        for (int k = 0; k < (int)need; k++) cJSON_AddItemReferenceToArray(l, (cJSON *)first);
+        prefix = l;
+        if (lo < need) lo = need;
+        if (hi >= 0 && hi < lo) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"contains\" needs more items than maxItems", path);
+    }
+    if (prefix && cJSON_IsArray(prefix) && prefix->child) return tuple_body(c, prefix, items, lo, hi, path, b);
     if (cJSON_IsArray(items))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported", path);
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" as an array (tuples) is not supported here", path);
     if (items && !cJSON_IsBool(items) && !cJSON_IsObject(items))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\" is not a schema", path);
     const char *ws = c->dialect == CST_GEMMA ? "" : "ws ";
     if (*ws) c->used |= U_WS;
-    if (cJSON_IsFalse(items)) hi = 0;
+    if (is_false(c, items)) hi = 0;
     if (hi == 0) {
         if (lo > 0) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"items\": false with minItems > 0", path);
         plume_buf_printf(b, "\"[\" %s\"]\" ", ws);
@@ -645,27 +1100,27 @@ static unsigned implied_types(const cJSON *s) {
     static const struct { const char *kw; unsigned t; } groups[] = {
         {"minLength", T_STR}, {"maxLength", T_STR}, {"pattern", T_STR}, {"format", T_STR},
         {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
-        {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ},
-        {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}};
+        {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
+        {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
+        {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}, {"prefixItems", T_ARR}, {"contains", T_ARR},
+        {"uniqueItems", T_ARR}, {"additionalItems", T_ARR}, {"minContains", T_ARR}, {"unevaluatedItems", T_ARR},
+        {"unevaluatedProperties", T_OBJ}};
     unsigned t = 0;
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
         if (cJSON_GetObjectItemCaseSensitive(s, groups[i].kw)) t |= groups[i].t;
     return t;
 }
 
-/* The first keyword of s that is neither an annotation nor one of allowed, or NULL. */
-static const char *other_keyword(const cJSON *s, const char *const *allowed) {
-    for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(k->string, annotation_kw) && !in_list(k->string, allowed)) return k->string;
-    return NULL;
-}
 
-/* enum / const: the values spelled out, filtered by "type". */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err);
+static const cJSON *without(cst_schema *c, const cJSON *s, const char *const *drop);
+
+/* enum / const: the values spelled out, filtered by "type" and by the other keywords beside
+ * them (each value run through their grammar). */
 static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf *b) {
     static const char *const with[] = {"enum", "const", "type", NULL};
-    const char *o = other_keyword(s, with);
-    if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to enum/const is not supported "
-                             "(list only the values that are valid)", path, o);
+    static const char *const values_kw[] = {"enum", "const", NULL};
+    const cJSON *rest = other_keyword(s, with) ? without(c, s, values_kw) : NULL;
     const cJSON *co = cJSON_GetObjectItemCaseSensitive(s, "const"), *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (co && en) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: both \"enum\" and \"const\"", path);
     if (en && (!cJSON_IsArray(en) || !en->child))
@@ -682,6 +1137,18 @@ static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf 
     plume_buf_puts(b, "( ");
     for (const cJSON *v = co ? co : en->child; v && !rc; v = co ? NULL : v->next) {
         if (!(value_types(v) & allow)) continue; /* "integer" is T_INT alone: 5.5 is left out */
+        if (rest) { /* the other keywords: the value's JSON text through their grammar */
+            char *t = cJSON_PrintUnformatted(v), *e2 = NULL;
+            int ok = t ? schema_accepts(c, rest, t, &e2) : -1;
+            free(t);
+            if (ok < 0) {
+                rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the keywords beside enum/const: %s", path,
+                                e2 ? e2 : "out of memory");
+                free(e2);
+                break;
+            }
+            if (!ok) continue;
+        }
         if (n++) plume_buf_puts(b, "| ");
         rc = put_value(c, b, v, path);
     }
@@ -716,25 +1183,35 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
         if (!rc) plume_buf_printf(b, "%s ", name);
         return rc;
     }
+    uint8_t keep[64]; /* oneOf: the branches disjoint from every other one (the others are not written) */
+    int n_list = cJSON_GetArraySize(list), kept = 0, bad_i = 0, bad_j = 0;
     if (!strcmp(kw, "oneOf")) {
+        if (n_list > 64) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"oneOf\" with more than 64 branches", path);
+        memset(keep, 1, sizeof keep);
         int i = 0;
         for (const cJSON *x = list->child; x; x = x->next, i++) {
             int j = i + 1;
             for (const cJSON *y = x->next; y; y = y->next, j++) {
                 if (!disjoint(c, x, y)) {
                     if (c->err && *c->err) return PLUME_EINVAL; /* a bad $ref found on the way */
-                    return plume_fail(c->err, PLUME_EINVAL,
-                                      "json schema: %s: \"oneOf\" branches %d and %d may both match; plume enforces oneOf "
-                                      "only when its branches are disjoint (different types, or a property both require "
-                                      "with different const/enum values): use anyOf if either may match", path, i, j);
+                    if (keep[i] && keep[j]) bad_i = i, bad_j = j;
+                    keep[i] = keep[j] = 0;
                 }
             }
         }
+        for (i = 0; i < n_list; i++) kept += keep[i];
+        if (!kept)
+            return plume_fail(c->err, PLUME_EINVAL,
+                              "json schema: %s: \"oneOf\" branches %d and %d may both match, and no branch is disjoint from "
+                              "all the others; plume enforces oneOf only through branches disjoint from the rest (different "
+                              "types, or a property both require with different const/enum values): use anyOf if either "
+                              "may match", path, bad_i, bad_j);
     }
     plume_buf_puts(b, "( ");
     int i = 0, n = 0, rc = 0;
     for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
-        if (cJSON_IsFalse(x)) continue; /* a branch that accepts nothing */
+        if (is_false(c, x)) continue; /* a branch that accepts nothing */
+        if (!strcmp(kw, "oneOf") && !keep[i]) continue; /* narrowing: it may overlap another */
         char name[64], seg[32];
         snprintf(seg, sizeof seg, "%s/%d", kw, i);
         sub_path(sp, sizeof sp, path, seg);
@@ -748,19 +1225,22 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
 
 /* The body of schema node s (the right side of its rule, named self). */
 static int body_for(cst_schema *c, const cJSON *s, const char *path, const char *self, plume_buf *b) {
+    s = flatten(c, s, path, 0);
+    if (!s) return PLUME_EINVAL;
     if (cJSON_IsTrue(s)) { plume_buf_printf(b, "%s ", any_value(c)); return 0; }
     if (cJSON_IsFalse(s))
-        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing", path);
+        return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing%s", path, c->nothing);
     if (!cJSON_IsObject(s))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a schema must be an object or a boolean", path);
-    for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list(k->string, annotation_kw) && !in_list(k->string, handled_kw))
-            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not supported", path, k->string);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (in_list(k->string, refused_kw) && !(ref && c->draft && c->draft <= 7))
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" is not supported", path, k->string);
     if (ref) {
         static const char *const only_ref[] = {"$ref", NULL};
         const char *o = other_keyword(s, only_ref);
-        if (o) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"$ref\" is not supported", path, o);
+        if (o && !(c->draft && c->draft <= 7)) /* drafts 4 to 7: a $ref's siblings are ignored */
+            return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"%s\" next to \"$ref\" is not supported", path, o);
         if (!cJSON_IsString(ref)) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\" is not a string", path);
         const cJSON *target = resolve(c, ref->valuestring, path);
         if (!target) return PLUME_EINVAL;
@@ -774,6 +1254,12 @@ static int body_for(cst_schema *c, const cJSON *s, const char *path, const char 
     static const char *const comb[] = {"anyOf", "oneOf", "allOf"};
     for (int k = 0; k < 3; k++) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        const char *alone[] = {comb[k], NULL};
+        if (list && k < 2 && other_keyword(s, alone)) { /* siblings: merged into each branch */
+            s = distribute(c, s, comb[k], list, path);
+            if (!s) return PLUME_EINVAL;
+            list = cJSON_GetObjectItemCaseSensitive(s, comb[k]);
+        }
         if (list) return combinator_body(c, s, comb[k], list, path, b);
     }
     unsigned types;
@@ -836,12 +1322,29 @@ static int rule_for(cst_schema *c, const cJSON *s, const char *path, char *name)
 
 /* ---- the context ------------------------------------------------------------------------- */
 
+/* The draft a document's "$schema" names: 4, 6, 7, 2019, 2020, or 0 (none or another). */
+static int doc_draft(const cJSON *doc) {
+    const cJSON *v = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "$schema") : NULL;
+    if (!cJSON_IsString(v)) return 0;
+    static const struct { const char *tag; int draft; } d[] = {
+        {"draft-03", 4}, {"draft-04", 4}, {"draft-06", 6}, {"draft-07", 7}, {"2019-09", 2019}, {"2020-12", 2020}};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (strstr(v->valuestring, d[i].tag)) return d[i].draft;
+    return 0;
+}
+
 /* A compiler for the dialect. */
 int cst_schema_new(cst_schema **out, int dialect, char **err) {
     *out = calloc(1, sizeof **out);
     if (!*out) return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
     (*out)->dialect = dialect;
     (*out)->err = err;
+    (*out)->arena = cJSON_CreateArray();
+    if (!(*out)->arena) {
+        free(*out);
+        *out = NULL;
+        return plume_fail(err, PLUME_ENOMEM, "json schema: out of memory");
+    }
     return 0;
 }
 
@@ -850,6 +1353,9 @@ void cst_schema_free(cst_schema *c) {
     if (!c) return;
     free(c->out.p);
     free(c->memo);
+    free(c->mm);
+    free(c->mm_ht);
+    cJSON_Delete(c->arena);
     free(c);
 }
 
@@ -865,6 +1371,7 @@ plume_buf *cst_schema_out(cst_schema *c) { return &c->out; }
 /* The rule for schema s of document doc ($ref resolves in doc). */
 int cst_schema_rule(cst_schema *c, const cJSON *doc, const cJSON *s, const char *path, char *name) {
     c->doc = doc;
+    c->draft = doc_draft(doc);
     return rule_for(c, s, path, name);
 }
 

@@ -313,11 +313,8 @@ static int frac_digits(double v) {
 static int bound(const cJSON *s, const char *key, double *v, const char *path, char **err) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!x) return 0;
-    if (cJSON_IsBool(x) && (!strcmp(key, "exclusiveMinimum") || !strcmp(key, "exclusiveMaximum"))) {
-        plume_fail(err, PLUME_EINVAL, "json schema: %s: boolean \"%s\" (draft 4) is not supported: give the bound as a number",
-                   path, key);
-        return -1;
-    }
+    if (cJSON_IsBool(x) && (!strcmp(key, "exclusiveMinimum") || !strcmp(key, "exclusiveMaximum")))
+        return 0; /* draft 4's form: a flag on minimum / maximum (read by the caller) */
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || fabs(x->valuedouble) > 1e50) {
         plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" is not a number (within 1e50)", path, key);
         return -1;
@@ -335,8 +332,13 @@ int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, 
     for (int k = 0; k < 4; k++) {
         has[k] = bound(s, keys[k], &v[k], path, err);
         if (has[k] < 0) return PLUME_EINVAL;
-        any |= has[k];
     }
+    for (int k = 0; k < 4; k += 2) { /* draft 4: "exclusiveMinimum": true makes minimum exclusive */
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, keys[k + 1])) || !has[k]) continue;
+        if (!has[k + 1] || (k == 0 ? v[k] >= v[k + 1] : v[k] <= v[k + 1])) v[k + 1] = v[k], has[k + 1] = 1;
+        has[k] = 0;
+    }
+    for (int k = 0; k < 4; k++) any |= has[k];
     if (!any) { /* the plain forms */
         if (is_int) plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ) ");
         else plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )? ) ");

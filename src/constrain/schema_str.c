@@ -46,10 +46,23 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
     else if (!strcmp(fmt, "ipv4"))
         plume_buf_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
                    "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
-    else
+    else if (!strcmp(fmt, "uri") || !strcmp(fmt, "url") || !strcmp(fmt, "uri-reference") || !strcmp(fmt, "iri") ||
+             !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels and path segments */
+        plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,3} ( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
+    else if (!strcmp(fmt, "hostname") || !strcmp(fmt, "idn-hostname")) /* narrowed: no "--" (punycode) */
+        plume_buf_puts(b, "( [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ( \".\" [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ){0,3} ) ");
+    else if (!strcmp(fmt, "ipv6")) /* narrowed: the full form, eight groups */
+        plume_buf_puts(b, "( [0-9a-f]{1,4} ( \":\" [0-9a-f]{1,4} ){7} ) ");
+    else if (!strcmp(fmt, "byte")) /* base64, padded */
+        plume_buf_puts(b, "( ( [A-Za-z0-9+/]{4} ){0,64} ( [A-Za-z0-9+/]{2} \"==\" | [A-Za-z0-9+/]{3} \"=\" )? ) ");
+    else if (!strcmp(fmt, "duration") || !strcmp(fmt, "regex") || !strcmp(fmt, "json-pointer") ||
+             !strcmp(fmt, "relative-json-pointer") || !strcmp(fmt, "uri-template") || !strcmp(fmt, "idn-email") ||
+             !strcmp(fmt, "iso-time") || !strcmp(fmt, "iso-date-time") || !strcmp(fmt, "json-pointer-uri-fragment"))
         return plume_fail(err, PLUME_EINVAL,
                           "json schema: %s: \"format\": \"%s\" is not supported (plume enforces date, time, date-time, "
-                          "uuid, email, ipv4)", path, fmt);
+                          "uuid, email, ipv4, ipv6, hostname, uri, byte)", path, fmt);
+    else /* a format validators do not know asserts nothing (an annotation): any string */
+        return 1;
     return 0;
 }
 
@@ -79,6 +92,11 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     if (fmt && !cJSON_IsString(fmt)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" is not a string", path);
     if (pat && !cJSON_IsString(pat)) return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"pattern\" is not a string", path);
+    if (fmt) { /* an unknown format asserts nothing: the other keywords alone */
+        plume_buf probe = {0};
+        if (format_expr(&probe, fmt->valuestring, path, NULL) == 1) fmt = NULL;
+        plume_buf_free(&probe);
+    }
     if ((fmt || pat) && (lo >= 0 || hi >= 0))
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" together with minLength/maxLength is not supported",
                           path, fmt ? "format" : "pattern");
