@@ -480,6 +480,12 @@ typedef struct plume_embd plume_embd;   /* soft tokens of one image or one audio
  * the pixels are allocated); PLUME_EIO when the file cannot be read. */
 PLUME_API int plume_image_load(plume_image **out, const char *path, char **err);
 PLUME_API int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **err);
+/* The size an image's bytes declare (PNG IHDR, JPEG frame header, WebP canvas; as stored,
+ * before EXIF orientation), read from the header without decoding or allocating pixels: what a
+ * server checks against its memory budget before plume_image_decode. PLUME_EFORMAT when the
+ * header cannot be read or declares a size the decoder refuses (zero, more than 64 M pixels or
+ * 65535 a side), as plume_image_decode would. */
+PLUME_API int plume_image_size(const void *bytes, size_t len, int32_t *width, int32_t *height, char **err);
 /* An image from RGB pixels [height, width, 3] (copied). */
 PLUME_API int plume_image_from_rgb(plume_image **out, const uint8_t *rgb, int32_t width, int32_t height, char **err);
 PLUME_API void plume_image_free(plume_image *img);

@@ -247,6 +247,53 @@ static void test_issue40_fields(void) {
 #undef MSG
 }
 
+/* A schema `levels` deep ({"type": "object", "properties": {"a": ...}} around a string), malloc'd. */
+static char *deep_schema(int levels) {
+    plume_buf b = {0};
+    for (int i = 0; i < levels; i++) plume_buf_puts(&b, "{\"type\": \"object\", \"required\": [\"a\"], \"properties\": {\"a\": ");
+    plume_buf_puts(&b, "{\"type\": \"string\"}");
+    for (int i = 0; i < levels; i++) plume_buf_puts(&b, "}}");
+    plume_buf_put(&b, "", 1);
+    return plume_buf_take(&b);
+}
+
+/* A tools schema as deep as a response format's may be (50 levels) is read and rendered like
+ * it; one deeper than the schema compiler follows is a 400 naming 'tools' with a code, as a
+ * response format's is refused. */
+static void test_deep_tools_schema(void) {
+    serve_request r;
+    serve_error e = {0};
+    char *s50 = deep_schema(50), *s150 = deep_schema(150);
+    char *tools = plume_sprintf("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": "
+                                "\"function\", \"function\": {\"name\": \"f\", \"parameters\": %s}}]}", s50);
+    char *rf = plume_sprintf("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+                             "\"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": %s}}}", s50);
+    int st = parse(&r, SERVE_CHAT, rf, &e);
+    CHECK(st == 0, "a 50-level response format: %s", body_of(&e));
+    if (!st) serve_request_free(&r);
+    st = parse(&r, SERVE_CHAT, tools, &e);
+    CHECK(st == 0, "a 50-level tools schema: %s", body_of(&e));
+    if (!st) {
+        char *text = NULL;
+        int32_t in_thought = 0;
+        int rc = serve_chat_render(&r, &text, &in_thought, &e);
+        CHECK(rc == 0 && text && strstr(text, "declaration:f"), "a 50-level tools schema renders: %s", body_of(&e));
+        free(text);
+        serve_request_free(&r);
+    }
+    free(tools);
+    tools = plume_sprintf("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": "
+                          "\"function\", \"function\": {\"name\": \"f\", \"parameters\": %s}}]}", s150);
+    st = parse(&r, SERVE_CHAT, tools, &e);
+    CHECK(st == 400 && is_400(&e, "tools") && strstr(body_of(&e), "\"code\":\"invalid_value\""),
+          "a 150-level tools schema: %d %s", st, body_of(&e));
+    if (!st) serve_request_free(&r);
+    free(tools);
+    free(rf);
+    free(s50);
+    free(s150);
+}
+
 static void test_completion_fields(void) {
     serve_request r;
     serve_error e = {0};
@@ -504,6 +551,7 @@ int main(void) {
     RUN(test_chat_errors);
     RUN(test_formats);
     RUN(test_issue40_fields);
+    RUN(test_deep_tools_schema);
     RUN(test_completion_fields);
     RUN(test_budget);
     RUN(test_tokenize_bodies);

@@ -12,7 +12,8 @@
 
 /* ---- parsing ------------------------------------------------------------------------------- */
 
-#define JSON_MAX_DEPTH 64      /* nesting, so that recursion stays shallow */
+#define JSON_MAX_DEPTH 256     /* nesting, so that recursion stays shallow: a tool's parameters may nest
+                                  as deep as a response format's schema (SERVE_SCHEMA_MAX_JSON_DEPTH) */
 #define JSON_MAX_MEMBERS 4096  /* per object: a repeated key is found by a linear scan */
 
 /* A parse in progress over text[0, end). */

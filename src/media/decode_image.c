@@ -68,6 +68,59 @@ int plume_image_decode(plume_image **out, const void *bytes, size_t len, char **
     return rc;
 }
 
+/* The frame size of a JPEG: the first SOFn marker's (as libjpeg reads it), walking the
+ * marker segments from the start. 0 or -1. */
+static int jpeg_size(const uint8_t *b, size_t n, int32_t *w, int32_t *h) {
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (b[i] != 0xff) return -1;
+        uint8_t mk = b[i + 1];
+        if (mk == 0xff) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (mk == 0x01 || (mk >= 0xd0 && mk <= 0xd7)) { /* no length */
+            i += 2;
+            continue;
+        }
+        size_t seg = (size_t)b[i + 2] << 8 | b[i + 3];
+        if (seg < 2) return -1;
+        if (mk >= 0xc0 && mk <= 0xcf && mk != 0xc4 && mk != 0xc8 && mk != 0xcc) {
+            if (i + 9 > n) return -1;
+            *h = (int32_t)(b[i + 5] << 8 | b[i + 6]);
+            *w = (int32_t)(b[i + 7] << 8 | b[i + 8]);
+            return 0;
+        }
+        if (mk == 0xda || mk == 0xd9) return -1; /* scan data before a frame header */
+        i += 2 + seg;
+    }
+    return -1;
+}
+
+int plume_image_size(const void *bytes, size_t len, int32_t *width, int32_t *height, char **err) {
+    if (!width || !height) return plume_fail(err, PLUME_EINVAL, "image: no output given");
+    *width = *height = 0;
+    const uint8_t *b = bytes;
+    if (!b || len == 0) return plume_fail(err, PLUME_EFORMAT, "image: no bytes (an empty file?)");
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    int ok = 0;
+    if (len >= 24 && !memcmp(b, png_sig, 8) && !memcmp(b + 12, "IHDR", 4)) {
+        uint32_t w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+        uint32_t h = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+        ok = w <= INT32_MAX && h <= INT32_MAX;
+        *width = ok ? (int32_t)w : 0;
+        *height = ok ? (int32_t)h : 0;
+    } else if (len >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) {
+        ok = !jpeg_size(b, len, width, height);
+    } else if (len >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) {
+        ok = media_webp_size(b, len, width, height) == 0;
+    } else {
+        return plume_fail(err, PLUME_EFORMAT, "image: not a PNG, JPEG or WebP file (unknown signature)");
+    }
+    if (!ok) return plume_fail(err, PLUME_EFORMAT, "image: cannot read the size from the header (corrupt or truncated file)");
+    return media_check_size("image", *width, *height, err);
+}
+
 int plume_image_load(plume_image **out, const char *path, char **err) {
     if (!out) return plume_fail(err, PLUME_EINVAL, "image: no output given");
     *out = NULL;

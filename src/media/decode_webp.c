@@ -9,6 +9,18 @@
 
 #include "media/media.h"
 
+int media_webp_size(const uint8_t *b, size_t n, int32_t *w, int32_t *h) {
+    WebPData data = {b, n};
+    WebPDemuxer *dmx = WebPDemux(&data);
+    if (!dmx) return -1;
+    uint32_t cw = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_WIDTH), ch = WebPDemuxGetI(dmx, WEBP_FF_CANVAS_HEIGHT);
+    WebPDemuxDelete(dmx);
+    if (cw > INT32_MAX || ch > INT32_MAX) return -1;
+    *w = (int32_t)cw;
+    *h = (int32_t)ch;
+    return 0;
+}
+
 int media_decode_webp(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err) {
     *out = NULL;
     WebPData data = {b, n};

@@ -63,6 +63,8 @@ int media_image_new(plume_image **out, int32_t w, int32_t h, const char *what, c
  * 1 when none). The bytes are known to start with the format's signature. ---------------- */
 int media_decode_png(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err);
 int media_decode_jpeg(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err);
+/* The canvas size of a WebP (the demuxer's, no pixels decoded). 0 or -1 (not a valid WebP). */
+int media_webp_size(const uint8_t *b, size_t n, int32_t *w, int32_t *h);
 int media_decode_webp(const uint8_t *b, size_t n, plume_image **out, int32_t *orientation, char **err);
 
 /* ---- exif.c: the orientation, where Pillow's getexif() finds it --------------------- */

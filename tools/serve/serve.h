@@ -52,6 +52,7 @@
 #define PLUME_SERVE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -102,6 +103,11 @@ int serve_error_set(serve_error *e, int32_t status, serve_error_kind kind, const
 /* Out of memory: a 500 (returns 500). */
 #define SERVE_OOM(e) serve_error_set(e, 500, SERVE_ERR_SERVER, NULL, NULL, "out of memory")
 /* A 400 invalid_media about an image or audio part (param: the part); printf's arguments. */
+/* How deep a tool's parameters may nest as JSON: two levels (a schema, its "properties") for
+ * each of the 100 schema levels the schema compiler follows (src/constrain/schema.c), as a
+ * response format's schema may. */
+#define SERVE_SCHEMA_MAX_JSON_DEPTH 200
+
 #define SERVE_BAD_MEDIA(e, param, ...) serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_media", __VA_ARGS__)
 
 /* ---- the internal request -------------------------------------------------------------- */
@@ -594,6 +600,9 @@ typedef struct serve_media {
     char format[16];     /* response_format: json, text, srt, vtt, verbose_json */
     char *language;      /* as given, or NULL */
     double seconds;      /* the clip's length */
+    /* the memory budget (--max-request-memory) its decoded pixels and samples hold */
+    atomic_size_t *pool; /* the server's bytes in use, or NULL: not counted */
+    size_t held;         /* bytes of it this request holds until the encoder frees them */
 } serve_media;
 
 /* The request's media, made on first use; NULL (500 in e) when out of memory. */
@@ -607,7 +616,11 @@ typedef struct {
     int32_t allow_remote; /* 0: refused (400), 1: public addresses only, 2: private ones too */
     size_t max_bytes;     /* the largest image fetched */
     int32_t timeout;      /* seconds a fetch may take, redirects included */
+    atomic_size_t *mem_used; /* the server's memory budget in use (decoded media count in it), or NULL */
+    size_t mem_cap;          /* --max-request-memory */
 } serve_media_opts;
+/* Give back the budget md's decoded media hold (when their pixels and samples are freed). */
+void serve_media_release(serve_media *md);
 
 /* One field of a multipart/form-data body. */
 typedef struct {

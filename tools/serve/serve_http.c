@@ -1145,7 +1145,8 @@ static int open_model(serve_server *sv) {
     serve_prep_init(&sv->prep, sv->m);
     sv->prep.n_ctx = sv->n_ctx;
     sv->prep.model = sv->model_name;
-    sv->prep.media = (serve_media_opts){sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS};
+    sv->prep.media = (serve_media_opts){sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS, &sv->mem_used,
+                                        sv->o.max_request_memory};
     info_init(sv);
     return 0;
 }

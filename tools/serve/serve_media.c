@@ -338,14 +338,62 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
 
 /* ---- the prompt --------------------------------------------------------------------------- */
 
-/* Decode and count one medium: its pixels or samples, its tokens and key. 0 or a 400 naming
- * the part (500 when out of memory). */
-static int medium_prepare(serve_medium *it, const plume_model *m, serve_error *e) {
+/* ---- the memory budget of decoded media ---------------------------------------------------
+ * Decoded pixels and samples are held from the request's parse until the encoder thread has
+ * run the towers, so they count against --max-request-memory beside bodies and parses: before
+ * an image is decoded, the size its header declares is reserved at MEDIA_DECODE_BYTES per pixel
+ * (libwebp's animation decoder holds two RGBA canvases while it decodes, 8 bytes a pixel, then
+ * the RGB copy, 3), and once decoded, 3 bytes a pixel are held (an audio clip: 4 bytes a
+ * sample) until serve_media_encode frees them. A request whose media alone exceed the budget is
+ * a 413 naming the part; one that does not fit beside the others now a 429. */
+#define MEDIA_DECODE_BYTES 11
+
+/* Take n more bytes of the budget for md (0), or a 413 / 429 naming the part. */
+static int media_take(serve_media *md, const serve_media_opts *o, const serve_medium *it, size_t n, serve_error *e) {
+    if (!o->mem_used || !n) return 0;
+    md->pool = o->mem_used;
+    if (n > o->mem_cap || md->held > o->mem_cap - n)
+        return serve_error_set(e, 413, SERVE_ERR_REQUEST, it->param, "request_too_large",
+                               "'%s': decoding the request's media up to this part would take about %zu MB, more than "
+                               "the server allows for all requests in flight (--max-request-memory %zu MB); send "
+                               "smaller images", it->param, (n > o->mem_cap ? n : md->held + n) >> 20, o->mem_cap >> 20);
+    size_t cur = atomic_load(o->mem_used);
+    do {
+        if (cur > o->mem_cap - n)
+            return serve_error_set(e, 429, SERVE_ERR_BUSY, it->param, "server_busy",
+                                   "the server is busy with other large requests; retry later");
+    } while (!atomic_compare_exchange_weak(o->mem_used, &cur, cur + n));
+    md->held += n;
+    return 0;
+}
+
+/* Give n bytes of md's share back. */
+static void media_give(serve_media *md, size_t n) {
+    if (n > md->held) n = md->held;
+    if (md->pool && n) atomic_fetch_sub(md->pool, n);
+    md->held -= n;
+}
+
+void serve_media_release(serve_media *md) {
+    if (md) media_give(md, md->held);
+}
+
+/* Decode and count one medium: its pixels or samples (within the memory budget), its tokens
+ * and key. 0 or a 400 naming the part (413 / 429 over the budget, 500 out of memory). */
+static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *m, const serve_media_opts *o,
+                          serve_error *e) {
     char *err = NULL;
     int rc = 0;
+    size_t took = 0; /* reserved for the decode */
     if (it->kind == PLUME_CHAT_PART_IMAGE) {
         if (!plume_model_has_vision(m))
             return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no images (the bundle has no vision tower)", it->param);
+        int32_t w = 0, h = 0; /* a header that cannot be read: the decoder says why */
+        if (!plume_image_size(it->bytes, it->len, &w, &h, NULL)) {
+            uint64_t px = (uint64_t)w * (uint64_t)h;
+            took = px > SIZE_MAX / MEDIA_DECODE_BYTES ? SIZE_MAX : (size_t)px * MEDIA_DECODE_BYTES;
+            if ((rc = media_take(md, o, it, took, e))) return rc;
+        }
         rc = plume_image_decode(&it->img, it->bytes, it->len, &err);
         if (!rc) rc = plume_image_tokens(m, it->img, NULL, &it->n_tokens, &it->key, &err);
     } else {
@@ -359,7 +407,11 @@ static int medium_prepare(serve_medium *it, const plume_model *m, serve_error *e
     free(err);
     free(it->bytes); /* decoded: the bytes are no longer needed */
     it->bytes = NULL;
-    return rc;
+    media_give(md, took);
+    if (rc) return rc;
+    size_t hold = it->img ? (size_t)plume_image_width(it->img) * (size_t)plume_image_height(it->img) * 3
+                          : (size_t)plume_audio_n_samples(it->aud) * sizeof(float);
+    return media_take(md, o, it, hold, e);
 }
 
 /* The placeholder text the chat template writes for a medium of a kind. */
@@ -431,7 +483,7 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
     for (int32_t i = 0; i < md->n; i++) {
         serve_medium *it = &md->items[i];
         int rc = it->url && !it->bytes ? fetch_url(it, o, e) : 0;
-        if (!rc && !it->img && !it->aud) rc = medium_prepare(it, m, e);
+        if (!rc && !it->img && !it->aud) rc = medium_prepare(md, it, m, o, e);
         if (rc) return rc;
         if (it->kind == PLUME_CHAT_PART_AUDIO && md->transcribe) md->seconds = plume_audio_seconds(it->aud);
     }
@@ -498,6 +550,7 @@ int serve_media_encode(serve_media *md, plume_encoder *enc, int32_t from, int32_
         md->items[i].img = NULL;
         md->items[i].aud = NULL;
     }
+    serve_media_release(md);
     return 0;
 }
 

@@ -434,6 +434,7 @@ int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e)
 /* Free a request's media (serve_media.c fills them). */
 void serve_media_free(serve_media *md) {
     if (!md) return;
+    serve_media_release(md);
     for (int32_t i = 0; i < md->n; i++) {
         serve_medium *it = &md->items[i];
         free(it->bytes);
@@ -472,8 +473,25 @@ static int params_may_be_object(const cJSON *p) {
     return !co || cJSON_IsObject(co);
 }
 
+/* How deep a JSON value nests (a scalar: 0), counted up to stop + 1. */
+static int json_depth(const cJSON *v, int stop) {
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return 0;
+    int d = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        int k = d <= stop ? json_depth(x, stop - 1) : 0;
+        if (k > d) d = k;
+        if (d > stop) break;
+    }
+    return d + 1;
+}
+
 int serve_request_add_tool(serve_request *r, const char *name, const char *description, const cJSON *parameters,
                            serve_error *e) {
+    if (parameters && json_depth(parameters, SERVE_SCHEMA_MAX_JSON_DEPTH) > SERVE_SCHEMA_MAX_JSON_DEPTH)
+        return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "invalid_value",
+                               "'tools': tool '%.100s': its parameters nest deeper than %d JSON levels (a schema of "
+                               "more than %d levels)", name, SERVE_SCHEMA_MAX_JSON_DEPTH, SERVE_SCHEMA_MAX_JSON_DEPTH / 2);
     if (parameters && cJSON_IsObject(parameters) && !params_may_be_object(parameters))
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, "tools", "invalid_value",
                                "'tools': tool '%.100s': its parameters must describe an object (a call's arguments are a JSON "
@@ -659,7 +677,9 @@ int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, s
         int lrc = plume_chat_render_full(msgs, r->n_msgs, &opt, out, &err);
         if (lrc)
             rc = serve_error_set(e, lrc == PLUME_ENOMEM ? 500 : 400,
-                                 lrc == PLUME_ENOMEM ? SERVE_ERR_SERVER : SERVE_ERR_REQUEST, "messages", NULL, "%s",
+                                 lrc == PLUME_ENOMEM ? SERVE_ERR_SERVER : SERVE_ERR_REQUEST,
+                                 err && strstr(err, "tools_json") ? "tools" : "messages",
+                                 lrc != PLUME_ENOMEM && err && strstr(err, "tools_json") ? "invalid_value" : NULL, "%s",
                                  err ? err : "cannot render the messages");
     }
     free(err);
