@@ -166,7 +166,7 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"response_format\": {\"type\": \"xml\"}}", "response_format");
     expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\"}}", "response_format");
     expect_400("{" MSG ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"u\", "
-               "\"schema\": {\"type\": \"array\", \"uniqueItems\": true}}}}", "response_format");
+               "\"schema\": {\"type\": \"array\", \"uniqueItems\": true, \"minItems\": 2}}}}", "response_format");
     expect_400("{" MSG ", \"json_schema\": {\"not\": {}}}", "json_schema");
     expect_400("{" MSG ", \"grammar\": 5}", "grammar");
     expect_400("{" MSG ", \"grammar\": \"root ::= \\\"a\"}", "grammar");          /* unterminated */
@@ -179,7 +179,7 @@ static void test_chat_errors(void) {
     expect_400("{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], "
                "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "tool_choice");
     expect_400("{" MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
-               "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"contains\": {}}}}}}], "
+               "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"uniqueItems\": true, \"minItems\": 2}}}}}], "
                "\"tool_choice\": \"required\"}", "tools");
     expect_400("{" MSG ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}", "ignore_eos");
     expect_400("{" MSG ", \"model\": 7}", "model");
