@@ -22,6 +22,11 @@ static int image_prepare(const plume_model *m, const plume_image *img, const plu
     const plume_vision_config *v = &m->c.vis;
     int32_t budget = p && p->max_tokens ? p->max_tokens : v->default_tokens;
     int rc = media_plan_for(img->h, img->w, v->patch, v->pool, budget, plan, err);
+    if (!rc && (plan->ph > v->n_pos || plan->pw > v->n_pos)) /* found here, before any encoding: a bad input */
+        rc = plume_fail(err, PLUME_EINVAL,
+                        "image: %d x %d pixels resize to a grid of %d x %d patches, more than the vision tower's %d "
+                        "positions a side (a less elongated image, or a smaller max_tokens, fits)",
+                        img->w, img->h, plan->pw, plan->ph, v->n_pos);
     if (!rc) rc = media_plan_pixels(img, plan, rgb, err);
     return rc;
 }

@@ -747,6 +747,28 @@ static void test_transcription_budget_and_form(void) {
     CHECK(st == 400 && strstr(out, "more than 32 fields"), "100,000 fields: %d %s", st, out);
 }
 
+/* An image whose patch grid is wider than the tower's position table (tiny-mm-a: 256 a side;
+ * 4800 x 16 pixels resize to a grid of some 800 x 3 patches) is a 400 naming the part when the
+ * request is read, not a 500 when the encoder runs; the server keeps serving. */
+static void test_grid_past_position_table(void) {
+    char out[8192], path[800];
+    snprintf(path, sizeof path, "%s/wide.png", tmp);
+    t_sh(out, sizeof out,
+         "python3 -c 'import struct,zlib,sys\n"
+         "c = lambda t, d: struct.pack(\">I\", len(d)) + t + d + struct.pack(\">I\", zlib.crc32(t + d))\n"
+         "w, h = 4800, 16\n"
+         "open(sys.argv[1], \"wb\").write(b\"\\x89PNG\\r\\n\\x1a\\n\" + c(b\"IHDR\", struct.pack(\">IIBBBBB\", w, h, 8, 2, 0, 0, 0)) + c(b\"IDAT\", zlib.compress((b\"\\0\" + b\"\\x80\" * 3 * w) * h)) + c(b\"IEND\", b\"\"))' %s",
+         path);
+    char *wide = image_part(path, "image/png");
+    char *list = plume_sprintf("[{\"type\":\"text\",\"text\":\"hi\"},%s]", wide);
+    int st = chat(&M, out, sizeof out, list, 2, NULL);
+    CHECK(st == 400 && refused(out, "messages[0].content[1]", "positions"), "a 4800 x 16 image: %d %s", st, out);
+    free(wide);
+    free(list);
+    st = chat(&M, out, sizeof out, "\"hi\"", 2, NULL);
+    CHECK(st == 200, "the server still answers: %d %s", st, out);
+}
+
 /* ---- decoded media within --max-request-memory ----------------------------------------------- */
 
 /* Append a little-endian 24-bit value. */
@@ -930,6 +952,7 @@ int main(void) {
     RUN(test_transcriptions);
     RUN(test_transcription_budget_and_form);
     RUN(test_decoded_media_within_budget);
+    RUN(test_grid_past_position_table);
     RUN(test_openai_library);
     RUN(test_webui_media_in_chromium);
     int st = server_stop(&M, NULL) | server_stop(&T, NULL) | server_stop(&P, NULL);
