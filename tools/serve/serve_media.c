@@ -356,7 +356,8 @@ static int media_take(serve_media *md, const serve_media_opts *o, const serve_me
         return serve_error_set(e, 413, SERVE_ERR_REQUEST, it->param, "request_too_large",
                                "'%s': decoding the request's media up to this part would take about %zu MB, more than "
                                "the server allows for all requests in flight (--max-request-memory %zu MB); send "
-                               "smaller images", it->param, (n > o->mem_cap ? n : md->held + n) >> 20, o->mem_cap >> 20);
+                               "smaller images or shorter clips", it->param, (n > o->mem_cap ? n : md->held + n) >> 20,
+                               o->mem_cap >> 20);
     size_t cur = atomic_load(o->mem_used);
     do {
         if (cur > o->mem_cap - n)
