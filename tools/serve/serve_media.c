@@ -375,10 +375,6 @@ static void media_give(serve_media *md, size_t n) {
     md->held -= n;
 }
 
-void serve_media_release(serve_media *md) {
-    if (md) media_give(md, md->held);
-}
-
 /* Decode and count one medium: its pixels or samples (within the memory budget), its tokens
  * and key. 0 or a 400 naming the part (413 / 429 over the budget, 500 out of memory). */
 static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *m, const serve_media_opts *o,

@@ -431,6 +431,12 @@ int serve_message_add_part(serve_message *m, const char *text, serve_error *e) {
 /* Append a media part: the template writes its placeholder there. */
 int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e) { return add_part(m, kind, "", e); }
 
+void serve_media_release(serve_media *md) {
+    if (!md || !md->held) return;
+    if (md->pool) atomic_fetch_sub(md->pool, md->held);
+    md->held = 0;
+}
+
 /* Free a request's media (serve_media.c fills them). */
 void serve_media_free(serve_media *md) {
     if (!md) return;
