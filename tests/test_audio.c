@@ -374,7 +374,7 @@ static void test_cli(void) {
     CHECK(rc == 0 && strstr(out, "58 soft tokens") && strstr(out, "nonexistent.wav"), "chat /audio: %s", out);
     rc = t_sh(out, sizeof out, "%s/plume run -m %s --audio %s --audio %s -p '<unused7> and' -n 2 --seed 1", t_build(), bundle,
               wav, wav);
-    CHECK(rc != 0 && strstr(out, "2 audio clips were given"), "one <|audio|> for two clips: %s", out);
+    CHECK(rc != 0 && strstr(out, "2 audio clips") && strstr(out, "were given"), "one <|audio|> for two clips: %s", out);
     rc = t_sh(out, sizeof out, "%s/plume bench -m %s --audio 2 -r 1", t_build(), bundle);
     CHECK(rc == 0 && strstr(out, "2.0 s clip (50 tokens)") && strstr(out, "real-time factor"), "bench --audio: %s", out);
     rc = t_sh(out, sizeof out, "%s/plume bench -m %s --audio 0", t_build(), bundle);

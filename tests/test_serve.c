@@ -1005,7 +1005,7 @@ static void test_model_endpoints(void) {
     st = post(&A, out, sizeof out, "/api/generate", "{\"model\": \"tiny\"}");
     CHECK(st == 200 && strstr(out, "\"done\":true") && strstr(out, "\"done_reason\":\"load\""), "load: %d %s", st, out);
     st = post(&A, out, sizeof out, "/api/chat", "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
-                                                "\"format\": {\"type\": \"array\", \"uniqueItems\": true}}");
+                                                "\"format\": {\"type\": \"array\", \"uniqueItems\": true, \"minItems\": 2}}");
     CHECK(st == 400 && strstr(out, "format") && strstr(out, "uniqueItems"), "format: %d %s", st, out);
     st = post(&A, out, sizeof out, "/v1/messages", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}");
     CHECK(st == 400 && strstr(out, "\"type\":\"error\"") && strstr(out, "invalid_request_error") && strstr(out, "max_tokens"),

@@ -120,7 +120,7 @@ const cases = {
   async errors() {
     try {
       await client.chat({ model: model || "tiny", messages: [{ role: "user", content: "hi" }],
-                          format: { type: "array", uniqueItems: true } });
+                          format: { type: "array", uniqueItems: true, minItems: 2 } });
       throw new Error("format with uniqueItems was accepted");
     } catch (e) {
       assert(e.name === "ResponseError" && e.status_code === 400 && /format/.test(e.error) && /uniqueItems/.test(e.error),

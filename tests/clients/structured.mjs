@@ -197,7 +197,7 @@ const cases = {
 
   // A keyword the engine cannot enforce is a 400 naming it, in every dialect.
   async refusals() {
-    const bad = { type: "array", items: { type: "integer" }, uniqueItems: true };
+    const bad = { type: "array", items: { type: "integer" }, uniqueItems: true, minItems: 2 };
     let e = await refused(() => client.chat.completions.create({
       messages: ask("x"), max_tokens: 4,
       response_format: { type: "json_schema", json_schema: { name: "u", schema: bad } },
