@@ -124,6 +124,48 @@ static void test_formats(void) {
 }
 #undef FMSG
 
+/* Issue 44: a schema's numbers reach the constraint compiler as the client wrote them, on
+ * every surface that takes one (cJSON's doubles round 9007199254740993 to ...992 and print
+ * 0.30000000000000004 as 0.3); a tool's parameters keep them too. */
+#define NUMS "{\"enum\": [9007199254740993, 0.30000000000000004, 1.5e3]}"
+static void test_exact_numbers(void) {
+    static const struct { const serve_dialect *d; const char *body; } ok[] = {
+        {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
+                             "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", \"schema\": " NUMS "}}}"},
+        {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"json_schema\": " NUMS "}"},
+        {&serve_anthropic, "{\"model\": \"m\", \"max_tokens\": 9, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                           "\"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\": " NUMS "}}}"},
+        {&serve_responses, "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", "
+                           "\"schema\": " NUMS "}}}"},
+        {&serve_ollama_chat, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"format\": " NUMS "}"},
+        {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", "
+                             "\"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": "
+                             NUMS "}, \"required\": [\"a\"]}}}], \"tool_choice\": \"required\"}"},
+    };
+    static const char *const want[] = {"9007199254740993", "0.30000000000000004", "1.5e3"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        serve_request r;
+        serve_error e = {0};
+        int st = serve_request_parse(&r, ok[i].d, ok[i].body, strlen(ok[i].body), &e);
+        CHECK(st == 0 && r.grammar, "%s: %d %s", ok[i].body, st, body_of(&e));
+        if (st) continue;
+        for (size_t k = 0; k < 3; k++)
+            CHECK(r.grammar && strstr(r.grammar, want[k]), "%s: the grammar lacks %s: %s", ok[i].body, want[k],
+                  r.grammar ? r.grammar : "(none)");
+        if (r.n_tools) CHECK(strstr(r.tools[0].parameters, "9007199254740993"), "parameters %s", r.tools[0].parameters);
+        serve_request_free(&r);
+    }
+    char *s = NULL; /* the kept text through duplicates, nesting, escapes and white space */
+    const char *body = "{\"a\": 1, \"a\" : [ {\"k\\\"]\": 12345678901234567890} , -0.0, 1E+400 ], \"b\": true}";
+    serve_error e = {0};
+    cJSON *root = serve_json_object(body, strlen(body), &e);
+    CHECK(root && (s = serve_json_exact(root)) && !strcmp(s, "{\"a\":[{\"k\\\"]\":12345678901234567890},-0.0,1E+400],\"b\":true}"),
+          "exact text %s", s ? s : "(none)");
+    free(s);
+    cJSON_Delete(root);
+}
+#undef NUMS
+
 static void test_chat_errors(void) {
     expect_400("{\"messages\": ", NULL);
     expect_400("[1, 2]", NULL);
@@ -550,6 +592,7 @@ int main(void) {
     RUN(test_chat_fields);
     RUN(test_chat_errors);
     RUN(test_formats);
+    RUN(test_exact_numbers);
     RUN(test_issue40_fields);
     RUN(test_deep_tools_schema);
     RUN(test_completion_fields);

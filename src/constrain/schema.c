@@ -130,10 +130,35 @@ static int gemma_key_cmp(const char *a, const char *b) {
     }
 }
 
-/* Append a number as the shortest text that reads back as the same double (cJSON prints 15
- * digits, which changes 9007199254740993 into another number). */
-static void put_number(plume_buf *b, double x) {
+/* Whether t is a JSON number's text (cJSON also reads "01", "1." and ".5"). */
+static int json_number_text(const char *t) {
+    if (*t == '-') t++;
+    if (*t == '0') t++;
+    else if (*t >= '1' && *t <= '9') while (*t >= '0' && *t <= '9') t++;
+    else return 0;
+    if (*t == '.') {
+        if (*++t < '0' || *t > '9') return 0;
+        while (*t >= '0' && *t <= '9') t++;
+    }
+    if (*t == 'e' || *t == 'E') {
+        if (*++t == '+' || *t == '-') t++;
+        if (*t < '0' || *t > '9') return 0;
+        while (*t >= '0' && *t <= '9') t++;
+    }
+    return !*t;
+}
+
+/* Append a number as its text in the schema (kept by cst_json_parse), else as the shortest
+ * text that reads back as the same double (cJSON prints 15 digits, which changes
+ * 9007199254740993 into another number). */
+static void put_number(plume_buf *b, const cJSON *v) {
     char t[40];
+    double x = v->valuedouble;
+    if (v->valuestring && json_number_text(v->valuestring)) {
+        cst_buf_literal(b, v->valuestring, strlen(v->valuestring));
+        plume_buf_puts(b, " ");
+        return;
+    }
     if (x > -1e17 && x < 1e17 && floor(x) == x) snprintf(t, sizeof t, "%lld", (long long)x);
     else
         for (int p = 1; p <= 17; p++) {
@@ -152,7 +177,7 @@ static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *pa
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a number in enum/const is not finite as a double "
                           "(out of range)", path);
     if (cJSON_IsNumber(v)) {
-        put_number(b, v->valuedouble);
+        put_number(b, v);
         return 0;
     }
     if (c->dialect == CST_JSON && (cJSON_IsObject(v) || cJSON_IsArray(v))) { /* members one by one */
@@ -1421,6 +1446,67 @@ int cst_utf8_valid(const char *s, size_t n) {
     return 1;
 }
 
+/* p past JSON white space (not past end). */
+static const char *json_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+
+/* p past the JSON string that starts at it; NULL if none starts there. */
+static const char *json_skip_string(const char *p, const char *end) {
+    if (p >= end || *p != '"') return NULL;
+    for (p++; p < end; p++) {
+        if (*p == '\\') p++;
+        else if (*p == '"') return p + 1;
+    }
+    return NULL;
+}
+
+/* Walk the text at p (the value node was parsed from) beside node, keeping each number's own
+ * text in its valuestring (cJSON keeps only the double: 9007199254740993 reads as ...992);
+ * the end of the value, NULL if the text and the tree part (nothing more is kept). *oom is set
+ * when a copy cannot be made. */
+static const char *json_keep_numbers(cJSON *node, const char *p, const char *end, int *oom) {
+    p = json_ws(p, end);
+    if (p >= end) return NULL;
+    if (cJSON_IsNumber(node)) {
+        const char *q = p;
+        while (q < end && *q && strchr("+-0123456789.eE", *q)) q++;
+        if (q == p || node->valuestring) return NULL;
+        if (!(node->valuestring = malloc((size_t)(q - p) + 1))) {
+            *oom = 1;
+            return NULL;
+        }
+        memcpy(node->valuestring, p, (size_t)(q - p));
+        node->valuestring[q - p] = 0;
+        return q;
+    }
+    if (cJSON_IsString(node)) return json_skip_string(p, end);
+    if (cJSON_IsObject(node) || cJSON_IsArray(node)) {
+        int obj = cJSON_IsObject(node);
+        if (*p != (obj ? '{' : '[')) return NULL;
+        p++;
+        for (cJSON *c = node->child; c; c = c->next) {
+            if (c != node->child) {
+                p = json_ws(p, end);
+                if (p >= end || *p != ',') return NULL;
+                p++;
+            }
+            if (obj) {
+                if (!(p = json_skip_string(json_ws(p, end), end))) return NULL;
+                p = json_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p++;
+            }
+            if (!(p = json_keep_numbers(c, p, end, oom))) return NULL;
+        }
+        p = json_ws(p, end);
+        return p < end && *p == (obj ? '}' : ']') ? p + 1 : NULL;
+    }
+    size_t n = cJSON_IsTrue(node) ? 4 : cJSON_IsFalse(node) ? 5 : cJSON_IsNull(node) ? 4 : 0;
+    return n && (size_t)(end - p) >= n ? p + n : NULL;
+}
+
 /* Parse JSON text whole (valid UTF-8, nothing after the value); NULL with the error set. */
 cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err) {
     if (!text) { plume_fail(err, PLUME_EINVAL, "%s: NULL", what); return NULL; }
@@ -1435,6 +1521,13 @@ cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err
     while (end && end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
     if (end && end < text + len) {
         plume_fail(err, PLUME_EINVAL, "%s: text after the JSON value at offset %ld", what, (long)(end - text));
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    int oom = 0;
+    json_keep_numbers(doc, text, text + len, &oom);
+    if (oom) {
+        plume_fail(err, PLUME_ENOMEM, "%s: out of memory", what);
         cJSON_Delete(doc);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /* schema_num.c -- integers and numbers within bounds, as GBNF (docs/STRUCTURED.md).
  *
- * A bound is a decimal (the shortest digits that give the schema's double back). A number
+ * A bound is a decimal: its text in the schema, exactly (cst_json_parse keeps it; 9007199254740993
+ * is not a double), else the shortest digits that give the schema's double back. A number
  * with j fraction digits is N / 10^j for an integer N, so "lo <= x <= hi" with j digits is
  * "ceil(lo 10^j) <= N <= floor(hi 10^j)": exact, in integers, on digit strings (no floating
  * point anywhere). The grammar is the union over j = 0 (no fraction) .. NUM_FRAC of N's range
@@ -90,11 +91,17 @@ static void big_dec(bigint *x) {
     else dig_dec(x->d);
 }
 
-/* A double as (negative, digits, exponent): the shortest digits that round-trip, value =
- * digits x 10^exp. */
-static void dec_of(double v, int *neg, char *digits, int *exp) {
+/* A bound as an exact decimal: value = (neg ? -1 : 1) x digits x 10^exp. */
+typedef struct {
+    int neg;
+    char d[NUM_DIGITS + 1]; /* digits, no leading or trailing zeros ("0" for zero, then exp 0) */
+    int exp;
+} decimal;
+
+/* A double as a decimal: the shortest digits that round-trip. */
+static void dec_of(double v, decimal *x) {
     char s[64];
-    *neg = v < 0;
+    x->neg = v < 0;
     double a = fabs(v);
     for (int p = 1; p <= 17; p++) {
         snprintf(s, sizeof s, "%.*e", p - 1, a);
@@ -104,25 +111,62 @@ static void dec_of(double v, int *neg, char *digits, int *exp) {
     int k = 0;
     const char *q = s;
     for (; *q && *q != 'e'; q++)
-        if (*q >= '0' && *q <= '9') digits[k++] = *q;
-    digits[k] = 0;
+        if (*q >= '0' && *q <= '9') x->d[k++] = *q;
+    x->d[k] = 0;
     int e = atoi(q + 1);
-    *exp = e - (k - 1);
-    while (k > 1 && digits[k - 1] == '0') { digits[--k] = 0; (*exp)++; } /* 1.50e0 -> 15e-1 -> 15 * 10^-1 */
-    if (!strcmp(digits, "0")) *exp = 0;
+    x->exp = e - (k - 1);
+    while (k > 1 && x->d[k - 1] == '0') { x->d[--k] = 0; x->exp++; } /* 1.50e0 -> 15e-1 -> 15 * 10^-1 */
+    if (!strcmp(x->d, "0")) x->exp = 0;
 }
 
-/* The bound v x 10^j rounded up (ceil) or down, and whether it was exact. 0, or -1 when the
+/* A JSON number's text as a decimal, exactly (9007199254740993 stays itself, where the double
+ * cJSON reads is ...992); 0, or -1 when t is not a JSON number or its digits or exponent do
+ * not fit (the caller then reads the double). */
+static int dec_of_text(const char *t, decimal *x) {
+    const char *q = t;
+    int k = 0, frac = 0;
+    x->neg = *q == '-';
+    if (*q == '-') q++;
+    if (*q < '0' || *q > '9' || (q[0] == '0' && q[1] >= '0' && q[1] <= '9')) return -1;
+    for (int dot = 0; (*q >= '0' && *q <= '9') || (*q == '.' && !dot); q++) {
+        if (*q == '.') {
+            if (q[1] < '0' || q[1] > '9') return -1;
+            dot = 1;
+            continue;
+        }
+        if (k == 0 && *q == '0') { frac += dot; continue; } /* leading zeros: 0.05 -> 5e-2 */
+        if (k >= NUM_DIGITS) return -1;
+        x->d[k++] = *q;
+        frac += dot;
+    }
+    long e = 0;
+    if (*q == 'e' || *q == 'E') {
+        int sign = 1;
+        q++;
+        if (*q == '+' || *q == '-') sign = *q++ == '-' ? -1 : 1;
+        if (*q < '0' || *q > '9') return -1;
+        for (; *q >= '0' && *q <= '9'; q++)
+            if ((e = e * 10 + (*q - '0')) > 1000) return -1;
+        e *= sign;
+    }
+    if (*q) return -1;
+    if (k == 0) { strcpy(x->d, "0"); x->exp = 0; x->neg = 0; return 0; }
+    x->d[k] = 0;
+    x->exp = (int)e - frac;
+    while (k > 1 && x->d[k - 1] == '0') { x->d[--k] = 0; x->exp++; }
+    return 0;
+}
+
+/* The bound x x 10^j rounded up (ceil) or down, and whether it was exact. 0, or -1 when the
  * digits would not fit NUM_DIGITS. */
-static int scaled(double v, int j, int up, bigint *out, int *exact) {
-    int neg, e;
-    char d[32];
-    dec_of(v, &neg, d, &e);
+static int scaled(const decimal *x, int j, int up, bigint *out, int *exact) {
+    int neg = x->neg, e = x->exp;
+    const char *d = x->d;
     e += j;
     memset(out, 0, sizeof *out);
     size_t n = strlen(d);
     if (e >= 0) {
-        if (n + (size_t)e > NUM_DIGITS) return -1;
+        if (n + (size_t)e > NUM_DIGITS || e > NUM_DIGITS) return -1;
         memcpy(out->d, d, n);
         memset(out->d + n, '0', (size_t)e);
         out->d[n + (size_t)e] = 0;
@@ -300,17 +344,14 @@ static void signed_range(plume_buf *b, const bigint *lo, const bigint *hi, int j
     }
 }
 
-/* Digits after the point that the double v needs (0 for integers). */
-static int frac_digits(double v) {
-    int neg, e;
-    char d[32];
-    dec_of(v, &neg, d, &e);
-    return e < 0 ? -e : 0;
+/* Digits after the point that x needs (0 for integers). */
+static int frac_digits(const decimal *x) {
+    return x->exp < 0 ? -x->exp : 0;
 }
 
-/* Read one bound keyword: 0 (absent), 1 (present, value in *v), or -1 (not a finite number:
- * the error is set). */
-static int bound(const cJSON *s, const char *key, double *v, const char *path, char **err) {
+/* Read one bound keyword: 0 (absent), 1 (present, its value in *v and exactly in *dec, from the
+ * number's text where the parse kept it), or -1 (not a finite number: the error is set). */
+static int bound(const cJSON *s, const char *key, double *v, decimal *dec, const char *path, char **err) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, key);
     if (!x) return 0;
     if (cJSON_IsBool(x) && (!strcmp(key, "exclusiveMinimum") || !strcmp(key, "exclusiveMaximum")))
@@ -320,6 +361,7 @@ static int bound(const cJSON *s, const char *key, double *v, const char *path, c
         return -1;
     }
     *v = x->valuedouble;
+    if (!x->valuestring || dec_of_text(x->valuestring, dec)) dec_of(*v, dec);
     return 1;
 }
 
@@ -327,15 +369,16 @@ static int bound(const cJSON *s, const char *key, double *v, const char *path, c
  * exclusiveMinimum and exclusiveMaximum; appended to b as one parenthesized expression. */
 int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, char **err) {
     double v[4];
+    decimal dv[4];
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     int has[4], any = 0;
     for (int k = 0; k < 4; k++) {
-        has[k] = bound(s, keys[k], &v[k], path, err);
+        has[k] = bound(s, keys[k], &v[k], &dv[k], path, err);
         if (has[k] < 0) return PLUME_EINVAL;
     }
     for (int k = 0; k < 4; k += 2) { /* draft 4: "exclusiveMinimum": true makes minimum exclusive */
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, keys[k + 1])) || !has[k]) continue;
-        if (!has[k + 1] || (k == 0 ? v[k] >= v[k + 1] : v[k] <= v[k + 1])) v[k + 1] = v[k], has[k + 1] = 1;
+        if (!has[k + 1] || (k == 0 ? v[k] >= v[k + 1] : v[k] <= v[k + 1])) v[k + 1] = v[k], dv[k + 1] = dv[k], has[k + 1] = 1;
         has[k] = 0;
     }
     for (int k = 0; k < 4; k++) any |= has[k];
@@ -348,7 +391,7 @@ int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, 
     if (!is_int) {
         jmax = NUM_FRAC;
         for (int k = 0; k < 4; k++)
-            if (has[k] && frac_digits(v[k]) > jmax) jmax = frac_digits(v[k]);
+            if (has[k] && frac_digits(&dv[k]) > jmax) jmax = frac_digits(&dv[k]);
         if (jmax > 20) jmax = 20;
     }
     int first = 1;
@@ -359,7 +402,7 @@ int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, 
             if (!has[k]) continue;
             bigint x;
             int exact, lower = k < 2;
-            if (scaled(v[k], j, lower, &x, &exact)) {
+            if (scaled(&dv[k], j, lower, &x, &exact)) {
                 return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" needs more than %d digits", path, keys[k],
                                   NUM_DIGITS);
             }

@@ -260,6 +260,9 @@ int serve_utf8_valid(const char *s, size_t n);
 /* Parse a body as a JSON object (after checking its UTF-8 and serve_json_check); NULL and a
  * 400 if it is not one, or if bytes other than white space follow it. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e);
+/* node (parsed by serve_json_object) as compact JSON text with each number exactly as the
+ * client wrote it (cJSON's own printing rounds them); malloc'd, NULL if out of memory. */
+char *serve_json_exact(const cJSON *node);
 /* Scan a JSON body without parsing it: refuse (400) what the parser would take silently and
  * C strings cannot hold, a raw control character or an escaped \u0000 inside a string (the
  * text would be cut there); count in *nodes an upper bound of the values a parse makes (the

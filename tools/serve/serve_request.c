@@ -155,7 +155,7 @@ int serve_tool_mode(const char *s) {
 
 /* Compile a JSON Schema (NULL: any object) into r->grammar; a refusal is a 400 about param. */
 int serve_format_schema(serve_request *r, const char *param, const cJSON *schema, serve_error *e) {
-    char *text = schema ? cJSON_PrintUnformatted(schema) : NULL, *gbnf = NULL, *err = NULL;
+    char *text = schema ? serve_json_exact(schema) : NULL, *gbnf = NULL, *err = NULL;
     if (schema && !text) return SERVE_OOM(e);
     const char *src = text ? text : "{\"type\": \"object\"}";
     int rc = plume_json_schema_to_grammar(src, strlen(src), &gbnf, &err);
@@ -280,6 +280,88 @@ static int json_keep_last(cJSON *o) {
     return 0;
 }
 
+/* ---- numbers as the client wrote them --------------------------------------------------- */
+
+/* p past JSON whitespace (not past end). */
+static const char *json_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+
+/* p past the JSON string that starts at it; NULL if none starts there. */
+static const char *json_skip_string(const char *p, const char *end) {
+    if (p >= end || *p != '"') return NULL;
+    for (p++; p < end; p++) {
+        if (*p == '\\') p++;
+        else if (*p == '"') return p + 1;
+    }
+    return NULL;
+}
+
+/* Walk the text at p (the value node was parsed from) beside node, keeping each number's own
+ * text in its valuestring (cJSON keeps only the double, which rounds 9007199254740993 and
+ * 1e400); the end of the value, NULL if the text and the tree part (then nothing more is
+ * kept). *oom is set when a copy cannot be made. */
+static const char *json_keep_numbers(cJSON *node, const char *p, const char *end, int *oom) {
+    p = json_ws(p, end);
+    if (p >= end) return NULL;
+    if (cJSON_IsNumber(node)) {
+        const char *q = p;
+        while (q < end && *q && strchr("+-0123456789.eE", *q)) q++;
+        if (q == p || node->valuestring) return NULL;
+        if (!(node->valuestring = malloc((size_t)(q - p) + 1))) {
+            *oom = 1;
+            return NULL;
+        }
+        memcpy(node->valuestring, p, (size_t)(q - p));
+        node->valuestring[q - p] = 0;
+        return q;
+    }
+    if (cJSON_IsString(node)) return json_skip_string(p, end);
+    if (cJSON_IsObject(node) || cJSON_IsArray(node)) {
+        int obj = cJSON_IsObject(node);
+        if (*p != (obj ? '{' : '[')) return NULL;
+        p++;
+        for (cJSON *c = node->child; c; c = c->next) {
+            if (c != node->child) {
+                p = json_ws(p, end);
+                if (p >= end || *p != ',') return NULL;
+                p++;
+            }
+            if (obj) {
+                if (!(p = json_skip_string(json_ws(p, end), end))) return NULL;
+                p = json_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p++;
+            }
+            if (!(p = json_keep_numbers(c, p, end, oom))) return NULL;
+        }
+        p = json_ws(p, end);
+        return p < end && *p == (obj ? '}' : ']') ? p + 1 : NULL;
+    }
+    size_t n = cJSON_IsTrue(node) ? 4 : cJSON_IsFalse(node) ? 5 : cJSON_IsNull(node) ? 4 : 0;
+    return n && (size_t)(end - p) >= n ? p + n : NULL;
+}
+
+/* node, the siblings after it and all their descendants: each kept number becomes raw text. */
+static void json_numbers_raw(cJSON *node) {
+    for (; node; node = node->next) {
+        if (cJSON_IsNumber(node) && node->valuestring) node->type = cJSON_Raw | (node->type & cJSON_StringIsConst);
+        json_numbers_raw(node->child);
+    }
+}
+
+/* node as JSON text, numbers as the client wrote them; malloc'd, NULL if out of memory. */
+char *serve_json_exact(const cJSON *node) {
+    cJSON *copy = cJSON_Duplicate(node, 1);
+    if (!copy) return NULL;
+    if (cJSON_IsNumber(copy) && copy->valuestring) copy->type = cJSON_Raw;
+    json_numbers_raw(copy->child);
+    char *s = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return s;
+}
+
 /* Parse the body as a JSON object (after checking its UTF-8); NULL and a 400 if it is not. */
 cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
     if (!serve_utf8_valid(body, len)) {
@@ -309,7 +391,9 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
         serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json", "the request body must be a JSON object");
         return NULL;
     }
-    if (json_keep_last(root)) {
+    int oom = 0;
+    json_keep_numbers(root, body, body + len, &oom);
+    if (oom || json_keep_last(root)) {
         cJSON_Delete(root);
         SERVE_OOM(e);
         return NULL;
@@ -508,7 +592,7 @@ int serve_request_add_tool(serve_request *r, const char *name, const char *descr
     t += r->n_tools++;
     int has_params = parameters && !cJSON_IsNull(parameters);
     *t = (serve_tool){strdup(name), description ? strdup(description) : NULL,
-                      has_params ? cJSON_PrintUnformatted(parameters) : NULL, NULL};
+                      has_params ? serve_json_exact(parameters) : NULL, NULL};
     return t->name && (!description || t->description) && (!has_params || t->parameters) ? 0 : SERVE_OOM(e);
 }
 
