@@ -870,7 +870,13 @@ static void test_decoded_media_within_budget(void) {
           "eight 4096 x 4096 canvases on a 300 MB budget: %d %s", st, out);
     long peak = peak_rss_mb(B.pid);
     printf("  peak RSS: %ld MB before, %ld MB after the request (budget 300 MB)\n", base, peak);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan keeps freed blocks in its quarantine and adds shadow pages: the RSS is not the
+     * server's memory there (599 MB measured for the same 283 MB); the plain builds hold it. */
+    printf("  (ASan build: the RSS bound is checked by the plain builds)\n");
+#else
     CHECK(peak > 0 && peak < 300 + base + 32, "peak RSS %ld MB over the 300 MB budget + the server's %ld MB", peak, base);
+#endif
     char *big = image_part(huge_canvas_webp("canvas8k.webp", 8192), "image/webp");
     char *list = plume_sprintf("[%s]", big);
     st = chat(&B, out, sizeof out, list, 2, NULL);
