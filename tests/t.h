@@ -4,6 +4,7 @@
 #define PLUME_T_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,14 @@ static void t_run_tagged(const char *name, const char *tag, void (*fn)(void)) {
     t_run(full, fn);
 }
 #define RUN_ON(tag, fn) t_run_tagged(#fn, tag, fn)
+
+/* The first place needle stands in hay, or NULL (memmem is GNU; the portable build is POSIX). */
+static uint8_t *t_memmem(const void *hay, size_t n, const void *needle, size_t k) {
+    const uint8_t *h = hay;
+    for (size_t i = 0; k <= n && i <= n - k; i++)
+        if (!memcmp(h + i, needle, k)) return (uint8_t *)(uintptr_t)(h + i);
+    return NULL;
+}
 
 /* Where the test fixtures live: $PLUME_TEST_DATA or tests/data. */
 static const char *t_data(void) {

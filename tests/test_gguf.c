@@ -196,7 +196,7 @@ static void test_gguf_bad_input(void) {
     err = NULL;
     if (gguf_open(&f, gg, &err) == 0) {
         const gguf_tensor *last = &f.t[f.n_tensors - 1];
-        size_t name_at = (size_t)((const uint8_t *)memmem(m.data, m.size, last->name, strlen(last->name)) - m.data);
+        size_t name_at = (size_t)(t_memmem(m.data, m.size, last->name, strlen(last->name)) - m.data);
         size_t type_at = name_at + strlen(last->name) + 4 + 8 * (size_t)last->ndim, off_at = type_at + 4;
         struct { size_t at; uint64_t val; int width; const char *want; } t2[] = {
             {off_at, (uint64_t)1 << 50, 8, "runs past the end"},

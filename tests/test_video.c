@@ -247,7 +247,7 @@ static void test_hostile_files(void) {
     free(err), err = NULL;
     /* a duration of years in the sample table (stts: 40 samples of 2^31 ticks at 10240 a second) */
     memcpy(b, mp4, n0);
-    uint8_t *st = memmem(b, n0, "stts", 4);
+    uint8_t *st = t_memmem(b, n0, "stts", 4);
     if (st && st + 20 <= b + n0) {
         st[16] = 0x7f, st[17] = st[18] = st[19] = 0xff; /* the first entry's delta */
         rc = media_video_decode(&v, b, n0, "long.mp4", NULL, &err);
