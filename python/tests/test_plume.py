@@ -141,7 +141,7 @@ class TestStructured(unittest.TestCase):
 
     def test_refused_keyword_named(self):
         with self.assertRaises(plume.InvalidArgumentError) as cm:
-            self.m.generate(self.prompt, json_schema={"type": "array", "uniqueItems": True})
+            self.m.generate(self.prompt, json_schema={"type": "array", "uniqueItems": True, "minItems": 2})
         self.assertIn("uniqueItems", str(cm.exception))
         with self.assertRaises(plume.InvalidArgumentError):
             self.m.generate(self.prompt, json_schema={}, grammar="root ::= \"x\"")
