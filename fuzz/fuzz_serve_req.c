@@ -379,9 +379,9 @@ static void generation(const serve_dialect *d, const char *body, size_t blen, co
     }
     if (!rc && r.kind != SERVE_LOAD) {
         int32_t n_ctx = 1 + (int32_t)(blen % 4096);
-        int b = serve_check_budget(n, r.max_tokens, n_ctx, e);
+        int b = serve_check_request_budget(&r, n, n_ctx, e); /* a max_tokens past the room is no error */
         if (b) check_error(b, e, d);
-        else if (n >= n_ctx || (r.max_tokens > 0 && n + r.max_tokens > n_ctx)) abort();
+        else if (n >= n_ctx) abort();
         rc = b;
     }
     if (!rc && d != &serve_anthropic_count) {

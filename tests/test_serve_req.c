@@ -361,11 +361,13 @@ static void test_completion_fields(void) {
 
 static void test_budget(void) {
     serve_error e = {0};
-    CHECK(serve_check_budget(10, 5, 16, &e) == 0, "fits");
-    CHECK(serve_check_budget(10, -1, 16, &e) == 0, "no max_tokens");
-    CHECK(serve_check_budget(10, 7, 16, &e) == 0, "max_tokens past the context: the answer stops when it is full");
-    CHECK(serve_check_budget(16, -1, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.message, "16 tokens"),
+    serve_request q;
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}";
+    CHECK(serve_request_parse(&q, &serve_openai_chat, chat, strlen(chat), &e) == 0, "%s", e.message);
+    CHECK(serve_check_request_budget(&q, 10, 16, &e) == 0, "fits, no max_tokens");
+    CHECK(serve_check_request_budget(&q, 16, 16, &e) == 400 && is_400(&e, "messages") && strstr(e.message, "16 tokens"),
           "prompt fills the context: %s", e.message);
+    serve_request_free(&q);
     /* a request's check names its dialect's fields */
     static const struct { const serve_dialect *d; const char *body, *prompt, *length; } named[] = { /* max 7 past 16 - 10 */
         {&serve_openai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 7}", "messages",

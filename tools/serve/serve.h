@@ -244,10 +244,8 @@ int64_t serve_seed_draw(void);
 int serve_chat_render(const serve_request *r, char **out, int32_t *in_thought, serve_error *e);
 
 /* Check that a prompt of n_prompt tokens leaves room to answer in a context of n_ctx; 0 or
- * 400 with e filled. max_tokens beyond that room is no error (the answer stops when the
- * context is full, finish "length"). */
-int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e);
-/* The same for a request, its error naming the prompt as the request's dialect does. */
+ * 400 with e filled, naming the prompt as the request's dialect does. A max_tokens beyond
+ * that room is no error (the answer stops when the context is full, finish "length"). */
 int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e);
 
 /* Whether s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */

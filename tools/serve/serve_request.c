@@ -708,13 +708,7 @@ static int check_budget(int32_t n_prompt, int32_t n_ctx, const char *prompt_name
     return 0;
 }
 
-/* Whether a prompt and max_tokens fit the context (OpenAI's chat names). */
-int serve_check_budget(int32_t n_prompt, int32_t max_tokens, int32_t n_ctx, serve_error *e) {
-    (void)max_tokens; /* beyond the room left: the answer stops at the full context */
-    return check_budget(n_prompt, n_ctx, "messages", e);
-}
-
-/* Whether a request's prompt and max_tokens fit the context (its dialect's names). */
+/* Whether a request's prompt leaves room to answer (the prompt named as its dialect does). */
 int serve_check_request_budget(const serve_request *r, int32_t n_prompt, int32_t n_ctx, serve_error *e) {
     return check_budget(n_prompt, n_ctx, r->prompt_name ? r->prompt_name : "messages", e);
 }
