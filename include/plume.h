@@ -510,6 +510,15 @@ PLUME_API int32_t plume_model_media_token(const plume_model *m, const char *name
  * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
 PLUME_API int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p,
                                  int32_t *n_tokens, uint64_t *key, char **err);
+/* Shrink a decoded img in place to the pixels the vision tower reads at a budget (p may be
+ * NULL): the resize plume_image_encode does, done once right after decoding, so a large image
+ * is held at a few MB (an 8000 x 8000 photo: 192 MB decoded, 1.7 MB at 280 tokens) until it is
+ * encoded. plume_image_tokens / plume_image_encode of the shrunk image at the same budget give
+ * exactly what they give for the decoded one (key included); at another budget PLUME_EINVAL.
+ * plume_image_width/height/rgb then report the shrunk pixels. An image no larger than what the
+ * tower reads is kept as it is. 0, PLUME_EINVAL (no vision tower, a bad budget, a grid past
+ * the tower's positions), PLUME_ENOMEM. */
+PLUME_API int plume_image_shrink(plume_image *img, const plume_model *m, const plume_image_params *p, char **err);
 /* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
  * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
  * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
@@ -571,6 +580,12 @@ typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
  * file cannot be read. */
 PLUME_API int plume_audio_load(plume_audio **out, const char *path, char **err);
 PLUME_API int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+/* The most bytes plume_audio_decode of these bytes holds at once (the 16 kHz samples as they
+ * grow, the block buffers, the resampler), from the header alone (no sample decoded): what a
+ * server reserves before decoding. A length the header gives exactly is held to (a stream
+ * longer is refused as corrupt); an MP3's (an estimate) or none: the 600 s cap. 0, or
+ * PLUME_EFORMAT for a header plume_audio_decode refuses. */
+PLUME_API int plume_audio_decode_peak(const void *bytes, size_t len, uint64_t *peak, char **err);
 /* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
  * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
  * a sample that is not finite. */
