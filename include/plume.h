@@ -355,6 +355,16 @@ PLUME_API void plume_constraint_free(plume_constraint *c);
  * 0, PLUME_EINVAL with the message, or PLUME_ENOMEM. */
 PLUME_API int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
 
+/* JSON numbers as written. cJSON (the library plume and its tools read JSON with) keeps a
+ * number as a double, which rounds 9007199254740993 and 1e400; a schema's bounds and a
+ * request's arguments must pass on exactly what was written. Walk the JSON text [text, end)
+ * beside the cJSON tree node was parsed from, setting each number node's valuestring to its
+ * own text (malloc'd; cJSON_Delete frees it). Returns the end of the value's text, or NULL
+ * where text and tree part (nothing more is kept: a number that already has a valuestring
+ * parts them); *oom is set to 1 when a copy cannot be made. */
+struct cJSON;
+PLUME_API const char *plume_json_keep_numbers(struct cJSON *node, const char *text, const char *end, int32_t *oom);
+
 /* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
 PLUME_API int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
 PLUME_API int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);

@@ -1465,8 +1465,8 @@ static const char *json_skip_string(const char *p, const char *end) {
 /* Walk the text at p (the value node was parsed from) beside node, keeping each number's own
  * text in its valuestring (cJSON keeps only the double: 9007199254740993 reads as ...992);
  * the end of the value, NULL if the text and the tree part (nothing more is kept). *oom is set
- * when a copy cannot be made. */
-static const char *json_keep_numbers(cJSON *node, const char *p, const char *end, int *oom) {
+ * when a copy cannot be made. Public (plume.h): the server keeps a request's numbers with it. */
+const char *plume_json_keep_numbers(cJSON *node, const char *p, const char *end, int32_t *oom) {
     p = json_ws(p, end);
     if (p >= end) return NULL;
     if (cJSON_IsNumber(node)) {
@@ -1498,7 +1498,7 @@ static const char *json_keep_numbers(cJSON *node, const char *p, const char *end
                 if (p >= end || *p != ':') return NULL;
                 p++;
             }
-            if (!(p = json_keep_numbers(c, p, end, oom))) return NULL;
+            if (!(p = plume_json_keep_numbers(c, p, end, oom))) return NULL;
         }
         p = json_ws(p, end);
         return p < end && *p == (obj ? '}' : ']') ? p + 1 : NULL;
@@ -1524,8 +1524,8 @@ cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err
         cJSON_Delete(doc);
         return NULL;
     }
-    int oom = 0;
-    json_keep_numbers(doc, text, text + len, &oom);
+    int32_t oom = 0;
+    plume_json_keep_numbers(doc, text, text + len, &oom);
     if (oom) {
         plume_fail(err, PLUME_ENOMEM, "%s: out of memory", what);
         cJSON_Delete(doc);
