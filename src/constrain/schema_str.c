@@ -14,8 +14,8 @@
  *
  * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
  * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
- * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
- * is refused (their intersection is not built). */
+ * ajv-formats accepts), ipv4. Others are refused. A format together with a length is refused;
+ * a pattern with a length is the pattern narrowed to strings of that length (regex.c). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -97,9 +97,9 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
         if (format_expr(&probe, fmt->valuestring, path, NULL) == 1) fmt = NULL;
         plume_buf_free(&probe);
     }
-    if ((fmt || pat) && (lo >= 0 || hi >= 0))
-        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" together with minLength/maxLength is not supported",
-                          path, fmt ? "format" : "pattern");
+    if (fmt && (lo >= 0 || hi >= 0))
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with minLength/maxLength is not supported",
+                          path);
     if (fmt && pat)
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with \"pattern\" is not supported", path);
     if (hi >= 0 && lo > hi)
@@ -110,7 +110,7 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
     plume_buf_puts(b, quote);
     int rc = 0;
     if (fmt) rc = format_expr(b, fmt->valuestring, path, err);
-    else if (pat) rc = cst_regex_expr(b, pat->valuestring, dialect, path, err);
+    else if (pat) rc = cst_regex_expr(b, pat->valuestring, lo, hi, dialect, path, err);
     else if (lo < 0 && hi < 0) plume_buf_printf(b, "%s* ", char_rule);
     else if (hi < 0) plume_buf_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
     else plume_buf_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);
