@@ -68,8 +68,8 @@ static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneO
                                          "propertyNames", "minProperties", "maxProperties", "items", "minItems",
                                          "maxItems", "prefixItems", "additionalItems", "uniqueItems", "contains",
                                          "minContains", "minLength", "maxLength", "pattern", "format", "minimum",
-                                         "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
-static const char *const refused_kw[] = {"multipleOf", "maxContains", "$dynamicRef", "$recursiveRef",
+                                         "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
+static const char *const refused_kw[] = {"maxContains", "$dynamicRef", "$recursiveRef",
                                          "divisibleBy", "disallow", "extends", NULL};
 /* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
 static const char *const folded_kw[] = {"if", "not", "dependentRequired", "dependencies", "dependentSchemas",
@@ -1338,7 +1338,7 @@ static int type_body(cst_schema *c, unsigned t, const cJSON *s, const char *path
 static unsigned implied_types(const cJSON *s) {
     static const struct { const char *kw; unsigned t; } groups[] = {
         {"minLength", T_STR}, {"maxLength", T_STR}, {"pattern", T_STR}, {"format", T_STR},
-        {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
+        {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM}, {"multipleOf", T_NUM},
         {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
         {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
         {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}, {"prefixItems", T_ARR}, {"contains", T_ARR},
