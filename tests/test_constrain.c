@@ -427,6 +427,13 @@ static void test_schema_round2(void) {
         {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "{\"b\":1}", 1},
         {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "{\"a\":1,\"b\":2}", 0},
         {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "1", 0},
+        /* $ref by anchor, by a subschema's $id, by the document's $id with a pointer */
+        {"{\"$defs\":{\"a\":{\"$anchor\":\"foo\",\"type\":\"integer\"}},\"$ref\":\"#foo\"}", "1", 1},
+        {"{\"$defs\":{\"a\":{\"$anchor\":\"foo\",\"type\":\"integer\"}},\"$ref\":\"#foo\"}", "\"x\"", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":\"x\"}", 1},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":\"x\"}", 1},
         /* multipleOf: integers spelled out between bounds; 1, 0.01, powers of two: integers (narrowing) */
         {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "32", 1},
         {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "64", 0},
@@ -536,7 +543,8 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"string\",\"minLength\":1,\"format\":\"date\"}", "\"format\" together with minLength/maxLength"},
         {"{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
         {"{\"type\":\"string\",\"minLength\":6,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
-        {"{\"$ref\":\"http://example.com/s.json\"}", "only local references"},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "a document that is not this one"},
+        {"{\"$ref\":\"#nowhere\"}", "the anchor \"#nowhere\" is not in this document"},
         {"{\"$ref\":\"#/$defs/missing\"}", "does not resolve"},
         {"{\"$ref\":\"#/$defs/a\",\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"string\"}}}", "no \"type\" in common"},
         {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "\"oneOf\" branches 0 and 1 may both match"},

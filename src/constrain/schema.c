@@ -251,15 +251,64 @@ static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *pa
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-/* The node a local reference ("#", "#/a/b~1c", percent-escapes decoded) names, or NULL (error
- * set). */
-static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
-    if (ref[0] != '#' || (ref[1] && ref[1] != '/')) {
-        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (only local references "
-                   "\"#\" and \"#/...\")", path, ref);
-        return NULL;
+/* The subschema under n whose $id (draft 4: id) is id, or ends in "/" id (a relative
+ * reference against the document's base), or whose $anchor is anchor (draft 6/7: an $id
+ * "#anchor"); NULL when none. Values of enum/const/examples/default are data, not schemas. */
+static const cJSON *find_named(const cJSON *n, const char *id, const char *anchor, int depth) {
+    if (depth > 200 || !(cJSON_IsObject(n) || cJSON_IsArray(n))) return NULL;
+    if (cJSON_IsObject(n)) {
+        static const char *const idk[] = {"$id", "id"};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, idk[k]);
+            if (!cJSON_IsString(v)) continue;
+            const char *t = v->valuestring;
+            size_t lt = strlen(t), li = id ? strlen(id) : 0;
+            if (id && (!strcmp(t, id) || (lt > li && t[lt - li - 1] == '/' && !strcmp(t + lt - li, id)))) return n;
+            if (anchor && t[0] == '#' && !strcmp(t + 1, anchor)) return n;
+        }
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(n, "$anchor");
+        if (anchor && cJSON_IsString(a) && !strcmp(a->valuestring, anchor)) return n;
     }
+    for (const cJSON *k = n->child; k; k = k->next) {
+        if (k->string && (!strcmp(k->string, "enum") || !strcmp(k->string, "const") || !strcmp(k->string, "examples") ||
+                          !strcmp(k->string, "default")))
+            continue;
+        const cJSON *r = find_named(k, id, anchor, depth + 1);
+        if (r) return r;
+    }
+    return NULL;
+}
+
+/* The node a reference names, or NULL (error set): a JSON pointer ("#", "#/a/b~1c",
+ * percent-escapes decoded) in the document, or in the subschema whose $id the part before
+ * '#' names; an anchor ("#name": $anchor, or draft 6/7's $id "#name"). A document that is
+ * not here (a remote reference) is refused. */
+static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
     const cJSON *node = c->doc;
+    const char *hash = strchr(ref, '#');
+    if (hash != ref) { /* a base: the subschema of that $id in this document */
+        char base[512];
+        size_t n = hash ? (size_t)(hash - ref) : strlen(ref);
+        const cJSON *rid = cJSON_IsObject(c->doc) ? cJSON_GetObjectItemCaseSensitive(c->doc, "$id") : NULL;
+        if (n < sizeof base) {
+            memcpy(base, ref, n);
+            base[n] = 0;
+            node = find_named(c->doc, base, NULL, 0);
+            if (!node && cJSON_IsString(rid) && !strcmp(rid->valuestring, base)) node = c->doc;
+        } else node = NULL;
+        if (!node) {
+            plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (a document that is "
+                       "not this one: only references within it, by JSON pointer, $id or anchor)", path, ref);
+            return NULL;
+        }
+        if (!hash) return node;
+        ref = hash;
+    }
+    if (ref[1] && ref[1] != '/') { /* an anchor */
+        const cJSON *a = find_named(node, NULL, ref + 1, 0);
+        if (!a) plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": the anchor \"%s\" is not in this document", path, ref);
+        return a;
+    }
     const char *p = ref + 1;
     while (node && *p == '/') {
         p++;
