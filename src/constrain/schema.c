@@ -7,10 +7,11 @@
  *
  * What is enforced and how:
  *   type (one or a list; without it, the type the keywords imply, or any value), enum/const
- *   (their values spelled out, filtered by type), anyOf (alternatives), oneOf (alternatives,
- *   accepted only when the branches are disjoint: different types, or a property both require
- *   with different const/enum values), allOf (one constraining member), $ref (local JSON
- *   pointers, "#", $defs/definitions), objects (properties in order, required ones always,
+ *   (their values spelled out, filtered by type), anyOf (alternatives; one with nothing valid
+ *   dropped), oneOf (alternatives: disjoint branches as they are, overlapping ones narrowed
+ *   apart by narrow_branch, or not written), allOf and other combinations (merged, flatten),
+ *   not (folded in: negate), $ref (JSON pointers, "#", $defs/definitions, $id and anchors
+ *   within the document), objects (properties in order, required ones always,
  *   optional ones skippable; additionalProperties false, true or a schema, extra keys after
  *   the named ones and never equal to one), arrays (items, minItems, maxItems), strings
  *   (schema_str.c), integers and numbers with bounds (schema_num.c).
