@@ -434,6 +434,9 @@ static void test_schema_round2(void) {
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":1}", 0},
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":1}", 0},
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":\"x\"}", 1},
+        /* format with lengths every string of the format has */
+        {"{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":1,\"maxLength\":36}", "\"123e4567-e89b-42d3-a456-426614174000\"", 1},
+        {"{\"type\":\"string\",\"format\":\"date\",\"minLength\":1}", "\"2024-02-29\"", 1},
         /* multipleOf: integers spelled out between bounds; 1, 0.01, powers of two: integers (narrowing) */
         {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "32", 1},
         {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "64", 0},
@@ -540,7 +543,7 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "'^' is supported only at the start"},
         {"{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", "\\p{...} is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"a{2000}\"}", "a count above 1000"},
-        {"{\"type\":\"string\",\"minLength\":1,\"format\":\"date\"}", "\"format\" together with minLength/maxLength"},
+        {"{\"type\":\"string\",\"maxLength\":100,\"format\":\"email\"}", "\"email\" together with minLength/maxLength is supported only where"},
         {"{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
         {"{\"type\":\"string\",\"minLength\":6,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "a document that is not this one"},

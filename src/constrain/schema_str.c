@@ -14,8 +14,9 @@
  *
  * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
  * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
- * ajv-formats accepts), ipv4. Others are refused. A format together with a length is refused;
- * a pattern with a length is the pattern narrowed to strings of that length (regex.c). */
+ * ajv-formats accepts), ipv4. Others are refused. A format with minLength/maxLength is
+ * accepted where every string plume writes of it has such a length (format_lengths), else
+ * refused; a pattern with a length is the pattern narrowed to those lengths (regex.c). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +67,18 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
     return 0;
 }
 
+/* The shortest and longest strings plume writes of a format (format_expr), in characters;
+ * -1 for a format not written. */
+static int format_lengths(const char *fmt, int64_t *lo, int64_t *hi) {
+    static const struct { const char *name; int64_t lo, hi; } t[] = {
+        {"date", 10, 10}, {"time", 9, 21}, {"date-time", 20, 32}, {"uuid", 36, 36}, {"email", 6, 242},
+        {"ipv4", 7, 15}, {"uri", 9, 217}, {"url", 9, 217}, {"uri-reference", 9, 217}, {"iri", 9, 217},
+        {"iri-reference", 9, 217}, {"hostname", 1, 251}, {"idn-hostname", 1, 251}, {"ipv6", 15, 39}, {"byte", 0, 260}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(fmt, t[i].name)) { *lo = t[i].lo; *hi = t[i].hi; return 0; }
+    return -1;
+}
+
 /* A non-negative integer keyword within [0, 100000], or -1 when absent; -2 on a bad value
  * (error set). */
 static int64_t count_kw(const cJSON *s, const char *key, const char *path, char **err) {
@@ -97,9 +110,14 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
         if (format_expr(&probe, fmt->valuestring, path, NULL) == 1) fmt = NULL;
         plume_buf_free(&probe);
     }
-    if (fmt && (lo >= 0 || hi >= 0))
-        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with minLength/maxLength is not supported",
-                          path);
+    if (fmt && (lo >= 0 || hi >= 0)) { /* the lengths hold for every string plume writes of the format, or 400 */
+        int64_t flo, fhi;
+        if (format_lengths(fmt->valuestring, &flo, &fhi) || flo < lo || (hi >= 0 && fhi > hi))
+            return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\": \"%s\" together with minLength/maxLength "
+                              "is supported only where every string plume writes of the format has such a length", path,
+                              fmt->valuestring);
+        lo = hi = -1;
+    }
     if (fmt && pat)
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with \"pattern\" is not supported", path);
     if (hi >= 0 && lo > hi)
