@@ -48,8 +48,10 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
         plume_buf_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
                    "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
     else if (!strcmp(fmt, "uri") || !strcmp(fmt, "url") || !strcmp(fmt, "uri-reference") || !strcmp(fmt, "iri") ||
-             !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels and path segments */
-        plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,3} ( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
+             !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels, a top-level domain of letters
+                                               (ajv-formats' url wants one), and path segments */
+        plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,2} \".\" [a-z]{2,10} "
+                          "( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
     else if (!strcmp(fmt, "hostname") || !strcmp(fmt, "idn-hostname")) /* narrowed: no "--" (punycode) */
         plume_buf_puts(b, "( [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ( \".\" [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ){0,3} ) ");
     else if (!strcmp(fmt, "ipv6")) /* narrowed: the full form, eight groups */
@@ -72,8 +74,8 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
 static int format_lengths(const char *fmt, int64_t *lo, int64_t *hi) {
     static const struct { const char *name; int64_t lo, hi; } t[] = {
         {"date", 10, 10}, {"time", 9, 21}, {"date-time", 20, 32}, {"uuid", 36, 36}, {"email", 6, 242},
-        {"ipv4", 7, 15}, {"uri", 9, 217}, {"url", 9, 217}, {"uri-reference", 9, 217}, {"iri", 9, 217},
-        {"iri-reference", 9, 217}, {"hostname", 1, 251}, {"idn-hostname", 1, 251}, {"ipv6", 15, 39}, {"byte", 0, 260}};
+        {"ipv4", 7, 15}, {"uri", 12, 207}, {"url", 12, 207}, {"uri-reference", 12, 207}, {"iri", 12, 207},
+        {"iri-reference", 12, 207}, {"hostname", 1, 251}, {"idn-hostname", 1, 251}, {"ipv6", 15, 39}, {"byte", 0, 260}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (!strcmp(fmt, t[i].name)) { *lo = t[i].lo; *hi = t[i].hi; return 0; }
     return -1;
