@@ -434,6 +434,7 @@ static void test_schema_round2(void) {
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":\"x\"}", 1},
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":1}", 0},
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"http://x.org/b/item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/b/item.json\"}}}", "{\"p\":1}", 0},
         {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":\"x\"}", 1},
         /* format with lengths every string of the format has */
         {"{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":1,\"maxLength\":36}", "\"123e4567-e89b-42d3-a456-426614174000\"", 1},
@@ -549,6 +550,7 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"string\",\"minLength\":6,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "a document that is not this one"},
         {"{\"$ref\":\"#nowhere\"}", "the anchor \"#nowhere\" is not in this document"},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"http://x.org/b/item.json\"}},\"$ref\":\"item.json\"}", "a document that is not this one"},
         {"{\"$ref\":\"#/$defs/missing\"}", "does not resolve"},
         {"{\"$ref\":\"#/$defs/a\",\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"string\"}}}", "no \"type\" in common"},
         {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "\"oneOf\" branches 0 and 1 may both match"},

@@ -252,20 +252,33 @@ static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *pa
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-/* The subschema under n whose $id (draft 4: id) is id, or ends in "/" id (a relative
- * reference against the document's base), or whose $anchor is anchor (draft 6/7: an $id
- * "#anchor"); NULL when none. Values of enum/const/examples/default are data, not schemas. */
-static const cJSON *find_named(const cJSON *n, const char *id, const char *anchor, int depth) {
+/* ref made absolute against the document's base (its root $id, or draft 4's id): a
+ * reference with a scheme is kept, another replaces the base's last segment; into out. */
+static void id_absolute(const cJSON *doc, const char *ref, char *out, size_t cap) {
+    const cJSON *b = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "$id") : NULL;
+    if (!cJSON_IsString(b) && cJSON_IsObject(doc)) b = cJSON_GetObjectItemCaseSensitive(doc, "id");
+    const char *slash = cJSON_IsString(b) ? strrchr(b->valuestring, '/') : NULL;
+    if (strstr(ref, "://") || !slash) snprintf(out, cap, "%s", ref);
+    else snprintf(out, cap, "%.*s%s", (int)(slash - b->valuestring + 1), b->valuestring, ref);
+    char *h = strchr(out, '#');
+    if (h && !h[1]) *h = 0; /* "x.json#" names x.json */
+}
+
+/* The subschema under n whose $id (draft 4: id), made absolute against the document's base,
+ * is id (absolute too), or whose $anchor is anchor (draft 6/7: an $id "#anchor"); NULL when
+ * none. Values of enum/const/examples/default are data, not schemas. (Bases that nested
+ * $ids change are not followed: every $id is taken against the document's.) */
+static const cJSON *find_named(const cJSON *doc, const cJSON *n, const char *id, const char *anchor, int depth) {
     if (depth > 200 || !(cJSON_IsObject(n) || cJSON_IsArray(n))) return NULL;
     if (cJSON_IsObject(n)) {
         static const char *const idk[] = {"$id", "id"};
         for (int k = 0; k < 2; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, idk[k]);
             if (!cJSON_IsString(v)) continue;
-            const char *t = v->valuestring;
-            size_t lt = strlen(t), li = id ? strlen(id) : 0;
-            if (id && (!strcmp(t, id) || (lt > li && t[lt - li - 1] == '/' && !strcmp(t + lt - li, id)))) return n;
-            if (anchor && t[0] == '#' && !strcmp(t + 1, anchor)) return n;
+            if (anchor && v->valuestring[0] == '#' && !strcmp(v->valuestring + 1, anchor)) return n;
+            char abs[512];
+            id_absolute(doc, v->valuestring, abs, sizeof abs);
+            if (id && !strcmp(abs, id)) return n;
         }
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(n, "$anchor");
         if (anchor && cJSON_IsString(a) && !strcmp(a->valuestring, anchor)) return n;
@@ -274,7 +287,7 @@ static const cJSON *find_named(const cJSON *n, const char *id, const char *ancho
         if (k->string && (!strcmp(k->string, "enum") || !strcmp(k->string, "const") || !strcmp(k->string, "examples") ||
                           !strcmp(k->string, "default")))
             continue;
-        const cJSON *r = find_named(k, id, anchor, depth + 1);
+        const cJSON *r = find_named(doc, k, id, anchor, depth + 1);
         if (r) return r;
     }
     return NULL;
@@ -290,12 +303,12 @@ static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
     if (hash != ref) { /* a base: the subschema of that $id in this document */
         char base[512];
         size_t n = hash ? (size_t)(hash - ref) : strlen(ref);
-        const cJSON *rid = cJSON_IsObject(c->doc) ? cJSON_GetObjectItemCaseSensitive(c->doc, "$id") : NULL;
         if (n < sizeof base) {
+            char abs[512];
             memcpy(base, ref, n);
             base[n] = 0;
-            node = find_named(c->doc, base, NULL, 0);
-            if (!node && cJSON_IsString(rid) && !strcmp(rid->valuestring, base)) node = c->doc;
+            id_absolute(c->doc, base, abs, sizeof abs);
+            node = find_named(c->doc, c->doc, abs, NULL, 0);
         } else node = NULL;
         if (!node) {
             plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (a document that is "
@@ -306,7 +319,7 @@ static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
         ref = hash;
     }
     if (ref[1] && ref[1] != '/') { /* an anchor */
-        const cJSON *a = find_named(node, NULL, ref + 1, 0);
+        const cJSON *a = find_named(c->doc, node, NULL, ref + 1, 0);
         if (!a) plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": the anchor \"%s\" is not in this document", path, ref);
         return a;
     }
