@@ -448,6 +448,10 @@ static void test_schema_round2(void) {
         {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", "12.5", 0},
         {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", "-1", 0},
         {"{\"type\":\"number\",\"multipleOf\":0.25}", "-7", 1},
+        /* oneOf: enum values that the other branch's pattern refuses make the branches disjoint */
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"header\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"header\"", 1},
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"header\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"cookie:x\"", 1},
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"cookie:a\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"none\"", -1},
         /* pattern with minLength/maxLength: the pattern narrowed to those lengths */
         {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":3}", "\"abc\"", 1},
         {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":3}", "\"abcd\"", 0},

@@ -429,8 +429,32 @@ static int tag_has(const cJSON *vals, int is_const, const cJSON *v) {
     return 0;
 }
 
-/* Whether no value can match both schemas: no type in common, or a property both require
- * with const/enum value sets that do not meet. */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err);
+
+/* Whether every const/enum value of a is refused by b, where the values are strings,
+ * booleans or null and b holds only keywords plume enforces exactly on them (type, enum,
+ * const, and pattern or lengths, not both: a pattern with lengths is narrowed), so that
+ * plume's grammar refusing a value means b refuses it. */
+static int values_refused(cst_schema *c, const cJSON *a, const cJSON *b) {
+    static const char *const exact[] = {"type", "pattern", "minLength", "maxLength", "enum", "const", NULL};
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b) || other_keyword(b, exact)) return 0;
+    if (cJSON_GetObjectItemCaseSensitive(b, "pattern") &&
+        (cJSON_GetObjectItemCaseSensitive(b, "minLength") || cJSON_GetObjectItemCaseSensitive(b, "maxLength")))
+        return 0;
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(a, "const"), *en = cJSON_GetObjectItemCaseSensitive(a, "enum");
+    if (!co && !cJSON_IsArray(en)) return 0;
+    for (const cJSON *v = co ? co : en->child; v; v = co ? NULL : v->next) {
+        if (!cJSON_IsString(v) && !cJSON_IsBool(v) && !cJSON_IsNull(v)) return 0;
+        char *t = cJSON_PrintUnformatted(v);
+        int r = t ? schema_accepts(c, b, t, NULL) : -1;
+        free(t);
+        if (r != 0) return 0;
+    }
+    return 1;
+}
+
+/* Whether no value can match both schemas: no type in common, a property both require
+ * with const/enum value sets that do not meet, or one's values all refused by the other. */
 static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
     if (is_false(c, a) || is_false(c, b)) return 1;
@@ -438,6 +462,7 @@ static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     b = follow(c, b, "oneOf");
     a = a ? flatten(c, a, "oneOf", 1) : NULL;
     b = b ? flatten(c, b, "oneOf", 1) : NULL;
+    if (values_refused(c, a, b) || values_refused(c, b, a)) return 1;
     const cJSON *props = a ? cJSON_GetObjectItemCaseSensitive(a, "properties") : NULL;
     for (const cJSON *p = cJSON_IsObject(props) && b ? props->child : NULL; p; p = p->next) {
         int ca, cb;
