@@ -998,12 +998,14 @@ int plume_convert_check_config(const char *path, char **err) {
 }
 
 /* The bundle precision of a GGUF's layers (--weights auto): that of its first query
- * projection: q4 for Q4_0 and Q4_K, q8 for Q8_0, Q5_K and Q6_K, bf16 for F16 and BF16, f32 for F32. */
+ * projection: q4 for Q4_0, Q4_1 and Q4_K, q8 for Q8_0, Q5_0, Q5_1, Q5_K and Q6_K (Q5_0 is what
+ * llama-quantize writes for a Q4_K tensor whose rows are not a multiple of 256), bf16 for F16
+ * and BF16, f32 for F32. */
 static const char *gguf_weights(const conv_source *src) {
     int exact = 0;
     const char *t = src->storage(src->ctx, "model.language_model.layers.0.self_attn.q_proj.weight", &exact);
     if (!t) return "q8";
-    if (!strcmp(t, "Q4_0") || !strcmp(t, "Q4_K")) return "q4";
+    if (!strcmp(t, "Q4_0") || !strcmp(t, "Q4_1") || !strcmp(t, "Q4_K")) return "q4";
     if (!strcmp(t, "F16") || !strcmp(t, "BF16")) return "bf16";
     return !strcmp(t, "F32") ? "f32" : "q8";
 }

@@ -68,6 +68,9 @@ static int type_block(uint32_t t, int64_t *elems, int64_t *bytes) {
     case GGML_F32: *elems = 1, *bytes = 4; return 1;
     case GGML_F16: case GGML_BF16: *elems = 1, *bytes = 2; return 1;
     case GGML_Q4_0: *elems = 32, *bytes = 18; return 1;
+    case GGML_Q4_1: *elems = 32, *bytes = 20; return 1;
+    case GGML_Q5_0: *elems = 32, *bytes = 22; return 1;
+    case GGML_Q5_1: *elems = 32, *bytes = 24; return 1;
     case GGML_Q8_0: *elems = 32, *bytes = 34; return 1;
     case GGML_Q4_K: *elems = 256, *bytes = 144; return 1;
     case GGML_Q5_K: *elems = 256, *bytes = 176; return 1;
@@ -395,6 +398,28 @@ static void block_f32(uint32_t type, const uint8_t *b, float *y) {
         for (int j = 0; j < 16; j++) {
             y[j] = (float)((b[2 + j] & 15) - 8) * d;
             y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+        }
+        break;
+    }
+    case GGML_Q4_1: { /* d, min, then Q4_0's nibbles unsigned: y = q * d + min */
+        const float d = h2f(b), m = h2f(b + 2);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[4 + j] & 15) * d + m;
+            y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+        }
+        break;
+    }
+    case GGML_Q5_0: case GGML_Q5_1: { /* d, [Q5_1: min], 32 high bits (bit j: element j), Q4_0's nibbles */
+        const int has_min = type == GGML_Q5_1;
+        const float d = h2f(b), m = has_min ? h2f(b + 2) : 0.0f;
+        const uint8_t *qh = b + 2 + 2 * has_min, *qs = qh + 4;
+        const uint32_t hi = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+        const int off = has_min ? 0 : 16;
+        for (int j = 0; j < 16; j++) {
+            const int x0 = (int)((qs[j] & 15) | (hi >> j & 1) << 4) - off;
+            const int x1 = (int)((qs[j] >> 4) | (hi >> (j + 16) & 1) << 4) - off;
+            y[j] = has_min ? (float)x0 * d + m : (float)x0 * d;
+            y[j + 16] = has_min ? (float)x1 * d + m : (float)x1 * d;
         }
         break;
     }

@@ -12,7 +12,7 @@ name picks a behaviour:
   test/tiny*      normal                  test/gated*     needs "Bearer hf_test_token"
   test/gated-files*  the listing is public, the files need the token (as on the real Hub)
   google/gemma-4-E2B-it   normal (the name `plume pull` uses by default)
-  a --repo NAME           normal, with its own checkpoint
+  a --repo NAME           normal, with its own checkpoint (or GGUF files: test_pull's test/gguf-tiny)
   test/cut*       the first shard download is cut half-way (once per repo)
   test/flaky*     the first API and the first content request answer 500 (once per repo)
   test/corrupt*   one byte of a shard is flipped (the listing keeps the true hash)
@@ -56,7 +56,7 @@ def commit_of(repo):
 
 
 def is_lfs(name):
-    return name.endswith(".safetensors")
+    return name.endswith(".safetensors") or name.endswith(".gguf")
 
 
 def first_time(repo, what):

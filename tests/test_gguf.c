@@ -88,7 +88,8 @@ static void test_gguf_blocks(void) {
     free(err);
     int64_t count = 0, shape[2];
     float *want = t_npy_floats(ref, &count, shape);
-    static const char *const names[] = {"q4_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16", "bf16"};
+    static const char *const names[] = {"q4_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16", "bf16",
+                                             "q4_1", "q5_0", "q5_1"};
     const int nn = (int)(sizeof names / sizeof *names);
     CHECK(want && shape[0] == nn, "reference");
     for (int i = 0; !rc && want && shape[0] == nn && i < nn; i++) {
@@ -210,6 +211,79 @@ static void test_gguf_bad_input(void) {
     plume_map_free(&m);
 }
 
+/* The ggml types of a GGUF's tensors, as a set of bits (1 << type, types below 32). */
+static uint32_t gguf_types(const char *path) {
+    gguf_file f;
+    char *err = NULL;
+    uint32_t set = 0;
+    if (gguf_open(&f, path, &err) == 0) {
+        for (int64_t i = 0; i < f.n_tensors; i++) set |= f.t[i].type < 32 ? 1u << f.t[i].type : 0;
+        gguf_close(&f);
+    }
+    free(err);
+    return set;
+}
+
+/* GGUFs written by llama.cpp's own quantizer (tests/data/gguf/tiny-k-q4_0.gguf and
+ * tiny-k-q4_k_m.gguf, of the random checkpoint `plume synth --config
+ * tests/data/gguf/tiny-k-config.json --seed 7 --hf` writes: tests/data/gguf/README.md) convert
+ * and run. Q4_0 comes with its default Q6_K token embeddings and a Q8_0 per-layer table;
+ * Q4_K_M mixes Q4_K and Q6_K with the fallbacks llama-quantize takes for rows that are not a
+ * multiple of 256 (Q5_0 for Q4_K, Q8_0 for Q6_K). Each file's logits against (a) the same file
+ * converted --weights f32 (its weights dequantized exactly, the head a float copy of the token
+ * table): the Q4_0 one within OWN_Q4_0 (its Q4_0 blocks are kept exactly; what differs is the
+ * head, which a q4 bundle reads from the INT8 token sidecar: the Q6_K table requantized at
+ * 0.0038 relative RMS; measured 0.0043), the Q4_K_M one within OWN_Q4_K_M (its K-quants
+ * requantized onto q4's grid: measured 0.24, as large as the file's own error); (b) the float
+ * model of the checkpoint (plume's reading of the bf16 weights the GGUFs were quantized
+ * from): llama.cpp's own 4-bit error, within LLAMA_Q4 (measured 0.28 for Q4_0, 0.20 for
+ * Q4_K_M on these random weights, which amplify weight error; a misread block gives logits
+ * unrelated to the model's, near 1.4). */
+#define OWN_Q4_0 0.01
+#define OWN_Q4_K_M 0.4
+#define LLAMA_Q4 0.5
+static void test_gguf_llama_quantize(void) {
+    char khf[700], kf32[700], out[8192];
+    snprintf(khf, sizeof khf, "%s/tiny-k-hf", tmp);
+    snprintf(kf32, sizeof kf32, "%s/tiny-k-f32", tmp);
+    CHECK(t_sh(out, sizeof out, "%s/plume synth --config %s/gguf/tiny-k-config.json --seed 7 --hf %s --tokenizer %s/tiny-a/hf "
+               "&& %s/plume convert %s %s --weights f32 --quiet", t_build(), t_data(), khf, t_data(), t_build(), khf, kf32) == 0,
+          "the float model: %s", out);
+    int32_t ids[64];
+    int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
+    int64_t cn = 0;
+    float *ref = logits_of(kf32, ids, n, &cn);
+    static const char *const files[2] = {"q4_0", "q4_k_m"};
+    /* the types each file must hold for the test to cover what it says */
+    const uint32_t want[2] = {1u << GGML_Q4_0 | 1u << GGML_Q6_K | 1u << GGML_Q8_0 | 1u << GGML_F32,
+                              1u << GGML_Q4_K | 1u << GGML_Q6_K | 1u << GGML_Q5_0 | 1u << GGML_Q8_0 | 1u << GGML_F32};
+    for (int i = 0; i < 2; i++) {
+        char g[700], b[700], b32[700];
+        snprintf(g, sizeof g, "%s/gguf/tiny-k-%s.gguf", t_data(), files[i]);
+        snprintf(b, sizeof b, "%s/tiny-k-%s", tmp, files[i]);
+        snprintf(b32, sizeof b32, "%s/tiny-k-%s-f32", tmp, files[i]);
+        uint32_t have = gguf_types(g);
+        CHECK((have & want[i]) == want[i], "%s: types %#x, not all of %#x", files[i], have, want[i]);
+        int st = t_sh(out, sizeof out, "%s/plume convert %s %s", t_build(), g, b);
+        CHECK(st == 0 && strstr(out, "Q6_K tensors dequantized and requantized"), "convert %s: %s", files[i], out);
+        CHECK(t_sh(out, sizeof out, "%s/plume convert %s %s --weights f32 --quiet", t_build(), g, b32) == 0, "f32: %s", out);
+        CHECK(t_sh(out, sizeof out, "grep -q '\"weights\":\t\"q4\"' %s/model_config.json", b) == 0,
+              "%s: auto weights", files[i]);
+        int64_t c1 = 0, c2 = 0;
+        float *lg = logits_of(b, ids, n, &c1), *lg32 = logits_of(b32, ids, n, &c2);
+        double own = lg && lg32 && c1 == c2 ? t_rel_rms(lg, lg32, (size_t)c1) : 1;
+        double vs = lg32 && ref && c2 == cn ? t_rel_rms(lg32, ref, (size_t)cn) : 1;
+        printf("  llama-quantize %s: plume's bundle vs the file's exact weights %.3g, the file vs the float model %.3g "
+               "(relative RMS of logits)\n", files[i], own, vs);
+        CHECK(own <= (i ? OWN_Q4_K_M : OWN_Q4_0), "%s: bundle vs the file's weights %.3g", files[i], own);
+        CHECK(vs <= LLAMA_Q4 && vs > 0, "%s: the file vs the float model %.3g", files[i], vs);
+        CHECK(t_sh(out, sizeof out, "%s/plume run -m %s -p 'Hello' -n 4 --temp 0 2>&1", t_build(), b) == 0, "plume run: %s", out);
+        free(lg);
+        free(lg32);
+    }
+    free(ref);
+}
+
 int main(void) {
     tmp = t_tmpdir("gguf");
     snprintf(hf, sizeof hf, "%s/hf", tmp);
@@ -222,6 +296,7 @@ int main(void) {
     RUN(test_gguf_blocks);
     RUN(test_gguf_requantized_reported);
     RUN(test_gguf_bad_input);
+    RUN(test_gguf_llama_quantize);
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);
     free(tmp);
     return t_total_failed != 0;

@@ -17,6 +17,7 @@ static char env[2048];   /* the environment prefix of every plume command */
 static char logp[700];   /* the mock's request log */
 static char direct[700]; /* tiny-a converted directly */
 static char direct_e4b[700]; /* tiny-e4b converted directly */
+static char direct_gguf[2][700]; /* tests/data/gguf's Q4_0 and Q4_K_M files converted directly */
 static int port, mock_pid;
 
 /* The whole request log (malloc'd, "" if none). */
@@ -480,6 +481,70 @@ static void test_e4b_by_name(void) {
     CHECK(st == 0 && strstr(out, "google--gemma-4-E4B-it-q8") && strstr(out, "google/gemma-4-E4B-it"), "list: %s", out);
 }
 
+/* A repo of GGUF files (test/gguf-tiny: tests/data/gguf's llama-quantize-written Q4_0 and
+ * Q4_K_M files, an mmproj and a split file beside them, no config.json): NAME:QUANT fetches
+ * that one file (the quant in any case) and converts it at its own precision into the bundle
+ * plume convert makes of the file; again it is up to date; an unknown quant, a bare NAME, a
+ * split file and a quant of a safetensors repo are refused naming what there is, with nothing
+ * downloaded; --weights makes a second bundle from the same download; run -m NAME:QUANT pulls
+ * on first use and runs. */
+static void test_gguf_repo(void) {
+    char out[16384], b[700], b0[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--gguf-tiny-Q4_K_M", tmp);
+    snprintf(b0, sizeof b0, "%s/home/.cache/plume/test--gguf-tiny-Q4_0", tmp);
+    long m = log_mark();
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:Q4_K_M", env, t_build());
+    CHECK(st == 0 && strstr(out, b) && strstr(out, "tiny-it-Q4_K_M.gguf"), "pull :Q4_K_M: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "diff -r -x pull.json '%s' '%s'", direct_gguf[1], b) == 0,
+          "the pulled GGUF's bundle differs from plume convert's of the file: %s", out);
+    CHECK(t_sh(out, sizeof out, "grep -q '\"file\":.*\"tiny-it-Q4_K_M.gguf\"' %s/pull.json && grep -q '\"weights\":.*\"auto\"' "
+               "%s/pull.json", b, b) == 0, "pull.json names the file and the weights");
+    char *log = log_since(m);
+    CHECK(count_lines(log, "/lfs/test%2Fgguf-tiny/tiny-it-Q4_K_M.gguf", "status=200") == 1 &&
+              count_lines(log, "/lfs/", NULL) == 1 && count_lines(log, "/resolve/", NULL) == 1 &&
+              !count_lines(log, "config.json", NULL),
+          "exactly the one GGUF fetched: %s", log);
+    free(log);
+    m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:q4_k_m", env, t_build());
+    CHECK(st == 0 && strstr(out, "up to date") && strstr(out, b), "again, lower case: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:Q3_K_S", env, t_build());
+    CHECK(st != 0 && strstr(out, "no GGUF of quant 'Q3_K_S'") && strstr(out, "Q2_K (split), Q4_0, Q4_K_M") &&
+              !strstr(out, "mmproj"), "unknown quant: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny", env, t_build());
+    CHECK(st != 0 && strstr(out, "holds GGUF files") && strstr(out, "test/gguf-tiny:QUANT") && strstr(out, "Q4_K_M"),
+          "no quant: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:Q2_K", env, t_build());
+    CHECK(st != 0 && strstr(out, "split in several files") && strstr(out, "llama-gguf-split --merge"), "split: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny:Q4_0", env, t_build());
+    CHECK(st != 0 && strstr(out, "has no GGUF file"), "a safetensors repo with a quant: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull 'test/gguf-tiny:Q4 0' 2>&1", env, t_build());
+    CHECK(st != 0 && strstr(out, "is not a Hub model id"), "a quant with a space: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:", env, t_build());
+    CHECK(st != 0 && strstr(out, "is not a Hub model id"), "an empty quant: %d %s", st, out);
+    log = log_since(m);
+    CHECK(count_lines(log, "/lfs/", NULL) == 0, "refused pulls downloaded: %s", log);
+    free(log);
+    m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/gguf-tiny:Q4_K_M --weights q8", env, t_build());
+    CHECK(st == 0 && strstr(out, "test--gguf-tiny-Q4_K_M-q8"), "--weights q8: %d %s", st, out);
+    st = t_sh(out, sizeof out, "grep -q '\"weights\":.\"q8\"' %s-q8/model_config.json", b);
+    CHECK(st == 0, "--weights q8 gave no q8 bundle");
+    log = log_since(m);
+    CHECK(count_lines(log, "/lfs/", NULL) == 0, "the file was downloaded again: %s", log);
+    free(log);
+    m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume run -m test/gguf-tiny:Q4_0 -p Hi -n 2 --temp 0", env, t_build());
+    CHECK(st == 0 && strstr(out, "generated"), "run -m test/gguf-tiny:Q4_0: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "diff -r -x pull.json '%s' '%s'", direct_gguf[0], b0) == 0, "the Q4_0 bundle: %s", out);
+    log = log_since(m);
+    CHECK(count_lines(log, "/lfs/test%2Fgguf-tiny/tiny-it-Q4_0.gguf", "status=200") == 1 && count_lines(log, "/lfs/", NULL) == 1,
+          "run -m fetched: %s", log);
+    free(log);
+    st = t_sh(out, sizeof out, "%s %s/plume list", env, t_build());
+    CHECK(st == 0 && strstr(out, "test--gguf-tiny-Q4_0") && strstr(out, "test--gguf-tiny-Q4_K_M"), "list: %s", out);
+}
+
 /* With a 700 KB file system (tmpfs; needs the right to mount), the pull stops before any shard. */
 static char small[700]; /* the mount point */
 
@@ -501,7 +566,8 @@ static int mock_start(void) {
     snprintf(portf, sizeof portf, "%s/port", tmp);
     snprintf(logp, sizeof logp, "%s/mock.log", tmp);
     t_sh(out, sizeof out, "python3 tests/mock_hub.py --data %s/tiny-a/hf --repo google/gemma-4-E4B-it=%s/tiny-e4b/hf "
-         "--port-file %s --log %s --timeout 300 >%s/mock.out 2>&1 & echo $!", t_data(), t_data(), portf, logp, tmp);
+         "--repo test/gguf-tiny=%s/gguf-repo --port-file %s --log %s --timeout 300 >%s/mock.out 2>&1 & echo $!", t_data(),
+         t_data(), tmp, portf, logp, tmp);
     mock_pid = atoi(out);
     for (int i = 0; i < 200 && mock_pid > 0; i++) { /* up to 10 s */
         FILE *f = fopen(portf, "r");
@@ -522,6 +588,19 @@ int main(void) {
     snprintf(direct_e4b, sizeof direct_e4b, "%s/direct-e4b", tmp);
     if (t_sh(out, sizeof out, "%s/plume convert %s/tiny-a/hf %s --weights q8 --quiet && %s/plume convert %s/tiny-e4b/hf "
              "%s --weights q8 --quiet", t_build(), t_data(), direct, t_build(), t_data(), direct_e4b))
+        printf("  setup: %s\n", out);
+    /* a GGUF repo: the two quants, an mmproj and a split file beside them (never fetched) */
+    static const char *const quants[2] = {"q4_0", "q4_k_m"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(direct_gguf[i], sizeof direct_gguf[i], "%s/direct-gguf-%s", tmp, quants[i]);
+        if (t_sh(out, sizeof out, "%s/plume convert %s/gguf/tiny-k-%s.gguf %s --quiet", t_build(), t_data(), quants[i],
+                 direct_gguf[i]))
+            printf("  setup: %s\n", out);
+    }
+    if (t_sh(out, sizeof out, "d=%s/gguf-repo && mkdir -p $d && cp %s/gguf/tiny-k-q4_0.gguf $d/tiny-it-Q4_0.gguf && "
+             "cp %s/gguf/tiny-k-q4_k_m.gguf $d/tiny-it-Q4_K_M.gguf && echo mmproj > $d/mmproj-tiny-it-F16.gguf && "
+             "echo part > $d/tiny-it-Q2_K-00001-of-00002.gguf && echo part > $d/tiny-it-Q2_K-00002-of-00002.gguf && "
+             "echo '# tiny GGUFs' > $d/README.md", tmp, t_data(), t_data()))
         printf("  setup: %s\n", out);
     if (mock_start()) {
         printf("FAIL mock_hub: did not start (python3 tests/mock_hub.py)\n");
@@ -551,6 +630,7 @@ int main(void) {
     RUN(test_list_rm_and_default);
     RUN(test_default_model);
     RUN(test_e4b_by_name);
+    RUN(test_gguf_repo);
     snprintf(small, sizeof small, "%s/small", tmp);
     if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
         RUN(test_disk_full);

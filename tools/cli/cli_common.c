@@ -108,9 +108,9 @@ const char *cli_model_path(const char *flag) {
     static char pulled[4200];
     struct stat st;
     if (flag && (stat(flag, &st) == 0 || !store_is_repo_spec(flag))) return flag;
-    if (flag) { /* ORG/NAME[@REV]: pulled on first use, then the bundle as it is */
+    if (flag) { /* ORG/NAME[:QUANT][@REV]: pulled on first use (q8; a GGUF at its own precision), then the bundle as it is */
         char *b, *err = NULL;
-        if (store_pull(flag, "q8", STORE_PULL_REUSE, &b, &err)) {
+        if (store_pull(flag, NULL, STORE_PULL_REUSE, &b, &err)) {
             cli_lib_error_free(err);
             return NULL;
         }

@@ -16,17 +16,19 @@
 /* ---- plume pull ----------------------------------------------------------------------------- */
 
 static const char pull_usage[] =
-    "usage: plume pull [ORG/NAME[@REVISION]] [--weights q8|q4|bf16|f32] [--quiet]\n"
+    "usage: plume pull [ORG/NAME[:QUANT][@REVISION]] [--weights q8|q4|bf16|f32|auto] [--quiet]\n"
     "  Download a Gemma 4 checkpoint from the Hugging Face Hub (default " STORE_DEFAULT_REPO ") into\n"
     "  the Hugging Face cache, convert it into a bundle under ~/.cache/plume/ and print its path.\n"
     "  Again later: only what changed is fetched; an interrupted download resumes.\n"
-    "  --weights   precision of the bundle's layer weights (default q8)\n"
+    "  :QUANT      of a repo of GGUF files: the one of that quant (Q4_0, Q4_K_M, Q8_0..., or\n"
+    "              its file name), e.g. unsloth/gemma-4-E2B-it-GGUF:Q4_K_M\n"
+    "  --weights   precision of the bundle's layer weights (default q8; a GGUF: auto, its own)\n"
     "  --quiet     no progress\n"
     "  Environment: HF_TOKEN (gated models), HF_ENDPOINT (a mirror), HF_HUB_CACHE / HF_HOME,\n"
     "  HF_HUB_OFFLINE=1 (the cache only, no network).\n";
 
 int cmd_pull(int argc, char **argv) {
-    const char *spec = NULL, *weights = "q8";
+    const char *spec = NULL, *weights = NULL;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(pull_usage, stdout); return 0; }
@@ -36,8 +38,9 @@ int cmd_pull(int argc, char **argv) {
         else if (!spec) spec = argv[i];
         else return cli_error("pull: too many arguments (see plume pull --help)");
     }
-    if (strcmp(weights, "f32") && strcmp(weights, "bf16") && strcmp(weights, "q8") && strcmp(weights, "q4"))
-        return cli_error("pull: --weights must be f32, bf16, q8 or q4 (not '%s')", weights);
+    if (weights && strcmp(weights, "f32") && strcmp(weights, "bf16") && strcmp(weights, "q8") && strcmp(weights, "q4") &&
+        strcmp(weights, "auto"))
+        return cli_error("pull: --weights must be f32, bf16, q8, q4 or auto (not '%s')", weights);
     char *bundle, *err = NULL;
     if (store_pull(spec ? spec : STORE_DEFAULT_REPO, weights, quiet ? STORE_PULL_QUIET : 0, &bundle, &err))
         return cli_lib_error_free(err);
@@ -134,10 +137,11 @@ static int rm_say(const char *path) {
 
 /* plume rm ORG/NAME: the checkpoint in the HF cache and every bundle pulled from it. */
 static int rm_repo(const char *spec) {
-    char repo[128], rev[128];
-    if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev)) return cli_error("rm: '%s' is not a bundle name or ORG/NAME", spec);
-    if (strchr(spec, '@'))
-        return cli_error("rm: %s: the download of a repo is removed whole; give ORG/NAME without @REVISION", spec);
+    char repo[128], rev[128], quant[64];
+    if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev, quant, sizeof quant))
+        return cli_error("rm: '%s' is not a bundle name or ORG/NAME", spec);
+    if (strchr(spec, '@') || quant[0])
+        return cli_error("rm: %s: the download of a repo is removed whole; give ORG/NAME without @REVISION or :QUANT", spec);
     hub h;
     char *err = NULL;
     if (hub_open(&h, repo, "main", &err)) return cli_lib_error_free(err);

@@ -7,12 +7,14 @@
  * config is checked as soon as it arrives, before any shard: a checkpoint plume cannot run
  * costs one small request, not 10 GB. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -53,8 +55,30 @@ const char *store_default_bundle(void) {
     return NULL;
 }
 
-/* Split SPEC = ORG/NAME[@REV] into repo and rev (default "main"); 0, or -1 if malformed. */
-int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap) {
+/* Whether q is a quant name (or a file name) a spec may carry: 1..63 of [A-Za-z0-9_.-]. */
+static int quant_ok(const char *q, size_t n) {
+    if (n == 0 || n > 63 || q[0] == '.' || q[0] == '-') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)q[i]) || q[i] == '_' || q[i] == '.' || q[i] == '-')) return 0;
+    return 1;
+}
+
+/* Split SPEC = ORG/NAME[:QUANT][@REV] into repo, rev (default "main") and quant ("" when there
+ * is none; a spec with one is refused when quant is NULL); 0, or -1 if malformed. */
+int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap, char *quant, size_t qcap) {
+    char rest[512];
+    const char *colon = strchr(spec, ':');
+    if (quant) quant[0] = 0;
+    if (colon) { /* ":QUANT" runs to the '@' after it, or to the end */
+        const char *end = strchr(colon, '@');
+        size_t qn = end ? (size_t)(end - colon - 1) : strlen(colon + 1);
+        if (!quant || qn >= qcap || !quant_ok(colon + 1, qn) ||
+            snprintf(rest, sizeof rest, "%.*s%s", (int)(colon - spec), spec, end ? end : "") >= (int)sizeof rest)
+            return -1;
+        memcpy(quant, colon + 1, qn);
+        quant[qn] = 0;
+        spec = rest;
+    }
     const char *at = strchr(spec, '@');
     size_t n = at ? (size_t)(at - spec) : strlen(spec);
     if (n >= rcap || (at && (!at[1] || strlen(at + 1) >= vcap))) return -1;
@@ -65,13 +89,15 @@ int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_
 }
 
 int store_is_repo_spec(const char *s) {
-    char repo[128], rev[128];
-    return store_spec_split(s, repo, sizeof repo, rev, sizeof rev) == 0;
+    char repo[128], rev[128], quant[64];
+    return store_spec_split(s, repo, sizeof repo, rev, sizeof rev, quant, sizeof quant) == 0;
 }
 
 /* The bundle a pull of repo@rev with these weights makes: ~/.cache/plume/ORG--NAME[@REV]-W
- * ('/' in a branch name becomes '--'); malloc'd. */
-static char *bundle_for(const char *repo, const char *rev, const char *weights) {
+ * ('/' in a branch name becomes '--'); of a GGUF repo's quant (upper-cased):
+ * ORG--NAME[@REV]-QUANT, and -QUANT-W when weights other than the GGUF's own are asked for
+ * (weights NULL or "auto"); malloc'd. */
+static char *bundle_for(const char *repo, const char *rev, const char *quant, const char *weights) {
     char name[400] = "", *o = name;
     for (const char *p = repo; *p && o < name + 300; p++) {
         if (*p == '/') o += sprintf(o, "--");
@@ -85,7 +111,13 @@ static char *bundle_for(const char *repo, const char *rev, const char *weights) 
         }
     }
     *o = 0;
-    return plume_sprintf("%s/%s-%s", store_dir(), name, weights);
+    if (!quant || !quant[0]) return plume_sprintf("%s/%s-%s", store_dir(), name, weights ? weights : "q8");
+    char q[64];
+    size_t i = 0;
+    for (; quant[i] && i < sizeof q - 1; i++) q[i] = (char)toupper((unsigned char)quant[i]);
+    q[i] = 0;
+    if (!weights || !strcmp(weights, "auto")) return plume_sprintf("%s/%s-%s", store_dir(), name, q);
+    return plume_sprintf("%s/%s-%s-%s", store_dir(), name, q, weights);
 }
 
 /* The "commit" recorded in BUNDLE/pull.json (malloc'd), or NULL when there is none. */
@@ -226,14 +258,193 @@ static int fetch_checkpoint(hub *h, const char *bundle, const char *weights, cha
     return rc;
 }
 
+/* ---- GGUF repos ------------------------------------------------------------------------ */
+
+/* Whether a listed name is a GGUF of a text model: it ends in ".gguf" and is no "mmproj" (the
+ * towers' file). */
+static int gguf_is_model(const char *name) {
+    size_t n = strlen(name);
+    if (n < 6 || strcasecmp(name + n - 5, ".gguf")) return 0;
+    for (const char *p = name; *p; p++)
+        if (!strncasecmp(p, "mmproj", 6)) return 0;
+    return 1;
+}
+
+/* Whether a part of a file name reads as a ggml type of a quantized file (Q4_K_M, IQ4_XS,
+ * TQ2_0, F16, BF16, F32, MXFP4...). */
+static int reads_as_quant(const char *s, size_t n) {
+    char u[16];
+    if (n == 0 || n >= sizeof u) return 0;
+    for (size_t i = 0; i < n; i++) u[i] = (char)toupper((unsigned char)s[i]);
+    u[n] = 0;
+    if (u[0] == 'Q' && isdigit((unsigned char)u[1])) return 1;
+    if ((u[0] == 'I' || u[0] == 'T') && u[1] == 'Q' && isdigit((unsigned char)u[2])) return 1;
+    return !strcmp(u, "F16") || !strcmp(u, "BF16") || !strcmp(u, "F32") || !strncmp(u, "MXFP4", 5);
+}
+
+/* The quant of a GGUF file name into q (cap bytes): of its base name less ".gguf" (and less a
+ * "-00001-of-00003" of a split file: *split set), the last '-' or '.' separated part that
+ * reads as a ggml type, with a "UD-" before it kept (unsloth's dynamic quants); else the whole
+ * base name. */
+static void gguf_quant_of(const char *name, char *q, size_t cap, int *split) {
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    char b[256];
+    size_t n = strlen(base) - 5; /* gguf_is_model: ends in ".gguf" */
+    if (n >= sizeof b) n = sizeof b - 1;
+    memcpy(b, base, n);
+    b[n] = 0;
+    *split = 0;
+    if (n > 15 && b[n - 15] == '-' && !strncmp(b + n - 9, "-of-", 4)) {
+        int digits = 1;
+        for (size_t i = 0; i < 5; i++) digits &= isdigit((unsigned char)b[n - 14 + i]) && isdigit((unsigned char)b[n - 5 + i]);
+        if (digits) *split = 1, n -= 15, b[n] = 0;
+    }
+    size_t start = n;
+    while (start > 0 && b[start - 1] != '-' && b[start - 1] != '.') start--;
+    if (!reads_as_quant(b + start, n - start)) {
+        snprintf(q, cap, "%s", b);
+        return;
+    }
+    if (start >= 4 && !strncasecmp(b + start - 4, "-UD-", 4)) start -= 3;
+    else if (start == 3 && !strncasecmp(b, "UD-", 3)) start = 0;
+    snprintf(q, cap, "%s", b + start);
+}
+
+/* The names of the repo's files: the listing, or offline the snapshot's top level (malloc'd
+ * array of borrowed or owned names: *owned says which; free with free_names). */
+static const char **repo_names(const hub *h, int32_t *n, int *owned) {
+    *n = 0;
+    *owned = h->n_files == 0;
+    const char **names = NULL;
+    if (!*owned) {
+        if (!(names = malloc((size_t)h->n_files * sizeof *names))) return NULL;
+        for (int32_t i = 0; i < h->n_files; i++) names[(*n)++] = h->files[i].name;
+        return names;
+    }
+    char *snap = hub_snapshot_dir(h);
+    DIR *d = snap ? opendir(snap) : NULL;
+    int32_t cap = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (*n == cap) {
+            const char **more = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
+            if (!more) break;
+            names = more;
+        }
+        if (!(names[*n] = strdup(e->d_name))) break;
+        (*n)++;
+    }
+    if (d) closedir(d);
+    free(snap);
+    return names;
+}
+
+/* Free what repo_names gave. */
+static void free_names(const char **names, int32_t n, int owned) {
+    for (int32_t i = 0; owned && i < n; i++) free((char *)names[i]);
+    free((void *)names);
+}
+
+/* The quants of the repo's GGUFs, "Q4_0, Q4_K_M, Q8_0" (a split one marked), into buf. */
+static const char *quant_list(const char **names, int32_t n, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        char q[256], item[300];
+        int split, seen = 0;
+        if (!gguf_is_model(names[i])) continue;
+        gguf_quant_of(names[i], q, sizeof q, &split);
+        snprintf(item, sizeof item, "%s%s", q, split ? " (split)" : "");
+        for (int32_t j = 0; j < i && !seen; j++) { /* each once */
+            char q2[256];
+            int s2;
+            if (!gguf_is_model(names[j])) continue;
+            gguf_quant_of(names[j], q2, sizeof q2, &s2);
+            seen = !strcmp(q, q2);
+        }
+        if (!seen && len + strlen(item) + 3 < cap) len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", item);
+    }
+    return buf;
+}
+
+/* The GGUF of quant (a quant name, or the file's name, any case) among the repo's files: 0 with
+ * *name (malloc'd), or a refusal that lists the quants the repo has. Of several files of one
+ * quant, the one nearest the top of the repo. */
+static int gguf_pick(const hub *h, const char *quant, char **name, char **err) {
+    int32_t n = 0;
+    int owned = 0, rc = 0;
+    const char **names = repo_names(h, &n, &owned), *best = NULL;
+    int best_split = 0, ggufs = 0;
+    for (int32_t i = 0; names && i < n; i++) {
+        char q[256];
+        int split;
+        if (!gguf_is_model(names[i])) continue;
+        ggufs++;
+        gguf_quant_of(names[i], q, sizeof q, &split);
+        const char *base = strrchr(names[i], '/') ? strrchr(names[i], '/') + 1 : names[i];
+        size_t bn = strlen(base);
+        int match = !strcasecmp(q, quant) || !strcasecmp(base, quant) ||
+                    (strlen(quant) == bn - 5 && !strncasecmp(base, quant, bn - 5));
+        int depth = 0, best_depth = 0;
+        for (const char *p = names[i]; *p; p++) depth += *p == '/';
+        for (const char *p = best ? best : ""; *p; p++) best_depth += *p == '/';
+        if (match && (!best || depth < best_depth)) best = names[i], best_split = split;
+    }
+    char list[2048];
+    if (!names && !owned) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    else if (!ggufs)
+        rc = plume_fail(err, PLUME_EFORMAT, "pull: %s@%.12s has no GGUF file (ORG/NAME:QUANT picks a file of a GGUF repo; "
+                        "without :QUANT a repo is pulled as a safetensors checkpoint)", h->repo, h->commit);
+    else if (!best)
+        rc = plume_fail(err, PLUME_EFORMAT, "pull: %s has no GGUF of quant '%s'; it has: %s", h->repo, quant,
+                        quant_list(names, n, list, sizeof list));
+    else if (best_split)
+        rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: %s is split in several files; plume reads a GGUF of one file (join them "
+                        "with llama.cpp's llama-gguf-split --merge, then plume convert the result)", h->repo, best);
+    else if (!(*name = strdup(best))) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+    free_names(names, n, owned);
+    return rc;
+}
+
+/* A pull of a repo without :QUANT whose listing has no config.json but GGUF files: refused,
+ * naming the quants to choose from; 0 when it is not such a repo. */
+static int gguf_only_refused(const hub *h, char **err) {
+    if (h->n_files == 0 || hub_find(h, "config.json")) return 0;
+    int32_t n = 0;
+    int owned = 0, any = 0;
+    const char **names = repo_names(h, &n, &owned);
+    for (int32_t i = 0; names && i < n; i++) any |= gguf_is_model(names[i]);
+    char list[2048];
+    int rc = !any ? 0
+                  : plume_fail(err, PLUME_EINVAL, "pull: %s holds GGUF files, not a checkpoint: name one by its quant, as "
+                               "%s:QUANT; it has: %s", h->repo, h->repo, quant_list(names, n, list, sizeof list));
+    free_names(names, n, owned);
+    return rc;
+}
+
+/* Fetch the GGUF name into the cache (after checking the space for it and the bundle). */
+static int fetch_gguf(hub *h, const char *bundle, const char *weights, const char *name, char **path, char **err) {
+    const hub_file *f = hub_find(h, name);
+    /* the bundle beside the file: about its size at the GGUF's own precision or q4, twice it at
+     * q8, more for bf16/f32 (a 4-bit file's weights at 2 and 4 bytes) */
+    double factor = !weights || !strcmp(weights, "auto") || !strcmp(weights, "q4") ? 1.1
+                    : !strcmp(weights, "q8")                                         ? 2.0
+                    : !strcmp(weights, "bf16")                                       ? 3.6
+                                                                                     : 7.2;
+    int rc = f ? check_space(h->dir, hub_missing_bytes(h, f), bundle, (uint64_t)(factor * (double)f->size), err) : 0;
+    if (!rc) rc = hub_get(h, name, 0, path, err);
+    if (!rc) rc = hub_write_ref(h, err);
+    return rc;
+}
+
 /* Write BUNDLE/pull.json: where the bundle came from. */
-static int write_record(const char *bundle, const hub *h, const char *weights, char **err) {
+static int write_record(const char *bundle, const hub *h, const char *weights, const char *file, char **err) {
     char *p = plume_path_join(bundle, "pull.json"), *text = NULL;
     cJSON *o = cJSON_CreateObject();
     int rc = !p || !o ? plume_fail(err, PLUME_ENOMEM, "out of memory") : 0;
     if (!rc && (!cJSON_AddStringToObject(o, "repo", h->repo) || !cJSON_AddStringToObject(o, "revision", h->rev) ||
                 !cJSON_AddStringToObject(o, "commit", h->commit) || !cJSON_AddStringToObject(o, "weights", weights) ||
-                !(text = cJSON_Print(o))))
+                (file && !cJSON_AddStringToObject(o, "file", file)) || !(text = cJSON_Print(o))))
         rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
     if (!rc) rc = plume_write_file(p, text, strlen(text), PLUME_WRITE_REPLACE, err);
     cJSON_free(text);
@@ -246,21 +457,24 @@ static int write_record(const char *bundle, const hub *h, const char *weights, c
  * checked) is replaced only once the new one is complete. The new one is made under a fresh
  * name beside it, and the old one moves to another before it is removed, so that a failure at
  * any step leaves one whole bundle at the name. */
-static int convert_snapshot(const hub *h, const char *bundle, const char *weights, int quiet, char **err) {
+static int convert_snapshot(const hub *h, const char *gguf, const char *bundle, const char *weights, int quiet, char **err) {
     struct stat st;
     int replace = lstat(bundle, &st) == 0;
-    char *snap = hub_snapshot_dir(h), *fresh = NULL, *old = NULL;
+    char *snap = gguf ? strdup(gguf) : hub_snapshot_dir(h), *fresh = NULL, *old = NULL;
     int rc = snap ? plume_mkdir_parent(bundle, err) : plume_fail(err, PLUME_ENOMEM, "out of memory");
     /* fresh: a name no one has (made, then removed, so that the converter can make it) */
     if (!rc && replace && (!(fresh = plume_mkdtemp_beside(bundle, err)) || rmdir(fresh) != 0)) rc = PLUME_EIO;
     if (!rc) {
-        if (!quiet) fprintf(stderr, "pull: converting %s@%s into %s (%s)\n", h->repo, h->commit, bundle, weights);
+        const char *file = gguf ? strrchr(gguf, '/') + 1 : NULL;
+        if (!quiet)
+            fprintf(stderr, "pull: converting %s@%s%s%s into %s (%s)\n", h->repo, h->commit, file ? " " : "", file ? file : "",
+                    bundle, gguf && !strcmp(weights, "auto") ? "the GGUF's own precision" : weights);
         plume_convert_params cp = plume_convert_default_params();
         cp.weights = weights;
         cp.progress = !quiet && isatty(2);
         const char *out = replace ? fresh : bundle;
         rc = plume_convert(snap, out, &cp, err);
-        if (!rc && (rc = write_record(out, h, weights, err))) plume_rm_tree(out); /* ours: the converter made it */
+        if (!rc && (rc = write_record(out, h, weights, file, err))) plume_rm_tree(out); /* ours: the converter made it */
     }
     if (!rc && replace) {
         if (!(old = plume_mkdtemp_beside(bundle, err)) || rename(bundle, old) != 0) {
@@ -297,8 +511,9 @@ static int bundle_state(const char *path, char **err) {
                       "so it is left as it is: move it away (or remove it) and pull again", path);
 }
 
-/* Resolve, compare with what the bundle was made from, fetch and convert when it moved. */
-static int pull_into(hub *h, const char *bundle, const char *weights, int quiet, char **err) {
+/* Resolve, compare with what the bundle was made from, fetch and convert when it moved: the
+ * checkpoint, or with a quant ("" for none) the GGUF of that quant. */
+static int pull_into(hub *h, const char *bundle, const char *quant, const char *weights, int quiet, char **err) {
     int state = bundle_state(bundle, err);
     if (state < 0) return state;
     if (h->offline && state != 1) { /* nothing to compare it with */
@@ -307,6 +522,7 @@ static int pull_into(hub *h, const char *bundle, const char *weights, int quiet,
     }
     h->progress = quiet ? -1 : isatty(2);
     int rc = hub_resolve(h, err);
+    if (!rc && !quant[0]) rc = gguf_only_refused(h, err);
     char *had = !rc && state == 2 ? store_recorded(bundle, "commit") : NULL;
     char c1[64], c2[64];
     if (!rc && state == 0) {
@@ -317,19 +533,30 @@ static int pull_into(hub *h, const char *bundle, const char *weights, int quiet,
         if (!quiet && had)
             fprintf(stderr, "pull: %s@%s moved from %.12s to %.12s; updating\n", h->repo, h->rev,
                     plume_str_printable(c1, sizeof c1, had), plume_str_printable(c2, sizeof c2, h->commit));
-        rc = fetch_checkpoint(h, bundle, weights, err);
-        if (!rc) rc = convert_snapshot(h, bundle, weights, quiet, err);
+        char *file = NULL, *path = NULL;
+        if (quant[0]) {
+            rc = gguf_pick(h, quant, &file, err);
+            if (!rc) rc = fetch_gguf(h, bundle, weights, file, &path, err);
+        } else {
+            rc = fetch_checkpoint(h, bundle, weights, err);
+        }
+        if (!rc) rc = convert_snapshot(h, path, bundle, weights, quiet, err);
+        free(file);
+        free(path);
     }
     free(had);
     return rc;
 }
 
 int store_pull(const char *spec, const char *weights, int flags, char **bundle_out, char **err) {
-    char repo[128], rev[128];
+    char repo[128], rev[128], quant[64];
     *bundle_out = NULL;
-    if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev))
-        return plume_fail(err, PLUME_EINVAL, "pull: '%s' is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)", spec);
-    char *bundle = bundle_for(repo, rev, weights);
+    if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev, quant, sizeof quant))
+        return plume_fail(err, PLUME_EINVAL, "pull: '%s' is not a Hub model id (ORG/NAME, ORG/NAME:QUANT for a GGUF repo, "
+                          "with @REVISION)", spec);
+    if (!weights) weights = quant[0] ? "auto" : "q8";
+    if (!quant[0] && !strcmp(weights, "auto")) weights = "q8";
+    char *bundle = bundle_for(repo, rev, quant, weights);
     if (!bundle) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     if ((flags & STORE_PULL_REUSE) && store_is_bundle(bundle)) {
         *bundle_out = bundle;
@@ -338,7 +565,7 @@ int store_pull(const char *spec, const char *weights, int flags, char **bundle_o
     hub h;
     int rc = hub_open(&h, repo, rev, err);
     if (!rc) {
-        rc = pull_into(&h, bundle, weights, flags & STORE_PULL_QUIET, err);
+        rc = pull_into(&h, bundle, quant, weights, flags & STORE_PULL_QUIET, err);
         hub_close(&h);
     }
     if (rc) free(bundle);

@@ -26,15 +26,18 @@ const char *store_dir(void);
 const char *store_default_bundle(void);
 /* Whether dir is a bundle (holds model_config.json). */
 int store_is_bundle(const char *dir);
-/* Split SPEC = ORG/NAME[@REV] into repo and rev (default "main"); 0, or -1 if it is not one. */
-int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap);
-/* Whether s reads as ORG/NAME[@REV]. */
+/* Split SPEC = ORG/NAME[:QUANT][@REV] into repo, rev (default "main") and quant ("" if none;
+ * NULL: a spec with one is refused); 0, or -1 if it is not one. */
+int store_spec_split(const char *spec, char *repo, size_t rcap, char *rev, size_t vcap, char *quant, size_t qcap);
+/* Whether s reads as ORG/NAME[:QUANT][@REV]. */
 int store_is_repo_spec(const char *s);
 /* A string field of BUNDLE/pull.json (malloc'd), or NULL when there is none. */
 char *store_recorded(const char *bundle, const char *key);
 
-/* Pull ORG/NAME[@REV] with layer weights f32|bf16|q8|q4 and convert it; *bundle (malloc'd) is
- * where it went. 0, or non-zero with *err. */
+/* Pull ORG/NAME[@REV] with layer weights f32|bf16|q8|q4 (NULL: q8) and convert it; of a GGUF
+ * repo, ORG/NAME:QUANT[@REV] fetches only the GGUF of that quant (Q4_K_M, or the file's name)
+ * and converts it at its own precision (weights NULL or "auto") or at the weights asked for;
+ * *bundle (malloc'd) is where it went. 0, or non-zero with *err. */
 int store_pull(const char *spec, const char *weights, int flags, char **bundle, char **err);
 
 /* The bytes of the regular files under path, links not followed (a blob counts once). */
