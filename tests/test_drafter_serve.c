@@ -162,6 +162,37 @@ static void test_sampled_drafts_and_keeps_its_seed(void) {
     CHECK(dn > 0 && da >= 0 && da <= dn, "the sampled request drafted %d, kept %d: %s", dn, da, alone);
 }
 
+/* A conversation re-sent with each turn (the slot reuses its prefix, rewinding the tokens a
+ * speculative step fed past the answer and those the template renders otherwise) gets the
+ * same greedy answers with the drafter as without, turn after turn. (The rewind after a
+ * speculative step's own is test_session's test_rewind_twice: these turns stay within the
+ * slots' free rewind either way.) */
+static void test_growing_conversation(void) {
+    static char a[65536], b[65536], msgs[16384];
+    const char *users[4] = {"la la la la la la", "and again la la la", "something else now", "la la la"};
+    snprintf(msgs, sizeof msgs, "{\"role\": \"system\", \"content\": \"You answer in one line.\"}");
+    for (int t = 0; t < 4; t++) {
+        char body[20000];
+        size_t n = strlen(msgs);
+        snprintf(msgs + n, sizeof msgs - n, ", {\"role\": \"user\", \"content\": \"%s\"}", users[t]);
+        snprintf(body, sizeof body, "{\"messages\": [%s], \"max_tokens\": 24, \"temperature\": 0}", msgs);
+        int sa = post(&D, a, sizeof a, "/v1/chat/completions", body), sb = post(&N, b, sizeof b, "/v1/chat/completions", body);
+        char *x = answer_of(a), *y = answer_of(b);
+        CHECK(sa == 200 && sb == 200 && x && y && !strcmp(x, y), "turn %d: with the drafter\n%s\nwithout\n%s", t, x ? x : a,
+              y ? y : b);
+        free(x), free(y);
+        cJSON *root = cJSON_Parse(a);
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "message"),
+            "content");
+        char *esc = cJSON_IsString(c) ? cJSON_PrintUnformatted(c) : NULL; /* the answer as a JSON string */
+        n = strlen(msgs);
+        if (esc && !strchr(esc, '\'')) snprintf(msgs + n, sizeof msgs - n, ", {\"role\": \"assistant\", \"content\": %s}", esc);
+        free(esc);
+        cJSON_Delete(root);
+    }
+}
+
 /* --no-drafter: prompt lookup, the same greedy text; --drafter DIR on a bundle without one;
  * a drafter for another backbone and contradictory flags are refused at start with a message. */
 static void test_flags(void) {
@@ -220,6 +251,7 @@ int main(void) {
     }
     RUN(test_greedy_same_concurrent);
     RUN(test_sampled_drafts_and_keeps_its_seed);
+    RUN(test_growing_conversation);
     RUN(test_flags);
     double secs;
     CHECK(server_stop(&D, &secs) == 0 && server_stop(&N, &secs) == 0, "the servers did not exit cleanly");
