@@ -898,6 +898,10 @@ PLUME_API int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32
                                    char **err);
 PLUME_API int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, const int32_t *ids, int32_t n,
                                     const float *logits, int32_t *out, char **err);
+/* Forget what the adaptive draft length learned (it starts again as a new plume_spec's does),
+ * so that a new conversation's drafting does not depend on the ones before it (a server's
+ * slot: a seed's sampled text then depends on its request alone). The totals stay. */
+PLUME_API void plume_spec_reset(plume_spec *sp);
 /* Totals since plume_spec_new: steps, tokens drafted, drafted tokens accepted. */
 PLUME_API void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted);
 

@@ -799,6 +799,7 @@ void plume_forward(const plume_model *m, plume_scratch *x, plume_step_entry *e, 
         if (s->keys) /* a session that has seen media keeps every position's key */
             for (int32_t t = 0; t < e[i].T; t++) s->keys[e[i].P + t] = e[i].keys ? e[i].keys[t] : 0;
         s->n_past = e[i].P + e[i].T;
+        if (s->n_past > s->ring_end) s->ring_end = s->n_past;
     }
 }
 

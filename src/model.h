@@ -151,6 +151,12 @@ struct plume_session {
     float *hid;              /* [n_batch, D] rows of positions [hid_pos, hid_pos + hid_n) */
     int32_t hid_pos, hid_n;
     int32_t fwd_end;         /* the last step's end: its K/V reach position fwd_end - 1 */
+    /* what the sliding rings hold (session.c, rewinding): every step's positions overwrite
+     * the slots of those `ring_slots` before them, and a rewind leaves the later positions'
+     * K/V in their slots, so positions up to ring_end - ring_slots may be gone whatever
+     * n_past is now; and after a ring restore only [ring_floor, n_past) is known whole */
+    int32_t ring_end;        /* one past the highest position written since the last restore */
+    int32_t ring_floor;      /* the lowest position the last restore (or none: 0) vouches for */
     /* tests: when set, a step of T tokens copies the residual stream before layer 0 and
      * after every layer into trace_hidden [L+1, T, D], and the per-layer inputs into
      * trace_ple [T, L, Dp] */

@@ -305,11 +305,21 @@ int plume_session_feed_media(plume_session *s, const int32_t *ids, int32_t n, co
 
 /* ---- rewind ---------------------------------------------------------------------------- */
 
+/* Whether the window of position n_keep, [n_keep - W + 1, n_keep), is still in every ring:
+ * no position written since (up to ring_end, past n_past after a speculative step's rewind)
+ * took the slot of one of them, and the last restore vouches for them all. */
+static int ring_whole(const plume_session *s, int32_t n_keep) {
+    if (s->ring_slots == 0) return 1;
+    int64_t hi = s->ring_end > s->n_past ? s->ring_end : s->n_past;
+    int32_t lo = n_keep - s->m->c.W + 1 > 0 ? n_keep - s->m->c.W + 1 : 0;
+    return hi - n_keep <= (int64_t)s->ring_slots - s->m->c.W + 1 && lo >= s->ring_floor;
+}
+
 int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep) {
     if (n_keep < 0) return 0;
     if (n_keep > s->n_past) return s->n_past;
     /* the same cases, in the same order, as plume_session_rewind below */
-    if (s->ring_slots == 0 || (int64_t)s->n_past - n_keep <= (int64_t)s->ring_slots - s->m->c.W + 1) return n_keep;
+    if (ring_whole(s, n_keep)) return n_keep;
     int32_t k = s->snap_valid;
     if (k > 0 && k * s->snap_every > n_keep) k = n_keep / s->snap_every;
     return k > 0 ? k * s->snap_every : 0;
@@ -318,12 +328,12 @@ int32_t plume_session_rewind_point(const plume_session *s, int32_t n_keep) {
 int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
     if (n_keep < 0 || n_keep > s->n_past)
         return plume_fail(err, PLUME_EINVAL, "rewind to %d: the session holds %d tokens", n_keep, s->n_past);
-    const int32_t W = s->m->c.W, slots = s->ring_slots;
+    const int32_t W = s->m->c.W;
     if (s->snap_valid > 0 && s->snap_valid * s->snap_every > n_keep) s->snap_valid = n_keep / s->snap_every;
     spans_trim(s, n_keep);
     /* The window of position n_keep is [n_keep - W + 1, n_keep): still in the ring unless a
      * later position overwrote its slot. */
-    if (slots == 0 || (int64_t)s->n_past - n_keep <= (int64_t)slots - W + 1) {
+    if (ring_whole(s, n_keep)) {
         s->n_past = n_keep;
         return 0;
     }
@@ -331,6 +341,10 @@ int plume_session_rewind(plume_session *s, int32_t n_keep, char **err) {
     int32_t from = k > 0 ? k * s->snap_every : 0;
     if (k > 0) snapshot_copy(s, s->snap + (size_t)(k - 1) * s->snap_stride, from, -1);
     s->n_past = from;
+    /* the restored window and what is fed from it are whole; the K/V later positions left in
+     * other slots only took those of positions before the window */
+    s->ring_end = from;
+    s->ring_floor = from - (W - 1) > 0 ? from - (W - 1) : 0;
     if (n_keep > from) { /* the tokens and media rows of [from, n_keep) again */
         const int32_t n = n_keep - from;
         int32_t *ids = malloc((size_t)n * sizeof *ids);
@@ -434,6 +448,8 @@ int plume_session_fill_random(plume_session *s, int32_t n_past, uint64_t seed, c
     s->snap_valid = 0; /* the tokens would not reproduce these rows */
     s->hid_n = 0;      /* nor give the drafter a handover */
     s->fwd_end = n_past;
+    s->ring_end = n_past;
+    s->ring_floor = 0;
     return 0;
 }
 
@@ -814,5 +830,7 @@ int plume_session_copy(plume_session *dst, const plume_session *src, char **err)
     dst->snap_valid = src->snap_valid;
     dst->hid_n = 0; /* no drafter handover: the next step gives one */
     dst->fwd_end = src->n_past;
+    dst->ring_end = src->ring_end; /* the rings are copied whole, with what they lost */
+    dst->ring_floor = src->ring_floor;
     return 0;
 }

@@ -109,6 +109,14 @@ void plume_spec_free(plume_spec *sp) {
     free(sp);
 }
 
+/* The adaptive state as plume_spec_new leaves it; NULL is a no-op. */
+void plume_spec_reset(plume_spec *sp) {
+    if (!sp) return;
+    sp->rate = SPEC_RATE_START;
+    sp->len = sp->p.draft_max;
+    sp->shadow = -1;
+}
+
 /* The totals since creation (zeros for NULL). */
 void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted) {
     if (n_steps) *n_steps = sp ? sp->n_steps : 0;

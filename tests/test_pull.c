@@ -560,14 +560,63 @@ static void test_disk_full(void) {
     free(log);
 }
 
+/* plume pull --drafter: the model and its drafter (ORG/NAME-assistant, the tiny-mtp-a tracking
+ * drafter) into BUNDLE/drafter, as plume convert makes it, which run then drafts with; again:
+ * both up to date, no content fetched; a model's update keeps the drafter; pulling the
+ * drafter's name puts it into its model's bundle (refused without one); a drafter repo that
+ * holds no drafter, or a model's name given for the drafter, are refused by name. */
+/* Whether the bundle's model equals the one converted directly (pull.json and drafter/ aside). */
+static int same_model(const char *bundle) {
+    char out[4096];
+    return t_sh(out, sizeof out, "diff -r -x pull.json -x drafter '%s' '%s'", direct, bundle) == 0;
+}
+
+static void test_drafter(void) {
+    char out[16384], b[700], d[720], conv[700];
+    snprintf(b, sizeof b, "%s/home/.cache/plume/test--tinyd-q8", tmp);
+    snprintf(d, sizeof d, "%s/drafter", b);
+    snprintf(conv, sizeof conv, "%s/track-q8", tmp);
+    t_sh(out, sizeof out, "%s/plume convert %s/tiny-mtp-a/hf_track %s --weights q8 --quiet", t_build(), t_data(), conv);
+    int st = t_sh(out, sizeof out, "%s %s/plume pull test/tinyd --drafter", env, t_build());
+    CHECK(st == 0 && strstr(out, b) && same_model(b), "pull --drafter: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "diff -r -x pull.json %s %s", conv, d) == 0, "the drafter differs from plume convert's: %s", out);
+    st = t_sh(out, sizeof out, "grep -c test/tinyd-assistant %s/pull.json", d);
+    CHECK(st == 0, "drafter/pull.json: %s", out);
+    st = t_sh(out, sizeof out, "%s %s/plume run -m %s -p 'la la' -n 6 --temp 0", env, t_build(), b);
+    CHECK(st == 0 && strstr(out, "draft 3 (mtp)"), "run drafts with it: %d %s", st, out);
+    long m = log_mark();
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tinyd --drafter", env, t_build());
+    char *log = log_since(m);
+    CHECK(st == 0 && strstr(out, "test--tinyd-q8 is up to date") && strstr(out, "drafter is up to date"), "again: %d %s", st, out);
+    CHECK(!count_lines(log, "/resolve/", NULL) && !count_lines(log, "/lfs/", NULL), "content requested again: %s", log);
+    free(log);
+    char commit[41];
+    commit_of("test/tinyd", commit);
+    t_sh(out, sizeof out, "sed -i 's/%s/%040d/' %s/pull.json", commit, 0, b);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tinyd", env, t_build());
+    CHECK(st == 0 && strstr(out, "updating") && same_model(b), "update: %d %s", st, out);
+    CHECK(t_sh(out, sizeof out, "diff -r %s %s && ls %s/home/.cache/plume | grep -c -e new- -e old- -e tmp-", conv, d, tmp) != 0,
+          "the update did not keep the drafter, or left things: %s", out);
+    t_sh(out, sizeof out, "rm -rf %s", d);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tinyd-assistant", env, t_build());
+    CHECK(st == 0 && strstr(out, d) && t_sh(out, sizeof out, "diff -r -x pull.json %s %s", conv, d) == 0,
+          "pull the drafter by its name: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/nothing-assistant", env, t_build());
+    CHECK(st != 0 && strstr(out, "--drafter pulls both"), "a drafter without its model: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tiny --drafter", env, t_build());
+    CHECK(st != 0 && strstr(out, "not a Gemma 4 drafter"), "a drafter repo holding a model: %d %s", st, out);
+    st = t_sh(out, sizeof out, "%s %s/plume pull test/tinyd-assistant@v1", env, t_build());
+    CHECK(st != 0 && strstr(out, "main branch"), "a drafter at a revision: %d %s", st, out);
+}
+
 /* Start the mock Hub on a free port; 0 on success. */
 static int mock_start(void) {
     char out[256], portf[700];
     snprintf(portf, sizeof portf, "%s/port", tmp);
     snprintf(logp, sizeof logp, "%s/mock.log", tmp);
     t_sh(out, sizeof out, "python3 tests/mock_hub.py --data %s/tiny-a/hf --repo google/gemma-4-E4B-it=%s/tiny-e4b/hf "
-         "--repo test/gguf-tiny=%s/gguf-repo --port-file %s --log %s --timeout 300 >%s/mock.out 2>&1 & echo $!", t_data(),
-         t_data(), tmp, portf, logp, tmp);
+         "--repo test/gguf-tiny=%s/gguf-repo --repo test/tinyd-assistant=%s/tiny-mtp-a/hf_track --port-file %s --log %s "
+         "--timeout 300 >%s/mock.out 2>&1 & echo $!", t_data(), t_data(), tmp, t_data(), portf, logp, tmp);
     mock_pid = atoi(out);
     for (int i = 0; i < 200 && mock_pid > 0; i++) { /* up to 10 s */
         FILE *f = fopen(portf, "r");
@@ -631,6 +680,7 @@ int main(void) {
     RUN(test_default_model);
     RUN(test_e4b_by_name);
     RUN(test_gguf_repo);
+    RUN(test_drafter);
     snprintf(small, sizeof small, "%s/small", tmp);
     if (t_sh(out, sizeof out, "mkdir -p %s && mount -t tmpfs -o size=700k plume-test %s", small, small) == 0) {
         RUN(test_disk_full);

@@ -99,6 +99,38 @@ static void test_rewind_far_before_window(void) {
     rewind_case(NULL, 0, 4, 9);
 }
 
+/* Two rewinds in a row (a speculative step's rejected guesses, then a new prompt's prefix): the
+ * second is judged from the highest position fed, 48, not from n_past, 44: its slots were
+ * written over. 48 -> 44 -> 38 with a ring of W + 8 is 10 back, past the free 9: the rewind
+ * point is a snapshot's (32) or 0, and the refeed gives the golden logits, bit-identical to a
+ * fresh prefill (scalar). (Judged from 44 it read three slots of positions 48 - W - 8 .. .) */
+static void test_rewind_twice(void) {
+    for (int c = 0; c < 2; c++) {
+        plume_model *m = open_isa(f32b, "scalar");
+        if (!m) { CHECK(0, "open"); return; }
+        plume_session *s = new_session(m, 8, c ? 16 : -1, 5), *fresh = new_session(m, 8, c ? 16 : -1, 5);
+        char *err = NULL;
+        float *a = malloc(48 * 512 * 4), *b = malloc(48 * 512 * 4);
+        CHECK(plume_session_feed(s, ids, n_ids, NULL, 0, &err) == 0, "feed");
+        CHECK(plume_session_rewind(s, 44, &err) == 0 && plume_session_rewind_point(s, 44) == 44, "the first rewind");
+        int32_t p = plume_session_rewind_point(s, 38);
+        CHECK(p == (c ? 32 : 0), "case %d: the rewind point of 38 after 48 -> 44 is %d", c, p);
+        CHECK(plume_session_rewind(s, 38, &err) == 0 && plume_session_n_past(s) == 38, "rewind to 38");
+        CHECK(plume_session_feed(s, ids + 38, n_ids - 38, a, 1, &err) == 0, "refeed");
+        CHECK(plume_session_feed(fresh, ids, 38, NULL, 0, &err) == 0 &&
+              plume_session_feed(fresh, ids + 38, n_ids - 38, b, 1, &err) == 0, "fresh");
+        check_rows(a, 38, n_ids, "48 -> 44 -> 38");
+        CHECK(!memcmp(a, b, (size_t)(n_ids - 38) * 512 * 4), "case %d: not bit-identical to a fresh prefill", c);
+        /* and a rewind within reach of the highest position is still free */
+        CHECK(plume_session_rewind(s, 44, &err) == 0 && plume_session_rewind_point(s, 40) == 40, "free again");
+        free(a);
+        free(b);
+        plume_session_free(s);
+        plume_session_free(fresh);
+        plume_model_free(m);
+    }
+}
+
 /* The no-cost rewind point follows the ring and the snapshots, and a rewind there is exact. */
 static void test_rewind_point(void) {
     const int32_t keep[] = {44, 40, 30, 17, 16, 3, 0};
@@ -530,6 +562,7 @@ int main(void) {
     RUN(test_rewind_inside_window);
     RUN(test_rewind_far_before_window);
     RUN(test_rewind_point);
+    RUN(test_rewind_twice);
     RUN(test_prefix_reuse);
     RUN(test_save_load_new_process);
     RUN(test_foreign_truncated_corrupt_refused);
@@ -544,6 +577,7 @@ int main(void) {
     RUN_ON("tiny-e4b", test_rewind_to_zero);
     RUN_ON("tiny-e4b", test_rewind_inside_window);
     RUN_ON("tiny-e4b", test_rewind_far_before_window);
+    RUN_ON("tiny-e4b", test_rewind_twice);
     RUN_ON("tiny-e4b", test_prefix_reuse);
     RUN_ON("tiny-e4b", test_save_load_new_process);
     RUN_ON("tiny-e4b", test_foreign_truncated_corrupt_refused);

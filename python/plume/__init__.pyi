@@ -3,7 +3,7 @@
 # the top of __init__.py), where the docstrings are (help(plume.Model)). tests/test_api.py
 # checks that this file declares every public name with the parameters the code has.
 from types import TracebackType
-from typing import (Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar,
+from typing import (Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar,
                     Union)
 
 import os
@@ -82,8 +82,12 @@ class Model(_Closable):
     isa: str
     n_threads: int
     weights: str
+    drafter: Optional[str]
+    @property
+    def draft_stats(self) -> Dict[str, int]: ...
     def __init__(self, path: Optional[_Path] = ..., threads: int = ..., *,
-                 isa: Optional[str] = ..., exact: bool = ...) -> None: ...
+                 isa: Optional[str] = ..., exact: bool = ...,
+                 drafter: Optional[_Path] = ..., no_drafter: bool = ...) -> None: ...
     @property
     def tokenizer(self) -> Optional[Tokenizer]: ...
     def session(self, n_ctx: int = ..., *, n_batch: int = ..., n_rewind: Optional[int] = ...,
@@ -99,7 +103,8 @@ class Model(_Closable):
                  audio: Optional[Sequence[_Audio]] = ...,
                  json_schema: Optional[Union[Mapping[str, Any], str]] = ...,
                  grammar: Optional[str] = ...,
-                 videos: Optional[Sequence[_Video]] = ...) -> Iterator[str]: ...
+                 videos: Optional[Sequence[_Video]] = ...,
+                 draft: Optional[int] = ...) -> Iterator[str]: ...
     @property
     def has_vision(self) -> bool: ...
     @property

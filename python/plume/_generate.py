@@ -7,6 +7,12 @@ With a format (json_schema or grammar: docs/STRUCTURED.md) a constraint is attac
 sampler once the prompt is in: every step draws only what keeps the text a prefix of a value
 the format accepts, and the end of turn comes only where the value is complete.
 
+With drafting (docs/SPECULATIVE.md) the steps after the first are plume_spec_step's: the
+pending token and the guesses of the model's MTP drafter (else prompt lookup) in one forward
+step, the guesses the model agrees with kept (greedy: the same tokens; sampling: the same
+distribution), and the ids handed out one at a time as the plain loop would. At the end the
+session is left holding what the plain loop would have fed.
+
 May use _lib, _errors, _common, _sampler and _media (images and audio: encoded when generate
 is called, their placeholders expanded into runs, fed with the prompt). It meets the model only through the object it
 is handed (model.session(), model.n_vocab, the bundle's tokenizer), never imports _model
@@ -97,10 +103,11 @@ def constraint(model, json_schema=None, grammar=None):
 
 
 def generate(model, prompt, max_tokens, sampling, stop, session, images=None, audio=None, json_schema=None,
-             grammar=None, videos=None):
+             grammar=None, videos=None, draft=0):
     """Model.generate: check the arguments now (tokenize the prompt, encode the images and
     audio, make the sampler, the stop matcher and the format's constraint) and return the
-    generator of text pieces. sampling: the Sampler's keyword arguments."""
+    generator of text pieces. sampling: the Sampler's keyword arguments. draft: tokens guessed
+    per speculative step (0: plain decoding)."""
     media = None
     if images or audio or videos:
         if not isinstance(prompt, str):
@@ -124,7 +131,7 @@ def generate(model, prompt, max_tokens, sampling, stop, session, images=None, au
             e.close()
         raise
     sampler = Sampler(model.n_vocab, **sampling)
-    return _pieces(model, ids, int(max_tokens), sampler, matcher, session, media, con)
+    return _pieces(model, ids, int(max_tokens), sampler, matcher, session, media, con, draft)
 
 
 def _prefill(s, ids, sampler, media=None):
@@ -150,13 +157,54 @@ def _text(buf, k):
     return buf.raw[:max(k, 0)].decode("utf-8", "replace")
 
 
-def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=None):
+class _Spec(Closing):
+    """A speculative decoder (plume_spec) for one generation, with a drafter of the model's
+    taken for it (None: prompt lookup); close() gives the drafter back."""
+
+    def __init__(self, model, draft):
+        self._ptr, self._model = None, model
+        self._drafter = model._take_drafter()
+        p = lib.plume_spec_default_params()
+        p.draft_max, p.drafter = int(draft), self._drafter
+        out, err = c_void_p(), c_void_p()
+        try:
+            check(lib.plume_spec_new(byref(out), model._p(), byref(p), byref(err)), err)
+        except BaseException:
+            self.close()
+            raise
+        self._ptr = out.value
+        self.ids = np.zeros(_lib.SAMPLER_UNDO, np.int32)
+
+    def step(self, s, sampler, pending, cap):
+        """One speculative step after the pending id on session s: the ids it gives (the
+        guesses kept, fed, then the next pending one, not fed), at most cap."""
+        err = c_void_p()
+        with s._lock:
+            n = lib.plume_spec_step(self._ptr, s._p(), sampler._p(), int(pending), _lib.i32_ptr(self.ids),
+                                    max(1, min(int(cap), _lib.SAMPLER_UNDO)), byref(err))
+        check(min(n, 0), err)
+        return self.ids[:n].tolist()
+
+    def close(self):
+        if self._ptr:
+            st = [_lib.c_int64() for _ in range(3)]
+            lib.plume_spec_stats(self._ptr, byref(st[0]), byref(st[1]), byref(st[2]))
+            self._model._count_drafts(*(v.value for v in st))
+            lib.plume_spec_free(self._ptr)
+        self._ptr = None
+        if self._drafter:
+            self._model._give_drafter(self._drafter)
+        self._drafter = None
+
+
+def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=None, draft=0):
     """Yield the text generated after ids on session (None: a fresh one, closed at the end),
     step by step, until an end-of-turn token, a stop string, max_tokens (< 0: no limit) or
-    a full context, held to the constraint con when not None. Closes the sampler and frees
-    con."""
+    a full context, held to the constraint con when not None; draft > 0: by speculative
+    steps. Closes the sampler and frees con."""
     own = session is None
     s = model.session() if own else session
+    spec = None
     try:
         try:
             logits = _prefill(s, ids, sampler, media)
@@ -170,8 +218,16 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=N
         piece = _lib.ctypes.create_string_buffer(256)
         n_gen, hit = 0, False
         one = np.zeros(1, np.int32)
+        if draft > 0:
+            spec = _Spec(model, draft)
+        queue, n_fed = [], s.n_past  # speculative: ids decided ahead; what plain decoding fed
         while max_tokens < 0 or n_gen < max_tokens:
-            tid = sampler.sample(logits)
+            if spec is None or n_gen == 0:
+                tid = sampler.sample(logits)
+            else:  # the previous id is pending (processed, not fed)
+                if not queue:
+                    queue = spec.step(s, sampler, tid, max_tokens - n_gen if max_tokens >= 0 else _lib.SAMPLER_UNDO)
+                tid = queue.pop(0)
             if lib.plume_model_ends_turn(model._p(), tid):
                 break
             k = lib.plume_detok_stream_put(byref(ds), tid, piece, len(piece))
@@ -179,8 +235,11 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=N
             if text:
                 yield text
             n_gen += 1
-            if hit or s.n_past >= s.n_ctx:
+            if hit or (s.n_past if spec is None else n_fed) >= s.n_ctx:
                 break
+            if spec is not None:  # fed by the next step (or already by this one)
+                n_fed += 1
+                continue
             sampler.accept(tid)
             one[0] = tid
             s.feed(one, out=logits)
@@ -191,6 +250,15 @@ def _pieces(model, ids, max_tokens, sampler, matcher, session, media=None, con=N
             if text + rest:
                 yield text + rest
     finally:
+        if spec is not None:
+            try:  # a caller's session as plain decoding leaves it (also when the caller stops early)
+                if not own and n_gen and s.n_past > n_fed:
+                    s.rewind(n_fed)
+                elif not own and n_gen and s.n_past < n_fed:  # the last id is pending
+                    one[0] = tid
+                    s.feed(one, logits=False)
+            finally:
+                spec.close()
         sampler.close()  # first: it points to the constraint
         if con:
             con.close()

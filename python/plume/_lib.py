@@ -57,6 +57,11 @@ class ConstraintParams(Structure):
     _fields_ = [("thinking", c_int32)]
 
 
+class SpecParams(Structure):
+    _fields_ = [("draft_max", c_int32), ("ngram_max", c_int32), ("ngram_min", c_int32), ("adaptive", c_int32),
+                ("draft_fn", c_void_p), ("draft_user", c_void_p), ("drafter", c_void_p)]
+
+
 class ConvertParams(Structure):
     _fields_ = [("weights", c_char_p), ("n_ctx", c_int32), ("progress", c_int32), ("layout", c_char_p),
                 ("head", c_char_p), ("q4_scale", c_char_p),
@@ -68,7 +73,9 @@ STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelPar
            "plume_session_params": SessionParams, "plume_detok_stream": DetokStream,
            "plume_chat_message": ChatMessage, "plume_convert_params": ConvertParams,
            "plume_image_params": ImageParams, "plume_video_params": VideoParams,
-           "plume_constraint_params": ConstraintParams}
+           "plume_constraint_params": ConstraintParams, "plume_spec_params": SpecParams}
+
+SAMPLER_UNDO = 64  # PLUME_SAMPLER_UNDO: a speculative step gives at most this many ids
 
 _ERR = POINTER(c_void_p)  # char **err
 _I32P = POINTER(c_int32)
@@ -157,6 +164,14 @@ _FUNCS = {
     "plume_embd_dim": (c_int32, [c_void_p]),
     "plume_embd_data": (_F32P, [c_void_p]),
     "plume_prompt_expand": (c_int32, [c_void_p, _I32P, c_int32, POINTER(c_void_p), c_int32, _I32P, c_int32, _ERR]),
+    "plume_drafter_open": (c_int, [POINTER(c_void_p), c_void_p, c_char_p, _ERR]),
+    "plume_drafter_free": (None, [c_void_p]),
+    "plume_drafter_find": (c_void_p, [c_void_p]),
+    "plume_spec_default_params": (SpecParams, []),
+    "plume_spec_new": (c_int, [POINTER(c_void_p), c_void_p, POINTER(SpecParams), _ERR]),
+    "plume_spec_free": (None, [c_void_p]),
+    "plume_spec_step": (c_int32, [c_void_p, c_void_p, c_void_p, c_int32, _I32P, c_int32, _ERR]),
+    "plume_spec_stats": (None, [c_void_p, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)]),
     "plume_convert_default_params": (ConvertParams, []),
     "plume_convert": (c_int, [c_char_p, c_char_p, POINTER(ConvertParams), _ERR]),
     "plume_bundle_verify": (c_int, [c_char_p, c_void_p, c_void_p, VerifyReport, _ERR]),

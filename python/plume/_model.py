@@ -5,6 +5,7 @@ The top of the package below __init__: may use every other module (_session, _to
 _generate, _common, _errors, _lib); none of them imports this one.
 """
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -40,12 +41,24 @@ class Model(Closing):
     isa: force kernels ("scalar", "avx2", "avx512", "neon"; None: the best the CPU has).
     exact: q8/q4 bundles compute with float32 activations, the reference; by default they take
     int8 activations (one scale per block of 32), faster and ~1% off per matmul
-    (docs/BENCHMARKS.md, "Int8 activations accuracy"). No effect on f32/bf16 bundles."""
+    (docs/BENCHMARKS.md, "Int8 activations accuracy"). No effect on f32/bf16 bundles.
+    drafter: the directory of an MTP drafter (a converted gemma-4-*-assistant,
+    docs/SPECULATIVE.md) that generate drafts with; None: the bundle's own (BUNDLE/drafter)
+    when it has one. no_drafter: never the MTP drafter (prompt lookup drafts instead). A
+    drafter for another backbone is a FormatError naming what differs. The drafter in use is
+    the attribute drafter (its path, or None)."""
 
-    def __init__(self, path=None, threads=0, *, isa=None, exact=False):
+    def __init__(self, path=None, threads=0, *, isa=None, exact=False, drafter=None, no_drafter=False):
         self._ptr = None
         self._vocab_ptr = None  # the constraints' index of the tokens' bytes (see _vocab)
         self._sessions = weakref.WeakSet()
+        self._drafters = []  # opened plume_drafters not in use (one per generation at a time)
+        self._drafter_lock = threading.Lock()
+        self._draft_totals = [0, 0, 0]  # speculative steps, tokens guessed, guesses kept
+        self.drafter = None
+        self._drafter_named = drafter is not None
+        if drafter is not None and no_drafter:
+            raise InvalidArgumentError("Model: drafter and no_drafter contradict each other", _lib.EINVAL)
         self.path = _resolve_model(path)
         p = lib.plume_model_default_params()
         p.n_threads = int(threads)
@@ -60,6 +73,16 @@ class Model(Closing):
         self.isa = lib.plume_model_isa(self._ptr).decode()
         self.n_threads = lib.plume_model_n_threads(self._ptr)
         self.weights = lib.plume_model_weights(self._ptr).decode()
+        if not no_drafter:
+            dpath = os.path.expanduser(os.fspath(drafter)) if drafter is not None else \
+                _lib.take_string(lib.plume_drafter_find(self._ptr))
+            if dpath:
+                try:
+                    self._drafters.append(self._open_drafter(dpath))
+                except BaseException:
+                    self.close()
+                    raise
+                self.drafter = dpath
 
     def _p(self):
         if not self._ptr:
@@ -109,7 +132,7 @@ class Model(Closing):
     def generate(self, prompt, max_tokens=512, *, temperature=None, top_k=None, top_p=None,
                  min_p=None, repeat_penalty=None, repeat_last_n=None, presence_penalty=None,
                  frequency_penalty=None, seed=None, stop=(), session=None, images=None, audio=None,
-                 json_schema=None, grammar=None, videos=None):
+                 json_schema=None, grammar=None, videos=None, draft=None):
         """Generate text after prompt, yielding it in pieces (whole UTF-8 characters) as it
         comes: the loop of `plume run`, which it equals for the same seed and sampling flags.
 
@@ -134,13 +157,18 @@ class Model(Closing):
         a subset of JSON Schema, and what is outside it raises InvalidArgumentError naming
         the keyword: docs/STRUCTURED.md); {"type": "object"} is JSON mode. grammar: the
         answer matches this GBNF grammar (start rule root). Either way the generation ends
-        only where the value is complete, or at max_tokens with the value cut short."""
+        only where the value is complete, or at max_tokens with the value cut short.
+        draft: speculative decoding (docs/SPECULATIVE.md), tokens guessed per step (0: off):
+        guessed by the model's MTP drafter (the attribute drafter) when it has one, else by
+        prompt lookup, and verified in one step. Greedy text is the same with or without;
+        sampled text keeps its distribution but not its seed's text. None: as `plume run`, 3
+        when greedy or when Model was given drafter=, else 0."""
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                         repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                         presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                         seed=seed)
         return _generate.generate(self, prompt, max_tokens, sampling, stop, session, images, audio, json_schema,
-                                  grammar, videos)
+                                  grammar, videos, self._draft_len(draft, temperature))
 
     # ---- images and audio ------------------------------------------------------------------
 
@@ -202,6 +230,60 @@ class Model(Closing):
             lines.append("".join(self.generate(prompt, max_tokens, temperature=0.0, audio=[piece])))
         return "\n".join(lines)
 
+    # ---- the MTP drafter --------------------------------------------------------------------
+
+    def _open_drafter(self, path):
+        """A new plume_drafter of the drafter at path for this model."""
+        out, err = c_void_p(), c_void_p()
+        check(lib.plume_drafter_open(byref(out), self._p(), os.fsencode(path), byref(err)), err)
+        return out.value
+
+    def _take_drafter(self):
+        """A plume_drafter for one generation (a drafter holds one step's scratch: each
+        generation running at once, in any thread, has its own), or None without a drafter."""
+        if self.drafter is None:
+            return None
+        with self._drafter_lock:
+            if self._drafters:
+                return self._drafters.pop()
+        return self._open_drafter(self.drafter)
+
+    def _give_drafter(self, d):
+        """Hand back a drafter _take_drafter gave (freed if the model was closed meanwhile)."""
+        if not d:
+            return
+        with self._drafter_lock:
+            if self._ptr:
+                self._drafters.append(d)
+                return
+        lib.plume_drafter_free(d)
+
+    def _count_drafts(self, steps, drafted, accepted):
+        """Add a finished generation's speculative figures to the model's totals."""
+        with self._drafter_lock:
+            for i, v in enumerate((steps, drafted, accepted)):
+                self._draft_totals[i] += int(v)
+
+    @property
+    def draft_stats(self):
+        """Speculative decoding of this model's generations so far: {"steps": forward steps
+        that verified guesses, "drafted": tokens guessed, "accepted": guesses the model kept}."""
+        with self._drafter_lock:
+            return dict(zip(("steps", "drafted", "accepted"), self._draft_totals))
+
+    def _draft_len(self, draft, temperature):
+        """Tokens guessed per step for a generation: draft, or by default as `plume run`: 3 when
+        decoding is greedy (the text cannot change) or the drafter was named, else 0 (drafting
+        keeps the sampled distribution, but a seed would no longer give the text it gives
+        without)."""
+        if draft is None:
+            greedy = temperature is not None and temperature <= 0
+            return lib.plume_spec_default_params().draft_max if greedy or self._drafter_named else 0
+        if isinstance(draft, bool) or not isinstance(draft, int) or not 0 <= draft < _lib.SAMPLER_UNDO:
+            raise InvalidArgumentError("generate: draft must be an int in [0, %d], not %r"
+                                       % (_lib.SAMPLER_UNDO - 1, draft), _lib.EINVAL)
+        return draft
+
     def _vocab(self):
         """The tokens' bytes indexed for constraints (plume_vocab), made at the first use."""
         if not self._vocab_ptr:
@@ -218,6 +300,10 @@ class Model(Closing):
         if getattr(self, "_vocab_ptr", None):
             lib.plume_vocab_free(self._vocab_ptr)
             self._vocab_ptr = None
-        if self._ptr:
-            lib.plume_model_free(self._ptr)
-        self._ptr = None
+        with self._drafter_lock:  # the drafters first: they point into the model
+            for d in self._drafters:
+                lib.plume_drafter_free(d)
+            self._drafters = []
+            if self._ptr:
+                lib.plume_model_free(self._ptr)
+            self._ptr = None

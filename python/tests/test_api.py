@@ -123,7 +123,7 @@ class TestApi(unittest.TestCase):
                     # attributes set in __init__ (n_vocab, path...) are checked on instances
                     if m not in methods:
                         self.assertIn(m, {"n_vocab", "seed", "path", "n_ctx", "n_layers", "isa",
-                                          "n_threads", "weights", "close"}, "%s.%s" % (name, m))
+                                          "n_threads", "weights", "drafter", "close"}, "%s.%s" % (name, m))
 
     def test_stub_parameters_match_the_code(self):
         stubs = stub_functions()

@@ -16,24 +16,28 @@
 /* ---- plume pull ----------------------------------------------------------------------------- */
 
 static const char pull_usage[] =
-    "usage: plume pull [ORG/NAME[:QUANT][@REVISION]] [--weights q8|q4|bf16|f32|auto] [--quiet]\n"
+    "usage: plume pull [ORG/NAME[:QUANT][@REVISION]] [--weights q8|q4|bf16|f32|auto] [--drafter] [--quiet]\n"
     "  Download a Gemma 4 checkpoint from the Hugging Face Hub (default " STORE_DEFAULT_REPO ") into\n"
     "  the Hugging Face cache, convert it into a bundle under ~/.cache/plume/ and print its path.\n"
     "  Again later: only what changed is fetched; an interrupted download resumes.\n"
     "  :QUANT      of a repo of GGUF files: the one of that quant (Q4_0, Q4_K_M, Q8_0..., or\n"
     "              its file name), e.g. unsloth/gemma-4-E2B-it-GGUF:Q4_K_M\n"
     "  --weights   precision of the bundle's layer weights (default q8; a GGUF: auto, its own)\n"
+    "  --drafter   also the model's MTP drafter, ORG/NAME-assistant, into BUNDLE/drafter (run, chat,\n"
+    "              serve and Python draft with it; docs/SPECULATIVE.md). Pulling ORG/NAME-assistant\n"
+    "              itself puts it into the bundle of ORG/NAME, pulled before\n"
     "  --quiet     no progress\n"
     "  Environment: HF_TOKEN (gated models), HF_ENDPOINT (a mirror), HF_HUB_CACHE / HF_HOME,\n"
     "  HF_HUB_OFFLINE=1 (the cache only, no network).\n";
 
 int cmd_pull(int argc, char **argv) {
     const char *spec = NULL, *weights = NULL;
-    int quiet = 0;
+    int quiet = 0, drafter = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(pull_usage, stdout); return 0; }
         else if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
+        else if (!strcmp(argv[i], "--drafter")) drafter = 1;
         else if (argv[i][0] == '-') return cli_error("pull: unknown option '%s' (see plume pull --help)", argv[i]);
         else if (!spec) spec = argv[i];
         else return cli_error("pull: too many arguments (see plume pull --help)");
@@ -42,7 +46,8 @@ int cmd_pull(int argc, char **argv) {
         strcmp(weights, "auto"))
         return cli_error("pull: --weights must be f32, bf16, q8, q4 or auto (not '%s')", weights);
     char *bundle, *err = NULL;
-    if (store_pull(spec ? spec : STORE_DEFAULT_REPO, weights, quiet ? STORE_PULL_QUIET : 0, &bundle, &err))
+    if (store_pull(spec ? spec : STORE_DEFAULT_REPO, weights, (quiet ? STORE_PULL_QUIET : 0) | (drafter ? STORE_PULL_DRAFTER : 0),
+                   &bundle, &err))
         return cli_lib_error_free(err);
     printf("%s\n", bundle);
     free(bundle);

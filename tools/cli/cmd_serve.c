@@ -38,9 +38,13 @@ static const char serve_help[] =
     "  --snapshot-every N   keep a copy of a slot's sliding-window caches every N tokens, so a\n"
     "                       prompt reuses a slot's prefix beyond the window from there\n"
     "                       (default: max(1024, context / 8); docs/SESSIONS.md)\n"
-    "  --draft N            speculative decoding of greedy requests (temperature 0): up to N\n"
-    "                       tokens guessed from the context, verified in one step; the answer\n"
-    "                       is the same (default 3; 0: off)\n"
+    "  --draft N            speculative decoding: up to N tokens guessed, verified in one step\n"
+    "                       (default 3; 0: off). With the MTP drafter every request drafts (greedy\n"
+    "                       answers are the same, sampled ones keep their distribution); without\n"
+    "                       it, greedy requests draft by prompt lookup (docs/SPECULATIVE.md)\n"
+    "  --drafter DIR        draft with this MTP drafter (a converted gemma-4-*-assistant; default:\n"
+    "                       BUNDLE/drafter when the bundle has one)\n"
+    "  --no-drafter         prompt lookup even when the bundle has a drafter\n"
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
     "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n"
     "  --allow-remote-media fetch http(s) image URLs of chat requests (else only data: URLs): at most\n"
@@ -61,6 +65,10 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
             o->exact = 1;
             continue;
         }
+        if (!strcmp(a, "--no-drafter")) {
+            o->no_drafter = 1;
+            continue;
+        }
         if (!strcmp(a, "--allow-remote-media") || !strcmp(a, "--allow-remote-media=private")) {
             o->allow_remote_media = a[20] ? 2 : 1;
             continue;
@@ -68,7 +76,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         static const char *const flags[] = {"-m", "--host", "--port", "--parallel", "--context", "--queue", "--api-key",
                                             "--slot-save", "--max-body", "--timeout", "-t", "--kv-bits", "--isa",
                                             "--snapshot-every", "--draft", "--cors", "--max-request-memory", "--drain",
-                                            "--encode-threads"};
+                                            "--encode-threads", "--drafter"};
         int known = 0;
         for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) known |= !strcmp(a, flags[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see plume serve --help)", a), 2;
@@ -81,6 +89,7 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         else if (!strcmp(a, "--api-key")) bad = !*(o->api_key = v);
         else if (!strcmp(a, "--slot-save")) bad = !*(o->slot_dir = v);
         else if (!strcmp(a, "--isa")) o->isa = v;
+        else if (!strcmp(a, "--drafter")) bad = !*(o->drafter = v);
         else if (!strcmp(a, "--cors")) bad = !*(o->cors = v) || strchr(v, ' ') != NULL;
         else if (!strcmp(a, "--port")) { bad = cli_int(v, 0, 65535, &n); o->port = (int32_t)n; }
         else if (!strcmp(a, "--parallel")) { bad = cli_int(v, 1, 256, &n); o->parallel = (int32_t)n; }

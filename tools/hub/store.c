@@ -5,7 +5,14 @@
  * names), then converts the snapshot in-process into the bundle
  * ~/.cache/plume/ORG--NAME[@REV]-WEIGHTS, recording where it came from in pull.json. The
  * config is checked as soon as it arrives, before any shard: a checkpoint plume cannot run
- * costs one small request, not 10 GB. */
+ * costs one small request, not 10 GB.
+ *
+ * The MTP drafter (docs/SPECULATIVE.md): `--drafter` (STORE_PULL_DRAFTER) pulls ORG/NAME's
+ * drafter, ORG/NAME-assistant (its main branch), after the model, and converts it at the same
+ * weights into BUNDLE/drafter, where run, chat, serve and Python find it; pulling
+ * ORG/NAME-assistant itself does the same into the bundle of ORG/NAME, which must be there.
+ * BUNDLE/drafter/pull.json records its commit, so a pull again fetches it only when it moved;
+ * a model's update keeps the drafter that was in its bundle. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -191,9 +198,30 @@ static int check_space(const char *cache, uint64_t download, const char *bundle,
 
 /* ---- pulling -------------------------------------------------------------------------------- */
 
-/* Refuse a config that is not a Gemma 4 text model plume can run (before any shard is fetched). */
-static int check_config(const char *path, const char *repo, char **err) {
+/* Whether the config.json at path is a Gemma 4 drafter's (model_type gemma4_assistant). */
+static int config_is_drafter(const char *path) {
+    char *text = NULL, *err = NULL;
+    int is = 0;
+    if (!plume_read_file(path, &text, NULL, &err)) {
+        cJSON *root = cJSON_Parse(text);
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+        is = cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma4_assistant");
+        cJSON_Delete(root);
+    }
+    free(err);
+    free(text);
+    return is;
+}
+
+/* Refuse a config that is not a Gemma 4 text model plume can run, or with drafter set not a
+ * Gemma 4 drafter (before any shard is fetched). */
+static int check_config(const char *path, const char *repo, int drafter, char **err) {
     char *why = NULL;
+    if (drafter != config_is_drafter(path))
+        return plume_fail(err, PLUME_EFORMAT, drafter ? "pull: %s is not a Gemma 4 drafter (model_type gemma4_assistant)"
+                                                      : "pull: %s is a drafter (gemma4_assistant): pull it with its model, "
+                                                        "plume pull ORG/NAME --drafter",
+                          repo);
     if (!plume_convert_check_config(path, &why)) return 0;
     int rc = plume_fail(err, PLUME_EFORMAT, "pull: %s: %s", repo, why);
     free(why);
@@ -225,13 +253,14 @@ static int index_shards(const char *path, char **names, int cap, int *n, char **
     return rc;
 }
 
-/* Fetch what the converter needs into the cache, in order: small files, index, shards. */
-static int fetch_checkpoint(hub *h, const char *bundle, const char *weights, char **err) {
+/* Fetch what the converter needs into the cache, in order: small files (a drafter needs no
+ * tokenizer), index, shards. */
+static int fetch_checkpoint(hub *h, const char *bundle, const char *weights, int drafter, char **err) {
     char *path = NULL;
     for (size_t i = 0; i < sizeof small_files / sizeof *small_files; i++) {
-        int r = hub_get(h, small_files[i], i > 1, &path, err);
+        int r = hub_get(h, small_files[i], i > (drafter ? 0u : 1u), &path, err);
         if (r < 0) return r;
-        int bad = i == 0 ? check_config(path, h->repo, err) : 0;
+        int bad = i == 0 ? check_config(path, h->repo, drafter, err) : 0;
         free(path);
         if (bad) return bad;
     }
@@ -453,6 +482,18 @@ static int write_record(const char *bundle, const hub *h, const char *weights, c
     return rc;
 }
 
+/* A model's update keeps its drafter: from/drafter (the bundle being replaced) moves into
+ * to/drafter, unless there is one. 0, or -1 (errno) when it was there and did not move. */
+static int keep_drafter(const char *from, const char *to) {
+    char *a = plume_path_join(from, "drafter"), *b = plume_path_join(to, "drafter");
+    struct stat st;
+    int rc = !a || !b ? (errno = ENOMEM, -1)
+             : lstat(a, &st) == 0 && S_ISDIR(st.st_mode) && lstat(b, &st) != 0 ? rename(a, b) : 0;
+    free(a);
+    free(b);
+    return rc;
+}
+
 /* Convert the snapshot into bundle; an older bundle (a directory plume pull made: pull_into
  * checked) is replaced only once the new one is complete. The new one is made under a fresh
  * name beside it, and the old one moves to another before it is removed, so that a failure at
@@ -480,9 +521,10 @@ static int convert_snapshot(const hub *h, const char *gguf, const char *bundle, 
         if (!(old = plume_mkdtemp_beside(bundle, err)) || rename(bundle, old) != 0) {
             rc = old ? plume_fail(err, PLUME_EIO, "pull: cannot replace %s: %s", bundle, strerror(errno)) : PLUME_EIO;
             if (old) rmdir(old);
-        } else if (rename(fresh, bundle) != 0) {
+        } else if (keep_drafter(old, fresh) || rename(fresh, bundle) != 0) {
             rc = plume_fail(err, PLUME_EIO, "pull: cannot replace %s: %s", bundle, strerror(errno));
-            rename(old, bundle); /* the old one back */
+            keep_drafter(fresh, old);
+            rename(old, bundle); /* the old one back, with its drafter */
         } else {
             plume_rm_tree(old);
         }
@@ -538,7 +580,7 @@ static int pull_into(hub *h, const char *bundle, const char *quant, const char *
             rc = gguf_pick(h, quant, &file, err);
             if (!rc) rc = fetch_gguf(h, bundle, weights, file, &path, err);
         } else {
-            rc = fetch_checkpoint(h, bundle, weights, err);
+            rc = fetch_checkpoint(h, bundle, weights, 0, err);
         }
         if (!rc) rc = convert_snapshot(h, path, bundle, weights, quiet, err);
         free(file);
@@ -548,14 +590,75 @@ static int pull_into(hub *h, const char *bundle, const char *quant, const char *
     return rc;
 }
 
+/* Pull the drafter repo (main) into bundle/drafter: fetched and converted when its commit is
+ * not the one bundle/drafter/pull.json records (or offline: the cache's, unless there is one). */
+static int pull_drafter(const char *repo, const char *bundle, const char *weights, int quiet, char **err) {
+    char *dir = plume_path_join(bundle, "drafter");
+    if (!dir) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+    hub h;
+    int rc = hub_open(&h, repo, "main", err);
+    if (rc) {
+        free(dir);
+        return rc;
+    }
+    struct stat st;
+    int there = lstat(dir, &st) == 0;
+    char *had = there ? store_recorded(dir, "commit") : NULL;
+    if (there && !had) {
+        if (!quiet) fprintf(stderr, "pull: %s was not made by plume pull: used as it is\n", dir);
+    } else if (h.offline && there) {
+        if (!quiet) fprintf(stderr, "pull: HF_HUB_OFFLINE is set: %s is used as it is\n", dir);
+    } else {
+        h.progress = quiet ? -1 : isatty(2);
+        rc = hub_resolve(&h, err);
+        if (!rc && had && !strcmp(had, h.commit)) {
+            if (!quiet) fprintf(stderr, "pull: %s is up to date (%s@%s)\n", dir, h.repo, h.commit);
+        } else if (!rc) {
+            rc = fetch_checkpoint(&h, dir, weights, 1, err);
+            if (!rc) rc = convert_snapshot(&h, NULL, dir, weights, quiet, err);
+        }
+    }
+    free(had);
+    hub_close(&h);
+    free(dir);
+    return rc;
+}
+
+/* Whether repo names a drafter (ends with -assistant); its model's repo into model[cap]. */
+static int drafter_repo(const char *repo, char *model, size_t cap) {
+    size_t n = strlen(repo), k = strlen(STORE_DRAFTER_SUFFIX);
+    if (n <= k || strcmp(repo + n - k, STORE_DRAFTER_SUFFIX) || n - k >= cap) return 0;
+    memcpy(model, repo, n - k);
+    model[n - k] = 0;
+    return 1;
+}
+
 int store_pull(const char *spec, const char *weights, int flags, char **bundle_out, char **err) {
-    char repo[128], rev[128], quant[64];
+    char repo[128], rev[128], quant[64], model[128];
     *bundle_out = NULL;
     if (store_spec_split(spec, repo, sizeof repo, rev, sizeof rev, quant, sizeof quant))
         return plume_fail(err, PLUME_EINVAL, "pull: '%s' is not a Hub model id (ORG/NAME, ORG/NAME:QUANT for a GGUF repo, "
                           "with @REVISION)", spec);
     if (!weights) weights = quant[0] ? "auto" : "q8";
     if (!quant[0] && !strcmp(weights, "auto")) weights = "q8";
+    if (drafter_repo(repo, model, sizeof model)) { /* ORG/NAME-assistant: into ORG/NAME's bundle */
+        if (strcmp(rev, "main") || quant[0])
+            return plume_fail(err, PLUME_EINVAL, "pull: a drafter is pulled from its main branch, as a checkpoint (not %s)",
+                              spec);
+        char *bundle = bundle_for(model, "main", "", weights);
+        if (!bundle) return plume_fail(err, PLUME_ENOMEM, "out of memory");
+        int rc = store_is_bundle(bundle) ? 0
+                 : plume_fail(err, PLUME_EINVAL, "pull: %s is the drafter of %s, whose bundle %s is not there: "
+                                                 "plume pull %s --drafter pulls both", repo, model, bundle, model);
+        if (!rc) rc = pull_drafter(repo, bundle, weights, flags & STORE_PULL_QUIET, err);
+        char *dir = !rc ? plume_path_join(bundle, "drafter") : NULL;
+        free(bundle);
+        if (!rc && !dir) rc = plume_fail(err, PLUME_ENOMEM, "out of memory");
+        *bundle_out = dir;
+        return rc;
+    }
+    if ((flags & STORE_PULL_DRAFTER) && strlen(repo) + strlen(STORE_DRAFTER_SUFFIX) >= sizeof repo)
+        return plume_fail(err, PLUME_EINVAL, "pull: %s: its drafter's name is too long", repo);
     char *bundle = bundle_for(repo, rev, quant, weights);
     if (!bundle) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     if ((flags & STORE_PULL_REUSE) && store_is_bundle(bundle)) {
@@ -567,6 +670,12 @@ int store_pull(const char *spec, const char *weights, int flags, char **bundle_o
     if (!rc) {
         rc = pull_into(&h, bundle, quant, weights, flags & STORE_PULL_QUIET, err);
         hub_close(&h);
+    }
+    if (!rc && (flags & STORE_PULL_DRAFTER)) {
+        char drepo[160];
+        snprintf(drepo, sizeof drepo, "%s" STORE_DRAFTER_SUFFIX, repo);
+        /* a GGUF's own precision means nothing to the drafter's checkpoint: q8 (it is small) */
+        rc = pull_drafter(drepo, bundle, strcmp(weights, "auto") ? weights : "q8", flags & STORE_PULL_QUIET, err);
     }
     if (rc) free(bundle);
     else *bundle_out = bundle;

@@ -18,6 +18,8 @@
 
 #define STORE_PULL_QUIET 1 /* no progress */
 #define STORE_PULL_REUSE 2 /* an existing bundle is used as it is (no network) */
+#define STORE_PULL_DRAFTER 4 /* also the model's MTP drafter, ORG/NAME-assistant, into BUNDLE/drafter */
+#define STORE_DRAFTER_SUFFIX "-assistant" /* ORG/NAME's drafter is ORG/NAME-assistant */
 
 /* Where bundles live: $HOME/.cache/plume (static storage). */
 const char *store_dir(void);
@@ -37,7 +39,9 @@ char *store_recorded(const char *bundle, const char *key);
 /* Pull ORG/NAME[@REV] with layer weights f32|bf16|q8|q4 (NULL: q8) and convert it; of a GGUF
  * repo, ORG/NAME:QUANT[@REV] fetches only the GGUF of that quant (Q4_K_M, or the file's name)
  * and converts it at its own precision (weights NULL or "auto") or at the weights asked for;
- * *bundle (malloc'd) is where it went. 0, or non-zero with *err. */
+ * *bundle (malloc'd) is where it went. With STORE_PULL_DRAFTER its drafter too, into
+ * BUNDLE/drafter. A drafter's name, ORG/NAME-assistant, pulls that drafter into ORG/NAME's
+ * bundle (which must be there; *bundle is then BUNDLE/drafter). 0, or non-zero with *err. */
 int store_pull(const char *spec, const char *weights, int flags, char **bundle, char **err);
 
 /* The bytes of the regular files under path, links not followed (a blob counts once). */

@@ -299,6 +299,7 @@ typedef struct {
     int32_t reasoning;   /* completion tokens that went to the thought */
     double prompt_ms;    /* slot set up -> the first generated token (the prefill) */
     double predicted_ms; /* the first generated token -> the last: completion - 1 decode steps */
+    int32_t drafted, accepted; /* speculative decoding: tokens guessed, guesses the model kept */
 } serve_usage;
 
 /* Why a choice ended, in no dialect's words (each dialect names it: OpenAI's finish_reason,
@@ -727,7 +728,9 @@ typedef struct {
     int32_t n_ctx;          /* context of each slot */
     int32_t kv_bits;        /* 0: default */
     int32_t snapshot_every; /* 0: default */
-    int32_t draft;          /* speculative decoding of greedy requests: tokens guessed per step, 0: off */
+    int32_t draft;          /* speculative decoding: tokens guessed per step at most, 0: off */
+    plume_drafter *drafter; /* the MTP drafter (the caller's; it drafts for every request,
+                               sampled ones too), or NULL: prompt lookup for greedy requests */
     int32_t queue_max;      /* requests waiting for a slot (beyond the idle slots) */
     const char *slot_dir;   /* --slot-save, or NULL */
     int32_t encode_threads; /* threads of the media encoder (--encode-threads); 0: half the
@@ -816,6 +819,8 @@ typedef struct {
     const char *host, *api_key, *slot_dir, *isa;
     const char *cors;       /* origins allowed to call from a browser: "A,B,..." or "*"; NULL: none */
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
+    const char *drafter;    /* --drafter DIR; NULL: BUNDLE/drafter when there is one */
+    int32_t no_drafter;     /* --no-drafter: prompt lookup even when the bundle has a drafter */
     int32_t drain;          /* seconds running requests may take to finish after SIGTERM; 0: cut them */
     int32_t encode_threads; /* threads of the media encoder; 0: half of -t's, at least 1 */
     size_t max_body;

@@ -297,6 +297,8 @@ static void usage_add(serve_usage *sum, const serve_usage *u) {
     sum->reasoning += u->reasoning;
     sum->prompt_ms = u->prompt_ms > sum->prompt_ms ? u->prompt_ms : sum->prompt_ms;
     sum->predicted_ms = u->predicted_ms > sum->predicted_ms ? u->predicted_ms : sum->predicted_ms;
+    sum->drafted += u->drafted;
+    sum->accepted += u->accepted;
 }
 
 /* The whole reply of a job whose choices have all ended (no one writes them any more). */

@@ -47,6 +47,7 @@ typedef struct {
 typedef struct {
     serve_config o;
     plume_model *m;
+    plume_drafter *drafter; /* the MTP drafter (BUNDLE/drafter or --drafter), or NULL */
     const plume_tokenizer *tok;
     serve_sched *sched;
     struct MHD_Daemon *d;
@@ -575,6 +576,8 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "plume_queue_length %d\n"
         "# HELP plume_slots_busy Slots serving a request.\n# TYPE plume_slots_busy gauge\nplume_slots_busy %d\n"
         "# HELP plume_slots_total Slots (--parallel).\n# TYPE plume_slots_total gauge\nplume_slots_total %d\n"
+        "# HELP plume_draft_mtp Whether the MTP drafter drafts (1), or prompt lookup (0).\n"
+        "# TYPE plume_draft_mtp gauge\nplume_draft_mtp %d\n"
         "# HELP plume_draft_tokens_total Tokens guessed by speculative decoding (--draft).\n"
         "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
         "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
@@ -598,7 +601,7 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
+        st.busy, st.n_slots, sv->drafter != NULL, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
         (size_t)atomic_load(&sv->mem_used), st.encoding, (long long)st.encodes, st.encode_seconds, st.encode_threads,
         (long long)atomic_load(&sv->media_abandoned), (long long)st.encodes_abandoned);
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
@@ -1147,8 +1150,21 @@ static int open_model(serve_server *sv) {
     if (slash) *slash = 0;
     int32_t bundle_ctx = plume_model_n_ctx(sv->m);
     sv->n_ctx = sv->o.n_ctx ? sv->o.n_ctx : bundle_ctx < 8192 ? bundle_ctx : 8192;
+    if (sv->o.drafter && sv->o.no_drafter) {
+        fprintf(stderr, "plume: serve: --drafter and --no-drafter contradict each other\n");
+        return 1;
+    }
+    if (sv->o.drafter && sv->o.draft == 0) {
+        fprintf(stderr, "plume: serve: --drafter with --draft 0 (no speculative decoding) contradict each other\n");
+        return 1;
+    }
+    /* the MTP drafter: --drafter, else the bundle's own (BUNDLE/drafter), unless turned off */
+    char *dpath = sv->o.draft > 0 && !sv->o.no_drafter ? (sv->o.drafter ? strdup(sv->o.drafter) : plume_drafter_find(sv->m)) : NULL;
+    int drc = dpath ? plume_drafter_open(&sv->drafter, sv->m, dpath, &err) : 0;
+    free(dpath);
+    if (drc) return fail_lib(err);
     serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
-                             .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft,
+                             .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft, .drafter = sv->drafter,
                              .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir,
                              .encode_threads = sv->o.encode_threads};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
@@ -1217,8 +1233,11 @@ int serve_run(const serve_config *c) {
         serve_sched_stats(sv->sched, &st);
         char towers[64] = "";
         if (st.encode_threads) snprintf(towers, sizeof towers, ", %d for the towers", st.encode_threads);
-        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads%s\n", sv->model_name, sv->o.parallel,
-                sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m), towers);
+        char draft[64] = ", no drafting";
+        if (sv->o.draft > 0)
+            snprintf(draft, sizeof draft, ", draft %d (%s)", sv->o.draft, sv->drafter ? "mtp drafter" : "prompt lookup");
+        fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads%s%s\n", sv->model_name,
+                sv->o.parallel, sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m), towers, draft);
         int sig = 0;
         sigwait(&stop, &sig);
         if (sv->o.drain > 0) drain(sv, &stop, sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -1236,6 +1255,7 @@ int serve_run(const serve_config *c) {
     serve_door_stop(sv->door); /* when the server did not start */
     if (rc && sv->d) MHD_stop_daemon(sv->d);
     if (serve_sched_free(sv->sched)) rc = 1; /* a slot of --slot-save was lost */
+    plume_drafter_free(sv->drafter);
     plume_model_free(sv->m);
     pthread_mutex_destroy(&sv->addr_mu);
     free(sv->addrs);

@@ -425,7 +425,8 @@ static cJSON *json_usage(const serve_usage *u) {
 
 /* The timings object of a reply, named as llama-server names it: prompt_n (tokens computed,
  * not reused), prompt_ms, predicted_n (tokens of decode steps: all but the first, which the
- * prefill makes), predicted_ms, and the per-second rates. */
+ * prefill makes), predicted_ms, and the per-second rates; when the answer drafted (speculative
+ * decoding), draft_n (tokens guessed) and draft_n_accepted (guesses kept). */
 static cJSON *json_timings(const serve_usage *u) {
     cJSON *o = cJSON_CreateObject();
     int32_t pn = u->prompt - u->cached, dn = u->completion > 1 ? u->completion - 1 : 0;
@@ -435,6 +436,10 @@ static cJSON *json_timings(const serve_usage *u) {
     cJSON_AddNumberToObject(o, "predicted_n", dn);
     cJSON_AddNumberToObject(o, "predicted_ms", u->predicted_ms);
     cJSON_AddNumberToObject(o, "predicted_per_second", u->predicted_ms > 0 ? dn * 1000.0 / u->predicted_ms : 0);
+    if (u->drafted > 0) {
+        cJSON_AddNumberToObject(o, "draft_n", u->drafted);
+        cJSON_AddNumberToObject(o, "draft_n_accepted", u->accepted);
+    }
     return o;
 }
 

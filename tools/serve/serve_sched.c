@@ -17,12 +17,20 @@
  * prompt reuse and the batch step are unchanged; the tokens' bytes are indexed once
  * (plume_vocab), at the first request with a format.
  *
- * Speculative decoding (--draft N, greedy requests only, where it cannot change the answer):
- * a decoding slot queues its pending token and up to N guesses from prompt lookup with the
- * logits of every row (plume_spec_draft), cut where a format's constraint refuses one; after
- * the step plume_spec_accept keeps the guesses the model agrees with and rewinds the rest
- * (the sampler's rewind takes the constraint back too), and the slot delivers them all. The
- * session may then hold a few tokens past the end of an answer; prompt reuse rewinds them.
+ * Speculative decoding (--draft N): a decoding slot queues its pending token and up to N
+ * guesses with the logits of every row (plume_spec_draft), cut where a format's constraint
+ * refuses one (a refused guess could never be kept); after the step plume_spec_accept keeps
+ * the guesses the model agrees with and rewinds the rest (the sampler's rewind takes the
+ * constraint back too), and the slot delivers them all. The session may then hold a few
+ * tokens past the end of an answer; prompt reuse rewinds them. The guesses come from the MTP
+ * drafter when the server has one (p.drafter, shared by the slots: this thread alone drafts,
+ * one slot after the other, each from its own session's hidden state and K/V, which the batch
+ * step hands over as a lone step does), and then sampled requests draft too (the acceptance
+ * rule keeps the sampler's distribution exactly, but a seed's text differs from a server's
+ * without the drafter); else from prompt lookup, for greedy requests only (where it cannot
+ * change the answer). Each request starts its slot's adaptive draft length afresh
+ * (plume_spec_reset), and a step's rows always fit the batch, so a seed's text does not
+ * depend on what the slot served before or on the load.
  *
  * Several choices (n): a request of n choices waits until n slots are idle and takes them all.
  * Its first slot (the leader) prefills; the others wait, and when the leader's prompt is in,
@@ -102,7 +110,8 @@ typedef struct {
     plume_spec *spec;      /* --draft: the slot's drafter, or NULL */
     float *spec_logits;    /* [draft + 1, V] the rows of a speculative step */
     int32_t spec_ids[PLUME_SAMPLER_UNDO]; /* the pending token and the guesses queued */
-    int32_t drafting;      /* this request drafts (greedy, --draft > 0) */
+    int32_t drafting;      /* this request drafts (--draft > 0; greedy, or the MTP drafter) */
+    int32_t drafted, accepted; /* this request's guesses and those kept (its usage) */
     double t_setup, t_first; /* plume_now() at set-up and at the first generated token */
     int64_t last_used;     /* step counter at release, for least-recently-used */
 } serve_slot;
@@ -320,7 +329,9 @@ static int slot_setup(serve_sched *s, serve_slot *sl, char **err) {
     for (int32_t i = 0; i < j->head.n_ids; i++) plume_sampler_accept(sl->smp, j->head.ids[i]);
     if (j->head.req.grammar && (rc = slot_constrain(s, sl, err))) return rc;
     plume_detok_stream_init(&sl->ds, s->tok, !parse);
-    sl->drafting = sl->spec && j->head.req.sp.temperature <= 0.0f;
+    sl->drafting = sl->spec && (s->p.drafter || j->head.req.sp.temperature <= 0.0f);
+    plume_spec_reset(sl->spec);
+    sl->drafted = sl->accepted = 0;
     sl->pos = keep;
     sl->cached = keep;
     sl->n_gen = 0;
@@ -382,7 +393,8 @@ static void slot_finish(serve_sched *s, serve_slot *sl, serve_finish reason, int
     double now = plume_now();
     serve_usage u = {.prompt = sl->job->head.n_ids, .completion = sl->n_gen, .cached = sl->cached,
                      .prompt_ms = sl->n_gen ? (sl->t_first - sl->t_setup) * 1e3 : (now - sl->t_setup) * 1e3,
-                     .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0};
+                     .predicted_ms = sl->n_gen ? (now - sl->t_first) * 1e3 : 0,
+                     .drafted = sl->drafted, .accepted = sl->accepted};
     serve_answer_finish(&sl->out, reason, &u);
     slot_release(s, sl);
 }
@@ -469,6 +481,8 @@ static void slot_accept(serve_sched *s, serve_slot *sl) {
     s->st.drafted += sl->taken - 1;
     s->st.accepted += n - 1;
     pthread_mutex_unlock(&s->mu);
+    sl->drafted += sl->taken - 1;
+    sl->accepted += n - 1;
     /* out[i] was drawn from row i; plain decoding would have fed the i + 1 tokens before it */
     int32_t base = plume_session_n_past(sl->s) - n;
     for (int32_t i = 0; i < n; i++)
@@ -842,6 +856,7 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
         if (!rc && p->draft > 0) {
             plume_spec_params dp = plume_spec_default_params();
             dp.draft_max = p->draft;
+            dp.drafter = p->drafter;
             rc = plume_spec_new(&s->slots[i].spec, m, &dp, err);
             if (!rc && !(s->slots[i].spec_logits = malloc((size_t)(p->draft + 1) * (size_t)s->V * sizeof(float))))
                 rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the logits of speculative steps");
