@@ -252,7 +252,7 @@ static void test_gguf_llama_quantize(void) {
     int32_t ids[64];
     int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
     int64_t cn = 0;
-    float *ref = logits_of(kf32, ids, n, &cn);
+    float *ref = t_tiny_logits(kf32, NULL, ids, n, &cn);
     static const char *const files[2] = {"q4_0", "q4_k_m"};
     /* the types each file must hold for the test to cover what it says */
     const uint32_t want[2] = {1u << GGML_Q4_0 | 1u << GGML_Q6_K | 1u << GGML_Q8_0 | 1u << GGML_F32,
@@ -270,7 +270,7 @@ static void test_gguf_llama_quantize(void) {
         CHECK(t_sh(out, sizeof out, "grep -q '\"weights\":\t\"q4\"' %s/model_config.json", b) == 0,
               "%s: auto weights", files[i]);
         int64_t c1 = 0, c2 = 0;
-        float *lg = logits_of(b, ids, n, &c1), *lg32 = logits_of(b32, ids, n, &c2);
+        float *lg = t_tiny_logits(b, NULL, ids, n, &c1), *lg32 = t_tiny_logits(b32, NULL, ids, n, &c2);
         double own = lg && lg32 && c1 == c2 ? t_rel_rms(lg, lg32, (size_t)c1) : 1;
         double vs = lg32 && ref && c2 == cn ? t_rel_rms(lg32, ref, (size_t)cn) : 1;
         printf("  llama-quantize %s: plume's bundle vs the file's exact weights %.3g, the file vs the float model %.3g "
