@@ -188,7 +188,7 @@ static void test_parsers(void) {
 static void test_models_lists_modalities(void) {
     char out[4096];
     CHECK(http(&M, out, sizeof out, "/v1/models", "%s", "") == 200 &&
-              strstr(out, "\"input_modalities\":[\"text\",\"image\",\"audio\"]"),
+              strstr(out, "\"input_modalities\":[\"text\",\"image\",\"audio\",\"video\"]"),
           "tiny-mm-a: %s", out);
     CHECK(http(&T, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"input_modalities\":[\"text\"]"),
           "text only: %s", out);

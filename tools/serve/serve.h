@@ -370,6 +370,7 @@ typedef struct {
     int32_t n_ctx;           /* context of each slot */
     int32_t n_vocab, n_layers;
     int32_t vision, audio;   /* the bundle has a vision / an audio tower */
+    int32_t video;           /* and a video token for its vision tower */
     int32_t n_slots, busy;   /* slots, and slots serving a request now */
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */
@@ -574,18 +575,21 @@ void serve_answer_free(serve_answer *a);
  * thread decodes and counts them while it makes the prompt, the scheduler's encoder thread
  * encodes them, beside the batch steps, when a slot must compute their rows. */
 
-/* One image or audio clip of a request. */
+/* One image, audio clip or video of a request. */
 typedef struct {
-    int32_t kind;       /* PLUME_CHAT_PART_IMAGE or PLUME_CHAT_PART_AUDIO */
+    int32_t kind;       /* PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_AUDIO or PLUME_CHAT_PART_VIDEO */
     char param[80];     /* the part, as the client wrote it: "messages[0].content[1]", "file" */
     uint8_t *bytes;     /* the file's bytes (a data URL's, an input_audio's, a fetched URL's) */
     size_t len;
-    char *url;          /* a remote image, fetched when the prompt is made; or NULL */
+    char *url;          /* a remote image or video, fetched when the prompt is made; or NULL */
     plume_image *img;   /* decoded, when the prompt is made */
     plume_audio *aud;
+    plume_video *vid;   /* a video's sampled frames, resized */
     int32_t n_tokens;   /* soft tokens (the run's placeholders) */
     uint64_t key;       /* its identity (pixels / samples hash) */
-    int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
+    int32_t start;      /* the prompt position of its first placeholder row */
+    int32_t *pos;       /* [n_tokens] the position of each row when they are not [start, start +
+                           n_tokens): a video's frames, runs split by their timestamps; or NULL */
     plume_embd *emb;    /* encoded by the encoder thread, when its rows must be computed */
 } serve_medium;
 
@@ -606,19 +610,29 @@ typedef struct serve_media {
     size_t held;         /* bytes of it this request holds until the encoder frees them */
 } serve_media;
 
+/* The prompt position of row k (0 <= k < n_tokens) of a medium. */
+int32_t serve_medium_pos(const serve_medium *it, int32_t k);
 /* The request's media, made on first use; NULL (500 in e) when out of memory. */
 serve_media *serve_media_of(serve_request *r, serve_error *e);
 /* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO) to r, and its part to m (NULL:
  * none); param names it in refusals. NULL with e filled (400 past SERVE_MAX_MEDIA, 500). */
 serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e);
 
-/* How remote image URLs are fetched. */
+/* Whether the client of a request is gone: fn(ctx) nonzero (the connection's socket, asked
+ * while its media decode); fn NULL: never. */
+typedef struct {
+    int (*fn)(void *ctx);
+    void *ctx;
+} serve_gone;
+
+/* How remote media URLs are fetched, and the budget decoded media take. */
 typedef struct {
     int32_t allow_remote; /* 0: refused (400), 1: public addresses only, 2: private ones too */
     size_t max_bytes;     /* the largest image fetched */
     int32_t timeout;      /* seconds a fetch may take, redirects included */
     atomic_size_t *mem_used; /* the server's memory budget in use (decoded media count in it), or NULL */
     size_t mem_cap;          /* --max-request-memory */
+    serve_gone gone;         /* the request's client gone: a video's decode stops (per request) */
 } serve_media_opts;
 /* Give back the budget md's decoded media hold (when their pixels and samples are freed). */
 void serve_media_release(serve_media *md);
@@ -700,8 +714,8 @@ typedef struct {
 void serve_prep_init(serve_prep *p, plume_model *m);
 /* Parse, render, tokenize and check a generation request body of a dialect into a job (one
  * reference, for the caller). 0 or an HTTP status with e filled. */
-int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, serve_job **out,
-                      serve_error *e);
+int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, const serve_gone *gone,
+                      serve_job **out, serve_error *e);
 /* The number of prompt tokens of a request body (Anthropic's count_tokens): parsed, rendered,
  * tokenized. 0 or an HTTP status with e filled. */
 int serve_prepare_count(serve_prep *p, const serve_dialect *d, const char *body, size_t len, int32_t *n_tokens,

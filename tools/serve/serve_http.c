@@ -404,6 +404,10 @@ static enum MHD_Result reply_whole(serve_server *sv, struct MHD_Connection *c, c
     return q;
 }
 
+/* serve_gone's check of a connection's peer: whether its client is gone (asked while the
+ * request's media decode). */
+static int peer_gone(void *ctx) { return client_gone(ctx); }
+
 /* A generation endpoint: the request in a dialect, its answer streamed or whole. */
 static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
@@ -413,8 +417,10 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     size_t off = 0; /* a form starts at the boundary its Content-Type declares */
     int bad = d->form_body && serve_multipart_start(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
                                                     cn->body ? cn->body : "", cn->len, &off, &e);
+    peer gp = {conn_fd(c), cn->http11, 0};
+    const serve_gone gone = {gp.fd >= 0 ? peer_gone : NULL, &gp};
     bad = bad || budget_parse(sv, cn, 6, &took, &e) ||
-          serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &j, &e);
+          serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &gone, &j, &e);
     budget_give(sv, cn, took);
     if (bad) return reply_serve_error(sv, c, d, &e);
     if (j->head.req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
@@ -1092,6 +1098,7 @@ static void info_init(serve_server *sv) {
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
     i->vision = plume_model_has_vision(sv->m);
+    i->video = i->vision && plume_model_media_token(sv->m, "video") >= 0;
     i->audio = plume_model_has_audio(sv->m);
     i->n_slots = sv->o.parallel;
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);
@@ -1146,7 +1153,7 @@ static int open_model(serve_server *sv) {
     sv->prep.n_ctx = sv->n_ctx;
     sv->prep.model = sv->model_name;
     sv->prep.media = (serve_media_opts){sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS, &sv->mem_used,
-                                        sv->o.max_request_memory};
+                                        sv->o.max_request_memory, {NULL, NULL}};
     info_init(sv);
     return 0;
 }
