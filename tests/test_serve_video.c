@@ -6,11 +6,14 @@
  * beside an image; a remote video URL with --allow-remote-media=private answers the same, and is
  * refused on a server without it; every refusal is a 400 naming the part (a truncated file, a
  * corrupt one, a PNG sent as video/mp4, a non-video data URL, a text-only bundle, the dialects
- * with no video form: Responses, Anthropic, Ollama) and a video over --max-request-memory a 413.
+ * with no video form: Responses, Anthropic, Ollama) and a video over --max-request-memory a 413;
+ * a client that hangs up stops its video's decode.
  * Every curl has a time limit. */
 #include "serve/serve.h"
 #include "t_mm.h"
 #include "t_serve.h"
+
+#include <sys/resource.h>
 
 static char text_bundle[600]; /* tiny-a, text only (the tiny-mm-a bundle is t_serve.h's bundle) */
 static char big_out[1 << 20];
@@ -243,6 +246,51 @@ static void test_video_over_budget(void) {
     free(parts), free(img), free(vid);
 }
 
+/* The CPU seconds a process has used (utime + stime of /proc/PID/stat), or -1. */
+static double proc_cpu(pid_t pid) {
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A client that hangs up while its video decodes stops the decode (asked between packets): a
+ * 25 s 2048 x 2048 clip of 1500 black frames (long.mp4, 38 KB) takes this process some CPU seconds to
+ * decode; the server, whose client gives up after 1 s, gives its budget back well before it
+ * would have decoded it all, and takes less than half that CPU. */
+static void test_client_gone_stops_decode(void) {
+    char *bytes = NULL, *err = NULL;
+    size_t len = 0;
+    plume_video *v = NULL;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    int rc = plume_read_file(vx("long.mp4"), &bytes, &len, &err) ? -1 : plume_video_decode(&v, bytes, len, NULL, &err);
+    getrusage(RUSAGE_SELF, &r1);
+    const double full = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                        (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+    CHECK(rc == 0 && plume_video_n_decoded(v) == 1500, "long.mp4: %s", err ? err : "");
+    plume_video_free(v);
+    free(bytes), free(err);
+    char *vid = url_part("video_url", vx("long.mp4"), "video/mp4");
+    char *body = plume_sprintf("{\"model\":\"m\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":[%s]}]}", vid);
+    const char *path = write_tmp("long.json", body, strlen(body));
+    free(body), free(vid);
+    const double cpu0 = proc_cpu(M.pid);
+    char out[4096];
+    t_sh(out, sizeof out, "curl -s -m 1 -H 'Content-Type: application/json' --data-binary @%s http://127.0.0.1:%d/v1/chat/completions; true",
+         path, M.port);
+    int back = metric_reaches(&M, "plume_request_memory_bytes", 0, 60000);
+    const double used = proc_cpu(M.pid) - cpu0;
+    printf("  a full decode of long.mp4: %.2f s of CPU here; the server, its client gone after 1 s: %.2f s\n", full, used);
+    CHECK(back, "the server did not give the budget back within 60 s");
+    CHECK(used < 0.5 * full, "the server used %.2f s of CPU on a decode whose client left (a full decode: %.2f s)", used, full);
+}
+
 /* ---- remote videos ------------------------------------------------------------------------ */
 
 /* With --allow-remote-media=private a video_url http URL is fetched (the image fetcher and its
@@ -325,6 +373,7 @@ int main(void) {
     RUN(test_dialects_without_video);
     RUN(test_video_over_budget);
     RUN(test_remote_video);
+    RUN(test_client_gone_stops_decode);
     int st = server_stop(&M, NULL) | server_stop(&B, NULL) | server_stop(&T, NULL);
     CHECK(st == 0, "a server did not exit 0 on SIGTERM");
     t_sh(out, sizeof out, "rm -rf '%s'", tmp);

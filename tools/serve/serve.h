@@ -30,8 +30,8 @@
  *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
  *                    shares, its tools, the chat prompt of a request, the context budget,
  *                    UTF-8, the error model.
- *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
- *                    URLs, the prompt of a request with media (runs and keys), their encoding
+ *   serve_media.c    images, audio and video: OpenAI's image_url and input_audio parts, vLLM's
+ *                    video_url, remote image and video URLs, the prompt of a request with media (runs and keys), their encoding
  *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
  *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
  *                    plume_batch step per iteration, and the encoder thread that runs the
@@ -74,7 +74,7 @@
 #define SERVE_MAX_CHOICES 8       /* n: choices of one request (each takes a slot) */
 #define SERVE_MAX_BIAS 1024       /* logit_bias entries */
 #define SERVE_SEED_MAX ((int64_t)1 << 53) /* drawn seeds are below: exact as a JSON number */
-#define SERVE_MAX_MEDIA 32        /* images and audio clips of one request */
+#define SERVE_MAX_MEDIA 32        /* images, audio clips and videos of one request */
 
 /* ---- errors -----------------------------------------------------------------------------
  * What went wrong, in no dialect's words: an HTTP status, plume's kind of error and its code;
@@ -200,7 +200,7 @@ typedef struct {
                                    logprobs: the prompt tokens' log-probabilities too) */
     int32_t prompt_logprobs;    /* -1: none; 0..SERVE_MAX_TOP_LOGPROBS: the prompt tokens' log-
                                    probabilities with that many alternatives (vLLM's field) */
-    struct serve_media *media;  /* the images and audio of the messages (serve_media.c), or NULL */
+    struct serve_media *media;  /* the images, audio and videos of the messages (serve_media.c), or NULL */
 } serve_request;
 
 struct serve_dialect;
@@ -571,7 +571,7 @@ void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage
 void serve_answer_free(serve_answer *a);
 
 /* ---- media (serve_media.c) -----------------------------------------------------------------
- * A request's images and audio: the dialect's parser keeps each part's bytes, the connection
+ * A request's images, audio and videos: the dialect's parser keeps each part's bytes, the connection
  * thread decodes and counts them while it makes the prompt, the scheduler's encoder thread
  * encodes them, beside the batch steps, when a slot must compute their rows. */
 
@@ -614,7 +614,7 @@ typedef struct serve_media {
 int32_t serve_medium_pos(const serve_medium *it, int32_t k);
 /* The request's media, made on first use; NULL (500 in e) when out of memory. */
 serve_media *serve_media_of(serve_request *r, serve_error *e);
-/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO) to r, and its part to m (NULL:
+/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO, _VIDEO) to r, and its part to m (NULL:
  * none); param names it in refusals. NULL with e filled (400 past SERVE_MAX_MEDIA, 500). */
 serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e);
 
@@ -645,10 +645,10 @@ typedef struct {
     size_t len;
 } serve_form_field;
 
-/* Append a media part (PLUME_CHAT_PART_IMAGE, _AUDIO) to m: the chat template writes its
+/* Append a media part (PLUME_CHAT_PART_IMAGE, _AUDIO, _VIDEO) to m: the chat template writes its
  * placeholder there. 0 or 500. */
 int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e);
-/* An OpenAI media content part ({"type": "image_url" | "input_audio", ...}) of message m of r:
+/* An OpenAI media content part ({"type": "image_url" | "input_audio" | "video_url", ...}) of message m of r:
  * its bytes kept (a data URL or base64 decoded; a remote URL noted). 0, or a 400 naming the part
  * (param, e.g. "messages[0].content[1]"). */
 int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e);
