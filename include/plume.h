@@ -978,6 +978,14 @@ PLUME_API int plume_convert(const char *hf_dir, const char *out_dir, const plume
 /* Whether the checkpoint whose config.json is at path is one plume converts (a Gemma 4 text
  * model of a shape it runs): 0, or PLUME_EFORMAT with the reason (before any shard is read). */
 PLUME_API int plume_convert_check_config(const char *path, char **err);
+/* Progress of plume_bundle_verify: bytes hashed so far, of total. */
+typedef void (*plume_verify_progress)(uint64_t done, uint64_t total, void *arg);
+/* Check every file of bundle dir against the manifest.sha256 the converter wrote (the format
+ * of sha256sum). 0 when all match; PLUME_EFORMAT when some do not (each corrupt, missing or
+ * unlisted file is reported through report, one line each, when it is given, and *err names
+ * the first); PLUME_EIO when there is no readable manifest. progress and report may be NULL. */
+PLUME_API int plume_bundle_verify(const char *dir, plume_verify_progress progress, void *arg,
+                                  void (*report)(const char *line, void *arg), char **err);
 
 /* ---- random-weight models ------------------------------------------------------------
  * The project's stand-in for real weights (none can be downloaded in its tests): a model in

@@ -18,25 +18,6 @@
 static char *tmp;
 static char hf[600], gg[600];
 
-/* Logits [n, V] of a bundle for ids with exact activations (NULL, printed, on error). */
-static float *logits_of(const char *dir, const int32_t *ids, int32_t n, int64_t *count) {
-    plume_model *m = t_tiny_open(dir, NULL, 1, 1);
-    plume_session *s = m ? t_tiny_session(m, 64, n, 0, 0) : NULL;
-    int64_t V = m ? plume_model_n_vocab(m) : 0;
-    float *lg = s ? malloc((size_t)(n * V) * sizeof *lg) : NULL;
-    char *err = NULL;
-    if (lg && plume_session_feed(s, ids, n, lg, 1, &err)) {
-        printf("  %s\n", err);
-        free(lg);
-        lg = NULL;
-    }
-    free(err);
-    *count = n * V;
-    plume_session_free(s);
-    plume_model_free(m);
-    return lg;
-}
-
 /* The dtype of a tensor of a bundle's chunk file, or -1. */
 static int chunk_dtype(const char *bundle, int chunk, const char *name) {
     char path[700];
@@ -71,10 +52,10 @@ static void test_gguf_q4_0_lossless(void) {
     int32_t ids[64];
     int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
     int64_t cn = 0, cq = 0;
-    float *ref = logits_of(f32, ids, n, &cn), *lg = st ? NULL : logits_of(q4, ids, n, &cq);
+    float *ref = t_tiny_logits(f32, NULL, ids, n, &cn), *lg = st ? NULL : t_tiny_logits(q4, NULL, ids, n, &cq);
     double rr = ref && lg && cn == cq ? t_rel_rms(lg, ref, (size_t)cn) : 1;
     int64_t cg = 0;
-    float *lg32 = logits_of(g32, ids, n, &cg); /* the same numbers (Q4_0 cannot hold a -0: zeros may flip sign) */
+    float *lg32 = t_tiny_logits(g32, NULL, ids, n, &cg); /* the same numbers (Q4_0 cannot hold a -0: zeros may flip sign) */
     CHECK(ref && lg32 && cg == cn && t_max_abs(lg32, ref, (size_t)cn) == 0, "the GGUF at f32: logits differ from the checkpoint's");
     free(lg32);
     printf("  GGUF Q4_0 -> q4 vs the float model: relative RMS %.3g\n", rr);
