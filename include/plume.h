@@ -419,6 +419,7 @@ PLUME_API void plume_model_free(plume_model *m);
 PLUME_API int32_t plume_model_n_vocab(const plume_model *m);
 PLUME_API int32_t plume_model_n_ctx(const plume_model *m);    /* context_length of the bundle */
 PLUME_API int32_t plume_model_n_layers(const plume_model *m);
+PLUME_API int32_t plume_model_dim(const plume_model *m);       /* the decoder's width: floats of a soft token */
 PLUME_API const char *plume_model_isa(const plume_model *m);  /* the kernels in use */
 PLUME_API int32_t plume_model_n_threads(const plume_model *m);
 PLUME_API const char *plume_model_weights(const plume_model *m); /* "f32", "bf16", "q8", "q4" */
@@ -646,6 +647,10 @@ typedef struct plume_video plume_video; /* the sampled frames, resized, and thei
 typedef struct {
     int32_t audio;     /* also decode the first audio stream (mono, 16 kHz: plume_video_audio) */
     int32_t n_threads; /* decoder threads; <= 0: up to 4 */
+    /* asked between packets and frames: nonzero stops the decode, which frees what it made and
+     * returns PLUME_ECANCELED (a server's client gone); NULL: never stopped */
+    int (*abort)(void *ctx);
+    void *abort_ctx;
 } plume_video_params;
 
 PLUME_API plume_video_params plume_video_default_params(void);
@@ -657,6 +662,12 @@ PLUME_API plume_video_params plume_video_default_params(void);
 PLUME_API int plume_video_load(plume_video **out, const char *path, const plume_video_params *p, char **err);
 PLUME_API int plume_video_decode(plume_video **out, const void *bytes, size_t len, const plume_video_params *p,
                                  char **err);
+/* The frame size a video's container declares for its first video stream (after the rotation
+ * of its display matrix: what plume_video_width/height will be), read from the header and the
+ * first packets without decoding the stream: what a server checks against its memory budget
+ * before plume_video_decode. PLUME_EFORMAT for what plume_video_decode would refuse on its
+ * header (not MP4/MOV/MKV/WebM, no video stream, a codec or a size out of bounds). */
+PLUME_API int plume_video_size(const void *bytes, size_t len, int32_t *width, int32_t *height, char **err);
 /* A video from n_frames decoded RGB frames [n_frames, height, width, 3] at fps (<= 0: unknown,
  * timestamps at 24 as HF), sampled and resized as a decoded file. */
 PLUME_API int plume_video_from_frames(plume_video **out, const uint8_t *rgb, int32_t n_frames, int32_t width,
@@ -677,6 +688,12 @@ PLUME_API const char *plume_video_format(const plume_video *v);      /* "matrosk
  * without a vision tower or a video token id. */
 PLUME_API int plume_video_tokens(const plume_model *m, const plume_video *v, int32_t *n_tokens, uint64_t *key,
                                  char **err);
+/* The ids plume_prompt_expand() writes for v's <|video|> (per frame "MM:SS " <|image> +
+ * n x <|video|> + <image|>, frames joined by one space), without the tower: for a caller that
+ * lays out a prompt (and where each soft token sits) before encoding. Writes at most cap ids to
+ * out and returns how many there are (call again with more room if > cap), or PLUME_EINVAL as
+ * plume_video_tokens. */
+PLUME_API int32_t plume_video_prompt(const plume_model *m, const plume_video *v, int32_t *out, int32_t cap, char **err);
 /* Encode v's frames with the vision tower, each as an image at the 70-token budget, exactly as
  * HF's get_video_features (float32), on the model's threads. */
 PLUME_API int plume_video_encode(plume_embd **out, plume_model *m, const plume_video *v, char **err);

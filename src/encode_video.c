@@ -16,7 +16,9 @@
 
 /* ---- decoding ------------------------------------------------------------------------- */
 
-plume_video_params plume_video_default_params(void) { return (plume_video_params){.audio = 0, .n_threads = 0}; }
+plume_video_params plume_video_default_params(void) {
+    return (plume_video_params){.audio = 0, .n_threads = 0, .abort = NULL, .abort_ctx = NULL};
+}
 
 /* A new zeroed plume_video into *out (freed by video_done on failure). */
 static int video_new(plume_video **out, plume_video **v, char **err) {
@@ -32,11 +34,25 @@ static int video_done(plume_video **out, plume_video *v, int rc) {
     return rc;
 }
 
+/* The room's decode options from the public parameters (NULL: the defaults). */
+static media_video_opts video_opts(const plume_video_params *p) {
+    return (media_video_opts){.audio = p ? p->audio : 0, .keep_full = 0, .n_threads = p ? p->n_threads : 0,
+                              .abort = p ? p->abort : NULL, .abort_ctx = p ? p->abort_ctx : NULL};
+}
+
+int plume_video_size(const void *bytes, size_t len, int32_t *width, int32_t *height, char **err) {
+    int32_t w = 0, h = 0;
+    int rc = media_video_size(bytes, len, &w, &h, err);
+    if (width) *width = rc ? 0 : w;
+    if (height) *height = rc ? 0 : h;
+    return rc;
+}
+
 int plume_video_decode(plume_video **out, const void *bytes, size_t len, const plume_video_params *p, char **err) {
     plume_video *v;
     int rc = out ? video_new(out, &v, err) : plume_fail(err, PLUME_EINVAL, "video: no output given");
     if (rc) return rc;
-    const media_video_opts o = {.audio = p ? p->audio : 0, .keep_full = 0, .n_threads = p ? p->n_threads : 0};
+    const media_video_opts o = video_opts(p);
     return video_done(out, v, media_video_decode(v, bytes, len, "video", &o, err));
 }
 
@@ -47,7 +63,7 @@ int plume_video_load(plume_video **out, const char *path, const plume_video_para
     plume_map m;
     rc = plume_map_open(&m, path, err);
     if (!rc) {
-        const media_video_opts o = {.audio = p ? p->audio : 0, .keep_full = 0, .n_threads = p ? p->n_threads : 0};
+        const media_video_opts o = video_opts(p);
         rc = media_video_decode(v, m.data, m.size, path, &o, err);
         plume_map_free(&m);
     }
@@ -127,27 +143,48 @@ static int video_text(const plume_model *m, const char *text, int32_t *run, int3
     return 0;
 }
 
-/* e->run: per frame the ids of "MM:SS ", <|image>, n_tokens x <|video|>, <image|>, and of " "
- * between frames (the text pieces tokenized alone: special tokens split the text around them). */
-static int video_run(const plume_model *m, const plume_video *v, plume_embd *e, char **err) {
-    enum { TEXT_MAX = 32 }; /* ids of one "MM:SS " or " ": digits and punctuation, a few each */
-    const int32_t cap = v->n * (v->plan.n_tokens + 2 + 2 * TEXT_MAX);
-    e->run = malloc((size_t)cap * sizeof *e->run);
-    if (!e->run) return plume_fail(err, PLUME_ENOMEM, "video: out of memory");
+/* The most ids of v's prompt run: per frame its tokens, <|image> and <image|>, and at most
+ * VIDEO_TEXT_MAX ids for each of "MM:SS " and " " (digits and punctuation, a few each). */
+enum { VIDEO_TEXT_MAX = 32 };
+static int32_t video_run_cap(const plume_video *v) { return v->n * (v->plan.n_tokens + 2 + 2 * VIDEO_TEXT_MAX); }
+
+/* run[0..*n): per frame the ids of "MM:SS ", <|image>, n_tokens x <|video|>, <image|>, and of " "
+ * between frames (the text pieces tokenized alone: special tokens split the text around them);
+ * run holds video_run_cap(v) ids. */
+static int video_run(const plume_model *m, const plume_video *v, int32_t *run, int32_t *n_out, char **err) {
     int32_t n = 0;
     int rc = 0;
     for (int32_t f = 0; f < v->n && !rc; f++) {
         char text[24];
-        if (f) rc = video_text(m, " ", e->run, &n, n + TEXT_MAX, err);
+        if (f) rc = video_text(m, " ", run, &n, n + VIDEO_TEXT_MAX, err);
         snprintf(text, sizeof text, "%s ", v->stamp[f]);
-        if (!rc) rc = video_text(m, text, e->run, &n, n + TEXT_MAX, err);
+        if (!rc) rc = video_text(m, text, run, &n, n + VIDEO_TEXT_MAX, err);
         if (rc) break;
-        e->run[n++] = m->c.media_id[PLUME_MEDIA_BOI];
-        for (int32_t t = 0; t < v->plan.n_tokens; t++) e->run[n++] = m->c.media_id[PLUME_MEDIA_VIDEO];
-        e->run[n++] = m->c.media_id[PLUME_MEDIA_EOI];
+        run[n++] = m->c.media_id[PLUME_MEDIA_BOI];
+        for (int32_t t = 0; t < v->plan.n_tokens; t++) run[n++] = m->c.media_id[PLUME_MEDIA_VIDEO];
+        run[n++] = m->c.media_id[PLUME_MEDIA_EOI];
     }
-    e->n_run = n;
+    *n_out = n;
     return rc;
+}
+
+/* e->run: v's prompt run (video_run). */
+static int video_embd_run(const plume_model *m, const plume_video *v, plume_embd *e, char **err) {
+    e->run = malloc((size_t)video_run_cap(v) * sizeof *e->run);
+    if (!e->run) return plume_fail(err, PLUME_ENOMEM, "video: out of memory");
+    return video_run(m, v, e->run, &e->n_run, err);
+}
+
+int32_t plume_video_prompt(const plume_model *m, const plume_video *v, int32_t *out, int32_t cap, char **err) {
+    int rc = video_check(m, v, err);
+    if (rc) return rc;
+    if (cap < 0 || (cap && !out)) return plume_fail(err, PLUME_EINVAL, "video: a bad output buffer");
+    int32_t *run = malloc((size_t)video_run_cap(v) * sizeof *run), n = 0;
+    if (!run) return plume_fail(err, PLUME_ENOMEM, "video: out of memory");
+    rc = video_run(m, v, run, &n, err);
+    if (!rc && cap) memcpy(out, run, (size_t)(n < cap ? n : cap) * sizeof *run);
+    free(run);
+    return rc ? rc : n;
 }
 
 int encode_video_run(plume_embd **out, const plume_model *m, const enc_run *run, const plume_video *v, char **err) {
@@ -162,7 +199,7 @@ int encode_video_run(plume_embd **out, const plume_model *m, const enc_run *run,
     int32_t *pos = malloc((size_t)plan->n_patches * 2 * sizeof *pos);
     if (!pix || !pos) rc = plume_fail(err, PLUME_ENOMEM, "video: out of memory for %d patches", plan->n_patches);
     if (!rc) rc = embd_new(out, v->n * plan->n_tokens, m->c.D, m->c.media_id[PLUME_MEDIA_VIDEO], video_key(v), err);
-    if (!rc) rc = video_run(m, v, *out, err);
+    if (!rc) rc = video_embd_run(m, v, *out, err);
     for (int32_t f = 0; f < v->n && !rc; f++) { /* each frame its own image (no temporal mixing) */
         rc = enc_aborted(run, err);
         if (rc) break;

@@ -421,6 +421,7 @@ int plume_model_check_ids(const plume_model *m, const int32_t *ids, int32_t n, c
 int32_t plume_model_n_vocab(const plume_model *m) { return m->c.V; }
 int32_t plume_model_n_ctx(const plume_model *m) { return m->c.n_ctx; }
 int32_t plume_model_n_layers(const plume_model *m) { return m->c.L; }
+int32_t plume_model_dim(const plume_model *m) { return m->c.D; }
 const char *plume_model_isa(const plume_model *m) { return m->k->name; }
 int32_t plume_model_n_threads(const plume_model *m) { return plume_pool_size(m->pool); }
 const char *plume_model_weights(const plume_model *m) { return m->c.weights; }

@@ -188,7 +188,7 @@ static void test_parsers(void) {
 static void test_models_lists_modalities(void) {
     char out[4096];
     CHECK(http(&M, out, sizeof out, "/v1/models", "%s", "") == 200 &&
-              strstr(out, "\"input_modalities\":[\"text\",\"image\",\"audio\"]"),
+              strstr(out, "\"input_modalities\":[\"text\",\"image\",\"audio\",\"video\"]"),
           "tiny-mm-a: %s", out);
     CHECK(http(&T, out, sizeof out, "/v1/models", "%s", "") == 200 && strstr(out, "\"input_modalities\":[\"text\"]"),
           "text only: %s", out);
@@ -560,7 +560,7 @@ static void test_refusals_name_the_part(void) {
         {longa, "messages[0].content[1]", "600"},
         {junk, "messages[0].content[1]", "not an audio file"},
         {"{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"AAAA\",\"format\":\"aac\"}}", "messages[0].content[1]", "aac"},
-        {"{\"type\":\"video_url\",\"video_url\":{\"url\":\"x\"}}", "messages[0].content[1]", "not supported"},
+        {"{\"type\":\"file\",\"file\":{\"file_data\":\"x\"}}", "messages[0].content[1]", "not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"hi\"},%s]", cases[i][0]);

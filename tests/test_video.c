@@ -419,6 +419,69 @@ static void test_encoder_abort(void) {
     plume_video_free(v);
 }
 
+/* What a server needs before encoding: plume_video_size (the declared size, rotated, without a
+ * decoding pass; refusals), plume_video_prompt (the ids plume_prompt_expand writes, the video's
+ * soft tokens among them), and a decode stopped by its abort callback (PLUME_ECANCELED, nothing
+ * made) or asked and let run. */
+static int never_stop(void *ctx) { return ++*(int *)ctx < 0; }
+
+static void test_size_prompt_and_decode_abort(void) {
+    static const struct {
+        const char *file;
+        int32_t w, h;
+    } sizes[] = {{"clip0.mp4", 192, 108}, {"clip1.webm", 160, 120}, {"rot90.mp4", 108, 192}};
+    char *err = NULL, *bytes = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        int32_t w = 0, h = 0;
+        int rc = plume_read_file(vx(sizes[i].file), &bytes, &len, &err) ? -1 : plume_video_size(bytes, len, &w, &h, &err);
+        CHECK(rc == 0 && w == sizes[i].w && h == sizes[i].h, "%s: size %d x %d (rc %d: %s)", sizes[i].file, w, h, rc,
+              err ? err : "");
+        free(bytes), free(err);
+        bytes = err = NULL;
+    }
+    int32_t w = 1, h = 1;
+    CHECK(plume_read_file(fx("A.png"), &bytes, &len, NULL) == 0 && plume_video_size(bytes, len, &w, &h, &err) == PLUME_EFORMAT &&
+              w == 0 && err, "a PNG's video size: %s", err ? err : "");
+    free(bytes), free(err);
+    err = NULL;
+    CHECK(plume_video_size("", 0, &w, &h, &err) == PLUME_EFORMAT, "an empty video's size");
+    free(err);
+    err = NULL;
+    plume_video *v = NULL;
+    plume_embd *e = NULL;
+    if (plume_video_load(&v, vx("clip1.webm"), NULL, &err) || plume_video_encode(&e, m, v, &err)) {
+        CHECK(0, "setup: %s", err ? err : "");
+    } else {
+        const int32_t vid = plume_model_media_token(m, "video");
+        int32_t n = plume_video_prompt(m, v, NULL, 0, &err), n_tok = 0, k = 0;
+        int32_t *run = n > 0 ? malloc((size_t)n * sizeof *run) : NULL, *want = n > 0 ? malloc((size_t)n * sizeof *want) : NULL;
+        const plume_embd *media[1] = {e};
+        CHECK(run && plume_video_prompt(m, v, run, n, &err) == n && plume_prompt_expand(m, &vid, 1, media, 1, want, n, &err) == n &&
+                  !memcmp(run, want, (size_t)n * sizeof *run), "plume_video_prompt is not plume_prompt_expand's run (%d ids)", n);
+        for (int32_t i = 0; run && i < n; i++) k += run[i] == vid;
+        CHECK(plume_video_tokens(m, v, &n_tok, NULL, &err) == 0 && k == n_tok && n_tok == plume_embd_n_tokens(e),
+              "%d soft tokens in the run, %d counted, %d encoded", k, n_tok, plume_embd_n_tokens(e));
+        free(run), free(want);
+    }
+    plume_embd_free(e);
+    plume_video_free(v);
+    v = NULL;
+    int calls = 0;
+    plume_video_params vp = plume_video_default_params();
+    vp.abort = stop_after, vp.abort_ctx = &calls;
+    CHECK(plume_read_file(vx("clip0.mp4"), &bytes, &len, NULL) == 0 && plume_video_decode(&v, bytes, len, &vp, &err) == PLUME_ECANCELED &&
+              v == NULL && calls == 4, "a stopped decode: %d calls (%s)", calls, err ? err : "");
+    free(err);
+    err = NULL;
+    calls = 0;
+    vp.abort = never_stop;
+    CHECK(plume_video_decode(&v, bytes, len, &vp, &err) == 0 && v && plume_video_n_decoded(v) == 40 && calls >= 40,
+          "a decode asked %d times: %s", calls, err ? err : "");
+    plume_video_free(v);
+    free(bytes), free(err);
+}
+
 /* ---- the CLI ----------------------------------------------------------------------------- */
 
 /* A .npy of floats against the golden rows (first and last frame of n tokens, width D). */
@@ -526,6 +589,7 @@ int main(void) {
     RUN(test_embed_golden);
     RUN(test_prompt_logits_greedy);
     RUN(test_encoder_abort);
+    RUN(test_size_prompt_and_decode_abort);
     RUN(test_cli);
     plume_model_free(m);
     cJSON_Delete(expect);

@@ -50,7 +50,7 @@ class ChatMessage(Structure):
 class ImageParams(Structure):
     _fields_ = [("max_tokens", c_int32)]
 class VideoParams(Structure):
-    _fields_ = [("audio", c_int32), ("n_threads", c_int32)]
+    _fields_ = [("audio", c_int32), ("n_threads", c_int32), ("abort", c_void_p), ("abort_ctx", c_void_p)]
 
 
 class ConstraintParams(Structure):

@@ -108,6 +108,8 @@ typedef struct {
     float *pcm;                 /* the sound track, mono: [n_pcm] of cap_pcm */
     int64_t n_pcm, cap_pcm;
     int32_t rate;
+    int (*abort)(void *ctx);    /* the caller's stop, asked between packets; or NULL */
+    void *abort_ctx;
 } vd_file;
 
 /* Close what vd_open and the passes made. */
@@ -446,11 +448,21 @@ static int vd_audio_packet(vd_file *f, const AVPacket *pkt, char **err) {
 
 /* ---- the passes ------------------------------------------------------------------------- */
 
+/* PLUME_ECANCELED when the caller's abort callback says stop, else 0. */
+static int vd_aborted(const vd_file *f, char **err) {
+    if (!f->abort || !f->abort(f->abort_ctx)) return 0;
+    return plume_fail(err, PLUME_ECANCELED, "%s: the decode was stopped", f->name);
+}
+
 /* Count the video packets without decoding (the frame count to sample by, checked later). */
 static int vd_count_packets(vd_file *f, int64_t *count, char **err) {
     int r;
     *count = 0;
     while ((r = av_read_frame(f->fmt, f->pkt)) >= 0) {
+        if ((*count & 255) == 255 && vd_aborted(f, err)) { /* a cheap pass: asked every 256 packets */
+            av_packet_unref(f->pkt);
+            return PLUME_ECANCELED;
+        }
         const int corrupt = (f->pkt->flags & AV_PKT_FLAG_CORRUPT) != 0, video = f->pkt->stream_index == f->vs;
         const int64_t ts = f->pkt->pts != AV_NOPTS_VALUE ? f->pkt->pts : f->pkt->dts;
         const double at = video && ts != AV_NOPTS_VALUE ? (double)ts * av_q2d(f->fmt->streams[f->vs]->time_base) : 0;
@@ -532,8 +544,8 @@ static int vd_video_packet(vd_file *f, media_video *v, vd_pass *p, const AVPacke
 /* Decode every frame of the open file (and the sound track when open), filling v's sampled
  * frames as if it had p->n_expect frames; p->k is then the count. */
 static int vd_decode_all(vd_file *f, media_video *v, vd_pass *p, char **err) {
-    int r, rc = 0;
-    while (!rc && (r = av_read_frame(f->fmt, f->pkt)) >= 0) {
+    int r = 0, rc = 0;
+    while (!rc && !(rc = vd_aborted(f, err)) && (r = av_read_frame(f->fmt, f->pkt)) >= 0) {
         if (f->pkt->flags & AV_PKT_FLAG_CORRUPT) rc = vd_fail(err, f->name, "a packet is cut short or corrupt", 0);
         else if (f->pkt->stream_index == f->vs) rc = vd_video_packet(f, v, p, f->pkt, err);
         else if (f->pkt->stream_index == f->as) rc = vd_audio_packet(f, f->pkt, err);
@@ -558,11 +570,11 @@ int media_video_decode(media_video *v, const uint8_t *data, size_t len, const ch
     if (len > MEDIA_VIDEO_MAX_BYTES)
         return plume_fail(err, PLUME_EFORMAT, "%s: %zu bytes is more than plume reads of a video (%d)", name, len,
                           MEDIA_VIDEO_MAX_BYTES);
-    const media_video_opts dflt = {0, 0, 0};
+    const media_video_opts dflt = {0};
     if (!o) o = &dflt;
     const int32_t threads = o->n_threads > 0 ? o->n_threads : 4;
     /* pass 1: the packets, to sample by */
-    vd_file f = {.name = name};
+    vd_file f = {.name = name, .abort = o->abort, .abort_ctx = o->abort_ctx};
     int64_t n_pkt = 0;
     int rc = vd_open(&f, data, len, 0, threads, 0, err);
     if (!rc) rc = vd_count_packets(&f, &n_pkt, err);
@@ -570,7 +582,7 @@ int media_video_decode(media_video *v, const uint8_t *data, size_t len, const ch
     vd_close(&f);
     /* pass 2 (and 3 when the decoder's count is not the packets'): decode, keep the sampled */
     for (int pass = 0; !rc; pass++) {
-        vd_file g = {.name = name};
+        vd_file g = {.name = name, .abort = o->abort, .abort_ctx = o->abort_ctx};
         media_video_free(v);
         rc = vd_open(&g, data, len, o->audio, threads, 1, err);
         if (!rc) rc = vd_decode_all(&g, v, &p, err);
@@ -592,5 +604,24 @@ int media_video_decode(media_video *v, const uint8_t *data, size_t len, const ch
         p = (vd_pass){.n_expect = (int32_t)p.k, .fps = p.fps, .keep_full = p.keep_full};
     }
     if (rc) media_video_free(v);
+    return rc;
+}
+
+int media_video_size(const uint8_t *data, size_t len, int32_t *w, int32_t *h, char **err) {
+    pthread_once(&vd_once, vd_log_init);
+    vd_last[0] = 0;
+    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "video: an empty file is not a video");
+    if (len > MEDIA_VIDEO_MAX_BYTES)
+        return plume_fail(err, PLUME_EFORMAT, "video: %zu bytes is more than plume reads of a video (%d)", len,
+                          MEDIA_VIDEO_MAX_BYTES);
+    vd_file f = {.name = "video"};
+    int rc = vd_open(&f, data, len, 0, 1, 0, err);
+    if (!rc) {
+        const AVCodecParameters *cp = f.fmt->streams[f.vs]->codecpar;
+        const int swap = f.rotation == 90 || f.rotation == 270;
+        *w = swap ? cp->height : cp->width;
+        *h = swap ? cp->width : cp->height;
+    }
+    vd_close(&f);
     return rc;
 }

@@ -243,6 +243,8 @@ typedef struct {
     int32_t audio;      /* decode the first audio stream into v->audio (none: v->audio NULL) */
     int32_t keep_full;  /* keep the decoded sampled frames in v->full (tests, plume embed) */
     int32_t n_threads;  /* decoder threads; <= 0: up to 4 */
+    int (*abort)(void *ctx); /* asked between packets: nonzero stops the decode (PLUME_ECANCELED); or NULL */
+    void *abort_ctx;
 } media_video_opts;
 
 /* The frames HF keeps of n_decoded: n = min(32, n_decoded) indices floor(i * n_decoded / n')
@@ -268,6 +270,10 @@ int media_video_from_frames(media_video *v, const uint8_t *rgb, int32_t n, int32
  * stream, a size, duration or frame count over the limits; PLUME_ENOMEM. */
 int media_video_decode(media_video *v, const uint8_t *data, size_t len, const char *name, const media_video_opts *o,
                        char **err);
+/* The frame size data's container declares for its first video stream, rotated as the decode
+ * would (header and probe only, no decoding pass). PLUME_EFORMAT as media_video_decode on its
+ * header. */
+int media_video_size(const uint8_t *data, size_t len, int32_t *w, int32_t *h, char **err);
 /* Free what v holds (v itself is the caller's). */
 void media_video_free(media_video *v);
 

@@ -38,7 +38,7 @@ const cases = {
   async models() {
     const page = await client.models.list();
     const m = page.data[0];
-    assert(JSON.stringify(m.input_modalities) === JSON.stringify(["text", "image", "audio"]), `input_modalities: ${show(m)}`);
+    assert(JSON.stringify(m.input_modalities) === JSON.stringify(["text", "image", "audio", "video"]), `input_modalities: ${show(m)}`);
   },
 
   async image() {

@@ -3,11 +3,12 @@
 // buttons appear (the model's input_modalities), an image attached through the file picker is
 // sent as an image_url data URL and answered, the same conversation's next turn reports the
 // image as cached, an image pasted and one dropped become attachments, an audio file is sent as
-// input_audio, and a recording from Chromium's fake microphone is encoded to WAV in the page,
-// sent and answered. Screenshots at the end.
+// input_audio, a video file as a video_url data URL (its 32 frames in the prompt), and a
+// recording from Chromium's fake microphone is encoded to WAV in the page, sent and answered.
+// Screenshots at the end.
 //
 // usage: node tests/clients/webui_media.mjs http://127.0.0.1:PORT DATA_DIR SCREENSHOT_DIR
-// DATA_DIR holds A.png, C.png and speechlike.wav. $CHROMIUM overrides /usr/bin/chromium.
+// DATA_DIR holds A.png, C.png and speechlike.wav; DATA_DIR/../tiny-video-a holds clip0.mp4. $CHROMIUM overrides /usr/bin/chromium.
 import fs from "node:fs";
 import path from "node:path";
 import { chromium } from "playwright-core";
@@ -114,6 +115,20 @@ const cases = {
     const parts = lastReq().messages.at(-1).content;
     assert(parts[0].type === "input_audio" && parts[0].input_audio.format === "wav" && parts[0].input_audio.data.startsWith("UklGR"),
       `audio part: ${show(parts[0]).slice(0, 200)}`);
+  },
+
+  async video_file() {
+    await page.click("#new");
+    assert((await page.locator("#file").getAttribute("accept")).includes("video/*"), "the file picker does not take videos");
+    await page.setInputFiles("#file", path.join(data, "..", "tiny-video-a", "clip0.mp4"));
+    await page.locator("#attachments .chip.video").waitFor({ timeout: 5000 });
+    const msg = await sendAndWait("Describe.");
+    const parts = lastReq().messages.at(-1).content;
+    assert(parts[0].type === "video_url" && /^data:video\/mp4;base64,AAAA/.test(parts[0].video_url.url) && parts[1].type === "text",
+      `video part: ${show(parts).slice(0, 200)}`);
+    assert((await page.locator(".msg.user .media .clip").last().textContent()).includes("clip0.mp4"), "no video chip in the user's message");
+    const stats = await msg.locator(".stats").textContent();
+    assert(/prompt \d{4}/.test(stats), `the video's frames are not in the prompt: ${show(stats)}`);
   },
 
   async record() {

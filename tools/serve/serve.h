@@ -30,8 +30,8 @@
  *   serve_request.c  the internal request, dialect-free: the typed JSON readers every dialect
  *                    shares, its tools, the chat prompt of a request, the context budget,
  *                    UTF-8, the error model.
- *   serve_media.c    images and audio: OpenAI's image_url and input_audio parts, remote image
- *                    URLs, the prompt of a request with media (runs and keys), their encoding
+ *   serve_media.c    images, audio and video: OpenAI's image_url and input_audio parts, vLLM's
+ *                    video_url, remote image and video URLs, the prompt of a request with media (runs and keys), their encoding
  *                    on the scheduler's encoder thread (a plume_encoder: threads of its own).
  *   serve_sched.c    the scheduler thread: N slots (a session each), a bounded queue, one
  *                    plume_batch step per iteration, and the encoder thread that runs the
@@ -74,7 +74,7 @@
 #define SERVE_MAX_CHOICES 8       /* n: choices of one request (each takes a slot) */
 #define SERVE_MAX_BIAS 1024       /* logit_bias entries */
 #define SERVE_SEED_MAX ((int64_t)1 << 53) /* drawn seeds are below: exact as a JSON number */
-#define SERVE_MAX_MEDIA 32        /* images and audio clips of one request */
+#define SERVE_MAX_MEDIA 32        /* images, audio clips and videos of one request */
 
 /* ---- errors -----------------------------------------------------------------------------
  * What went wrong, in no dialect's words: an HTTP status, plume's kind of error and its code;
@@ -200,7 +200,7 @@ typedef struct {
                                    logprobs: the prompt tokens' log-probabilities too) */
     int32_t prompt_logprobs;    /* -1: none; 0..SERVE_MAX_TOP_LOGPROBS: the prompt tokens' log-
                                    probabilities with that many alternatives (vLLM's field) */
-    struct serve_media *media;  /* the images and audio of the messages (serve_media.c), or NULL */
+    struct serve_media *media;  /* the images, audio and videos of the messages (serve_media.c), or NULL */
 } serve_request;
 
 struct serve_dialect;
@@ -371,6 +371,7 @@ typedef struct {
     int32_t n_ctx;           /* context of each slot */
     int32_t n_vocab, n_layers;
     int32_t vision, audio;   /* the bundle has a vision / an audio tower */
+    int32_t video;           /* and a video token for its vision tower */
     int32_t n_slots, busy;   /* slots, and slots serving a request now */
     uint64_t bytes;          /* the bundle's files, on disk */
     int64_t modified;        /* the bundle's newest file, Unix seconds */
@@ -571,22 +572,25 @@ void serve_answer_finish(serve_answer *a, serve_finish reason, const serve_usage
 void serve_answer_free(serve_answer *a);
 
 /* ---- media (serve_media.c) -----------------------------------------------------------------
- * A request's images and audio: the dialect's parser keeps each part's bytes, the connection
+ * A request's images, audio and videos: the dialect's parser keeps each part's bytes, the connection
  * thread decodes and counts them while it makes the prompt, the scheduler's encoder thread
  * encodes them, beside the batch steps, when a slot must compute their rows. */
 
-/* One image or audio clip of a request. */
+/* One image, audio clip or video of a request. */
 typedef struct {
-    int32_t kind;       /* PLUME_CHAT_PART_IMAGE or PLUME_CHAT_PART_AUDIO */
+    int32_t kind;       /* PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_AUDIO or PLUME_CHAT_PART_VIDEO */
     char param[80];     /* the part, as the client wrote it: "messages[0].content[1]", "file" */
     uint8_t *bytes;     /* the file's bytes (a data URL's, an input_audio's, a fetched URL's) */
     size_t len;
-    char *url;          /* a remote image, fetched when the prompt is made; or NULL */
+    char *url;          /* a remote image or video, fetched when the prompt is made; or NULL */
     plume_image *img;   /* decoded, when the prompt is made */
     plume_audio *aud;
+    plume_video *vid;   /* a video's sampled frames, resized */
     int32_t n_tokens;   /* soft tokens (the run's placeholders) */
     uint64_t key;       /* its identity (pixels / samples hash) */
-    int32_t start;      /* its placeholder rows: [start, start + n_tokens) of the prompt */
+    int32_t start;      /* the prompt position of its first placeholder row */
+    int32_t *pos;       /* [n_tokens] the position of each row when they are not [start, start +
+                           n_tokens): a video's frames, runs split by their timestamps; or NULL */
     plume_embd *emb;    /* encoded by the encoder thread, when its rows must be computed */
 } serve_medium;
 
@@ -607,13 +611,15 @@ typedef struct serve_media {
     size_t held;         /* bytes of it this request holds until the encoder frees them */
 } serve_media;
 
+/* The prompt position of row k (0 <= k < n_tokens) of a medium. */
+int32_t serve_medium_pos(const serve_medium *it, int32_t k);
 /* The request's media, made on first use; NULL (500 in e) when out of memory. */
 serve_media *serve_media_of(serve_request *r, serve_error *e);
-/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO) to r, and its part to m (NULL:
+/* Append a medium of a kind (PLUME_CHAT_PART_IMAGE, _AUDIO, _VIDEO) to r, and its part to m (NULL:
  * none); param names it in refusals. NULL with e filled (400 past SERVE_MAX_MEDIA, 500). */
 serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, const char *param, serve_error *e);
 
-/* How remote image URLs are fetched. */
+/* How remote media URLs are fetched, and the budget decoded media take. */
 typedef struct {
     int32_t allow_remote; /* 0: refused (400), 1: public addresses only, 2: private ones too */
     size_t max_bytes;     /* the largest image fetched */
@@ -625,8 +631,9 @@ typedef struct {
 } serve_media_opts;
 
 /* Whether the client of a request being made ready is still there: gone(ctx) is asked between
- * the steps of its media (fetch, decode, shrink, count), so a client that left stops the work
- * at the next step (an image or a clip is decoded whole: a decoder is not stopped midway). */
+ * the steps of its media (fetch, decode, shrink, count) and between a video's packets, so a
+ * client that left stops the work at the next step (an image or an audio clip is decoded
+ * whole: those decoders are not stopped midway). */
 typedef struct {
     int (*gone)(void *ctx); /* nonzero: the client left */
     void *ctx;
@@ -642,10 +649,10 @@ typedef struct {
     size_t len;
 } serve_form_field;
 
-/* Append a media part (PLUME_CHAT_PART_IMAGE, _AUDIO) to m: the chat template writes its
+/* Append a media part (PLUME_CHAT_PART_IMAGE, _AUDIO, _VIDEO) to m: the chat template writes its
  * placeholder there. 0 or 500. */
 int serve_message_add_media_part(serve_message *m, int32_t kind, serve_error *e);
-/* An OpenAI media content part ({"type": "image_url" | "input_audio", ...}) of message m of r:
+/* An OpenAI media content part ({"type": "image_url" | "input_audio" | "video_url", ...}) of message m of r:
  * its bytes kept (a data URL or base64 decoded; a remote URL noted). 0, or a 400 naming the part
  * (param, e.g. "messages[0].content[1]"). */
 int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e);

@@ -76,6 +76,10 @@ static int user_message(const cJSON *content, int32_t i, serve_request *r, serve
             n_text++;
         } else if (!strcmp(type->valuestring, "image")) { /* serve_media.c reads it below */
             n_text++;
+        } else if (!strcmp(type->valuestring, "video")) {
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
+                                   "content blocks of type 'video' are not part of the Messages API (text, image and "
+                                   "tool_result); send a video to /v1/chat/completions as a video_url part");
         } else {
             return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
                                    "content blocks of type '%.64s' are not supported in a user message (text, image "

@@ -419,7 +419,7 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     int bad = d->form_body && serve_multipart_start(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
                                                     cn->body ? cn->body : "", cn->len, &off, &e);
     peer pe = {conn_fd(c), cn->http11, 0}; /* asked between the steps of decoding its media */
-    const serve_watch w = {watch_gone, &pe};
+    const serve_watch w = {pe.fd >= 0 ? watch_gone : NULL, &pe}; /* no socket known: never gone */
     bad = bad || budget_parse(sv, cn, 6, &took, &e) ||
           serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &w, &j, &e);
     budget_give(sv, cn, took);
@@ -1105,6 +1105,7 @@ static void info_init(serve_server *sv) {
     i->n_vocab = plume_model_n_vocab(sv->m);
     i->n_layers = plume_model_n_layers(sv->m);
     i->vision = plume_model_has_vision(sv->m);
+    i->video = i->vision && plume_model_media_token(sv->m, "video") >= 0;
     i->audio = plume_model_has_audio(sv->m);
     i->n_slots = sv->o.parallel;
     dir_size(sv->o.bundle, 0, &i->bytes, &i->modified);

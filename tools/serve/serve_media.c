@@ -1,8 +1,11 @@
-/* serve_media.c -- images and audio in `plume serve` (docs/SERVER.md, "Images and audio"):
- * OpenAI's content parts {"type": "image_url"} and {"type": "input_audio"}, remote image URLs
- * (--allow-remote-media), the prompt of a request with media (placeholders -> runs, and the key
- * of every position for prefix reuse), the encoding on the scheduler's encoder thread
- * (serve_transcribe.c makes requests of audio files with the same media).
+/* serve_media.c -- images, audio and video in `plume serve` (docs/SERVER.md, "Images, audio and
+ * video"): OpenAI's content parts {"type": "image_url"} and {"type": "input_audio"}, vLLM's
+ * {"type": "video_url"}, remote image and video URLs (--allow-remote-media), the prompt of a
+ * request with media (placeholders -> runs, and the key of every position for prefix reuse),
+ * the encoding on the scheduler's encoder thread (serve_transcribe.c makes requests of audio
+ * files with the same media). A video's rows are not one run: its frames' blocks sit between
+ * timestamp text, so a medium keeps the position of each row (pos) when they are not
+ * contiguous.
  *
  * A medium goes through three hands: the dialect's parser keeps its bytes (a data URL decoded,
  * or the URL of a remote image); the connection thread fetches, decodes, checks and counts it
@@ -41,7 +44,7 @@ serve_medium *serve_media_add(serve_request *r, serve_message *m, int32_t kind, 
     serve_media *md = serve_media_of(r, e);
     if (!md) return NULL;
     if (md->n == SERVE_MAX_MEDIA) {
-        serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_value", "at most %d images and audio clips a request",
+        serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "invalid_value", "at most %d images, audio clips and videos a request",
                         SERVE_MAX_MEDIA);
         return NULL;
     }
@@ -136,6 +139,35 @@ static int part_image(serve_medium *it, const cJSON *part, serve_error *e) {
     return SERVE_BAD_MEDIA(e, it->param, "'%s': the url must be a data: URL or an http(s) URL", it->param);
 }
 
+/* A video_url part (vLLM's): {"video_url": {"url": "data:video/mp4;base64,..."}} (or the URL
+ * as a bare string), a data URL of a video type plume decodes or a remote http(s) URL, fetched
+ * later if the server allows it. */
+static int part_video(serve_medium *it, const cJSON *part, serve_error *e) {
+    const cJSON *vu = cJSON_GetObjectItemCaseSensitive(part, "video_url");
+    const cJSON *url = cJSON_IsObject(vu) ? cJSON_GetObjectItemCaseSensitive(vu, "url") : vu;
+    if (!cJSON_IsString(url))
+        return serve_json_bad(e, it->param, "a video_url part with {\"video_url\": {\"url\": \"data:video/mp4;base64,...\"}}");
+    const char *u = url->valuestring;
+    if (!strncmp(u, "data:", 5)) {
+        static const char *const types[] = {"video/mp4", "video/webm", "video/quicktime", "video/x-matroska"};
+        const char *comma = strchr(u, ','), *b64 = strstr(u, ";base64");
+        if (!comma || !b64 || b64 > comma)
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': only base64 data URLs are read (data:video/mp4;base64,...)", it->param);
+        size_t n = (size_t)(b64 - (u + 5));
+        int known = 0;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) known |= strlen(types[i]) == n && !strncmp(u + 5, types[i], n);
+        if (!known)
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': a video data URL is video/mp4, video/webm, video/quicktime or "
+                                   "video/x-matroska, not '%.*s'", it->param, (int)(n < 64 ? n : 64), u + 5);
+        return part_base64(it, comma + 1, strlen(comma + 1), e);
+    }
+    if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8)) {
+        if (strlen(u) > 8192) return SERVE_BAD_MEDIA(e, it->param, "'%s': the URL is longer than 8192 bytes", it->param);
+        return (it->url = strdup(u)) ? 0 : SERVE_OOM(e);
+    }
+    return SERVE_BAD_MEDIA(e, it->param, "'%s': the url must be a data: URL or an http(s) URL", it->param);
+}
+
 /* An input_audio part: {"input_audio": {"data": BASE64, "format": "wav" | "mp3" | ...}}. The
  * format is checked to be a word; the bytes are sniffed whatever it says (libsndfile). */
 static int part_audio(serve_medium *it, const cJSON *part, serve_error *e) {
@@ -155,19 +187,22 @@ static int part_audio(serve_medium *it, const cJSON *part, serve_error *e) {
     return part_base64(it, data->valuestring, strlen(data->valuestring), e);
 }
 
-/* A media content part of a chat message (OpenAI's image_url and input_audio; the Responses
- * API's input_image, whose image_url is the URL string), appended to m and to r's media. 0, or 400 naming the part (param). A part of another type is refused. */
+/* A media content part of a chat message (OpenAI's image_url and input_audio, vLLM's
+ * video_url; the Responses API's input_image, whose image_url is the URL string), appended to m
+ * and to r's media. 0, or 400 naming the part (param). A part of another type is refused. */
 int serve_media_part(serve_request *r, serve_message *m, const cJSON *part, const char *param, serve_error *e) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-    int image = cJSON_IsString(type) && (!strcmp(type->valuestring, "image_url") || !strcmp(type->valuestring, "input_image"));
-    int audio = cJSON_IsString(type) && !strcmp(type->valuestring, "input_audio");
-    if (!image && !audio)
+    const char *t = cJSON_IsString(type) ? type->valuestring : "?";
+    int image = !strcmp(t, "image_url") || !strcmp(t, "input_image"), audio = !strcmp(t, "input_audio");
+    int video = !strcmp(t, "video_url");
+    if (!image && !audio && !video)
         return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
-                               "'%s': content parts of type '%.64s' are not supported (text, image_url, input_audio)",
-                               param, cJSON_IsString(type) ? type->valuestring : "?");
-    serve_medium *it = serve_media_add(r, m, image ? PLUME_CHAT_PART_IMAGE : PLUME_CHAT_PART_AUDIO, param, e);
+                               "'%s': content parts of type '%.64s' are not supported (text, image_url, input_audio, "
+                               "video_url)", param, t);
+    int32_t kind = image ? PLUME_CHAT_PART_IMAGE : audio ? PLUME_CHAT_PART_AUDIO : PLUME_CHAT_PART_VIDEO;
+    serve_medium *it = serve_media_add(r, m, kind, param, e);
     if (!it) return e->status;
-    return image ? part_image(it, part, e) : part_audio(it, part, e);
+    return image ? part_image(it, part, e) : audio ? part_audio(it, part, e) : part_video(it, part, e);
 }
 
 /* Ollama's "images" of a message: a list of base64 images (param names the list), put before
@@ -209,7 +244,7 @@ int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk
     return (it->url = strdup(url->valuestring)) ? 0 : SERVE_OOM(e);
 }
 
-/* ---- remote images ------------------------------------------------------------------------ */
+/* ---- remote images and videos --------------------------------------------------------------- */
 
 /* Whether an address is one a server must not be made to reach for a client: loopback,
  * private, link-local, carrier-grade NAT, multicast, unspecified, reserved. */
@@ -276,14 +311,16 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 /* libcurl's global set-up, once (connection threads fetch at the same time). */
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* Fetch a remote image into it->bytes: http(s) only, at most 3 redirects (each to http(s)),
+/* Fetch a remote image or video into it->bytes: http(s) only, at most 3 redirects (each to http(s)),
  * o->media_max_bytes, o->media_timeout seconds, no proxy, and no private address unless the
  * server allows them. 0 or a 400 naming the part. */
 static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e) {
+    const int video = it->kind == PLUME_CHAT_PART_VIDEO;
     if (!o->allow_remote)
         return SERVE_BAD_MEDIA(e, it->param,
-                         "'%s': remote image URLs are off on this server (start it with --allow-remote-media); send "
-                         "the image as a data URL (data:image/png;base64,...)", it->param);
+                         "'%s': remote %s URLs are off on this server (start it with --allow-remote-media); send "
+                         "the %s as a data URL (data:%s;base64,...)", it->param, video ? "video" : "image",
+                         video ? "video" : "image", video ? "video/mp4" : "image/png");
     pthread_once(&curl_once, curl_init);
     CURL *c = curl_easy_init();
     if (!c) return SERVE_OOM(e);
@@ -314,7 +351,8 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
         rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the URL leads to a private or local address, which this server does not fetch",
                        it->param);
     else if (f.too_big || cc == CURLE_FILESIZE_EXCEEDED)
-        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the image at the URL is larger than %zu bytes", it->param, o->max_bytes);
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the %s at the URL is larger than %zu bytes", it->param,
+                             video ? "video" : "image", o->max_bytes);
     else if (cc == CURLE_OPERATION_TIMEDOUT)
         rc = SERVE_BAD_MEDIA(e, it->param, "'%s': fetching the URL took longer than %d s", it->param, o->timeout);
     else if (cc == CURLE_TOO_MANY_REDIRECTS)
@@ -349,6 +387,15 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
 #define MEDIA_DECODE_BYTES 11
 /* medium_prepare's mark for a step that found the client gone (e holds the 499). */
 #define GONE (-1000)
+/* A video: before the decode, its declared frame size at VIDEO_DECODE_BYTES a pixel (the
+ * decoder's reference and threads' pictures, 4:2:0 at up to 16 bits, and the converted,
+ * rotated and padded RGB frames the decode keeps), plus the most the sampled frames resized
+ * (VIDEO_RESIZED_MAX) and their soft tokens (32 x 70 rows of the model's width, float32) hold;
+ * once decoded, the resized frames and the soft tokens exactly, until serve_media_encode has
+ * encoded them (the rows are then the session's). */
+#define VIDEO_DECODE_BYTES 48
+#define VIDEO_RESIZED_MAX ((size_t)32 * 630 * 16 * 16 * 3)
+#define VIDEO_TOKENS_MAX ((size_t)32 * 70)
 
 /* Take n more bytes of the budget for md (0), or a 413 / 429 naming the part. */
 static int media_take(serve_media *md, const serve_media_opts *o, const serve_medium *it, size_t n, serve_error *e) {
@@ -377,24 +424,80 @@ static void media_give(serve_media *md, size_t n) {
     md->held -= n;
 }
 
-/* Whether the client of the request has left (w asked): then 499 in e (no reply is sent) and
- * the server's count of abandoned media work goes up. */
-static int client_left(const serve_media_opts *o, const serve_watch *w, const serve_medium *it, serve_error *e) {
-    if (!w || !w->gone || !w->gone(w->ctx)) return 0;
+/* The 499 of a request whose client left while its media decoded, counted (/metrics). */
+static int media_abandoned(const serve_media_opts *o, const serve_medium *it, serve_error *e) {
     if (o->abandoned) atomic_fetch_add(o->abandoned, 1);
     return serve_error_set(e, 499, SERVE_ERR_REQUEST, it->param, "client_gone",
                            "the client went away; its media were not decoded further");
 }
 
-/* Decode and count one medium: its pixels or samples (within the memory budget), its tokens
- * and key, the client asked after each step (w). 0 or a 400 naming the part (413 / 429 over
- * the budget, 499 the client gone, 500 out of memory). */
+/* Whether the client of the request has left (w asked): then 499 in e (no reply is sent) and
+ * the server's count of abandoned media work goes up. */
+static int client_left(const serve_media_opts *o, const serve_watch *w, const serve_medium *it, serve_error *e) {
+    if (!w || !w->gone || !w->gone(w->ctx)) return 0;
+    return media_abandoned(o, it, e);
+}
+
+/* The bytes a video takes of the budget while it decodes: w x h declared. */
+static size_t video_decode_bytes(const plume_model *m, int32_t w, int32_t h) {
+    const uint64_t px = (uint64_t)w * (uint64_t)h, rows = (uint64_t)VIDEO_TOKENS_MAX * (uint64_t)plume_model_dim(m) * 4;
+    return (size_t)(px * VIDEO_DECODE_BYTES + VIDEO_RESIZED_MAX + rows); /* w, h < 8192: no overflow */
+}
+
+/* Whether the client of a decode is gone (plume_video_params' abort: asked between packets). */
+static int video_abort(void *ctx) {
+    const serve_watch *w = ctx;
+    return w->gone(w->ctx);
+}
+
+/* Decode a video within the budget: its declared size reserved (*took), the decode stopped
+ * when the client goes away (watch asked; PLUME_ECANCELED). 0, an HTTP status with e filled (400,
+ * 413, 429), or a library status (< 0) with err. */
+static int video_decode(serve_media *md, serve_medium *it, const plume_model *m, const serve_media_opts *o,
+                        const serve_watch *watch, size_t *took, serve_error *e, char **err) {
+    if (!plume_model_has_vision(m) || plume_model_media_token(m, "video") < 0)
+        return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no video (the bundle has no vision tower or no "
+                               "video token)", it->param);
+    int32_t w = 0, h = 0;
+    int rc = plume_video_size(it->bytes, it->len, &w, &h, err);
+    if (rc) return rc;
+    const size_t need = video_decode_bytes(m, w, h);
+    if ((rc = media_take(md, o, it, need, e))) return rc;
+    *took = need;
+    plume_video_params vp = plume_video_default_params();
+    if (watch && watch->gone) vp.abort = video_abort, vp.abort_ctx = (void *)watch;
+    rc = plume_video_decode(&it->vid, it->bytes, it->len, &vp, err);
+    if (!rc) rc = plume_video_tokens(m, it->vid, &it->n_tokens, &it->key, err);
+    return rc;
+}
+
+/* The bytes a decoded medium holds until it is encoded: pixels, samples; a video's resized
+ * frames and the rows its encode will write. */
+static size_t medium_held(const serve_medium *it, const plume_model *m) {
+    if (it->img) return (size_t)plume_image_width(it->img) * (size_t)plume_image_height(it->img) * 3;
+    if (it->aud) return (size_t)plume_audio_n_samples(it->aud) * sizeof(float);
+    int32_t tw = 0, th = 0;
+    plume_video_frame_rgb(it->vid, 0, &tw, &th);
+    return (size_t)plume_video_n_frames(it->vid) * (size_t)tw * (size_t)th * 3 +
+           (size_t)it->n_tokens * (size_t)plume_model_dim(m) * 4;
+}
+
+/* Decode and count one medium: its pixels, samples or frames (within the memory budget), its
+ * tokens and key, the client asked after each step (w; a video's decode between packets). 0 or
+ * a 400 naming the part (413 / 429 over the budget, 499 the client gone, 500 out of memory). */
 static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *m, const serve_media_opts *o,
                           const serve_watch *watch, serve_error *e) {
     char *err = NULL;
     int rc = 0;
     size_t took = 0; /* reserved for the decode */
-    if (it->kind == PLUME_CHAT_PART_IMAGE) {
+    if (it->kind == PLUME_CHAT_PART_VIDEO) {
+        rc = video_decode(md, it, m, o, watch, &took, e, &err);
+        if (rc > 0) { /* an HTTP status: refused before decoding, or over the budget */
+            free(err);
+            media_give(md, took);
+            return rc;
+        }
+    } else if (it->kind == PLUME_CHAT_PART_IMAGE) {
         if (!plume_model_has_vision(m))
             return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no images (the bundle has no vision tower)", it->param);
         int32_t w = 0, h = 0; /* a header that cannot be read: the decoder says why */
@@ -420,6 +523,7 @@ static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *
         if (!rc) rc = plume_audio_tokens(m, it->aud, &it->n_tokens, &it->key, &err);
     }
     if (rc == GONE) rc = e->status;
+    else if (rc == PLUME_ECANCELED) rc = media_abandoned(o, it, e); /* a video's decode, stopped */
     else if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
     else if (rc) rc = SERVE_BAD_MEDIA(e, it->param, "'%s': %s", it->param, err ? err : "cannot read it");
     free(err);
@@ -427,13 +531,18 @@ static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *
     it->bytes = NULL;
     media_give(md, took);
     if (rc) return rc;
-    size_t hold = it->img ? (size_t)plume_image_width(it->img) * (size_t)plume_image_height(it->img) * 3
-                          : (size_t)plume_audio_n_samples(it->aud) * sizeof(float);
-    return media_take(md, o, it, hold, e);
+    return media_take(md, o, it, medium_held(it, m), e);
 }
 
 /* The placeholder text the chat template writes for a medium of a kind. */
-static const char *placeholder_text(int32_t kind) { return kind == PLUME_CHAT_PART_IMAGE ? "<|image|>" : "<|audio|>"; }
+static const char *placeholder_text(int32_t kind) {
+    return kind == PLUME_CHAT_PART_IMAGE ? "<|image|>" : kind == PLUME_CHAT_PART_AUDIO ? "<|audio|>" : "<|video|>";
+}
+
+/* The content part type (OpenAI's, vLLM's) that gives a medium of a kind. */
+static const char *part_name(int32_t kind) {
+    return kind == PLUME_CHAT_PART_IMAGE ? "image_url" : kind == PLUME_CHAT_PART_AUDIO ? "input_audio" : "video_url";
+}
 
 /* Tokenize text[0..n) (no BOS) and append to b. 0 or 400. */
 static int tokenize_piece(const plume_tokenizer *tok, const char *text, size_t n, plume_buf *b, serve_error *e) {
@@ -451,42 +560,81 @@ static int tokenize_piece(const plume_tokenizer *tok, const char *text, size_t n
     return b->oom ? SERVE_OOM(e) : 0;
 }
 
-/* The rendered prompt's tokens, each placeholder the template wrote (<|image|>, <|audio|>)
- * expanded into its medium's run: <|image> N x <|image|> <image|> (audio: <|audio> ...
- * <audio|>), the placeholder ids the model's (config.json), never the tokenizer's reading of
- * the text (a tokenizer without those tokens still works). The k-th image placeholder is the
- * k-th image part. Counts that differ (a system message's media, which the template drops, or
- * placeholder text typed into a message) are a 400. */
+/* A video's run appended to b: the ids plume_prompt_expand writes for it (its frames' blocks
+ * and timestamps), with the position of each of its soft tokens noted in it->pos. 0 or 400. */
+static int expand_video(const plume_model *m, serve_medium *it, plume_buf *b, serve_error *e) {
+    char *err = NULL;
+    int32_t n = plume_video_prompt(m, it->vid, NULL, 0, &err);
+    int32_t *run = n > 0 ? malloc((size_t)n * sizeof *run) : NULL;
+    if (n > 0 && (!run || plume_video_prompt(m, it->vid, run, n, &err) != n)) n = run ? PLUME_EINVAL : PLUME_ENOMEM;
+    free(it->pos);
+    it->pos = n > 0 ? malloc((size_t)it->n_tokens * sizeof *it->pos) : NULL;
+    int rc = n == PLUME_ENOMEM || (n > 0 && !it->pos) ? SERVE_OOM(e)
+             : n <= 0 ? SERVE_BAD_MEDIA(e, it->param, "'%s': %s", it->param, err ? err : "cannot lay out the video")
+                      : 0;
+    free(err);
+    const int32_t at = (int32_t)(b->len / sizeof(int32_t)), vid = plume_model_media_token(m, "video");
+    int32_t k = 0;
+    for (int32_t i = 0; !rc && i < n; i++)
+        if (run[i] == vid && k < it->n_tokens) it->pos[k++] = at + i;
+    if (!rc && k != it->n_tokens)
+        rc = SERVE_BAD_MEDIA(e, it->param, "'%s': the video's prompt has %d soft tokens, its frames %d", it->param, k,
+                             it->n_tokens);
+    if (!rc) {
+        it->start = it->pos[0];
+        plume_buf_put(b, run, (size_t)n * sizeof *run);
+        if (b->oom) rc = SERVE_OOM(e);
+    }
+    free(run);
+    return rc;
+}
+
+/* The rendered prompt's tokens, each placeholder the template wrote (<|image|>, <|audio|>,
+ * <|video|>) expanded into its medium's run: <|image> N x <|image|> <image|> (audio: <|audio>
+ * ... <audio|>; a video: its frames' blocks, plume_video_prompt), the placeholder ids the
+ * model's (config.json), never the tokenizer's reading of the text (a tokenizer without those
+ * tokens still works). The k-th image placeholder is the k-th image part. Counts that differ (a
+ * system message's media, which the template drops, or placeholder text typed into a message)
+ * are a 400. */
 static int expand(const plume_model *m, serve_media *md, const char *text, plume_buf *b, serve_error *e) {
+    static const int32_t kinds[3] = {PLUME_CHAT_PART_IMAGE, PLUME_CHAT_PART_AUDIO, PLUME_CHAT_PART_VIDEO};
     const plume_tokenizer *tok = plume_model_tokenizer(m);
-    int32_t next[2] = {0, 0}, have[2] = {0, 0}, want[2] = {0, 0};
-    for (int32_t i = 0; i < md->n; i++) want[md->items[i].kind == PLUME_CHAT_PART_AUDIO]++;
+    int32_t next[3] = {0, 0, 0}, want[3] = {0, 0, 0};
+    for (int32_t i = 0; i < md->n; i++)
+        for (int k = 0; k < 3; k++) want[k] += md->items[i].kind == kinds[k];
     const char *p = text;
     for (;;) {
-        const char *ai = strstr(p, "<|image|>"), *aa = strstr(p, "<|audio|>");
-        const char *at = ai && (!aa || ai < aa) ? ai : aa;
+        const char *at = NULL;
+        int k = 0;
+        for (int q = 0; q < 3; q++) { /* the first placeholder of any kind */
+            const char *f = strstr(p, placeholder_text(kinds[q]));
+            if (f && (!at || f < at)) at = f, k = q;
+        }
         int rc = tokenize_piece(tok, p, at ? (size_t)(at - p) : strlen(p), b, e);
         if (rc || !at) return rc;
-        int32_t k = at == aa; /* 0 image, 1 audio */
-        int32_t kind = k ? PLUME_CHAT_PART_AUDIO : PLUME_CHAT_PART_IMAGE;
-        have[k]++;
+        const int32_t kind = kinds[k];
         while (next[k] < md->n && md->items[next[k]].kind != kind) next[k]++;
         if (next[k] >= md->n)
             return serve_error_set(e, 400, SERVE_ERR_REQUEST, "messages", "invalid_media",
                                    "the messages hold more %s placeholders than %s parts (%d given; the text may not "
-                                   "contain '%s')", placeholder_text(kind), k ? "input_audio" : "image_url", want[k],
+                                   "contain '%s')", placeholder_text(kind), part_name(kind), want[k],
                                    placeholder_text(kind));
         serve_medium *it = &md->items[next[k]++];
-        int32_t run[3] = {plume_model_media_token(m, k ? "boa" : "boi"), plume_model_media_token(m, k ? "audio" : "image"),
-                          plume_model_media_token(m, k ? "eoa" : "eoi")};
+        p = at + strlen(placeholder_text(kind));
+        if (kind == PLUME_CHAT_PART_VIDEO) {
+            if ((rc = expand_video(m, it, b, e))) return rc;
+            continue;
+        }
+        const int audio = kind == PLUME_CHAT_PART_AUDIO;
+        int32_t run[3] = {plume_model_media_token(m, audio ? "boa" : "boi"), plume_model_media_token(m, audio ? "audio" : "image"),
+                          plume_model_media_token(m, audio ? "eoa" : "eoi")};
         if (run[0] < 0 || run[1] < 0 || run[2] < 0)
-            return SERVE_BAD_MEDIA(e, it->param, "'%s': the model has no %s tokens", it->param, k ? "audio" : "image");
+            return SERVE_BAD_MEDIA(e, it->param, "'%s': the model has no %s tokens", it->param, audio ? "audio" : "image");
         plume_buf_put(b, &run[0], sizeof run[0]);
         it->start = (int32_t)(b->len / sizeof(int32_t));
         for (int32_t r = 0; r < it->n_tokens; r++) plume_buf_put(b, &run[1], sizeof run[1]);
         plume_buf_put(b, &run[2], sizeof run[2]);
         if (b->oom) return SERVE_OOM(e);
-        p = at + strlen("<|image|>");
     }
 }
 
@@ -502,7 +650,7 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
         serve_medium *it = &md->items[i];
         int rc = client_left(o, w, it, e);
         if (!rc && it->url && !it->bytes) rc = fetch_url(it, o, e);
-        if (!rc && !it->img && !it->aud) rc = medium_prepare(md, it, m, o, w, e);
+        if (!rc && !it->img && !it->aud && !it->vid) rc = medium_prepare(md, it, m, o, w, e);
         if (rc) return rc;
         if (it->kind == PLUME_CHAT_PART_AUDIO && md->transcribe) md->seconds = plume_audio_seconds(it->aud);
     }
@@ -524,7 +672,7 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
     }
     for (int32_t i = 0; i < md->n; i++)
         for (int32_t k = 0; k < md->items[i].n_tokens; k++)
-            md->keys[md->items[i].start + k] = plume_embd_row_key(md->items[i].key, k);
+            md->keys[serve_medium_pos(&md->items[i], k)] = plume_embd_row_key(md->items[i].key, k);
     md->n_keys = count;
     *ids = (int32_t *)plume_buf_take(&b);
     *n = count;
@@ -538,9 +686,27 @@ int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media
 /* Each prompt position's key (0: a token), or NULL. */
 const uint64_t *serve_media_keys(const serve_media *md) { return md && md->n ? md->keys : NULL; }
 
+/* The prompt position of row k of a medium. */
+int32_t serve_medium_pos(const serve_medium *it, int32_t k) { return it->pos ? it->pos[k] : it->start + k; }
+
+/* One past the position of a medium's last row. */
+static int32_t medium_end(const serve_medium *it) { return it->n_tokens ? serve_medium_pos(it, it->n_tokens - 1) + 1 : it->start; }
+
+/* How many of a medium's rows sit before position pos. */
+static int32_t medium_rows_before(const serve_medium *it, int32_t pos) {
+    if (!it->pos) return pos <= it->start ? 0 : pos - it->start < it->n_tokens ? pos - it->start : it->n_tokens;
+    int32_t lo = 0, hi = it->n_tokens; /* the first row at or after pos (rows in increasing order) */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (it->pos[mid] < pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* Whether a prefill from `from` needs the medium encoded: its rows run past `from`, and it is
  * not encoded yet. */
-static int medium_needed(const serve_medium *it, int32_t from) { return !it->emb && it->start + it->n_tokens > from; }
+static int medium_needed(const serve_medium *it, int32_t from) { return !it->emb && medium_end(it) > from; }
 
 /* How many media a prefill from `from` needs encoded. */
 int32_t serve_media_pending(const serve_media *md, int32_t from) {
@@ -558,16 +724,19 @@ int serve_media_encode(serve_media *md, plume_encoder *enc, int32_t from, int32_
     for (int32_t i = 0; md && i < md->n; i++) {
         serve_medium *it = &md->items[i];
         if (!medium_needed(it, from)) continue;
-        int rc = it->kind == PLUME_CHAT_PART_IMAGE ? plume_encoder_image(enc, &it->emb, it->img, NULL, err)
-                                                   : plume_encoder_audio(enc, &it->emb, it->aud, err);
+        int rc = it->kind == PLUME_CHAT_PART_IMAGE   ? plume_encoder_image(enc, &it->emb, it->img, NULL, err)
+                 : it->kind == PLUME_CHAT_PART_AUDIO ? plume_encoder_audio(enc, &it->emb, it->aud, err)
+                                                     : plume_encoder_video(enc, &it->emb, it->vid, err);
         if (rc) return rc;
         ++*n_encoded;
     }
-    for (int32_t i = 0; md && i < md->n; i++) { /* pixels and samples are not needed again */
+    for (int32_t i = 0; md && i < md->n; i++) { /* pixels, samples and frames are not needed again */
         plume_image_free(md->items[i].img);
         plume_audio_free(md->items[i].aud);
+        plume_video_free(md->items[i].vid);
         md->items[i].img = NULL;
         md->items[i].aud = NULL;
+        md->items[i].vid = NULL;
     }
     serve_media_release(md);
     return 0;
@@ -581,8 +750,8 @@ int32_t serve_media_at(serve_media *md, int32_t pos, const plume_embd *const **l
     *skip = 0;
     for (int32_t i = 0; md && i < md->n; i++) {
         serve_medium *it = &md->items[i];
-        if (it->start + it->n_tokens <= pos || !it->emb) continue;
-        if (!k && it->start < pos) *skip = pos - it->start;
+        if (medium_end(it) <= pos || !it->emb) continue;
+        if (!k) *skip = medium_rows_before(it, pos);
         md->list[k++] = it->emb;
     }
     *list = md ? md->list : NULL;
@@ -596,5 +765,7 @@ void serve_media_modalities(const plume_model *m, cJSON *model) {
     cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
     if (plume_model_has_vision(m)) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
     if (plume_model_has_audio(m)) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
+    if (plume_model_has_vision(m) && plume_model_media_token(m, "video") >= 0)
+        cJSON_AddItemToArray(mods, cJSON_CreateString("video"));
 }
 

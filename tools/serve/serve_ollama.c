@@ -147,6 +147,10 @@ static int parse_common(const cJSON *root, serve_request *r, serve_error *e) {
     return 0;
 }
 
+/* Why a "videos" list is refused (Ollama's API has no video field). */
+#define VIDEOS_WHY "are not part of Ollama's API (its messages carry images only); send a video to /v1/chat/completions as a " \
+                   "video_url part"
+
 /* A list that must be empty when present (param: its name in the error): raw generate's
  * images, generate's context. */
 static int refuse_list(const cJSON *o, const char *name, const char *param, const char *why, serve_error *e) {
@@ -194,8 +198,10 @@ static int parse_message(const cJSON *m, int32_t i, serve_request *r, serve_erro
     snprintf(param, sizeof param, "messages[%d].content", i);
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content)) return serve_json_bad(e, param, "a string");
     if (!(out->content = strdup(cJSON_IsString(content) ? content->valuestring : ""))) return SERVE_OOM(e);
+    snprintf(param, sizeof param, "messages[%d].videos", i);
+    int rc = refuse_list(m, "videos", param, VIDEOS_WHY, e);
     snprintf(param, sizeof param, "messages[%d].images", i);
-    int rc = serve_media_images(r, out, cJSON_GetObjectItemCaseSensitive(m, "images"), param, e);
+    if (!rc) rc = serve_media_images(r, out, cJSON_GetObjectItemCaseSensitive(m, "images"), param, e);
     if (rc) return rc;
     if (!strcmp(out->role, "assistant")) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
@@ -253,6 +259,7 @@ static int parse_generate(serve_request *r, const char *body, size_t len, serve_
     if (!rc) rc = serve_json_str(root, "system", &system, e);
     if (!rc) rc = serve_json_bool(root, "raw", &raw, e);
     if (!rc && raw) rc = refuse_list(root, "images", "images", "are not supported with raw (no template to place them)", e);
+    if (!rc) rc = refuse_list(root, "videos", "videos", VIDEOS_WHY, e);
     if (!rc) rc = refuse_list(root, "context", "context", "is not supported (send the conversation to /api/chat)", e);
     static const char *const empty_only[] = {"suffix", "template"};
     for (int k = 0; !rc && k < 2; k++) {

@@ -827,6 +827,7 @@ static cJSON *model_object(const serve_info *m, const char *id) {
     cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
     if (m->vision) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
     if (m->audio) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
+    if (m->video) cJSON_AddItemToArray(mods, cJSON_CreateString("video"));
     return o;
 }
 

@@ -1,7 +1,7 @@
 /* serve_prepare.c -- a request body made into a job, on the connection's thread, before the
  * scheduler sees it (docs/SERVER.md): the route's dialect parses it into the internal request,
  * the prompt is rendered (a chat through the template, a completion after <bos>, or ids as
- * given) and tokenized (images and audio counted and their runs made: serve_media.c), then
+ * given) and tokenized (images, audio and videos counted and their runs made: serve_media.c), then
  * what only the tokenizer and the context can decide is checked: token ids and bias ids in
  * the vocabulary, a request's own grammar bound to the tokens, the context budget. No socket
  * and no JSON field here: the transport hands the bytes in and gets a job or an error. */

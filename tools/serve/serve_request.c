@@ -470,6 +470,8 @@ void serve_media_free(serve_media *md) {
         free(it->url);
         plume_image_free(it->img);
         plume_audio_free(it->aud);
+        plume_video_free(it->vid);
+        free(it->pos);
         plume_embd_free(it->emb);
     }
     free(md->items);

@@ -42,6 +42,10 @@ static int item_content(const cJSON *c, serve_request *r, serve_message *m, cons
             if (rc) return rc;
             continue;
         }
+        if (!strcmp(t, "input_video") || !strcmp(t, "video_url"))
+            return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
+                                   "content parts of type '%s' are not part of the Responses API (input_text and "
+                                   "input_image); send a video to /v1/chat/completions as a video_url part", t);
         if (!strcmp(t, "refusal")) key = "refusal";
         else if (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "text"))
             return serve_error_set(e, 400, SERVE_ERR_REQUEST, param, "unsupported_content",
