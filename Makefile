@@ -156,9 +156,12 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libplume.a
 # libraries those need, FUZZ_LIBS_name), compiled into the harness with its flags.
 FUZZ_SRC_fuzz_serve_req  := $(SERVE_UNIT)
 FUZZ_LIBS_fuzz_serve_req := -lcurl
+FUZZ_SRC_fuzz_serve_form  := $(SERVE_UNIT)
+FUZZ_LIBS_fuzz_serve_form := -lcurl
 FUZZ_SRC_fuzz_hub        := tools/hub/hub.c
 FUZZ_LIBS_fuzz_hub       := -lcurl
 $(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve/serve.h
+$(BUILD)/fuzz/fuzz_serve_form build-fuzz/fuzz/fuzz_serve_form: $(FUZZ_SRC_fuzz_serve_form) tools/serve/serve.h
 $(BUILD)/fuzz/fuzz_hub build-fuzz/fuzz/fuzz_hub: $(FUZZ_SRC_fuzz_hub) tools/hub/hub.h
 
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a

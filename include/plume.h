@@ -355,6 +355,16 @@ PLUME_API void plume_constraint_free(plume_constraint *c);
  * 0, PLUME_EINVAL with the message, or PLUME_ENOMEM. */
 PLUME_API int plume_grammar_check(const char *gbnf, size_t len, const plume_tokenizer *tok, char **err);
 
+/* JSON numbers as written. cJSON (the library plume and its tools read JSON with) keeps a
+ * number as a double, which rounds 9007199254740993 and 1e400; a schema's bounds and a
+ * request's arguments must pass on exactly what was written. Walk the JSON text [text, end)
+ * beside the cJSON tree node was parsed from, setting each number node's valuestring to its
+ * own text (malloc'd; cJSON_Delete frees it). Returns the end of the value's text, or NULL
+ * where text and tree part (nothing more is kept: a number that already has a valuestring
+ * parts them); *oom is set to 1 when a copy cannot be made. */
+struct cJSON;
+PLUME_API const char *plume_json_keep_numbers(struct cJSON *node, const char *text, const char *end, int32_t *oom);
+
 /* The GBNF grammars the constructors above compile (malloc'd), for inspection. */
 PLUME_API int plume_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, char **err);
 PLUME_API int plume_tool_call_grammar(const char *tools_json, const char *tool_choice, char **gbnf, char **err);
@@ -510,6 +520,15 @@ PLUME_API int32_t plume_model_media_token(const plume_model *m, const char *name
  * first. 0, PLUME_EINVAL (a budget outside the list, no vision tower). */
 PLUME_API int plume_image_tokens(const plume_model *m, const plume_image *img, const plume_image_params *p,
                                  int32_t *n_tokens, uint64_t *key, char **err);
+/* Shrink a decoded img in place to the pixels the vision tower reads at a budget (p may be
+ * NULL): the resize plume_image_encode does, done once right after decoding, so a large image
+ * is held at a few MB (an 8000 x 8000 photo: 192 MB decoded, 1.7 MB at 280 tokens) until it is
+ * encoded. plume_image_tokens / plume_image_encode of the shrunk image at the same budget give
+ * exactly what they give for the decoded one (key included); at another budget PLUME_EINVAL.
+ * plume_image_width/height/rgb then report the shrunk pixels. An image no larger than what the
+ * tower reads is kept as it is. 0, PLUME_EINVAL (no vision tower, a bad budget, a grid past
+ * the tower's positions), PLUME_ENOMEM. */
+PLUME_API int plume_image_shrink(plume_image *img, const plume_model *m, const plume_image_params *p, char **err);
 /* Encode img with the vision tower (resize, patches, tower, 3x3 pooling, embed_vision): N rows
  * of the decoder's width, exactly as Hugging Face's model computes them (float32). Runs on
  * the model's threads. PLUME_EINVAL when the bundle has no vision tower or p is bad. */
@@ -571,6 +590,12 @@ typedef struct plume_audio plume_audio; /* decoded samples: mono, 16 kHz */
  * file cannot be read. */
 PLUME_API int plume_audio_load(plume_audio **out, const char *path, char **err);
 PLUME_API int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **err);
+/* The most bytes plume_audio_decode of these bytes holds at once (the 16 kHz samples as they
+ * grow, the block buffers, the resampler), from the header alone (no sample decoded): what a
+ * server reserves before decoding. A length the header gives exactly is held to (a stream
+ * longer is refused as corrupt); an MP3's (an estimate) or none: the 600 s cap. 0, or
+ * PLUME_EFORMAT for a header plume_audio_decode refuses. */
+PLUME_API int plume_audio_decode_peak(const void *bytes, size_t len, uint64_t *peak, char **err);
 /* Audio from mono float samples at rate Hz (copied; resampled to 16 kHz unless rate is
  * 16000): for a caller that records or decodes itself. PLUME_EINVAL for a bad rate, length or
  * a sample that is not finite. */
@@ -961,6 +986,14 @@ PLUME_API int plume_convert(const char *hf_dir, const char *out_dir, const plume
 /* Whether the checkpoint whose config.json is at path is one plume converts (a Gemma 4 text
  * model of a shape it runs): 0, or PLUME_EFORMAT with the reason (before any shard is read). */
 PLUME_API int plume_convert_check_config(const char *path, char **err);
+/* Progress of plume_bundle_verify: bytes hashed so far, of total. */
+typedef void (*plume_verify_progress)(uint64_t done, uint64_t total, void *arg);
+/* Check every file of bundle dir against the manifest.sha256 the converter wrote (the format
+ * of sha256sum). 0 when all match; PLUME_EFORMAT when some do not (each corrupt, missing or
+ * unlisted file is reported through report, one line each, when it is given, and *err names
+ * the first); PLUME_EIO when there is no readable manifest. progress and report may be NULL. */
+PLUME_API int plume_bundle_verify(const char *dir, plume_verify_progress progress, void *arg,
+                                  void (*report)(const char *line, void *arg), char **err);
 
 /* ---- random-weight models ------------------------------------------------------------
  * The project's stand-in for real weights (none can be downloaded in its tests): a model in

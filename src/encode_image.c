@@ -4,6 +4,7 @@
  * whose key is the hash of the resized pixels, so the same image at the same budget has the
  * same key whatever file it came from: plume_image_tokens and plume_image_encode. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "embd.h"
 #include "encode.h"
@@ -21,14 +22,42 @@ static int image_prepare(const plume_model *m, const plume_image *img, const plu
         return plume_fail(err, PLUME_EINVAL, "this bundle has no vision tower (converted from a text-only checkpoint)");
     const plume_vision_config *v = &m->c.vis;
     int32_t budget = p && p->max_tokens ? p->max_tokens : v->default_tokens;
-    int rc = media_plan_for(img->h, img->w, v->patch, v->pool, budget, plan, err);
+    if (img->budget && img->budget != budget)
+        return plume_fail(err, PLUME_EINVAL, "image: it was shrunk for a budget of %d tokens, not %d (shrink the decoded "
+                          "image for the budget it is encoded at)", img->budget, budget);
+    const int32_t w = img->budget ? img->src_w : img->w, h = img->budget ? img->src_h : img->h;
+    int rc = media_plan_for(h, w, v->patch, v->pool, budget, plan, err);
     if (!rc && (plan->ph > v->n_pos || plan->pw > v->n_pos)) /* found here, before any encoding: a bad input */
         rc = plume_fail(err, PLUME_EINVAL,
                         "image: %d x %d pixels resize to a grid of %d x %d patches, more than the vision tower's %d "
                         "positions a side (a less elongated image, or a smaller max_tokens, fits)",
-                        img->w, img->h, plan->pw, plan->ph, v->n_pos);
-    if (!rc) rc = media_plan_pixels(img, plan, rgb, err);
-    return rc;
+                        w, h, plan->pw, plan->ph, v->n_pos);
+    if (rc || !img->budget) return rc ? rc : media_plan_pixels(img, plan, rgb, err);
+    /* shrunk: its pixels are the resized ones already (plume_image_shrink made them so) */
+    const size_t n = (size_t)plan->th * (size_t)plan->tw * 3;
+    if (!(*rgb = malloc(n))) return plume_fail(err, PLUME_ENOMEM, "image: out of memory for %d x %d pixels", plan->tw, plan->th);
+    memcpy(*rgb, img->rgb, n);
+    return 0;
+}
+
+/* Shrink img in place to the tower's resized pixels at a budget (plume.h). */
+int plume_image_shrink(plume_image *img, const plume_model *m, const plume_image_params *p, char **err) {
+    media_plan plan;
+    uint8_t *rgb;
+    int rc = image_prepare(m, img, p, &plan, &rgb, err); /* checks the budget (a shrunk one's too) and the grid */
+    if (rc) return rc;
+    if (img->budget || (int64_t)plan.tw * plan.th >= (int64_t)img->w * img->h) { /* shrunk, or no smaller: kept */
+        free(rgb);
+        return 0;
+    }
+    free(img->rgb);
+    img->rgb = rgb;
+    img->src_w = img->w;
+    img->src_h = img->h;
+    img->w = plan.tw;
+    img->h = plan.th;
+    img->budget = p && p->max_tokens ? p->max_tokens : m->c.vis.default_tokens;
+    return 0;
 }
 
 /* The key of resized pixels: SHA-256 of their size and bytes. */

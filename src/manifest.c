@@ -18,7 +18,7 @@
 /* ---- files --------------------------------------------------------------------------------- */
 
 /* The hex SHA-256 of a file (hex[65]); bytes hashed are added to *done and reported. */
-static int hash_file(const char *path, char hex[65], uint64_t *done, uint64_t total, manifest_progress progress,
+static int hash_file(const char *path, char hex[65], uint64_t *done, uint64_t total, plume_verify_progress progress,
                      void *arg, char **err) {
     /* a regular file only: a FIFO would block the check forever, /dev/zero never end */
     int fd = plume_open_regular(path, err);
@@ -156,8 +156,8 @@ static void problem(void (*report)(const char *, void *), void *arg, char **err,
     plume_fail(err, PLUME_EFORMAT, "%s", line);
 }
 
-int plume_manifest_verify(const char *dir, manifest_progress progress, void *arg,
-                          void (*report)(const char *line, void *arg), char **err) {
+int plume_bundle_verify(const char *dir, plume_verify_progress progress, void *arg,
+                        void (*report)(const char *line, void *arg), char **err) {
     char *mpath = plume_sprintf("%s/%s", dir, MANIFEST_NAME), *text = NULL;
     size_t len = 0;
     if (!mpath) return plume_fail(err, PLUME_ENOMEM, "out of memory");

@@ -41,6 +41,26 @@ static plume_session *t_tiny_session(plume_model *model, int32_t n_ctx, int32_t 
     return s;
 }
 
+/* Logits [n, V] of bundle dir for ids, fed all at once with exact activations, by kernels isa
+ * (NULL: the best); *count = n * V. NULL (printed) on error. */
+static float *t_tiny_logits(const char *dir, const char *isa, const int32_t *ids, int32_t n, int64_t *count) {
+    plume_model *m = t_tiny_open(dir, isa, 1, 1);
+    plume_session *s = m ? t_tiny_session(m, 64, n, 0, 0) : NULL;
+    int64_t V = m ? plume_model_n_vocab(m) : 0;
+    float *lg = s ? malloc((size_t)(n * V) * sizeof *lg) : NULL;
+    char *err = NULL;
+    if (lg && plume_session_feed(s, ids, n, lg, 1, &err)) {
+        printf("  %s\n", err);
+        free(lg);
+        lg = NULL;
+    }
+    free(err);
+    *count = n * V;
+    plume_session_free(s);
+    plume_model_free(m);
+    return lg;
+}
+
 /* Convert a tiny model's checkpoint into dir/MODEL-f32, -bf16, -q8 and -q4 (paths into out).
  * q4 with the absmax / 7 step rule: the one golden logits_w4 defines. */
 static void t_tiny_bundles(const char *model, const char *dir, char out[4][600]) {

@@ -9,6 +9,7 @@
  * The real vocabulary (tests/vocab, `make vocab`) is needed by the second half: without it
  * those tests FAIL, or print SKIP lines when PLUME_OFFLINE=1. */
 #include <cjson/cJSON.h>
+#include <regex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -380,6 +381,7 @@ static void test_schema_round2(void) {
         {"{\"type\":\"object\",\"enum\":[{\"a\":1},{\"b\":1}],\"required\":[\"a\"]}", "{\"b\":1}", 0},
         /* formats: uri, hostname, ipv6 narrowed; a format validators do not know is an annotation */
         {"{\"type\":\"string\",\"format\":\"uri\"}", "\"https://example.com/a\"", 1},
+        {"{\"type\":\"string\",\"format\":\"url\"}", "\"https://lamydia\"", 0}, /* ajv-formats' url wants a top-level domain */
         {"{\"type\":\"string\",\"format\":\"uri\"}", "\"not a uri\"", 0},
         {"{\"type\":\"string\",\"format\":\"hostname\"}", "\"a-b.example\"", 1},
         {"{\"type\":\"string\",\"format\":\"ipv6\"}", "\"::1\"", 0},
@@ -404,6 +406,56 @@ static void test_schema_round2(void) {
         /* propertyNames: a name it refuses is not written */
         {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"ab\":1}", 0},
         {"{\"properties\":{\"ab\":{},\"c\":{}},\"propertyNames\":{\"maxLength\":1}}", "{\"c\":1}", 1},
+        /* not: of {} (nothing), a type, one required name, enum values beside an enum, anyOf of those */
+        {"{\"properties\":{\"a\":{\"not\":{}},\"b\":{}}}", "{\"a\":1}", 0},
+        {"{\"properties\":{\"a\":{\"not\":{}},\"b\":{}}}", "{\"b\":1}", 1},
+        {"{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", "null", 0},
+        {"{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", "\"x\"", 1},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"not\":{\"required\":[\"a\"]}}", "{\"a\":1}", 0},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"not\":{\"required\":[\"a\"]}}", "{\"b\":1}", 1},
+        {"{\"enum\":[1,2,3],\"not\":{\"enum\":[2]}}", "2", 0},
+        {"{\"enum\":[1,2,3],\"not\":{\"enum\":[2]}}", "3", 1},
+        {"{\"not\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}}", "null", 0},
+        {"{\"not\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}}", "\"x\"", 0},
+        {"{\"not\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}}", "[1]", 1},
+        /* oneOf with overlapping branches: each narrowed apart from the others where it can be */
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}},{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}]}", "{}", 0},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}},{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}]}", "{\"a\":\"x\"}", 1},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}},{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}]}", "{\"a\":1}", 1},
+        {"{\"oneOf\":[{\"type\":[\"string\",\"null\"]},{\"type\":\"null\"}]}", "null", 0},
+        {"{\"oneOf\":[{\"type\":[\"string\",\"null\"]},{\"type\":\"null\"}]}", "\"x\"", 1},
+        {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "{\"a\":1}", 1},
+        {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "{\"b\":1}", 1},
+        {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "{\"a\":1,\"b\":2}", 0},
+        {"{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}]}", "1", 0},
+        /* $ref by anchor, by a subschema's $id, by the document's $id with a pointer */
+        {"{\"$defs\":{\"a\":{\"$anchor\":\"foo\",\"type\":\"integer\"}},\"$ref\":\"#foo\"}", "1", 1},
+        {"{\"$defs\":{\"a\":{\"$anchor\":\"foo\",\"type\":\"integer\"}},\"$ref\":\"#foo\"}", "\"x\"", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":\"x\"}", 1},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"item.json\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"http://x.org/b/item.json\",\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/b/item.json\"}}}", "{\"p\":1}", 0},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"type\":\"string\"}},\"properties\":{\"p\":{\"$ref\":\"http://x.org/root.json#/$defs/a\"}}}", "{\"p\":\"x\"}", 1},
+        /* format with lengths every string of the format has */
+        {"{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":1,\"maxLength\":36}", "\"123e4567-e89b-42d3-a456-426614174000\"", 1},
+        {"{\"type\":\"string\",\"format\":\"date\",\"minLength\":1}", "\"2024-02-29\"", 1},
+        /* multipleOf: integers spelled out between bounds; 1, 0.01, powers of two: integers (narrowing) */
+        {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "32", 1},
+        {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "64", 0},
+        {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":0,\"exclusiveMaximum\":64}", "33", 0},
+        {"{\"type\":\"integer\",\"multipleOf\":16,\"minimum\":-20,\"maximum\":64}", "-16", 1},
+        {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", "1234", 1},
+        {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", "12.5", 0},
+        {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", "-1", 0},
+        {"{\"type\":\"number\",\"multipleOf\":0.25}", "-7", 1},
+        /* oneOf: enum values that the other branch's pattern refuses make the branches disjoint */
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"header\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"header\"", 1},
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"header\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"cookie:x\"", 1},
+        {"{\"oneOf\":[{\"enum\":[\"none\",\"cookie:a\"]},{\"type\":\"string\",\"pattern\":\"^cookie:[a-z]+$\"}]}", "\"none\"", -1},
+        /* pattern with minLength/maxLength: the pattern narrowed to those lengths */
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":3}", "\"abc\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":3}", "\"abcd\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":2,\"maxLength\":3}", "\"a\"", 0},
         /* minProperties: optional members made required in order; maxProperties: the rest dropped */
         {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{}", 0},
         {"{\"properties\":{\"a\":{},\"b\":{}},\"minProperties\":1}", "{\"a\":1}", 1},
@@ -419,15 +471,77 @@ static void test_schema_round2(void) {
     }
 }
 
+/* Patterns against POSIX regexec on every string over {a, b, c} up to 6 characters: without
+ * a length the grammar accepts exactly what the pattern matches (repetitions of parts that
+ * match the empty string included: `(a*)*`); with minLength/maxLength it accepts only
+ * matching strings of those lengths (a narrowing), at least one, and all of them where the
+ * narrowing is exact. */
+static void test_pattern_brute(void) {
+    static const struct { const char *pat; int lo, hi, exact; } cases[] = {
+        {"^(a*)*$", -1, -1, 1}, {"^(a?)*$", -1, -1, 1}, {"^(a*|b)*$", -1, -1, 1}, {"^(a|b?)+c$", -1, -1, 1},
+        {"(a*b?)*c", -1, -1, 1}, {"^((a?b?)*|c)+$", -1, -1, 1}, {"^(a?){2,3}b$", -1, -1, 1}, {"^(a*)+$", -1, -1, 1},
+        {"^((a|)(b|))*c$", -1, -1, 1}, {"^(ab|c)*$", -1, -1, 1}, {"b(a|c)", -1, -1, 1},
+        {"^[ab]+$", 2, 4, 1}, {"^a*b*$", 3, 5, 0}, {"a", -1, 3, 0}, {"a", 2, -1, 0}, {"^(ab|c)*$", 3, 6, 0},
+        {"^(a*b)+c?$", 2, 5, 0}, {"^(a|bc|cab)$", 2, 2, 1}, {"^((a*)*b)+$", 4, -1, 0}, {"c(a?b?)*", 1, 4, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char schema[256], *g = NULL, *err = NULL;
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":\"%s\"", cases[i].pat);
+        if (cases[i].lo >= 0) snprintf(schema + strlen(schema), sizeof schema - strlen(schema), ",\"minLength\":%d", cases[i].lo);
+        if (cases[i].hi >= 0) snprintf(schema + strlen(schema), sizeof schema - strlen(schema), ",\"maxLength\":%d", cases[i].hi);
+        strcat(schema, "}");
+        regex_t re;
+        CHECK(!regcomp(&re, cases[i].pat, REG_EXTENDED | REG_NOSUB), "regcomp %s", cases[i].pat);
+        int rc = cst_schema_to_gbnf(schema, strlen(schema), CST_JSON, &g, &err);
+        CHECK(!rc, "%s: %s", schema, err ? err : "");
+        cst_grammar gr;
+        cst_dfa *d = NULL;
+        if (!rc && !cst_grammar_parse(&gr, g, strlen(g), &err)) {
+            CHECK(!cst_dfa_new(&d, &gr, NULL), "%s: dfa", schema);
+            int accepted = 0, wrong = 0, missed = 0;
+            char s[10];
+            for (int len = 0; d && len <= 6; len++) {
+                int total = 1;
+                for (int k = 0; k < len; k++) total *= 3;
+                for (int v = 0; v < total; v++) {
+                    int x = v;
+                    s[0] = '"';
+                    for (int k = 0; k < len; k++, x /= 3) s[1 + k] = (char)('a' + x % 3);
+                    s[1 + len] = '"';
+                    s[2 + len] = 0;
+                    int in_len = (cases[i].lo < 0 || len >= cases[i].lo) && (cases[i].hi < 0 || len <= cases[i].hi);
+                    s[1 + len] = 0;
+                    int want = in_len && !regexec(&re, s + 1, 0, NULL, 0);
+                    s[1 + len] = '"';
+                    int got = cst_dfa_matches(d, s, strlen(s));
+                    accepted += got == 1;
+                    wrong += got == 1 && !want;
+                    missed += got != 1 && want;
+                }
+            }
+            CHECK(!wrong, "%s: %d strings accepted that the pattern or the lengths refuse", schema, wrong);
+            CHECK(accepted > 0, "%s: nothing accepted", schema);
+            CHECK(!cases[i].exact || !missed, "%s: %d matching strings refused", schema, missed);
+            cst_dfa_free(d);
+            cst_grammar_free(&gr);
+        } else CHECK(0, "%s: grammar: %s", schema, err ? err : "");
+        regfree(&re);
+        free(g);
+        free(err);
+    }
+}
+
 /* A schema outside the subset is refused, and the message names the keyword and where. */
 static void test_schema_refusals(void) {
     static const struct { const char *schema, *says; } cases[] = {
         {"{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":2}", "#: \"uniqueItems\" with minItems above 1"},
-        {"{\"properties\":{\"a\":{\"not\":{}}}}", "#/a: \"not\" is not supported"},
+        {"{\"properties\":{\"a\":{\"not\":{\"type\":\"string\",\"minLength\":2}}}}", "\"not\" of this schema is not supported"},
         {"{\"type\":\"object\",\"properties\":{\"ab\":{}},\"required\":[\"ab\"],\"propertyNames\":{\"maxLength\":1}}",
          "required \"ab\" is refused by \"propertyNames\""},
         {"{\"type\":\"object\",\"minProperties\":1}", "\"minProperties\" 1 is more than the named properties"},
-        {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" is not supported"},
+        {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" 3 is supported only between a minimum and a maximum"},
+        {"{\"type\":\"number\",\"multipleOf\":0.3}", "\"multipleOf\" 0.3 is not supported"},
+        {"{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":1,\"maximum\":4}", "no multiple of 5 lies within the bounds"},
         {"{\"type\":\"string\",\"format\":\"duration\"}", "\"format\": \"duration\" is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-references are not supported"},
         {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "lookaround is not supported"},
@@ -435,8 +549,12 @@ static void test_schema_refusals(void) {
         {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "'^' is supported only at the start"},
         {"{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", "\\p{...} is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"a{2000}\"}", "a count above 1000"},
-        {"{\"type\":\"string\",\"minLength\":1,\"pattern\":\"a\"}", "together with minLength/maxLength"},
-        {"{\"$ref\":\"http://example.com/s.json\"}", "only local references"},
+        {"{\"type\":\"string\",\"maxLength\":100,\"format\":\"email\"}", "\"email\" together with minLength/maxLength is supported only where"},
+        {"{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
+        {"{\"type\":\"string\",\"minLength\":6,\"pattern\":\"^a{5}$\"}", "no string matching \"pattern\" has a length"},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "a document that is not this one"},
+        {"{\"$ref\":\"#nowhere\"}", "the anchor \"#nowhere\" is not in this document"},
+        {"{\"$id\":\"http://x.org/root.json\",\"$defs\":{\"a\":{\"$id\":\"http://x.org/b/item.json\"}},\"$ref\":\"item.json\"}", "a document that is not this one"},
         {"{\"$ref\":\"#/$defs/missing\"}", "does not resolve"},
         {"{\"$ref\":\"#/$defs/a\",\"type\":\"object\",\"$defs\":{\"a\":{\"type\":\"string\"}}}", "no \"type\" in common"},
         {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "\"oneOf\" branches 0 and 1 may both match"},
@@ -589,7 +707,7 @@ static void test_suite_soundness(void) {
         "contains", "minContains", "dependentRequired", "dependentSchemas", "if-then-else", "maxProperties",
         "minProperties", "patternProperties", "prefixItems", "propertyNames", "unevaluatedItems",
         "unevaluatedProperties", "uniqueItems", "default", "infinite-loop-detection", "not", "format-uri",
-        "format-hostname", "format-ipv6"};
+        "format-hostname", "format-ipv6", "multipleOf"};
     int compiled = 0, refused = 0, rejected = 0, narrowed = 0, accepted = 0;
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         char path[512], *text = NULL, *err = NULL;
@@ -1113,6 +1231,7 @@ int main(void) {
     RUN(test_deep_nesting_bounded);
     RUN(test_schema_accepts);
     RUN(test_schema_refusals);
+    RUN(test_pattern_brute);
     RUN(test_schema_round2);
     RUN(test_number_bounds_twin);
     RUN(test_suite_soundness);

@@ -18,25 +18,6 @@
 static char *tmp;
 static char hf[600], gg[600];
 
-/* Logits [n, V] of a bundle for ids with exact activations (NULL, printed, on error). */
-static float *logits_of(const char *dir, const int32_t *ids, int32_t n, int64_t *count) {
-    plume_model *m = t_tiny_open(dir, NULL, 1, 1);
-    plume_session *s = m ? t_tiny_session(m, 64, n, 0, 0) : NULL;
-    int64_t V = m ? plume_model_n_vocab(m) : 0;
-    float *lg = s ? malloc((size_t)(n * V) * sizeof *lg) : NULL;
-    char *err = NULL;
-    if (lg && plume_session_feed(s, ids, n, lg, 1, &err)) {
-        printf("  %s\n", err);
-        free(lg);
-        lg = NULL;
-    }
-    free(err);
-    *count = n * V;
-    plume_session_free(s);
-    plume_model_free(m);
-    return lg;
-}
-
 /* The dtype of a tensor of a bundle's chunk file, or -1. */
 static int chunk_dtype(const char *bundle, int chunk, const char *name) {
     char path[700];
@@ -71,10 +52,10 @@ static void test_gguf_q4_0_lossless(void) {
     int32_t ids[64];
     int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
     int64_t cn = 0, cq = 0;
-    float *ref = logits_of(f32, ids, n, &cn), *lg = st ? NULL : logits_of(q4, ids, n, &cq);
+    float *ref = t_tiny_logits(f32, NULL, ids, n, &cn), *lg = st ? NULL : t_tiny_logits(q4, NULL, ids, n, &cq);
     double rr = ref && lg && cn == cq ? t_rel_rms(lg, ref, (size_t)cn) : 1;
     int64_t cg = 0;
-    float *lg32 = logits_of(g32, ids, n, &cg); /* the same numbers (Q4_0 cannot hold a -0: zeros may flip sign) */
+    float *lg32 = t_tiny_logits(g32, NULL, ids, n, &cg); /* the same numbers (Q4_0 cannot hold a -0: zeros may flip sign) */
     CHECK(ref && lg32 && cg == cn && t_max_abs(lg32, ref, (size_t)cn) == 0, "the GGUF at f32: logits differ from the checkpoint's");
     free(lg32);
     printf("  GGUF Q4_0 -> q4 vs the float model: relative RMS %.3g\n", rr);
@@ -271,7 +252,7 @@ static void test_gguf_llama_quantize(void) {
     int32_t ids[64];
     int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
     int64_t cn = 0;
-    float *ref = logits_of(kf32, ids, n, &cn);
+    float *ref = t_tiny_logits(kf32, NULL, ids, n, &cn);
     static const char *const files[2] = {"q4_0", "q4_k_m"};
     /* the types each file must hold for the test to cover what it says */
     const uint32_t want[2] = {1u << GGML_Q4_0 | 1u << GGML_Q6_K | 1u << GGML_Q8_0 | 1u << GGML_F32,
@@ -289,7 +270,7 @@ static void test_gguf_llama_quantize(void) {
         CHECK(t_sh(out, sizeof out, "grep -q '\"weights\":\t\"q4\"' %s/model_config.json", b) == 0,
               "%s: auto weights", files[i]);
         int64_t c1 = 0, c2 = 0;
-        float *lg = logits_of(b, ids, n, &c1), *lg32 = logits_of(b32, ids, n, &c2);
+        float *lg = t_tiny_logits(b, NULL, ids, n, &c1), *lg32 = t_tiny_logits(b32, NULL, ids, n, &c2);
         double own = lg && lg32 && c1 == c2 ? t_rel_rms(lg, lg32, (size_t)c1) : 1;
         double vs = lg32 && ref && c2 == cn ? t_rel_rms(lg32, ref, (size_t)cn) : 1;
         printf("  llama-quantize %s: plume's bundle vs the file's exact weights %.3g, the file vs the float model %.3g "

@@ -1,5 +1,6 @@
 /* test_json.c -- the typed JSON getters (src/json.h): values, defaults, null as absent, every
- * type and range error with the key path and the document in its message. */
+ * type and range error with the key path and the document in its message; numbers as written
+ * (plume_json_keep_numbers of plume.h). */
 #include "json.h"
 #include "t.h"
 
@@ -110,8 +111,35 @@ static void test_json_errors(void) {
     cJSON_Delete(root);
 }
 
+/* plume_json_keep_numbers: each number's text as written beside the tree (past strings with
+ * escaped quotes and digits, white space), the end of the value; NULL where text and tree part
+ * (another text, a tree walked twice). */
+static void test_keep_numbers(void) {
+    static const char text[] = " { \"a\" : [9007199254740993, 1e400,-0.5E-3 ], \"b\\\"1\": \"x\\\"9\", \"c\": {\"d\": 10}} ";
+    const char *end = text + strlen(text);
+    cJSON *root = cJSON_Parse(text);
+    int32_t oom = 0;
+    const char *at = root ? plume_json_keep_numbers(root, text, end, &oom) : NULL;
+    CHECK(at && *at == ' ' && at + 1 == end && !oom, "the walk ended at %s", at ? at : "(NULL)");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "a");
+    const char *want[] = {"9007199254740993", "1e400", "-0.5E-3"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetArrayItem(a, i);
+        CHECK(v && v->valuestring && !strcmp(v->valuestring, want[i]), "number %d: %s", i, v && v->valuestring ? v->valuestring : "(none)");
+    }
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "c"), "d");
+    CHECK(d && d->valuestring && !strcmp(d->valuestring, "10"), "nested number");
+    CHECK(!plume_json_keep_numbers(root, text, end, &oom) && !oom, "a tree walked twice");
+    cJSON_Delete(root);
+    static const char other[] = "[1, 2]";
+    root = cJSON_Parse("[1, \"x\"]");
+    CHECK(root && !plume_json_keep_numbers(root, other, other + strlen(other), &oom), "another text");
+    cJSON_Delete(root);
+}
+
 int main(void) {
     RUN(test_json_values);
     RUN(test_json_errors);
+    RUN(test_keep_numbers);
     return t_total_failed ? 1 : 0;
 }

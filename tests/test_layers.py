@@ -68,7 +68,7 @@ ROOMS = [
     Room("tools/cli/", 4, "tools/cli/cli.h"),
 ]
 # Library headers that tools/ must not include: the model's internals.
-PRIVATE = {"model.h", "forward.h", "pool.h", "config.h", "convert.h", "source.h", "quant.h", "safetensors.h"}
+PRIVATE = {"model.h", "forward.h", "pool.h", "config.h", "convert.h", "source.h", "quant.h", "safetensors.h", "manifest.h"}
 
 failed = 0
 

@@ -18,26 +18,6 @@
 static char *tmp;
 static char hf[600];
 
-/* Logits [n, V] of a bundle for the golden ids, fed all at once with exact activations, by
- * kernels isa (NULL: the best); NULL (printed) on error. */
-static float *logits_of(const char *dir, const char *isa, const int32_t *ids, int32_t n, int64_t *count) {
-    plume_model *m = t_tiny_open(dir, isa, 1, 1);
-    plume_session *s = m ? t_tiny_session(m, 64, n, 0, 0) : NULL;
-    int64_t V = m ? plume_model_n_vocab(m) : 0;
-    float *lg = s ? malloc((size_t)(n * V) * sizeof *lg) : NULL;
-    char *err = NULL;
-    if (lg && plume_session_feed(s, ids, n, lg, 1, &err)) {
-        printf("  %s\n", err);
-        free(lg);
-        lg = NULL;
-    }
-    free(err);
-    *count = n * V;
-    plume_session_free(s);
-    plume_model_free(m);
-    return lg;
-}
-
 /* Convert the snapped checkpoint into tmp/NAME with extra options; 0 on success. */
 static int convert(const char *name, const char *opts, char *out, size_t cap) {
     char log[4096];
@@ -92,14 +72,14 @@ static void test_qat_lossless(void) {
     int32_t ids[64];
     int32_t n = (int32_t)t_tiny_ids("tiny-a", ids, 64);
     int64_t cn = 0;
-    float *ref = rc ? NULL : logits_of(f32, "scalar", ids, n, &cn);
+    float *ref = rc ? NULL : t_tiny_logits(f32, "scalar", ids, n, &cn);
     CHECK(ref && n > 0, "reference logits");
     if (!ref) return;
     const char *isas[8];
     int nisa = plume_kernels_available(isas, 8);
     for (int ii = 0; ii < nisa; ii++) {
         int64_t c;
-        float *lg = logits_of(best, isas[ii], ids, n, &c);
+        float *lg = t_tiny_logits(best, isas[ii], ids, n, &c);
         double rr = lg ? t_rel_rms(lg, ref, (size_t)cn) : 1;
         printf("  %s: q4 (best) vs the float model: relative RMS %.3g\n", isas[ii], rr);
         CHECK(lg && c == cn && rr <= LOGITS_REL_RMS, "%s: relative RMS %.3g", isas[ii], rr);
@@ -108,7 +88,7 @@ static void test_qat_lossless(void) {
     const char *const dirs[2] = {absmax, q40}, *const names[2] = {"absmax", "q4_0"};
     for (int k = 0; k < 2; k++) {
         int64_t c;
-        float *lg = logits_of(dirs[k], NULL, ids, n, &c);
+        float *lg = t_tiny_logits(dirs[k], NULL, ids, n, &c);
         double rr = lg ? t_rel_rms(lg, ref, (size_t)cn) : 0;
         printf("  q4 (%s) vs the float model: relative RMS %.3g\n", names[k], rr);
         CHECK(lg && rr > 100 * LOGITS_REL_RMS, "%s requantizes the grid: relative RMS only %.3g", names[k], rr);

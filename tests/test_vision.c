@@ -119,6 +119,63 @@ static void test_tower_matches_golden(void) {
     free(ge);
 }
 
+/* The rows, count and key of an encoding equal, bit for bit. */
+static int same_embd(const plume_embd *a, const plume_embd *b) {
+    return a && b && plume_embd_n_tokens(a) == plume_embd_n_tokens(b) && plume_embd_dim(a) == plume_embd_dim(b) &&
+           plume_embd_key(a) == plume_embd_key(b) &&
+           !memcmp(plume_embd_data(a), plume_embd_data(b),
+                   (size_t)plume_embd_n_tokens(a) * (size_t)plume_embd_dim(a) * sizeof(float));
+}
+
+/* plume_image_shrink (what plume serve does right after decoding): a 1500 x 1000 image of
+ * random pixels shrunk at the default budget and at 560 holds the tower's resized pixels only,
+ * and its tokens, key and rows are the decoded image's bit for bit; a shrunk image at another
+ * budget is refused; an image the tower upscales (A.png) is kept as decoded, its encoding the
+ * golden's (emb_a). */
+static void test_shrink_is_exact(void) {
+    enum { W = 1500, H = 1000 };
+    uint8_t *rgb = malloc((size_t)W * H * 3);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < (size_t)W * H * 3; i++) rgb[i] = (uint8_t)((x = x * 1664525u + 1013904223u) >> 24);
+    char *err = NULL;
+    for (int32_t budget = 0; budget <= 560; budget += 560) {
+        plume_image_params p = {.max_tokens = budget};
+        plume_image *full = NULL, *small = NULL;
+        plume_embd *want = NULL, *got = NULL;
+        uint64_t k1 = 0, k2 = 0;
+        int32_t n1 = 0, n2 = 0;
+        int rc = plume_image_from_rgb(&full, rgb, W, H, &err) || plume_image_from_rgb(&small, rgb, W, H, &err) ||
+                 plume_image_encode(&want, m, full, &p, &err) || plume_image_tokens(m, full, &p, &n1, &k1, &err) ||
+                 plume_image_shrink(small, m, &p, &err) || plume_image_tokens(m, small, &p, &n2, &k2, &err) ||
+                 plume_image_encode(&got, m, small, &p, &err);
+        CHECK(rc == 0, "budget %d: %s", budget, err ? err : "");
+        int32_t sw = plume_image_width(small), sh = plume_image_height(small);
+        printf("  budget %d: %d x %d shrunk to %d x %d, %d tokens\n", budget, W, H, sw, sh, n2);
+        CHECK(!rc && (int64_t)sw * sh < (int64_t)W * H, "budget %d: shrunk to %d x %d", budget, sw, sh);
+        CHECK(!rc && n1 == n2 && k1 == k2 && k1 == plume_embd_key(want), "budget %d: %d/%d tokens, keys %llx %llx", budget,
+              n1, n2, (unsigned long long)k1, (unsigned long long)k2);
+        CHECK(!rc && same_embd(want, got), "budget %d: the shrunk image's rows differ", budget);
+        CHECK(plume_image_shrink(small, m, &p, &err) == 0 && plume_image_width(small) == sw, "shrunk twice: %s",
+              err ? err : "");
+        plume_image_params other = {.max_tokens = budget ? 70 : 1120};
+        plume_embd *bad = NULL;
+        free(err), err = NULL;
+        CHECK(plume_image_encode(&bad, m, small, &other, &err) == PLUME_EINVAL && !bad && err && strstr(err, "shrunk"),
+              "budget %d, encoded at %d: %s", budget, other.max_tokens, err ? err : "(no error)");
+        free(err), err = NULL;
+        plume_embd_free(want), plume_embd_free(got), plume_image_free(full), plume_image_free(small);
+    }
+    free(rgb);
+    plume_image *a = NULL;
+    plume_embd *e = NULL;
+    int rc = plume_image_load(&a, fx("A.png"), &err);
+    int32_t w0 = rc ? 0 : plume_image_width(a);
+    if (!rc) rc = plume_image_shrink(a, m, NULL, &err);
+    if (!rc) rc = plume_image_encode(&e, m, a, NULL, &err);
+    CHECK(rc == 0 && plume_image_width(a) == w0 && same_embd(e, emb_a), "A.png shrunk: %s", err ? err : "");
+    plume_embd_free(e), plume_image_free(a), free(err);
+}
+
 /* An abort callback: stop at the call counted by *ctx reaching 0 (counted down). */
 static int stop_at(void *ctx) {
     int *left = ctx;
@@ -530,6 +587,7 @@ int main(void) {
         return 1;
     }
     RUN(test_tower_matches_golden);
+    RUN(test_shrink_is_exact);
     RUN(test_tower_every_isa_vs_scalar);
     RUN(test_encoder_own_threads);
     RUN(test_two_images_logits_and_greedy);

@@ -24,12 +24,12 @@ can serve several threads, each with its own session.
 #   _session    Session (one conversation's caches: feed, rewind, save)
 #   _media      images and audio: decoded, encoded by the towers, their placeholders expanded
 #   _generate   the generation loop behind Model.generate (prefill, sample, stop strings)
-#   _convert    convert (HF checkpoint -> bundle)
+#   _convert    convert (HF checkpoint -> bundle), verify (a bundle against its manifest)
 #   _model      Model (a bundle opened): sessions, its tokenizer, generate
 # The public names are the ones below, defined in those modules and re-exported here: users
 # (and __init__.pyi, which types them) know only `plume.X`.
 from . import _lib  # noqa: F401 -- plume._lib (LIBRARY_PATH, the ABI test)
-from ._convert import convert
+from ._convert import convert, verify
 from ._errors import (Error, FileError, FormatError, InvalidArgumentError, MismatchError,
                       OutOfMemoryError, RangeError)
 from ._model import Model
@@ -41,7 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Error", "FileError", "FormatError", "OutOfMemoryError", "InvalidArgumentError",
            "RangeError", "MismatchError", "Model", "Session", "Tokenizer", "Sampler",
-           "render_chat", "convert", "__version__"]
+           "render_chat", "convert", "verify", "__version__"]
 
 # Each public class and function says it is plume's, not its private module's: repr()
 # (<class 'plume.FileError'>), tracebacks (plume.FileError: ...), help() and pickle name it

@@ -1,11 +1,12 @@
 """The converter: a Hugging Face checkpoint -> a bundle directory, through plume_convert(),
-the function `plume convert` calls (so both write byte-identical bundles).
+the function `plume convert` calls (so both write byte-identical bundles); and the check of a
+bundle against its manifest (plume_bundle_verify, `plume verify`).
 
 May use _lib, _errors and _common; needs no model.
 """
 from ._common import c_path
-from ._errors import check
-from ._lib import byref, c_void_p, lib
+from ._errors import FormatError, check
+from ._lib import VerifyReport, byref, c_void_p, lib, take_string
 
 
 def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="auto", head="q8",
@@ -25,3 +26,17 @@ def convert(hf_dir, out_dir, weights="q8", *, n_ctx=0, progress=False, layout="a
     err = c_void_p()
     check(lib.plume_convert(c_path(hf_dir), c_path(out_dir), byref(p), byref(err)), err,
           "convert")
+
+
+def verify(bundle_dir):
+    """Check every file of a bundle against the manifest.sha256 the converter wrote (as `plume
+    verify` does). Returns None when all match; raises FormatError naming every corrupt,
+    missing or unlisted file (one per line), FileError when the bundle has no manifest."""
+    bad = []
+    report = VerifyReport(lambda line, _arg: bad.append(line.decode("utf-8", "replace")))
+    err = c_void_p()
+    rc = lib.plume_bundle_verify(c_path(bundle_dir), None, None, report, byref(err))
+    if rc and bad:
+        take_string(err.value) if err.value else None  # its first line is bad[0]
+        raise FormatError("\n".join(bad), rc)
+    check(rc, err, "verify")

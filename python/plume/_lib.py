@@ -15,6 +15,9 @@ import sys
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
 
+# plume_bundle_verify's report callback: one line per bad file.
+VerifyReport = ctypes.CFUNCTYPE(None, c_char_p, c_void_p)
+
 # Error codes (enum in plume.h).
 OK, EIO, EFORMAT, ENOMEM, EINVAL, ERANGE, EMISMATCH = 0, -1, -2, -3, -4, -5, -6
 
@@ -156,6 +159,7 @@ _FUNCS = {
     "plume_prompt_expand": (c_int32, [c_void_p, _I32P, c_int32, POINTER(c_void_p), c_int32, _I32P, c_int32, _ERR]),
     "plume_convert_default_params": (ConvertParams, []),
     "plume_convert": (c_int, [c_char_p, c_char_p, POINTER(ConvertParams), _ERR]),
+    "plume_bundle_verify": (c_int, [c_char_p, c_void_p, c_void_p, VerifyReport, _ERR]),
 }
 
 

@@ -477,6 +477,24 @@ class TestConvert(unittest.TestCase):
             with open(os.path.join(out, n), "rb") as a, open(os.path.join(ref, n), "rb") as b:
                 self.assertEqual(a.read(), b.read(), n)
 
+    def test_verify(self):
+        out = os.path.join(tmpdir(), "py-verify")
+        plume.convert(HF, out, weights="q8")
+        self.assertIsNone(plume.verify(out))
+        with open(os.path.join(out, "cos_full.npy"), "r+b") as f:  # one byte flipped
+            f.seek(200)
+            b = f.read(1)
+            f.seek(200)
+            f.write(bytes([b[0] ^ 1]))
+        os.remove(os.path.join(out, "sin_full.npy"))
+        with self.assertRaises(plume.FormatError) as c:
+            plume.verify(out)
+        self.assertIn("cos_full.npy", str(c.exception))
+        self.assertIn("sin_full.npy", str(c.exception))
+        os.remove(os.path.join(out, "manifest.sha256"))
+        with self.assertRaises(plume.FileError):
+            plume.verify(out)
+
     def test_layout(self):
         tiles, rows = os.path.join(tmpdir(), "py-tiles"), os.path.join(tmpdir(), "py-rows")
         plume.convert(HF, tiles, weights="q4", layout="tiles")

@@ -144,7 +144,7 @@ int cst_utf8_valid(const char *s, size_t n);
 int cst_number_expr(plume_buf *b, int is_int, const struct cJSON *schema, const char *path, char **err);
 int cst_string_expr(plume_buf *b, const struct cJSON *schema, int dialect, const char *char_rule, const char *path,
                    char **err);
-int cst_regex_expr(plume_buf *b, const char *pattern, int dialect, const char *path, char **err);
+int cst_regex_expr(plume_buf *b, const char *pattern, int64_t lo, int64_t hi, int dialect, const char *path, char **err);
 /* One character whose code point is in the set, in the dialect's spelling; -1 when the
  * dialect cannot spell any member (nothing is appended then). */
 int cst_char_expr(plume_buf *b, const cst_cpset *s, int dialect);

@@ -7,10 +7,11 @@
  *
  * What is enforced and how:
  *   type (one or a list; without it, the type the keywords imply, or any value), enum/const
- *   (their values spelled out, filtered by type), anyOf (alternatives), oneOf (alternatives,
- *   accepted only when the branches are disjoint: different types, or a property both require
- *   with different const/enum values), allOf (one constraining member), $ref (local JSON
- *   pointers, "#", $defs/definitions), objects (properties in order, required ones always,
+ *   (their values spelled out, filtered by type), anyOf (alternatives; one with nothing valid
+ *   dropped), oneOf (alternatives: disjoint branches as they are, overlapping ones narrowed
+ *   apart by narrow_branch, or not written), allOf and other combinations (merged, flatten),
+ *   not (folded in: negate), $ref (JSON pointers, "#", $defs/definitions, $id and anchors
+ *   within the document), objects (properties in order, required ones always,
  *   optional ones skippable; additionalProperties false, true or a schema, extra keys after
  *   the named ones and never equal to one), arrays (items, minItems, maxItems), strings
  *   (schema_str.c), integers and numbers with bounds (schema_num.c).
@@ -53,6 +54,7 @@ struct cst_schema {
     int32_t mm_ht_cap;
     char nothing[200];    /* why the last combination made accepts nothing */
     int nest;             /* compilers above this one (schema_accepts compiles a part apart) */
+    int unsat;            /* the error set says that nothing is valid there (not a keyword refused) */
     unsigned used;
     int depth;
     char **err;
@@ -67,12 +69,11 @@ static const char *const handled_kw[] = {"type", "enum", "const", "anyOf", "oneO
                                          "propertyNames", "minProperties", "maxProperties", "items", "minItems",
                                          "maxItems", "prefixItems", "additionalItems", "uniqueItems", "contains",
                                          "minContains", "minLength", "maxLength", "pattern", "format", "minimum",
-                                         "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
-static const char *const refused_kw[] = {"multipleOf", "maxContains",
-                                         "not", "$dynamicRef", "$recursiveRef",
+                                         "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
+static const char *const refused_kw[] = {"maxContains", "$dynamicRef", "$recursiveRef",
                                          "divisibleBy", "disallow", "extends", NULL};
 /* Keywords folded into the schema before it is compiled (flatten()), or read where it is. */
-static const char *const folded_kw[] = {"if", "dependentRequired", "dependencies", "dependentSchemas",
+static const char *const folded_kw[] = {"if", "not", "dependentRequired", "dependencies", "dependentSchemas",
                                         "unevaluatedProperties", "unevaluatedItems", NULL};
 
 /* Whether s is one of the NULL-terminated list. */
@@ -251,15 +252,77 @@ static int put_value(cst_schema *c, plume_buf *b, const cJSON *v, const char *pa
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-/* The node a local reference ("#", "#/a/b~1c", percent-escapes decoded) names, or NULL (error
- * set). */
-static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
-    if (ref[0] != '#' || (ref[1] && ref[1] != '/')) {
-        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (only local references "
-                   "\"#\" and \"#/...\")", path, ref);
-        return NULL;
+/* ref made absolute against the document's base (its root $id, or draft 4's id): a
+ * reference with a scheme is kept, another replaces the base's last segment; into out. */
+static void id_absolute(const cJSON *doc, const char *ref, char *out, size_t cap) {
+    const cJSON *b = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "$id") : NULL;
+    if (!cJSON_IsString(b) && cJSON_IsObject(doc)) b = cJSON_GetObjectItemCaseSensitive(doc, "id");
+    const char *slash = cJSON_IsString(b) ? strrchr(b->valuestring, '/') : NULL;
+    if (strstr(ref, "://") || !slash) snprintf(out, cap, "%s", ref);
+    else snprintf(out, cap, "%.*s%s", (int)(slash - b->valuestring + 1), b->valuestring, ref);
+    char *h = strchr(out, '#');
+    if (h && !h[1]) *h = 0; /* "x.json#" names x.json */
+}
+
+/* The subschema under n whose $id (draft 4: id), made absolute against the document's base,
+ * is id (absolute too), or whose $anchor is anchor (draft 6/7: an $id "#anchor"); NULL when
+ * none. Values of enum/const/examples/default are data, not schemas. (Bases that nested
+ * $ids change are not followed: every $id is taken against the document's.) */
+static const cJSON *find_named(const cJSON *doc, const cJSON *n, const char *id, const char *anchor, int depth) {
+    if (depth > 200 || !(cJSON_IsObject(n) || cJSON_IsArray(n))) return NULL;
+    if (cJSON_IsObject(n)) {
+        static const char *const idk[] = {"$id", "id"};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, idk[k]);
+            if (!cJSON_IsString(v)) continue;
+            if (anchor && v->valuestring[0] == '#' && !strcmp(v->valuestring + 1, anchor)) return n;
+            char abs[512];
+            id_absolute(doc, v->valuestring, abs, sizeof abs);
+            if (id && !strcmp(abs, id)) return n;
+        }
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(n, "$anchor");
+        if (anchor && cJSON_IsString(a) && !strcmp(a->valuestring, anchor)) return n;
     }
+    for (const cJSON *k = n->child; k; k = k->next) {
+        if (k->string && (!strcmp(k->string, "enum") || !strcmp(k->string, "const") || !strcmp(k->string, "examples") ||
+                          !strcmp(k->string, "default")))
+            continue;
+        const cJSON *r = find_named(doc, k, id, anchor, depth + 1);
+        if (r) return r;
+    }
+    return NULL;
+}
+
+/* The node a reference names, or NULL (error set): a JSON pointer ("#", "#/a/b~1c",
+ * percent-escapes decoded) in the document, or in the subschema whose $id the part before
+ * '#' names; an anchor ("#name": $anchor, or draft 6/7's $id "#name"). A document that is
+ * not here (a remote reference) is refused. */
+static const cJSON *resolve(cst_schema *c, const char *ref, const char *path) {
     const cJSON *node = c->doc;
+    const char *hash = strchr(ref, '#');
+    if (hash != ref) { /* a base: the subschema of that $id in this document */
+        char base[512];
+        size_t n = hash ? (size_t)(hash - ref) : strlen(ref);
+        if (n < sizeof base) {
+            char abs[512];
+            memcpy(base, ref, n);
+            base[n] = 0;
+            id_absolute(c->doc, base, abs, sizeof abs);
+            node = find_named(c->doc, c->doc, abs, NULL, 0);
+        } else node = NULL;
+        if (!node) {
+            plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": \"%s\" is not supported (a document that is "
+                       "not this one: only references within it, by JSON pointer, $id or anchor)", path, ref);
+            return NULL;
+        }
+        if (!hash) return node;
+        ref = hash;
+    }
+    if (ref[1] && ref[1] != '/') { /* an anchor */
+        const cJSON *a = find_named(c->doc, node, NULL, ref + 1, 0);
+        if (!a) plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"$ref\": the anchor \"%s\" is not in this document", path, ref);
+        return a;
+    }
     const char *p = ref + 1;
     while (node && *p == '/') {
         p++;
@@ -306,6 +369,8 @@ static const cJSON *follow(cst_schema *c, const cJSON *s, const char *path) {
 }
 
 static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int depth);
+
+static int is_false(cst_schema *c, const cJSON *s);
 
 /* ---- oneOf: disjoint branches ------------------------------------------------------------ */
 
@@ -364,14 +429,40 @@ static int tag_has(const cJSON *vals, int is_const, const cJSON *v) {
     return 0;
 }
 
-/* Whether no value can match both schemas: no type in common, or a property both require
- * with const/enum value sets that do not meet. */
+static int schema_accepts(cst_schema *c, const cJSON *schema, const char *text, char **err);
+
+/* Whether every const/enum value of a is refused by b, where the values are strings,
+ * booleans or null and b holds only keywords plume enforces exactly on them (type, enum,
+ * const, and pattern or lengths, not both: a pattern with lengths is narrowed), so that
+ * plume's grammar refusing a value means b refuses it. */
+static int values_refused(cst_schema *c, const cJSON *a, const cJSON *b) {
+    static const char *const exact[] = {"type", "pattern", "minLength", "maxLength", "enum", "const", NULL};
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b) || other_keyword(b, exact)) return 0;
+    if (cJSON_GetObjectItemCaseSensitive(b, "pattern") &&
+        (cJSON_GetObjectItemCaseSensitive(b, "minLength") || cJSON_GetObjectItemCaseSensitive(b, "maxLength")))
+        return 0;
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(a, "const"), *en = cJSON_GetObjectItemCaseSensitive(a, "enum");
+    if (!co && !cJSON_IsArray(en)) return 0;
+    for (const cJSON *v = co ? co : en->child; v; v = co ? NULL : v->next) {
+        if (!cJSON_IsString(v) && !cJSON_IsBool(v) && !cJSON_IsNull(v)) return 0;
+        char *t = cJSON_PrintUnformatted(v);
+        int r = t ? schema_accepts(c, b, t, NULL) : -1;
+        free(t);
+        if (r != 0) return 0;
+    }
+    return 1;
+}
+
+/* Whether no value can match both schemas: no type in common, a property both require
+ * with const/enum value sets that do not meet, or one's values all refused by the other. */
 static int disjoint(cst_schema *c, const cJSON *a, const cJSON *b) {
     if (!(schema_types(c, a, 0) & schema_types(c, b, 0))) return 1;
+    if (is_false(c, a) || is_false(c, b)) return 1;
     a = follow(c, a, "oneOf");
     b = follow(c, b, "oneOf");
     a = a ? flatten(c, a, "oneOf", 1) : NULL;
     b = b ? flatten(c, b, "oneOf", 1) : NULL;
+    if (values_refused(c, a, b) || values_refused(c, b, a)) return 1;
     const cJSON *props = a ? cJSON_GetObjectItemCaseSensitive(a, "properties") : NULL;
     for (const cJSON *p = cJSON_IsObject(props) && b ? props->child : NULL; p; p = p->next) {
         int ca, cb;
@@ -489,6 +580,108 @@ static int is_false(cst_schema *c, const cJSON *s) {
     return f && cJSON_IsFalse(f);
 }
 
+static const cJSON *branch_view(cst_schema *c, const cJSON *x, const char *path);
+static int names_have(const cJSON *list, const char *name);
+static cJSON *types_value(unsigned t);
+
+/* The schema false made by a combination (why says what made it), as an arena node. */
+static const cJSON *false_node(cst_schema *c, const char *why) {
+    cJSON *f = cJSON_CreateFalse();
+    if (!f) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    cJSON_AddItemToArray(c->arena, f);
+    snprintf(c->nothing, sizeof c->nothing, " (%s)", why);
+    return f;
+}
+
+/* The complement of type bits as a schema {"type": [...]} conjoined with acc ("numbers but
+ * integers" has no type name: numbers are dropped then, a narrowing). */
+static const cJSON *without_types(cst_schema *c, const cJSON *acc, unsigned t, const char *path, int depth) {
+    unsigned comp = T_ALL & ~t;
+    if ((comp & T_NUM) && !(comp & T_INT)) comp &= ~(unsigned)T_NUM;
+    if (!comp) return false_node(c, "\"not\" refuses every type");
+    cJSON *n = cJSON_CreateObject();
+    if (!n) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    cJSON_AddItemToArray(c->arena, n);
+    cJSON_AddItemToObject(n, "type", types_value(comp));
+    return conjoin(c, acc, n, path, depth);
+}
+
+/* acc (flattened) with "not": x folded in (docs/STRUCTURED.md "not"). Exact for not of true
+ * or {} (nothing valid), false, a type, one required name, a const/enum beside acc's own
+ * enum/const, and anyOf of those (each negated); narrowed for several required names (the
+ * first acc does not require is never written), integer (numbers dropped) and const/enum
+ * without an enum beside (their values' types dropped). Anything else: NULL, the error set. */
+static const cJSON *negate(cst_schema *c, const cJSON *acc, const cJSON *x, const char *path, int depth) {
+    if (depth > 32) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\" nested more than 32 deep", path);
+        return NULL;
+    }
+    const cJSON *v = branch_view(c, x, path);
+    if (!v) return NULL;
+    static const char *const none[] = {NULL}, *const simple[] = {"type", "required", "enum", "const", "anyOf", NULL};
+    if (cJSON_IsFalse(v)) return acc;
+    if (cJSON_IsTrue(v) || (cJSON_IsObject(v) && !other_keyword(v, none))) return false_node(c, "\"not\" of a schema that accepts everything");
+    int n_kw = 0;
+    for (const cJSON *k = cJSON_IsObject(v) ? v->child : NULL; k; k = k->next) n_kw += asserts(k->string);
+    if (!cJSON_IsObject(v) || other_keyword(v, simple) || n_kw != 1 || !cJSON_IsObject(acc)) {
+        plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\" of this schema is not supported (plume enforces \"not\" "
+                   "of true, false, type, const, enum, required, and anyOf of those)", path);
+        return NULL;
+    }
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type"), *rq = cJSON_GetObjectItemCaseSensitive(v, "required");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(v, "enum"), *co = cJSON_GetObjectItemCaseSensitive(v, "const");
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(v, "anyOf");
+    if (ty) {
+        unsigned t = 0;
+        if (cJSON_IsString(ty)) t = type_bit(ty->valuestring);
+        for (const cJSON *e = cJSON_IsArray(ty) ? ty->child : NULL; e; e = e->next) t |= cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+        if (!t) { plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\": \"type\" is not a type name", path); return NULL; }
+        return without_types(c, acc, t, path, depth);
+    }
+    if (rq) {
+        if (!cJSON_IsArray(rq)) { plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\": \"required\" is not an array", path); return NULL; }
+        if (!rq->child) return false_node(c, "\"not\" of an empty \"required\"");
+        const cJSON *areq = cJSON_GetObjectItemCaseSensitive(acc, "required");
+        for (const cJSON *q = rq->child; q; q = q->next)
+            if (cJSON_IsString(q) && !names_have(areq, q->valuestring)) { /* this name never written */
+                cJSON *n = cJSON_CreateObject(), *ps = cJSON_CreateObject();
+                if (!n || !ps) { cJSON_Delete(n); cJSON_Delete(ps); plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+                cJSON_AddItemToArray(c->arena, n);
+                cJSON_AddFalseToObject(ps, q->valuestring);
+                cJSON_AddItemToObject(n, "properties", ps);
+                return conjoin(c, acc, n, path, depth);
+            }
+        return without_types(c, acc, T_OBJ, path, depth); /* every object of acc has them all */
+    }
+    if (an) {
+        if (!cJSON_IsArray(an)) { plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\": \"anyOf\" is not an array", path); return NULL; }
+        for (const cJSON *m = an->child; m && acc; m = m->next) acc = negate(c, acc, m, path, depth + 1);
+        return acc;
+    }
+    /* const / enum: the values refused */
+    if (en && !cJSON_IsArray(en)) { plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"not\": \"enum\" is not an array", path); return NULL; }
+    const cJSON *aen = cJSON_GetObjectItemCaseSensitive(acc, "enum"), *aco = cJSON_GetObjectItemCaseSensitive(acc, "const");
+    if (aco || cJSON_IsArray(aen)) { /* acc's own values less those */
+        static const char *const vals[] = {"enum", "const", NULL};
+        cJSON *n = (cJSON *)without(c, acc, vals), *l = cJSON_CreateArray();
+        if (!n || !l) { cJSON_Delete(l); plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+        for (const cJSON *e = aco ? aco : aen->child; e; e = aco ? NULL : e->next) {
+            int out = co ? cJSON_Compare(co, e, 1) : 0;
+            for (const cJSON *f = en ? en->child : NULL; f && !out; f = f->next) out = cJSON_Compare(f, e, 1);
+            if (!out) cJSON_AddItemReferenceToArray(l, (cJSON *)e);
+        }
+        if (!l->child) { cJSON_Delete(l); return false_node(c, "\"not\" refuses every enum/const value"); }
+        cJSON_AddItemToObject(n, "enum", l);
+        return n;
+    }
+    unsigned t = 0;
+    for (const cJSON *e = co ? co : en->child; e; e = co ? NULL : e->next) {
+        unsigned vt = value_types(e);
+        t |= vt & (T_NUM | T_INT) ? T_NUM | T_INT : vt;
+    }
+    return without_types(c, acc, t, path, depth);
+}
+
 /* s with its $ref (when something is beside it), allOf, if/then/else and dependencies folded
  * in: a node with none of them, or s itself (a bare $ref stays, so that recursion is a rule
  * cycle). NULL with the error set. Narrowings (docs/STRUCTURED.md): if/then/else is held to
@@ -505,13 +698,14 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
     const cJSON *dr = cJSON_GetObjectItemCaseSensitive(s, "dependentRequired");
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(s, "dependentSchemas");
     const cJSON *dep = cJSON_GetObjectItemCaseSensitive(s, "dependencies");
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(s, "not");
     static const char *const only_ref[] = {"$ref", NULL};
     if (ref && ((c->draft && c->draft <= 7) || !other_keyword(s, only_ref))) return s; /* bare: its rule */
-    if (!ref && !all && !iff && !dr && !ds && !dep) return s;
+    if (!ref && !all && !iff && !dr && !ds && !dep && !nt) return s;
     const cJSON *done = mm_find(c, s, NULL);
     if (done) return done;
     static const char *const drop[] = {"$ref", "allOf", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                                       "dependencies", NULL};
+                                       "dependencies", "not", NULL};
     const cJSON *acc = without(c, s, drop);
     if (!acc) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
     if (ref) acc = conjoin(c, acc, follow(c, s, path), path, depth);
@@ -557,6 +751,7 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
                 if (acc) acc = conjoin(c, acc, n, path, depth);
             }
         }
+    if (acc && nt && !cJSON_IsFalse(acc)) acc = negate(c, flatten(c, acc, path, depth + 1), nt, path, depth + 1);
     int put = acc ? mm_put(c, s, NULL, acc) : 0;
     if (put) { mm_fail(c, put, path); return NULL; }
     return acc;
@@ -604,6 +799,111 @@ static const cJSON *distribute(cst_schema *c, const cJSON *s, const char *kw, co
         return NULL;
     }
     return rest ? n : NULL;
+}
+
+/* ---- oneOf: narrowing an overlapping branch ---------------------------------------------- */
+
+/* x with its $refs followed and its combinations flattened: exactly the schema x is, as a
+ * node without $ref (or a boolean); NULL with the error set, or on a cycle. */
+static const cJSON *branch_view(cst_schema *c, const cJSON *x, const char *path) {
+    for (int hops = 0; x && hops < 64; hops++) {
+        x = flatten(c, x, path, 1);
+        if (!cJSON_IsObject(x) || !cJSON_GetObjectItemCaseSensitive(x, "$ref")) return x;
+        x = follow(c, x, path); /* bare, or a draft that ignores its siblings: exact */
+    }
+    return NULL;
+}
+
+/* Whether the string array list holds name. */
+static int names_have(const cJSON *list, const char *name) {
+    for (const cJSON *x = cJSON_IsArray(list) ? list->child : NULL; x; x = x->next)
+        if (cJSON_IsString(x) && !strcmp(x->valuestring, name)) return 1;
+    return 0;
+}
+
+/* A "type" value of type bits (integer alone, or number). */
+static cJSON *types_value(unsigned t) {
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {T_NULL, "null"}, {T_BOOL, "boolean"}, {T_OBJ, "object"}, {T_ARR, "array"}, {T_STR, "string"}};
+    cJSON *l = cJSON_CreateArray();
+    for (size_t k = 0; l && k < sizeof names / sizeof *names; k++)
+        if (t & names[k].bit) cJSON_AddItemToArray(l, cJSON_CreateString(names[k].name));
+    if (l && (t & T_INT)) cJSON_AddItemToArray(l, cJSON_CreateString(t & T_NUM ? "number" : "integer"));
+    return l;
+}
+
+/* oneOf branch i narrowed so that nothing it writes is valid against another branch (a
+ * narrowing, docs/STRUCTURED.md "oneOf"), or NULL when plume finds no such narrowing (or on
+ * an error, then set). Against each branch j it overlaps, one discriminator: the types of i
+ * that j cannot have; else, i held to objects and one of: a property p of i that j gives a
+ * disjoint schema, or that j forbids (additionalProperties false, p not named, no
+ * patternProperties), made required; else a name j requires and i does not, never written.
+ * Every value written is valid against i and against no other branch. */
+static const cJSON *narrow_branch(cst_schema *c, const cJSON *list, int i, const char *path) {
+    const cJSON *x = cJSON_GetArrayItem(list, i), *a = branch_view(c, x, path);
+    if (!cJSON_IsObject(a)) return NULL;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(a, "properties");
+    const cJSON *areq = cJSON_GetObjectItemCaseSensitive(a, "required");
+    unsigned ta = schema_types(c, a, 0), types = ta;
+    const char *req[64], *out[64]; /* names made required; names never written */
+    int n_req = 0, n_out = 0, j = 0;
+    for (const cJSON *y = list->child; y; y = y->next, j++) {
+        if (j == i || is_false(c, y) || disjoint(c, x, y)) continue;
+        if (c->err && *c->err) return NULL;
+        const cJSON *b = branch_view(c, y, path);
+        if (!cJSON_IsObject(b)) return NULL; /* true (or an error): nothing excludes it */
+        unsigned r = types & ~schema_types(c, b, 0);
+        if ((r & T_NUM) && !(r & T_INT)) r &= ~(unsigned)T_NUM; /* "numbers but integers": no type says it */
+        if (r) { types = r; continue; }
+        if (!(types & T_OBJ)) return NULL;
+        const cJSON *bprops = cJSON_GetObjectItemCaseSensitive(b, "properties");
+        const cJSON *bap = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
+        const cJSON *bpp = cJSON_GetObjectItemCaseSensitive(b, "patternProperties");
+        const cJSON *breq = cJSON_GetObjectItemCaseSensitive(b, "required");
+        const char *found = NULL;
+        for (int pass = 0; pass < 2 && !found; pass++) /* the properties i requires first */
+            for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p && !found; p = p->next) {
+                if (names_have(areq, p->string) != !pass) continue;
+                const cJSON *bp = cJSON_IsObject(bprops) ? cJSON_GetObjectItemCaseSensitive(bprops, p->string) : NULL;
+                if (bp ? disjoint(c, p, bp) : cJSON_IsFalse(bap) && !bpp) found = p->string;
+                if (c->err && *c->err) return NULL;
+            }
+        if (found) {
+            int have = 0;
+            for (int k = 0; k < n_req; k++) have |= !strcmp(req[k], found);
+            if (!have) {
+                if (n_req == 64) return NULL;
+                req[n_req++] = found;
+            }
+        } else { /* a name b requires and a does not: never written */
+            for (const cJSON *q = cJSON_IsArray(breq) ? breq->child : NULL; q && !found; q = q->next)
+                if (cJSON_IsString(q) && !names_have(areq, q->valuestring)) found = q->valuestring;
+            if (found) {
+                int have = 0;
+                for (int k = 0; k < n_out; k++) have |= !strcmp(out[k], found);
+                if (!have) {
+                    if (n_out == 64) return NULL;
+                    out[n_out++] = found;
+                }
+            }
+        }
+        if (!found) return NULL;
+        types &= T_OBJ;
+    }
+    cJSON *n = cJSON_CreateObject();
+    if (!n) { plume_fail(c->err, PLUME_ENOMEM, "json schema: out of memory"); return NULL; }
+    cJSON_AddItemToArray(c->arena, n);
+    if (types != ta) cJSON_AddItemToObject(n, "type", types_value(types));
+    if (n_req) {
+        cJSON *l = cJSON_CreateArray();
+        for (int k = 0; l && k < n_req; k++) cJSON_AddItemToArray(l, cJSON_CreateString(req[k]));
+        cJSON_AddItemToObject(n, "required", l);
+    }
+    if (n_out) {
+        cJSON *ps = cJSON_AddObjectToObject(n, "properties");
+        for (int k = 0; ps && k < n_out; k++) cJSON_AddFalseToObject(ps, out[k]);
+    }
+    return n->child ? conjoin(c, a, n, path, 1) : a;
 }
 
 /* ---- compiling --------------------------------------------------------------------------- */
@@ -754,6 +1054,7 @@ static int object_members(cst_schema *c, const char *path, const cJSON *props, c
         while (i < m && strcmp(mem[i].name, r->valuestring)) i++;
         if (i == m) {
             if (addl && is_false(c, addl)) {
+                c->unsat = 1;
                 rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" is not in \"properties\" and "
                                 "additionalProperties is false: no object is valid", path, r->valuestring);
                 break;
@@ -761,6 +1062,7 @@ static int object_members(cst_schema *c, const char *path, const cJSON *props, c
             mem[m++] = (member){r->valuestring, extra_schema, 0};
         }
         if (i < named && is_false(c, mem[i].schema)) {
+            c->unsat = 1;
             rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: required \"%s\" has the schema false: no object is "
                             "valid", path, r->valuestring);
             break;
@@ -1124,7 +1426,7 @@ static int type_body(cst_schema *c, unsigned t, const cJSON *s, const char *path
 static unsigned implied_types(const cJSON *s) {
     static const struct { const char *kw; unsigned t; } groups[] = {
         {"minLength", T_STR}, {"maxLength", T_STR}, {"pattern", T_STR}, {"format", T_STR},
-        {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM},
+        {"minimum", T_NUM}, {"maximum", T_NUM}, {"exclusiveMinimum", T_NUM}, {"exclusiveMaximum", T_NUM}, {"multipleOf", T_NUM},
         {"properties", T_OBJ}, {"required", T_OBJ}, {"additionalProperties", T_OBJ}, {"patternProperties", T_OBJ},
         {"propertyNames", T_OBJ}, {"minProperties", T_OBJ}, {"maxProperties", T_OBJ},
         {"items", T_ARR}, {"minItems", T_ARR}, {"maxItems", T_ARR}, {"prefixItems", T_ARR}, {"contains", T_ARR},
@@ -1178,7 +1480,10 @@ static int enum_body(cst_schema *c, const cJSON *s, const char *path, plume_buf 
         rc = put_value(c, b, v, path);
     }
     plume_buf_puts(b, ") ");
-    if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no enum/const value has the schema's type", path);
+    if (!rc && n == 0) {
+        c->unsat = 1;
+        rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: no enum/const value has the schema's type", path);
+    }
     return rc;
 }
 
@@ -1208,7 +1513,8 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
         if (!rc) plume_buf_printf(b, "%s ", name);
         return rc;
     }
-    uint8_t keep[64]; /* oneOf: the branches disjoint from every other one (the others are not written) */
+    uint8_t keep[64]; /* oneOf: the branches disjoint from every other one */
+    const cJSON *alt[64]; /* oneOf: what is written of each branch (itself, narrowed apart, or NULL: not written) */
     int n_list = cJSON_GetArraySize(list), kept = 0, bad_i = 0, bad_j = 0;
     if (!strcmp(kw, "oneOf")) {
         if (n_list > 64) return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: \"oneOf\" with more than 64 branches", path);
@@ -1224,7 +1530,14 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
                 }
             }
         }
-        for (i = 0; i < n_list; i++) kept += keep[i];
+        for (i = 0; i < n_list; i++) {
+            alt[i] = keep[i] ? cJSON_GetArrayItem(list, i) : NULL;
+            if (!keep[i] && !is_false(c, cJSON_GetArrayItem(list, i))) { /* narrowed apart from the others, if it can be */
+                alt[i] = narrow_branch(c, list, i, path);
+                if (c->err && *c->err) return PLUME_EINVAL;
+            }
+            kept += alt[i] != NULL;
+        }
         if (!kept)
             return plume_fail(c->err, PLUME_EINVAL,
                               "json schema: %s: \"oneOf\" branches %d and %d may both match, and no branch is disjoint from "
@@ -1236,15 +1549,34 @@ static int combinator_body(cst_schema *c, const cJSON *s, const char *kw, const 
     int i = 0, n = 0, rc = 0;
     for (const cJSON *x = list->child; x && !rc; x = x->next, i++) {
         if (is_false(c, x)) continue; /* a branch that accepts nothing */
-        if (!strcmp(kw, "oneOf") && !keep[i]) continue; /* narrowing: it may overlap another */
+        if (!strcmp(kw, "oneOf") && !alt[i]) continue; /* narrowing: it may overlap another */
         char name[64], seg[32];
         snprintf(seg, sizeof seg, "%s/%d", kw, i);
         sub_path(sp, sizeof sp, path, seg);
-        rc = value_rule(c, x, sp, name);
+        size_t out_len = c->out.len;
+        int32_t n_memo = c->n_memo;
+        c->unsat = 0;
+        rc = value_rule(c, !strcmp(kw, "oneOf") ? alt[i] : x, sp, name);
+        if (rc == PLUME_EINVAL && c->unsat) { /* nothing valid in it: the branch is not written */
+            c->out.len = out_len; /* its rules, and their memo entries, taken back */
+            if (c->out.p) c->out.p[out_len] = 0;
+            c->n_memo = n_memo;
+            if (c->err) {
+                free(*c->err);
+                *c->err = NULL;
+            }
+            c->unsat = 0;
+            rc = 0;
+            continue;
+        }
         if (!rc) plume_buf_printf(b, "%s%s ", n++ ? "| " : "", name);
     }
     plume_buf_puts(b, ") ");
-    if (!rc && n == 0) rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: every \"%s\" branch is false: nothing is valid", path, kw);
+    if (!rc && n == 0) {
+        c->unsat = 1;
+        rc = plume_fail(c->err, PLUME_EINVAL, "json schema: %s: every \"%s\" branch is false or matches nothing: nothing "
+                        "is valid", path, kw);
+    }
     return rc;
 }
 
@@ -1253,8 +1585,10 @@ static int body_for(cst_schema *c, const cJSON *s, const char *path, const char 
     s = flatten(c, s, path, 0);
     if (!s) return PLUME_EINVAL;
     if (cJSON_IsTrue(s)) { plume_buf_printf(b, "%s ", any_value(c)); return 0; }
-    if (cJSON_IsFalse(s))
+    if (cJSON_IsFalse(s)) {
+        c->unsat = 1;
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: the schema false accepts nothing%s", path, c->nothing);
+    }
     if (!cJSON_IsObject(s))
         return plume_fail(c->err, PLUME_EINVAL, "json schema: %s: a schema must be an object or a boolean", path);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -1465,8 +1799,8 @@ static const char *json_skip_string(const char *p, const char *end) {
 /* Walk the text at p (the value node was parsed from) beside node, keeping each number's own
  * text in its valuestring (cJSON keeps only the double: 9007199254740993 reads as ...992);
  * the end of the value, NULL if the text and the tree part (nothing more is kept). *oom is set
- * when a copy cannot be made. */
-static const char *json_keep_numbers(cJSON *node, const char *p, const char *end, int *oom) {
+ * when a copy cannot be made. Public (plume.h): the server keeps a request's numbers with it. */
+const char *plume_json_keep_numbers(cJSON *node, const char *p, const char *end, int32_t *oom) {
     p = json_ws(p, end);
     if (p >= end) return NULL;
     if (cJSON_IsNumber(node)) {
@@ -1498,7 +1832,7 @@ static const char *json_keep_numbers(cJSON *node, const char *p, const char *end
                 if (p >= end || *p != ':') return NULL;
                 p++;
             }
-            if (!(p = json_keep_numbers(c, p, end, oom))) return NULL;
+            if (!(p = plume_json_keep_numbers(c, p, end, oom))) return NULL;
         }
         p = json_ws(p, end);
         return p < end && *p == (obj ? '}' : ']') ? p + 1 : NULL;
@@ -1524,8 +1858,8 @@ cJSON *cst_json_parse(const char *text, size_t len, const char *what, char **err
         cJSON_Delete(doc);
         return NULL;
     }
-    int oom = 0;
-    json_keep_numbers(doc, text, text + len, &oom);
+    int32_t oom = 0;
+    plume_json_keep_numbers(doc, text, text + len, &oom);
     if (oom) {
         plume_fail(err, PLUME_ENOMEM, "%s: out of memory", what);
         cJSON_Delete(doc);

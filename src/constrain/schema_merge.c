@@ -33,6 +33,14 @@ static const char *const upper_kw[] = {"maximum", "maxLength", "maxItems", "maxP
 static const char *const sub_kw[] = {"additionalProperties", "items", "additionalItems", "unevaluatedProperties",
                                      "unevaluatedItems", "propertyNames", "contains", NULL};
 
+/* Whether properties p name something that mine do not, with a schema other than false
+ * (where a side's additionalProperties would meet a name its patternProperties may match). */
+static int lists_other(const cJSON *p, const cJSON *mine) {
+    for (const cJSON *k = cJSON_IsObject(p) ? p->child : NULL; k; k = k->next)
+        if (!cJSON_IsFalse(k) && !(cJSON_IsObject(mine) && cJSON_GetObjectItemCaseSensitive(mine, k->string))) return 1;
+    return 0;
+}
+
 /* Whether s is in the NULL-terminated list. */
 static int listed(const char *s, const char *const *list) {
     for (int i = 0; list[i]; i++)
@@ -171,8 +179,8 @@ int cst_schema_merge(cJSON *arena, const cJSON *a, const cJSON *b, const cJSON *
     const cJSON *xa = cJSON_GetObjectItemCaseSensitive(a, "additionalProperties");
     const cJSON *xb = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "properties"), *pb = cJSON_GetObjectItemCaseSensitive(b, "properties");
-    if ((xa && cJSON_GetObjectItemCaseSensitive(a, "patternProperties")) ||
-        (xb && cJSON_GetObjectItemCaseSensitive(b, "patternProperties"))) {
+    if ((xa && cJSON_GetObjectItemCaseSensitive(a, "patternProperties") && lists_other(pb, pa)) ||
+        (xb && cJSON_GetObjectItemCaseSensitive(b, "patternProperties") && lists_other(pa, pb))) {
         snprintf(why, why_n, "\"additionalProperties\" beside \"patternProperties\"");
         return -1;
     }

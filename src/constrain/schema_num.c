@@ -365,8 +365,48 @@ static int bound(const cJSON *s, const char *key, double *v, decimal *dec, const
     return 1;
 }
 
+#define MULT_MAX_VALUES 4096 /* multiples of an integer spelled out between two bounds */
+
+/* multipleOf k, as ajv checks it (x / k an integer in doubles): k = 1, a power of two below 1,
+ * 0.01 or 0.001 make the value an integer (*is_int set, 1 returned: the caller writes it;
+ * for a fraction a narrowing: x / k is then exact in doubles), an integer k above 1 between
+ * two bounds spells the multiples out (0: written; at most MULT_MAX_VALUES). Anything else is
+ * refused (PLUME_EINVAL). has/v: the bounds minimum, exclusiveMinimum, maximum,
+ * exclusiveMaximum as cst_number_expr read them. */
+static int multiple_of(plume_buf *b, const cJSON *mo, const int *has, const double *v, int *is_int, const char *path,
+                       char **err) {
+    if (!cJSON_IsNumber(mo) || !isfinite(mo->valuedouble) || !(mo->valuedouble > 0))
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"multipleOf\" is not a positive number", path);
+    double k = mo->valuedouble;
+    int e;
+    if (k == 1 || k == 0.01 || k == 0.001 || (k < 1 && frexp(k, &e) == 0.5)) { *is_int = 1; return 1; }
+    if (k != floor(k) || k > 1e15)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"multipleOf\" %s is not supported (plume enforces integers, "
+                          "0.01, 0.001, powers of two, and integer multiples between a minimum and a maximum)", path,
+                          mo->valuestring ? mo->valuestring : "");
+    double lo = has[0] ? v[0] : has[1] ? v[1] : -INFINITY, hi = has[2] ? v[2] : has[3] ? v[3] : INFINITY;
+    if (!isfinite(lo) || !isfinite(hi) || fabs(lo) > 9e15 || fabs(hi) > 9e15)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"multipleOf\" %.0f is supported only between a minimum and "
+                          "a maximum (within 9e15)", path, k);
+    if (has[0] && has[1]) lo = fmax(v[0], v[1]);
+    if (has[2] && has[3]) hi = fmin(v[2], v[3]);
+    double first = ceil(lo / k), last = floor(hi / k);
+    if (has[1] && first * k <= v[1]) first++;
+    if (has[3] && last * k >= v[3]) last--;
+    if (last - first + 1 > MULT_MAX_VALUES)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"multipleOf\" %.0f allows more than %d values between the "
+                          "bounds", path, k, MULT_MAX_VALUES);
+    if (last < first)
+        return plume_fail(err, PLUME_EINVAL, "json schema: %s: no multiple of %.0f lies within the bounds", path, k);
+    plume_buf_puts(b, "( ");
+    for (double i = first; i <= last; i++) plume_buf_printf(b, "%s\"%.0f\" ", i > first ? "| " : "", i * k == 0 ? 0.0 : i * k);
+    plume_buf_puts(b, ") ");
+    return 0;
+}
+
 /* GBNF for an integer (is_int) or a number valid against the schema's minimum, maximum,
- * exclusiveMinimum and exclusiveMaximum; appended to b as one parenthesized expression. */
+ * exclusiveMinimum and exclusiveMaximum (and multipleOf, multiple_of); appended to b as one
+ * parenthesized expression. */
 int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, char **err) {
     double v[4];
     decimal dv[4];
@@ -382,6 +422,11 @@ int cst_number_expr(plume_buf *b, int is_int, const cJSON *s, const char *path, 
         has[k] = 0;
     }
     for (int k = 0; k < 4; k++) any |= has[k];
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+    if (mo) {
+        int rc = multiple_of(b, mo, has, v, &is_int, path, err);
+        if (rc <= 0) return rc; /* written (0) or refused */
+    }
     if (!any) { /* the plain forms */
         if (is_int) plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ) ");
         else plume_buf_puts(b, "( \"-\"? ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )? ) ");

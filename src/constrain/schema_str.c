@@ -14,8 +14,9 @@
  *
  * format: date, time, date-time (RFC 3339 as ajv-formats checks them: days per month, leap
  * years, 00-23:00-59:00-59 with a time zone), uuid, email (a conservative subset of what
- * ajv-formats accepts), ipv4. Others are refused. A format or a pattern together with a length
- * is refused (their intersection is not built). */
+ * ajv-formats accepts), ipv4. Others are refused. A format with minLength/maxLength is
+ * accepted where every string plume writes of it has such a length (format_lengths), else
+ * refused; a pattern with a length is the pattern narrowed to those lengths (regex.c). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,8 +48,10 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
         plume_buf_puts(b, "( ( ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) \".\" ){3} "
                    "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ) ");
     else if (!strcmp(fmt, "uri") || !strcmp(fmt, "url") || !strcmp(fmt, "uri-reference") || !strcmp(fmt, "iri") ||
-             !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels and path segments */
-        plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,3} ( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
+             !strcmp(fmt, "iri-reference")) /* narrowed: https URLs of plain labels, a top-level domain of letters
+                                               (ajv-formats' url wants one), and path segments */
+        plume_buf_puts(b, "( \"https://\" [a-z0-9]{1,20} ( \".\" [a-z0-9]{1,20} ){0,2} \".\" [a-z]{2,10} "
+                          "( \"/\" [A-Za-z0-9._~-]{1,20} ){0,6} ) ");
     else if (!strcmp(fmt, "hostname") || !strcmp(fmt, "idn-hostname")) /* narrowed: no "--" (punycode) */
         plume_buf_puts(b, "( [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ( \".\" [a-z0-9]{1,20} ( \"-\" [a-z0-9]{1,20} ){0,2} ){0,3} ) ");
     else if (!strcmp(fmt, "ipv6")) /* narrowed: the full form, eight groups */
@@ -64,6 +67,18 @@ static int format_expr(plume_buf *b, const char *fmt, const char *path, char **e
     else /* a format validators do not know asserts nothing (an annotation): any string */
         return 1;
     return 0;
+}
+
+/* The shortest and longest strings plume writes of a format (format_expr), in characters;
+ * -1 for a format not written. */
+static int format_lengths(const char *fmt, int64_t *lo, int64_t *hi) {
+    static const struct { const char *name; int64_t lo, hi; } t[] = {
+        {"date", 10, 10}, {"time", 9, 21}, {"date-time", 20, 32}, {"uuid", 36, 36}, {"email", 6, 242},
+        {"ipv4", 7, 15}, {"uri", 12, 207}, {"url", 12, 207}, {"uri-reference", 12, 207}, {"iri", 12, 207},
+        {"iri-reference", 12, 207}, {"hostname", 1, 251}, {"idn-hostname", 1, 251}, {"ipv6", 15, 39}, {"byte", 0, 260}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(fmt, t[i].name)) { *lo = t[i].lo; *hi = t[i].hi; return 0; }
+    return -1;
 }
 
 /* A non-negative integer keyword within [0, 100000], or -1 when absent; -2 on a bad value
@@ -97,9 +112,14 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
         if (format_expr(&probe, fmt->valuestring, path, NULL) == 1) fmt = NULL;
         plume_buf_free(&probe);
     }
-    if ((fmt || pat) && (lo >= 0 || hi >= 0))
-        return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"%s\" together with minLength/maxLength is not supported",
-                          path, fmt ? "format" : "pattern");
+    if (fmt && (lo >= 0 || hi >= 0)) { /* the lengths hold for every string plume writes of the format, or 400 */
+        int64_t flo, fhi;
+        if (format_lengths(fmt->valuestring, &flo, &fhi) || flo < lo || (hi >= 0 && fhi > hi))
+            return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\": \"%s\" together with minLength/maxLength "
+                              "is supported only where every string plume writes of the format has such a length", path,
+                              fmt->valuestring);
+        lo = hi = -1;
+    }
     if (fmt && pat)
         return plume_fail(err, PLUME_EINVAL, "json schema: %s: \"format\" together with \"pattern\" is not supported", path);
     if (hi >= 0 && lo > hi)
@@ -110,7 +130,7 @@ int cst_string_expr(plume_buf *b, const cJSON *s, int dialect, const char *char_
     plume_buf_puts(b, quote);
     int rc = 0;
     if (fmt) rc = format_expr(b, fmt->valuestring, path, err);
-    else if (pat) rc = cst_regex_expr(b, pat->valuestring, dialect, path, err);
+    else if (pat) rc = cst_regex_expr(b, pat->valuestring, lo, hi, dialect, path, err);
     else if (lo < 0 && hi < 0) plume_buf_printf(b, "%s* ", char_rule);
     else if (hi < 0) plume_buf_printf(b, "%s{%lld,} ", char_rule, (long long)lo);
     else plume_buf_printf(b, "%s{%lld,%lld} ", char_rule, (long long)(lo < 0 ? 0 : lo), (long long)hi);

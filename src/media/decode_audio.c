@@ -225,7 +225,7 @@ static int pcm_push(pcm_buf *b, soxr_t rs, double ratio, const float *in, size_t
     }
 }
 
-/* ---- decoding --------------------------------------------------------------------------- */
+/* ---- the header ------------------------------------------------------------------------- */
 
 /* Check what the header says before anything is decoded: rate, channels, length. */
 static int check_header(const SF_INFO *info, const uint8_t *data, size_t len, const char *name, char **err) {
@@ -250,11 +250,49 @@ static int check_header(const SF_INFO *info, const uint8_t *data, size_t len, co
     return 0;
 }
 
+/* ---- the decode's peak ------------------------------------------------------------------ */
+
+enum { RESAMPLER_BYTES = 8 << 20, /* libsoxr's HQ filter tables and buffers: a generous bound */
+       CODEC_BYTES = 1 << 20 };    /* libsndfile's and its codec's own state (FLAC, Vorbis, mpg123) */
+
+/* Whether the header's length is one the decode holds to: known, and not an estimate (an MP3's
+ * is made from its first frames; a stream longer than an exact length is refused). */
+static int length_exact(const SF_INFO *info) {
+    return info->frames > 0 && info->frames != SF_COUNT_MAX && (info->format & SF_FORMAT_TYPEMASK) != SF_FORMAT_MPEG;
+}
+
+/* The most frames decode_frames takes from a file with this header: its exact length, or the
+ * duration cap. */
+static int64_t frames_bound(const SF_INFO *info) {
+    const int64_t cap = (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate;
+    return length_exact(info) && info->frames < cap ? (int64_t)info->frames : cap;
+}
+
+/* The most bytes decoding a file with this header (checked) holds at once: the 16 kHz output
+ * as it grows by doubling (a realloc holds the old and the new buffer), one block of frames and
+ * its mono mix, the resampler when the rate is not 16 kHz, the codec's state. */
+static uint64_t decode_peak(const SF_INFO *info) {
+    const int64_t limit = (int64_t)MEDIA_AUDIO_MAX_SECONDS * MEDIA_AUDIO_RATE + MEDIA_AUDIO_RATE;
+    const int rs = info->samplerate != MEDIA_AUDIO_RATE;
+    /* every push reserves room for its block's output and 1024 more (the flush too) */
+    int64_t out = (int64_t)ceil((double)frames_bound(info) * MEDIA_AUDIO_RATE / info->samplerate) + 2 * 1024 +
+                  (rs ? (int64_t)ceil((double)BLOCK_FRAMES * MEDIA_AUDIO_RATE / info->samplerate) : BLOCK_FRAMES);
+    int64_t cap = MEDIA_AUDIO_RATE, prev = 0;
+    while (cap < out && cap < limit) {
+        prev = cap;
+        cap = cap * 2 < limit ? cap * 2 : limit;
+    }
+    return (uint64_t)(cap + prev) * sizeof(float) + (uint64_t)BLOCK_FRAMES * ((uint64_t)info->channels + 1) * sizeof(float) +
+           (rs ? RESAMPLER_BYTES : 0) + CODEC_BYTES;
+}
+
+/* ---- decoding --------------------------------------------------------------------------- */
+
 /* Decode every frame of sf into b: blocks mixed down to mono, checked, resampled. */
 static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *frames, const char *name, char **err) {
     const int32_t ch = info->channels;
     const double ratio = (double)MEDIA_AUDIO_RATE / info->samplerate;
-    const int64_t max_frames = (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate;
+    const int64_t max_frames = frames_bound(info);
     float *block = malloc((size_t)BLOCK_FRAMES * (size_t)ch * sizeof(float));
     float *mono = malloc(BLOCK_FRAMES * sizeof(float));
     soxr_t rs = NULL;
@@ -280,8 +318,12 @@ static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *
         sf_count_t k = sf_readf_float(sf, block, BLOCK_FRAMES);
         if (k <= 0) break;
         if (*frames + k > max_frames) {
-            rc = plume_fail(err, PLUME_EFORMAT, "%s: audio longer than %d s; plume takes at most %d s (split the file)",
-                            name, MEDIA_AUDIO_MAX_SECONDS, MEDIA_AUDIO_MAX_SECONDS);
+            if (length_exact(info) && info->frames < (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate)
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: corrupt: the stream holds more than the %lld frames its header "
+                                "declares", name, (long long)info->frames);
+            else
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: audio longer than %d s; plume takes at most %d s (split the file)",
+                                name, MEDIA_AUDIO_MAX_SECONDS, MEDIA_AUDIO_MAX_SECONDS);
             goto done;
         }
         for (sf_count_t i = 0; i < k; i++) {
@@ -338,12 +380,30 @@ int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const ch
         free(b.pcm);
         return rc;
     }
-    a->pcm = b.pcm;
+    float *fit = b.n < b.cap ? realloc(b.pcm, (size_t)b.n * sizeof(float)) : NULL; /* hold the samples, not the cap */
+    a->pcm = fit ? fit : b.pcm;
     a->n = b.n;
     a->src_rate = info.samplerate;
     a->src_channels = info.channels;
     format_name(info.format, a->format, sizeof a->format);
     return 0;
+}
+
+int media_audio_peak(const uint8_t *data, size_t len, uint64_t *peak, const char *name, char **err) {
+    *peak = 0;
+    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "%s: empty file, not audio", name);
+    if (len > (size_t)INT64_MAX) return plume_fail(err, PLUME_EFORMAT, "%s: file too large", name);
+    vfile v = {data, (sf_count_t)len, 0};
+    SF_VIRTUAL_IO io = {vf_len, vf_seek, vf_read, vf_write, vf_tell};
+    SF_INFO info;
+    memset(&info, 0, sizeof info);
+    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &info, &v);
+    if (!sf)
+        return plume_fail(err, PLUME_EFORMAT, "%s: not an audio file plume can read (libsndfile: %s)", name, sf_strerror(NULL));
+    int rc = check_header(&info, data, len, name, err);
+    sf_close(sf);
+    if (!rc) *peak = decode_peak(&info);
+    return rc;
 }
 
 int media_audio_load(media_audio *a, const char *path, char **err) {
@@ -387,7 +447,8 @@ int media_audio_from_pcm(media_audio *a, const float *x, int64_t n, int32_t rate
         free(b.pcm);
         return rc;
     }
-    a->pcm = b.pcm;
+    float *fit = b.n < b.cap ? realloc(b.pcm, (size_t)b.n * sizeof(float)) : NULL; /* hold the samples, not the cap */
+    a->pcm = fit ? fit : b.pcm;
     a->n = b.n;
     a->src_rate = rate;
     a->src_channels = 1;
@@ -427,6 +488,11 @@ int plume_audio_decode(plume_audio **out, const void *bytes, size_t len, char **
     plume_audio *a;
     int rc = out ? audio_new(out, &a, err) : plume_fail(err, PLUME_EINVAL, "audio: no output given");
     return rc ? rc : audio_done(out, a, media_audio_decode(a, bytes, len, "audio", err));
+}
+
+int plume_audio_decode_peak(const void *bytes, size_t len, uint64_t *peak, char **err) {
+    if (!peak) return plume_fail(err, PLUME_EINVAL, "audio: no output given");
+    return media_audio_peak(bytes, len, peak, "audio", err);
 }
 
 int plume_audio_from_pcm(plume_audio **out, const float *samples, int64_t n, int32_t rate, char **err) {

@@ -48,8 +48,11 @@
 
 /* An image: 8-bit RGB, row after row (plume.h's plume_image). */
 struct plume_image {
-    int32_t w, h;   /* pixels */
-    uint8_t *rgb;   /* [h, w, 3] */
+    int32_t w, h;         /* pixels */
+    uint8_t *rgb;         /* [h, w, 3] */
+    int32_t budget;       /* 0, or the token budget it was shrunk for (plume_image_shrink): rgb is
+                             then the tower's resized pixels of a src_w x src_h image */
+    int32_t src_w, src_h; /* the decoded size before the shrink */
 };
 
 /* ---- image.c -------------------------------------------------------------------------- */
@@ -154,6 +157,9 @@ typedef struct plume_audio media_audio;
  * PLUME_EFORMAT for bytes that are not audio, truncated files, no samples, NaN or infinite
  * samples, an unsupported rate or longer than MEDIA_AUDIO_MAX_SECONDS; PLUME_ENOMEM. */
 int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const char *name, char **err);
+/* The most bytes media_audio_decode of these bytes holds at once, from the header (no sample
+ * decoded): 0, or PLUME_EFORMAT for a header it would refuse. */
+int media_audio_peak(const uint8_t *data, size_t len, uint64_t *peak, const char *name, char **err);
 /* media_audio_decode of a file (mapped, read once); PLUME_EIO if it cannot be read. */
 int media_audio_load(media_audio *a, const char *path, char **err);
 /* Audio from n mono float samples at rate Hz (copied; resampled to 16 kHz with libsoxr unless

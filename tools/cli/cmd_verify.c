@@ -1,12 +1,11 @@
 /* cmd_verify.c -- `plume verify BUNDLE`: check every file of a bundle against the SHA-256
- * manifest convert and synth wrote (src/manifest.c), with a progress bar on a terminal. */
+ * manifest convert and synth wrote (plume_bundle_verify), with a progress bar on a terminal. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "manifest.h"
 
 static const char verify_usage[] =
     "usage: plume verify [BUNDLE] [--quiet]\n"
@@ -50,7 +49,7 @@ int cmd_verify(int argc, char **argv) {
     if (!dir && !(dir = cli_model_path(NULL))) return 1;
     verify_state vs = {!quiet && isatty(2), 0};
     char *err = NULL;
-    int rc = plume_manifest_verify(dir, vs.bar ? verify_progress : NULL, &vs, verify_report, &err);
+    int rc = plume_bundle_verify(dir, vs.bar ? verify_progress : NULL, &vs, verify_report, &err);
     if (vs.bar) fputc('\n', stderr);
     if (rc && vs.reported) { /* the files were named one per line already */
         free(err);

@@ -619,7 +619,17 @@ typedef struct {
     int32_t timeout;      /* seconds a fetch may take, redirects included */
     atomic_size_t *mem_used; /* the server's memory budget in use (decoded media count in it), or NULL */
     size_t mem_cap;          /* --max-request-memory */
+    atomic_int_fast64_t *abandoned; /* the server's count of requests whose media work stopped because
+                                       their client left (/metrics), or NULL */
 } serve_media_opts;
+
+/* Whether the client of a request being made ready is still there: gone(ctx) is asked between
+ * the steps of its media (fetch, decode, shrink, count), so a client that left stops the work
+ * at the next step (an image or a clip is decoded whole: a decoder is not stopped midway). */
+typedef struct {
+    int (*gone)(void *ctx); /* nonzero: the client left */
+    void *ctx;
+} serve_watch;
 /* Give back the budget md's decoded media hold (when their pixels and samples are freed). */
 void serve_media_release(serve_media *md);
 
@@ -647,8 +657,8 @@ int serve_media_image_block(serve_request *r, serve_message *m, const cJSON *blk
 /* The tokens of a chat request with media whose rendered prompt is text: remote images fetched,
  * every medium decoded, checked and counted (no tower run), placeholders expanded into runs, each
  * position's key noted. *ids malloc'd. 0, or a 400 naming the part (500 out of memory). */
-int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media_opts *o, const char *text,
-                       int32_t **ids, int32_t *n, serve_error *e);
+int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media_opts *o, const serve_watch *w,
+                       const char *text, int32_t **ids, int32_t *n, serve_error *e);
 /* Each prompt position's media key (0: a token), or NULL when the request has no media. */
 const uint64_t *serve_media_keys(const serve_media *md);
 /* How many media a prefill from position `from` needs encoded (their rows start at or after it,
@@ -700,8 +710,8 @@ typedef struct {
 void serve_prep_init(serve_prep *p, plume_model *m);
 /* Parse, render, tokenize and check a generation request body of a dialect into a job (one
  * reference, for the caller). 0 or an HTTP status with e filled. */
-int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, serve_job **out,
-                      serve_error *e);
+int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, const serve_watch *w,
+                      serve_job **out, serve_error *e);
 /* The number of prompt tokens of a request body (Anthropic's count_tokens): parsed, rendered,
  * tokenized. 0 or an HTTP status with e filled. */
 int serve_prepare_count(serve_prep *p, const serve_dialect *d, const char *body, size_t len, int32_t *n_tokens,
@@ -730,6 +740,7 @@ typedef struct {
     int64_t drafted, accepted; /* speculative decoding: tokens guessed, guesses accepted */
     double decode_seconds;  /* time in steps that decoded at least one token */
     int64_t encodes;        /* images and audio clips encoded */
+    int64_t encodes_abandoned; /* encodes stopped (or skipped) because their client left or the job failed */
     double encode_seconds;  /* time the encoder spent encoding (stopped encodes too) */
     int32_t queued, busy, n_slots;
     int32_t encoding;       /* requests whose media are being encoded or wait for the encoder */

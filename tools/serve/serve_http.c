@@ -66,6 +66,7 @@ typedef struct {
     int32_t n_addrs;
     size_t cap_addrs;
     atomic_size_t mem_used; /* bytes of the memory budget taken by requests in flight */
+    atomic_int_fast64_t media_abandoned; /* requests whose media decoding stopped: the client left */
 } serve_server;
 
 /* What a connection has received so far and what it waits on. */
@@ -404,6 +405,9 @@ static enum MHD_Result reply_whole(serve_server *sv, struct MHD_Connection *c, c
     return q;
 }
 
+/* serve_watch's question on a connection being made ready: whether its client left. */
+static int watch_gone(void *ctx) { return client_gone(ctx); }
+
 /* A generation endpoint: the request in a dialect, its answer streamed or whole. */
 static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *c, serve_conn *cn, const serve_dialect *d) {
     serve_error e;
@@ -413,9 +417,12 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
     size_t off = 0; /* a form starts at the boundary its Content-Type declares */
     int bad = d->form_body && serve_multipart_start(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
                                                     cn->body ? cn->body : "", cn->len, &off, &e);
+    peer pe = {conn_fd(c), cn->http11, 0}; /* asked between the steps of decoding its media */
+    const serve_watch w = {watch_gone, &pe};
     bad = bad || budget_parse(sv, cn, 6, &took, &e) ||
-          serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &j, &e);
+          serve_prepare_job(&sv->prep, d, cn->body ? cn->body + off : "", cn->len - off, &w, &j, &e);
     budget_give(sv, cn, took);
+    if (bad && e.status == 499) return MHD_NO; /* the client left while its media decoded: close */
     if (bad) return reply_serve_error(sv, c, d, &e);
     if (j->head.req.kind == SERVE_LOAD) { /* nothing to generate: the model is loaded */
         serve_job_load(j);
@@ -441,7 +448,6 @@ static enum MHD_Result handle_generate(serve_server *sv, struct MHD_Connection *
                                                "every slot is busy and the queue is full; retry later")
                                  : reply_error(sv, c, d, 503, SERVE_ERR_SERVER, "shutting_down", "the server is shutting down");
     }
-    peer pe = {conn_fd(c), cn->http11, 0};
     if (j->head.req.stream) return reply_streamed(sv, c, d, j, pe);
     return reply_whole(sv, c, d, j, pe);
 }
@@ -546,7 +552,7 @@ static enum MHD_Result handle_models(serve_server *sv, struct MHD_Connection *c,
 static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c) {
     serve_stats st;
     serve_sched_stats(sv->sched, &st);
-    char buf[6144];
+    char buf[8192];
     int n = snprintf(buf, sizeof buf,
         "# HELP plume_http_requests_total HTTP requests received.\n# TYPE plume_http_requests_total counter\n"
         "plume_http_requests_total %lld\n"
@@ -584,13 +590,17 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# HELP plume_media_encode_seconds_total Time the encoder thread spent in the towers.\n"
         "# TYPE plume_media_encode_seconds_total counter\nplume_media_encode_seconds_total %.3f\n"
         "# HELP plume_media_encode_threads Threads of the media encoder (--encode-threads; 0: no towers).\n"
-        "# TYPE plume_media_encode_threads gauge\nplume_media_encode_threads %d\n",
+        "# TYPE plume_media_encode_threads gauge\nplume_media_encode_threads %d\n"
+        "# HELP plume_media_abandoned_total Media work stopped because the client left, by stage.\n"
+        "# TYPE plume_media_abandoned_total counter\nplume_media_abandoned_total{stage=\"decode\"} %lld\n"
+        "plume_media_abandoned_total{stage=\"encode\"} %lld\n",
         (long long)atomic_load(&sv->http_requests), (long long)atomic_load(&sv->http_status[2]),
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
         st.busy, st.n_slots, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
-        (size_t)atomic_load(&sv->mem_used), st.encoding, (long long)st.encodes, st.encode_seconds, st.encode_threads);
+        (size_t)atomic_load(&sv->mem_used), st.encoding, (long long)st.encodes, st.encode_seconds, st.encode_threads,
+        (long long)atomic_load(&sv->media_abandoned), (long long)st.encodes_abandoned);
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
 }
 
@@ -1146,7 +1156,7 @@ static int open_model(serve_server *sv) {
     sv->prep.n_ctx = sv->n_ctx;
     sv->prep.model = sv->model_name;
     sv->prep.media = (serve_media_opts){sv->o.allow_remote_media, sv->o.max_body, SERVE_FETCH_SECONDS, &sv->mem_used,
-                                        sv->o.max_request_memory};
+                                        sv->o.max_request_memory, &sv->media_abandoned};
     info_init(sv);
     return 0;
 }

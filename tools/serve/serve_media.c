@@ -347,6 +347,8 @@ static int fetch_url(serve_medium *it, const serve_media_opts *o, serve_error *e
  * sample) until serve_media_encode frees them. A request whose media alone exceed the budget is
  * a 413 naming the part; one that does not fit beside the others now a 429. */
 #define MEDIA_DECODE_BYTES 11
+/* medium_prepare's mark for a step that found the client gone (e holds the 499). */
+#define GONE (-1000)
 
 /* Take n more bytes of the budget for md (0), or a 413 / 429 naming the part. */
 static int media_take(serve_media *md, const serve_media_opts *o, const serve_medium *it, size_t n, serve_error *e) {
@@ -375,10 +377,20 @@ static void media_give(serve_media *md, size_t n) {
     md->held -= n;
 }
 
+/* Whether the client of the request has left (w asked): then 499 in e (no reply is sent) and
+ * the server's count of abandoned media work goes up. */
+static int client_left(const serve_media_opts *o, const serve_watch *w, const serve_medium *it, serve_error *e) {
+    if (!w || !w->gone || !w->gone(w->ctx)) return 0;
+    if (o->abandoned) atomic_fetch_add(o->abandoned, 1);
+    return serve_error_set(e, 499, SERVE_ERR_REQUEST, it->param, "client_gone",
+                           "the client went away; its media were not decoded further");
+}
+
 /* Decode and count one medium: its pixels or samples (within the memory budget), its tokens
- * and key. 0 or a 400 naming the part (413 / 429 over the budget, 500 out of memory). */
+ * and key, the client asked after each step (w). 0 or a 400 naming the part (413 / 429 over
+ * the budget, 499 the client gone, 500 out of memory). */
 static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *m, const serve_media_opts *o,
-                          serve_error *e) {
+                          const serve_watch *watch, serve_error *e) {
     char *err = NULL;
     int rc = 0;
     size_t took = 0; /* reserved for the decode */
@@ -392,14 +404,23 @@ static int medium_prepare(serve_media *md, serve_medium *it, const plume_model *
             if ((rc = media_take(md, o, it, took, e))) return rc;
         }
         rc = plume_image_decode(&it->img, it->bytes, it->len, &err);
+        if (!rc && client_left(o, watch, it, e)) rc = GONE;
+        if (!rc) rc = plume_image_shrink(it->img, m, NULL, &err); /* held until encoded: the tower's pixels only */
         if (!rc) rc = plume_image_tokens(m, it->img, NULL, &it->n_tokens, &it->key, &err);
     } else {
         if (!plume_model_has_audio(m))
             return SERVE_BAD_MEDIA(e, it->param, "'%s': this model takes no audio (the bundle has no audio tower)", it->param);
+        uint64_t peak = 0; /* a header that cannot be read: the decoder says why */
+        if (!plume_audio_decode_peak(it->bytes, it->len, &peak, NULL)) {
+            took = peak > SIZE_MAX ? SIZE_MAX : (size_t)peak;
+            if ((rc = media_take(md, o, it, took, e))) return rc;
+        }
         rc = plume_audio_decode(&it->aud, it->bytes, it->len, &err);
+        if (!rc && client_left(o, watch, it, e)) rc = GONE;
         if (!rc) rc = plume_audio_tokens(m, it->aud, &it->n_tokens, &it->key, &err);
     }
-    if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
+    if (rc == GONE) rc = e->status;
+    else if (rc == PLUME_ENOMEM) rc = SERVE_OOM(e);
     else if (rc) rc = SERVE_BAD_MEDIA(e, it->param, "'%s': %s", it->param, err ? err : "cannot read it");
     free(err);
     free(it->bytes); /* decoded: the bytes are no longer needed */
@@ -472,15 +493,16 @@ static int expand(const plume_model *m, serve_media *md, const char *text, plume
 /* The prompt of a request with media: fetch (remote images), decode, check and count each
  * medium, tokenize the rendered text with the placeholders expanded into their runs, and note
  * each position's key. *ids malloc'd. 0 or a 400 naming the part (500 out of memory). */
-int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media_opts *o, const char *text, int32_t **ids,
-                       int32_t *n, serve_error *e) {
+int serve_media_prompt(const plume_model *m, serve_request *r, const serve_media_opts *o, const serve_watch *w,
+                       const char *text, int32_t **ids, int32_t *n, serve_error *e) {
     serve_media *md = r->media;
     *ids = NULL;
     *n = 0;
     for (int32_t i = 0; i < md->n; i++) {
         serve_medium *it = &md->items[i];
-        int rc = it->url && !it->bytes ? fetch_url(it, o, e) : 0;
-        if (!rc && !it->img && !it->aud) rc = medium_prepare(md, it, m, o, e);
+        int rc = client_left(o, w, it, e);
+        if (!rc && it->url && !it->bytes) rc = fetch_url(it, o, e);
+        if (!rc && !it->img && !it->aud) rc = medium_prepare(md, it, m, o, w, e);
         if (rc) return rc;
         if (it->kind == PLUME_CHAT_PART_AUDIO && md->transcribe) md->seconds = plume_audio_seconds(it->aud);
     }

@@ -57,8 +57,8 @@ static int prompt_of_ids(const serve_prep *p, const serve_request *r, int32_t **
 }
 
 /* The request's prompt tokens: a chat rendered, a completion's text after <bos>, or its ids. */
-static int prompt_tokens(const serve_prep *p, serve_request *r, int32_t **ids, int32_t *n, int32_t *echo_from,
-                         int32_t *in_thought, serve_error *e) {
+static int prompt_tokens(const serve_prep *p, serve_request *r, const serve_watch *w, int32_t **ids, int32_t *n,
+                         int32_t *echo_from, int32_t *in_thought, serve_error *e) {
     char *text = NULL;
     int rc = 0;
     *echo_from = 0;
@@ -69,7 +69,7 @@ static int prompt_tokens(const serve_prep *p, serve_request *r, int32_t **ids, i
         rc = SERVE_OOM(e);
     }
     if (!rc && r->media) { /* images and audio: their runs and keys (serve_media.c) */
-        rc = serve_media_prompt(p->m, r, &p->media, text, ids, n, e);
+        rc = serve_media_prompt(p->m, r, &p->media, w, text, ids, n, e);
     } else if (!rc) {
         rc = serve_tokenize_text(p->tok, text, ids, n, e);
     }
@@ -152,12 +152,12 @@ static void job_head(serve_prep *p, const serve_dialect *d, serve_job_head *h, i
 
 /* Parse, render, tokenize and check a generation request of a dialect into a job. 0 or an
  * error in e. */
-int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, serve_job **out,
-                      serve_error *e) {
+int serve_prepare_job(serve_prep *p, const serve_dialect *d, const char *body, size_t len, const serve_watch *w,
+                      serve_job **out, serve_error *e) {
     serve_request r;
     int rc = serve_request_parse(&r, d, body, len, e);
     int32_t in_thought = 0, *ids = NULL, n = 0, echo_from = 0;
-    if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(p, &r, &ids, &n, &echo_from, &in_thought, e);
+    if (!rc && r.kind != SERVE_LOAD) rc = prompt_tokens(p, &r, w, &ids, &n, &echo_from, &in_thought, e);
     if (!rc && r.kind != SERVE_LOAD) rc = job_fit(p, &r, n, e);
     serve_logprob *plp = NULL;
     int32_t want_plp = r.prompt_logprobs >= 0 || (r.echo && r.logprobs);
@@ -182,7 +182,7 @@ int serve_prepare_count(serve_prep *p, const serve_dialect *d, const char *body,
     int32_t *ids = NULL, n = 0, echo_from = 0, in_thought = 0;
     int rc = serve_request_parse(&r, d, body, len, e);
     if (rc) return rc;
-    rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(p, &r, &ids, &n, &echo_from, &in_thought, e);
+    rc = r.kind == SERVE_LOAD ? 0 : prompt_tokens(p, &r, NULL, &ids, &n, &echo_from, &in_thought, e);
     serve_request_free(&r);
     free(ids);
     *n_tokens = n;

@@ -280,68 +280,7 @@ static int json_keep_last(cJSON *o) {
     return 0;
 }
 
-/* ---- numbers as the client wrote them --------------------------------------------------- */
-
-/* p past JSON whitespace (not past end). */
-static const char *json_ws(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
-    return p;
-}
-
-/* p past the JSON string that starts at it; NULL if none starts there. */
-static const char *json_skip_string(const char *p, const char *end) {
-    if (p >= end || *p != '"') return NULL;
-    for (p++; p < end; p++) {
-        if (*p == '\\') p++;
-        else if (*p == '"') return p + 1;
-    }
-    return NULL;
-}
-
-/* Walk the text at p (the value node was parsed from) beside node, keeping each number's own
- * text in its valuestring (cJSON keeps only the double, which rounds 9007199254740993 and
- * 1e400); the end of the value, NULL if the text and the tree part (then nothing more is
- * kept). *oom is set when a copy cannot be made. */
-static const char *json_keep_numbers(cJSON *node, const char *p, const char *end, int *oom) {
-    p = json_ws(p, end);
-    if (p >= end) return NULL;
-    if (cJSON_IsNumber(node)) {
-        const char *q = p;
-        while (q < end && *q && strchr("+-0123456789.eE", *q)) q++;
-        if (q == p || node->valuestring) return NULL;
-        if (!(node->valuestring = malloc((size_t)(q - p) + 1))) {
-            *oom = 1;
-            return NULL;
-        }
-        memcpy(node->valuestring, p, (size_t)(q - p));
-        node->valuestring[q - p] = 0;
-        return q;
-    }
-    if (cJSON_IsString(node)) return json_skip_string(p, end);
-    if (cJSON_IsObject(node) || cJSON_IsArray(node)) {
-        int obj = cJSON_IsObject(node);
-        if (*p != (obj ? '{' : '[')) return NULL;
-        p++;
-        for (cJSON *c = node->child; c; c = c->next) {
-            if (c != node->child) {
-                p = json_ws(p, end);
-                if (p >= end || *p != ',') return NULL;
-                p++;
-            }
-            if (obj) {
-                if (!(p = json_skip_string(json_ws(p, end), end))) return NULL;
-                p = json_ws(p, end);
-                if (p >= end || *p != ':') return NULL;
-                p++;
-            }
-            if (!(p = json_keep_numbers(c, p, end, oom))) return NULL;
-        }
-        p = json_ws(p, end);
-        return p < end && *p == (obj ? '}' : ']') ? p + 1 : NULL;
-    }
-    size_t n = cJSON_IsTrue(node) ? 4 : cJSON_IsFalse(node) ? 5 : cJSON_IsNull(node) ? 4 : 0;
-    return n && (size_t)(end - p) >= n ? p + n : NULL;
-}
+/* ---- numbers as the client wrote them (kept by plume_json_keep_numbers) -------------------- */
 
 /* node, the siblings after it and all their descendants: each kept number becomes raw text. */
 static void json_numbers_raw(cJSON *node) {
@@ -391,8 +330,8 @@ cJSON *serve_json_object(const char *body, size_t len, serve_error *e) {
         serve_error_set(e, 400, SERVE_ERR_REQUEST, NULL, "invalid_json", "the request body must be a JSON object");
         return NULL;
     }
-    int oom = 0;
-    json_keep_numbers(root, body, body + len, &oom);
+    int32_t oom = 0;
+    plume_json_keep_numbers(root, body, body + len, &oom);
     if (oom || json_keep_last(root)) {
         cJSON_Delete(root);
         SERVE_OOM(e);

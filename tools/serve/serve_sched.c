@@ -796,6 +796,7 @@ static void *encode_main(void *arg) {
         s->enc_finished++;
         s->st.encoding--;
         s->st.encodes += n;
+        s->st.encodes_abandoned += rc == PLUME_ECANCELED && !s->enc_stopping;
         s->st.encode_seconds += dt;
         pthread_cond_signal(&s->cv);
         if (t->orphaned) {
