@@ -28,7 +28,7 @@ const addFormats = require("ajv-formats").default;
 // A validate function for schema: the Ajv class of its draft, formats added.
 function validator(schema) {
   const s = typeof schema === "object" && schema ? String(schema.$schema || "") : "";
-  const opts = { strict: false, allErrors: true, validateFormats: true, validateSchema: false };
+  const opts = { strict: false, allErrors: true, validateFormats: true, validateSchema: false, logger: false };
   let ajv;
   if (/draft-0[34]/.test(s)) ajv = new AjvDraft04(opts);
   else if (/draft-0[67]/.test(s)) {

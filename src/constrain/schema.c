@@ -700,7 +700,7 @@ static const cJSON *flatten(cst_schema *c, const cJSON *s, const char *path, int
     const cJSON *dep = cJSON_GetObjectItemCaseSensitive(s, "dependencies");
     const cJSON *nt = cJSON_GetObjectItemCaseSensitive(s, "not");
     static const char *const only_ref[] = {"$ref", NULL};
-    if (ref && ((c->draft && c->draft <= 7) || !other_keyword(s, only_ref))) return s; /* bare: its rule */
+    if (ref && !other_keyword(s, only_ref)) return s; /* bare: its rule (siblings are merged in every draft: ajv applies them) */
     if (!ref && !all && !iff && !dr && !ds && !dep && !nt) return s;
     const cJSON *done = mm_find(c, s, NULL);
     if (done) return done;
