@@ -160,8 +160,8 @@ FUZZ_SRC_fuzz_serve_form  := $(SERVE_UNIT)
 FUZZ_LIBS_fuzz_serve_form := -lcurl
 FUZZ_SRC_fuzz_hub        := tools/hub/hub.c
 FUZZ_LIBS_fuzz_hub       := -lcurl
-$(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve/serve.h
-$(BUILD)/fuzz/fuzz_serve_form build-fuzz/fuzz/fuzz_serve_form: $(FUZZ_SRC_fuzz_serve_form) tools/serve/serve.h
+$(BUILD)/fuzz/fuzz_serve_req build-fuzz/fuzz/fuzz_serve_req: $(FUZZ_SRC_fuzz_serve_req) tools/serve/serve.h fuzz/fuzz_serve.h
+$(BUILD)/fuzz/fuzz_serve_form build-fuzz/fuzz/fuzz_serve_form: $(FUZZ_SRC_fuzz_serve_form) tools/serve/serve.h fuzz/fuzz_serve.h
 $(BUILD)/fuzz/fuzz_hub build-fuzz/fuzz/fuzz_hub: $(FUZZ_SRC_fuzz_hub) tools/hub/hub.h
 
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libplume.a

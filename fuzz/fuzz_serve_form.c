@@ -13,25 +13,14 @@
  * field; /api/show answers a JSON object or refuses. */
 #include "fuzz.h"
 
+#include "fuzz_serve.h"
 #include "serve/serve.h"
 
+/* Nothing to open: the parsers need no model. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     return 0;
-}
-
-/* A refusal must be a 4xx whose body, in the dialect's words, is a JSON object with a
- * non-empty message. */
-static void check_error(int rc, const serve_error *e, const serve_dialect *d) {
-    if (rc < 400 || rc > 499 || e->status != rc || !*e->message) abort();
-    char *body = d->error(e);
-    cJSON *root = cJSON_Parse(body);
-    free(body);
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *msg = cJSON_IsString(err) ? err : cJSON_GetObjectItemCaseSensitive(err, "message");
-    if (!cJSON_IsObject(root) || !cJSON_IsString(msg) || !*msg->valuestring) abort();
-    cJSON_Delete(root);
 }
 
 /* The splitter's promises on body [len]: fields inside it, in order, names terminated. */

@@ -19,6 +19,7 @@
 
 #include <math.h>
 
+#include "fuzz_serve.h"
 #include "serve/serve.h"
 
 static plume_tokenizer *tok;
@@ -34,20 +35,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         exit(2);
     }
     return 0;
-}
-
-/* A refusal must be a 4xx whose body, in the dialect's words, is a JSON object with a
- * non-empty message: {"error": {"message"}} (OpenAI, Anthropic) or {"error": "message"}
- * (Ollama). */
-static void check_error(int rc, const serve_error *e, const serve_dialect *d) {
-    if (rc < 400 || rc > 499 || e->status != rc || !*e->message) abort();
-    char *body = d->error(e);
-    cJSON *root = cJSON_Parse(body);
-    free(body);
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *msg = cJSON_IsString(err) ? err : cJSON_GetObjectItemCaseSensitive(err, "message");
-    if (!cJSON_IsObject(root) || !cJSON_IsString(msg) || !*msg->valuestring) abort();
-    cJSON_Delete(root);
 }
 
 /* What a parser promises of an accepted request. */

@@ -56,6 +56,20 @@ static cJSON *read_json(const char *path) {
     return j;
 }
 
+/* The tiny-a target of weight type w (2 threads) and the tracking drafter at w: 0, or -1 (a
+ * CHECK failed, both NULL). */
+static int open_pair(int w, plume_model **m, plume_drafter **d) {
+    *m = t_tiny_open(targets[w], NULL, 2, 0);
+    *d = NULL;
+    char *err = NULL;
+    if (*m && !plume_drafter_open(d, *m, drafters[1][w], &err)) return 0;
+    CHECK(0, "%s: %s", targets[w], err ? err : "");
+    free(err);
+    plume_model_free(*m);
+    *m = NULL;
+    return -1;
+}
+
 /* ---- the converter and the loader ---------------------------------------------------------- */
 
 /* Every precision opens on the tiny-a target; a drafter for another backbone is refused,
@@ -371,15 +385,9 @@ static void test_greedy_identity(void) {
     enum { N = 72 }; /* 92 positions: the window of 8 slides many times */
     int64_t total[3] = {0};
     for (int w = 0; w < 4; w++) {
-        plume_model *m = t_tiny_open(targets[w], NULL, 2, 0);
-        plume_drafter *d = NULL;
-        char *err = NULL;
-        if (!m || plume_drafter_open(&d, m, drafters[1][w], &err)) {
-            CHECK(0, "%s: %s", targets[w], err ? err : "");
-            free(err);
-            plume_model_free(m);
-            continue;
-        }
+        plume_model *m;
+        plume_drafter *d;
+        if (open_pair(w, &m, &d)) continue;
         int32_t ref[N], got[N];
         plain_greedy(m, prompt, 20, N, ref);
         static const int rates[4] = {0, 3, 6, 8};
@@ -424,15 +432,10 @@ static void test_kv8(void) {
     const int wt[2] = {0, 2};
     for (int wi = 0; wi < 2; wi++) {
         int w = wt[wi];
-        plume_model *m = t_tiny_open(targets[w], NULL, 2, 0);
-        plume_drafter *d = NULL;
+        plume_model *m;
+        plume_drafter *d;
+        if (open_pair(w, &m, &d)) continue;
         char *err = NULL;
-        if (!m || plume_drafter_open(&d, m, drafters[1][w], &err)) {
-            CHECK(0, "%s: %s", targets[w], err ? err : "");
-            free(err);
-            plume_model_free(m);
-            continue;
-        }
         /* the first draft step over int8 and float caches */
         float *lg[2] = {malloc(4 * V * sizeof(float)), malloc(4 * V * sizeof(float))}, logits[V];
         int32_t dr[2][4] = {{0}}, got_n[2] = {0};
@@ -469,6 +472,7 @@ static void test_kv8(void) {
                 for (int i = 0; i < 3; i++) total[i] += acc[i];
             }
         kv_bits = 0;
+        free(err);
         plume_drafter_free(d);
         plume_model_free(m);
     }

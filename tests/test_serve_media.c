@@ -15,6 +15,7 @@
 #include "serve/serve.h"
 #include "t_mm.h"
 #include "t_serve.h"
+#include "t_serve_media.h"
 
 #include <sndfile.h>
 #include <webp/encode.h>
@@ -26,44 +27,8 @@ static server M; /* the tiny-mm-a bundle, --allow-remote-media=private */
 static server T; /* tiny-a (text only), remote media off */
 static server P; /* tiny-mm-a, --allow-remote-media (public addresses only) */
 
-/* Write text to tmp/name; the path (static, one at a time). */
-static const char *write_tmp(const char *name, const char *text) {
-    static char path[800];
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-    return path;
-}
-
-/* The base64 of a file (malloc'd), via base64(1). */
-static char *b64_file(const char *path) {
-    char *out = malloc(1 << 22);
-    if (out && t_sh(out, 1 << 22, "base64 -w0 '%s'", path)) out[0] = 0;
-    return out;
-}
-
-/* A chat request of one user message of parts (JSON text of the parts list), greedy, n
- * tokens, posted to sv from a file; the status, the body in out. */
-static int chat(const server *sv, char *out, size_t cap, const char *parts, int max_tokens, const char *extra) {
-    size_t n = strlen(parts) + 512;
-    char *body = malloc(n);
-    snprintf(body, n, "{\"model\":\"m\",\"max_tokens\":%d,\"temperature\":0%s,\"messages\":[{\"role\":\"user\",\"content\":%s}]}",
-             max_tokens, extra ? extra : "", parts);
-    const char *p = write_tmp("body.json", body);
-    free(body);
-    return http(sv, out, cap, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s", p);
-}
-
 /* An image_url part of a file as a data URL (malloc'd JSON). */
-static char *image_part(const char *path, const char *mime) {
-    char *b = b64_file(path);
-    char *s = plume_sprintf("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:%s;base64,%s\"}}", mime, b ? b : "");
-    free(b);
-    return s;
-}
+static char *image_part(const char *path, const char *mime) { return url_part("image_url", path, mime); }
 
 /* An input_audio part of a file (malloc'd JSON). */
 static char *audio_part(const char *path, const char *format) {
@@ -71,42 +36,6 @@ static char *audio_part(const char *path, const char *format) {
     char *s = plume_sprintf("{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"%s\",\"format\":\"%s\"}}", b ? b : "", format);
     free(b);
     return s;
-}
-
-/* The content of choice i of a reply (malloc'd) and its usage; NULL when not there. */
-static char *reply_of(const char *body, int i, int *prompt, int *cached) {
-    cJSON *root = cJSON_Parse(body);
-    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), i);
-    cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "message"), "content");
-    cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
-    cJSON *p = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-    cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"), "cached_tokens");
-    char *s = cJSON_IsString(c) ? strdup(c->valuestring) : NULL;
-    if (prompt) *prompt = cJSON_IsNumber(p) ? p->valueint : -1;
-    if (cached) *cached = cJSON_IsNumber(k) ? k->valueint : -1;
-    cJSON_Delete(root);
-    return s;
-}
-
-/* Whether body is an OpenAI error 400 whose param is `param` and whose message holds `what`. */
-static int refused(const char *body, const char *param, const char *what) {
-    cJSON *root = cJSON_Parse(body);
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message"), *p = cJSON_GetObjectItemCaseSensitive(e, "param");
-    int ok = cJSON_IsString(m) && cJSON_IsString(p) && !strcmp(p->valuestring, param) && strstr(m->valuestring, what);
-    cJSON_Delete(root);
-    return ok;
-}
-
-/* What `plume run` answers greedily to a prompt with media flags, n tokens (malloc'd; its last
- * newline cut). */
-static char *cli_answer(const char *dir, const char *media_flags, const char *prompt, int n) {
-    if (t_sh(big_out, sizeof big_out, "( %s/plume run -m %s %s -p '%s' -n %d --temp 0 2>/dev/null )", t_build(), dir,
-             media_flags, prompt, n))
-        return NULL;
-    size_t k = strlen(big_out);
-    if (k && big_out[k - 1] == '\n') big_out[k - 1] = 0;
-    return strdup(big_out);
 }
 
 /* ---- the parsers, alone -------------------------------------------------------------------------- */
@@ -601,35 +530,17 @@ static void test_refusals_name_the_part(void) {
  * (through a redirect too), the same answer as the data URL; refused for a private address
  * without =private, past the size limit, on an HTTP error, for too many redirects. */
 static void test_remote_urls(void) {
-    char out[8192], dir[800], cmd[2048];
+    char out[8192], dir[800];
     snprintf(dir, sizeof dir, "%s/www", tmp);
     t_sh(out, sizeof out, "mkdir -p %s && cp %s %s/a.png && head -c 9000000 /dev/zero > %s/big.png", dir, fx("A.png"), dir, dir);
-    snprintf(cmd, sizeof cmd,
-             "exec python3 -c 'import http.server,os,sys\n"
-             "os.chdir(sys.argv[1])\n"
-             "class H(http.server.SimpleHTTPRequestHandler):\n"
-             "    def log_message(self, *a): pass\n"
-             "    def do_GET(self):\n"
-             "        if self.path.startswith(\"/hop\"):\n"
-             "            k = int(self.path[4:] or 0)\n"
-             "            self.send_response(302); self.send_header(\"Location\", \"/a.png\" if k == 0 else \"/hop%%d\" %% (k - 1)); self.end_headers(); return\n"
-             "        return super().do_GET()\n"
-             "s = http.server.HTTPServer((\"127.0.0.1\", 0), H)\n"
-             "open(sys.argv[2], \"w\").write(str(s.server_port))\n"
-             "s.serve_forever()' %s %s/www.port 2>/dev/null",
-             dir, tmp);
-    pid_t www = spawn_sh(cmd);
-    int port = 0;
-    for (int i = 0; i < 600 && !port; i++) { /* up to 30 s: python3 starts slowly on a loaded host */
-        nap(50);
-        char pp[800];
-        snprintf(pp, sizeof pp, "%s/www.port", tmp);
-        FILE *f = fopen(pp, "r");
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1) port = 0;
-            fclose(f);
-        }
-    }
+    pid_t www = 0;
+    int port = www_start(dir,
+                         "    def do_GET(self):\n"
+                         "        if self.path.startswith(\"/hop\"):\n"
+                         "            k = int(self.path[4:] or 0)\n"
+                         "            self.send_response(302); self.send_header(\"Location\", \"/a.png\" if k == 0 else \"/hop%d\" % (k - 1)); self.end_headers(); return\n"
+                         "        return super().do_GET()\n",
+                         &www);
     CHECK(port > 0, "the local HTTP server did not start");
     if (port > 0) {
         char parts[512], *img = image_part(fx("A.png"), "image/png"), *inline_parts = plume_sprintf("[%s]", img);

@@ -12,6 +12,7 @@
 #include "serve/serve.h"
 #include "t_mm.h"
 #include "t_serve.h"
+#include "t_serve_media.h"
 
 #include <sys/resource.h>
 
@@ -27,82 +28,6 @@ static const char *vx(const char *name) {
     static char p[700];
     snprintf(p, sizeof p, "%s/tiny-video-a/%s", t_data(), name);
     return p;
-}
-
-/* Write len bytes to tmp/name; the path (static, one at a time). */
-static const char *write_tmp(const char *name, const void *bytes, size_t len) {
-    static char path[800];
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(bytes, 1, len, f);
-        fclose(f);
-    }
-    return path;
-}
-
-/* The base64 of a file (malloc'd), via base64(1). */
-static char *b64_file(const char *path) {
-    char *out = malloc(1 << 22);
-    if (out && t_sh(out, 1 << 22, "base64 -w0 '%s'", path)) out[0] = 0;
-    return out;
-}
-
-/* A chat request of one user message of parts (JSON text of the parts list), greedy, n
- * tokens, posted to sv's path from a file; the status, the body in out. */
-static int chat(const server *sv, char *out, size_t cap, const char *parts, int max_tokens) {
-    char *body = plume_sprintf("{\"model\":\"m\",\"max_tokens\":%d,\"temperature\":0,\"messages\":[{\"role\":\"user\","
-                               "\"content\":%s}]}", max_tokens, parts);
-    const char *p = write_tmp("body.json", body, strlen(body));
-    free(body);
-    return http(sv, out, cap, "/v1/chat/completions", "-H 'Content-Type: application/json' --data-binary @%s", p);
-}
-
-/* A media part of a file as a data URL (malloc'd JSON): type "video_url" or "image_url". */
-static char *url_part(const char *type, const char *path, const char *mime) {
-    char *b = b64_file(path);
-    char *s = plume_sprintf("{\"type\":\"%s\",\"%s\":{\"url\":\"data:%s;base64,%s\"}}", type, type, mime, b ? b : "");
-    free(b);
-    return s;
-}
-
-/* The content of the first choice of a reply (malloc'd) and its usage; NULL when not there. */
-static char *reply_of(const char *body, int *prompt, int *cached) {
-    cJSON *root = cJSON_Parse(body);
-    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
-    cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "message"), "content");
-    cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
-    cJSON *p = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-    cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"), "cached_tokens");
-    char *s = cJSON_IsString(c) ? strdup(c->valuestring) : NULL;
-    if (prompt) *prompt = cJSON_IsNumber(p) ? p->valueint : -1;
-    if (cached) *cached = cJSON_IsNumber(k) ? k->valueint : -1;
-    cJSON_Delete(root);
-    return s;
-}
-
-/* Whether body is an error whose param is `param` and whose message holds `what` (OpenAI's
- * shape, and Anthropic's, whose error carries no param: then only the message is checked). */
-static int refused(const char *body, const char *param, const char *what) {
-    cJSON *root = cJSON_Parse(body);
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message"), *p = cJSON_GetObjectItemCaseSensitive(e, "param");
-    if (!m) m = e; /* Ollama: {"error": "message"} */
-    int ok = cJSON_IsString(m) && strstr(m->valuestring, what) &&
-             (cJSON_IsString(p) ? !strcmp(p->valuestring, param) : strstr(m->valuestring, param) != NULL);
-    cJSON_Delete(root);
-    return ok;
-}
-
-/* What `plume run` answers greedily to a prompt with media flags, n tokens (malloc'd; its last
- * newline cut). */
-static char *cli_answer(const char *media_flags, const char *prompt, int n) {
-    if (t_sh(big_out, sizeof big_out, "( %s/plume run -m %s %s -p '%s' -n %d --temp 0 2>/dev/null )", t_build(), bundle,
-             media_flags, prompt, n))
-        return NULL;
-    size_t k = strlen(big_out);
-    if (k && big_out[k - 1] == '\n') big_out[k - 1] = 0;
-    return strdup(big_out);
 }
 
 /* How many prompt tokens `plume run --verbose` reports for a prompt with media flags (-1: none). */
@@ -124,19 +49,19 @@ static void test_video_answers_as_run(void) {
     for (int c = 0; c < 2; c++) {
         char *vid = url_part("video_url", vx(clips[c][0]), clips[c][1]);
         char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"Describe.\"}]", vid);
-        int prompt = 0, cached = 0, st = chat(&M, big_out, sizeof big_out, parts, 8);
-        char *got = st == 200 ? reply_of(big_out, &prompt, NULL) : NULL;
+        int prompt = 0, cached = 0, st = chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+        char *got = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL;
         CHECK(got, "%s: HTTP %d %.300s", clips[c][0], st, big_out);
         char flags[800];
         snprintf(flags, sizeof flags, "--video %s", vx(clips[c][0]));
-        char *want = cli_answer(flags, "Describe.", 8);
+        char *want = cli_answer(bundle, flags, "Describe.", 8);
         CHECK(got && want && !strcmp(got, want), "%s: serve '%s' vs run '%s'", clips[c][0], got ? got : "", want ? want : "");
         CHECK(prompt > 32 * 60, "%s: %d prompt tokens (32 frames of 60+ soft tokens each expected)", clips[c][0], prompt);
         int run_prompt = cli_prompt_tokens(flags, "Describe.");
         CHECK(prompt == run_prompt, "%s: %d prompt tokens, plume run %d", clips[c][0], prompt, run_prompt);
         printf("  %s: %d prompt tokens, answer '%s'\n", clips[c][0], prompt, got ? got : "");
-        st = chat(&M, big_out, sizeof big_out, parts, 8);
-        char *again = st == 200 ? reply_of(big_out, NULL, &cached) : NULL;
+        st = chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+        char *again = st == 200 ? reply_of(big_out, 0, NULL, &cached) : NULL;
         CHECK(again && got && !strcmp(again, got), "%s again: HTTP %d '%s'", clips[c][0], st, again ? again : "");
         CHECK(cached > prompt - 16, "%s again: %d of %d prompt tokens cached", clips[c][0], cached, prompt);
         free(again), free(got), free(want), free(parts), free(vid);
@@ -149,12 +74,12 @@ static void test_video_answers_as_run(void) {
 static void test_video_beside_image(void) {
     char *vid = url_part("video_url", vx("clip0.mp4"), "video/mp4"), *img = url_part("image_url", fx("A.png"), "image/png");
     char *parts = plume_sprintf("[%s,%s,{\"type\":\"text\",\"text\":\"Compare.\"}]", img, vid);
-    int prompt = 0, st = chat(&M, big_out, sizeof big_out, parts, 8);
-    char *got = st == 200 ? reply_of(big_out, &prompt, NULL) : NULL;
+    int prompt = 0, st = chat(&M, big_out, sizeof big_out, parts, 8, NULL);
+    char *got = st == 200 ? reply_of(big_out, 0, &prompt, NULL) : NULL;
     CHECK(got, "image and video: HTTP %d %.300s", st, big_out);
     char flags[1600];
     snprintf(flags, sizeof flags, "--video %s --image %s", vx("clip0.mp4"), fx("A.png"));
-    char *want = cli_answer(flags, "Compare.", 8);
+    char *want = cli_answer(bundle, flags, "Compare.", 8);
     CHECK(got && want && !strcmp(got, want), "image and video: serve '%s' vs run '%s'", got ? got : "", want ? want : "");
     int run_prompt = cli_prompt_tokens(flags, "Compare.");
     CHECK(prompt == run_prompt, "image and video: %d prompt tokens, plume run %d", prompt, run_prompt);
@@ -171,10 +96,10 @@ static void test_bad_videos_refused(void) {
     CHECK(plume_read_file(vx("clip0.mp4"), &bytes, &len, &err) == 0, "read clip0.mp4: %s", err ? err : "");
     if (!bytes) return;
     char path[800];
-    snprintf(path, sizeof path, "%s", write_tmp("cut.mp4", bytes, len / 2));
+    snprintf(path, sizeof path, "%s", write_tmp_bytes("cut.mp4", bytes, len / 2));
     char *cut = url_part("video_url", path, "video/mp4");
     for (size_t i = len / 3; i < len / 3 + 4096 && i < len; i++) bytes[i] = (char)(bytes[i] ^ 0x5a);
-    snprintf(path, sizeof path, "%s", write_tmp("corrupt.mp4", bytes, len));
+    snprintf(path, sizeof path, "%s", write_tmp_bytes("corrupt.mp4", bytes, len));
     char *corrupt = url_part("video_url", path, "video/mp4");
     char *png = url_part("video_url", fx("A.png"), "video/mp4"), *as_image = url_part("video_url", vx("clip0.mp4"), "image/png");
     const struct {
@@ -187,7 +112,7 @@ static void test_bad_videos_refused(void) {
                {&T, url_part("video_url", vx("clip0.mp4"), "video/mp4"), "takes no video"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char *parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"hi\"},%s]", bad[i].part);
-        int st = chat(bad[i].sv, big_out, sizeof big_out, parts, 2);
+        int st = chat(bad[i].sv, big_out, sizeof big_out, parts, 2, NULL);
         /* a truncated or corrupt file: the decoder's own words; any message naming the part */
         const char *what = !strcmp(bad[i].what, "clip") ? "messages[0].content[1]" : bad[i].what;
         CHECK(st == 400 && refused(big_out, "messages[0].content[1]", what), "bad video %zu: HTTP %d %.400s", i, st, big_out);
@@ -206,25 +131,25 @@ static void test_dialects_without_video(void) {
     char *body = plume_sprintf("{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_video\","
                                "\"video_url\":\"data:video/mp4;base64,%s\"}]}]}", b);
     int st = http(&M, big_out, sizeof big_out, "/v1/responses", "-H 'Content-Type: application/json' --data-binary @%s",
-                  write_tmp("body.json", body, strlen(body)));
+                  write_tmp_bytes("body.json", body, strlen(body)));
     CHECK(st == 400 && refused(big_out, "input[0].content", "Responses API"), "responses input_video: %d %.300s", st, big_out);
     free(body);
     body = plume_sprintf("{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\","
                          "\"source\":{\"type\":\"base64\",\"media_type\":\"video/mp4\",\"data\":\"%s\"}}]}]}", b);
     st = http(&M, big_out, sizeof big_out, "/v1/messages", "-H 'Content-Type: application/json' --data-binary @%s",
-              write_tmp("body.json", body, strlen(body)));
+              write_tmp_bytes("body.json", body, strlen(body)));
     CHECK(st == 400 && strstr(big_out, "Messages API") && strstr(big_out, "video_url"), "anthropic video: %d %.300s", st,
           big_out);
     free(body);
     body = plume_sprintf("{\"model\":\"m\",\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"videos\":[\"%s\"]}]}", b);
     st = http(&M, big_out, sizeof big_out, "/api/chat", "-H 'Content-Type: application/json' --data-binary @%s",
-              write_tmp("body.json", body, strlen(body)));
+              write_tmp_bytes("body.json", body, strlen(body)));
     CHECK(st == 400 && strstr(big_out, "messages[0].videos") && strstr(big_out, "video_url"), "ollama chat videos: %d %.300s", st,
           big_out);
     free(body);
     body = plume_sprintf("{\"model\":\"m\",\"stream\":false,\"prompt\":\"hi\",\"videos\":[\"%s\"]}", b);
     st = http(&M, big_out, sizeof big_out, "/api/generate", "-H 'Content-Type: application/json' --data-binary @%s",
-              write_tmp("body.json", body, strlen(body)));
+              write_tmp_bytes("body.json", body, strlen(body)));
     CHECK(st == 400 && strstr(big_out, "'videos'"), "ollama generate videos: %d %.300s", st, big_out);
     free(body);
     free(b);
@@ -235,13 +160,13 @@ static void test_dialects_without_video(void) {
 static void test_video_over_budget(void) {
     char *vid = url_part("video_url", vx("clip0.mp4"), "video/mp4");
     char *parts = plume_sprintf("[{\"type\":\"text\",\"text\":\"hi\"},%s]", vid);
-    int st = chat(&B, big_out, sizeof big_out, parts, 2);
+    int st = chat(&B, big_out, sizeof big_out, parts, 2, NULL);
     CHECK(st == 413 && strstr(big_out, "messages[0].content[1]") && strstr(big_out, "--max-request-memory"),
           "a video on an 8 MB budget: %d %.300s", st, big_out);
     free(parts);
     char *img = url_part("image_url", fx("A.png"), "image/png");
     parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"hi\"}]", img);
-    st = chat(&B, big_out, sizeof big_out, parts, 2);
+    st = chat(&B, big_out, sizeof big_out, parts, 2, NULL);
     CHECK(st == 200, "an image after the refused video (the budget given back): %d %.300s", st, big_out);
     free(parts), free(img), free(vid);
 }
@@ -278,7 +203,7 @@ static void test_client_gone_stops_decode(void) {
     free(bytes), free(err);
     char *vid = url_part("video_url", vx("long.mp4"), "video/mp4");
     char *body = plume_sprintf("{\"model\":\"m\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":[%s]}]}", vid);
-    const char *path = write_tmp("long.json", body, strlen(body));
+    const char *path = write_tmp_bytes("long.json", body, strlen(body));
     free(body), free(vid);
     const double cpu0 = proc_cpu(M.pid);
     char out[4096];
@@ -296,48 +221,29 @@ static void test_client_gone_stops_decode(void) {
 /* With --allow-remote-media=private a video_url http URL is fetched (the image fetcher and its
  * limits) and answers as the data URL; a 404 is a 400; a server without the flag refuses it. */
 static void test_remote_video(void) {
-    char out[4096], dir[800], cmd[2048];
+    char out[4096], dir[800];
     snprintf(dir, sizeof dir, "%s/www", tmp);
     t_sh(out, sizeof out, "mkdir -p %s && cp %s %s/v.mp4", dir, vx("clip0.mp4"), dir);
-    snprintf(cmd, sizeof cmd,
-             "exec python3 -c 'import http.server,os,sys\n"
-             "os.chdir(sys.argv[1])\n"
-             "class H(http.server.SimpleHTTPRequestHandler):\n"
-             "    def log_message(self, *a): pass\n"
-             "s = http.server.HTTPServer((\"127.0.0.1\", 0), H)\n"
-             "open(sys.argv[2], \"w\").write(str(s.server_port))\n"
-             "s.serve_forever()' %s %s/www.port 2>/dev/null",
-             dir, tmp);
-    pid_t www = spawn_sh(cmd);
-    int port = 0;
-    for (int i = 0; i < 600 && !port; i++) { /* up to 30 s: python3 starts slowly on a loaded host */
-        nap(50);
-        char pp[800];
-        snprintf(pp, sizeof pp, "%s/www.port", tmp);
-        FILE *f = fopen(pp, "r");
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1) port = 0;
-            fclose(f);
-        }
-    }
+    pid_t www = 0;
+    int port = www_start(dir, "", &www);
     CHECK(port > 0, "the local HTTP server did not start");
     if (port > 0) {
         char *vid = url_part("video_url", vx("clip0.mp4"), "video/mp4");
         char *parts = plume_sprintf("[%s,{\"type\":\"text\",\"text\":\"Describe.\"}]", vid);
-        chat(&M, big_out, sizeof big_out, parts, 6);
-        char *want = reply_of(big_out, NULL, NULL);
+        chat(&M, big_out, sizeof big_out, parts, 6, NULL);
+        char *want = reply_of(big_out, 0, NULL, NULL);
         free(parts);
         parts = plume_sprintf("[{\"type\":\"video_url\",\"video_url\":{\"url\":\"http://127.0.0.1:%d/v.mp4\"}},"
                               "{\"type\":\"text\",\"text\":\"Describe.\"}]", port);
-        int st = chat(&M, big_out, sizeof big_out, parts, 6);
-        char *got = st == 200 ? reply_of(big_out, NULL, NULL) : NULL;
+        int st = chat(&M, big_out, sizeof big_out, parts, 6, NULL);
+        char *got = st == 200 ? reply_of(big_out, 0, NULL, NULL) : NULL;
         CHECK(got && want && !strcmp(got, want), "remote video: HTTP %d %.300s (want '%s')", st, big_out, want ? want : "");
-        st = chat(&B, big_out, sizeof big_out, parts, 6);
+        st = chat(&B, big_out, sizeof big_out, parts, 6, NULL);
         CHECK(st == 400 && refused(big_out, "messages[0].content[0]", "remote video URLs are off"),
               "remote video without --allow-remote-media: %d %.300s", st, big_out);
         free(parts);
         parts = plume_sprintf("[{\"type\":\"video_url\",\"video_url\":{\"url\":\"http://127.0.0.1:%d/none.mp4\"}}]", port);
-        st = chat(&M, big_out, sizeof big_out, parts, 6);
+        st = chat(&M, big_out, sizeof big_out, parts, 6, NULL);
         CHECK(st == 400 && refused(big_out, "messages[0].content[0]", "HTTP 404"), "a missing remote video: %d %.300s", st,
               big_out);
         free(parts), free(got), free(want), free(vid);

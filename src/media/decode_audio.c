@@ -353,21 +353,35 @@ done:
     return rc;
 }
 
+/* Open data[len] with libsndfile through v (which must outlive the handle), its header
+ * checked; NULL (PLUME_EFORMAT in *err) when it is not audio plume reads. */
+static SNDFILE *open_memory(vfile *v, const uint8_t *data, size_t len, SF_INFO *info, const char *name, char **err) {
+    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "%s: empty file, not audio", name), NULL;
+    if (len > (size_t)INT64_MAX) return plume_fail(err, PLUME_EFORMAT, "%s: file too large", name), NULL;
+    *v = (vfile){data, (sf_count_t)len, 0};
+    SF_VIRTUAL_IO io = {vf_len, vf_seek, vf_read, vf_write, vf_tell}; /* libsndfile keeps a copy */
+    memset(info, 0, sizeof *info);
+    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, info, v);
+    if (!sf) {
+        plume_fail(err, PLUME_EFORMAT, "%s: not an audio file plume can read (libsndfile: %s)", name, sf_strerror(NULL));
+        return NULL;
+    }
+    if (check_header(info, data, len, name, err)) {
+        sf_close(sf);
+        return NULL;
+    }
+    return sf;
+}
+
 int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const char *name, char **err) {
     memset(a, 0, sizeof *a);
-    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "%s: empty file, not audio", name);
-    if (len > (size_t)INT64_MAX) return plume_fail(err, PLUME_EFORMAT, "%s: file too large", name);
-    vfile v = {data, (sf_count_t)len, 0};
-    SF_VIRTUAL_IO io = {vf_len, vf_seek, vf_read, vf_write, vf_tell};
+    vfile v;
     SF_INFO info;
-    memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &info, &v);
-    if (!sf)
-        return plume_fail(err, PLUME_EFORMAT, "%s: not an audio file plume can read (libsndfile: %s)", name, sf_strerror(NULL));
+    SNDFILE *sf = open_memory(&v, data, len, &info, name, err);
+    if (!sf) return PLUME_EFORMAT;
     pcm_buf b = {0};
     int64_t frames = 0;
-    int rc = check_header(&info, data, len, name, err);
-    if (!rc) rc = decode_frames(sf, &info, &b, &frames, name, err);
+    int rc = decode_frames(sf, &info, &b, &frames, name, err);
     /* a stream that ends well before its header's length was cut short (MP3 lengths are
      * estimates: a percent and two MPEG frames of slack) */
     if (!rc && info.frames > 0 && info.frames != SF_COUNT_MAX && frames < info.frames &&
@@ -391,19 +405,13 @@ int media_audio_decode(media_audio *a, const uint8_t *data, size_t len, const ch
 
 int media_audio_peak(const uint8_t *data, size_t len, uint64_t *peak, const char *name, char **err) {
     *peak = 0;
-    if (!data || !len) return plume_fail(err, PLUME_EFORMAT, "%s: empty file, not audio", name);
-    if (len > (size_t)INT64_MAX) return plume_fail(err, PLUME_EFORMAT, "%s: file too large", name);
-    vfile v = {data, (sf_count_t)len, 0};
-    SF_VIRTUAL_IO io = {vf_len, vf_seek, vf_read, vf_write, vf_tell};
+    vfile v;
     SF_INFO info;
-    memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &info, &v);
-    if (!sf)
-        return plume_fail(err, PLUME_EFORMAT, "%s: not an audio file plume can read (libsndfile: %s)", name, sf_strerror(NULL));
-    int rc = check_header(&info, data, len, name, err);
+    SNDFILE *sf = open_memory(&v, data, len, &info, name, err);
+    if (!sf) return PLUME_EFORMAT;
     sf_close(sf);
-    if (!rc) *peak = decode_peak(&info);
-    return rc;
+    *peak = decode_peak(&info);
+    return 0;
 }
 
 int media_audio_load(media_audio *a, const char *path, char **err) {
