@@ -87,9 +87,7 @@ int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_para
     sp->p = p;
     sp->m = m;
     sp->V = m->c.V;
-    sp->rate = SPEC_RATE_START;
-    sp->len = p.draft_max;
-    sp->shadow = -1;
+    plume_spec_reset(sp);
     sp->logits = plume_alloc((size_t)(p.draft_max + 1) * (size_t)sp->V * sizeof(float));
     sp->ids = calloc((size_t)p.draft_max + 1, sizeof *sp->ids);
     if (!sp->logits || !sp->ids) {
