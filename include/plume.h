@@ -879,14 +879,19 @@ typedef struct {
     plume_draft_fn draft_fn; /* NULL (default): prompt lookup (plume_spec_lookup) */
     void *draft_user;        /* passed to draft_fn */
     plume_drafter *drafter;  /* NULL (default), or the MTP drafter (plume_drafter_open), which
-                                then drafts instead of prompt lookup; a draft_fn beside it gets
-                                the drafter's k guesses in draft (max = k) and may replace them
-                                (plume bench's forced acceptance rates, tests) */
+                                then drafts (with prompt lookup, see lookup); a draft_fn beside
+                                it gets the round's k guesses in draft (max = k) and may replace
+                                them (plume bench's forced acceptance rates, tests) */
+    int32_t lookup;          /* with a drafter: 1 (default) prompt lookup drafts instead of it in
+                                a round whose context ends in a repeat of 3 or more tokens while
+                                lookup's first guesses are right at least as often as the
+                                drafter's (docs/SPECULATIVE.md); 0: the drafter alone. Without a
+                                drafter: ignored */
 } plume_spec_params;
 
 typedef struct plume_spec plume_spec;
 
-/* Draft length 3 (docs/SPECULATIVE.md says why), n-grams 3 down to 1. */
+/* Draft length 3 (docs/SPECULATIVE.md says why), n-grams 3 down to 1, adaptive, lookup 1. */
 PLUME_API plume_spec_params plume_spec_default_params(void);
 /* A drafter for sessions of model m; p NULL: the defaults. PLUME_EINVAL for a draft_max
  * outside [0, PLUME_SAMPLER_UNDO - 1] or n-gram lengths outside 1 <= min <= max <= 64. */
@@ -921,6 +926,13 @@ PLUME_API int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_samp
 PLUME_API void plume_spec_reset(plume_spec *sp);
 /* Totals since plume_spec_new: steps, tokens drafted, drafted tokens accepted. */
 PLUME_API void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted, int64_t *n_accepted);
+/* The sources of guesses: prompt lookup (or a draft_fn without a drafter), the MTP drafter. */
+#define PLUME_SPEC_LOOKUP 0
+#define PLUME_SPEC_DRAFTER 1
+/* Of plume_spec_stats' totals, those of the steps that fed source's guesses (PLUME_SPEC_*):
+ * steps, tokens drafted, accepted (zeros for NULL or another source). */
+PLUME_API void plume_spec_source_stats(const plume_spec *sp, int32_t source, int64_t *n_steps, int64_t *n_drafted,
+                                       int64_t *n_accepted);
 
 /* ---------------------------------------------------------------------------------------
  * Batch: one forward step of several sessions on one model (continuous batching)

@@ -13,6 +13,12 @@
  * (plume_spec_params.drafter, drafter.c), which reads the session's hidden state and K/V; a
  * draft_fn beside it may replace its guesses (benchmarks, tests).
  *
+ * Drafter and prompt lookup together (plume_spec_params.lookup, the default with a drafter):
+ * each round looks the context up first (free); a match of SPEC_LOOKUP_STRONG tokens or more
+ * feeds lookup's guesses instead of the drafter's, while lookup's first-guess rate is not below
+ * the drafter's; else the drafter drafts, and lookup's first guess, when it had one, is
+ * compared with the token the step gives (free). Each source keeps its own rate and length.
+ *
  * Acceptance. Greedy: a guess is kept while it equals the argmax. Sampling: the drafter is
  * deterministic (its distribution q is one-hot on the guess d), so the speculative-sampling
  * rule (accept d with probability min(1, p(d) / q(d)), else draw from norm(max(0, p - q)))
@@ -48,6 +54,15 @@
 #define SPEC_RATE_MIN 0.2    /* adaptive: below this first-guess rate, guess without feeding */
 #define SPEC_RATE_START 0.5  /* the rate a new drafter assumes */
 #define SPEC_RATE_WEIGHT 0.125 /* weight of the newest outcome in the moving average */
+#define SPEC_LOOKUP_STRONG 3 /* with a drafter: the shortest repeat lookup drafts from (or ngram_max) */
+
+/* A source of guesses (PLUME_SPEC_LOOKUP, PLUME_SPEC_DRAFTER): its adaptive state, its totals. */
+typedef struct {
+    double rate;    /* adaptive: moving average of its first guess being right */
+    int32_t len;    /* adaptive: the draft length of its next fed step, 1..draft_max */
+    int32_t shadow; /* its first guess this step when not fed (compared after it), or -1 */
+    int64_t n_steps, n_drafted, n_accepted; /* the steps that fed its guesses */
+} spec_source;
 
 struct plume_spec {
     plume_spec_params p;
@@ -57,17 +72,17 @@ struct plume_spec {
     int32_t *ctx;    /* [ctx_cap] the session's tokens and the pending one */
     size_t ctx_cap;
     int32_t *ids;    /* [draft_max + 1] the pending token and the guesses */
+    int32_t *look;   /* [draft_max] lookup's guesses in a round the drafter may draft */
     int64_t n_steps, n_drafted, n_accepted;
-    double rate;     /* adaptive: moving average of the first guess being right */
-    int32_t len;     /* adaptive: the draft length of the next step, 1..draft_max */
-    int32_t shadow;  /* adaptive: the guess made but not fed this step, or -1 */
+    spec_source src[2]; /* lookup (or draft_fn alone), the MTP drafter */
+    int32_t fed;     /* the source whose guesses this step fed, or -1 */
 };
 
 /* ---- parameters and lifetime ----------------------------------------------------------- */
 
 /* Draft 3 tokens (docs/SPECULATIVE.md says why) from n-grams of 3 down to 1. */
 plume_spec_params plume_spec_default_params(void) {
-    plume_spec_params p = {.draft_max = 3, .ngram_max = 3, .ngram_min = 1, .adaptive = 1};
+    plume_spec_params p = {.draft_max = 3, .ngram_max = 3, .ngram_min = 1, .adaptive = 1, .lookup = 1};
     return p;
 }
 
@@ -90,7 +105,8 @@ int plume_spec_new(plume_spec **out, const plume_model *m, const plume_spec_para
     plume_spec_reset(sp);
     sp->logits = plume_alloc((size_t)(p.draft_max + 1) * (size_t)sp->V * sizeof(float));
     sp->ids = calloc((size_t)p.draft_max + 1, sizeof *sp->ids);
-    if (!sp->logits || !sp->ids) {
+    sp->look = calloc((size_t)p.draft_max + 1, sizeof *sp->look);
+    if (!sp->logits || !sp->ids || !sp->look) {
         plume_spec_free(sp);
         return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for %d rows of logits", p.draft_max + 1);
     }
@@ -104,15 +120,19 @@ void plume_spec_free(plume_spec *sp) {
     plume_dealloc(sp->logits);
     free(sp->ctx);
     free(sp->ids);
+    free(sp->look);
     free(sp);
 }
 
 /* The adaptive state as plume_spec_new leaves it; NULL is a no-op. */
 void plume_spec_reset(plume_spec *sp) {
     if (!sp) return;
-    sp->rate = SPEC_RATE_START;
-    sp->len = sp->p.draft_max;
-    sp->shadow = -1;
+    for (int c = 0; c < 2; c++) {
+        sp->src[c].rate = SPEC_RATE_START;
+        sp->src[c].len = sp->p.draft_max;
+        sp->src[c].shadow = -1;
+    }
+    sp->fed = -1;
 }
 
 /* The totals since creation (zeros for NULL). */
@@ -122,12 +142,21 @@ void plume_spec_stats(const plume_spec *sp, int64_t *n_steps, int64_t *n_drafted
     if (n_accepted) *n_accepted = sp ? sp->n_accepted : 0;
 }
 
+/* The totals of the steps that fed one source's guesses (zeros for NULL or another source). */
+void plume_spec_source_stats(const plume_spec *sp, int32_t source, int64_t *n_steps, int64_t *n_drafted,
+                             int64_t *n_accepted) {
+    const spec_source *c = sp && (source == PLUME_SPEC_LOOKUP || source == PLUME_SPEC_DRAFTER) ? &sp->src[source] : NULL;
+    if (n_steps) *n_steps = c ? c->n_steps : 0;
+    if (n_drafted) *n_drafted = c ? c->n_drafted : 0;
+    if (n_accepted) *n_accepted = c ? c->n_accepted : 0;
+}
+
 /* ---- the drafter ----------------------------------------------------------------------- */
 
-/* Prompt lookup: the latest earlier occurrence of the longest suffix (ngram_max down to
- * ngram_min tokens) and up to max of the tokens after it. Never reads past ctx[n - 1]. */
-int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
-                          int32_t max) {
+/* Prompt lookup, *g_out getting the length of the suffix that matched (0: none). */
+static int32_t spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
+                           int32_t max, int32_t *g_out) {
+    *g_out = 0;
     if (!ctx || !draft || max < 1 || ngram_min < 1) return 0;
     for (int32_t g = ngram_max < n - 1 ? ngram_max : n - 1; g >= ngram_min; g--) {
         const int32_t *suffix = ctx + n - g;
@@ -136,10 +165,19 @@ int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int3
             if (ctx[i] != suffix[0] || memcmp(ctx + i, suffix, (size_t)g * sizeof *ctx)) continue;
             int32_t from = i + g, k = n - from < max ? n - from : max;
             memcpy(draft, ctx + from, (size_t)k * sizeof *ctx);
+            *g_out = g;
             return k;
         }
     }
     return 0;
+}
+
+/* Prompt lookup: the latest earlier occurrence of the longest suffix (ngram_max down to
+ * ngram_min tokens) and up to max of the tokens after it. Never reads past ctx[n - 1]. */
+int32_t plume_spec_lookup(const int32_t *ctx, int32_t n, int32_t ngram_min, int32_t ngram_max, int32_t *draft,
+                          int32_t max) {
+    int32_t g;
+    return spec_lookup(ctx, n, ngram_min, ngram_max, draft, max, &g);
 }
 
 /* ---- a step ---------------------------------------------------------------------------- */
@@ -163,21 +201,45 @@ static int32_t spec_room(const plume_spec *sp, const plume_session *s, int32_t c
     return k > 0 ? k : 0;
 }
 
-/* Guess up to k tokens after the session's tokens and pending, into draft; returns how many
- * or PLUME_ENOMEM. */
-static int32_t spec_guess(plume_spec *sp, const plume_session *s, int32_t pending, int32_t k, int32_t *draft,
-                          char **err) {
-    if (k == 0) return 0;
-    if (sp->p.drafter) { /* the MTP drafter; a draft_fn beside it may replace its guesses */
-        k = plume_drafter_draft(sp->p.drafter, s, pending, k, draft, NULL, err);
-        if (k <= 0 || !sp->p.draft_fn) return k;
-    }
-    int32_t n = s->n_past + 1;
+/* The session's tokens and pending into sp->ctx; returns their count, or PLUME_ENOMEM. */
+static int32_t spec_context(plume_spec *sp, const plume_session *s, int32_t pending, char **err) {
     if (plume_grow(&sp->ctx, &sp->ctx_cap, (size_t)s->n_ctx + 1, sizeof *sp->ctx)) /* once: n <= n_ctx + 1 */
         return plume_fail(err, PLUME_ENOMEM, "spec: out of memory for a context of %d tokens", s->n_ctx + 1);
     memcpy(sp->ctx, s->tokens, (size_t)s->n_past * sizeof *sp->ctx);
-    sp->ctx[n - 1] = pending;
-    if (!sp->p.draft_fn) return plume_spec_lookup(sp->ctx, n, sp->p.ngram_min, sp->p.ngram_max, draft, k);
+    sp->ctx[s->n_past] = pending;
+    return s->n_past + 1;
+}
+
+/* Which source guesses this round (room > 0): without a drafter lookup (or the draft_fn);
+ * with one and lookup on, lookup when the context ends in a repeat of SPEC_LOOKUP_STRONG
+ * tokens (or ngram_max) and its rate is not below the drafter's (its guesses then in
+ * sp->look, *n_look of them), else the drafter. Depends on the context and past steps only. */
+static int spec_choose(plume_spec *sp, int32_t n, int32_t room, int32_t *n_look) {
+    *n_look = 0;
+    if (!sp->p.drafter) return PLUME_SPEC_LOOKUP;
+    if (!sp->p.lookup) return PLUME_SPEC_DRAFTER;
+    int32_t g, strong = sp->p.ngram_max < SPEC_LOOKUP_STRONG ? sp->p.ngram_max : SPEC_LOOKUP_STRONG;
+    int32_t k = spec_lookup(sp->ctx, n, sp->p.ngram_min, sp->p.ngram_max, sp->look, room, &g);
+    if (g < strong) return PLUME_SPEC_DRAFTER;
+    *n_look = k;
+    return sp->src[PLUME_SPEC_LOOKUP].rate >= sp->src[PLUME_SPEC_DRAFTER].rate ? PLUME_SPEC_LOOKUP : PLUME_SPEC_DRAFTER;
+}
+
+/* Up to want guesses of source c after the context (n tokens, pending last) into draft, a
+ * draft_fn beside the drafter replacing them; returns how many or a negative PLUME_E*. */
+static int32_t spec_guess(plume_spec *sp, const plume_session *s, int c, int32_t n, int32_t n_look, int32_t want,
+                          int32_t *draft, char **err) {
+    int32_t k;
+    if (c == PLUME_SPEC_DRAFTER) {
+        k = plume_drafter_draft(sp->p.drafter, s, sp->ctx[n - 1], want, draft, NULL, err);
+    } else if (sp->p.drafter) { /* lookup beside the drafter: spec_choose looked it up */
+        k = n_look < want ? n_look : want;
+        memcpy(draft, sp->look, (size_t)k * sizeof *draft);
+    } else {
+        if (!sp->p.draft_fn) return plume_spec_lookup(sp->ctx, n, sp->p.ngram_min, sp->p.ngram_max, draft, want);
+        k = want;
+    }
+    if (k < 0 || (sp->p.drafter && (k == 0 || !sp->p.draft_fn))) return k;
     int32_t got = sp->p.draft_fn(sp->p.draft_user, sp->ctx, n, draft, k);
     return got < 0 ? 0 : got > k ? k : got; /* its ids are checked by the feed */
 }
@@ -188,28 +250,49 @@ int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending
     if (!sp || !s || !ids || cap < 1)
         return plume_fail(err, PLUME_EINVAL, "spec: a NULL argument or cap %d < 1", cap);
     if (s->m != sp->m) return plume_fail(err, PLUME_EINVAL, "spec: the session belongs to another model");
-    int32_t room = spec_room(sp, s, cap);
-    int shadow = sp->p.adaptive && sp->rate < SPEC_RATE_MIN;
-    if (sp->p.adaptive && room > sp->len) room = sp->len;
-    int32_t k = spec_guess(sp, s, pending, shadow && room > 1 ? 1 : room, ids + 1, err);
-    if (k < 0) return k;
-    sp->shadow = shadow && k > 0 ? ids[1] : -1;
+    sp->fed = sp->src[0].shadow = sp->src[1].shadow = -1;
     ids[0] = pending;
-    return shadow ? 1 : k + 1;
+    int32_t room = spec_room(sp, s, cap), n_look = 0;
+    if (room == 0) return 1;
+    int32_t n = spec_context(sp, s, pending, err);
+    if (n < 0) return n;
+    int c = spec_choose(sp, n, room, &n_look);
+    spec_source *src = &sp->src[c];
+    int shadow = sp->p.adaptive && src->rate < SPEC_RATE_MIN;
+    int32_t want = shadow ? 1 : sp->p.adaptive && room > src->len ? src->len : room;
+    int32_t k = spec_guess(sp, s, c, n, n_look, want, ids + 1, err);
+    if (k < 0) return k;
+    if (c == PLUME_SPEC_DRAFTER && n_look > 0) sp->src[PLUME_SPEC_LOOKUP].shadow = sp->look[0]; /* compared, free */
+    if (shadow) {
+        src->shadow = k > 0 ? ids[1] : -1;
+        return 1;
+    }
+    sp->fed = k > 0 ? c : -1;
+    return k + 1;
 }
 
-/* Adaptive length: learn from a step that drafted k guesses and kept j, and whose next
- * token was `next` (a guess not fed is compared with it). */
-static void spec_adapt(plume_spec *sp, int32_t k, int32_t j, int32_t next) {
-    if (!sp->p.adaptive) return;
-    double right;
-    if (k > 0) right = j > 0;
-    else if (sp->shadow >= 0) right = next == sp->shadow;
-    else return;
-    sp->shadow = -1;
-    sp->rate += SPEC_RATE_WEIGHT * (right - sp->rate);
-    if (k > 0 && j < k) sp->len = j + 1;
-    else if (k > 0 && sp->len < sp->p.draft_max) sp->len++;
+/* After a step that fed k guesses and kept j, the first token of its output being `first`
+ * (the first guess kept, else the next token): count, and (adaptive) learn per source: the
+ * fed source from whether its first guess was kept, and from how many (its length), a source
+ * that guessed without feeding from its guess against `first`. */
+static void spec_adapt(plume_spec *sp, int32_t k, int32_t j, int32_t first) {
+    int fed = k > 0 ? sp->fed : -1;
+    if (fed >= 0) {
+        sp->src[fed].n_steps++;
+        sp->src[fed].n_drafted += k;
+        sp->src[fed].n_accepted += j;
+    }
+    for (int c = 0; c < 2 && sp->p.adaptive; c++) {
+        spec_source *x = &sp->src[c];
+        double right;
+        if (c == fed) right = j > 0;
+        else if (x->shadow >= 0) right = first == x->shadow;
+        else continue;
+        x->rate += SPEC_RATE_WEIGHT * (right - x->rate);
+        if (c == fed && j < k) x->len = j + 1;
+        else if (c == fed && x->len < sp->p.draft_max) x->len++;
+    }
+    sp->fed = sp->src[0].shadow = sp->src[1].shadow = -1;
 }
 
 /* Verify the k guesses ids[1..k] against logits [k + 1, V]: accept each by the rule of the
@@ -248,7 +331,7 @@ int32_t plume_spec_accept(plume_spec *sp, plume_session *s, plume_sampler *smp, 
     int rc = j < k ? plume_session_rewind(s, P + 1 + j, err) : 0;
     if (rc) return rc;
     out[j] = next;
-    spec_adapt(sp, k, j, next);
+    spec_adapt(sp, k, j, out[0]);
     sp->n_steps++;
     sp->n_drafted += k;
     sp->n_accepted += j;

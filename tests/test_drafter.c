@@ -327,15 +327,18 @@ static void plain_greedy(plume_model *m, const int32_t *ids, int32_t P, int32_t 
     plume_session_free(s);
 }
 
-/* Greedy with the drafter (k drafts, guesses forced right at rate8/8) from prompt ids [P]: n
- * tokens into out; stats into acc. Rewinds the session by `back` tokens halfway and goes on. */
-static void spec_greedy(plume_model *m, plume_drafter *d, oracle *o, int32_t k, int32_t adaptive, const int32_t *ids,
-                        int32_t P, int32_t n, int32_t back, int32_t *out, int64_t acc[3]) {
+/* Greedy with the drafter (k drafts, guesses forced right at rate8/8; o NULL: its own), with
+ * prompt lookup (plume_spec_params.lookup) or without, from prompt ids [P]: n tokens into out;
+ * stats into acc (steps, drafted, accepted, then prompt lookup's drafted and accepted). Rewinds
+ * the session by `back` tokens halfway and goes on. */
+static void spec_greedy(plume_model *m, plume_drafter *d, oracle *o, int32_t k, int32_t adaptive, int32_t lookup,
+                        const int32_t *ids, int32_t P, int32_t n, int32_t back, int32_t *out, int64_t acc[5]) {
     plume_session *s = run_session(m);
     plume_spec_params p = plume_spec_default_params();
     p.draft_max = k;
     p.adaptive = adaptive;
     p.drafter = d;
+    p.lookup = lookup;
     p.draft_fn = o ? oracle_fn : NULL;
     p.draft_user = o;
     plume_sampler_params gp = plume_sampler_default_params();
@@ -369,6 +372,7 @@ static void spec_greedy(plume_model *m, plume_drafter *d, oracle *o, int32_t k, 
     CHECK(!rc, "spec run: %s", err ? err : "");
     free(err);
     plume_spec_stats(sp, &acc[0], &acc[1], &acc[2]);
+    plume_spec_source_stats(sp, PLUME_SPEC_LOOKUP, NULL, &acc[3], &acc[4]);
     plume_spec_free(sp);
     plume_sampler_free(smp);
     plume_session_free(s);
@@ -395,9 +399,9 @@ static void test_greedy_identity(void) {
             for (int ri = 0; ri < 4; ri++) {
                 int r8 = rates[ri];
                 oracle o = {ref, 20, N, r8, 0};
-                int64_t acc[3];
+                int64_t acc[5];
                 memset(got, 0xff, sizeof got);
-                spec_greedy(m, d, &o, k, k % 2, prompt, 20, N, k == 3 ? 5 : 0, got, acc);
+                spec_greedy(m, d, &o, k, k % 2, k >= 3, prompt, 20, N, k == 3 ? 5 : 0, got, acc);
                 int at = 0;
                 while (at < N && got[at] == ref[at]) at++;
                 CHECK(at == N, "%s k=%d rate %d/8: differs from plain greedy at token %d", t_tiny_wnames[w], k, r8, at);
@@ -413,6 +417,49 @@ static void test_greedy_identity(void) {
     /* the runs must have accepted some drafts and rejected others */
     CHECK(total[2] > 100 && total[1] - total[2] > 100, "drafted %lld, accepted %lld", (long long)total[1],
           (long long)total[2]);
+}
+
+/* Drafter and prompt lookup together (plume_spec_params.lookup) on a prompt that repeats
+ * itself, with the random drafter (almost never right) and its own guesses, drafts of 3,
+ * adaptive, a rewind of 5 halfway, f32 and q8: the tokens of plain greedy decoding with lookup
+ * on and off; with it on, prompt lookup fed guesses, some were kept, and more were kept in all
+ * than by the drafter alone. */
+static void test_lookup_combined(void) {
+    int32_t prompt[30];
+    float *pf = mtp_npy("prompt.npy", 20);
+    if (!pf) return;
+    for (int i = 0; i < 30; i++) prompt[i] = (int32_t)pf[i % 10]; /* its first 10 tokens, three times */
+    free(pf);
+    enum { N = 72 };
+    int64_t on[5] = {0}, off[5] = {0};
+    for (int w = 0; w < 4; w += 2) {
+        plume_model *m = t_tiny_open(targets[w], NULL, 2, 0);
+        plume_drafter *d = NULL;
+        char *err = NULL;
+        if (!m || plume_drafter_open(&d, m, drafters[0][w], &err)) {
+            CHECK(0, "%s: %s", targets[w], err ? err : "");
+            free(err), plume_model_free(m);
+            continue;
+        }
+        int32_t ref[N], got[2][N];
+        plain_greedy(m, prompt, 30, N, ref);
+        for (int l = 0; l < 2; l++) {
+            int64_t acc[5];
+            memset(got[l], 0xff, sizeof got[l]);
+            spec_greedy(m, d, NULL, 3, 1, l, prompt, 30, N, 5, got[l], acc);
+            int at = 0;
+            while (at < N && got[l][at] == ref[at]) at++;
+            CHECK(at == N, "%s lookup %d: differs from plain greedy at token %d", t_tiny_wnames[w], l, at);
+            for (int i = 0; i < 5; i++) (l ? on : off)[i] += acc[i];
+        }
+        plume_drafter_free(d);
+        plume_model_free(m);
+    }
+    printf("  drafter alone: %lld of %lld kept; with lookup: %lld of %lld kept, lookup's %lld of %lld\n", (long long)off[2],
+           (long long)off[1], (long long)on[2], (long long)on[1], (long long)on[4], (long long)on[3]);
+    CHECK(off[3] == 0, "lookup fed %lld guesses with lookup off", (long long)off[3]);
+    CHECK(on[3] > 0 && on[4] > 0 && on[4] <= on[2], "lookup fed %lld guesses, %lld kept", (long long)on[3], (long long)on[4]);
+    CHECK(on[2] > off[2], "with lookup %lld kept, the drafter alone %lld", (long long)on[2], (long long)off[2]);
 }
 
 /* Int8 K/V (kv_bits 8: the full-attention caches the drafter reads are int8 with a scale per
@@ -463,9 +510,9 @@ static void test_kv8(void) {
         for (int k = 1; k <= 4; k++)
             for (int ri = 0; ri < 4; ri++) {
                 oracle o = {ref, 20, N, rates[ri], 0};
-                int64_t acc[3];
+                int64_t acc[5];
                 memset(got, 0xff, sizeof got);
-                spec_greedy(m, d, rates[ri] < 0 ? NULL : &o, k, k % 2, prompt, 20, N, k == 2 ? 4 : 0, got, acc);
+                spec_greedy(m, d, rates[ri] < 0 ? NULL : &o, k, k % 2, k % 2 == 0, prompt, 20, N, k == 2 ? 4 : 0, got, acc);
                 int at = 0;
                 while (at < N && got[at] == ref[at]) at++;
                 CHECK(at == N, "%s kv8 k=%d rate %d/8: differs from plain greedy at token %d", t_tiny_wnames[w], k, rates[ri], at);
@@ -697,14 +744,52 @@ static int32_t succ_fn(void *user, const int32_t *ctx, int32_t n, int32_t *draft
     return max;
 }
 
-/* Sampling (top-k 8, temperature 1.5) with the tracking drafter, drafts of 2 (the first
- * round's first guess replaced by the target's most likely token, so that guesses are
- * accepted often enough to matter): tokens 2, 3 and 4 have plain sampling's distribution
- * (chi-square homogeneity over 3000 runs each, at the 1 - 1e-7 quantile: fixed seeds, so
- * deterministic); guesses are accepted and rejected. (The rule itself is speculative.c's,
- * which test_spec holds to the same test with an always-accept and a wrong-residual rule
- * failing it.) */
-static void test_sampling_distribution(void) {
+/* The rank of token c in the target's logits after ids [n] (fed on s from position 0), and
+ * the argmax into *top; -1 on error. */
+static int logit_rank(plume_session *s, const int32_t *ids, int32_t n, int32_t c, int32_t *top) {
+    float lg[V];
+    if (plume_session_rewind(s, 0, NULL) || plume_session_feed(s, ids, n, lg, 0, NULL)) return -1;
+    int rank = 0;
+    *top = 0;
+    for (int j = 0; j < V; j++) {
+        rank += lg[j] > lg[c];
+        if (lg[j] > lg[*top]) *top = j;
+    }
+    return rank;
+}
+
+/* A prompt of period 5, c a b x y c a b x y ... (a b x y: the tokens pf[2..5)), whose last y
+ * is often followed by c (among the target's 3 most likely) and c by a (the same): then the
+ * sampled first token is often c, the context ends in a repeat, and prompt lookup's guess a
+ * is right often enough to be kept. The prompt into ids [20]; 0, or -1 (none found). */
+static int periodic_prompt(plume_session *s, const float *pf, int32_t *ids) {
+    int32_t p[21], top;
+    for (int32_t c = 0; c < V; c++)
+        for (int32_t a = (int32_t)pf[1], tries = 0; tries < 2; tries++) {
+            for (int i = 0; i < 20; i++) p[i] = i % 5 == 0 ? c : i % 5 == 1 ? a : (int32_t)pf[i % 5];
+            p[20] = c;
+            int r0 = logit_rank(s, p, 20, c, &top), r1 = logit_rank(s, p, 21, a, &top);
+            if (r0 < 0 || r1 < 0) return -1;
+            if (r0 < 3 && r1 < 3) {
+                memcpy(ids, p, 20 * sizeof *p);
+                return 0;
+            }
+            a = top; /* the target's choice after c, once */
+        }
+    return -1;
+}
+
+/* Sampling (top-k 8, temperature 1.5) with the tracking drafter, drafts of 2: tokens 2, 3 and
+ * 4 have plain sampling's distribution (chi-square homogeneity over 3000 runs each, at the
+ * 1 - 1e-7 quantile: fixed seeds, so deterministic); guesses are accepted and rejected. The
+ * drafter alone (the first round's first guess replaced by the target's most likely token,
+ * so that guesses are accepted often enough to matter), or (combined) with prompt lookup,
+ * adaptive (the source and the length chosen from past steps), on a prompt that repeats
+ * itself, its own guesses: lookup's guesses are fed and kept in some rounds, the drafter's
+ * fed in others. (The rule itself is speculative.c's, which
+ * test_spec holds to the same test with an always-accept and a wrong-residual rule failing
+ * it.) */
+static void sampling_distribution(int combined) {
     plume_model *m = t_tiny_open(targets[0], NULL, 1, 1);
     plume_drafter *d = NULL;
     plume_session *s = m ? t_tiny_session(m, 64, 16, -2, 0) : NULL;
@@ -717,16 +802,18 @@ static void test_sampling_distribution(void) {
     }
     int32_t prompt[20];
     for (int i = 0; i < 20; i++) prompt[i] = (int32_t)pf[i];
+    CHECK(!combined || !periodic_prompt(s, pf, prompt), "no periodic prompt");
     free(pf);
     plume_spec_params pp = plume_spec_default_params();
     pp.draft_max = 2;
-    pp.adaptive = 0;
+    pp.adaptive = combined;
     pp.drafter = d;
+    pp.lookup = combined;
     static int32_t succ[V];
-    pp.draft_fn = succ_fn;
+    pp.draft_fn = combined ? NULL : succ_fn;
     pp.draft_user = succ;
     for (int i = 0; i < V; i++) succ[i] = -1;
-    if (!plume_session_feed(s, prompt, 20, lg0, 0, NULL))
+    if (!combined && !plume_session_rewind(s, 0, NULL) && !plume_session_feed(s, prompt, 20, lg0, 0, NULL))
         for (int c = 0; c < V; c++) { /* the first token's 8 most likely values */
             int rank = 0;
             for (int j = 0; j < V; j++) rank += lg0[j] > lg0[c];
@@ -741,7 +828,8 @@ static void test_sampling_distribution(void) {
     p.top_k = 8, p.top_p = 1.0f, p.temperature = 1.5f;
     int32_t *cnt[2];
     for (int k = 0; k < 2; k++) cnt[k] = calloc((size_t)DIST_GEN * V, sizeof(int32_t));
-    if (cnt[0] && cnt[1] && !plume_spec_new(&sp, m, &pp, NULL) && !plume_session_feed(s, prompt, 20, lg0, 0, NULL))
+    if (cnt[0] && cnt[1] && !plume_spec_new(&sp, m, &pp, NULL) && !plume_session_rewind(s, 0, NULL) &&
+        !plume_session_feed(s, prompt, 20, lg0, 0, NULL))
         for (int k = 0; k < 2; k++)
             for (uint64_t r = 0; r < DIST_RUNS; r++) {
                 int32_t o[DIST_GEN];
@@ -755,16 +843,26 @@ static void test_sampling_distribution(void) {
         printf("token %d chi2 %.1f (df %d, limit %.1f); ", g + 1, x, df, chi2_limit(df));
         CHECK(df > 0 && x < chi2_limit(df), "token %d: the distributions differ", g + 1);
     }
-    int64_t drafted = 0, accepted = 0;
+    int64_t drafted = 0, accepted = 0, ld = 0, la = 0;
     plume_spec_stats(sp, NULL, &drafted, &accepted);
-    printf("drafts accepted %lld of %lld\n", (long long)accepted, (long long)drafted);
+    plume_spec_source_stats(sp, PLUME_SPEC_LOOKUP, NULL, &ld, &la);
+    printf("drafts accepted %lld of %lld, prompt lookup's %lld of %lld\n", (long long)accepted, (long long)drafted,
+           (long long)la, (long long)ld);
     CHECK(accepted > 100 && drafted - accepted > 100, "accepted %lld of %lld", (long long)accepted, (long long)drafted);
+    CHECK(combined ? la > 50 && ld - la > 50 && drafted > ld : ld == 0, "lookup %d: prompt lookup's %lld of %lld",
+          combined, (long long)la, (long long)ld);
     for (int k = 0; k < 2; k++) free(cnt[k]);
     plume_spec_free(sp);
     plume_drafter_free(d);
     plume_session_free(s);
     plume_model_free(m);
 }
+
+/* The drafter alone, as above. */
+static void test_sampling_distribution(void) { sampling_distribution(0); }
+
+/* The drafter and prompt lookup together, as above. */
+static void test_sampling_distribution_lookup(void) { sampling_distribution(1); }
 
 /* ---- run and chat ------------------------------------------------------------------------- */
 
@@ -812,11 +910,13 @@ int main(void) {
     RUN(test_cli_step_chain);
     RUN(test_cli_traces);
     RUN(test_greedy_identity);
+    RUN(test_lookup_combined);
     RUN(test_kv8);
     RUN(test_run_chat);
     RUN(test_centroid_head);
     RUN(test_synth_drafter);
     RUN(test_sampling_distribution);
+    RUN(test_sampling_distribution_lookup);
     char log[256];
     t_sh(log, sizeof log, "rm -rf %s", tmp);
     free(tmp);

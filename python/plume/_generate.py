@@ -166,6 +166,7 @@ class _Spec(Closing):
         self._drafter = model._take_drafter()
         p = lib.plume_spec_default_params()
         p.draft_max, p.drafter = int(draft), self._drafter
+        p.lookup = 0 if model._no_lookup else 1
         out, err = c_void_p(), c_void_p()
         try:
             check(lib.plume_spec_new(byref(out), model._p(), byref(p), byref(err)), err)

@@ -59,7 +59,7 @@ class ConstraintParams(Structure):
 
 class SpecParams(Structure):
     _fields_ = [("draft_max", c_int32), ("ngram_max", c_int32), ("ngram_min", c_int32), ("adaptive", c_int32),
-                ("draft_fn", c_void_p), ("draft_user", c_void_p), ("drafter", c_void_p)]
+                ("draft_fn", c_void_p), ("draft_user", c_void_p), ("drafter", c_void_p), ("lookup", c_int32)]
 
 
 class ConvertParams(Structure):

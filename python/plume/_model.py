@@ -46,9 +46,12 @@ class Model(Closing):
     docs/SPECULATIVE.md) that generate drafts with; None: the bundle's own (BUNDLE/drafter)
     when it has one. no_drafter: never the MTP drafter (prompt lookup drafts instead). A
     drafter for another backbone is a FormatError naming what differs. The drafter in use is
-    the attribute drafter (its path, or None)."""
+    the attribute drafter (its path, or None). no_lookup: with the drafter, draft by it alone
+    (by default prompt lookup drafts instead where the text repeats itself and lookup guesses
+    as well as the drafter; a model without a drafter refuses it)."""
 
-    def __init__(self, path=None, threads=0, *, isa=None, exact=False, drafter=None, no_drafter=False):
+    def __init__(self, path=None, threads=0, *, isa=None, exact=False, drafter=None, no_drafter=False,
+                 no_lookup=False):
         self._ptr = None
         self._vocab_ptr = None  # the constraints' index of the tokens' bytes (see _vocab)
         self._sessions = weakref.WeakSet()
@@ -59,6 +62,9 @@ class Model(Closing):
         self._drafter_named = drafter is not None
         if drafter is not None and no_drafter:
             raise InvalidArgumentError("Model: drafter and no_drafter contradict each other", _lib.EINVAL)
+        if no_lookup and no_drafter:
+            raise InvalidArgumentError("Model: no_lookup and no_drafter contradict each other", _lib.EINVAL)
+        self._no_lookup = bool(no_lookup)
         self.path = _resolve_model(path)
         p = lib.plume_model_default_params()
         p.n_threads = int(threads)
@@ -83,6 +89,10 @@ class Model(Closing):
                     self.close()
                     raise
                 self.drafter = dpath
+        if no_lookup and not self.drafter:
+            self.close()
+            raise InvalidArgumentError("Model: no_lookup: there is no drafter to draft alone (the bundle has "
+                                       "none; drafter= names one)", _lib.EINVAL)
 
     def _p(self):
         if not self._ptr:

@@ -121,6 +121,7 @@ int bench_drafter_costs(const bench_drafter_opts *o) {
         plume_spec_params pp = plume_spec_default_params();
         pp.draft_max = o->draft;
         pp.drafter = d;
+        pp.lookup = 0; /* the drafter every round: its cost is what is measured */
         pp.draft_fn = forced_fn;
         fz[j] = (forced){ref, P, N, V, o->rates[j], 0};
         pp.draft_user = &fz[j];

@@ -112,6 +112,7 @@ static int spec_run(const draft_opts *o, plume_model *m, plume_session *s, plume
     p.draft_max = (int32_t)o->k;
     p.adaptive = 0;
     p.drafter = d;
+    p.lookup = 0; /* HF's loop: the drafter alone */
     plume_sampler_params gp = plume_sampler_default_params();
     gp.temperature = 0;
     plume_spec *sp = NULL;

@@ -45,6 +45,8 @@ static const char serve_help[] =
     "  --drafter DIR        draft with this MTP drafter (a converted gemma-4-*-assistant; default:\n"
     "                       BUNDLE/drafter when the bundle has one)\n"
     "  --no-drafter         prompt lookup even when the bundle has a drafter\n"
+    "  --no-lookup          with the drafter, draft by it alone (default: prompt lookup drafts instead\n"
+    "                       where the text repeats itself and lookup guesses as well as the drafter)\n"
     "  --isa NAME           force kernels: scalar, avx2, avx512, neon\n"
     "  --exact              q8/q4: float32 activations, the reference (default: int8 activations)\n"
     "  --allow-remote-media fetch http(s) image URLs of chat requests (else only data: URLs): at most\n"
@@ -67,6 +69,10 @@ static int parse_flags(serve_config *o, int argc, char **argv) {
         }
         if (!strcmp(a, "--no-drafter")) {
             o->no_drafter = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-lookup")) {
+            o->no_lookup = 1;
             continue;
         }
         if (!strcmp(a, "--allow-remote-media") || !strcmp(a, "--allow-remote-media=private")) {

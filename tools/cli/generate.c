@@ -37,6 +37,8 @@ const char gen_options_help[] =
     "  --drafter DIR        draft with this MTP drafter (a converted gemma-4-*-assistant; default:\n"
     "                       BUNDLE/drafter when the bundle has one; docs/SPECULATIVE.md)\n"
     "  --no-drafter         draft by prompt lookup even when the bundle has a drafter\n"
+    "  --no-lookup          with a drafter, draft by it alone (default: prompt lookup drafts instead\n"
+    "                       where the text repeats itself and lookup guesses as well as the drafter)\n"
     "  --image FILE         a PNG, JPEG or WebP image for the prompt (repeatable, in order; the bundle\n"
     "                       needs a vision tower); it goes where the prompt says <|image|>, else first\n"
     "  --image-tokens N     soft tokens per image: 70, 140, 280 (default), 560 or 1120\n"
@@ -110,6 +112,7 @@ int gen_parse_option(gen_options *o, int argc, char **argv, int *i, const char *
     else if (FLAG("--draft")) { if (cli_int(v, 0, PLUME_SAMPLER_UNDO - 1, &n)) return cli_error("%s: --draft wants 0..%d", cmd, PLUME_SAMPLER_UNDO - 1), -1; o->draft = (int32_t)n; }
     else if (FLAG("--drafter")) { o->drafter = v; }
     else if (FLAG("--no-drafter")) o->no_drafter = 1;
+    else if (FLAG("--no-lookup")) o->no_lookup = 1;
     else if (FLAG("--json-schema")) { o->json_schema = v; }
     else if (FLAG("--grammar")) { o->grammar = v; }
     else if (FLAG("--json")) o->json = 1;
@@ -230,6 +233,10 @@ int gen_open(gen_ctx *g, const gen_options *o) {
         gen_close(g);
         return cli_error("--drafter and --no-drafter contradict each other");
     }
+    if (o->no_lookup && o->no_drafter) {
+        gen_close(g);
+        return cli_error("--no-lookup and --no-drafter contradict each other (--draft 0 turns drafting off)");
+    }
     char *dpath = dp.draft_max > 0 && !o->no_drafter ? (o->drafter ? strdup(o->drafter) : plume_drafter_find(g->m)) : NULL;
     if (dpath && plume_drafter_open(&g->drafter, g->m, dpath, &err)) {
         free(dpath);
@@ -238,6 +245,11 @@ int gen_open(gen_ctx *g, const gen_options *o) {
     }
     free(dpath);
     dp.drafter = g->drafter;
+    dp.lookup = !o->no_lookup;
+    if (o->no_lookup && dp.draft_max > 0 && !g->drafter) {
+        gen_close(g);
+        return cli_error("--no-lookup: there is no drafter to draft alone (the bundle has none; --drafter DIR names one)");
+    }
     if (dp.draft_max > 0 && plume_spec_new(&g->spec, g->m, &dp, &err)) {
         gen_close(g);
         return cli_lib_error_free(err);
@@ -511,8 +523,9 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
     char piece[256];
     const char *emit;
     size_t n_emit;
-    int64_t s0[3];
+    int64_t s0[5], l0;
     plume_spec_stats(g->spec, &s0[0], &s0[1], &s0[2]);
+    plume_spec_source_stats(g->spec, PLUME_SPEC_LOOKUP, &l0, &s0[3], &s0[4]);
     /* pos: where plain decoding would be, the prompt and the ids it has fed */
     int32_t pos = plume_session_n_past(g->s), pending = -1, n_ctx = plume_session_n_ctx(g->s);
     gen_queue q = {{0}, 0, 0};
@@ -564,18 +577,26 @@ int gen_run(gen_ctx *g, const int32_t *ids, int32_t n, const plume_embd *const *
     stats->n_accepted -= s0[2];
     stats->draft = g->spec ? gen_draft(&g->o) : 0;
     stats->mtp = g->drafter != NULL;
+    stats->lookup = stats->mtp && !g->o.no_lookup;
+    int64_t l[3];
+    plume_spec_source_stats(g->spec, PLUME_SPEC_LOOKUP, &l[0], &l[1], &l[2]);
+    stats->n_lookup_drafted = l[1] - s0[3];
+    stats->n_lookup_accepted = l[2] - s0[4];
     plume_stop_matcher_free(&sm);
     return rc;
 }
 
 void gen_print_stats(const gen_stats *stats) {
     static const char *const why[] = {"limit", "end of turn", "stop string", "interrupted", "context full"};
-    char draft[128] = "";
+    char draft[192] = "", lookup[64] = "";
+    if (stats->lookup) /* the guesses prompt lookup drafted instead of the drafter */
+        snprintf(lookup, sizeof lookup, ", lookup %lld of %lld", (long long)stats->n_lookup_accepted,
+                 (long long)stats->n_lookup_drafted);
     if (stats->draft > 0)
-        snprintf(draft, sizeof draft, " | draft %d%s: %lld of %lld accepted (%.0f%%), %.2f tokens/step", stats->draft, stats->mtp ? " (mtp)" : "",
+        snprintf(draft, sizeof draft, " | draft %d%s: %lld of %lld accepted (%.0f%%), %.2f tokens/step%s", stats->draft, stats->mtp ? " (mtp)" : "",
                  (long long)stats->n_accepted, (long long)stats->n_drafted,
                  stats->n_drafted ? 100.0 * (double)stats->n_accepted / (double)stats->n_drafted : 0.0,
-                 stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0);
+                 stats->n_steps ? (double)(stats->n_steps + stats->n_accepted) / (double)stats->n_steps : 1.0, lookup);
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s%s | %s%s]\n",
             stats->n_prompt, stats->t_prefill > 0 ? stats->n_prompt / stats->t_prefill : 0.0, stats->n_gen,
             stats->t_decode > 0 ? stats->n_gen / stats->t_decode : 0.0, draft, why[stats->stopped_by],

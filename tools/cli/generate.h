@@ -21,6 +21,7 @@ typedef struct {
     int32_t draft; /* --draft: tokens guessed per step; -1: the default (on only when greedy) */
     const char *drafter; /* --drafter DIR: the MTP drafter (default: BUNDLE/drafter when there) */
     int32_t no_drafter;  /* --no-drafter: prompt lookup even when the bundle has a drafter */
+    int32_t no_lookup;   /* --no-lookup: with a drafter, the drafter alone (no prompt lookup) */
     const char *json_schema, *grammar; /* --json-schema FILE, --grammar FILE: the answer's format */
     int32_t json;                      /* --json: any JSON object */
     plume_sampler_params sp;
@@ -45,6 +46,8 @@ typedef struct {
     int32_t last_id;
     int32_t draft;                            /* draft length in use, 0: off */
     int32_t mtp;                              /* the MTP drafter drafted (else prompt lookup) */
+    int32_t lookup;                           /* with the drafter, prompt lookup too */
+    int64_t n_lookup_drafted, n_lookup_accepted; /* of n_drafted and n_accepted: prompt lookup's */
     int64_t n_steps, n_drafted, n_accepted;   /* speculative steps and drafts of this run */
 } gen_stats;
 

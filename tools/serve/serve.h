@@ -738,6 +738,7 @@ typedef struct {
     int32_t draft;          /* speculative decoding: tokens guessed per step at most, 0: off */
     plume_drafter *drafter; /* the MTP drafter (the caller's; it drafts for every request,
                                sampled ones too), or NULL: prompt lookup for greedy requests */
+    int32_t no_lookup;      /* with the drafter: 1, the drafter alone; 0, prompt lookup too */
     int32_t queue_max;      /* requests waiting for a slot (beyond the idle slots) */
     const char *slot_dir;   /* --slot-save, or NULL */
     int32_t encode_threads; /* threads of the media encoder (--encode-threads); 0: half the
@@ -748,6 +749,7 @@ typedef struct {
 typedef struct {
     int64_t requests, prompt_tokens, cached_tokens, generated_tokens, steps;
     int64_t drafted, accepted; /* speculative decoding: tokens guessed, guesses accepted */
+    int64_t lookup_drafted, lookup_accepted; /* of those, prompt lookup's (PLUME_SPEC_LOOKUP) */
     double decode_seconds;  /* time in steps that decoded at least one token */
     int64_t encodes;        /* images and audio clips encoded */
     int64_t encodes_abandoned; /* encodes stopped (or skipped) because their client left or the job failed */
@@ -828,6 +830,7 @@ typedef struct {
     int32_t port, parallel, n_ctx, queue, timeout, n_threads, kv_bits, snapshot_every, exact, draft;
     const char *drafter;    /* --drafter DIR; NULL: BUNDLE/drafter when there is one */
     int32_t no_drafter;     /* --no-drafter: prompt lookup even when the bundle has a drafter */
+    int32_t no_lookup;      /* --no-lookup: with the drafter, the drafter alone */
     int32_t drain;          /* seconds running requests may take to finish after SIGTERM; 0: cut them */
     int32_t encode_threads; /* threads of the media encoder; 0: half of -t's, at least 1 */
     size_t max_body;

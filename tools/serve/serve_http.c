@@ -582,6 +582,10 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         "# TYPE plume_draft_tokens_total counter\nplume_draft_tokens_total %lld\n"
         "# HELP plume_draft_accepted_total Guessed tokens the model agreed with.\n"
         "# TYPE plume_draft_accepted_total counter\nplume_draft_accepted_total %lld\n"
+        "# HELP plume_draft_lookup_tokens_total Of the tokens guessed, those prompt lookup guessed.\n"
+        "# TYPE plume_draft_lookup_tokens_total counter\nplume_draft_lookup_tokens_total %lld\n"
+        "# HELP plume_draft_lookup_accepted_total Of the guesses accepted, prompt lookup's.\n"
+        "# TYPE plume_draft_lookup_accepted_total counter\nplume_draft_lookup_accepted_total %lld\n"
         "# HELP plume_http_connections Connections the HTTP daemon holds (this one included).\n"
         "# TYPE plume_http_connections gauge\nplume_http_connections %d\n"
         "# HELP plume_request_memory_bytes Bytes of --max-request-memory held by requests in flight.\n"
@@ -601,7 +605,8 @@ static enum MHD_Result handle_metrics(serve_server *sv, struct MHD_Connection *c
         (long long)atomic_load(&sv->http_status[4]), (long long)atomic_load(&sv->http_status[5]), (long long)st.requests,
         (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
         st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0, (long long)st.steps, st.queued,
-        st.busy, st.n_slots, sv->drafter != NULL, (long long)st.drafted, (long long)st.accepted, (int)atomic_load(&sv->conns),
+        st.busy, st.n_slots, sv->drafter != NULL, (long long)st.drafted, (long long)st.accepted,
+        (long long)st.lookup_drafted, (long long)st.lookup_accepted, (int)atomic_load(&sv->conns),
         (size_t)atomic_load(&sv->mem_used), st.encoding, (long long)st.encodes, st.encode_seconds, st.encode_threads,
         (long long)atomic_load(&sv->media_abandoned), (long long)st.encodes_abandoned);
     return reply(sv, c, 200, "text/plain; version=0.0.4", buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0);
@@ -1155,6 +1160,11 @@ static int open_model(serve_server *sv) {
         fprintf(stderr, "plume: serve: --drafter and --no-drafter contradict each other\n");
         return 1;
     }
+    if (sv->o.no_lookup && (sv->o.no_drafter || sv->o.draft == 0)) {
+        fprintf(stderr, "plume: serve: --no-lookup with %s contradict each other\n",
+                sv->o.no_drafter ? "--no-drafter" : "--draft 0 (no speculative decoding)");
+        return 1;
+    }
     if (sv->o.drafter && sv->o.draft == 0) {
         fprintf(stderr, "plume: serve: --drafter with --draft 0 (no speculative decoding) contradict each other\n");
         return 1;
@@ -1164,8 +1174,14 @@ static int open_model(serve_server *sv) {
     int drc = dpath ? plume_drafter_open(&sv->drafter, sv->m, dpath, &err) : 0;
     free(dpath);
     if (drc) return fail_lib(err);
+    if (sv->o.no_lookup && !sv->drafter) {
+        fprintf(stderr, "plume: serve: --no-lookup: there is no drafter to draft alone (the bundle has none; --drafter DIR "
+                        "names one)\n");
+        return 1;
+    }
     serve_sched_params sp = {.n_slots = sv->o.parallel, .n_ctx = sv->n_ctx, .kv_bits = sv->o.kv_bits,
                              .snapshot_every = sv->o.snapshot_every, .draft = sv->o.draft, .drafter = sv->drafter,
+                             .no_lookup = sv->o.no_lookup,
                              .queue_max = sv->o.queue, .slot_dir = sv->o.slot_dir,
                              .encode_threads = sv->o.encode_threads};
     if (serve_sched_new(&sv->sched, sv->m, &sp, &err)) return fail_lib(err);
@@ -1236,7 +1252,8 @@ int serve_run(const serve_config *c) {
         if (st.encode_threads) snprintf(towers, sizeof towers, ", %d for the towers", st.encode_threads);
         char draft[64] = ", no drafting";
         if (sv->o.draft > 0)
-            snprintf(draft, sizeof draft, ", draft %d (%s)", sv->o.draft, sv->drafter ? "mtp drafter" : "prompt lookup");
+            snprintf(draft, sizeof draft, ", draft %d (%s)", sv->o.draft,
+                     !sv->drafter ? "prompt lookup" : sv->o.no_lookup ? "mtp drafter" : "mtp drafter and prompt lookup");
         fprintf(stderr, "plume serve: %s, %d slots of %d tokens, %s kernels, %d threads%s%s\n", sv->model_name,
                 sv->o.parallel, sv->n_ctx, plume_model_isa(sv->m), plume_model_n_threads(sv->m), towers, draft);
         int sig = 0;

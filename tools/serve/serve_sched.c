@@ -470,7 +470,10 @@ static void slot_sample(serve_sched *s, serve_slot *sl) {
 static void slot_accept(serve_sched *s, serve_slot *sl) {
     char *err = NULL;
     int32_t out[PLUME_SAMPLER_UNDO];
+    int64_t l0[2], l1[2]; /* prompt lookup's guesses and those kept, before and after */
+    plume_spec_source_stats(sl->spec, PLUME_SPEC_LOOKUP, NULL, &l0[0], &l0[1]);
     int32_t n = plume_spec_accept(sl->spec, sl->s, sl->smp, sl->spec_ids, sl->taken, sl->spec_logits, out, &err);
+    plume_spec_source_stats(sl->spec, PLUME_SPEC_LOOKUP, NULL, &l1[0], &l1[1]);
     if (n < 0) {
         if (!slot_format_limited(sl)) serve_job_fail(sl->job, 500, SERVE_ERR_SERVER, err ? err : "speculative step failed");
         free(err);
@@ -480,6 +483,8 @@ static void slot_accept(serve_sched *s, serve_slot *sl) {
     pthread_mutex_lock(&s->mu);
     s->st.drafted += sl->taken - 1;
     s->st.accepted += n - 1;
+    s->st.lookup_drafted += l1[0] - l0[0];
+    s->st.lookup_accepted += l1[1] - l0[1];
     pthread_mutex_unlock(&s->mu);
     sl->drafted += sl->taken - 1;
     sl->accepted += n - 1;
@@ -857,6 +862,7 @@ int serve_sched_new(serve_sched **out, plume_model *m, const serve_sched_params 
             plume_spec_params dp = plume_spec_default_params();
             dp.draft_max = p->draft;
             dp.drafter = p->drafter;
+            dp.lookup = !p->no_lookup;
             rc = plume_spec_new(&s->slots[i].spec, m, &dp, err);
             if (!rc && !(s->slots[i].spec_logits = malloc((size_t)(p->draft + 1) * (size_t)s->V * sizeof(float))))
                 rc = plume_fail(err, PLUME_ENOMEM, "out of memory for the logits of speculative steps");
