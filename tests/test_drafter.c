@@ -868,17 +868,18 @@ static void test_sampling_distribution_lookup(void) { sampling_distribution(1); 
 
 /* A q8 bundle with the tracking drafter inside (BUNDLE/drafter): plume run and a three-turn
  * plume chat print the same greedy text with the drafter (the default), with --drafter another
- * one, --draft 5, and without (--no-drafter, --draft 0); the stats line says which drafted;
+ * one, --draft 5, --no-lookup (the drafter alone) and without (--no-drafter, --draft 0); the
+ * stats line says which drafted and what prompt lookup drafted beside the drafter;
  * sampling with a drafter runs; contradictory flags and a mismatched drafter are refused. */
 static void test_run_chat(void) {
-    char b[700], log[4096], cmd[3000], out[4][16384];
+    char b[700], log[4096], cmd[3000], out[5][16384];
     snprintf(b, sizeof b, "%s/withd", tmp);
     t_sh(log, sizeof log, "cp -r %s %s && cp -r %s %s/drafter && printf 'hello hello\\nmore of it\\n/reset\\nagain\\n' > %s/turns",
          targets[2], b, drafters[1][2], b, tmp);
     const char *runs[2] = {"run -p 'la la la' --temp 0 -n 40", "chat --temp 0 -n 16 < %s/turns"};
-    const char *flags[4] = {"--no-drafter --draft 0", "", "--draft 5", "--drafter %s"};
+    const char *flags[5] = {"--no-drafter --draft 0", "", "--draft 5", "--drafter %s", "--no-lookup"};
     for (int r = 0; r < 2; r++) {
-        for (int f = 0; f < 4; f++) {
+        for (int f = 0; f < 5; f++) {
             char fl[700], rn[700];
             snprintf(fl, sizeof fl, flags[f], drafters[0][0]);
             snprintf(rn, sizeof rn, runs[r], tmp);
@@ -886,11 +887,18 @@ static void test_run_chat(void) {
             int st = t_sh(out[f], sizeof out[f], "%s", cmd);
             CHECK(st == 0 && strlen(out[f]) > 4, "%s: %d %s", cmd, st, out[f]);
         }
-        CHECK(!strcmp(out[0], out[1]) && !strcmp(out[0], out[2]) && !strcmp(out[0], out[3]),
-              "%s: the text differs with the drafter:\n%s\n%s\n%s\n%s", runs[r], out[0], out[1], out[2], out[3]);
+        CHECK(!strcmp(out[0], out[1]) && !strcmp(out[0], out[2]) && !strcmp(out[0], out[3]) && !strcmp(out[0], out[4]),
+              "%s: the text differs with the drafter:\n%s\n%s\n%s\n%s\n%s", runs[r], out[0], out[1], out[2], out[3], out[4]);
     }
     int st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --temp 0 -n 20", t_build(), b);
-    CHECK(st == 0 && strstr(out[0], "| draft 3 (mtp): "), "default: the drafter inside the bundle: %s", out[0]);
+    CHECK(st == 0 && strstr(out[0], "| draft 3 (mtp): ") && strstr(out[0], " tokens/step, lookup "),
+          "default: the drafter inside the bundle, with prompt lookup: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --temp 0 -n 20 --no-lookup", t_build(), b);
+    CHECK(st == 0 && strstr(out[0], "| draft 3 (mtp): ") && !strstr(out[0], "lookup"), "--no-lookup: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la' --temp 0 --no-lookup --no-drafter", t_build(), b);
+    CHECK(st != 0 && strstr(out[0], "contradict"), "--no-lookup with --no-drafter: %s", out[0]);
+    st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la' --temp 0 --no-lookup", t_build(), targets[2]);
+    CHECK(st != 0 && strstr(out[0], "no drafter"), "--no-lookup without a drafter: %s", out[0]);
     st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --temp 0 -n 20 --no-drafter", t_build(), b);
     CHECK(st == 0 && strstr(out[0], "| draft 3: "), "--no-drafter: prompt lookup: %s", out[0]);
     st = t_sh(out[0], sizeof out[0], "%s/plume run -m %s -p 'la la' --seed 3 -n 20", t_build(), b);

@@ -135,6 +135,10 @@ static void test_greedy_same_concurrent(void) {
     CHECK(metric(&D, "plume_draft_mtp") == 1 && md >= drafted && ma >= accepted && ma > 0, "metrics: mtp %.0f, %.0f / %.0f",
           metric(&D, "plume_draft_mtp"), ma, md);
     CHECK(metric(&N, "plume_draft_mtp") == 0 && metric(&N, "plume_draft_tokens_total") == 0, "the --draft 0 server drafted");
+    /* prompt lookup drafted beside the drafter in the batched steps (the default), and was kept */
+    double ld = metric(&D, "plume_draft_lookup_tokens_total"), la = metric(&D, "plume_draft_lookup_accepted_total");
+    printf("  guessed %.0f, kept %.0f; by prompt lookup %.0f, kept %.0f\n", md, ma, ld, la);
+    CHECK(ld > 0 && la > 0 && ld < md && la <= ma, "metrics: prompt lookup %.0f of %.0f", la, ld);
 }
 
 /* A sampled request drafts too (the acceptance rule keeps the sampler's distribution:
@@ -194,15 +198,18 @@ static void test_growing_conversation(void) {
 }
 
 /* --no-drafter: prompt lookup, the same greedy text; --drafter DIR on a bundle without one;
- * a drafter for another backbone and contradictory flags are refused at start with a message. */
+ * --no-lookup: the drafter alone; a drafter for another backbone, contradictory flags and
+ * --no-lookup without a drafter are refused at start with a message. */
 static void test_flags(void) {
     const char *req = "{\"prompt\": \"abc abc abc abc abc\", \"max_tokens\": 40, \"temperature\": 0, \"ignore_eos\": true}";
     static char want[65536], got[65536];
     CHECK(post(&N, want, sizeof want, "/v1/completions", req) == 200, "N: %s", want);
     server S;
     char flags[1024], log[4096];
-    const char *cases[2][2] = {{withd, "--no-drafter --parallel 2"}, {bundle, "--parallel 2 --drafter %s"}};
-    for (int c = 0; c < 2; c++) {
+    const char *cases[3][3] = {{withd, "--no-drafter --parallel 2", "(prompt lookup)"},
+                               {bundle, "--parallel 2 --drafter %s", "(mtp drafter and prompt lookup)"},
+                               {withd, "--parallel 2 --no-lookup", "(mtp drafter)"}};
+    for (int c = 0; c < 3; c++) {
         snprintf(flags, sizeof flags, cases[c][1], track);
         if (server_start_on(&S, c ? "drafter" : "nodrafter", cases[c][0], flags)) {
             CHECK(0, "%s: the server did not start (log: %s)", flags, S.log);
@@ -212,17 +219,20 @@ static void test_flags(void) {
         char *x = completion_text(want), *y = completion_text(got);
         CHECK(x && y && !strcmp(x, y), "%s: '%s' vs '%s'", flags, y ? y : "?", x ? x : "?");
         free(x), free(y);
-        CHECK(metric(&S, "plume_draft_mtp") == c && metric(&S, "plume_draft_tokens_total") > 0, "%s: mtp %.0f", flags,
+        CHECK(metric(&S, "plume_draft_mtp") == (c > 0) && metric(&S, "plume_draft_tokens_total") > 0, "%s: mtp %.0f", flags,
               metric(&S, "plume_draft_mtp"));
+        if (c == 2) CHECK(metric(&S, "plume_draft_lookup_tokens_total") == 0, "--no-lookup: prompt lookup drafted");
         double secs;
         CHECK(server_stop(&S, &secs) == 0, "%s: no clean exit", flags);
         t_sh(log, sizeof log, "cat %s", S.log);
-        CHECK(strstr(log, c ? "(mtp drafter)" : "(prompt lookup)"), "%s: the start line: %s", flags, log);
+        CHECK(strstr(log, cases[c][2]), "%s: the start line: %s", flags, log);
     }
-    const char *refused[3][2] = {{"--drafter %s", "does not match"},
+    const char *refused[5][2] = {{"--drafter %s", "does not match"},
                                  {"--drafter %s --no-drafter", "contradict"},
-                                 {"--drafter %s --draft 0", "contradict"}};
-    for (int c = 0; c < 3; c++) {
+                                 {"--drafter %s --draft 0", "contradict"},
+                                 {"--no-lookup --no-drafter", "contradict"},
+                                 {"--no-lookup", "no drafter"}};
+    for (int c = 0; c < 5; c++) {
         snprintf(flags, sizeof flags, refused[c][0], c ? track : bad);
         int started = server_start_on(&S, "refused", bundle, flags) == 0;
         if (started) server_stop(&S, NULL);
