@@ -61,6 +61,12 @@ class TestDrafter(unittest.TestCase):
         self.assertIn("does not match", str(cm.exception))
         with self.assertRaises(plume.InvalidArgumentError):
             plume.Model(self.withd, threads=1, drafter=self.track, no_drafter=True)
+        with self.assertRaises(plume.InvalidArgumentError) as cm:
+            plume.Model(self.withd, threads=1, no_lookup=True, no_drafter=True)
+        self.assertIn("contradict", str(cm.exception))
+        with self.assertRaises(plume.InvalidArgumentError) as cm:
+            plume.Model(bundle("q8"), threads=1, no_lookup=True)  # no drafter to draft alone
+        self.assertIn("no drafter", str(cm.exception))
         for bad in (-1, 64, 1.5, True):
             with self.assertRaises(plume.InvalidArgumentError):
                 self.m.generate("x", 4, temperature=0, draft=bad)
@@ -80,6 +86,16 @@ class TestDrafter(unittest.TestCase):
         drafted, accepted = after["drafted"] - before["drafted"], after["accepted"] - before["accepted"]
         self.assertGreater(accepted, 0)  # the tracking drafter's guesses were kept, some
         self.assertGreater(drafted, accepted)  # and some refused
+
+    def test_greedy_identical_without_lookup(self):
+        """no_lookup: the drafter alone (by default prompt lookup drafts beside it): the same text."""
+        with plume.Model(self.withd, threads=1, no_lookup=True) as m:
+            self.assertIsNotNone(m.drafter)
+            for msg in ("la la la la la la", "abc abc abc abc"):
+                want = self.text(self.plain, msg, max_tokens=40, temperature=0, draft=0)
+                for draft in (None, 2):
+                    self.assertEqual(self.text(m, msg, max_tokens=40, temperature=0, draft=draft), want, (msg, draft))
+            self.assertGreater(m.draft_stats["drafted"], 0)
 
     def test_stop_strings_and_format(self):
         full = self.text(self.plain, "Hello there", max_tokens=40, temperature=0, draft=0)
