@@ -680,6 +680,41 @@ static void test_synth_drafter(void) {
     cJSON_Delete(a), cJSON_Delete(b);
 }
 
+/* The steps, accepted and drafted counts of bench --json's line for `mode` ("accept 0.00"):
+ * 0, or -1 when the line or a count is missing. */
+static int bench_counts(const char *log, const char *mode, long long *steps, long long *acc, long long *drafted) {
+    char key[64];
+    snprintf(key, sizeof key, "\"mode\": \"%s\"", mode);
+    const char *at = strstr(log, key);
+    at = at ? strstr(at, "\"steps\"") : NULL;
+    return at && sscanf(at, "\"steps\": %lld, \"accepted\": %lld, \"drafted\": %lld", steps, acc, drafted) == 3 ? 0 : -1;
+}
+
+/* plume bench --drafter's forced rounds: with --draft-fixed every round drafts K (at
+ * acceptance 0 it keeps none: a peer's constant-length round), at acceptance 1 keeps all;
+ * without it the adaptive length stops feeding guesses that are never right. */
+static void test_bench_fixed(void) {
+    char log[8192];
+    long long c[2][6]; /* fixed, adaptive: rate 0 steps, accepted, drafted; rate 1 the same */
+    for (int f = 0; f < 2; f++) {
+        int st = t_sh(log, sizeof log, "%s/plume bench -m %s --drafter %s --accept-rate 0,1 --draft 2 %s -p 8 -n 40 "
+                      "-r 1 -t 2 --json", t_build(), targets[2], drafters[1][2], f ? "" : "--draft-fixed");
+        CHECK(st == 0, "bench --drafter: status %d: %s", st, log);
+        if (bench_counts(log, "accept 0.00", &c[f][0], &c[f][1], &c[f][2]) ||
+            bench_counts(log, "accept 1.00", &c[f][3], &c[f][4], &c[f][5])) {
+            CHECK(0, "bench --json lines: %s", log);
+            return;
+        }
+        CHECK(c[f][1] == 0 && c[f][4] == c[f][5] && c[f][5] > 0, "%s: rate 0 accepted %lld; rate 1 accepted %lld of %lld",
+              f ? "adaptive" : "fixed", c[f][1], c[f][4], c[f][5]);
+    }
+    /* fixed: every round at rate 0 fed 2 guesses (the last rounds may have less room) */
+    CHECK(c[0][2] >= 2 * (c[0][0] - 2) && c[0][2] <= 2 * c[0][0], "fixed: %lld drafted in %lld steps", c[0][2], c[0][0]);
+    CHECK(c[1][2] < c[0][2] / 2, "adaptive at rate 0 drafted %lld, fixed %lld", c[1][2], c[0][2]);
+    CHECK(c[0][3] <= 40 / 3 + 2 && c[0][4] >= 2 * (c[0][3] - 2), "fixed at rate 1: %lld steps, %lld accepted", c[0][3],
+          c[0][4]);
+}
+
 /* ---- sampling keeps the distribution --------------------------------------------------------- */
 
 enum { DIST_RUNS = 3000, DIST_GEN = 4 };
@@ -921,6 +956,7 @@ int main(void) {
     RUN(test_lookup_combined);
     RUN(test_kv8);
     RUN(test_run_chat);
+    RUN(test_bench_fixed);
     RUN(test_centroid_head);
     RUN(test_synth_drafter);
     RUN(test_sampling_distribution);

@@ -120,6 +120,7 @@ int bench_drafter_costs(const bench_drafter_opts *o) {
     for (int32_t j = 0; !rc && j < nr; j++) {
         plume_spec_params pp = plume_spec_default_params();
         pp.draft_max = o->draft;
+        pp.adaptive = !o->fixed;
         pp.drafter = d;
         pp.lookup = 0; /* the drafter every round: its cost is what is measured */
         pp.draft_fn = forced_fn;
@@ -162,10 +163,10 @@ int bench_drafter_costs(const bench_drafter_opts *o) {
         printf("{\"mode\": \"plain\", \"decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f, \"drafter_step_ms\": %.3f}\n",
                pm, plo, phi, dms);
     else {
-        printf("\n| MTP drafter, %d drafts a round (adaptive), %d rounds interleaved, -p %d -n %d | decode tok/s, median "
+        printf("\n| MTP drafter, %d drafts a round (%s), %d rounds interleaved, -p %d -n %d | decode tok/s, median "
                "(min..max) | x plain, median (min..max) | accepted / drafted | tokens / target step |\n"
                "|---|---|---|---|---|\n| plain | %.2f (%.2f..%.2f) | 1.00 | | 1.00 |\n",
-               o->draft, R, P, N, pm, plo, phi);
+               o->draft, o->fixed ? "fixed" : "adaptive", R, P, N, pm, plo, phi);
     }
     for (int32_t j = 0; j < nr; j++) {
         double v[128], x[128], med, lo, hi, xm, xlo, xhi;
@@ -177,8 +178,9 @@ int bench_drafter_costs(const bench_drafter_opts *o) {
         double tps = steps ? (double)(accepted + steps) / (double)steps : 0;
         if (o->json)
             printf("{\"mode\": \"accept %.2f\", \"decode_tok_s\": %.2f, \"min\": %.2f, \"max\": %.2f, \"x_plain\": %.3f, "
-                   "\"x_min\": %.3f, \"x_max\": %.3f, \"accepted\": %lld, \"drafted\": %lld, \"tokens_per_step\": %.3f}\n",
-                   o->rates[j], med, lo, hi, xm, xlo, xhi, (long long)accepted, (long long)drafted, tps);
+                   "\"x_min\": %.3f, \"x_max\": %.3f, \"steps\": %lld, \"accepted\": %lld, \"drafted\": %lld, "
+                   "\"tokens_per_step\": %.3f}\n",
+                   o->rates[j], med, lo, hi, xm, xlo, xhi, (long long)steps, (long long)accepted, (long long)drafted, tps);
         else
             printf("| accept %.2f | %.2f (%.2f..%.2f) | %.2f (%.2f..%.2f) | %lld / %lld (%.0f%%) | %.2f |\n", o->rates[j],
                    med, lo, hi, xm, xlo, xhi, (long long)accepted, (long long)drafted,

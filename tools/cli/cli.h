@@ -60,6 +60,7 @@ typedef struct {
     int64_t n_prompt, n_gen, reps;
     double rates[8];      /* --accept-rate: forced acceptance per draft */
     int32_t n_rates;
+    int32_t fixed;        /* --draft-fixed: draft K every round (adaptive length off) */
 } bench_drafter_opts;
 /* Plain decode against the drafter's speculative decode at forced acceptance rates,
  * interleaved; 0, or 1 having printed the error. */

@@ -14,7 +14,8 @@ static const char bench_usage[] =
     "usage: plume bench [-m BUNDLE] [-p 512] [-n 128] [-t THREADS] [-r 3] [--isa NAME] [--json]\n"
     "                   [--exact] [--history N] [--batch 1,2,4,8] [--spec] [--depth 0,4096,16384]\n"
     "                   [--kv-bits 8] [--audio SECONDS] [--image [--image-tokens 280]] [--video FILE]\n"
-    "                   [--threads-profile] [--drafter DIR [--accept-rate 0.5,0.7,0.9] [--draft K]]\n"
+    "                   [--threads-profile] [--drafter DIR [--accept-rate 0.5,0.7,0.9] [--draft K]\n"
+    "                   [--draft-fixed]]\n"
     "                   [--json-schema FILE [--temp T] [--top-k K] [--tokenizer FILE]]\n"
     "  Measure on random token ids: bundle open to ready (load), prefill of -p tokens, time to\n"
     "  first token, decode of -n tokens, peak and anonymous RSS, the read bandwidth of all\n"
@@ -35,6 +36,8 @@ static const char bench_usage[] =
     "                drafter drafts and the real target verifies, but each guess is replaced by the\n"
     "                target's own greedy token with probability A (--accept-rate, up to 8, default\n"
     "                0.5,0.7,0.9), else by a wrong one; --draft K drafts at most (default 3, adaptive)\n"
+    "  --draft-fixed with --drafter: K drafts every round (adaptive length off), as a peer's\n"
+    "                constant draft length does; acceptance 0 then times a round that keeps none\n"
     "  --audio S     only this: the audio tower's encode of a clip of S seconds (0.1 .. 600; over 30 s\n"
     "                in 30 s clips): its first run, then -r runs; time, tokens, real-time factor\n"
     "  --image       only this: the vision tower (the bundle needs one): the encode time of a\n"
@@ -481,6 +484,7 @@ typedef struct {
     double rates[8];         /* --accept-rate */
     int32_t n_rates;
     int64_t draft;           /* --draft */
+    int draft_fixed;         /* --draft-fixed: the drafter drafts --draft every round */
     float temp;              /* --temp (its sampler), default 1 */
     int64_t top_k;           /* --top-k (its sampler), -1: the default */
     int32_t *batch, n_batch; /* --batch: sessions per step */
@@ -518,6 +522,7 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--json-schema") && more) o->schema = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) o->tokenizer = argv[++i];
         else if (!strcmp(a, "--drafter") && more) o->drafter = argv[++i];
+        else if (!strcmp(a, "--draft-fixed")) o->draft_fixed = 1;
         else if (!strcmp(a, "--draft") && more) { if (cli_int(argv[++i], 1, 63, &o->draft)) return cli_error("bench: --draft wants 1..63"); }
         else if (!strcmp(a, "--accept-rate") && more) {
             char *list = argv[++i], *end;
@@ -561,6 +566,7 @@ static int bench_parse(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "-r") && more) { if (cli_int(argv[++i], 1, BENCH_MAX_REPS, &o->reps)) return cli_error("bench: -r wants 1..100"); }
         else return cli_error("bench: unknown option '%s' (see plume bench --help)", a);
     }
+    if (o->draft_fixed && !o->drafter) return cli_error("bench: --draft-fixed goes with --drafter DIR");
     return -1;
 }
 
@@ -831,7 +837,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc < 0 && o.video) rc = video_bench(o.model, o.isa, (int32_t)o.threads, o.video, o.reps, o.json);
     if (rc < 0 && o.drafter) {
         bench_drafter_opts bo = {o.model, o.drafter, o.isa, (int32_t)o.threads, o.exact, (int32_t)o.draft, o.json,
-                                 o.n_prompt, o.n_gen, o.reps, {0}, o.n_rates};
+                                 o.n_prompt, o.n_gen, o.reps, {0}, o.n_rates, o.draft_fixed};
         memcpy(bo.rates, o.rates, sizeof bo.rates);
         rc = bench_drafter_costs(&bo);
     }
