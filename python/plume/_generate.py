@@ -188,8 +188,9 @@ class _Spec(Closing):
 
     def close(self):
         if self._ptr:
-            st = [_lib.c_int64() for _ in range(3)]
+            st = [_lib.c_int64() for _ in range(5)]
             lib.plume_spec_stats(self._ptr, byref(st[0]), byref(st[1]), byref(st[2]))
+            lib.plume_spec_source_stats(self._ptr, _lib.SPEC_LOOKUP, None, byref(st[3]), byref(st[4]))
             self._model._count_drafts(*(v.value for v in st))
             lib.plume_spec_free(self._ptr)
         self._ptr = None

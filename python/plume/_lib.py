@@ -76,6 +76,7 @@ STRUCTS = {"plume_sampler_params": SamplerParams, "plume_model_params": ModelPar
            "plume_constraint_params": ConstraintParams, "plume_spec_params": SpecParams}
 
 SAMPLER_UNDO = 64  # PLUME_SAMPLER_UNDO: a speculative step gives at most this many ids
+SPEC_LOOKUP = 0  # PLUME_SPEC_LOOKUP: prompt lookup's guesses (plume_spec_source_stats)
 
 _ERR = POINTER(c_void_p)  # char **err
 _I32P = POINTER(c_int32)
@@ -172,6 +173,7 @@ _FUNCS = {
     "plume_spec_free": (None, [c_void_p]),
     "plume_spec_step": (c_int32, [c_void_p, c_void_p, c_void_p, c_int32, _I32P, c_int32, _ERR]),
     "plume_spec_stats": (None, [c_void_p, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)]),
+    "plume_spec_source_stats": (None, [c_void_p, c_int32, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)]),
     "plume_convert_default_params": (ConvertParams, []),
     "plume_convert": (c_int, [c_char_p, c_char_p, POINTER(ConvertParams), _ERR]),
     "plume_bundle_verify": (c_int, [c_char_p, c_void_p, c_void_p, VerifyReport, _ERR]),

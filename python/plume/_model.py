@@ -57,7 +57,7 @@ class Model(Closing):
         self._sessions = weakref.WeakSet()
         self._drafters = []  # opened plume_drafters not in use (one per generation at a time)
         self._drafter_lock = threading.Lock()
-        self._draft_totals = [0, 0, 0]  # speculative steps, tokens guessed, guesses kept
+        self._draft_totals = [0, 0, 0, 0, 0]  # speculative steps, tokens guessed, kept; lookup's guessed, kept
         self.drafter = None
         self._drafter_named = drafter is not None
         if drafter is not None and no_drafter:
@@ -268,18 +268,21 @@ class Model(Closing):
                 return
         lib.plume_drafter_free(d)
 
-    def _count_drafts(self, steps, drafted, accepted):
+    def _count_drafts(self, steps, drafted, accepted, lookup_drafted, lookup_accepted):
         """Add a finished generation's speculative figures to the model's totals."""
         with self._drafter_lock:
-            for i, v in enumerate((steps, drafted, accepted)):
+            for i, v in enumerate((steps, drafted, accepted, lookup_drafted, lookup_accepted)):
                 self._draft_totals[i] += int(v)
 
     @property
     def draft_stats(self):
         """Speculative decoding of this model's generations so far: {"steps": forward steps
-        that verified guesses, "drafted": tokens guessed, "accepted": guesses the model kept}."""
+        that verified guesses, "drafted": tokens guessed, "accepted": guesses the model kept,
+        "lookup_drafted", "lookup_accepted": of those, prompt lookup's (with the drafter: the
+        rounds lookup drafted instead of it)}."""
         with self._drafter_lock:
-            return dict(zip(("steps", "drafted", "accepted"), self._draft_totals))
+            return dict(zip(("steps", "drafted", "accepted", "lookup_drafted", "lookup_accepted"),
+                            self._draft_totals))
 
     def _draft_len(self, draft, temperature):
         """Tokens guessed per step for a generation: draft, or by default as `plume run`: 3 when

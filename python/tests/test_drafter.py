@@ -86,6 +86,10 @@ class TestDrafter(unittest.TestCase):
         drafted, accepted = after["drafted"] - before["drafted"], after["accepted"] - before["accepted"]
         self.assertGreater(accepted, 0)  # the tracking drafter's guesses were kept, some
         self.assertGreater(drafted, accepted)  # and some refused
+        lookup = after["lookup_drafted"] - before["lookup_drafted"]
+        kept = after["lookup_accepted"] - before["lookup_accepted"]
+        self.assertGreater(lookup, 0)  # prompt lookup drafted beside the drafter ("la la la", "abc abc")
+        self.assertTrue(0 <= kept <= lookup and lookup < drafted, (kept, lookup, drafted))
 
     def test_greedy_identical_without_lookup(self):
         """no_lookup: the drafter alone (by default prompt lookup drafts beside it): the same text."""
@@ -96,6 +100,7 @@ class TestDrafter(unittest.TestCase):
                 for draft in (None, 2):
                     self.assertEqual(self.text(m, msg, max_tokens=40, temperature=0, draft=draft), want, (msg, draft))
             self.assertGreater(m.draft_stats["drafted"], 0)
+            self.assertEqual(m.draft_stats["lookup_drafted"], 0)
 
     def test_stop_strings_and_format(self):
         full = self.text(self.plain, "Hello there", max_tokens=40, temperature=0, draft=0)
