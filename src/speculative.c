@@ -225,13 +225,14 @@ static int spec_choose(plume_spec *sp, int32_t n, int32_t room, int32_t *n_look)
     return sp->src[PLUME_SPEC_LOOKUP].rate >= sp->src[PLUME_SPEC_DRAFTER].rate ? PLUME_SPEC_LOOKUP : PLUME_SPEC_DRAFTER;
 }
 
-/* Up to want guesses of source c after the context (n tokens, pending last) into draft, a
- * draft_fn beside the drafter replacing them; returns how many or a negative PLUME_E*. */
-static int32_t spec_guess(plume_spec *sp, const plume_session *s, int c, int32_t n, int32_t n_look, int32_t want,
-                          int32_t *draft, char **err) {
+/* Up to want guesses of source c after the session's tokens and pending into draft, a
+ * draft_fn beside the drafter replacing them; sp->ctx holds those n tokens unless the drafter
+ * drafts alone. Returns how many or a negative PLUME_E*. */
+static int32_t spec_guess(plume_spec *sp, const plume_session *s, int32_t pending, int c, int32_t n, int32_t n_look,
+                          int32_t want, int32_t *draft, char **err) {
     int32_t k;
     if (c == PLUME_SPEC_DRAFTER) {
-        k = plume_drafter_draft(sp->p.drafter, s, sp->ctx[n - 1], want, draft, NULL, err);
+        k = plume_drafter_draft(sp->p.drafter, s, pending, want, draft, NULL, err);
     } else if (sp->p.drafter) { /* lookup beside the drafter: spec_choose looked it up */
         k = n_look < want ? n_look : want;
         memcpy(draft, sp->look, (size_t)k * sizeof *draft);
@@ -254,13 +255,14 @@ int32_t plume_spec_draft(plume_spec *sp, const plume_session *s, int32_t pending
     ids[0] = pending;
     int32_t room = spec_room(sp, s, cap), n_look = 0;
     if (room == 0) return 1;
-    int32_t n = spec_context(sp, s, pending, err);
+    int32_t n = 0; /* the context, for lookup or a draft_fn (the drafter alone reads the session) */
+    if (!sp->p.drafter || sp->p.lookup || sp->p.draft_fn) n = spec_context(sp, s, pending, err);
     if (n < 0) return n;
     int c = spec_choose(sp, n, room, &n_look);
     spec_source *src = &sp->src[c];
     int shadow = sp->p.adaptive && src->rate < SPEC_RATE_MIN;
     int32_t want = shadow ? 1 : sp->p.adaptive && room > src->len ? src->len : room;
-    int32_t k = spec_guess(sp, s, c, n, n_look, want, ids + 1, err);
+    int32_t k = spec_guess(sp, s, pending, c, n, n_look, want, ids + 1, err);
     if (k < 0) return k;
     if (c == PLUME_SPEC_DRAFTER && n_look > 0) sp->src[PLUME_SPEC_LOOKUP].shadow = sp->look[0]; /* compared, free */
     if (shadow) {
