@@ -30,11 +30,11 @@
  *
  * Adaptive length (plume_spec_params.adaptive, the default): a wrong guess costs a row of
  * arithmetic, and a step of 4 rows costs ~1.3x one row (docs/BENCHMARKS.md), so drafting pays
- * only while guesses are right often enough. The drafter keeps a moving average of how often
- * its first guess was right; below SPEC_RATE_MIN it stops feeding guesses but still makes one
- * each step and compares it with the token the model then gives (free), so drafting resumes
- * when the text starts to repeat itself. While drafting, the length grows by one after a step
- * whose guesses were all kept and falls to one more than those kept otherwise. Nothing the
+ * only while guesses are right often enough. Each source of guesses keeps a moving average of
+ * how often its first guess was right; below SPEC_RATE_MIN it stops feeding guesses but still
+ * makes one each step and compares it with the token the model then gives (free), so drafting
+ * resumes when the text starts to repeat itself. While drafting, its length grows by one after
+ * a step whose guesses were all kept and falls to one more than those kept otherwise. Nothing the
  * model outputs depends on it (greedy: the same tokens; sampling: the same distribution,
  * since a length chosen from the past is a draft distribution fixed before the step).
  *
