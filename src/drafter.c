@@ -405,14 +405,13 @@ static void dlayer(plume_drafter *d, int32_t l, int32_t pos, const drafter_kv kv
 static int32_t centroid_head(plume_drafter *d, float *logits) {
     const plume_drafter_config *c = &d->c;
     dmm(d, d->cent, d->y, &d->centroids);
-    for (int32_t j = 0; j < c->top_k; j++) { /* descending, the lower index first on ties */
-        int32_t best = -1;
-        for (int32_t i = 0; i < c->n_centroids; i++) {
-            int taken = 0;
-            for (int32_t u = 0; u < j && !taken; u++) taken = d->top[u] == i;
-            if (!taken && (best < 0 || d->cent[i] > d->cent[best])) best = i;
-        }
-        d->top[j] = best;
+    int32_t nt = 0; /* d->top [nt]: descending, the lower index first on ties (one pass) */
+    for (int32_t i = 0; i < c->n_centroids; i++) {
+        float v = d->cent[i];
+        if (nt == c->top_k && !(v > d->cent[d->top[nt - 1]])) continue;
+        int32_t u = nt < c->top_k ? nt++ : nt - 1;
+        for (; u > 0 && v > d->cent[d->top[u - 1]]; u--) d->top[u] = d->top[u - 1];
+        d->top[u] = i;
     }
     const int32_t per = c->V / c->n_centroids, n = c->top_k * per;
     int32_t *ids = malloc((size_t)n * sizeof *ids);
@@ -420,21 +419,25 @@ static int32_t centroid_head(plume_drafter *d, float *logits) {
     for (int32_t j = 0; j < c->top_k; j++) memcpy(ids + j * per, d->ordering + (int64_t)d->top[j] * per, (size_t)per * 4);
     gather_task t = {d, ids, d->y, d->sel};
     plume_pool_for(d->t->pool, n, 64, gather_rows, &t);
-    float lo = INFINITY;
-    for (int32_t i = 0; i < n; i++) lo = fminf(lo, d->sel[i]);
-    for (int32_t i = 0; i < c->V; i++) logits[i] = lo - 1.0f;
-    for (int32_t i = 0; i < n; i++) logits[ids[i]] = d->sel[i];
+    /* the argmax: every other logit is below the selected ones, so it is among them (the
+     * lowest token id on ties, as a scan of all V finds it) */
+    int32_t best = ids[0];
+    float lo = d->sel[0], hi = d->sel[0];
+    for (int32_t i = 1; i < n; i++) {
+        lo = fminf(lo, d->sel[i]);
+        if (d->sel[i] > hi || (d->sel[i] == hi && ids[i] < best)) hi = d->sel[i], best = ids[i];
+    }
+    if (logits) { /* the whole row only for a caller that asked for it */
+        for (int32_t i = 0; i < c->V; i++) logits[i] = lo - 1.0f;
+        for (int32_t i = 0; i < n; i++) logits[ids[i]] = d->sel[i];
+    }
     free(ids);
-    int32_t best = 0;
-    for (int32_t i = 1; i < c->V; i++)
-        if (logits[i] > logits[best]) best = i;
     return best;
 }
 
 int32_t drafter_step(plume_drafter *d, const float *in, int32_t pos, const drafter_kv kv[2], float *logits,
                      float *proj, float *normed) {
     const plume_drafter_config *c = &d->c;
-    if (!logits) logits = d->logits;
     dmm(d, d->x, in, &d->pre); /* not scaled: inputs_embeds */
     for (int32_t l = 0; l < c->L; l++) dlayer(d, l, pos, kv);
     d->t->k->rmsnorm(d->y, d->x, d->norm, c->D, c->eps);
@@ -442,6 +445,7 @@ int32_t drafter_step(plume_drafter *d, const float *in, int32_t pos, const draft
     if (proj) dmm(d, proj, d->y, &d->post);
     d->n_steps++;
     if (c->ordered) return centroid_head(d, logits);
+    if (!logits) logits = d->logits;
     dmm(d, logits, d->y, &d->head);
     int32_t best = 0;
     for (int32_t i = 1; i < c->V; i++)
