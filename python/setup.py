@@ -41,12 +41,13 @@ class BuildPyWithLibplume(build_py):
         if not os.path.exists(os.path.join(ROOT, "src", "model.c")):
             sys.exit("plume: build from the repository's python/ folder (it needs ../src)")
         jobs = os.environ.get("PLUME_JOBS", "2")
-        cmd = ["make", "-C", ROOT, "-j" + jobs, "BUILD=build-python", "build-python/" + LIBNAME]
+        build = os.environ.get("PLUME_BUILD", "build-python")  # make's folder (make check: its build/)
+        cmd = ["make", "-C", ROOT, "-j" + jobs, "BUILD=" + build, build + "/" + LIBNAME]
         print(" ".join(cmd))
         subprocess.check_call(cmd)
         dst = os.path.join(self.build_lib, "plume")
         self.mkpath(dst)
-        shutil.copy2(os.path.join(ROOT, "build-python", LIBNAME), os.path.join(dst, LIBNAME))
+        shutil.copy2(os.path.join(ROOT, build, LIBNAME), os.path.join(dst, LIBNAME))
 
 
 class BinaryDistribution(Distribution):
