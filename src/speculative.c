@@ -33,8 +33,11 @@
  * only while guesses are right often enough. Each source of guesses keeps a moving average of
  * how often its first guess was right; below SPEC_RATE_MIN it stops feeding guesses but still
  * makes one each step and compares it with the token the model then gives (free), so drafting
- * resumes when the text starts to repeat itself. While drafting, its length grows by one after
- * a step whose guesses were all kept and falls to one more than those kept otherwise. Nothing the
+ * resumes when the text starts to repeat itself. While drafting, lookup's length grows by one
+ * after a step whose guesses were all kept and falls to one more than those kept otherwise (a
+ * quote ends); the MTP drafter's follows the share of its reached guesses kept (a model's
+ * guesses are right with a steady chance): the longest whose last guess is kept with a chance
+ * of SPEC_KEEP_WORTH or more (spec_keep_len). Nothing the
  * model outputs depends on it (greedy: the same tokens; sampling: the same distribution,
  * since a length chosen from the past is a draft distribution fixed before the step).
  *
@@ -55,11 +58,14 @@
 #define SPEC_RATE_START 0.5  /* the rate a new drafter assumes */
 #define SPEC_RATE_WEIGHT 0.125 /* weight of the newest outcome in the moving average */
 #define SPEC_LOOKUP_STRONG 3 /* with a drafter: the shortest repeat lookup drafts from (or ngram_max) */
+#define SPEC_KEEP_START 0.7  /* the MTP drafter: the share of its guesses kept a new one assumes */
+#define SPEC_KEEP_WORTH 0.2  /* the MTP drafter: the least chance of being reached and kept a guess fed needs */
 
 /* A source of guesses (PLUME_SPEC_LOOKUP, PLUME_SPEC_DRAFTER): its adaptive state, its totals. */
 typedef struct {
     double rate;    /* adaptive: moving average of its first guess being right */
     int32_t len;    /* adaptive: the draft length of its next fed step, 1..draft_max */
+    double keep;    /* adaptive, the MTP drafter: moving average of a guess it reached being kept */
     int32_t shadow; /* its first guess this step when not fed (compared after it), or -1 */
     int64_t n_steps, n_drafted, n_accepted; /* the steps that fed its guesses */
 } spec_source;
@@ -124,12 +130,23 @@ void plume_spec_free(plume_spec *sp) {
     free(sp);
 }
 
+/* The MTP drafter's draft length for a share `keep` of reached guesses kept: the longest k
+ * (1..max) whose last guess is reached and kept with a chance keep^k of SPEC_KEEP_WORTH or
+ * more. A guess costs a row of the step and a drafter step (together about a tenth of a
+ * one-token step, docs/BENCHMARKS.md) and is worth keep^k tokens. */
+static int32_t spec_keep_len(double keep, int32_t max) {
+    int32_t k = 1;
+    for (double p = keep * keep; k < max && p >= SPEC_KEEP_WORTH; p *= keep) k++;
+    return k;
+}
+
 /* The adaptive state as plume_spec_new leaves it; NULL is a no-op. */
 void plume_spec_reset(plume_spec *sp) {
     if (!sp) return;
     for (int c = 0; c < 2; c++) {
         sp->src[c].rate = SPEC_RATE_START;
-        sp->src[c].len = sp->p.draft_max;
+        sp->src[c].keep = SPEC_KEEP_START;
+        sp->src[c].len = c == PLUME_SPEC_DRAFTER ? spec_keep_len(SPEC_KEEP_START, sp->p.draft_max) : sp->p.draft_max;
         sp->src[c].shadow = -1;
     }
     sp->fed = -1;
@@ -291,7 +308,11 @@ static void spec_adapt(plume_spec *sp, int32_t k, int32_t j, int32_t first) {
         else if (x->shadow >= 0) right = first == x->shadow;
         else continue;
         x->rate += SPEC_RATE_WEIGHT * (right - x->rate);
-        if (c == fed && j < k) x->len = j + 1;
+        if (c == fed && c == PLUME_SPEC_DRAFTER) { /* a model's guesses: a steady chance each */
+            for (int32_t i = 0; i < j; i++) x->keep += SPEC_RATE_WEIGHT * (1.0 - x->keep);
+            if (j < k) x->keep -= SPEC_RATE_WEIGHT * x->keep;
+            x->len = spec_keep_len(x->keep, sp->p.draft_max);
+        } else if (c == fed && j < k) x->len = j + 1; /* lookup's come in runs: a quote ends */
         else if (c == fed && x->len < sp->p.draft_max) x->len++;
     }
     sp->fed = sp->src[0].shadow = sp->src[1].shadow = -1;

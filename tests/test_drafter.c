@@ -692,27 +692,33 @@ static int bench_counts(const char *log, const char *mode, long long *steps, lon
 
 /* plume bench --drafter's forced rounds: with --draft-fixed every round drafts K (at
  * acceptance 0 it keeps none: a peer's constant-length round), at acceptance 1 keeps all;
- * without it the adaptive length stops feeding guesses that are never right. */
+ * without it the adaptive length stops feeding guesses that are never right, and keeps the
+ * whole length where each guess is right with a steady chance of 0.7 (0.7^3 >= 0.2; a length
+ * of one more than the last step kept drafts 2.1 a step there, this rule 2.7). */
 static void test_bench_fixed(void) {
     char log[8192];
-    long long c[2][6]; /* fixed, adaptive: rate 0 steps, accepted, drafted; rate 1 the same */
+    long long c[2][9]; /* fixed, adaptive: rate 0 steps, accepted, drafted; rate 1, rate 0.7 the same */
     for (int f = 0; f < 2; f++) {
-        int st = t_sh(log, sizeof log, "%s/plume bench -m %s --drafter %s --accept-rate 0,1 --draft 2 %s -p 8 -n 40 "
+        int st = t_sh(log, sizeof log, "%s/plume bench -m %s --drafter %s --accept-rate 0,1,0.7 --draft 3 %s -p 8 -n 200 "
                       "-r 1 -t 2 --json", t_build(), targets[2], drafters[1][2], f ? "" : "--draft-fixed");
         CHECK(st == 0, "bench --drafter: status %d: %s", st, log);
         if (bench_counts(log, "accept 0.00", &c[f][0], &c[f][1], &c[f][2]) ||
-            bench_counts(log, "accept 1.00", &c[f][3], &c[f][4], &c[f][5])) {
+            bench_counts(log, "accept 1.00", &c[f][3], &c[f][4], &c[f][5]) ||
+            bench_counts(log, "accept 0.70", &c[f][6], &c[f][7], &c[f][8])) {
             CHECK(0, "bench --json lines: %s", log);
             return;
         }
         CHECK(c[f][1] == 0 && c[f][4] == c[f][5] && c[f][5] > 0, "%s: rate 0 accepted %lld; rate 1 accepted %lld of %lld",
               f ? "adaptive" : "fixed", c[f][1], c[f][4], c[f][5]);
     }
-    /* fixed: every round at rate 0 fed 2 guesses (the last rounds may have less room) */
-    CHECK(c[0][2] >= 2 * (c[0][0] - 2) && c[0][2] <= 2 * c[0][0], "fixed: %lld drafted in %lld steps", c[0][2], c[0][0]);
+    /* fixed: every round at rate 0 fed 3 guesses (the last rounds may have less room) */
+    CHECK(c[0][2] >= 3 * (c[0][0] - 3) && c[0][2] <= 3 * c[0][0], "fixed: %lld drafted in %lld steps", c[0][2], c[0][0]);
     CHECK(c[1][2] < c[0][2] / 2, "adaptive at rate 0 drafted %lld, fixed %lld", c[1][2], c[0][2]);
-    CHECK(c[0][3] <= 40 / 3 + 2 && c[0][4] >= 2 * (c[0][3] - 2), "fixed at rate 1: %lld steps, %lld accepted", c[0][3],
+    CHECK(c[0][3] <= 200 / 4 + 2 && c[0][4] >= 3 * (c[0][3] - 3), "fixed at rate 1: %lld steps, %lld accepted", c[0][3],
           c[0][4]);
+    printf("  adaptive at 0.7: %lld drafted in %lld steps, %lld kept; fixed: %lld in %lld\n", c[1][8], c[1][6], c[1][7],
+           c[0][8], c[0][6]);
+    CHECK(c[1][8] * 10 >= 24 * c[1][6], "adaptive at 0.7: %lld drafted in %lld steps (want >= 2.4 a step)", c[1][8], c[1][6]);
 }
 
 /* ---- sampling keeps the distribution --------------------------------------------------------- */
