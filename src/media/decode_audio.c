@@ -292,7 +292,8 @@ static uint64_t decode_peak(const SF_INFO *info) {
 static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *frames, const char *name, char **err) {
     const int32_t ch = info->channels;
     const double ratio = (double)MEDIA_AUDIO_RATE / info->samplerate;
-    const int64_t max_frames = frames_bound(info);
+    const int64_t max_frames = frames_bound(info); /* below the cap: the header's exact length */
+    const int64_t cap = (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate;
     float *block = malloc((size_t)BLOCK_FRAMES * (size_t)ch * sizeof(float));
     float *mono = malloc(BLOCK_FRAMES * sizeof(float));
     soxr_t rs = NULL;
@@ -318,7 +319,7 @@ static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *
         sf_count_t k = sf_readf_float(sf, block, BLOCK_FRAMES);
         if (k <= 0) break;
         if (*frames + k > max_frames) {
-            if (length_exact(info) && info->frames < (int64_t)MEDIA_AUDIO_MAX_SECONDS * info->samplerate)
+            if (max_frames < cap)
                 rc = plume_fail(err, PLUME_EFORMAT, "%s: corrupt: the stream holds more than the %lld frames its header "
                                 "declares", name, (long long)info->frames);
             else
@@ -333,6 +334,14 @@ static int decode_frames(SNDFILE *sf, const SF_INFO *info, pcm_buf *b, int64_t *
             if (!isfinite(s)) {
                 rc = plume_fail(err, PLUME_EFORMAT, "%s: sample %lld is not a finite number", name,
                                 (long long)(*frames + i));
+                goto done;
+            }
+            /* a float file's samples are nominally within +-1; one of 1e38 is a corrupt file,
+             * and would overflow the resampler's sums to infinities (fuzz_audio) */
+            if (fabsf(s) > (float)MEDIA_AUDIO_MAX_AMPLITUDE) {
+                rc = plume_fail(err, PLUME_EFORMAT, "%s: sample %lld is %g, beyond the +-%d a sound's samples can be "
+                                "(full scale is 1): a corrupt file?", name, (long long)(*frames + i), (double)s,
+                                MEDIA_AUDIO_MAX_AMPLITUDE);
                 goto done;
             }
             mono[i] = s;

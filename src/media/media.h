@@ -136,7 +136,8 @@ enum {
     MEDIA_AUDIO_CLIP = 480000,         /* 30 s: the most one clip holds (HF max_length) */
     MEDIA_AUDIO_MAX_SECONDS = 600,     /* the longest audio plume decodes: 20 clips */
     MEDIA_AUDIO_MIN_RATE = 1000,       /* sample rates a file may have */
-    MEDIA_AUDIO_MAX_RATE = 768000
+    MEDIA_AUDIO_MAX_RATE = 768000,
+    MEDIA_AUDIO_MAX_AMPLITUDE = 1000000 /* |sample| a decoded file may hold: 120 dB over full scale */
 };
 
 /* Decoded audio (plume.h's plume_audio): mono samples at MEDIA_AUDIO_RATE, as libsndfile
