@@ -74,12 +74,17 @@ TESTS_ALL   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TESTS    := $(filter $(TESTS_ALL),$(addprefix $(BUILD)/tests/,$(TESTS_FIRST))) \
             $(filter-out $(addprefix $(BUILD)/tests/,$(TESTS_FIRST)),$(TESTS_ALL))
 # The portable build differs in the thread pool's wait, the mapping of files and the prefault
-# hint (PLUME_PORTABLE in src/pool.c, model.c, common.c): it builds every test but leaves out
-# of its run those about real HTTP clients, agent CLIs, the media server, the Hub client and
-# structured output, which those switches do not reach (their models open through the same
-# pool and maps as the tests that run).
-PORTABLE_SKIP := test_clients test_agents test_serve_media test_serve_video test_pull test_structured
-TESTS_RUN := $(if $(filter 1,$(PORTABLE)),$(filter-out $(addprefix $(BUILD)/tests/,$(PORTABLE_SKIP)),$(TESTS)),$(TESTS))
+# hint (PLUME_PORTABLE in src/pool.c, model.c, common.c): it builds every test and runs those
+# of the pool, the maps and files, the forward pass, sessions, batches, the kernels, the
+# converter, the CLI and a server (PORTABLE_TESTS); the others reach those switches only
+# through the same model loads and pool loops. Under the sanitizers, test_clients is left
+# out (SAN_SKIP): its time is node's and chromium's, and the server code its clients reach
+# runs sanitized in test_serve*, test_agents and the fuzzers.
+PORTABLE_TESTS := test_pool test_map test_files test_forward test_session test_batch test_kernels test_qact \
+                  test_convert test_synth test_cli test_serve test_errors test_kill
+SAN_SKIP := test_clients
+TESTS_RUN := $(if $(filter 1,$(PORTABLE)),$(filter $(addprefix $(BUILD)/tests/,$(PORTABLE_TESTS)),$(TESTS)),\
+             $(if $(filter 1,$(SAN)),$(filter-out $(addprefix $(BUILD)/tests/,$(SAN_SKIP)),$(TESTS)),$(TESTS)))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 REPLAYS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 
@@ -239,11 +244,11 @@ test-python: all
 	@cd / && PLUME_CLI=$(CURDIR)/$(BUILD)/plume $(PYVENV)/bin/python $(CURDIR)/python/tests/run.py
 
 # Everything CI checks: the tests, replicas behind nginx and HAProxy, the tests under
-# ASan+UBSan, the tests of the portable build (less PORTABLE_SKIP), the Python binding, a clang
-# -Werror build of everything at -O0 (clang's warnings come from its front end, the same at any
-# -O; test-cli-san builds the library and CLI with clang and runs them), the CLI's paths under
-# clang's ASan+UBSan on every kernel table of this CPU, and the NEON kernels under qemu (when
-# Debian's aarch64 cross compiler is installed).
+# ASan+UBSan (less SAN_SKIP), the tests of the portable build (PORTABLE_TESTS), the Python
+# binding, a clang -Werror build of everything at -O0 (clang's warnings come from its front
+# end, the same at any -O; test-cli-san builds the library and CLI with clang and runs them),
+# the CLI's paths under clang's ASan+UBSan on every kernel table of this CPU, and the NEON
+# kernels under qemu (when Debian's aarch64 cross compiler is installed).
 # Each step builds with JOBS compiles at once (default: one per CPU) and tests/run.sh runs
 # JOBS test binaries at once, so a plain `make check` uses the whole machine.
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
