@@ -49,6 +49,7 @@ struct plume_drafter {
     float *score, *acc;                /* [group, PLUME_ATTN_BLOCK], [group, hdmax + 4] */
     float *cent, *sel;                 /* [n_centroids], [top_k * V / n_centroids] */
     int32_t *top;                      /* [top_k] */
+    int32_t *sel_ids;                  /* [top_k * V / n_centroids] the token of each row of sel */
     float *logits;                     /* [V]: a step's, when the caller wants none */
     int64_t n_steps, n_rounds;
 };
@@ -180,7 +181,8 @@ static int alloc_scratch(plume_drafter *d, char **err) {
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         if (!(*f[i] = plume_alloc(n[i] * sizeof(float)))) return plume_fail(err, PLUME_ENOMEM, "out of memory");
     d->top = malloc((size_t)c->top_k * sizeof *d->top);
-    return d->top ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
+    d->sel_ids = malloc(nsel * sizeof *d->sel_ids);
+    return d->top && d->sel_ids ? 0 : plume_fail(err, PLUME_ENOMEM, "out of memory");
 }
 
 int plume_drafter_open(plume_drafter **out, plume_model *m, const char *dir, char **err) {
@@ -217,6 +219,7 @@ void plume_drafter_free(plume_drafter *d) {
                   d->cs, d->sn, d->score, d->acc, d->cent, d->sel, d->logits};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) plume_dealloc(f[i]);
     free(d->top);
+    free(d->sel_ids);
     plume_map_free(&d->map);
     st_close(&d->st);
     free(d);
@@ -414,8 +417,7 @@ static int32_t centroid_head(plume_drafter *d, float *logits) {
         d->top[u] = i;
     }
     const int32_t per = c->V / c->n_centroids, n = c->top_k * per;
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) return -1;
+    int32_t *ids = d->sel_ids;
     for (int32_t j = 0; j < c->top_k; j++) memcpy(ids + j * per, d->ordering + (int64_t)d->top[j] * per, (size_t)per * 4);
     gather_task t = {d, ids, d->y, d->sel};
     plume_pool_for(d->t->pool, n, 64, gather_rows, &t);
@@ -431,7 +433,6 @@ static int32_t centroid_head(plume_drafter *d, float *logits) {
         for (int32_t i = 0; i < c->V; i++) logits[i] = lo - 1.0f;
         for (int32_t i = 0; i < n; i++) logits[ids[i]] = d->sel[i];
     }
-    free(ids);
     return best;
 }
 
@@ -495,7 +496,6 @@ int32_t plume_drafter_draft(plume_drafter *d, const plume_session *s, int32_t pe
         drafter_embed(d, tok, d->in);
         memcpy(d->in + Db, h, (size_t)Db * sizeof(float));
         tok = drafter_step(d, d->in, P, kv, logits ? logits + (int64_t)n * d->c.V : NULL, d->proj, NULL);
-        if (tok < 0) return plume_fail(err, PLUME_ENOMEM, "drafter: out of memory");
         draft[n++] = tok;
         h = d->proj;
         int end = 0;
